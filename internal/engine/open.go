@@ -1,0 +1,120 @@
+package engine
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"net/url"
+	"strings"
+	"time"
+)
+
+// ErrBadURL is returned by Open for a database URL it cannot use.
+var ErrBadURL = errors.New("jobqueue: bad database URL")
+
+// DriverDSN turns a database URL into the database/sql driver name and DSN
+// that Open uses, with the options the queue needs:
+//
+//   - postgres://… and postgresql://… go to pgx as they are (connect_timeout=10
+//     is added when missing);
+//   - mysql://user:pass@host:port/db (or mariadb://) becomes a
+//     go-sql-driver DSN with parseTime=true, loc=UTC and a 10 s dial timeout;
+//   - sqlite:PATH or sqlite://PATH becomes a modernc.org/sqlite file DSN with
+//     WAL, a 10 s busy timeout and BEGIN IMMEDIATE transactions.
+func DriverDSN(rawURL string) (driver, dsn string, k Kind, err error) {
+	scheme, rest, ok := strings.Cut(rawURL, ":")
+	if !ok || rest == "" {
+		return "", "", "", fmt.Errorf("%w: %q; use postgres://…, mysql://user:pass@host:port/db or sqlite:PATH", ErrBadURL, rawURL)
+	}
+	switch strings.ToLower(scheme) {
+	case "postgres", "postgresql":
+		u, err := url.Parse(rawURL)
+		if err != nil {
+			return "", "", "", fmt.Errorf("%w: %v", ErrBadURL, err)
+		}
+		q := u.Query()
+		if q.Get("connect_timeout") == "" {
+			q.Set("connect_timeout", "10")
+		}
+		u.RawQuery = q.Encode()
+		return "pgx", u.String(), Postgres, nil
+	case "mysql", "mariadb":
+		u, err := url.Parse(rawURL)
+		if err != nil {
+			return "", "", "", fmt.Errorf("%w: %v", ErrBadURL, err)
+		}
+		if u.Host == "" {
+			return "", "", "", fmt.Errorf("%w: %q names no host; use mysql://user:pass@host:port/db", ErrBadURL, rawURL)
+		}
+		dbName := strings.TrimPrefix(u.Path, "/")
+		if dbName == "" || strings.Contains(dbName, "/") {
+			return "", "", "", fmt.Errorf("%w: %q names no database; use mysql://user:pass@host:port/db", ErrBadURL, rawURL)
+		}
+		host := u.Host
+		if u.Port() == "" {
+			host += ":3306"
+		}
+		var creds string
+		if u.User != nil {
+			creds = u.User.Username()
+			if p, ok := u.User.Password(); ok {
+				creds += ":" + p
+			}
+			creds += "@"
+		}
+		q := u.Query()
+		q.Set("parseTime", "true")
+		q.Set("loc", "UTC")
+		if q.Get("timeout") == "" {
+			q.Set("timeout", "10s")
+		}
+		if q.Get("charset") == "" {
+			q.Set("charset", "utf8mb4")
+		}
+		return "mysql", fmt.Sprintf("%stcp(%s)/%s?%s", creds, host, dbName, q.Encode()), MySQL, nil
+	case "sqlite", "sqlite3", "file":
+		path := strings.TrimPrefix(rest, "//")
+		if path == "" {
+			return "", "", "", fmt.Errorf("%w: %q names no file; use sqlite:PATH", ErrBadURL, rawURL)
+		}
+		return "sqlite", SQLiteDSN(path), SQLite, nil
+	default:
+		return "", "", "", fmt.Errorf("%w: unknown scheme %q in %q; use postgres://…, mysql://user:pass@host:port/db or sqlite:PATH", ErrBadURL, scheme, rawURL)
+	}
+}
+
+// SQLiteDSN is the modernc.org/sqlite DSN for the database file at path, with
+// the settings a queue wants: WAL, a busy timeout and BEGIN IMMEDIATE.
+func SQLiteDSN(path string) string {
+	return "file:" + path + "?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_txlock=immediate"
+}
+
+// Open opens the database at rawURL (see DriverDSN) and checks that it
+// answers within 10 seconds.
+func Open(ctx context.Context, rawURL string) (*sql.DB, Kind, error) {
+	driver, dsn, k, err := DriverDSN(rawURL)
+	if err != nil {
+		return nil, "", err
+	}
+	db, err := sql.Open(driver, dsn)
+	if err != nil {
+		return nil, "", fmt.Errorf("open %s database: %w", k, err)
+	}
+	pingCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := db.PingContext(pingCtx); err != nil {
+		db.Close()
+		return nil, "", fmt.Errorf("cannot reach the %s database at %s: %w; check that the server runs and the URL is right", k, redact(rawURL), err)
+	}
+	return db, k, nil
+}
+
+// redact hides the password of a URL for error messages.
+func redact(rawURL string) string {
+	u, err := url.Parse(rawURL)
+	if err != nil || u.User == nil {
+		return rawURL
+	}
+	return u.Redacted()
+}

@@ -1,0 +1,112 @@
+// Package testdb opens the real databases that tests run against and hands
+// each test its own table name, so that tests can run in parallel.
+//
+// The servers are found through environment variables, with defaults for the
+// local development machine:
+//
+//	JOBQUEUE_TEST_POSTGRES  postgres://postgres@127.0.0.1:5432/test?sslmode=disable
+//	JOBQUEUE_TEST_MYSQL     mysql://root@127.0.0.1:3306/test
+//
+// SQLite needs no server: each test gets a database file in its temp dir.
+// When a server cannot be reached the test fails if CI is set (or
+// JOBQUEUE_TEST_REQUIRE_ALL=1), and is skipped with the reason otherwise.
+package testdb
+
+import (
+	"context"
+	"crypto/rand"
+	"database/sql"
+	"encoding/hex"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/jobqueue/jobqueue/internal/engine"
+)
+
+// Kinds lists every engine, for table-driven tests.
+var Kinds = []engine.Kind{engine.Postgres, engine.MySQL, engine.SQLite}
+
+// URL is the database URL tests use for engine k (for SQLite, a new file in
+// t's temp dir).
+func URL(t testing.TB, k engine.Kind) string {
+	t.Helper()
+	switch k {
+	case engine.Postgres:
+		return envOr("JOBQUEUE_TEST_POSTGRES", "postgres://postgres@127.0.0.1:5432/test?sslmode=disable")
+	case engine.MySQL:
+		return envOr("JOBQUEUE_TEST_MYSQL", "mysql://root@127.0.0.1:3306/test")
+	case engine.SQLite:
+		return "sqlite:" + filepath.Join(t.TempDir(), "test.db")
+	}
+	t.Fatalf("testdb: unknown engine %q", k)
+	return ""
+}
+
+// Open opens the test database of engine k and closes it when t ends. A
+// server that cannot be reached fails the test in CI and skips it elsewhere.
+func Open(t testing.TB, k engine.Kind) *sql.DB {
+	t.Helper()
+	return OpenURL(t, URL(t, k))
+}
+
+// OpenURL is Open for a given URL (see engine.DriverDSN for the forms).
+func OpenURL(t testing.TB, rawURL string) *sql.DB {
+	t.Helper()
+	db, _, err := engine.Open(context.Background(), rawURL)
+	if err != nil {
+		if Required() {
+			t.Fatalf("testdb: %v (CI requires every engine)", err)
+		}
+		t.Skipf("testdb: skipping, server not reachable on this machine: %v", err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return db
+}
+
+// Required reports whether every engine must be reachable (in CI).
+func Required() bool {
+	return os.Getenv("CI") != "" || os.Getenv("JOBQUEUE_TEST_REQUIRE_ALL") == "1"
+}
+
+// Table returns a table name of the form t_<test>_<random>, unique to this
+// test and at most 40 characters long, and drops that table (best effort)
+// from db when the test ends if db is not nil.
+func Table(t testing.TB, db *sql.DB) string {
+	t.Helper()
+	var b [4]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		t.Fatal(err)
+	}
+	base := strings.Map(func(r rune) rune {
+		switch {
+		case r >= 'a' && r <= 'z', r >= '0' && r <= '9':
+			return r
+		case r >= 'A' && r <= 'Z':
+			return r + 'a' - 'A'
+		}
+		return '_'
+	}, t.Name())
+	if len(base) > 28 {
+		base = base[len(base)-28:]
+	}
+	name := "t_" + base + "_" + hex.EncodeToString(b[:])
+	if db != nil {
+		t.Cleanup(func() {
+			q := `DROP TABLE IF EXISTS "` + name + `"`
+			if k, err := engine.Detect(db); err == nil && k == engine.MySQL {
+				q = "DROP TABLE IF EXISTS `" + name + "`"
+			}
+			db.ExecContext(context.Background(), q)
+		})
+	}
+	return name
+}
+
+func envOr(key, def string) string {
+	if v := os.Getenv(key); v != "" {
+		return v
+	}
+	return def
+}

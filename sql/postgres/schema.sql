@@ -1,0 +1,26 @@
+-- The version 2 jobs table on PostgreSQL (SPEC section 2). sqlc reads this file
+-- to type the queries; migrations/ builds the same DDL for the table chosen at
+-- run time, and a test checks that the two agree.
+CREATE TABLE jobs (
+    id           BIGSERIAL PRIMARY KEY,
+    name         VARCHAR(255) NOT NULL,
+    type         VARCHAR(64)  NOT NULL DEFAULT 'default',
+    payload      JSONB        NOT NULL,
+    status       VARCHAR(20)  NOT NULL DEFAULT 'pending',
+    attempts     INT          NOT NULL DEFAULT 0,
+    claim_token  VARCHAR(64)  NULL,
+    lease_until  TIMESTAMP    NULL,
+    max_attempts INT          NOT NULL,
+    base_delay   INT          NOT NULL,
+    max_delay    INT          NOT NULL,
+    error        TEXT         NULL,
+    scheduled_at TIMESTAMP    NOT NULL,
+    expires_at   TIMESTAMP    NULL,
+    finished_at  TIMESTAMP    NULL,
+    created_at   TIMESTAMP    NOT NULL
+);
+
+CREATE INDEX idx_jobs_status_scheduled ON jobs (status, scheduled_at, id);
+CREATE INDEX idx_jobs_type_status_scheduled ON jobs (type, status, scheduled_at, id);
+CREATE INDEX idx_jobs_status_expires ON jobs (status, expires_at);
+CREATE INDEX idx_jobs_lease_until ON jobs (lease_until);

@@ -1,0 +1,27 @@
+-- The version 2 jobs table on SQLite 3.35+ (SPEC section 2). sqlc reads this
+-- file to type the queries; migrations/ builds the same DDL for the table
+-- chosen at run time, and a test checks that the two agree. sqlc's SQLite
+-- parser rejects an explicit NULL constraint, so nullable columns have none.
+CREATE TABLE jobs (
+    id           INTEGER PRIMARY KEY AUTOINCREMENT,
+    name         VARCHAR(255) NOT NULL,
+    type         VARCHAR(64)  NOT NULL DEFAULT 'default',
+    payload      TEXT         NOT NULL,
+    status       VARCHAR(20)  NOT NULL DEFAULT 'pending',
+    attempts     INTEGER      NOT NULL DEFAULT 0,
+    claim_token  VARCHAR(64),
+    lease_until  DATETIME,
+    max_attempts INTEGER      NOT NULL,
+    base_delay   INTEGER      NOT NULL,
+    max_delay    INTEGER      NOT NULL,
+    error        TEXT,
+    scheduled_at DATETIME     NOT NULL,
+    expires_at   DATETIME,
+    finished_at  DATETIME,
+    created_at   DATETIME     NOT NULL
+);
+
+CREATE INDEX idx_jobs_status_scheduled ON jobs (status, scheduled_at, id);
+CREATE INDEX idx_jobs_type_status_scheduled ON jobs (type, status, scheduled_at, id);
+CREATE INDEX idx_jobs_status_expires ON jobs (status, expires_at);
+CREATE INDEX idx_jobs_lease_until ON jobs (lease_until);
