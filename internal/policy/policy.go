@@ -33,8 +33,8 @@ var Default = RetryPolicy{MaxAttempts: 3, BaseDelay: time.Minute, MaxDelay: time
 // maxSeconds is the largest delay the INT columns hold.
 const maxSeconds = math.MaxInt32
 
-// Validate reports a zero or negative field, delays that are not whole
-// seconds, or a base delay greater than the maximum delay.
+// Validate reports a zero or negative field or delays that are not whole
+// seconds. A base delay above the maximum simply waits the maximum.
 func (p RetryPolicy) Validate() error {
 	switch {
 	case p.MaxAttempts <= 0 || p.MaxAttempts > maxSeconds:
@@ -45,8 +45,6 @@ func (p RetryPolicy) Validate() error {
 		return fmt.Errorf("%w: MaxDelay is %v; it must be at least 1s", ErrInvalidPolicy, p.MaxDelay)
 	case p.BaseDelay%time.Second != 0 || p.MaxDelay%time.Second != 0:
 		return fmt.Errorf("%w: delays %v and %v must be whole seconds", ErrInvalidPolicy, p.BaseDelay, p.MaxDelay)
-	case p.BaseDelay > p.MaxDelay:
-		return fmt.Errorf("%w: BaseDelay %v is greater than MaxDelay %v", ErrInvalidPolicy, p.BaseDelay, p.MaxDelay)
 	case p.MaxDelay/time.Second > maxSeconds:
 		return fmt.Errorf("%w: MaxDelay %v is too long", ErrInvalidPolicy, p.MaxDelay)
 	}
