@@ -1,0 +1,39 @@
+// Package migrations installs and upgrades the jobqueue table.
+//
+// Install creates the version 2 table of the chosen name (SPEC section 2)
+// when it is missing, creates any of its four indexes that are missing and
+// rebuilds any whose columns differ; it is idempotent and meant to run on
+// every deploy. It refuses a version 1 or half-migrated table with an error
+// wrapping ErrOutdatedTable: Migrate converts such a table once.
+//
+// Both run through goose Go migrations built for the chosen table, so a
+// service that already runs its own migrations with goose can include ours
+// in its own `goose up` (see GooseMigrations).
+//
+// The engine (PostgreSQL, MySQL/MariaDB or SQLite) is detected from the
+// *sql.DB's driver: pgx's stdlib, go-sql-driver/mysql or modernc.org/sqlite.
+package migrations
+
+import (
+	"github.com/jobqueue/jobqueue/internal/engine"
+	"github.com/jobqueue/jobqueue/internal/policy"
+)
+
+// Errors returned by this package; they are the same values as those of
+// package queue, so errors.Is works with either.
+var (
+	// ErrInvalidTableName is returned, before any SQL runs, for a table
+	// name that does not match [a-zA-Z_][a-zA-Z0-9_]* (or, on PostgreSQL,
+	// has 51 characters or more).
+	ErrInvalidTableName = engine.ErrInvalidTableName
+	// ErrUnsupportedDatabase is returned for a *sql.DB whose driver is not
+	// pgx's stdlib, go-sql-driver/mysql or modernc.org/sqlite.
+	ErrUnsupportedDatabase = engine.ErrUnsupportedDatabase
+	// ErrOutdatedTable is returned by Install for a version 1 table or one
+	// whose migration was interrupted; Migrate converts it.
+	ErrOutdatedTable = engine.ErrOutdatedTable
+)
+
+// RetryPolicy is the retry policy Migrate stores with every job of a
+// version 1 table (version 1 kept none).
+type RetryPolicy = policy.RetryPolicy
