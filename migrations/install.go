@@ -1,0 +1,332 @@
+package migrations
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/go-sql-driver/mysql"
+
+	"github.com/jobqueue/jobqueue/internal/engine"
+)
+
+// execQueryer is what the DDL code runs on: *sql.DB, *sql.Tx and *sql.Conn
+// all have it.
+type execQueryer interface {
+	queryer
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+}
+
+// Install makes sure the version 2 jobs table named table exists in db with
+// its four indexes (SPEC section 2): it creates the table when it is
+// missing, creates any of the four indexes that is missing and rebuilds any
+// of them whose columns differ from the definition. Columns and indexes a
+// user added are left alone. It is idempotent and meant to run on every
+// deploy; concurrent calls on the same table wait for each other.
+//
+// The table name must match [a-zA-Z_][a-zA-Z0-9_]* (ErrInvalidTableName,
+// before any SQL runs); PostgreSQL folds it to lower case and allows at
+// most 50 characters. The engine is detected from db's driver
+// (ErrUnsupportedDatabase for others).
+//
+// A version 1 table, or one whose migration was interrupted, is refused
+// with an error wrapping ErrOutdatedTable and left unchanged: convert it
+// once with Migrate (or `jobqueue migrate`). A table of that name that is
+// not a jobqueue table is refused too.
+//
+// Install runs as a goose Go migration with versioning disabled (no goose
+// version table is written); on PostgreSQL and SQLite it is one
+// transaction.
+func Install(ctx context.Context, db *sql.DB, table string) error {
+	k, err := engine.Detect(db)
+	if err != nil {
+		return err
+	}
+	t, err := engine.ParseTable(k, table)
+	if err != nil {
+		return err
+	}
+	err = runGoose(ctx, db, k, func(ctx context.Context, ex execQueryer) error {
+		return ensureTable(ctx, ex, t, refuseOutdated(t))
+	})
+	if err != nil {
+		return fmt.Errorf("install table %s: %w", t.Name, err)
+	}
+	return nil
+}
+
+// refuseOutdated is Install's answer to a version 1 or partly migrated
+// table: an error naming Migrate, with nothing changed.
+func refuseOutdated(t engine.Table) func(context.Context, execQueryer, tableState) error {
+	return func(_ context.Context, _ execQueryer, st tableState) error {
+		return outdatedError(t, st)
+	}
+}
+
+// outdatedError says that t is st (version 1 or partly migrated) and how to
+// convert it.
+func outdatedError(t engine.Table, st tableState) error {
+	what := "a version 1 jobqueue table"
+	if st == tablePartial {
+		what = "a jobqueue table whose migration to version 2 was interrupted"
+	}
+	return fmt.Errorf("%w: table %s is %s; stop everything that uses it, then convert it once with migrations.Migrate (or `jobqueue migrate --table %s`), which stores a retry policy with every job; Install never migrates on its own",
+		ErrOutdatedTable, t.Name, what, t.Name)
+}
+
+// ensureTable brings t to the version 2 layout: under a per-table lock (so
+// that concurrent installs wait for each other) it inspects the table;
+// missing → created with its indexes; version 2 → ensureIndexes; version 1
+// or partly migrated → onOutdated, after which the table must be version 2
+// and its indexes are ensured; a table that is not ours → an error.
+//
+// On MySQL, when ex is a *sql.DB, the work runs on one connection taken
+// from it (the lock is a session lock), and onOutdated gets that
+// *sql.Conn.
+func ensureTable(ctx context.Context, ex execQueryer, t engine.Table, onOutdated func(context.Context, execQueryer, tableState) error) (err error) {
+	if t.Kind == engine.MySQL {
+		if db, ok := ex.(*sql.DB); ok {
+			conn, err := db.Conn(ctx)
+			if err != nil {
+				return fmt.Errorf("take a connection: %w", err)
+			}
+			defer conn.Close()
+			ex = conn
+		}
+	}
+	unlock, err := lockTable(ctx, ex, t)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if uerr := unlock(); uerr != nil && err == nil {
+			err = uerr
+		}
+	}()
+
+	st, err := inspect(ctx, ex, t)
+	if err != nil {
+		return err
+	}
+	switch st {
+	case tableMissing:
+		if _, err := ex.ExecContext(ctx, tableDDL(t, true)); err != nil {
+			return fmt.Errorf("create table %s: %w", t.Name, err)
+		}
+	case tableV2:
+	case tableV1, tablePartial:
+		if err := onOutdated(ctx, ex, st); err != nil {
+			return err
+		}
+		st, err := inspect(ctx, ex, t)
+		if err != nil {
+			return err
+		}
+		if st != tableV2 {
+			return fmt.Errorf("%w: table %s is still %s after its migration; run Migrate again", ErrOutdatedTable, t.Name, st)
+		}
+	case tableForeign:
+		return fmt.Errorf("table %s exists but is not a jobqueue table (it has none of the columns attempts, lease_until, retry_count, locked_at…); choose another table name", t.Name)
+	default:
+		return fmt.Errorf("table %s: unexpected state %s", t.Name, st)
+	}
+	return ensureIndexes(ctx, ex, t)
+}
+
+// lockTable takes a lock that serializes installs and migrations of t,
+// and returns its release:
+//   - PostgreSQL: pg_advisory_xact_lock, released when ex's transaction
+//     ends (outside a transaction it would end at once: use a *sql.Tx);
+//   - MySQL: GET_LOCK (a session lock: ex must be one session, a *sql.Conn
+//     or *sql.Tx), released by the returned func;
+//   - SQLite: none needed; the write transaction is the lock.
+func lockTable(ctx context.Context, ex execQueryer, t engine.Table) (func() error, error) {
+	nop := func() error { return nil }
+	switch t.Kind {
+	case engine.Postgres:
+		if _, err := ex.ExecContext(ctx, `SELECT pg_advisory_xact_lock(hashtext('jobqueue.table:' || current_schema() || '.' || $1::text))`, t.Name); err != nil {
+			return nil, fmt.Errorf("lock table %s for install: %w", t.Name, err)
+		}
+		return nop, nil
+	case engine.MySQL:
+		// MySQL lock names are at most 64 characters: hash database.table.
+		const name = `CONCAT('jobqueue:', LEFT(SHA2(CONCAT(DATABASE(), '.', ?), 256), 40))`
+		rows, err := ex.QueryContext(ctx, `SELECT GET_LOCK(`+name+`, 120)`, t.Name)
+		if err != nil {
+			return nil, fmt.Errorf("lock table %s for install: %w", t.Name, err)
+		}
+		var got sql.NullInt64
+		for rows.Next() {
+			err = rows.Scan(&got)
+		}
+		if cerr := rows.Close(); err == nil {
+			err = cerr
+		}
+		if err == nil {
+			err = rows.Err()
+		}
+		if err != nil {
+			return nil, fmt.Errorf("lock table %s for install: %w", t.Name, err)
+		}
+		if got.Int64 != 1 {
+			return nil, fmt.Errorf("lock table %s for install: another install or migration of it has held the lock for 120 s; try again when it has finished", t.Name)
+		}
+		return func() error {
+			_, err := ex.ExecContext(context.WithoutCancel(ctx), `DO RELEASE_LOCK(`+name+`)`, t.Name)
+			return err
+		}, nil
+	default:
+		return nop, nil
+	}
+}
+
+// columnDef is one column of the version 2 table with its type and
+// constraints per engine, as in sql/<engine>/schema.sql.
+type columnDef struct {
+	name                string
+	postgres, mysql, sq string
+}
+
+// v2Columns is the version 2 table of SPEC section 2, in order.
+var v2Columns = []columnDef{
+	{"id", "BIGSERIAL PRIMARY KEY", "BIGINT UNSIGNED NOT NULL AUTO_INCREMENT PRIMARY KEY", "INTEGER PRIMARY KEY AUTOINCREMENT"},
+	{"name", "VARCHAR(255) NOT NULL", "VARCHAR(255) NOT NULL", "VARCHAR(255) NOT NULL"},
+	{"type", "VARCHAR(64) NOT NULL DEFAULT 'default'", "VARCHAR(64) NOT NULL DEFAULT 'default'", "VARCHAR(64) NOT NULL DEFAULT 'default'"},
+	{"payload", "JSONB NOT NULL", "JSON NOT NULL", "TEXT NOT NULL"},
+	{"status", "VARCHAR(20) NOT NULL DEFAULT 'pending'", "ENUM('pending','in_progress','completed','failed','expired') NOT NULL DEFAULT 'pending'", "VARCHAR(20) NOT NULL DEFAULT 'pending'"},
+	{"attempts", "INT NOT NULL DEFAULT 0", "INT UNSIGNED NOT NULL DEFAULT 0", "INTEGER NOT NULL DEFAULT 0"},
+	{"claim_token", "VARCHAR(64) NULL", "VARCHAR(64) NULL", "VARCHAR(64)"},
+	{"lease_until", "TIMESTAMP NULL", "DATETIME NULL", "DATETIME"},
+	{"max_attempts", "INT NOT NULL", "INT UNSIGNED NOT NULL", "INTEGER NOT NULL"},
+	{"base_delay", "INT NOT NULL", "INT UNSIGNED NOT NULL", "INTEGER NOT NULL"},
+	{"max_delay", "INT NOT NULL", "INT UNSIGNED NOT NULL", "INTEGER NOT NULL"},
+	{"error", "TEXT NULL", "TEXT NULL", "TEXT"},
+	{"scheduled_at", "TIMESTAMP NOT NULL", "DATETIME NOT NULL", "DATETIME NOT NULL"},
+	{"expires_at", "TIMESTAMP NULL", "DATETIME NULL", "DATETIME"},
+	{"finished_at", "TIMESTAMP NULL", "DATETIME NULL", "DATETIME"},
+	{"created_at", "TIMESTAMP NOT NULL", "DATETIME NOT NULL", "DATETIME NOT NULL"},
+}
+
+// indexDef is one of the four indexes of SPEC section 2; its name is
+// Table.IndexName(suffix).
+type indexDef struct {
+	suffix  string
+	columns []string
+}
+
+// v2Indexes are the four indexes of the version 2 table.
+var v2Indexes = []indexDef{
+	{"status_scheduled", []string{"status", "scheduled_at", "id"}},
+	{"type_status_scheduled", []string{"type", "status", "scheduled_at", "id"}},
+	{"status_expires", []string{"status", "expires_at"}},
+	{"lease_until", []string{"lease_until"}},
+}
+
+// createTableSQL is the CREATE TABLE IF NOT EXISTS statement of the
+// version 2 table t, without its indexes (ensureIndexes adds them).
+func createTableSQL(t engine.Table) string { return tableDDL(t, false) }
+
+// tableDDL is the CREATE TABLE IF NOT EXISTS statement of the version 2
+// table t. On MySQL, withIndexes puts the four indexes in the same
+// statement, so that the table appears complete at once; on PostgreSQL
+// and SQLite indexes are separate statements (ensureIndexes) and
+// withIndexes changes nothing.
+func tableDDL(t engine.Table, withIndexes bool) string {
+	var b strings.Builder
+	b.WriteString("CREATE TABLE IF NOT EXISTS " + t.Quoted() + " (\n")
+	for i, c := range v2Columns {
+		def := map[engine.Kind]string{engine.Postgres: c.postgres, engine.MySQL: c.mysql, engine.SQLite: c.sq}[t.Kind]
+		if i > 0 {
+			b.WriteString(",\n")
+		}
+		fmt.Fprintf(&b, "    %s %s", c.name, def)
+	}
+	if t.Kind == engine.MySQL && withIndexes {
+		for _, ix := range v2Indexes {
+			fmt.Fprintf(&b, ",\n    INDEX %s (%s)", quoteIdent(t.Kind, t.IndexName(ix.suffix)), strings.Join(ix.columns, ", "))
+		}
+	}
+	b.WriteString("\n)")
+	if t.Kind == engine.MySQL {
+		b.WriteString(" ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin")
+	}
+	return b.String()
+}
+
+// quoteIdent quotes an identifier built from a checked table name.
+func quoteIdent(k engine.Kind, name string) string {
+	if k == engine.MySQL {
+		return "`" + name + "`"
+	}
+	return `"` + name + `"`
+}
+
+// createIndexSQL is the statement creating index ix of t.
+func createIndexSQL(t engine.Table, ix indexDef) string {
+	name := quoteIdent(t.Kind, t.IndexName(ix.suffix))
+	cols := strings.Join(ix.columns, ", ")
+	if t.Kind == engine.MySQL {
+		// MySQL 8.0 has no CREATE INDEX IF NOT EXISTS (MariaDB has): the
+		// caller checks the catalog first and tolerates a duplicate name.
+		return "ALTER TABLE " + t.Quoted() + " ADD INDEX " + name + " (" + cols + ")"
+	}
+	return "CREATE INDEX IF NOT EXISTS " + name + " ON " + t.Quoted() + " (" + cols + ")"
+}
+
+// ensureIndexes makes the four indexes of t match SPEC section 2: it
+// creates the missing ones and rebuilds (drop and create) any of ours whose
+// columns differ, leaving other indexes alone, then reads the catalog again
+// and fails if one is still not right (for example because another table
+// owns an index of that name on PostgreSQL or SQLite, where index names are
+// per schema). It does not look at the table's columns, so a migration can
+// call it on a partly migrated table.
+func ensureIndexes(ctx context.Context, ex execQueryer, t engine.Table) error {
+	have, err := indexes(ctx, ex, t)
+	if err != nil {
+		return err
+	}
+	for _, ix := range v2Indexes {
+		name := t.IndexName(ix.suffix)
+		cur, ok := have[name]
+		if ok && cur.sameAs(ix.columns) {
+			continue
+		}
+		var stmts []string
+		switch {
+		case !ok:
+			stmts = []string{createIndexSQL(t, ix)}
+		case t.Kind == engine.MySQL:
+			// One statement, so the table is never without the index.
+			stmts = []string{"ALTER TABLE " + t.Quoted() + " DROP INDEX " + quoteIdent(t.Kind, name) +
+				", ADD INDEX " + quoteIdent(t.Kind, name) + " (" + strings.Join(ix.columns, ", ") + ")"}
+		default:
+			stmts = []string{"DROP INDEX IF EXISTS " + quoteIdent(t.Kind, name), createIndexSQL(t, ix)}
+		}
+		for _, s := range stmts {
+			if _, err := ex.ExecContext(ctx, s); err != nil && !isDuplicateIndex(t.Kind, err) {
+				return fmt.Errorf("index %s of table %s: %w", name, t.Name, err)
+			}
+		}
+	}
+	have, err = indexes(ctx, ex, t)
+	if err != nil {
+		return err
+	}
+	for _, ix := range v2Indexes {
+		name := t.IndexName(ix.suffix)
+		if cur, ok := have[name]; !ok || !cur.sameAs(ix.columns) {
+			return fmt.Errorf("index %s of table %s is not on (%s) after install (found %v); is the name taken by another table's index? drop or rename that one", name, t.Name, strings.Join(ix.columns, ", "), cur.Columns)
+		}
+	}
+	return nil
+}
+
+// isDuplicateIndex reports MySQL's "duplicate key name" (1061), which a
+// concurrent install that created the same index first causes; the check
+// after it makes sure the index is right.
+func isDuplicateIndex(k engine.Kind, err error) bool {
+	var me *mysql.MySQLError
+	return k == engine.MySQL && errors.As(err, &me) && me.Number == 1061
+}
