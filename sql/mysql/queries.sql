@@ -1,0 +1,156 @@
+-- Queries of the queue on MySQL 8.0+ / MariaDB 10.6+. They name the table
+-- `jobs`; the queue sends them to the table chosen at run time
+-- (queue/dbtx.go rewrites the identifier). Every time is passed from Go (the
+-- queue's UTC clock) as a whole-second UTC string. MySQL 8.0 has no
+-- RETURNING (MariaDB has, for DELETE and INSERT only), so nothing here uses
+-- it; lists are sqlc.slice parameters.
+
+-- name: ProbeTable :many
+-- ProbeTable names every version 2 column, so that a missing table or an
+-- outdated one fails here.
+SELECT id, name, type, payload, status, attempts, claim_token, lease_until,
+       max_attempts, base_delay, max_delay, error, scheduled_at, expires_at,
+       finished_at, created_at
+FROM jobs
+LIMIT 0;
+
+-- name: ProbeTime :one
+-- ProbeTime returns a DATETIME: it scans into a time only when the DSN has
+-- parseTime=true.
+SELECT created_at FROM jobs ORDER BY id LIMIT 1;
+
+-- name: InsertJob :execlastid
+INSERT INTO jobs (name, type, payload, status, attempts, max_attempts, base_delay,
+                  max_delay, scheduled_at, expires_at, created_at)
+VALUES (?, ?, ?, 'pending', 0, ?, ?, ?, ?, ?, ?);
+
+-- name: SelectDueJobs :many
+-- SelectDueJobs locks due jobs of every type for a claim (index
+-- status_scheduled), skipping rows other claims hold.
+SELECT * FROM jobs
+WHERE status = 'pending' AND scheduled_at <= sqlc.arg(now)
+  AND (expires_at IS NULL OR expires_at > sqlc.arg(deadline_after))
+ORDER BY scheduled_at, id
+LIMIT ?
+FOR UPDATE SKIP LOCKED;
+
+-- name: SelectDueJobsOfType :many
+-- SelectDueJobsOfType is SelectDueJobs for one type (index type_status_scheduled).
+SELECT * FROM jobs
+WHERE type = sqlc.arg(type) AND status = 'pending' AND scheduled_at <= sqlc.arg(now)
+  AND (expires_at IS NULL OR expires_at > sqlc.arg(deadline_after))
+ORDER BY scheduled_at, id
+LIMIT ?
+FOR UPDATE SKIP LOCKED;
+
+-- name: SelectDueJobsOfTypes :many
+-- SelectDueJobsOfTypes is SelectDueJobs for several types.
+SELECT * FROM jobs
+WHERE type IN (sqlc.slice(types)) AND status = 'pending' AND scheduled_at <= sqlc.arg(now)
+  AND (expires_at IS NULL OR expires_at > sqlc.arg(deadline_after))
+ORDER BY scheduled_at, id
+LIMIT ?
+FOR UPDATE SKIP LOCKED;
+
+-- name: MarkClaimed :execrows
+-- MarkClaimed marks the locked jobs in_progress; each gets token-id as its
+-- claim token.
+UPDATE jobs
+SET status = 'in_progress', attempts = attempts + 1,
+    claim_token = CONCAT(sqlc.arg(token), '-', id), lease_until = sqlc.arg(lease_until)
+WHERE id IN (sqlc.slice(ids)) AND status = 'pending';
+
+-- name: ExtendLeases :execrows
+UPDATE jobs
+SET lease_until = sqlc.arg(lease_until)
+WHERE id IN (sqlc.slice(ids)) AND claim_token IN (sqlc.slice(tokens))
+  AND status = 'in_progress';
+
+-- name: SelectTokens :many
+-- SelectTokens reads the current tokens of jobs (to tell which attempts lost
+-- their job).
+SELECT id, claim_token FROM jobs WHERE id IN (sqlc.slice(ids));
+
+-- name: LockHeldJobs :many
+-- LockHeldJobs locks the jobs that the given attempts still hold, inside the
+-- transaction that completes them.
+SELECT id FROM jobs
+WHERE id IN (sqlc.slice(ids)) AND claim_token IN (sqlc.slice(tokens))
+  AND status = 'in_progress'
+FOR UPDATE;
+
+-- name: CompleteJobs :execrows
+UPDATE jobs
+SET status = 'completed', finished_at = sqlc.arg(now), claim_token = NULL, lease_until = NULL
+WHERE id IN (sqlc.slice(ids)) AND claim_token IN (sqlc.slice(tokens))
+  AND status = 'in_progress';
+
+-- name: DeleteCompletedJobs :execrows
+DELETE FROM jobs
+WHERE id IN (sqlc.slice(ids)) AND claim_token IN (sqlc.slice(tokens))
+  AND status = 'in_progress';
+
+-- name: FailJob :execrows
+-- FailJob records a failed attempt; the queue decides the new status.
+UPDATE jobs
+SET status = sqlc.arg(status), error = sqlc.arg(error), scheduled_at = sqlc.arg(scheduled_at),
+    finished_at = sqlc.narg(finished_at), claim_token = NULL, lease_until = NULL
+WHERE id = sqlc.arg(id) AND claim_token = sqlc.arg(token) AND status = 'in_progress';
+
+-- name: CountByStatus :many
+SELECT status, count(*) AS n FROM jobs GROUP BY status;
+
+-- name: CountByStatusOfType :many
+SELECT status, count(*) AS n FROM jobs WHERE type = ? GROUP BY status;
+
+-- name: ListJobs :many
+SELECT * FROM jobs
+WHERE (sqlc.narg(status) IS NULL OR status = sqlc.narg(status))
+  AND (sqlc.narg(type) IS NULL OR type = sqlc.narg(type))
+ORDER BY id DESC
+LIMIT ?;
+
+-- name: GetJob :many
+SELECT * FROM jobs WHERE id = ?;
+
+-- name: RetryJob :execrows
+-- RetryJob assigns expires_at before status: MySQL applies assignments from
+-- left to right, so the CASE must still see the old status.
+UPDATE jobs
+SET expires_at = CASE WHEN status = 'expired' THEN NULL ELSE expires_at END,
+    status = 'pending', attempts = 0, error = NULL, finished_at = NULL,
+    claim_token = NULL, lease_until = NULL, scheduled_at = sqlc.arg(now)
+WHERE id = sqlc.arg(id) AND status IN ('failed', 'expired');
+
+-- name: ExpireOverdue :execrows
+UPDATE jobs
+SET status = 'expired', finished_at = sqlc.arg(now)
+WHERE status = 'pending' AND expires_at <= sqlc.arg(now);
+
+-- name: ReclaimAbandoned :execrows
+-- ReclaimAbandoned ends abandoned attempts (in_progress, lease passed) in one
+-- statement: deadline passed -> expired; attempts used up -> failed; else
+-- pending again at once. The CASEs read only columns the statement does not
+-- change (MySQL applies assignments from left to right). finish_time and
+-- retry_time are both now (sqlc types them after their columns).
+UPDATE jobs
+SET finished_at = CASE
+        WHEN expires_at IS NOT NULL AND expires_at <= sqlc.arg(now) THEN sqlc.arg(finish_time)
+        WHEN attempts >= max_attempts THEN sqlc.arg(finish_time)
+        ELSE NULL END,
+    scheduled_at = CASE
+        WHEN expires_at IS NOT NULL AND expires_at <= sqlc.arg(now) THEN scheduled_at
+        WHEN attempts >= max_attempts THEN scheduled_at
+        ELSE sqlc.arg(retry_time) END,
+    error = sqlc.arg(error), claim_token = NULL, lease_until = NULL,
+    status = CASE
+        WHEN expires_at IS NOT NULL AND expires_at <= sqlc.arg(now) THEN 'expired'
+        WHEN attempts >= max_attempts THEN 'failed'
+        ELSE 'pending' END
+WHERE status = 'in_progress' AND lease_until < sqlc.arg(now);
+
+-- name: PruneFinished :execrows
+-- PruneFinished deletes one bounded batch (MySQL allows LIMIT on DELETE).
+DELETE FROM jobs
+WHERE status IN ('completed', 'failed', 'expired') AND finished_at < sqlc.arg(cutoff)
+LIMIT ?;

@@ -1,0 +1,165 @@
+-- Queries of the queue on PostgreSQL. They name the table `jobs`; the queue
+-- sends them to the table chosen at run time (queue/dbtx.go rewrites the
+-- identifier). Every time is passed from Go (the queue's UTC clock), never
+-- read from the server's clock. Lists are passed as JSON (one parameter) to
+-- stay clear of driver-specific array types.
+
+-- name: ProbeTable :many
+-- ProbeTable names every version 2 column, so that a missing table or an
+-- outdated one fails here.
+SELECT id, name, type, payload, status, attempts, claim_token, lease_until,
+       max_attempts, base_delay, max_delay, error, scheduled_at, expires_at,
+       finished_at, created_at
+FROM jobs
+LIMIT 0;
+
+-- name: InsertJob :one
+INSERT INTO jobs (name, type, payload, status, attempts, max_attempts, base_delay,
+                  max_delay, scheduled_at, expires_at, created_at)
+VALUES (@name, @type, @payload, 'pending', 0, @max_attempts, @base_delay,
+        @max_delay, @scheduled_at, sqlc.narg(expires_at), @created_at)
+RETURNING id;
+
+-- name: InsertJobsJSON :execrows
+-- InsertJobsJSON inserts every job of a JSON array of objects in one
+-- statement (one parameter, so no placeholder limit).
+INSERT INTO jobs (name, type, payload, status, attempts, max_attempts, base_delay,
+                  max_delay, scheduled_at, expires_at, created_at)
+SELECT r.name, r.type, r.payload::jsonb, 'pending', 0, r.max_attempts, r.base_delay,
+       r.max_delay, r.scheduled_at, r.expires_at, @created_at
+FROM jsonb_to_recordset(sqlc.arg(rows)::jsonb) AS r(name text, type text, payload text,
+     max_attempts int, base_delay int, max_delay int, scheduled_at timestamp,
+     expires_at timestamp, ord int)
+ORDER BY r.ord;
+
+-- name: ClaimJobs :many
+-- ClaimJobs claims due jobs of every type (index status_scheduled).
+UPDATE jobs
+SET status = 'in_progress', attempts = attempts + 1,
+    claim_token = sqlc.arg(token)::text || '-' || id::text, lease_until = @lease_until
+WHERE id IN (
+    SELECT j.id FROM jobs j
+    WHERE j.status = 'pending' AND j.scheduled_at <= @now
+      AND (j.expires_at IS NULL OR j.expires_at > @now)
+    ORDER BY j.scheduled_at, j.id
+    LIMIT @max_jobs
+    FOR UPDATE SKIP LOCKED)
+RETURNING *;
+
+-- name: ClaimJobsOfType :many
+-- ClaimJobsOfType claims due jobs of one type (index type_status_scheduled).
+UPDATE jobs
+SET status = 'in_progress', attempts = attempts + 1,
+    claim_token = sqlc.arg(token)::text || '-' || id::text, lease_until = @lease_until
+WHERE id IN (
+    SELECT j.id FROM jobs j
+    WHERE j.type = @type AND j.status = 'pending' AND j.scheduled_at <= @now
+      AND (j.expires_at IS NULL OR j.expires_at > @now)
+    ORDER BY j.scheduled_at, j.id
+    LIMIT @max_jobs
+    FOR UPDATE SKIP LOCKED)
+RETURNING *;
+
+-- name: ClaimJobsOfTypes :many
+-- ClaimJobsOfTypes claims due jobs of several types, given as a JSON array.
+UPDATE jobs
+SET status = 'in_progress', attempts = attempts + 1,
+    claim_token = sqlc.arg(token)::text || '-' || id::text, lease_until = @lease_until
+WHERE id IN (
+    SELECT j.id FROM jobs j
+    WHERE j.type IN (SELECT jsonb_array_elements_text(sqlc.arg(types)::jsonb))
+      AND j.status = 'pending' AND j.scheduled_at <= @now
+      AND (j.expires_at IS NULL OR j.expires_at > @now)
+    ORDER BY j.scheduled_at, j.id
+    LIMIT @max_jobs
+    FOR UPDATE SKIP LOCKED)
+RETURNING *;
+
+-- name: ExtendLeases :many
+-- ExtendLeases extends the leases of the attempts given as JSON arrays of
+-- ids and tokens (a token names one job, so the pair is matched) and
+-- returns the ids that still held their job.
+UPDATE jobs
+SET lease_until = @lease_until
+WHERE id IN (SELECT jsonb_array_elements_text(sqlc.arg(ids)::jsonb)::bigint)
+  AND claim_token IN (SELECT jsonb_array_elements_text(sqlc.arg(tokens)::jsonb))
+  AND status = 'in_progress'
+RETURNING id;
+
+-- name: CompleteJobs :many
+UPDATE jobs
+SET status = 'completed', finished_at = @now, claim_token = NULL, lease_until = NULL
+WHERE id IN (SELECT jsonb_array_elements_text(sqlc.arg(ids)::jsonb)::bigint)
+  AND claim_token IN (SELECT jsonb_array_elements_text(sqlc.arg(tokens)::jsonb))
+  AND status = 'in_progress'
+RETURNING id;
+
+-- name: DeleteCompletedJobs :many
+DELETE FROM jobs
+WHERE id IN (SELECT jsonb_array_elements_text(sqlc.arg(ids)::jsonb)::bigint)
+  AND claim_token IN (SELECT jsonb_array_elements_text(sqlc.arg(tokens)::jsonb))
+  AND status = 'in_progress'
+RETURNING id;
+
+-- name: FailJob :execrows
+-- FailJob records a failed attempt; the queue decides the new status.
+UPDATE jobs
+SET status = @status, error = @error, scheduled_at = @scheduled_at,
+    finished_at = sqlc.narg(finished_at), claim_token = NULL, lease_until = NULL
+WHERE id = @id AND claim_token = @token AND status = 'in_progress';
+
+-- name: CountByStatus :many
+SELECT status, count(*) AS n FROM jobs GROUP BY status;
+
+-- name: CountByStatusOfType :many
+SELECT status, count(*) AS n FROM jobs WHERE type = @type GROUP BY status;
+
+-- name: ListJobs :many
+SELECT * FROM jobs
+WHERE (sqlc.narg(status)::text IS NULL OR status = sqlc.narg(status)::text)
+  AND (sqlc.narg(type)::text IS NULL OR type = sqlc.narg(type)::text)
+ORDER BY id DESC
+LIMIT @max_rows;
+
+-- name: GetJob :many
+SELECT * FROM jobs WHERE id = @id;
+
+-- name: RetryJob :execrows
+UPDATE jobs
+SET status = 'pending', attempts = 0, error = NULL, finished_at = NULL,
+    claim_token = NULL, lease_until = NULL, scheduled_at = @now,
+    expires_at = CASE WHEN status = 'expired' THEN NULL ELSE expires_at END
+WHERE id = @id AND status IN ('failed', 'expired');
+
+-- name: ExpireOverdue :execrows
+UPDATE jobs
+SET status = 'expired', finished_at = @now
+WHERE status = 'pending' AND expires_at <= @now;
+
+-- name: ReclaimAbandoned :execrows
+-- ReclaimAbandoned ends abandoned attempts (in_progress, lease passed) in one
+-- statement: deadline passed -> expired; attempts used up -> failed; else
+-- pending again at once. The CASEs read only columns the statement does not
+-- change, so the order of assignments cannot matter.
+UPDATE jobs
+SET finished_at = CASE
+        WHEN expires_at IS NOT NULL AND expires_at <= @now THEN @now
+        WHEN attempts >= max_attempts THEN @now
+        ELSE NULL END,
+    scheduled_at = CASE
+        WHEN expires_at IS NOT NULL AND expires_at <= @now THEN scheduled_at
+        WHEN attempts >= max_attempts THEN scheduled_at
+        ELSE @now END,
+    error = @error, claim_token = NULL, lease_until = NULL,
+    status = CASE
+        WHEN expires_at IS NOT NULL AND expires_at <= @now THEN 'expired'
+        WHEN attempts >= max_attempts THEN 'failed'
+        ELSE 'pending' END
+WHERE status = 'in_progress' AND lease_until < @now;
+
+-- name: PruneFinished :execrows
+DELETE FROM jobs
+WHERE id IN (
+    SELECT j.id FROM jobs j
+    WHERE j.status IN ('completed', 'failed', 'expired') AND j.finished_at < @cutoff
+    LIMIT @max_rows);
