@@ -69,8 +69,8 @@ func GooseMigrations(db *sql.DB, table string, p RetryPolicy, version int64) ([]
 // PostgreSQL and SQLite, and a pinned connection holding the table lock on
 // MySQL; p is validated. On success the table must be version 2; its
 // indexes are ensured afterwards.
-func gooseOutdated(_ context.Context, _ execQueryer, t engine.Table, _ RetryPolicy, st tableState) error {
-	return outdatedError(t, st)
+func gooseOutdated(ctx context.Context, ex execQueryer, t engine.Table, p RetryPolicy, _ tableState) error {
+	return convertV1(ctx, ex, t, p, migrateOptions{})
 }
 
 // gooseDialect is goose's dialect for engine k.
