@@ -1,0 +1,25 @@
+# Developer shortcuts; CI runs `make ci` (bash .ci/run).
+.PHONY: generate test vet bench demo ci
+
+# Regenerate db/pggen, db/mysqlgen and db/sqlitegen with sqlc (pinned in tools.go).
+generate:
+	go generate ./...
+
+# The README's test command (real PostgreSQL, MariaDB/MySQL and SQLite).
+test:
+	go test -count=1 ./...
+
+vet:
+	go vet ./...
+
+# Go benchmarks of the queue package only.
+bench:
+	go test -run '^$$' -bench . ./queue/
+
+# The whole life of jobs on the embedded SQLite default.
+demo:
+	go run ./cmd/jobqueue demo
+
+# Everything CI checks: servers, gofmt, vet, sqlc output, tests with every engine.
+ci:
+	bash .ci/run
