@@ -1,0 +1,137 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// stderrTail is how much of the end of a command's stderr becomes the job's
+// error when the command fails.
+const stderrTail = 2048
+
+// execJob is what the exec runner needs of a job.
+type execJob struct {
+	ID      int64
+	Name    string
+	Type    string
+	Attempt int
+	Payload []byte
+}
+
+// execRunner runs a shell command for each job: the payload on stdin, the
+// job in JOB_ID, JOB_NAME, JOB_TYPE and JOB_ATTEMPT; exit status 0 completes
+// the job, anything else fails it with the end of its stderr. The command runs
+// in its own process group, killed as a whole when the job's context ends.
+type execRunner struct {
+	// command is run as `sh -c command`.
+	command string
+	// stdout and stderr receive the command's output (stderr is also kept
+	// for the error); nil discards it.
+	stdout, stderr io.Writer
+	// waitDelay bounds how long to wait for the output pipes after the
+	// process group is killed (a grandchild that escaped the group could
+	// otherwise hold them open).
+	waitDelay time.Duration
+}
+
+// run runs the command for job and returns nil when it exits 0.
+func (r *execRunner) run(ctx context.Context, job execJob) error {
+	cmd := exec.CommandContext(ctx, "/bin/sh", "-c", r.command)
+	cmd.Stdin = bytes.NewReader(job.Payload)
+	cmd.Env = append(os.Environ(),
+		"JOB_ID="+strconv.FormatInt(job.ID, 10),
+		"JOB_NAME="+job.Name,
+		"JOB_TYPE="+job.Type,
+		"JOB_ATTEMPT="+strconv.Itoa(job.Attempt),
+	)
+	tail := &tailBuffer{max: stderrTail}
+	cmd.Stdout = orDiscard(r.stdout)
+	cmd.Stderr = io.MultiWriter(tail, orDiscard(r.stderr))
+	// Its own process group, so that whatever the shell starts is killed too.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error {
+		// The group's id is the leader's pid; kill the whole group.
+		if err := syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL); err != nil && !errors.Is(err, syscall.ESRCH) {
+			return cmd.Process.Kill()
+		}
+		return nil
+	}
+	cmd.WaitDelay = r.waitDelay
+	if cmd.WaitDelay == 0 {
+		cmd.WaitDelay = 5 * time.Second
+	}
+	err := cmd.Run()
+	if err == nil {
+		return nil
+	}
+	if ctxErr := ctx.Err(); ctxErr != nil {
+		return fmt.Errorf("command killed (%w): %s", context.Cause(ctx), describe(tail.String()))
+	}
+	var exitErr *exec.ExitError
+	if errors.As(err, &exitErr) {
+		if msg := strings.TrimSpace(tail.String()); msg != "" {
+			return fmt.Errorf("%s: %s", exitErr.ProcessState.String(), msg)
+		}
+		return fmt.Errorf("%s (no stderr output)", exitErr.ProcessState.String())
+	}
+	return fmt.Errorf("run %q: %w", r.command, err)
+}
+
+func describe(stderr string) string {
+	if s := strings.TrimSpace(stderr); s != "" {
+		return s
+	}
+	return "no stderr output"
+}
+
+func orDiscard(w io.Writer) io.Writer {
+	if w == nil {
+		return io.Discard
+	}
+	return w
+}
+
+// tailBuffer keeps the last max bytes written to it.
+type tailBuffer struct {
+	mu  sync.Mutex
+	max int
+	buf []byte
+	cut bool // bytes were dropped from the front
+}
+
+// Write keeps the end of p.
+func (t *tailBuffer) Write(p []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.buf = append(t.buf, p...)
+	if over := len(t.buf) - t.max; over > 0 {
+		t.buf = append(t.buf[:0], t.buf[over:]...)
+		t.cut = true
+	}
+	return len(p), nil
+}
+
+// String is the kept end, starting with "…" when the front was dropped and
+// never starting in the middle of a UTF-8 sequence.
+func (t *tailBuffer) String() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	b := t.buf
+	if !t.cut {
+		return string(b)
+	}
+	for len(b) > 0 && b[0]&0xC0 == 0x80 { // a continuation byte
+		b = b[1:]
+	}
+	return "…" + string(b)
+}

@@ -1,0 +1,168 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+func TestExecRunner(t *testing.T) {
+	t.Parallel()
+	job := execJob{ID: 42, Name: "send_email", Type: "email", Attempt: 2, Payload: []byte(`{"to":"ada@example.com"}`)}
+	cases := []struct {
+		name       string
+		command    string
+		wantErr    []string // substrings of the error; nil: success
+		wantStdout string
+	}{
+		{"exit 0 completes", "true", nil, ""},
+		{"payload on stdin", "cat", nil, `{"to":"ada@example.com"}`},
+		{"environment", `printf '%s %s %s %s' "$JOB_ID" "$JOB_NAME" "$JOB_TYPE" "$JOB_ATTEMPT"`, nil, "42 send_email email 2"},
+		{"exit status fails with stderr", "echo working; echo 'smtp: connection refused' >&2; exit 3", []string{"exit status 3", "smtp: connection refused"}, "working\n"},
+		{"failure without stderr", "exit 1", []string{"exit status 1", "no stderr output"}, ""},
+		{"killed by a signal", "kill -9 $$", []string{"signal: killed"}, ""},
+		{"command not found", "no-such-command-xyz", []string{"exit status 127", "not found"}, ""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			var out bytes.Buffer
+			r := &execRunner{command: tc.command, stdout: &out}
+			err := r.run(context.Background(), job)
+			if tc.wantErr == nil && err != nil {
+				t.Fatalf("error %v, want none", err)
+			}
+			if tc.wantErr != nil {
+				if err == nil {
+					t.Fatal("no error")
+				}
+				for _, w := range tc.wantErr {
+					if !strings.Contains(err.Error(), w) {
+						t.Errorf("error %q does not contain %q", err, w)
+					}
+				}
+			}
+			if out.String() != tc.wantStdout {
+				t.Errorf("stdout %q, want %q", out.String(), tc.wantStdout)
+			}
+		})
+	}
+}
+
+// TestExecRunnerStderrTail checks that only the end of a long stderr
+// becomes the error.
+func TestExecRunnerStderrTail(t *testing.T) {
+	t.Parallel()
+	r := &execRunner{command: `i=0; while [ $i -lt 500 ]; do echo "line $i of noise" >&2; i=$((i+1)); done; echo "the real reason" >&2; exit 1`}
+	err := r.run(context.Background(), execJob{ID: 1})
+	if err == nil {
+		t.Fatal("no error")
+	}
+	msg := err.Error()
+	if !strings.HasSuffix(msg, "the real reason") {
+		t.Errorf("error does not end with the last stderr line: ...%q", msg[max(0, len(msg)-80):])
+	}
+	if strings.Contains(msg, "line 0 of noise") {
+		t.Error("error holds the start of stderr")
+	}
+	if len(msg) > stderrTail+100 {
+		t.Errorf("error has %d bytes, want about %d", len(msg), stderrTail)
+	}
+	if !strings.Contains(msg, "…") {
+		t.Error("a cut error does not say it was cut")
+	}
+}
+
+// TestExecRunnerKillsGroup checks that cancelling the job's context kills
+// the command and what it started (its process group), promptly.
+func TestExecRunnerKillsGroup(t *testing.T) {
+	t.Parallel()
+	pidFile := filepath.Join(t.TempDir(), "child.pid")
+	// The shell starts a child in the background and waits for it: killing
+	// only the shell would leave the child running.
+	r := &execRunner{command: "sleep 60 & echo $! > " + pidFile + "; wait", waitDelay: 2 * time.Second}
+	cause := errors.New("lease lost")
+	ctx, cancel := context.WithCancelCause(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- r.run(ctx, execJob{ID: 7}) }()
+	var childPID int
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		b, err := os.ReadFile(pidFile)
+		if err == nil && strings.HasSuffix(string(b), "\n") {
+			childPID, _ = strconv.Atoi(strings.TrimSpace(string(b)))
+			break
+		}
+	}
+	if childPID == 0 {
+		t.Fatal("the command did not start its child")
+	}
+	start := time.Now()
+	cancel(cause)
+	select {
+	case err := <-done:
+		if err == nil || !errors.Is(err, cause) || !strings.Contains(err.Error(), "command killed") {
+			t.Errorf("error %v, want one saying the command was killed because of %v", err, cause)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("run did not return after the context was cancelled")
+	}
+	if d := time.Since(start); d > 3*time.Second {
+		t.Errorf("took %v to return after cancel", d)
+	}
+	// The child must be gone (or a zombie about to be reaped by init).
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if err := syscall.Kill(childPID, 0); errors.Is(err, syscall.ESRCH) || isZombie(childPID) {
+			break
+		}
+		if time.Now().After(deadline) {
+			syscall.Kill(childPID, syscall.SIGKILL)
+			t.Fatalf("the command's child %d survived the kill", childPID)
+		}
+	}
+}
+
+// isZombie reports whether pid has exited but not been reaped yet.
+func isZombie(pid int) bool {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return false
+	}
+	// The state follows the command name in parentheses.
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	return i > 0 && i+2 < len(s) && s[i+2] == 'Z'
+}
+
+func TestTailBuffer(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name   string
+		max    int
+		writes []string
+		want   string
+	}{
+		{"short", 10, []string{"abc", "def"}, "abcdef"},
+		{"exact", 6, []string{"abc", "def"}, "abcdef"},
+		{"cut", 4, []string{"abc", "def"}, "…cdef"},
+		{"cut in one write", 3, []string{"abcdefgh"}, "…fgh"},
+		{"no split rune", 4, []string{"xxé€"}, "…€"}, // keeping 4 bytes would start inside é
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			b := &tailBuffer{max: tc.max}
+			for _, w := range tc.writes {
+				b.Write([]byte(w))
+			}
+			if got := b.String(); got != tc.want {
+				t.Errorf("got %q, want %q", got, tc.want)
+			}
+		})
+	}
+}

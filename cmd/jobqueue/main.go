@@ -1,0 +1,27 @@
+// Command jobqueue installs, migrates, inspects and operates a jobqueue table
+// on PostgreSQL, MySQL/MariaDB or SQLite, runs jobs through any program with
+// `work --exec`, shows the life of jobs with `demo`, and measures a database
+// with `bench`.
+//
+// Usage:
+//
+//	jobqueue [--db URL] [--table NAME] COMMAND [flags]
+//
+// The database URL is --db, else $JOBQUEUE_DB, else sqlite:jobqueue.db. Exit
+// status: 0 on success, 1 on failure, 2 on bad usage; errors are one line on
+// stderr. Run `jobqueue --help` or `jobqueue COMMAND --help` for details.
+package main
+
+import (
+	"context"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], streams{in: os.Stdin, out: os.Stdout, err: os.Stderr})
+	stop()
+	os.Exit(code)
+}

@@ -1,0 +1,133 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+)
+
+// binary is the jobqueue command built once by TestMain; the tests drive it
+// end to end.
+var binary string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "jobqueue-cli-test-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	binary = filepath.Join(dir, "jobqueue")
+	gobin, err := exec.LookPath("go")
+	if err != nil {
+		gobin = filepath.Join(runtime.GOROOT(), "bin", "go")
+	}
+	build := exec.Command(gobin, "build", "-o", binary, ".")
+	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "building jobqueue:", err)
+		os.RemoveAll(dir)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// result is what one run of the binary did.
+type result struct {
+	code           int
+	stdout, stderr string
+}
+
+// cli describes how to run the binary: the database, the table, extra
+// environment, stdin and a time limit.
+type cli struct {
+	db, table string
+	env       []string
+	stdin     string
+	timeout   time.Duration
+}
+
+// run runs the binary with the global flags and args and waits for it.
+func (c cli) run(t *testing.T, args ...string) result {
+	t.Helper()
+	timeout := c.timeout
+	if timeout == 0 {
+		timeout = 60 * time.Second
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	var all []string
+	if c.db != "" {
+		all = append(all, "--db", c.db)
+	}
+	if c.table != "" {
+		all = append(all, "--table", c.table)
+	}
+	all = append(all, args...)
+	cmd := exec.CommandContext(ctx, binary, all...)
+	cmd.Env = append(cleanEnv(), c.env...)
+	cmd.Stdin = strings.NewReader(c.stdin)
+	var out, errOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	err := cmd.Run()
+	if ctx.Err() != nil {
+		t.Fatalf("jobqueue %s: did not finish within %v; stderr: %s", strings.Join(all, " "), timeout, errOut.String())
+	}
+	code := 0
+	if err != nil {
+		ee, ok := err.(*exec.ExitError)
+		if !ok {
+			t.Fatalf("jobqueue %s: %v", strings.Join(all, " "), err)
+		}
+		code = ee.ExitCode()
+	}
+	return result{code: code, stdout: out.String(), stderr: errOut.String()}
+}
+
+// ok runs the binary and fails the test unless it exits 0; it returns stdout.
+func (c cli) ok(t *testing.T, args ...string) string {
+	t.Helper()
+	r := c.run(t, args...)
+	if r.code != 0 {
+		t.Fatalf("jobqueue %s: exit %d, stderr: %s", strings.Join(args, " "), r.code, r.stderr)
+	}
+	return r.stdout
+}
+
+// cleanEnv is the test's environment without JOBQUEUE_DB, so that the
+// default database is predictable.
+func cleanEnv() []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "JOBQUEUE_DB=") {
+			env = append(env, kv)
+		}
+	}
+	return env
+}
+
+// assertOneLineError checks that r failed with status code and exactly one
+// line on stderr that contains each of want.
+func assertOneLineError(t *testing.T, r result, code int, want ...string) {
+	t.Helper()
+	if r.code != code {
+		t.Errorf("exit status %d, want %d; stderr: %q", r.code, code, r.stderr)
+	}
+	lines := strings.Split(strings.TrimSuffix(r.stderr, "\n"), "\n")
+	if len(lines) != 1 || lines[0] == "" || !strings.HasPrefix(lines[0], "jobqueue: ") {
+		t.Errorf("stderr is not one line starting with \"jobqueue: \": %q", r.stderr)
+	}
+	for _, w := range want {
+		if !strings.Contains(r.stderr, w) {
+			t.Errorf("stderr %q does not contain %q", r.stderr, w)
+		}
+	}
+}

@@ -1,0 +1,216 @@
+package main
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/jobqueue/jobqueue/internal/engine"
+	"github.com/jobqueue/jobqueue/queue"
+)
+
+// Exit statuses.
+const (
+	exitOK      = 0
+	exitFailure = 1
+	exitUsage   = 2
+)
+
+// defaultDB is the database used when neither --db nor $JOBQUEUE_DB is set.
+const defaultDB = "sqlite:jobqueue.db"
+
+// streams are the standard streams a command uses.
+type streams struct {
+	in  io.Reader
+	out io.Writer
+	err io.Writer
+}
+
+// app holds the global flags and the streams shared by every command.
+type app struct {
+	streams
+	dbURL string
+	table string
+	// dbSet and tableSet tell whether the user gave --db or --table.
+	dbSet, tableSet bool
+}
+
+// usageError is a mistake in how the command was called (exit status 2).
+type usageError struct{ err error }
+
+func (e *usageError) Error() string { return e.err.Error() }
+func (e *usageError) Unwrap() error { return e.err }
+
+// usagef returns a usage error (exit status 2).
+func usagef(format string, args ...any) error {
+	return &usageError{err: fmt.Errorf(format, args...)}
+}
+
+// failure is an error of a command that was called correctly (exit status 1).
+type failure struct{ err error }
+
+func (e *failure) Error() string { return e.err.Error() }
+func (e *failure) Unwrap() error { return e.err }
+
+// run runs the command line args and returns the exit status.
+func run(ctx context.Context, args []string, s streams) int {
+	a := &app{streams: s}
+	root := a.rootCommand()
+	root.SetArgs(args)
+	root.SetIn(s.in)
+	root.SetOut(s.out)
+	root.SetErr(s.err)
+	cmd, err := root.ExecuteContextC(ctx)
+	if err == nil {
+		return exitOK
+	}
+	code := exitUsage // errors cobra finds itself: unknown command or flag, bad value, missing flag
+	var f *failure
+	if errors.As(err, &f) {
+		code = exitFailure
+	}
+	var u *usageError
+	if errors.As(err, &u) {
+		code = exitUsage
+	}
+	fmt.Fprintln(s.err, oneLine(err, code, cmd))
+	return code
+}
+
+// oneLine formats err, returned by cmd, as the single line printed on
+// stderr; a usage error points to the command's help.
+func oneLine(err error, code int, cmd *cobra.Command) string {
+	msg := strings.Join(strings.Fields(err.Error()), " ")
+	for strings.HasPrefix(msg, "jobqueue: ") {
+		msg = strings.TrimPrefix(msg, "jobqueue: ")
+	}
+	if code == exitUsage && !strings.Contains(msg, "--help") {
+		path := "jobqueue"
+		if cmd != nil {
+			path = cmd.CommandPath()
+		}
+		msg += "; see '" + path + " --help'"
+	}
+	return "jobqueue: " + msg
+}
+
+func (a *app) rootCommand() *cobra.Command {
+	root := &cobra.Command{
+		Use:   "jobqueue",
+		Short: "Operate a jobqueue table on PostgreSQL, MySQL/MariaDB or SQLite",
+		Long: `jobqueue installs, migrates, inspects and operates a jobqueue table, runs jobs
+through any program (work --exec), shows the life of jobs (demo) and measures
+a database (bench).
+
+The database is --db URL, else $JOBQUEUE_DB, else ` + defaultDB + `. URLs:
+  postgres://user:pass@host:5432/db?sslmode=disable   (also postgresql://)
+  mysql://user:pass@host:3306/db                      (also mariadb://)
+  sqlite:PATH or sqlite://PATH
+
+Exit status: 0 on success, 1 on failure, 2 on bad usage.`,
+		SilenceErrors: true,
+		SilenceUsage:  true,
+		// Called with no command, or an unknown one: a usage error.
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return usagef("no command given; run 'jobqueue --help' for the list")
+		},
+		PersistentPreRunE: func(cmd *cobra.Command, args []string) error {
+			a.dbSet = cmd.Flags().Changed("db")
+			a.tableSet = cmd.Flags().Changed("table")
+			if !a.dbSet {
+				a.dbURL = defaultDB
+				if v := os.Getenv("JOBQUEUE_DB"); v != "" {
+					a.dbURL = v
+				}
+			}
+			return nil
+		},
+	}
+	root.PersistentFlags().StringVar(&a.dbURL, "db", "", "database URL (default $JOBQUEUE_DB, else "+defaultDB+")")
+	root.PersistentFlags().StringVar(&a.table, "table", "jobs", "table name")
+	root.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error {
+		return &usageError{err: err}
+	})
+	root.CompletionOptions.DisableDefaultCmd = true
+	root.AddCommand(
+		a.installCommand(),
+		a.migrateCommand(),
+	)
+	return root
+}
+
+// runE wraps a command's function so that its errors are failures (exit
+// status 1) unless they are usage errors.
+func runE(fn func(cmd *cobra.Command, args []string) error) func(cmd *cobra.Command, args []string) error {
+	return func(cmd *cobra.Command, args []string) error {
+		err := fn(cmd, args)
+		if err == nil {
+			return nil
+		}
+		var u *usageError
+		if errors.As(err, &u) {
+			return err
+		}
+		return &failure{err: err}
+	}
+}
+
+// open checks --db and --table and opens the database; it returns the
+// engine and the table name as the engine stores it. A bad URL or table name
+// is a usage error (found before connecting), an unreachable server a
+// failure.
+func (a *app) open(ctx context.Context) (*sql.DB, engine.Kind, string, error) {
+	_, _, k, err := engine.DriverDSN(a.dbURL)
+	if err != nil {
+		return nil, "", "", &usageError{err: err}
+	}
+	t, err := engine.ParseTable(k, a.table)
+	if err != nil {
+		return nil, "", "", &usageError{err: err}
+	}
+	db, k, err := engine.Open(ctx, a.dbURL)
+	if err != nil {
+		return nil, "", "", err
+	}
+	return db, k, t.Name, nil
+}
+
+// openQueue opens the database and the queue on --table. The logger gets
+// warnings and errors on stderr unless quiet.
+func (a *app) openQueue(ctx context.Context, opts ...queue.Option) (*queue.Queue, *sql.DB, error) {
+	db, _, name, err := a.open(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	all := append([]queue.Option{queue.WithTable(name), queue.WithLogger(a.logger(slog.LevelWarn))}, opts...)
+	q, err := queue.New(db, all...)
+	if err != nil {
+		db.Close()
+		return nil, nil, explainTableError(err, name)
+	}
+	return q, db, nil
+}
+
+// logger is a text logger on stderr at the given level.
+func (a *app) logger(level slog.Level) *slog.Logger {
+	return slog.New(slog.NewTextHandler(a.err, &slog.HandlerOptions{Level: level}))
+}
+
+// explainTableError adds what to do next to errors about the table.
+func explainTableError(err error, table string) error {
+	switch {
+	case errors.Is(err, engine.ErrOutdatedTable):
+		return fmt.Errorf("%w; upgrade it once with 'jobqueue migrate --table %s --max-attempts N --base-delay SECS --max-delay SECS'", err, table)
+	case errors.Is(err, engine.ErrInvalidTableName):
+		return &usageError{err: err}
+	}
+	return err
+}
