@@ -17,6 +17,18 @@ type JobArgs interface {
 	Kind() string
 }
 
+// RawArgs is a job given as its kind and its JSON payload as they are, for
+// callers without a Go type for the job (the command line, producers in
+// other languages). The payload is stored as given, bypassing the codec; it
+// must be valid JSON, and empty means {}.
+type RawArgs struct {
+	Name    string
+	Payload json.RawMessage
+}
+
+// Kind is the job's kind, r.Name.
+func (r RawArgs) Kind() string { return r.Name }
+
 // Codec turns job args into the payload and back. The default is JSON.
 type Codec interface {
 	Marshal(v any) ([]byte, error)
@@ -104,6 +116,12 @@ var (
 	// ErrLeaseLost: the attempt no longer holds its job (its lease ran out and
 	// the job was reclaimed, retried or deleted); nothing was changed.
 	ErrLeaseLost = errors.New("jobqueue: lease lost")
+	// ErrJobNotFound: Get found no job with the id (it never existed, or
+	// was pruned or deleted on success).
+	ErrJobNotFound = errors.New("jobqueue: job not found")
+	// ErrTableMissing: New found no table of the name; create it with
+	// migrations.Install (or `jobqueue install`).
+	ErrTableMissing = errors.New("jobqueue: table missing")
 )
 
 // permanentError marks a handler error that must not be retried.

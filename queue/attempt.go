@@ -2,8 +2,16 @@ package queue
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
+	"fmt"
+	"sort"
+	"strings"
 	"time"
+	"unicode/utf8"
+
+	"github.com/jobqueue/jobqueue/internal/policy"
 )
 
 // AttemptRef names one attempt: the job and the token of the attempt.
@@ -12,32 +20,167 @@ type AttemptRef struct {
 	Token string
 }
 
-var errNotImplemented = errors.New("jobqueue: not implemented yet")
+// Ref is the attempt of a claimed job.
+func (j *JobRow) Ref() AttemptRef { return AttemptRef{ID: j.ID, Token: j.ClaimToken} }
+
+// maxClaim bounds one claim's batch.
+const maxClaim = 1000
+
+// maxErrorLen bounds the error text stored with a job (bytes; cut at a
+// character boundary).
+const maxErrorLen = 4000
+
+// newClaimToken is a random prefix for one claim batch; each job's token is
+// <prefix>-<id>, fresh and unique per attempt.
+func newClaimToken() string {
+	var b [16]byte
+	rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
 
 // claim takes up to max pending, due, unexpired jobs of the given types (every
 // type when types is empty), in (scheduled_at, id) order, skipping rows other
 // claims hold, and marks them in_progress with attempts+1, a fresh
-// claim_token and lease_until = now + lease.
+// claim_token and lease_until = now + lease. It emits no events (the worker
+// does).
 func (q *Queue) claim(ctx context.Context, types []string, max int, lease time.Duration) ([]*JobRow, error) {
-	return nil, errNotImplemented
+	if max <= 0 {
+		return nil, nil
+	}
+	if lease <= 0 {
+		return nil, fmt.Errorf("jobqueue: claim: the lease must be positive, not %v", lease)
+	}
+	max = min(max, maxClaim)
+	now := q.now()
+	rows, err := q.st.claim(ctx, types, max, newClaimToken(), now, now.Add(lease))
+	if err != nil {
+		q.logger.Error("claim failed", "types", types, "err", err)
+		return nil, fmt.Errorf("jobqueue: claim: %w", err)
+	}
+	sort.Slice(rows, func(i, j int) bool {
+		if !rows[i].ScheduledAt.Equal(rows[j].ScheduledAt) {
+			return rows[i].ScheduledAt.Before(rows[j].ScheduledAt)
+		}
+		return rows[i].ID < rows[j].ID
+	})
+	if len(rows) > 0 {
+		q.logger.Debug("jobs claimed", "count", len(rows), "types", types)
+	}
+	return rows, nil
 }
 
 // heartbeat extends the leases of running attempts to now + lease; it
 // returns the refs that no longer hold their job (lease lost).
 func (q *Queue) heartbeat(ctx context.Context, refs []AttemptRef, lease time.Duration) (lost []AttemptRef, err error) {
-	return nil, errNotImplemented
+	leaseUntil := q.now().Add(lease)
+	for _, chunk := range chunkRefs(refs) {
+		held, err := q.st.extend(ctx, chunk, leaseUntil)
+		if err != nil {
+			return lost, fmt.Errorf("jobqueue: heartbeat: %w", err)
+		}
+		for _, r := range chunk {
+			if !held[r.ID] {
+				lost = append(lost, r)
+			}
+		}
+	}
+	if len(lost) > 0 {
+		q.logger.Warn("attempts lost their jobs", "count", len(lost))
+	}
+	return lost, nil
 }
 
 // complete finishes attempts as completed (or deletes the rows when the queue
 // deletes on success), fenced by token; it returns the refs that no longer
 // held their job (stale; nothing changed for them).
 func (q *Queue) complete(ctx context.Context, refs []AttemptRef) (stale []AttemptRef, err error) {
-	return nil, errNotImplemented
+	now := q.now()
+	for _, chunk := range chunkRefs(refs) {
+		held, err := q.st.complete(ctx, chunk, now, q.deleteOnSuccess)
+		if err != nil {
+			return stale, fmt.Errorf("jobqueue: complete: %w", err)
+		}
+		for _, r := range chunk {
+			if !held[r.ID] {
+				stale = append(stale, r)
+			}
+		}
+	}
+	if len(stale) > 0 {
+		q.logger.Warn("stale attempts not completed", "count", len(stale))
+	}
+	return stale, nil
 }
 
-// fail records a failed attempt of job, fenced by job.ID and job.ClaimToken,
-// and applies SPEC section 3's rule. It returns the new status and, for
-// pending, the next scheduled_at; ErrLeaseLost when the attempt was stale.
+// fail records a failed attempt of job (fenced by job.ID and job.ClaimToken)
+// with the handler's error and applies SPEC section 3's rule (see
+// failRule). It returns the new status and, for pending, the next
+// scheduled_at; an error wrapping ErrLeaseLost when the attempt was stale
+// (nothing changed).
 func (q *Queue) fail(ctx context.Context, job *JobRow, handlerErr error) (Status, time.Time, error) {
-	return "", time.Time{}, errNotImplemented
+	o := failRule(job, handlerErr, q.now())
+	ok, err := q.st.fail(ctx, job.Ref(), o)
+	if err != nil {
+		return "", time.Time{}, fmt.Errorf("jobqueue: recording the failure of job %d: %w", job.ID, err)
+	}
+	if !ok {
+		return "", time.Time{}, fmt.Errorf("%w: job %d is no longer held by this attempt; its failure was not recorded", ErrLeaseLost, job.ID)
+	}
+	lvl := "job attempt failed, will retry"
+	if o.status != StatusPending {
+		lvl = "job " + string(o.status)
+	}
+	q.logger.Warn(lvl, "id", job.ID, "kind", job.Name, "attempt", job.Attempts, "err", o.errText)
+	if o.status == StatusPending {
+		return o.status, o.scheduledAt, nil
+	}
+	return o.status, time.Time{}, nil
+}
+
+// failRule is what a failed attempt of job leaves behind at now (SPEC
+// section 3), the one place this rule lives:
+//   - its deadline has passed → expired;
+//   - it failed permanently (Permanent) or used its last attempt → failed;
+//   - else pending again at now + the delay of RetryAfter, or of the
+//     policy's backoff min(base × 2^(attempts−1), max).
+//
+// failed and expired jobs get finished_at = now; the error text is kept.
+func failRule(job *JobRow, handlerErr error, now time.Time) failOutcome {
+	o := failOutcome{errText: errorText(handlerErr), scheduledAt: job.ScheduledAt}
+	var ra *RetryAfterError
+	switch {
+	case job.ExpiresAt != nil && !job.ExpiresAt.After(now):
+		o.status = StatusExpired
+	case IsPermanent(handlerErr) || job.Attempts >= job.MaxAttempts:
+		o.status = StatusFailed
+	case errors.As(handlerErr, &ra):
+		o.status, o.scheduledAt = StatusPending, now.Add(max(ra.Delay, 0))
+	default:
+		wait := policy.Backoff(int64(job.Attempts), int64(job.BaseDelay/time.Second), int64(job.MaxDelay/time.Second))
+		o.status, o.scheduledAt = StatusPending, now.Add(wait)
+	}
+	if o.status != StatusPending {
+		t := now
+		o.finishedAt = &t
+	}
+	return o
+}
+
+// errorText is the error's text as stored: never empty, valid UTF-8 without
+// NUL, and at most maxErrorLen bytes.
+func errorText(err error) string {
+	s := "failed"
+	if err != nil && err.Error() != "" {
+		s = err.Error()
+	}
+	s = strings.ToValidUTF8(s, "\uFFFD")
+	s = strings.ReplaceAll(s, "\x00", "")
+	if len(s) > maxErrorLen {
+		cut := maxErrorLen - len("…")
+		for cut > 0 && !utf8.RuneStart(s[cut]) {
+			cut--
+		}
+		s = s[:cut] + "…"
+	}
+	return s
 }

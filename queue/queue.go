@@ -1,11 +1,16 @@
 package queue
 
 import (
+	"context"
 	"database/sql"
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
+
+	"github.com/go-sql-driver/mysql"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/jobqueue/jobqueue/internal/engine"
 )
@@ -24,6 +29,10 @@ type Queue struct {
 	listener        func(Event)
 	policy          RetryPolicy
 	deleteOnSuccess bool
+	// run sends the generated queries to the table; st is the engine's
+	// adapter over them.
+	run *runner
+	st  store
 }
 
 // Option configures a Queue in New.
@@ -37,6 +46,7 @@ type config struct {
 	deleteOnSuccess bool
 	listener        func(Event)
 	now             func() time.Time
+	observe         func(string)
 }
 
 // WithTable sets the table's name (default "jobs").
@@ -97,8 +107,22 @@ func withClock(now func() time.Time) Option {
 	return func(c *config) error { c.now = now; return nil }
 }
 
-// New opens the queue kept in db's table (see WithTable). The engine is
-// detected from db's driver.
+// withStatementHook makes the queue call fn with the text of every
+// statement it sends (tests count statements with it).
+func withStatementHook(fn func(query string)) Option {
+	return func(c *config) error { c.observe = fn; return nil }
+}
+
+// newTimeout bounds the checks New runs, since New takes no context.
+const newTimeout = 30 * time.Second
+
+// New opens the queue kept in db's table (see WithTable; default "jobs").
+// The engine is detected from db's driver (pgx's stdlib,
+// go-sql-driver/mysql or modernc.org/sqlite). The table must exist and be
+// version 2: create it with migrations.Install (or `jobqueue install`) and
+// convert a version 1 table with migrations.Migrate. On MySQL the DSN must
+// have parseTime=true. New keeps no state outside the Queue; open as many
+// queues (on as many tables) as needed.
 func New(db *sql.DB, opts ...Option) (*Queue, error) {
 	kind, err := engine.Detect(db)
 	if err != nil {
@@ -127,12 +151,60 @@ func New(db *sql.DB, opts ...Option) (*Queue, error) {
 		logger:          cfg.logger.With("table", table.Name),
 		wake:            newWakeHub(),
 		codec:           cfg.codec,
-		now:             cfg.now,
+		now:             func() time.Time { return cfg.now().UTC() },
 		listener:        cfg.listener,
 		policy:          cfg.policy,
 		deleteOnSuccess: cfg.deleteOnSuccess,
+		run:             newRunner(db, table),
 	}
-	return q, fmt.Errorf("jobqueue: New: not implemented yet")
+	q.run.observe = cfg.observe
+	switch kind {
+	case engine.Postgres:
+		q.st = pgStore{q.run}
+	case engine.MySQL:
+		q.st = mysqlStore{q.run}
+	default:
+		q.st = sqliteStore{q.run}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), newTimeout)
+	defer cancel()
+	if err := q.st.probe(ctx); err != nil {
+		q.run.close()
+		return nil, q.explainProbe(err)
+	}
+	return q, nil
+}
+
+// explainProbe turns the error of the table check into one that says what
+// to do.
+func (q *Queue) explainProbe(err error) error {
+	missingTable, missingColumn := false, false
+	var pe *pgconn.PgError
+	var me *mysql.MySQLError
+	switch {
+	case errors.As(err, &pe):
+		missingTable, missingColumn = pe.Code == "42P01", pe.Code == "42703"
+	case errors.As(err, &me):
+		missingTable, missingColumn = me.Number == 1146, me.Number == 1054
+	default:
+		msg := err.Error()
+		missingTable, missingColumn = strings.Contains(msg, "no such table"), strings.Contains(msg, "no such column")
+	}
+	name := q.table.Name
+	switch {
+	case missingTable:
+		return fmt.Errorf("%w: %s table %q does not exist; create it with migrations.Install(ctx, db, %q) or `jobqueue install --table %s`", ErrTableMissing, q.kind, name, name, name)
+	case missingColumn:
+		return fmt.Errorf("%w: table %q lacks the version 2 columns (%v); convert it once with migrations.Migrate(ctx, db, policy, %q) or `jobqueue migrate --table %s`", ErrOutdatedTable, name, err, name, name)
+	}
+	return fmt.Errorf("jobqueue: checking table %q: %w", name, err)
+}
+
+// Close releases the statements the queue prepared. It does not close the
+// *sql.DB, which belongs to the caller. A queue is not used after Close.
+func (q *Queue) Close() error {
+	q.run.close()
+	return nil
 }
 
 // Table is the name of the queue's table, as the database stores it.

@@ -36,11 +36,13 @@ type Querier interface {
 	// ProbeTable names every version 2 column, so that a missing table or an
 	// outdated one fails here.
 	ProbeTable(ctx context.Context) ([]Job, error)
-	// ProbeTime returns a DATETIME: it scans into a time only when the DSN has
-	// parseTime=true.
-	ProbeTime(ctx context.Context) (time.Time, error)
+	// ProbeTime returns a DATETIME, which go-sql-driver/mysql turns into a
+	// time only when the DSN has parseTime=true (else it is bytes).
+	ProbeTime(ctx context.Context, probe time.Time) (time.Time, error)
 	// PruneFinished deletes one bounded batch (MySQL allows LIMIT on DELETE).
 	PruneFinished(ctx context.Context, arg PruneFinishedParams) (int64, error)
+	// PurgeJobs deletes every job, whatever its status (Queue.Purge).
+	PurgeJobs(ctx context.Context) (int64, error)
 	// ReclaimAbandoned ends abandoned attempts (in_progress, lease passed) in one
 	// statement: deadline passed -> expired; attempts used up -> failed; else
 	// pending again at once. The CASEs read only columns the statement does not

@@ -532,16 +532,16 @@ func (q *Queries) ProbeTable(ctx context.Context) ([]Job, error) {
 }
 
 const probeTime = `-- name: ProbeTime :one
-SELECT created_at FROM jobs ORDER BY id LIMIT 1
+SELECT CAST(? AS DATETIME) AS probe_time
 `
 
-// ProbeTime returns a DATETIME: it scans into a time only when the DSN has
-// parseTime=true.
-func (q *Queries) ProbeTime(ctx context.Context) (time.Time, error) {
-	row := q.db.QueryRowContext(ctx, probeTime)
-	var created_at time.Time
-	err := row.Scan(&created_at)
-	return created_at, err
+// ProbeTime returns a DATETIME, which go-sql-driver/mysql turns into a
+// time only when the DSN has parseTime=true (else it is bytes).
+func (q *Queries) ProbeTime(ctx context.Context, probe time.Time) (time.Time, error) {
+	row := q.db.QueryRowContext(ctx, probeTime, probe)
+	var probe_time time.Time
+	err := row.Scan(&probe_time)
+	return probe_time, err
 }
 
 const pruneFinished = `-- name: PruneFinished :execrows
@@ -558,6 +558,19 @@ type PruneFinishedParams struct {
 // PruneFinished deletes one bounded batch (MySQL allows LIMIT on DELETE).
 func (q *Queries) PruneFinished(ctx context.Context, arg PruneFinishedParams) (int64, error) {
 	result, err := q.db.ExecContext(ctx, pruneFinished, arg.Cutoff, arg.Limit)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected()
+}
+
+const purgeJobs = `-- name: PurgeJobs :execrows
+DELETE FROM jobs
+`
+
+// PurgeJobs deletes every job, whatever its status (Queue.Purge).
+func (q *Queries) PurgeJobs(ctx context.Context) (int64, error) {
+	result, err := q.db.ExecContext(ctx, purgeJobs)
 	if err != nil {
 		return 0, err
 	}

@@ -42,6 +42,8 @@ type Querier interface {
 	// outdated one fails here.
 	ProbeTable(ctx context.Context) ([]Job, error)
 	PruneFinished(ctx context.Context, arg PruneFinishedParams) (int64, error)
+	// PurgeJobs deletes every job, whatever its status (Queue.Purge).
+	PurgeJobs(ctx context.Context) (int64, error)
 	// ReclaimAbandoned ends abandoned attempts (in_progress, lease passed) in one
 	// statement: deadline passed -> expired; attempts used up -> failed; else
 	// pending again at once. The CASEs read only columns the statement does not

@@ -680,6 +680,19 @@ func (q *Queries) PruneFinished(ctx context.Context, arg PruneFinishedParams) (i
 	return result.RowsAffected()
 }
 
+const purgeJobs = `-- name: PurgeJobs :execrows
+DELETE FROM jobs
+`
+
+// PurgeJobs deletes every job, whatever its status (Queue.Purge).
+func (q *Queries) PurgeJobs(ctx context.Context) (int64, error) {
+	result, err := q.db.ExecContext(ctx, purgeJobs)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected()
+}
+
 const reclaimAbandoned = `-- name: ReclaimAbandoned :execrows
 UPDATE jobs
 SET finished_at = CASE

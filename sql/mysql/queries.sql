@@ -15,9 +15,9 @@ FROM jobs
 LIMIT 0;
 
 -- name: ProbeTime :one
--- ProbeTime returns a DATETIME: it scans into a time only when the DSN has
--- parseTime=true.
-SELECT created_at FROM jobs ORDER BY id LIMIT 1;
+-- ProbeTime returns a DATETIME, which go-sql-driver/mysql turns into a
+-- time only when the DSN has parseTime=true (else it is bytes).
+SELECT CAST(sqlc.arg(probe) AS DATETIME) AS probe_time;
 
 -- name: InsertJob :execlastid
 INSERT INTO jobs (name, type, payload, status, attempts, max_attempts, base_delay,
@@ -154,3 +154,7 @@ WHERE status = 'in_progress' AND lease_until < sqlc.arg(now);
 DELETE FROM jobs
 WHERE status IN ('completed', 'failed', 'expired') AND finished_at < sqlc.arg(cutoff)
 LIMIT ?;
+
+-- name: PurgeJobs :execrows
+-- PurgeJobs deletes every job, whatever its status (Queue.Purge).
+DELETE FROM jobs;

@@ -162,3 +162,7 @@ WHERE id IN (
     SELECT j.id FROM jobs j
     WHERE j.status IN ('completed', 'failed', 'expired') AND j.finished_at < @cutoff
     LIMIT @max_rows);
+
+-- name: PurgeJobs :execrows
+-- PurgeJobs deletes every job, whatever its status (Queue.Purge).
+DELETE FROM jobs;

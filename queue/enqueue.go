@@ -1,0 +1,266 @@
+package queue
+
+import (
+	"bytes"
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+	"unicode/utf8"
+
+	"github.com/jobqueue/jobqueue/internal/engine"
+)
+
+// EnqueueOption sets something about an enqueued job (for EnqueueMany,
+// about every job of the call).
+type EnqueueOption func(*enqueueOpts)
+
+type enqueueOpts struct {
+	typ       *string
+	at        *time.Time
+	delay     *time.Duration
+	expiresAt *time.Time
+	expiresIn *time.Duration
+	policy    *RetryPolicy
+}
+
+// Type puts the job in the named queue (default "default"); workers claim
+// the types they are configured for. At most 64 characters.
+func Type(name string) EnqueueOption { return func(o *enqueueOpts) { o.typ = &name } }
+
+// At schedules the job's first attempt no earlier than t (default now).
+func At(t time.Time) EnqueueOption { return func(o *enqueueOpts) { o.at = &t } }
+
+// Delay schedules the job's first attempt d from now.
+func Delay(d time.Duration) EnqueueOption { return func(o *enqueueOpts) { o.delay = &d } }
+
+// ExpiresAt gives the job a deadline: once t has passed it is not started
+// any more and ends expired. It must not be before the job's scheduled time.
+func ExpiresAt(t time.Time) EnqueueOption { return func(o *enqueueOpts) { o.expiresAt = &t } }
+
+// ExpiresIn gives the job a deadline d from now (see ExpiresAt).
+func ExpiresIn(d time.Duration) EnqueueOption { return func(o *enqueueOpts) { o.expiresIn = &d } }
+
+// Policy sets the job's retry policy instead of the queue's.
+func Policy(p RetryPolicy) EnqueueOption { return func(o *enqueueOpts) { o.policy = &p } }
+
+// Limits of the table's columns (characters).
+const (
+	maxKindLen = 255
+	maxTypeLen = 64
+)
+
+// DefaultType is the type of a job enqueued without Type.
+const DefaultType = "default"
+
+// resolve checks the options against each other and returns the job's
+// type, schedule, deadline and policy as of now.
+func (q *Queue) resolve(opts []EnqueueOption, now time.Time) (typ string, at time.Time, expires *time.Time, p RetryPolicy, err error) {
+	var o enqueueOpts
+	for _, fn := range opts {
+		if fn != nil {
+			fn(&o)
+		}
+	}
+	typ = DefaultType
+	if o.typ != nil {
+		typ = *o.typ
+	}
+	switch n := utf8.RuneCountInString(typ); {
+	case n == 0:
+		return "", at, nil, p, fmt.Errorf("%w: the type is empty; leave Type out for %q", ErrInvalidJob, DefaultType)
+	case n > maxTypeLen || !utf8.ValidString(typ):
+		return "", at, nil, p, fmt.Errorf("%w: the type %.20q… has %d characters; at most %d are allowed", ErrInvalidJob, typ, n, maxTypeLen)
+	}
+	if o.at != nil && o.delay != nil {
+		return "", at, nil, p, fmt.Errorf("%w: both At and Delay are given; use one", ErrInvalidJob)
+	}
+	if o.expiresAt != nil && o.expiresIn != nil {
+		return "", at, nil, p, fmt.Errorf("%w: both ExpiresAt and ExpiresIn are given; use one", ErrInvalidJob)
+	}
+	at = now
+	switch {
+	case o.at != nil:
+		at = o.at.UTC()
+	case o.delay != nil:
+		at = now.Add(*o.delay)
+	}
+	switch {
+	case o.expiresAt != nil:
+		t := o.expiresAt.UTC()
+		expires = &t
+	case o.expiresIn != nil:
+		t := now.Add(*o.expiresIn)
+		expires = &t
+	}
+	if expires != nil && expires.Before(at) {
+		return "", at, nil, p, fmt.Errorf("%w: the deadline %s is before the scheduled time %s", ErrInvalidJob, expires.Format(time.RFC3339), at.Format(time.RFC3339))
+	}
+	p = q.policy
+	if o.policy != nil {
+		p = *o.policy
+		if err := p.Validate(); err != nil {
+			return "", at, nil, p, err
+		}
+	}
+	return typ, at, expires, p, nil
+}
+
+// prepareJob validates args and turns them into a job to write.
+func (q *Queue) prepareJob(args JobArgs, typ string, at time.Time, expires *time.Time, p RetryPolicy) (*newJob, error) {
+	if args == nil {
+		return nil, fmt.Errorf("%w: the args are nil", ErrInvalidJob)
+	}
+	kind := args.Kind()
+	switch n := utf8.RuneCountInString(kind); {
+	case n == 0:
+		return nil, fmt.Errorf("%w: Kind() of %T is empty; it names the job and must not be", ErrInvalidJob, args)
+	case n > maxKindLen:
+		return nil, fmt.Errorf("%w: Kind() of %T has %d characters; at most %d are allowed", ErrInvalidJob, args, n, maxKindLen)
+	case !utf8.ValidString(kind):
+		return nil, fmt.Errorf("%w: Kind() of %T is not valid UTF-8", ErrInvalidJob, args)
+	}
+	var payload []byte
+	switch raw := args.(type) {
+	case RawArgs:
+		payload = raw.Payload
+	case *RawArgs:
+		payload = raw.Payload
+	default:
+		var err error
+		if payload, err = q.codec.Marshal(args); err != nil {
+			return nil, fmt.Errorf("%w: encoding %s args: %v", ErrPayloadRejected, kind, err)
+		}
+	}
+	if len(bytes.TrimSpace(payload)) == 0 {
+		payload = []byte("{}")
+	}
+	if !json.Valid(payload) {
+		return nil, fmt.Errorf("%w: the codec made no valid JSON for %s args; every engine stores the payload as JSON", ErrPayloadRejected, kind)
+	}
+	if q.kind == engine.Postgres && hasNULEscape(payload) {
+		return nil, fmt.Errorf("%w: the %s payload contains \\u0000, which PostgreSQL's JSONB cannot store; remove NUL characters from the args", ErrPayloadRejected, kind)
+	}
+	ma, bd, md := p.Seconds()
+	return &newJob{
+		name: kind, typ: typ, payload: payload,
+		maxAttempts: ma, baseDelay: bd, maxDelay: md,
+		scheduledAt: at, expiresAt: expires,
+	}, nil
+}
+
+// hasNULEscape reports whether the JSON text holds the escape \u0000 (an
+// escaped backslash followed by "u0000" is not one).
+func hasNULEscape(js []byte) bool {
+	for i := 0; i < len(js); i++ {
+		if js[i] != '\\' {
+			continue
+		}
+		if i+5 < len(js) && js[i+1] == 'u' && string(js[i+2:i+6]) == "0000" {
+			return true
+		}
+		i++ // the escaped character
+	}
+	return false
+}
+
+// Enqueue adds one job and returns its id. It is pending at once (or at
+// the time of At/Delay), of type "default" unless Type says otherwise, with
+// the queue's retry policy unless Policy says otherwise. Bad input returns
+// an error wrapping ErrInvalidJob, ErrPayloadRejected or ErrInvalidPolicy
+// and writes nothing.
+func (q *Queue) Enqueue(ctx context.Context, args JobArgs, opts ...EnqueueOption) (int64, error) {
+	id, err := q.enqueue(ctx, nil, args, opts)
+	if err == nil {
+		q.wake.notify()
+	}
+	return id, err
+}
+
+// EnqueueTx adds one job inside the caller's transaction: the job exists
+// only if tx commits. Workers of this process are not woken (the job is
+// not visible yet); they find it at their next poll.
+func (q *Queue) EnqueueTx(ctx context.Context, tx *sql.Tx, args JobArgs, opts ...EnqueueOption) (int64, error) {
+	if tx == nil {
+		return 0, errors.New("jobqueue: EnqueueTx: the transaction is nil; use Enqueue")
+	}
+	return q.enqueue(ctx, tx, args, opts)
+}
+
+func (q *Queue) enqueue(ctx context.Context, tx *sql.Tx, args JobArgs, opts []EnqueueOption) (int64, error) {
+	now := q.now()
+	typ, at, expires, p, err := q.resolve(opts, now)
+	if err != nil {
+		return 0, err
+	}
+	j, err := q.prepareJob(args, typ, at, expires, p)
+	if err != nil {
+		return 0, err
+	}
+	id, err := q.st.insert(ctx, q.run.on(tx), j, now)
+	if err != nil {
+		return 0, fmt.Errorf("jobqueue: enqueue %s: %w", j.name, err)
+	}
+	q.logger.Debug("job enqueued", "id", id, "kind", j.name, "type", j.typ, "scheduled_at", at)
+	return id, nil
+}
+
+// EnqueueMany adds jobs in multi-row statements (chunks within the
+// engine's limits), all or nothing: one bad job, or a failed statement,
+// and none is written; the error names the index of a bad job. The options
+// apply to every job. It returns how many jobs were written.
+func (q *Queue) EnqueueMany(ctx context.Context, args []JobArgs, opts ...EnqueueOption) (int, error) {
+	n, err := q.enqueueMany(ctx, nil, args, opts)
+	if err == nil && n > 0 {
+		q.wake.notify()
+	}
+	return n, err
+}
+
+// EnqueueManyTx is EnqueueMany inside the caller's transaction.
+func (q *Queue) EnqueueManyTx(ctx context.Context, tx *sql.Tx, args []JobArgs, opts ...EnqueueOption) (int, error) {
+	if tx == nil {
+		return 0, errors.New("jobqueue: EnqueueManyTx: the transaction is nil; use EnqueueMany")
+	}
+	return q.enqueueMany(ctx, tx, args, opts)
+}
+
+func (q *Queue) enqueueMany(ctx context.Context, tx *sql.Tx, args []JobArgs, opts []EnqueueOption) (int, error) {
+	if len(args) == 0 {
+		return 0, nil
+	}
+	now := q.now()
+	typ, at, expires, p, err := q.resolve(opts, now)
+	if err != nil {
+		return 0, err
+	}
+	jobs := make([]*newJob, len(args))
+	for i, a := range args {
+		j, err := q.prepareJob(a, typ, at, expires, p)
+		if err != nil {
+			return 0, fmt.Errorf("job %d of %d: %w (no job was written)", i, len(args), err)
+		}
+		jobs[i] = j
+	}
+	if tx != nil {
+		if err := q.st.insertMany(ctx, q.run.on(tx), jobs, now); err != nil {
+			return 0, fmt.Errorf("jobqueue: enqueue %d jobs: %w", len(jobs), err)
+		}
+		return len(jobs), nil
+	}
+	own, err := q.db.BeginTx(ctx, nil)
+	if err != nil {
+		return 0, fmt.Errorf("jobqueue: enqueue %d jobs: %w", len(jobs), err)
+	}
+	defer own.Rollback()
+	if err := q.st.insertMany(ctx, q.run.on(own), jobs, now); err != nil {
+		return 0, fmt.Errorf("jobqueue: enqueue %d jobs (none written): %w", len(jobs), err)
+	}
+	if err := own.Commit(); err != nil {
+		return 0, fmt.Errorf("jobqueue: enqueue %d jobs (none written): %w", len(jobs), err)
+	}
+	q.logger.Debug("jobs enqueued", "count", len(jobs), "type", typ)
+	return len(jobs), nil
+}

@@ -1,0 +1,171 @@
+package queue
+
+import (
+	"context"
+	"fmt"
+	"time"
+	"unicode/utf8"
+)
+
+// Stats counts the jobs per status, of one type or (typ "") of all; every
+// status is a key, with 0 when there are none.
+func (q *Queue) Stats(ctx context.Context, typ string) (map[Status]int64, error) {
+	got, err := q.st.stats(ctx, typ)
+	if err != nil {
+		return nil, fmt.Errorf("jobqueue: stats: %w", err)
+	}
+	out := make(map[Status]int64, len(Statuses))
+	for _, s := range Statuses {
+		out[s] = got[s]
+	}
+	return out, nil
+}
+
+// defaultListLimit is List's limit when the filter sets none; maxListLimit
+// caps it.
+const (
+	defaultListLimit = 100
+	maxListLimit     = 100000
+)
+
+// List returns jobs matching f, newest (highest id) first, at most f.Limit
+// (default 100).
+func (q *Queue) List(ctx context.Context, f ListFilter) ([]*JobRow, error) {
+	if f.Status != "" && !validStatus(f.Status) {
+		return nil, fmt.Errorf("%w: unknown status %q; use one of %v", ErrInvalidJob, f.Status, Statuses)
+	}
+	if utf8.RuneCountInString(f.Type) > maxTypeLen {
+		return nil, nil // no job has such a type
+	}
+	limit := f.Limit
+	switch {
+	case limit < 0:
+		return nil, fmt.Errorf("jobqueue: list: the limit %d is negative", limit)
+	case limit == 0:
+		limit = defaultListLimit
+	case limit > maxListLimit:
+		limit = maxListLimit
+	}
+	rows, err := q.st.list(ctx, f.Status, f.Type, limit)
+	if err != nil {
+		return nil, fmt.Errorf("jobqueue: list: %w", err)
+	}
+	return rows, nil
+}
+
+func validStatus(s Status) bool {
+	for _, x := range Statuses {
+		if s == x {
+			return true
+		}
+	}
+	return false
+}
+
+// Get returns the job with the given id, or an error wrapping
+// ErrJobNotFound when there is none (never existed, pruned, or deleted on
+// success).
+func (q *Queue) Get(ctx context.Context, id int64) (*JobRow, error) {
+	row, err := q.st.get(ctx, id)
+	if err != nil {
+		return nil, fmt.Errorf("jobqueue: get job %d: %w", id, err)
+	}
+	if row == nil {
+		return nil, fmt.Errorf("%w: no job %d in table %q", ErrJobNotFound, id, q.table.Name)
+	}
+	return row, nil
+}
+
+// Retry puts a failed or expired job back to pending, due now, with its
+// attempts reset to 0 and its error and finished_at cleared (an expired
+// job's deadline is cleared too, else it would expire again). It returns
+// false, and changes nothing, for a job in any other status or a missing id.
+func (q *Queue) Retry(ctx context.Context, id int64) (bool, error) {
+	ok, err := q.st.retry(ctx, id, q.now())
+	if err != nil {
+		return false, fmt.Errorf("jobqueue: retry job %d: %w", id, err)
+	}
+	if ok {
+		q.logger.Info("job retried", "id", id)
+		q.wake.notify()
+	}
+	return ok, nil
+}
+
+// ExpireOverdue marks pending jobs whose deadline has passed expired
+// (finished_at now) and returns how many. Workers run it periodically.
+func (q *Queue) ExpireOverdue(ctx context.Context) (int64, error) {
+	n, err := q.st.expire(ctx, q.now())
+	if err != nil {
+		return 0, fmt.Errorf("jobqueue: expire overdue jobs: %w", err)
+	}
+	if n > 0 {
+		q.logger.Info("overdue jobs expired", "count", n)
+	} else {
+		q.logger.Debug("no overdue jobs")
+	}
+	return n, nil
+}
+
+// reclaimError is the error text stored with a reclaimed attempt.
+const reclaimError = "the attempt's lease ran out before it finished (worker stopped or lost); reclaimed"
+
+// Reclaim ends abandoned attempts: in_progress jobs whose lease has run out.
+// Each becomes expired if its deadline has passed, failed if it has used
+// all its attempts, else pending again at once; its error says that the
+// lease ran out. It returns how many and emits EventReclaimed with that
+// count when there were any. Workers run it periodically.
+func (q *Queue) Reclaim(ctx context.Context) (int64, error) {
+	n, err := q.st.reclaim(ctx, q.now(), reclaimError)
+	if err != nil {
+		return 0, fmt.Errorf("jobqueue: reclaim abandoned attempts: %w", err)
+	}
+	if n > 0 {
+		q.logger.Warn("abandoned attempts reclaimed", "count", n)
+		q.emit(Event{Kind: EventReclaimed, Count: n})
+		q.wake.notify()
+	} else {
+		q.logger.Debug("no abandoned attempts")
+	}
+	return n, nil
+}
+
+// pruneBatch is how many rows one Prune statement deletes at most.
+const pruneBatch = 1000
+
+// Prune deletes completed, failed and expired jobs that finished more than
+// olderThan ago, in batches of at most 1000 rows per statement, and returns
+// how many it deleted.
+func (q *Queue) Prune(ctx context.Context, olderThan time.Duration) (int64, error) {
+	if olderThan < 0 {
+		return 0, fmt.Errorf("jobqueue: prune: the age %v is negative", olderThan)
+	}
+	cutoff := q.now().Add(-olderThan)
+	var total int64
+	for {
+		n, err := q.st.prune(ctx, cutoff, pruneBatch)
+		total += n
+		if err != nil {
+			return total, fmt.Errorf("jobqueue: prune (after deleting %d): %w", total, err)
+		}
+		if n < pruneBatch {
+			break
+		}
+	}
+	if total > 0 {
+		q.logger.Info("finished jobs pruned", "count", total, "older_than", olderThan)
+	}
+	return total, nil
+}
+
+// Purge deletes every job of the table, whatever its status, running ones
+// included, and returns how many. It is destructive: meant for benchmarks,
+// demos and tests that start from an empty table.
+func (q *Queue) Purge(ctx context.Context) (int64, error) {
+	n, err := q.st.purge(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("jobqueue: purge: %w", err)
+	}
+	q.logger.Warn("all jobs purged", "count", n)
+	return n, nil
+}

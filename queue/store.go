@@ -1,0 +1,282 @@
+package queue
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/jobqueue/jobqueue/internal/engine"
+)
+
+// store is the thin adapter between the queue's rules and one engine's
+// generated queries. It only moves values in and out; every decision about a
+// job's life is made in the queue (enqueue.go, attempt.go, ops.go).
+type store interface {
+	// probe checks that the table exists and has the version 2 columns.
+	probe(ctx context.Context) error
+	// insert writes one job and returns its id.
+	insert(ctx context.Context, d dbtx, j *newJob, now time.Time) (int64, error)
+	// insertMany writes jobs in multi-row statements; d is a transaction.
+	insertMany(ctx context.Context, d dbtx, jobs []*newJob, now time.Time) error
+	// claim marks up to max due jobs in_progress, each with the claim token
+	// token-<id> and lease_until, and returns them as they are now.
+	claim(ctx context.Context, types []string, max int, token string, now, leaseUntil time.Time) ([]*JobRow, error)
+	// extend moves the lease of the attempts that still hold their job and
+	// returns the ids of those.
+	extend(ctx context.Context, refs []AttemptRef, leaseUntil time.Time) (map[int64]bool, error)
+	// complete marks the attempts that still hold their job completed (or
+	// deletes their rows) and returns their ids.
+	complete(ctx context.Context, refs []AttemptRef, now time.Time, del bool) (map[int64]bool, error)
+	// fail writes the outcome of a failed attempt if it still holds its job.
+	fail(ctx context.Context, ref AttemptRef, o failOutcome) (bool, error)
+	stats(ctx context.Context, typ string) (map[Status]int64, error)
+	list(ctx context.Context, status Status, typ string, limit int) ([]*JobRow, error)
+	// get returns nil, nil for a missing id.
+	get(ctx context.Context, id int64) (*JobRow, error)
+	retry(ctx context.Context, id int64, now time.Time) (bool, error)
+	expire(ctx context.Context, now time.Time) (int64, error)
+	reclaim(ctx context.Context, now time.Time, errText string) (int64, error)
+	prune(ctx context.Context, cutoff time.Time, batch int) (int64, error)
+	purge(ctx context.Context) (int64, error)
+}
+
+// newJob is a validated job, ready to be written.
+type newJob struct {
+	name        string
+	typ         string
+	payload     []byte
+	maxAttempts int64
+	baseDelay   int64
+	maxDelay    int64
+	scheduledAt time.Time
+	expiresAt   *time.Time
+}
+
+// failOutcome is what a failed attempt leaves behind (decided in attempt.go).
+type failOutcome struct {
+	status      Status
+	errText     string
+	scheduledAt time.Time
+	finishedAt  *time.Time
+}
+
+// jsonRow is one job in the JSON array that the PostgreSQL and SQLite bulk
+// inserts read (InsertJobsJSON). The payload travels as a string holding
+// the JSON text, so it arrives byte for byte.
+type jsonRow struct {
+	Name        string  `json:"name"`
+	Type        string  `json:"type"`
+	Payload     string  `json:"payload"`
+	MaxAttempts int64   `json:"max_attempts"`
+	BaseDelay   int64   `json:"base_delay"`
+	MaxDelay    int64   `json:"max_delay"`
+	ScheduledAt string  `json:"scheduled_at"`
+	ExpiresAt   *string `json:"expires_at"`
+	Ord         int     `json:"ord"`
+}
+
+// Bulk insert chunks: at most this many jobs or bytes per statement.
+const (
+	maxChunkJobs  = 5000
+	maxChunkBytes = 4 << 20
+)
+
+// jsonChunks encodes jobs as JSON arrays of jsonRow, each within the chunk
+// limits, with times in layout.
+func jsonChunks(jobs []*newJob, layout string) ([]string, error) {
+	var chunks []string
+	var b strings.Builder
+	n := 0
+	flush := func() {
+		if n > 0 {
+			b.WriteByte(']')
+			chunks = append(chunks, b.String())
+			b.Reset()
+			n = 0
+		}
+	}
+	for i, j := range jobs {
+		r := jsonRow{
+			Name: j.name, Type: j.typ, Payload: string(j.payload),
+			MaxAttempts: j.maxAttempts, BaseDelay: j.baseDelay, MaxDelay: j.maxDelay,
+			ScheduledAt: j.scheduledAt.UTC().Format(layout), Ord: i,
+		}
+		if j.expiresAt != nil {
+			s := j.expiresAt.UTC().Format(layout)
+			r.ExpiresAt = &s
+		}
+		enc, err := json.Marshal(r)
+		if err != nil {
+			return nil, fmt.Errorf("%w: job %d: %v", ErrPayloadRejected, i, err)
+		}
+		if n > 0 && (n >= maxChunkJobs || b.Len()+len(enc) > maxChunkBytes) {
+			flush()
+		}
+		if n == 0 {
+			b.WriteByte('[')
+		} else {
+			b.WriteByte(',')
+		}
+		b.Write(enc)
+		n++
+	}
+	flush()
+	return chunks, nil
+}
+
+// padIDs pads ids (and tokens, when given) to the next power of two by
+// repeating the last element, so that a query with an IN list (sqlc.slice)
+// has one of a few texts, each prepared once, instead of one per length.
+// Repeated elements change nothing in an IN list.
+func padIDs[T any](xs []T) []T {
+	n := 1
+	for n < len(xs) {
+		n *= 2
+	}
+	if n == len(xs) || len(xs) == 0 {
+		return xs
+	}
+	out := make([]T, n)
+	copy(out, xs)
+	for i := len(xs); i < n; i++ {
+		out[i] = xs[len(xs)-1]
+	}
+	return out
+}
+
+// maxListLen bounds the ids of one batched statement (heartbeat, complete).
+const maxListLen = 1024
+
+// chunkRefs splits refs into slices of at most maxListLen.
+func chunkRefs(refs []AttemptRef) [][]AttemptRef {
+	var out [][]AttemptRef
+	for len(refs) > maxListLen {
+		out = append(out, refs[:maxListLen])
+		refs = refs[maxListLen:]
+	}
+	if len(refs) > 0 {
+		out = append(out, refs)
+	}
+	return out
+}
+
+// refLists returns the ids and tokens of refs.
+func refLists(refs []AttemptRef) ([]int64, []string) {
+	ids := make([]int64, len(refs))
+	toks := make([]string, len(refs))
+	for i, r := range refs {
+		ids[i], toks[i] = r.ID, r.Token
+	}
+	return ids, toks
+}
+
+// jsonList encodes a list as a JSON array (for the PostgreSQL and SQLite
+// queries that take lists).
+func jsonList[T any](xs []T) string {
+	b, _ := json.Marshal(xs)
+	return string(b)
+}
+
+// recorder is a DBTX that runs nothing: it records the text and arguments
+// of the generated statement sent to it, so that the statement can be
+// turned into a multi-row one (expandValues).
+type recorder struct {
+	query string
+	args  []any
+}
+
+type noResult struct{}
+
+func (noResult) LastInsertId() (int64, error) { return 0, nil }
+func (noResult) RowsAffected() (int64, error) { return 0, nil }
+
+var errRecorderOnlyExec = errors.New("jobqueue: internal: recorder runs only Exec")
+
+func (r *recorder) ExecContext(_ context.Context, query string, args ...any) (sql.Result, error) {
+	r.query, r.args = query, args
+	return noResult{}, nil
+}
+
+func (r *recorder) PrepareContext(context.Context, string) (*sql.Stmt, error) {
+	return nil, errRecorderOnlyExec
+}
+
+func (r *recorder) QueryContext(context.Context, string, ...any) (*sql.Rows, error) {
+	return nil, errRecorderOnlyExec
+}
+
+func (r *recorder) QueryRowContext(context.Context, string, ...any) *sql.Row { return nil }
+
+// expandValues turns a generated single-row INSERT … VALUES (…) with ?
+// placeholders into the same statement with rows tuples.
+func expandValues(query string, rows int) (string, error) {
+	upper := strings.ToUpper(query)
+	at := strings.Index(upper, "VALUES")
+	if at < 0 {
+		return "", fmt.Errorf("jobqueue: internal: no VALUES in %q", query)
+	}
+	open := strings.IndexByte(query[at:], '(')
+	if open < 0 {
+		return "", fmt.Errorf("jobqueue: internal: no tuple in %q", query)
+	}
+	open += at
+	depth, end := 0, -1
+	inStr := false
+	for i := open; i < len(query) && end < 0; i++ {
+		switch c := query[i]; {
+		case inStr:
+			if c == '\'' {
+				inStr = false
+			}
+		case c == '\'':
+			inStr = true
+		case c == '(':
+			depth++
+		case c == ')':
+			depth--
+			if depth == 0 {
+				end = i + 1
+			}
+		}
+	}
+	if end < 0 {
+		return "", fmt.Errorf("jobqueue: internal: unbalanced tuple in %q", query)
+	}
+	tuple := query[open:end]
+	var b strings.Builder
+	b.Grow(len(query) + (rows-1)*(len(tuple)+2))
+	b.WriteString(query[:open])
+	for i := 0; i < rows; i++ {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(tuple)
+	}
+	b.WriteString(query[end:])
+	return b.String(), nil
+}
+
+// nullTime is t as a sql.NullTime (invalid for nil).
+func nullTime(t *time.Time) sql.NullTime {
+	if t == nil {
+		return sql.NullTime{}
+	}
+	return sql.NullTime{Time: *t, Valid: true}
+}
+
+// timePtr reads a nullable time as a UTC *time.Time.
+func timePtr(t sql.NullTime) *time.Time {
+	if !t.Valid {
+		return nil
+	}
+	u := engine.AsUTC(t.Time)
+	return &u
+}
+
+func nullString(s string) sql.NullString {
+	return sql.NullString{String: s, Valid: s != ""}
+}

@@ -1,0 +1,343 @@
+package queue
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+
+	"github.com/jobqueue/jobqueue/db/mysqlgen"
+	"github.com/jobqueue/jobqueue/internal/engine"
+)
+
+// mysqlStore runs the generated MySQL/MariaDB queries (db/mysqlgen). MySQL
+// 8.0 has no UPDATE … RETURNING, so a claim is a short READ COMMITTED
+// transaction (SELECT … FOR UPDATE SKIP LOCKED, then UPDATE), and batched
+// completions lock the rows they still hold before changing them, to know
+// which attempts were stale. IN lists are padded to a power of two (padIDs)
+// so that each statement has few texts, each prepared once per connection.
+type mysqlStore struct{ r *runner }
+
+func (s mysqlStore) qs() *mysqlgen.Queries { return mysqlgen.New(s.r.on(nil)) }
+
+// maxPlaceholders is MySQL's limit of placeholders in one statement.
+const maxPlaceholders = 65535
+
+func (s mysqlStore) probe(ctx context.Context) error {
+	if _, err := s.qs().ProbeTable(ctx); err != nil {
+		return err
+	}
+	if _, err := s.qs().ProbeTime(ctx, time.Unix(0, 0)); err != nil {
+		if strings.Contains(err.Error(), "unsupported Scan") {
+			return errors.New("jobqueue: the MySQL connection returns DATETIME values as bytes; add parseTime=true to the DSN (for example user:pass@tcp(host:3306)/db?parseTime=true), or open it with jobqueue's mysql:// URL")
+		}
+		return err
+	}
+	return nil
+}
+
+func (s mysqlStore) insertParams(j *newJob, now time.Time) mysqlgen.InsertJobParams {
+	return mysqlgen.InsertJobParams{
+		Name: j.name, Type: j.typ, Payload: j.payload,
+		MaxAttempts: uint32(j.maxAttempts), BaseDelay: uint32(j.baseDelay), MaxDelay: uint32(j.maxDelay),
+		ScheduledAt: j.scheduledAt, ExpiresAt: nullTime(j.expiresAt), CreatedAt: now,
+	}
+}
+
+func (s mysqlStore) insert(ctx context.Context, d dbtx, j *newJob, now time.Time) (int64, error) {
+	return mysqlgen.New(d).InsertJob(ctx, s.insertParams(j, now))
+}
+
+// insertMany runs the generated single-row InsertJob through a recorder, to
+// take its text and arguments, and sends multi-row versions of it (sqlc's
+// MySQL parser has no JSON_TABLE, so this keeps sqlc the source of the SQL).
+func (s mysqlStore) insertMany(ctx context.Context, d dbtx, jobs []*newJob, now time.Time) error {
+	var rec recorder
+	rq := mysqlgen.New(&rec)
+	var text string
+	var args []any
+	rows, bytes, perRow := 0, 0, 0
+	flush := func() error {
+		if rows == 0 {
+			return nil
+		}
+		q, err := expandValues(text, rows)
+		if err != nil {
+			return err
+		}
+		if _, err := d.execOnce(ctx, q, args...); err != nil {
+			return err
+		}
+		args, rows, bytes = args[:0], 0, 0
+		return nil
+	}
+	for _, j := range jobs {
+		if _, err := rq.InsertJob(ctx, s.insertParams(j, now)); err != nil {
+			return err
+		}
+		if text == "" {
+			text, perRow = d.r.text(rec.query), len(rec.args)
+		}
+		if rows > 0 && ((rows+1)*perRow > maxPlaceholders || rows >= maxChunkJobs || bytes+len(j.payload) > maxChunkBytes) {
+			if err := flush(); err != nil {
+				return err
+			}
+		}
+		args = append(args, rec.args...)
+		rows++
+		bytes += len(j.payload) + len(j.name) + len(j.typ)
+	}
+	return flush()
+}
+
+func (s mysqlStore) claim(ctx context.Context, types []string, max int, token string, now, leaseUntil time.Time) ([]*JobRow, error) {
+	// READ COMMITTED whatever the session's level: under REPEATABLE READ the
+	// locking SELECT takes gap locks and concurrent claims deadlock.
+	tx, err := s.r.db.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
+	if err != nil {
+		return nil, err
+	}
+	defer tx.Rollback()
+	qs := mysqlgen.New(s.r.on(tx))
+	alive := nullTime(&now)
+	var rows []mysqlgen.Job
+	switch len(types) {
+	case 0:
+		rows, err = qs.SelectDueJobs(ctx, mysqlgen.SelectDueJobsParams{Now: now, DeadlineAfter: alive, Limit: int32(max)})
+	case 1:
+		rows, err = qs.SelectDueJobsOfType(ctx, mysqlgen.SelectDueJobsOfTypeParams{Type: types[0], Now: now, DeadlineAfter: alive, Limit: int32(max)})
+	default:
+		rows, err = qs.SelectDueJobsOfTypes(ctx, mysqlgen.SelectDueJobsOfTypesParams{Types: types, Now: now, DeadlineAfter: alive, Limit: int32(max)})
+	}
+	if err != nil {
+		return nil, explainMySQLClaim(err)
+	}
+	if len(rows) == 0 {
+		return nil, tx.Commit()
+	}
+	ids := make([]uint64, len(rows))
+	for i, r := range rows {
+		ids[i] = r.ID
+	}
+	n, err := qs.MarkClaimed(ctx, mysqlgen.MarkClaimedParams{Token: token, LeaseUntil: nullTime(&leaseUntil), Ids: padIDs(ids)})
+	if err != nil {
+		return nil, explainMySQLClaim(err)
+	}
+	if n != int64(len(rows)) {
+		return nil, fmt.Errorf("jobqueue: claim marked %d of the %d jobs it locked; nothing was claimed", n, len(rows))
+	}
+	if err := tx.Commit(); err != nil {
+		return nil, explainMySQLClaim(err)
+	}
+	// The rows were locked from SELECT to COMMIT, so they are what the
+	// SELECT read plus what MarkClaimed set (DATETIME keeps whole seconds).
+	lease := leaseUntil.UTC().Truncate(time.Second)
+	out := mysqlRows(rows)
+	for _, j := range out {
+		j.Status = StatusInProgress
+		j.Attempts++
+		j.ClaimToken = fmt.Sprintf("%s-%d", token, j.ID)
+		l := lease
+		j.LeaseUntil = &l
+	}
+	return out, nil
+}
+
+// binlogStatementErr is ER_BINLOG_STMT_MODE_AND_ROW_ENGINE (MySQL and
+// MariaDB): a write at READ COMMITTED cannot be logged as a statement.
+const binlogStatementErr = 1665
+
+// explainMySQLClaim says what to do when a claim fails because the binary
+// log is statement-based. MySQL refuses every claim then (claims run at READ
+// COMMITTED, which InnoDB logs only as rows). MariaDB with the binary log
+// off (log_bin=0) ignores binlog_format and claims work.
+func explainMySQLClaim(err error) error {
+	var me *mysql.MySQLError
+	if errors.As(err, &me) && (me.Number == binlogStatementErr || strings.Contains(me.Message, "BINLOG_FORMAT = STATEMENT")) {
+		return fmt.Errorf("jobqueue: claiming jobs needs binlog_format=ROW or MIXED, but this connection uses STATEMENT: claims run at READ COMMITTED, which InnoDB can only log as rows; run SET GLOBAL binlog_format = 'ROW' (and set it in the server's configuration), or SET SESSION binlog_format = 'ROW' on the queue's connections: %w", err)
+	}
+	return err
+}
+
+func mysqlTokens(toks []string) []sql.NullString {
+	out := make([]sql.NullString, len(toks))
+	for i, t := range toks {
+		out[i] = nullString(t)
+	}
+	return out
+}
+
+func uids(ids []int64) []uint64 {
+	out := make([]uint64, len(ids))
+	for i, id := range ids {
+		out[i] = uint64(id)
+	}
+	return out
+}
+
+func (s mysqlStore) extend(ctx context.Context, refs []AttemptRef, leaseUntil time.Time) (map[int64]bool, error) {
+	ids, toks := refLists(refs)
+	qs := s.qs()
+	n, err := qs.ExtendLeases(ctx, mysqlgen.ExtendLeasesParams{
+		LeaseUntil: nullTime(&leaseUntil), Ids: padIDs(uids(ids)), Tokens: padIDs(mysqlTokens(toks)),
+	})
+	if err != nil {
+		return nil, err
+	}
+	held := make(map[int64]bool, len(refs))
+	if n == int64(len(refs)) {
+		for _, id := range ids {
+			held[id] = true
+		}
+		return held, nil
+	}
+	// Fewer rows changed: some attempts lost their job, or a lease already
+	// ended at that second (MySQL counts changed rows). Read the tokens.
+	cur, err := qs.SelectTokens(ctx, padIDs(uids(ids)))
+	if err != nil {
+		return nil, err
+	}
+	tokenOf := make(map[int64]string, len(cur))
+	for _, c := range cur {
+		tokenOf[int64(c.ID)] = c.ClaimToken.String
+	}
+	for _, r := range refs {
+		if t, ok := tokenOf[r.ID]; ok && t == r.Token {
+			held[r.ID] = true
+		}
+	}
+	return held, nil
+}
+
+func (s mysqlStore) complete(ctx context.Context, refs []AttemptRef, now time.Time, del bool) (map[int64]bool, error) {
+	tx, err := s.r.db.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
+	if err != nil {
+		return nil, err
+	}
+	defer tx.Rollback()
+	qs := mysqlgen.New(s.r.on(tx))
+	ids, toks := refLists(refs)
+	locked, err := qs.LockHeldJobs(ctx, mysqlgen.LockHeldJobsParams{Ids: padIDs(uids(ids)), Tokens: padIDs(mysqlTokens(toks))})
+	if err != nil {
+		return nil, err
+	}
+	held := idSet(locked)
+	if len(held) > 0 {
+		var hIDs []uint64
+		var hToks []sql.NullString
+		for _, r := range refs {
+			if held[r.ID] {
+				hIDs = append(hIDs, uint64(r.ID))
+				hToks = append(hToks, nullString(r.Token))
+			}
+		}
+		var n int64
+		if del {
+			n, err = qs.DeleteCompletedJobs(ctx, mysqlgen.DeleteCompletedJobsParams{Ids: padIDs(hIDs), Tokens: padIDs(hToks)})
+		} else {
+			n, err = qs.CompleteJobs(ctx, mysqlgen.CompleteJobsParams{Now: nullTime(&now), Ids: padIDs(hIDs), Tokens: padIDs(hToks)})
+		}
+		if err != nil {
+			return nil, err
+		}
+		if n != int64(len(hIDs)) {
+			return nil, fmt.Errorf("jobqueue: completing: %d of the %d locked jobs changed; nothing was completed", n, len(hIDs))
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return nil, err
+	}
+	return held, nil
+}
+
+func (s mysqlStore) fail(ctx context.Context, ref AttemptRef, o failOutcome) (bool, error) {
+	n, err := s.qs().FailJob(ctx, mysqlgen.FailJobParams{
+		Status: mysqlgen.JobsStatus(o.status), Error: nullString(o.errText), ScheduledAt: o.scheduledAt,
+		FinishedAt: nullTime(o.finishedAt), ID: uint64(ref.ID), Token: nullString(ref.Token),
+	})
+	return n == 1, err
+}
+
+func (s mysqlStore) stats(ctx context.Context, typ string) (map[Status]int64, error) {
+	out := map[Status]int64{}
+	if typ == "" {
+		rows, err := s.qs().CountByStatus(ctx)
+		for _, r := range rows {
+			out[Status(r.Status)] = r.N
+		}
+		return out, err
+	}
+	rows, err := s.qs().CountByStatusOfType(ctx, typ)
+	for _, r := range rows {
+		out[Status(r.Status)] = r.N
+	}
+	return out, err
+}
+
+func (s mysqlStore) list(ctx context.Context, status Status, typ string, limit int) ([]*JobRow, error) {
+	rows, err := s.qs().ListJobs(ctx, mysqlgen.ListJobsParams{
+		Status: mysqlgen.NullJobsStatus{JobsStatus: mysqlgen.JobsStatus(status), Valid: status != ""},
+		Type:   nullString(typ), Limit: int32(limit),
+	})
+	return mysqlRows(rows), err
+}
+
+func (s mysqlStore) get(ctx context.Context, id int64) (*JobRow, error) {
+	if id <= 0 {
+		return nil, nil
+	}
+	rows, err := s.qs().GetJob(ctx, uint64(id))
+	if err != nil || len(rows) == 0 {
+		return nil, err
+	}
+	return mysqlRow(rows[0]), nil
+}
+
+func (s mysqlStore) retry(ctx context.Context, id int64, now time.Time) (bool, error) {
+	if id <= 0 {
+		return false, nil
+	}
+	n, err := s.qs().RetryJob(ctx, mysqlgen.RetryJobParams{Now: now, ID: uint64(id)})
+	return n > 0, err
+}
+
+func (s mysqlStore) expire(ctx context.Context, now time.Time) (int64, error) {
+	return s.qs().ExpireOverdue(ctx, mysqlgen.ExpireOverdueParams{Now: nullTime(&now)})
+}
+
+func (s mysqlStore) reclaim(ctx context.Context, now time.Time, errText string) (int64, error) {
+	return s.qs().ReclaimAbandoned(ctx, mysqlgen.ReclaimAbandonedParams{
+		Now: nullTime(&now), FinishTime: nullTime(&now), RetryTime: now, Error: nullString(errText),
+	})
+}
+
+func (s mysqlStore) prune(ctx context.Context, cutoff time.Time, batch int) (int64, error) {
+	return s.qs().PruneFinished(ctx, mysqlgen.PruneFinishedParams{Cutoff: nullTime(&cutoff), Limit: int32(batch)})
+}
+
+func (s mysqlStore) purge(ctx context.Context) (int64, error) {
+	return s.qs().PurgeJobs(ctx)
+}
+
+func mysqlRows(rows []mysqlgen.Job) []*JobRow {
+	out := make([]*JobRow, len(rows))
+	for i, r := range rows {
+		out[i] = mysqlRow(r)
+	}
+	return out
+}
+
+func mysqlRow(r mysqlgen.Job) *JobRow {
+	return &JobRow{
+		ID: int64(r.ID), Name: r.Name, Type: r.Type, Payload: r.Payload, Status: Status(r.Status),
+		Attempts: int(r.Attempts), ClaimToken: r.ClaimToken.String, LeaseUntil: timePtr(r.LeaseUntil),
+		MaxAttempts: int(r.MaxAttempts), BaseDelay: time.Duration(r.BaseDelay) * time.Second,
+		MaxDelay: time.Duration(r.MaxDelay) * time.Second, Error: r.Error.String,
+		ScheduledAt: engine.AsUTC(r.ScheduledAt), ExpiresAt: timePtr(r.ExpiresAt),
+		FinishedAt: timePtr(r.FinishedAt), CreatedAt: engine.AsUTC(r.CreatedAt),
+	}
+}

@@ -1,0 +1,170 @@
+package queue
+
+import (
+	"context"
+	"encoding/json"
+	"time"
+
+	"github.com/jobqueue/jobqueue/db/pggen"
+	"github.com/jobqueue/jobqueue/internal/engine"
+)
+
+// pgTimeLayout is how the PostgreSQL bulk insert's JSON carries times
+// (read as TIMESTAMP, UTC).
+const pgTimeLayout = "2006-01-02T15:04:05.999999"
+
+// pgStore runs the generated PostgreSQL queries (db/pggen).
+type pgStore struct{ r *runner }
+
+func (s pgStore) qs() *pggen.Queries { return pggen.New(s.r.on(nil)) }
+
+func (s pgStore) probe(ctx context.Context) error {
+	_, err := s.qs().ProbeTable(ctx)
+	return err
+}
+
+func (s pgStore) insert(ctx context.Context, d dbtx, j *newJob, now time.Time) (int64, error) {
+	return pggen.New(d).InsertJob(ctx, pggen.InsertJobParams{
+		Name: j.name, Type: j.typ, Payload: json.RawMessage(j.payload),
+		MaxAttempts: int32(j.maxAttempts), BaseDelay: int32(j.baseDelay), MaxDelay: int32(j.maxDelay),
+		ScheduledAt: j.scheduledAt, ExpiresAt: nullTime(j.expiresAt), CreatedAt: now,
+	})
+}
+
+func (s pgStore) insertMany(ctx context.Context, d dbtx, jobs []*newJob, now time.Time) error {
+	chunks, err := jsonChunks(jobs, pgTimeLayout)
+	if err != nil {
+		return err
+	}
+	qs := pggen.New(d)
+	for _, c := range chunks {
+		if _, err := qs.InsertJobsJSON(ctx, pggen.InsertJobsJSONParams{CreatedAt: now, Rows: json.RawMessage(c)}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (s pgStore) claim(ctx context.Context, types []string, max int, token string, now, leaseUntil time.Time) ([]*JobRow, error) {
+	qs := s.qs()
+	lease := nullTime(&leaseUntil)
+	var rows []pggen.Job
+	var err error
+	switch len(types) {
+	case 0:
+		rows, err = qs.ClaimJobs(ctx, pggen.ClaimJobsParams{Token: token, LeaseUntil: lease, Now: now, MaxJobs: int32(max)})
+	case 1:
+		rows, err = qs.ClaimJobsOfType(ctx, pggen.ClaimJobsOfTypeParams{Token: token, LeaseUntil: lease, Type: types[0], Now: now, MaxJobs: int32(max)})
+	default:
+		rows, err = qs.ClaimJobsOfTypes(ctx, pggen.ClaimJobsOfTypesParams{Token: token, LeaseUntil: lease, Types: json.RawMessage(jsonList(types)), Now: now, MaxJobs: int32(max)})
+	}
+	if err != nil {
+		return nil, err
+	}
+	return pgRows(rows), nil
+}
+
+func (s pgStore) extend(ctx context.Context, refs []AttemptRef, leaseUntil time.Time) (map[int64]bool, error) {
+	ids, toks := refLists(refs)
+	held, err := s.qs().ExtendLeases(ctx, pggen.ExtendLeasesParams{
+		LeaseUntil: nullTime(&leaseUntil), Ids: json.RawMessage(jsonList(ids)), Tokens: json.RawMessage(jsonList(toks)),
+	})
+	return idSet(held), err
+}
+
+func (s pgStore) complete(ctx context.Context, refs []AttemptRef, now time.Time, del bool) (map[int64]bool, error) {
+	ids, toks := refLists(refs)
+	var held []int64
+	var err error
+	if del {
+		held, err = s.qs().DeleteCompletedJobs(ctx, pggen.DeleteCompletedJobsParams{Ids: json.RawMessage(jsonList(ids)), Tokens: json.RawMessage(jsonList(toks))})
+	} else {
+		held, err = s.qs().CompleteJobs(ctx, pggen.CompleteJobsParams{Now: nullTime(&now), Ids: json.RawMessage(jsonList(ids)), Tokens: json.RawMessage(jsonList(toks))})
+	}
+	return idSet(held), err
+}
+
+func (s pgStore) fail(ctx context.Context, ref AttemptRef, o failOutcome) (bool, error) {
+	n, err := s.qs().FailJob(ctx, pggen.FailJobParams{
+		Status: string(o.status), Error: nullString(o.errText), ScheduledAt: o.scheduledAt,
+		FinishedAt: nullTime(o.finishedAt), ID: ref.ID, Token: nullString(ref.Token),
+	})
+	return n == 1, err
+}
+
+func (s pgStore) stats(ctx context.Context, typ string) (map[Status]int64, error) {
+	out := map[Status]int64{}
+	if typ == "" {
+		rows, err := s.qs().CountByStatus(ctx)
+		for _, r := range rows {
+			out[Status(r.Status)] = r.N
+		}
+		return out, err
+	}
+	rows, err := s.qs().CountByStatusOfType(ctx, typ)
+	for _, r := range rows {
+		out[Status(r.Status)] = r.N
+	}
+	return out, err
+}
+
+func (s pgStore) list(ctx context.Context, status Status, typ string, limit int) ([]*JobRow, error) {
+	rows, err := s.qs().ListJobs(ctx, pggen.ListJobsParams{Status: nullString(string(status)), Type: nullString(typ), MaxRows: int32(limit)})
+	return pgRows(rows), err
+}
+
+func (s pgStore) get(ctx context.Context, id int64) (*JobRow, error) {
+	rows, err := s.qs().GetJob(ctx, id)
+	if err != nil || len(rows) == 0 {
+		return nil, err
+	}
+	return pgRow(rows[0]), nil
+}
+
+func (s pgStore) retry(ctx context.Context, id int64, now time.Time) (bool, error) {
+	n, err := s.qs().RetryJob(ctx, pggen.RetryJobParams{Now: now, ID: id})
+	return n > 0, err
+}
+
+func (s pgStore) expire(ctx context.Context, now time.Time) (int64, error) {
+	return s.qs().ExpireOverdue(ctx, nullTime(&now))
+}
+
+func (s pgStore) reclaim(ctx context.Context, now time.Time, errText string) (int64, error) {
+	return s.qs().ReclaimAbandoned(ctx, pggen.ReclaimAbandonedParams{Now: nullTime(&now), Error: nullString(errText)})
+}
+
+func (s pgStore) prune(ctx context.Context, cutoff time.Time, batch int) (int64, error) {
+	return s.qs().PruneFinished(ctx, pggen.PruneFinishedParams{Cutoff: nullTime(&cutoff), MaxRows: int32(batch)})
+}
+
+func (s pgStore) purge(ctx context.Context) (int64, error) {
+	return s.qs().PurgeJobs(ctx)
+}
+
+func pgRows(rows []pggen.Job) []*JobRow {
+	out := make([]*JobRow, len(rows))
+	for i, r := range rows {
+		out[i] = pgRow(r)
+	}
+	return out
+}
+
+func pgRow(r pggen.Job) *JobRow {
+	return &JobRow{
+		ID: r.ID, Name: r.Name, Type: r.Type, Payload: r.Payload, Status: Status(r.Status),
+		Attempts: int(r.Attempts), ClaimToken: r.ClaimToken.String, LeaseUntil: timePtr(r.LeaseUntil),
+		MaxAttempts: int(r.MaxAttempts), BaseDelay: time.Duration(r.BaseDelay) * time.Second,
+		MaxDelay: time.Duration(r.MaxDelay) * time.Second, Error: r.Error.String,
+		ScheduledAt: engine.AsUTC(r.ScheduledAt), ExpiresAt: timePtr(r.ExpiresAt),
+		FinishedAt: timePtr(r.FinishedAt), CreatedAt: engine.AsUTC(r.CreatedAt),
+	}
+}
+
+func idSet[T int64 | uint64](ids []T) map[int64]bool {
+	m := make(map[int64]bool, len(ids))
+	for _, id := range ids {
+		m[int64(id)] = true
+	}
+	return m
+}

@@ -1,0 +1,217 @@
+package queue
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"modernc.org/sqlite"
+
+	"github.com/jobqueue/jobqueue/db/sqlitegen"
+	"github.com/jobqueue/jobqueue/internal/engine"
+)
+
+// sqliteStore runs the generated SQLite queries (db/sqlitegen). SQLite has
+// one writer at a time: a write that finds the database busy (beyond the
+// connection's busy_timeout) is retried a few times with a short backoff,
+// then its error is returned.
+type sqliteStore struct{ r *runner }
+
+func (s sqliteStore) qs() *sqlitegen.Queries { return sqlitegen.New(s.r.on(nil)) }
+
+// Busy retries: sqliteBusyTries attempts, waiting sqliteBusyWait, doubled
+// after each.
+const (
+	sqliteBusyTries = 5
+	sqliteBusyWait  = 5 * time.Millisecond
+)
+
+// isSQLiteBusy reports SQLITE_BUSY and SQLITE_LOCKED (any extended code).
+func isSQLiteBusy(err error) bool {
+	var se *sqlite.Error
+	if !errors.As(err, &se) {
+		return false
+	}
+	switch se.Code() & 0xff {
+	case 5, 6: // SQLITE_BUSY, SQLITE_LOCKED
+		return true
+	}
+	return false
+}
+
+// busyRetry runs fn until it does not fail with a busy error, at most
+// sqliteBusyTries times.
+func busyRetry[T any](ctx context.Context, fn func() (T, error)) (T, error) {
+	wait := sqliteBusyWait
+	for try := 1; ; try++ {
+		v, err := fn()
+		if err == nil || !isSQLiteBusy(err) || try == sqliteBusyTries {
+			return v, err
+		}
+		select {
+		case <-ctx.Done():
+			return v, err
+		case <-time.After(wait):
+		}
+		wait *= 2
+	}
+}
+
+func (s sqliteStore) probe(ctx context.Context) error {
+	_, err := s.qs().ProbeTable(ctx)
+	return err
+}
+
+func (s sqliteStore) insert(ctx context.Context, d dbtx, j *newJob, now time.Time) (int64, error) {
+	arg := sqlitegen.InsertJobParams{
+		Name: j.name, Type: j.typ, Payload: string(j.payload),
+		MaxAttempts: j.maxAttempts, BaseDelay: j.baseDelay, MaxDelay: j.maxDelay,
+		ScheduledAt: j.scheduledAt, ExpiresAt: nullTime(j.expiresAt), CreatedAt: now,
+	}
+	if d.tx != nil { // a caller's transaction: retrying is the caller's call
+		return sqlitegen.New(d).InsertJob(ctx, arg)
+	}
+	return busyRetry(ctx, func() (int64, error) { return sqlitegen.New(d).InsertJob(ctx, arg) })
+}
+
+func (s sqliteStore) insertMany(ctx context.Context, d dbtx, jobs []*newJob, now time.Time) error {
+	chunks, err := jsonChunks(jobs, engine.SQLiteTimeFormat)
+	if err != nil {
+		return err
+	}
+	qs := sqlitegen.New(d)
+	for _, c := range chunks {
+		if _, err := qs.InsertJobsJSON(ctx, sqlitegen.InsertJobsJSONParams{CreatedAt: now, Rows: c}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (s sqliteStore) claim(ctx context.Context, types []string, max int, token string, now, leaseUntil time.Time) ([]*JobRow, error) {
+	qs := s.qs()
+	tok, lease := nullString(token), nullTime(&leaseUntil)
+	rows, err := busyRetry(ctx, func() ([]sqlitegen.Job, error) {
+		switch len(types) {
+		case 0:
+			return qs.ClaimJobs(ctx, sqlitegen.ClaimJobsParams{Token: tok, LeaseUntil: lease, Now: now, MaxJobs: int64(max)})
+		case 1:
+			return qs.ClaimJobsOfType(ctx, sqlitegen.ClaimJobsOfTypeParams{Token: tok, LeaseUntil: lease, Type: types[0], Now: now, MaxJobs: int64(max)})
+		default:
+			return qs.ClaimJobsOfTypes(ctx, sqlitegen.ClaimJobsOfTypesParams{Token: tok, LeaseUntil: lease, Types: jsonList(types), Now: now, MaxJobs: int64(max)})
+		}
+	})
+	if err != nil {
+		return nil, err
+	}
+	return sqliteRows(rows), nil
+}
+
+func (s sqliteStore) extend(ctx context.Context, refs []AttemptRef, leaseUntil time.Time) (map[int64]bool, error) {
+	ids, toks := refLists(refs)
+	held, err := busyRetry(ctx, func() ([]int64, error) {
+		return s.qs().ExtendLeases(ctx, sqlitegen.ExtendLeasesParams{LeaseUntil: nullTime(&leaseUntil), Ids: jsonList(ids), Tokens: jsonList(toks)})
+	})
+	return idSet(held), err
+}
+
+func (s sqliteStore) complete(ctx context.Context, refs []AttemptRef, now time.Time, del bool) (map[int64]bool, error) {
+	ids, toks := refLists(refs)
+	held, err := busyRetry(ctx, func() ([]int64, error) {
+		if del {
+			return s.qs().DeleteCompletedJobs(ctx, sqlitegen.DeleteCompletedJobsParams{Ids: jsonList(ids), Tokens: jsonList(toks)})
+		}
+		return s.qs().CompleteJobs(ctx, sqlitegen.CompleteJobsParams{Now: nullTime(&now), Ids: jsonList(ids), Tokens: jsonList(toks)})
+	})
+	return idSet(held), err
+}
+
+func (s sqliteStore) fail(ctx context.Context, ref AttemptRef, o failOutcome) (bool, error) {
+	n, err := busyRetry(ctx, func() (int64, error) {
+		return s.qs().FailJob(ctx, sqlitegen.FailJobParams{
+			Status: string(o.status), Error: nullString(o.errText), ScheduledAt: o.scheduledAt,
+			FinishedAt: nullTime(o.finishedAt), ID: ref.ID, Token: nullString(ref.Token),
+		})
+	})
+	return n == 1, err
+}
+
+func (s sqliteStore) stats(ctx context.Context, typ string) (map[Status]int64, error) {
+	out := map[Status]int64{}
+	if typ == "" {
+		rows, err := s.qs().CountByStatus(ctx)
+		for _, r := range rows {
+			out[Status(r.Status)] = r.N
+		}
+		return out, err
+	}
+	rows, err := s.qs().CountByStatusOfType(ctx, typ)
+	for _, r := range rows {
+		out[Status(r.Status)] = r.N
+	}
+	return out, err
+}
+
+func (s sqliteStore) list(ctx context.Context, status Status, typ string, limit int) ([]*JobRow, error) {
+	var st, ty any
+	if status != "" {
+		st = string(status)
+	}
+	if typ != "" {
+		ty = typ
+	}
+	rows, err := s.qs().ListJobs(ctx, sqlitegen.ListJobsParams{Status: st, Type: ty, MaxRows: int64(limit)})
+	return sqliteRows(rows), err
+}
+
+func (s sqliteStore) get(ctx context.Context, id int64) (*JobRow, error) {
+	rows, err := s.qs().GetJob(ctx, id)
+	if err != nil || len(rows) == 0 {
+		return nil, err
+	}
+	return sqliteRow(rows[0]), nil
+}
+
+func (s sqliteStore) retry(ctx context.Context, id int64, now time.Time) (bool, error) {
+	n, err := busyRetry(ctx, func() (int64, error) { return s.qs().RetryJob(ctx, sqlitegen.RetryJobParams{Now: now, ID: id}) })
+	return n > 0, err
+}
+
+func (s sqliteStore) expire(ctx context.Context, now time.Time) (int64, error) {
+	return busyRetry(ctx, func() (int64, error) { return s.qs().ExpireOverdue(ctx, nullTime(&now)) })
+}
+
+func (s sqliteStore) reclaim(ctx context.Context, now time.Time, errText string) (int64, error) {
+	return busyRetry(ctx, func() (int64, error) {
+		return s.qs().ReclaimAbandoned(ctx, sqlitegen.ReclaimAbandonedParams{Now: nullTime(&now), Error: nullString(errText)})
+	})
+}
+
+func (s sqliteStore) prune(ctx context.Context, cutoff time.Time, batch int) (int64, error) {
+	return busyRetry(ctx, func() (int64, error) {
+		return s.qs().PruneFinished(ctx, sqlitegen.PruneFinishedParams{Cutoff: nullTime(&cutoff), MaxRows: int64(batch)})
+	})
+}
+
+func (s sqliteStore) purge(ctx context.Context) (int64, error) {
+	return busyRetry(ctx, func() (int64, error) { return s.qs().PurgeJobs(ctx) })
+}
+
+func sqliteRows(rows []sqlitegen.Job) []*JobRow {
+	out := make([]*JobRow, len(rows))
+	for i, r := range rows {
+		out[i] = sqliteRow(r)
+	}
+	return out
+}
+
+func sqliteRow(r sqlitegen.Job) *JobRow {
+	return &JobRow{
+		ID: r.ID, Name: r.Name, Type: r.Type, Payload: []byte(r.Payload), Status: Status(r.Status),
+		Attempts: int(r.Attempts), ClaimToken: r.ClaimToken.String, LeaseUntil: timePtr(r.LeaseUntil),
+		MaxAttempts: int(r.MaxAttempts), BaseDelay: time.Duration(r.BaseDelay) * time.Second,
+		MaxDelay: time.Duration(r.MaxDelay) * time.Second, Error: r.Error.String,
+		ScheduledAt: engine.AsUTC(r.ScheduledAt), ExpiresAt: timePtr(r.ExpiresAt),
+		FinishedAt: timePtr(r.FinishedAt), CreatedAt: engine.AsUTC(r.CreatedAt),
+	}
+}
