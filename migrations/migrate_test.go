@@ -533,3 +533,14 @@ func TestMigrateMySQLGlobalTimeZone(t *testing.T) {
 	db := testdb.OpenURL(t, testdb.URL(t, engine.MySQL))
 	checkCreatedAtKept(t, db)
 }
+
+// TestMigrateMySQLOneConnection: with a pool of one connection goose runs
+// the migration in its transaction on that connection (RunDB would wait for
+// a second one forever, until the test binary's timeout); the session's
+// time zone is set and restored there.
+func TestMigrateMySQLOneConnection(t *testing.T) {
+	t.Parallel()
+	db := testdb.OpenURL(t, mysqlURLWithParam(t, "time_zone", "'+03:00'"))
+	db.SetMaxOpenConns(1)
+	checkCreatedAtKept(t, db)
+}
