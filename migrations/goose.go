@@ -26,10 +26,11 @@ import (
 // service wants the table to appear). The single migration ensures the
 // table: a missing table is created, a version 2 table gets Install's index
 // repair, and an outdated one (version 1, or an interrupted migration) is
-// refused with an error wrapping ErrOutdatedTable. policy is the retry
-// policy Migrate would store with every job of a version 1 table; its zero
-// value means the queue's default (3 attempts, 1 minute, 1 hour). Its down
-// migration does nothing: the table and its jobs are kept.
+// converted to version 2 as Migrate does, storing policy with every job —
+// so, as for Migrate, everything that uses a version 1 table must be
+// stopped while that `goose up` runs. A zero policy means the queue's
+// default (3 attempts, 1 minute, 1 hour). The down migration does nothing:
+// the table and its jobs are kept.
 //
 // db must be the database the provider runs on: its driver tells the
 // engine (ErrUnsupportedDatabase for others), and the table name is

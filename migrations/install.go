@@ -189,6 +189,18 @@ type columnDef struct {
 	postgres, mysql, sq string
 }
 
+// def is the column's type and constraints on engine k.
+func (c columnDef) def(k engine.Kind) string {
+	switch k {
+	case engine.Postgres:
+		return c.postgres
+	case engine.MySQL:
+		return c.mysql
+	default:
+		return c.sq
+	}
+}
+
 // v2Columns is the version 2 table of SPEC section 2, in order.
 var v2Columns = []columnDef{
 	{"id", "BIGSERIAL PRIMARY KEY", "BIGINT UNSIGNED NOT NULL AUTO_INCREMENT PRIMARY KEY", "INTEGER PRIMARY KEY AUTOINCREMENT"},
@@ -237,11 +249,10 @@ func tableDDL(t engine.Table, withIndexes bool) string {
 	var b strings.Builder
 	b.WriteString("CREATE TABLE IF NOT EXISTS " + t.Quoted() + " (\n")
 	for i, c := range v2Columns {
-		def := map[engine.Kind]string{engine.Postgres: c.postgres, engine.MySQL: c.mysql, engine.SQLite: c.sq}[t.Kind]
 		if i > 0 {
 			b.WriteString(",\n")
 		}
-		fmt.Fprintf(&b, "    %s %s", c.name, def)
+		fmt.Fprintf(&b, "    %s %s", c.name, c.def(t.Kind))
 	}
 	if t.Kind == engine.MySQL && withIndexes {
 		for _, ix := range v2Indexes {
