@@ -170,6 +170,24 @@ WHERE CONSTRAINT_SCHEMA = DATABASE() AND TABLE_NAME = ?`, name).Scan(&check); er
 				if !strings.Contains(ddl, "INTEGER PRIMARY KEY AUTOINCREMENT") {
 					t.Errorf("id is not INTEGER PRIMARY KEY AUTOINCREMENT: %s", ddl)
 				}
+				// The database is this test's own: Install ran through goose
+				// with versioning disabled, so no goose version table exists.
+				var tables []string
+				rows, err := db.Query(`SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name`)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer rows.Close()
+				for rows.Next() {
+					var n string
+					if err := rows.Scan(&n); err != nil {
+						t.Fatal(err)
+					}
+					tables = append(tables, n)
+				}
+				if diff := cmp.Diff([]string{"sqlite_sequence", name}, tables); diff != "" {
+					t.Errorf("tables after Install (-want +got):\n%s", diff)
+				}
 			}
 			st, err := inspect(context.Background(), db, tb)
 			if err != nil || st != tableV2 {
