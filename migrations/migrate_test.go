@@ -42,52 +42,7 @@ func TestMigrateColumnRules(t *testing.T) {
 			}
 			after := time.Now().UTC()
 
-			got := readV2(t, db, k, table)
-			// The migration time is the finished_at of the jobs it fails
-			// or expires: read it from the first of them, check it is
-			// the time of the call, and use it for every row.
-			var now time.Time
-			for _, j := range got {
-				if j.Status == "expired" && j.FinishedAt != nil {
-					now = *j.FinishedAt
-					break
-				}
-			}
-			if now.IsZero() {
-				t.Fatalf("no job expired by the migration:\n%v", got)
-			}
-			if lo := before.Truncate(precision(k, sqliteFixed)); now.Before(lo.Truncate(time.Second)) || now.After(after) {
-				t.Errorf("migration time %v is not between %v and %v", now, before, after)
-			}
-			var want []v2Job
-			for _, j := range jobs {
-				p, ok := payloads[j.ID]
-				if !ok {
-					t.Fatalf("job %d has no payload before the migration", j.ID)
-				}
-				if !jsonEqual(p, j.Payload) {
-					t.Fatalf("job %d: payload %s was written as %s", j.ID, p, j.Payload)
-				}
-				want = append(want, expectV2(j, k, testPolicy, now, p))
-			}
-			if diff := cmp.Diff(want, got); diff != "" {
-				t.Errorf("migrated rows (-want +got):\n%s", diff)
-			}
-
-			// Every status of the fixture's outcome is represented.
-			seen := map[string]int{}
-			for _, j := range got {
-				seen[j.Status]++
-			}
-			for _, s := range []string{"pending", "completed", "failed", "expired"} {
-				if seen[s] == 0 {
-					t.Errorf("no migrated job is %s: %v", s, seen)
-				}
-			}
-			if seen["in_progress"] != 0 {
-				t.Errorf("%d jobs are still in_progress", seen["in_progress"])
-			}
-
+			checkMigratedRows(t, db, k, table, jobs, payloads, before, after)
 			checkV2Catalog(t, db, k, table)
 
 			// 'expired' is a status the column takes.
@@ -108,6 +63,58 @@ func TestMigrateColumnRules(t *testing.T) {
 				t.Errorf("Install changed the migrated table (-before +after):\n%s", diff)
 			}
 		})
+	}
+}
+
+// checkMigratedRows reads the migrated table and compares every row with
+// what SPEC section 4 makes of jobs (payloads as the version 1 table
+// returned them), for a migration that ran between before and after.
+func checkMigratedRows(t *testing.T, db *sql.DB, k engine.Kind, table string, jobs []v1Job, payloads map[int64]string, before, after time.Time) {
+	t.Helper()
+	got := readV2(t, db, k, table)
+	// The migration time is the finished_at of the jobs it fails
+	// or expires: read it from the first of them, check it is
+	// the time of the call, and use it for every row.
+	var now time.Time
+	for _, j := range got {
+		if j.Status == "expired" && j.FinishedAt != nil {
+			now = *j.FinishedAt
+			break
+		}
+	}
+	if now.IsZero() {
+		t.Fatalf("no job expired by the migration:\n%v", got)
+	}
+	if now.Before(before.Truncate(time.Second)) || now.After(after) {
+		t.Errorf("migration time %v is not between %v and %v", now, before, after)
+	}
+	var want []v2Job
+	for _, j := range jobs {
+		p, ok := payloads[j.ID]
+		if !ok {
+			t.Fatalf("job %d has no payload before the migration", j.ID)
+		}
+		if !jsonEqual(p, j.Payload) {
+			t.Fatalf("job %d: payload %s was written as %s", j.ID, p, j.Payload)
+		}
+		want = append(want, expectV2(j, k, testPolicy, now, p))
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("migrated rows (-want +got):\n%s", diff)
+	}
+
+	// Every status of the fixture's outcome is represented.
+	seen := map[string]int{}
+	for _, j := range got {
+		seen[j.Status]++
+	}
+	for _, s := range []string{"pending", "completed", "failed", "expired"} {
+		if seen[s] == 0 {
+			t.Errorf("no migrated job is %s: %v", s, seen)
+		}
+	}
+	if seen["in_progress"] != 0 {
+		t.Errorf("%d jobs are still in_progress", seen["in_progress"])
 	}
 }
 
