@@ -105,6 +105,9 @@ FROM pragma_table_info(?) ORDER BY cid`
 	return cols
 }
 
+// autoIncrementRE matches the counter SHOW CREATE TABLE shows once rows exist.
+var autoIncrementRE = regexp.MustCompile(` AUTO_INCREMENT=\d+`)
+
 var pgIndexDefRE = regexp.MustCompile(`^CREATE (UNIQUE )?INDEX (\S+) ON \S+ USING btree \((.*)\)$`)
 
 func testIndexes(t *testing.T, db *sql.DB, tb engine.Table) []testIndex {
@@ -224,7 +227,7 @@ WHERE ix.indrelid = to_regclass(quote_ident($1)) ORDER BY 1`
 WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = ?`, tb.Name).Scan(&opts); err != nil {
 			t.Fatal(err)
 		}
-		return []string{regexp.MustCompile(` AUTO_INCREMENT=\d+`).ReplaceAllString(ddl, ""), opts}
+		return []string{autoIncrementRE.ReplaceAllString(ddl, ""), opts}
 	}
 	rows, err := db.QueryContext(ctx, q, tb.Name)
 	if err != nil {

@@ -6,6 +6,7 @@ import (
 	"database/sql/driver"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -83,7 +84,7 @@ func wantColumns(k engine.Kind, table string, mariaDB bool) []testColumn {
 			{Name: "error", Type: "TEXT"},
 			{Name: "scheduled_at", Type: "DATETIME", NotNull: true},
 			{Name: "expires_at", Type: "DATETIME"},
-			{Name: "finished_at", Type: "DATETIME", NotNull: false},
+			{Name: "finished_at", Type: "DATETIME"},
 			{Name: "created_at", Type: "DATETIME", NotNull: true},
 		}
 	}
@@ -122,11 +123,7 @@ func wantIndexes(k engine.Kind, table string) []testIndex {
 }
 
 func sortIndexes(ix []testIndex) {
-	for i := 1; i < len(ix); i++ {
-		for j := i; j > 0 && ix[j].Name < ix[j-1].Name; j-- {
-			ix[j], ix[j-1] = ix[j-1], ix[j]
-		}
-	}
+	slices.SortFunc(ix, func(a, b testIndex) int { return strings.Compare(a.Name, b.Name) })
 }
 
 func TestInstallCreatesVersion2Table(t *testing.T) {
@@ -470,7 +467,7 @@ func TestInstallRejectsBadTableNamesBeforeAnySQL(t *testing.T) {
 			t.Fatalf("%s: Install on a closed database with a valid name: %v; want a 'closed' error", k, err)
 		}
 		for _, c := range cases {
-			if !contains(c.kinds, k) {
+			if !slices.Contains(c.kinds, k) {
 				continue
 			}
 			err := Install(context.Background(), db, c.name)
@@ -482,15 +479,6 @@ func TestInstallRejectsBadTableNamesBeforeAnySQL(t *testing.T) {
 			}
 		}
 	}
-}
-
-func contains(ks []engine.Kind, k engine.Kind) bool {
-	for _, x := range ks {
-		if x == k {
-			return true
-		}
-	}
-	return false
 }
 
 func TestInstallFoldsNamesToLowerCaseOnPostgres(t *testing.T) {
