@@ -82,7 +82,7 @@ func (s mysqlStore) insertMany(ctx context.Context, d dbtx, jobs []*newJob, now 
 		if text == "" {
 			text, perRow = d.r.text(rec.query), len(rec.args)
 		}
-		if rows > 0 && ((rows+1)*perRow > maxPlaceholders || rows >= maxChunkJobs || bytes+len(j.payload) > maxChunkBytes) {
+		if rows > 0 && ((rows+1)*perRow > maxPlaceholders || bytes+len(j.payload) > maxChunkBytes) {
 			if err := flush(); err != nil {
 				return err
 			}

@@ -1,0 +1,308 @@
+package queue
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jobqueue/jobqueue/internal/engine"
+)
+
+func TestEnqueueStoresTheJob(t *testing.T) {
+	forEachEngine(t, func(t *testing.T, kind engine.Kind) {
+		env := coreEnv(t, kind)
+		q, clock := coreQueue(t, env, WithRetryPolicy(RetryPolicy{MaxAttempts: 5, BaseDelay: 2 * time.Second, MaxDelay: 30 * time.Second}))
+		now := clock.now()
+		at := now.Add(time.Hour)
+		deadline := now.Add(2 * time.Hour)
+		own := RetryPolicy{MaxAttempts: 7, BaseDelay: 3 * time.Second, MaxDelay: 9 * time.Second}
+		cases := []struct {
+			name    string
+			args    JobArgs
+			opts    []EnqueueOption
+			kind    string
+			typ     string
+			sched   time.Time
+			expires *time.Time
+			pol     RetryPolicy
+			payload string
+		}{
+			{name: "defaults", args: testArgs{N: 1}, kind: "test", typ: "default", sched: now, pol: RetryPolicy{MaxAttempts: 5, BaseDelay: 2 * time.Second, MaxDelay: 30 * time.Second}, payload: `{"n":1}`},
+			{name: "type at expires policy", args: testArgs{N: 2, Text: "héllo ✓"}, opts: []EnqueueOption{Type("email"), At(at.In(time.FixedZone("X", 5*3600))), ExpiresAt(deadline), Policy(own)},
+				kind: "test", typ: "email", sched: at, expires: &deadline, pol: own, payload: `{"n":2,"text":"héllo ✓"}`},
+			{name: "delay expires-in", args: kindArgs{K: "k"}, opts: []EnqueueOption{Delay(time.Minute), ExpiresIn(time.Hour)},
+				kind: "k", typ: "default", sched: now.Add(time.Minute), expires: ptr(now.Add(time.Hour)), pol: RetryPolicy{MaxAttempts: 5, BaseDelay: 2 * time.Second, MaxDelay: 30 * time.Second}, payload: `{"K":"k"}`},
+			{name: "raw args", args: RawArgs{Name: "raw", Payload: json.RawMessage(`[1, 2]`)}, kind: "raw", typ: "default", sched: now, pol: RetryPolicy{MaxAttempts: 5, BaseDelay: 2 * time.Second, MaxDelay: 30 * time.Second}, payload: `[1,2]`},
+			{name: "raw empty payload", args: RawArgs{Name: "raw"}, kind: "raw", typ: "default", sched: now, pol: RetryPolicy{MaxAttempts: 5, BaseDelay: 2 * time.Second, MaxDelay: 30 * time.Second}, payload: `{}`},
+		}
+		for _, c := range cases {
+			id := mustEnqueue(t, q, c.args, c.opts...)
+			j := getJob(t, q, id)
+			if j.Name != c.kind || j.Type != c.typ || j.Status != StatusPending || j.Attempts != 0 || j.ClaimToken != "" ||
+				j.LeaseUntil != nil || j.FinishedAt != nil || j.Error != "" {
+				t.Errorf("%s: got %+v", c.name, j)
+			}
+			if !j.ScheduledAt.Equal(c.sched) || j.ScheduledAt.Location() != time.UTC || !j.CreatedAt.Equal(now) {
+				t.Errorf("%s: scheduled_at %v created_at %v, want %v and %v (UTC)", c.name, j.ScheduledAt, j.CreatedAt, c.sched, now)
+			}
+			if (j.ExpiresAt == nil) != (c.expires == nil) || j.ExpiresAt != nil && !j.ExpiresAt.Equal(*c.expires) {
+				t.Errorf("%s: expires_at %v, want %v", c.name, j.ExpiresAt, c.expires)
+			}
+			if j.MaxAttempts != c.pol.MaxAttempts || j.BaseDelay != c.pol.BaseDelay || j.MaxDelay != c.pol.MaxDelay {
+				t.Errorf("%s: policy %d/%v/%v, want %+v", c.name, j.MaxAttempts, j.BaseDelay, j.MaxDelay, c.pol)
+			}
+			var got, want any
+			if err := json.Unmarshal(j.Payload, &got); err != nil {
+				t.Fatalf("%s: payload %s: %v", c.name, j.Payload, err)
+			}
+			json.Unmarshal([]byte(c.payload), &want)
+			if gb, _ := json.Marshal(got); string(gb) != mustJSON(want) {
+				t.Errorf("%s: payload %s, want %s", c.name, j.Payload, c.payload)
+			}
+		}
+	})
+}
+
+func ptr[T any](v T) *T { return &v }
+
+func mustJSON(v any) string {
+	b, _ := json.Marshal(v)
+	return string(b)
+}
+
+func TestEnqueueRejectsBadInput(t *testing.T) {
+	forEachEngine(t, func(t *testing.T, kind engine.Kind) {
+		ctx := context.Background()
+		env := coreEnv(t, kind)
+		q, clock := coreQueue(t, env)
+		now := clock.now()
+		cases := []struct {
+			name string
+			args JobArgs
+			opts []EnqueueOption
+			want error
+			only engine.Kind // the case applies to this engine only
+		}{
+			{name: "args that do not encode", args: badArgs{C: make(chan int)}, want: ErrPayloadRejected},
+			{name: "raw payload not JSON", args: RawArgs{Name: "raw", Payload: json.RawMessage(`{nope`)}, want: ErrPayloadRejected},
+			{name: "empty kind", args: kindArgs{K: ""}, want: ErrInvalidJob},
+			{name: "kind of 256 characters", args: kindArgs{K: strings.Repeat("k", 256)}, want: ErrInvalidJob},
+			{name: "nil args", args: nil, want: ErrInvalidJob},
+			{name: "type of 65 characters", args: testArgs{}, opts: []EnqueueOption{Type(strings.Repeat("t", 65))}, want: ErrInvalidJob},
+			{name: "empty type", args: testArgs{}, opts: []EnqueueOption{Type("")}, want: ErrInvalidJob},
+			{name: "zero attempts", args: testArgs{}, opts: []EnqueueOption{Policy(RetryPolicy{MaxAttempts: 0, BaseDelay: time.Second, MaxDelay: time.Second})}, want: ErrInvalidPolicy},
+			{name: "negative delay", args: testArgs{}, opts: []EnqueueOption{Policy(RetryPolicy{MaxAttempts: 1, BaseDelay: -time.Second, MaxDelay: time.Second})}, want: ErrInvalidPolicy},
+			{name: "zero max delay", args: testArgs{}, opts: []EnqueueOption{Policy(RetryPolicy{MaxAttempts: 1, BaseDelay: time.Second})}, want: ErrInvalidPolicy},
+			{name: "deadline before schedule", args: testArgs{}, opts: []EnqueueOption{At(now.Add(time.Hour)), ExpiresAt(now.Add(time.Minute))}, want: ErrInvalidJob},
+			{name: "negative expires-in", args: testArgs{}, opts: []EnqueueOption{ExpiresIn(-time.Minute)}, want: ErrInvalidJob},
+			{name: "at and delay", args: testArgs{}, opts: []EnqueueOption{At(now), Delay(time.Second)}, want: ErrInvalidJob},
+			{name: "NUL in payload", args: testArgs{Text: "a\x00b"}, want: ErrPayloadRejected, only: engine.Postgres},
+		}
+		for _, c := range cases {
+			if c.only != "" && c.only != kind {
+				continue
+			}
+			for _, many := range []bool{false, true} {
+				var err error
+				if many {
+					var n int
+					n, err = q.EnqueueMany(ctx, []JobArgs{testArgs{N: 1}, testArgs{N: 2}, c.args}, c.opts...)
+					if n != 0 {
+						t.Errorf("%s: EnqueueMany wrote %d", c.name, n)
+					}
+				} else {
+					_, err = q.Enqueue(ctx, c.args, c.opts...)
+				}
+				if !errors.Is(err, c.want) {
+					t.Errorf("%s (many=%v): error %v, want %v", c.name, many, err, c.want)
+				}
+				// A per-job error of EnqueueMany names the job's index.
+				if many && err != nil && c.want != ErrInvalidPolicy && !strings.Contains(err.Error(), "job 2 of 3") && !isOptionError(c.name) {
+					t.Errorf("%s: EnqueueMany error %q does not name job 2", c.name, err)
+				}
+			}
+			if n := rowCount(t, env); n != 0 {
+				t.Fatalf("%s: %d rows written", c.name, n)
+			}
+		}
+		// Text that merely looks like the escape is fine everywhere.
+		if _, err := q.Enqueue(ctx, testArgs{Text: `\u0000`}); err != nil {
+			t.Errorf("a payload with the text \\u0000 (escaped backslash): %v", err)
+		}
+	})
+}
+
+// isOptionError reports the cases whose error comes from the options, which
+// apply to every job, so EnqueueMany names no index.
+func isOptionError(name string) bool {
+	switch name {
+	case "type of 65 characters", "empty type", "deadline before schedule", "negative expires-in", "at and delay":
+		return true
+	}
+	return false
+}
+
+func TestHasNULEscape(t *testing.T) {
+	cases := map[string]bool{
+		`{"a":"\u0000"}`:   true,
+		`{"a":"x\u0000y"}`: true,
+		`{"a":"\\u0000"}`:  false,
+		`{"a":"\\\u0000"}`: true,
+		`{"a":"\u00001"}`:  true,
+		`{"a":"\u0001"}`:   false,
+		`{"\u0000":1}`:     true,
+		`{"a":"u0000"}`:    false,
+		`"\\"`:             false,
+	}
+	for in, want := range cases {
+		if got := hasNULEscape([]byte(in)); got != want {
+			t.Errorf("hasNULEscape(%s) = %v, want %v", in, got, want)
+		}
+	}
+}
+
+func TestEnqueueTx(t *testing.T) {
+	forEachEngine(t, func(t *testing.T, kind engine.Kind) {
+		ctx := context.Background()
+		env := coreEnv(t, kind)
+		q, _ := coreQueue(t, env)
+		for _, commit := range []bool{false, true} {
+			tx, err := env.db.BeginTx(ctx, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			id, err := q.EnqueueTx(ctx, tx, testArgs{N: 1})
+			if err != nil || id <= 0 {
+				t.Fatalf("EnqueueTx = %d, %v", id, err)
+			}
+			n, err := q.EnqueueManyTx(ctx, tx, []JobArgs{testArgs{N: 2}, testArgs{N: 3}})
+			if err != nil || n != 2 {
+				t.Fatalf("EnqueueManyTx = %d, %v", n, err)
+			}
+			if commit {
+				err = tx.Commit()
+			} else {
+				err = tx.Rollback()
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := 0
+			if commit {
+				want = 3
+			}
+			if n := rowCount(t, env); n != want {
+				t.Fatalf("commit=%v: %d rows, want %d", commit, n, want)
+			}
+			_, err = q.Get(ctx, id)
+			if commit != (err == nil) || !commit && !errors.Is(err, ErrJobNotFound) {
+				t.Fatalf("commit=%v: Get(%d) = %v", commit, id, err)
+			}
+		}
+		if _, err := q.EnqueueTx(ctx, nil, testArgs{}); err == nil {
+			t.Error("EnqueueTx with a nil tx: no error")
+		}
+	})
+}
+
+func TestEnqueueManyFewStatements(t *testing.T) {
+	forEachEngine(t, func(t *testing.T, kind engine.Kind) {
+		ctx := context.Background()
+		env := coreEnv(t, kind)
+		var sc stmtCounter
+		q, _ := coreQueue(t, env, withStatementHook(sc.observe))
+		for _, c := range []struct{ jobs, maxStatements int }{{5000, 1}, {12000, 3}} {
+			sc.reset()
+			args := make([]JobArgs, c.jobs)
+			for i := range args {
+				args[i] = testArgs{N: i}
+			}
+			n, err := q.EnqueueMany(ctx, args, Type("bulk"))
+			if err != nil || n != c.jobs {
+				t.Fatalf("EnqueueMany(%d) = %d, %v", c.jobs, n, err)
+			}
+			if got := sc.count(); got > c.maxStatements || got == 0 {
+				t.Errorf("%d jobs took %d statements, want at most %d", c.jobs, got, c.maxStatements)
+			}
+		}
+		if n := env.countWhere(t, "type = 'bulk' AND status = 'pending'"); n != 17000 {
+			t.Fatalf("%d bulk rows, want 17000", n)
+		}
+		// Ids follow the order of the slice.
+		jobs, err := q.List(ctx, ListFilter{Limit: 3})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, j := range jobs {
+			var a testArgs
+			json.Unmarshal(j.Payload, &a)
+			if a.N != 11999-i {
+				t.Fatalf("newest job %d holds n=%d, want %d", j.ID, a.N, 11999-i)
+			}
+		}
+	})
+}
+
+func TestEnqueueManyAllOrNothing(t *testing.T) {
+	forEachEngine(t, func(t *testing.T, kind engine.Kind) {
+		env := coreEnv(t, kind)
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		// The second chunk's statement is sent with a cancelled context, so
+		// it fails after the first chunk was written in the transaction.
+		sc := &stmtCounter{hook: func(n int) {
+			if n == 2 {
+				cancel()
+			}
+		}}
+		q, _ := coreQueue(t, env, withStatementHook(sc.observe))
+		args := make([]JobArgs, 12000)
+		for i := range args {
+			args[i] = testArgs{N: i}
+		}
+		if _, err := q.EnqueueMany(ctx, args); err == nil {
+			t.Fatal("EnqueueMany with a failing second chunk: no error")
+		}
+		if sc.count() < 2 {
+			t.Fatalf("only %d statements sent", sc.count())
+		}
+		if n := rowCount(t, env); n != 0 {
+			t.Fatalf("%d rows written, want none", n)
+		}
+	})
+}
+
+func TestEnqueueWakesWorkers(t *testing.T) {
+	env := coreEnv(t, engine.SQLite)
+	q, _ := coreQueue(t, env)
+	ctx := context.Background()
+	for _, c := range []struct {
+		name string
+		do   func() error
+	}{
+		{"Enqueue", func() error { _, err := q.Enqueue(ctx, testArgs{}); return err }},
+		{"EnqueueMany", func() error { _, err := q.EnqueueMany(ctx, []JobArgs{testArgs{}}); return err }},
+	} {
+		woken := q.wake.wait()
+		if err := c.do(); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-woken:
+		default:
+			t.Errorf("%s did not wake idle workers", c.name)
+		}
+	}
+	woken := q.wake.wait()
+	q.Enqueue(ctx, kindArgs{}) // rejected
+	select {
+	case <-woken:
+		t.Error("a rejected Enqueue woke workers")
+	default:
+	}
+	_ = sql.ErrNoRows
+}
