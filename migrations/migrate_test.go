@@ -551,3 +551,43 @@ func TestMigrateMySQLOneConnection(t *testing.T) {
 	db.SetMaxOpenConns(1)
 	checkCreatedAtKept(t, db)
 }
+
+// TestMigrateKeepsIDCounter: ids are never reused. The job with the highest
+// id was deleted before the migration; a job inserted after it gets a
+// higher id still (SQLite's rebuild carries the AUTOINCREMENT counter over).
+func TestMigrateKeepsIDCounter(t *testing.T) {
+	t.Parallel()
+	for _, k := range testdb.Kinds {
+		t.Run(string(k), func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			db := testdb.Open(t, k)
+			table := testdb.Table(t, db)
+			tb := engine.Table{Kind: k, Name: table}
+			createV1(t, db, k, table)
+			jobs := v1Fixture(k, time.Now().UTC())
+			insertV1(t, db, k, table, jobs)
+			last := jobs[len(jobs)-1].ID
+			if _, err := db.ExecContext(ctx, "DELETE FROM "+tb.Quoted()+" WHERE id = "+fmt.Sprint(last)); err != nil {
+				t.Fatal(err)
+			}
+			if err := Migrate(ctx, db, testPolicy, table); err != nil {
+				t.Fatal(err)
+			}
+			ins := "INSERT INTO " + tb.Quoted() + " (name, payload, status, attempts, max_attempts, base_delay, max_delay, scheduled_at, created_at) VALUES ('new', '{}', 'pending', 0, 3, 60, 3600, '2030-01-01 00:00:00.000000', '2030-01-01 00:00:00.000000')"
+			if k == engine.MySQL {
+				ins = strings.ReplaceAll(ins, ".000000", "")
+			}
+			if _, err := db.ExecContext(ctx, ins); err != nil {
+				t.Fatal(err)
+			}
+			var id int64
+			if err := db.QueryRowContext(ctx, "SELECT max(id) FROM "+tb.Quoted()).Scan(&id); err != nil {
+				t.Fatal(err)
+			}
+			if id <= last {
+				t.Errorf("new job got id %d; ids up to %d were used before the migration", id, last)
+			}
+		})
+	}
+}
