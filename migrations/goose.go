@@ -11,7 +11,6 @@ import (
 	"modernc.org/sqlite"
 
 	"github.com/jobqueue/jobqueue/internal/engine"
-	"github.com/jobqueue/jobqueue/internal/policy"
 )
 
 // GooseMigrations returns our migrations for table, for a service that
@@ -28,9 +27,10 @@ import (
 // repair, and an outdated one (version 1, or an interrupted migration) is
 // converted to version 2 as Migrate does, storing policy with every job —
 // so, as for Migrate, everything that uses a version 1 table must be
-// stopped while that `goose up` runs. A zero policy means the queue's
-// default (3 attempts, 1 minute, 1 hour). The down migration does nothing:
-// the table and its jobs are kept.
+// stopped while that `goose up` runs. A zero policy means "none given":
+// the migration then installs and repairs but refuses an outdated table
+// (an error wrapping ErrOutdatedTable), so that no job gets a policy nobody
+// chose. The down migration does nothing: the table and its jobs are kept.
 //
 // db must be the database the provider runs on: its driver tells the
 // engine (ErrUnsupportedDatabase for others), and the table name is
@@ -48,11 +48,10 @@ func GooseMigrations(db *sql.DB, table string, p RetryPolicy, version int64) ([]
 	if err != nil {
 		return nil, err
 	}
-	if p == (RetryPolicy{}) {
-		p = policy.Default
-	}
-	if err := p.Validate(); err != nil {
-		return nil, err
+	if p != (RetryPolicy{}) {
+		if err := p.Validate(); err != nil {
+			return nil, err
+		}
 	}
 	if version < 1 {
 		return nil, fmt.Errorf("jobqueue goose migration: version %d; goose versions start at 1", version)
@@ -68,9 +67,12 @@ func GooseMigrations(db *sql.DB, table string, p RetryPolicy, version int64) ([]
 // gooseOutdated is what GooseMigrations' migration does with a version 1
 // or partly migrated table (st): ex is the migration's transaction on
 // PostgreSQL and SQLite, and a pinned connection holding the table lock on
-// MySQL; p is validated. On success the table must be version 2; its
-// indexes are ensured afterwards.
-func gooseOutdated(ctx context.Context, ex execQueryer, t engine.Table, p RetryPolicy, _ tableState) error {
+// MySQL; p is validated or zero (none given: the table is refused). On
+// success the table must be version 2; its indexes are ensured afterwards.
+func gooseOutdated(ctx context.Context, ex execQueryer, t engine.Table, p RetryPolicy, st tableState) error {
+	if p == (RetryPolicy{}) {
+		return fmt.Errorf("%w (GooseMigrations was given no retry policy, so goose up does not convert the table: pass the policy version 2 should store with every job)", outdatedError(t, st))
+	}
 	return convertV1(ctx, ex, t, p, migrateOptions{})
 }
 

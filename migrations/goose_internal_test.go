@@ -2,8 +2,9 @@ package migrations
 
 import (
 	"context"
+	"errors"
+	"strings"
 	"testing"
-	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/pressly/goose/v3"
@@ -11,10 +12,11 @@ import (
 	"github.com/jobqueue/jobqueue/internal/testdb"
 )
 
-// A service whose `goose up` meets a version 1 table converts it with the
-// policy it gave GooseMigrations (the conversion itself is tested with
-// Migrate).
-func TestGooseMigrationsConvertVersion1Table(t *testing.T) {
+// Given no retry policy, GooseMigrations' migration refuses a version 1
+// table and leaves it as it was, so that a service's `goose up` never
+// stores a policy nobody chose. (With a policy it converts the table:
+// TestGooseMigrationsMigratesV1.)
+func TestGooseMigrationsWithoutPolicyRefuseVersion1Table(t *testing.T) {
 	t.Parallel()
 	for _, k := range testdb.Kinds {
 		t.Run(string(k), func(t *testing.T) {
@@ -24,9 +26,9 @@ func TestGooseMigrationsConvertVersion1Table(t *testing.T) {
 			name, versions := testdb.Table(t, db), testdb.Table(t, db)
 			tb := tableOf(t, k, name)
 			mustExec(t, db, append(v1DDL(tb), v1Rows(tb))...)
+			before, rows := takeSnapshot(t, db, tb), dumpRows(t, db, tb)
 
-			p := RetryPolicy{MaxAttempts: 5, BaseDelay: 2 * time.Minute, MaxDelay: 2 * time.Hour}
-			ms, err := GooseMigrations(db, name, p, 7)
+			ms, err := GooseMigrations(db, name, RetryPolicy{}, 7)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -39,36 +41,18 @@ func TestGooseMigrationsConvertVersion1Table(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if _, err := prov.Up(ctx); err != nil {
-				t.Fatalf("goose up on a version 1 table: %v", err)
+			_, err = prov.Up(ctx)
+			if !errors.Is(err, ErrOutdatedTable) || !strings.Contains(err.Error(), "Migrate") || !strings.Contains(err.Error(), "no retry policy") {
+				t.Fatalf("goose up without a policy on a version 1 table: %v; want ErrOutdatedTable naming Migrate and the missing policy", err)
 			}
-			if st, err := inspect(ctx, db, tb); err != nil || st != tableV2 {
-				t.Fatalf("after goose up the table is %v (%v); want version 2", st, err)
+			if diff := cmp.Diff(before, takeSnapshot(t, db, tb)); diff != "" {
+				t.Errorf("the refused table changed (-before +after):\n%s", diff)
 			}
-			if diff := cmp.Diff(wantIndexes(k, name), testIndexes(t, db, tb)); diff != "" {
-				t.Errorf("indexes after goose up (-want +got):\n%s", diff)
+			if diff := cmp.Diff(rows, dumpRows(t, db, tb)); diff != "" {
+				t.Errorf("the refused table's rows changed (-before +after):\n%s", diff)
 			}
-			rows, err := db.QueryContext(ctx, `SELECT max_attempts, base_delay, max_delay FROM `+tb.Quoted())
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer rows.Close()
-			n := 0
-			for rows.Next() {
-				var ma, bd, md int
-				if err := rows.Scan(&ma, &bd, &md); err != nil {
-					t.Fatal(err)
-				}
-				if ma != 5 || bd != 120 || md != 7200 {
-					t.Errorf("stored policy %d/%d/%d, want 5/120/7200", ma, bd, md)
-				}
-				n++
-			}
-			if n != 3 {
-				t.Errorf("%d jobs after goose up, want 3", n)
-			}
-			if v, err := prov.GetDBVersion(ctx); err != nil || v != 7 {
-				t.Errorf("goose version %d (%v), want 7", v, err)
+			if v, err := prov.GetDBVersion(ctx); err != nil || v != 0 {
+				t.Errorf("goose version %d (%v) after the refusal, want 0", v, err)
 			}
 		})
 	}
