@@ -52,6 +52,11 @@ type migrateOptions struct {
 	// has succeeded; an error it returns stops the migration there, as a
 	// crash would (tests use it to interrupt the migration at each step).
 	afterStep func(step int, name string) error
+	// mysqlBatchIDs replaces the constant of the same name when positive;
+	// afterBatch runs after each batch of MySQL's row conversion, and an
+	// error stops the migration there.
+	mysqlBatchIDs int
+	afterBatch    func(batch int) error
 }
 
 // migrate is Migrate with options.
@@ -98,7 +103,7 @@ func convertV1(ctx context.Context, ex execQueryer, t engine.Table, p RetryPolic
 		// DATETIME keeps whole seconds; TimeArg sends them truncated.
 		now = now.Truncate(time.Second)
 	}
-	c := &converter{t: t, p: p, now: now}
+	c := &converter{t: t, p: p, now: now, o: o}
 
 	if t.Kind == engine.MySQL {
 		// Pin one connection for the whole conversion: its session time
@@ -184,6 +189,7 @@ type converter struct {
 	t   engine.Table
 	p   RetryPolicy
 	now time.Time
+	o   migrateOptions
 }
 
 // v2Column is a version 2 column as the migration adds it: nullable at
@@ -336,9 +342,15 @@ func (c *converter) conversion(a *sqlArgs, timeCol func(string) string) map[stri
 // conversionOrder is the order of the assignments (see conversion).
 var conversionOrder = []string{"attempts", "claim_token", "lease_until", "max_attempts", "base_delay", "max_delay", "finished_at", "scheduled_at", "status"}
 
+// mysqlBatchIDs is how many ids one UPDATE of the MySQL conversion covers.
+const mysqlBatchIDs = 50_000
+
 // convertRows (PostgreSQL, MySQL) converts every row not yet converted (its
-// attempts is NULL) in one UPDATE, which commits or fails as a whole; run
-// again, it finds nothing to do.
+// attempts is NULL). On PostgreSQL that is one UPDATE in the migration's
+// transaction. On MySQL it is one UPDATE per range of mysqlBatchIDs ids,
+// each committing as a whole, so that a large table never needs one huge
+// transaction; run again after an interruption, it converts only the rows
+// still NULL.
 func (c *converter) convertRows(ctx context.Context, ex execQueryer) error {
 	cols, err := columns(ctx, ex, c.t)
 	if err != nil {
@@ -354,8 +366,43 @@ func (c *converter) convertRows(ctx context.Context, ex execQueryer) error {
 		set = append(set, col+" = "+conv[col])
 	}
 	q := "UPDATE " + c.t.Quoted() + " SET " + strings.Join(set, ", ") + " WHERE attempts IS NULL"
-	_, err = ex.ExecContext(ctx, q, a.args...)
-	return err
+	if c.t.Kind != engine.MySQL {
+		_, err = ex.ExecContext(ctx, q, a.args...)
+		return err
+	}
+	var lo, hi sql.NullInt64
+	rows, err := ex.QueryContext(ctx, "SELECT MIN(id), MAX(id) FROM "+c.t.Quoted()+" WHERE attempts IS NULL")
+	if err != nil {
+		return err
+	}
+	for rows.Next() {
+		err = rows.Scan(&lo, &hi)
+	}
+	if cerr := rows.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return err
+	}
+	if !lo.Valid {
+		return nil // every row is converted
+	}
+	batch := int64(mysqlBatchIDs)
+	if c.o.mysqlBatchIDs > 0 {
+		batch = int64(c.o.mysqlBatchIDs)
+	}
+	q += " AND id >= ? AND id < ?"
+	for n, from := 1, lo.Int64; from <= hi.Int64; n, from = n+1, from+batch {
+		if _, err := ex.ExecContext(ctx, q, append(a.args, from, from+batch)...); err != nil {
+			return err
+		}
+		if c.o.afterBatch != nil {
+			if err := c.o.afterBatch(n); err != nil {
+				return fmt.Errorf("after batch %d: %w", n, err)
+			}
+		}
+	}
+	return nil
 }
 
 // replaceIndexes (PostgreSQL, MySQL) drops the version 1 indexes on (type)

@@ -257,6 +257,45 @@ func TestMigrateInterrupted(t *testing.T) {
 			}
 			wantRows, wantCat := dump(t, db, k, ref), readCatalog(t, db, k, ref)
 
+			if k == engine.MySQL {
+				// MySQL converts the rows in batches of ids, each
+				// committing on its own: stop after the third of them.
+				t.Run("mid_conversion", func(t *testing.T) {
+					table := testdb.Table(t, db)
+					createV1(t, db, k, table)
+					insertV1(t, db, k, table, jobs)
+					batches := 0
+					err := migrate(ctx, db, testPolicy, table, migrateOptions{now: clock, mysqlBatchIDs: 10, afterBatch: func(n int) error {
+						batches = n
+						if n == 3 {
+							return errInjected
+						}
+						return nil
+					}})
+					if !errors.Is(err, errInjected) || batches != 3 {
+						t.Fatalf("migrate = %v after %d batches, want the injected failure after 3", err, batches)
+					}
+					var done, todo int
+					if err := db.QueryRowContext(ctx, "SELECT SUM(attempts IS NOT NULL), SUM(attempts IS NULL) FROM `"+table+"`").Scan(&done, &todo); err != nil {
+						t.Fatal(err)
+					}
+					if done == 0 || todo == 0 {
+						t.Fatalf("%d rows converted, %d not: want some of each", done, todo)
+					}
+					if err := Install(ctx, db, table); !errors.Is(err, ErrOutdatedTable) {
+						t.Errorf("Install on the half-converted table = %v, want ErrOutdatedTable", err)
+					}
+					if err := migrate(ctx, db, testPolicy, table, migrateOptions{now: clock, mysqlBatchIDs: 10}); err != nil {
+						t.Fatalf("Migrate again: %v", err)
+					}
+					if diff := cmp.Diff(wantRows, dump(t, db, k, table)); diff != "" {
+						t.Errorf("rows after the second run (-uninterrupted +interrupted):\n%s", diff)
+					}
+					if diff := cmp.Diff(wantCat, readCatalog(t, db, k, table)); diff != "" {
+						t.Errorf("catalog after the second run (-uninterrupted +interrupted):\n%s", diff)
+					}
+				})
+			}
 			for stop := 1; stop <= steps; stop++ {
 				t.Run(fmt.Sprintf("after_step_%d", stop), func(t *testing.T) {
 					table := testdb.Table(t, db)
