@@ -630,3 +630,32 @@ func TestMigrateKeepsIDCounter(t *testing.T) {
 		})
 	}
 }
+
+// TestMigrateConcurrent: two Migrate calls at once (say, from two deploy
+// jobs) wait for each other; the rows are converted once.
+func TestMigrateConcurrent(t *testing.T) {
+	t.Parallel()
+	for _, k := range testdb.Kinds {
+		t.Run(string(k), func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			db := testdb.Open(t, k)
+			table := testdb.Table(t, db)
+			createV1(t, db, k, table)
+			jobs := v1Fixture(k, time.Now().UTC())
+			insertV1(t, db, k, table, jobs)
+			payloads := payloadTexts(t, db, k, table)
+			before := time.Now().UTC()
+			errs := make(chan error, 2)
+			for range 2 {
+				go func() { errs <- Migrate(ctx, db, testPolicy, table) }()
+			}
+			for range 2 {
+				if err := <-errs; err != nil {
+					t.Errorf("Migrate: %v", err)
+				}
+			}
+			checkMigratedRows(t, db, k, table, jobs, payloads, before, time.Now().UTC())
+		})
+	}
+}
