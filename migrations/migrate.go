@@ -620,34 +620,41 @@ func (c *converter) sqliteCopy(ctx context.Context, ex execQueryer) error {
 
 // sqliteSwap drops the version 1 table, gives the new one its name, keeps
 // the AUTOINCREMENT counter (ids are never reused) and recreates the user's
-// own indexes (those on the columns that remain).
+// own indexes (those on the columns that remain), and the triggers and
+// views that name the table (SQLite's rename refuses to run while a view
+// names a missing table, so they are dropped first, as SQLite's guide to
+// table rebuilds does). One that uses retry_count or locked_at cannot be
+// recreated: the error says which, and the transaction leaves everything
+// as it was.
 func (c *converter) sqliteSwap(ctx context.Context, ex execQueryer) error {
-	var userIndexes []string
-	rows, err := ex.QueryContext(ctx, `SELECT name, sql FROM sqlite_master WHERE type = 'index' AND tbl_name = ? AND sql IS NOT NULL`, c.t.Name)
-	if err != nil {
-		return err
-	}
 	ours := map[string]bool{}
 	for _, s := range []string{"status_scheduled", "type", "locked_at", "type_status_scheduled", "status_expires", "lease_until"} {
 		ours[c.t.IndexName(s)] = true
 	}
-	for rows.Next() {
-		var name, sqlText string
-		if err := rows.Scan(&name, &sqlText); err != nil {
-			rows.Close()
-			return err
-		}
-		low := strings.ToLower(sqlText)
-		if !ours[name] && !strings.Contains(low, "retry_count") && !strings.Contains(low, "locked_at") {
-			userIndexes = append(userIndexes, sqlText)
-		}
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
+	// Schema objects in creation order; LIKE is case-insensitive.
+	objs, err := sqliteObjects(ctx, ex, `SELECT type, name, sql FROM sqlite_master
+WHERE sql IS NOT NULL AND ((type = 'index' AND tbl_name = ?) OR (type IN ('trigger', 'view') AND (tbl_name = ? OR sql LIKE '%' || ? || '%')))
+ORDER BY rowid`, c.t.Name, c.t.Name, c.t.Name)
+	if err != nil {
 		return err
 	}
+	var recreate []sqliteObject
+	for _, o := range objs {
+		if o.typ == "index" && (ours[o.name] || strings.Contains(strings.ToLower(o.sql), "retry_count") || strings.Contains(strings.ToLower(o.sql), "locked_at")) {
+			continue // ours, or the user's on a column version 2 drops
+		}
+		if low := strings.ToLower(o.sql); o.typ != "index" && (strings.Contains(low, "retry_count") || strings.Contains(low, "locked_at")) {
+			return fmt.Errorf("your %s %s uses retry_count or locked_at, which version 2 drops; drop it, run Migrate, then create it again for version 2", o.typ, o.name)
+		}
+		recreate = append(recreate, o)
+		if o.typ == "view" || o.typ == "trigger" {
+			if _, err := ex.ExecContext(ctx, "DROP "+strings.ToUpper(o.typ)+" "+quoteSQLite(o.name)); err != nil {
+				return err
+			}
+		}
+	}
 	var seq sql.NullInt64
-	rows, err = ex.QueryContext(ctx, `SELECT seq FROM sqlite_sequence WHERE name = ?`, c.t.Name)
+	rows, err := ex.QueryContext(ctx, `SELECT seq FROM sqlite_sequence WHERE name = ?`, c.t.Name)
 	if err != nil && !strings.Contains(err.Error(), "no such table") {
 		return err
 	}
@@ -684,12 +691,41 @@ func (c *converter) sqliteSwap(ctx context.Context, ex execQueryer) error {
 			}
 		}
 	}
-	for _, s := range userIndexes {
-		if _, err := ex.ExecContext(ctx, s); err != nil {
-			return fmt.Errorf("recreate your index (%s): %w", s, err)
+	for _, o := range recreate {
+		_, err := ex.ExecContext(ctx, o.sql)
+		if err == nil && o.typ == "view" {
+			// SQLite checks a view's columns only when it is used.
+			var rows *sql.Rows
+			if rows, err = ex.QueryContext(ctx, "SELECT * FROM "+quoteSQLite(o.name)+" LIMIT 0"); err == nil {
+				err = rows.Close()
+			}
+		}
+		if err != nil {
+			return fmt.Errorf("recreate your %s %s on the version 2 table: %w; drop it, run Migrate, then create it again for version 2", o.typ, o.name, err)
 		}
 	}
 	return nil
+}
+
+// sqliteObject is one row of sqlite_master.
+type sqliteObject struct{ typ, name, sql string }
+
+// sqliteObjects runs a query of sqlite_master returning type, name, sql.
+func sqliteObjects(ctx context.Context, ex execQueryer, q string, args ...any) ([]sqliteObject, error) {
+	rows, err := ex.QueryContext(ctx, q, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []sqliteObject
+	for rows.Next() {
+		var o sqliteObject
+		if err := rows.Scan(&o.typ, &o.name, &o.sql); err != nil {
+			return nil, err
+		}
+		out = append(out, o)
+	}
+	return out, rows.Err()
 }
 
 // quoteSQLite quotes an identifier read from SQLite's catalog.

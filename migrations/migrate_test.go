@@ -659,3 +659,54 @@ func TestMigrateConcurrent(t *testing.T) {
 		})
 	}
 }
+
+// TestMigrateSQLiteViewsAndTriggers: SQLite rebuilds the table; the views
+// and triggers that name it are recreated, and one that uses a column
+// version 2 drops makes the migration fail with nothing changed.
+func TestMigrateSQLiteViewsAndTriggers(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := testdb.Open(t, engine.SQLite)
+	table := testdb.Table(t, db)
+	q := engine.Table{Kind: engine.SQLite, Name: table}.Quoted()
+	createV1(t, db, engine.SQLite, table)
+	jobs := v1Fixture(engine.SQLite, time.Now().UTC())
+	insertV1(t, db, engine.SQLite, table, jobs)
+	for _, s := range []string{
+		"CREATE TABLE audit (job_id INTEGER, note TEXT)",
+		"CREATE VIEW named_jobs AS SELECT id, name FROM " + q,
+		"CREATE TRIGGER audit_insert AFTER INSERT ON " + q + " BEGIN INSERT INTO audit VALUES (new.id, new.name); END",
+		"CREATE VIEW retries AS SELECT id, retry_count FROM " + q,
+	} {
+		if _, err := db.ExecContext(ctx, s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rows, cat := dump(t, db, engine.SQLite, table), readCatalog(t, db, engine.SQLite, table)
+	err := Migrate(ctx, db, testPolicy, table)
+	if err == nil || !strings.Contains(err.Error(), "view retries") {
+		t.Fatalf("Migrate with a view on retry_count = %v; want an error naming the view", err)
+	}
+	if diff := cmp.Diff(rows, dump(t, db, engine.SQLite, table)); diff != "" {
+		t.Errorf("rows after the failed migration:\n%s", diff)
+	}
+	if diff := cmp.Diff(cat, readCatalog(t, db, engine.SQLite, table)); diff != "" {
+		t.Errorf("catalog after the failed migration:\n%s", diff)
+	}
+	if _, err := db.ExecContext(ctx, "DROP VIEW retries"); err != nil {
+		t.Fatal(err)
+	}
+	if err := Migrate(ctx, db, testPolicy, table); err != nil {
+		t.Fatal(err)
+	}
+	var n int
+	if err := db.QueryRowContext(ctx, "SELECT count(*) FROM named_jobs").Scan(&n); err != nil || n != len(jobs) {
+		t.Errorf("view named_jobs: %d rows, %v; want %d", n, err, len(jobs))
+	}
+	if _, err := db.ExecContext(ctx, "INSERT INTO "+q+" (name, payload, max_attempts, base_delay, max_delay, scheduled_at, created_at) VALUES ('x', '{}', 1, 1, 1, '2030-01-01 00:00:00.000000', '2030-01-01 00:00:00.000000')"); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.QueryRowContext(ctx, "SELECT count(*) FROM audit WHERE note = 'x'").Scan(&n); err != nil || n != 1 {
+		t.Errorf("trigger audit_insert: %d audit rows, %v; want 1", n, err)
+	}
+}
