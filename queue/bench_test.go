@@ -1,0 +1,144 @@
+package queue
+
+// Benchmarks per engine (go test -run '^$' -bench . ./queue/):
+//
+//	BenchmarkEnqueueMany   bulk enqueue in batches of 1000
+//	BenchmarkClaimComplete claim 100 + complete 100, the worker's primitives alone
+//	BenchmarkDrain         one worker (concurrency 8, 64) drains JOBQUEUE_BENCH_JOBS
+//	                       (default 20 000) no-op jobs, completed rows kept
+//
+// Each reports jobs/s. A server that cannot be reached skips its engine.
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"strconv"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jobqueue/jobqueue/internal/testdb"
+)
+
+// benchJobs is the number of jobs BenchmarkDrain drains per iteration.
+func benchJobs(b *testing.B) int {
+	if s := os.Getenv("JOBQUEUE_BENCH_JOBS"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n <= 0 {
+			b.Fatalf("JOBQUEUE_BENCH_JOBS=%q is not a positive number", s)
+		}
+		return n
+	}
+	return 20000
+}
+
+func quietLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }
+
+// emptyTable deletes every row of the env's table.
+func (e *testEnv) emptyTable(b testing.TB) {
+	b.Helper()
+	e.exec(b, "DELETE FROM {t}")
+}
+
+func BenchmarkEnqueueMany(b *testing.B) {
+	for _, kind := range testdb.Kinds {
+		b.Run(string(kind), func(b *testing.B) {
+			env := newTestEnv(b, kind)
+			q := env.queue(b, nil, WithLogger(quietLogger()))
+			ctx := context.Background()
+			batch := make([]JobArgs, 1000)
+			for i := range batch {
+				batch[i] = seqArgs{N: i}
+			}
+			jobs := 0
+			b.ResetTimer()
+			for b.Loop() {
+				if _, err := q.EnqueueMany(ctx, batch); err != nil {
+					b.Fatal(err)
+				}
+				jobs += len(batch)
+			}
+			b.ReportMetric(float64(jobs)/b.Elapsed().Seconds(), "jobs/s")
+		})
+	}
+}
+
+func BenchmarkClaimComplete(b *testing.B) {
+	const batch = 100
+	for _, kind := range testdb.Kinds {
+		b.Run(string(kind), func(b *testing.B) {
+			env := newTestEnv(b, kind)
+			q := env.queue(b, nil, WithLogger(quietLogger()))
+			ctx := context.Background()
+			jobs := 0
+			for b.Loop() {
+				b.StopTimer()
+				enqueueSeq(b, q, batch)
+				b.StartTimer()
+				rows, err := q.claim(ctx, nil, batch, time.Minute)
+				if err != nil {
+					b.Fatal(err)
+				}
+				refs := make([]AttemptRef, len(rows))
+				for i, r := range rows {
+					refs[i] = AttemptRef{ID: r.ID, Token: r.ClaimToken}
+				}
+				stale, err := q.complete(ctx, refs)
+				if err != nil || len(stale) != 0 {
+					b.Fatalf("complete: %v (%d stale)", err, len(stale))
+				}
+				jobs += len(rows)
+			}
+			b.ReportMetric(float64(jobs)/b.Elapsed().Seconds(), "jobs/s")
+		})
+	}
+}
+
+func BenchmarkDrain(b *testing.B) {
+	n := benchJobs(b)
+	for _, kind := range testdb.Kinds {
+		for _, conc := range []int{8, 64} {
+			b.Run(fmt.Sprintf("%s/concurrency=%d", kind, conc), func(b *testing.B) {
+				env := newTestEnv(b, kind)
+				var completed atomic.Int64
+				allDone := make(chan struct{}, 1)
+				q := env.queue(b, nil, WithLogger(quietLogger()), WithListener(func(ev Event) {
+					if ev.Kind == EventCompleted && completed.Add(1) == int64(n) {
+						allDone <- struct{}{}
+					}
+				}))
+				var elapsed time.Duration
+				for b.Loop() {
+					b.StopTimer()
+					env.emptyTable(b)
+					enqueueSeq(b, q, n)
+					completed.Store(0)
+					w := q.NewWorker(WorkerConfig{Concurrency: conc, MaintenanceInterval: -1})
+					Handle(w, func(ctx context.Context, job *Job[seqArgs]) error { return nil })
+					ctx, cancel := context.WithCancel(context.Background())
+					done := make(chan error, 1)
+					b.StartTimer()
+					t0 := time.Now()
+					go func() { done <- w.Run(ctx) }()
+					select {
+					case <-allDone:
+					case <-time.After(5 * time.Minute):
+						b.Fatalf("drain of %d jobs did not finish in 5 minutes (%d completed)", n, completed.Load())
+					}
+					elapsed += time.Since(t0)
+					b.StopTimer()
+					cancel()
+					if err := <-done; err != nil {
+						b.Fatal(err)
+					}
+					if got := env.countWhere(b, "status = 'completed'"); got != n {
+						b.Fatalf("%d jobs completed, want %d", got, n)
+					}
+				}
+				b.ReportMetric(float64(n*b.N)/elapsed.Seconds(), "jobs/s")
+			})
+		}
+	}
+}

@@ -1,0 +1,130 @@
+package queue
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jobqueue/jobqueue/internal/engine"
+)
+
+// TestCrashedAttemptIsReclaimed claims a job as a worker that then vanishes
+// (it never heartbeats, completes or fails), lets its 1 s lease pass, and
+// expects a live worker in another process to reclaim and run the job
+// again, and the vanished attempt's late results to be refused.
+func TestCrashedAttemptIsReclaimed(t *testing.T) {
+	forEachEngine(t, func(t *testing.T, kind engine.Kind) {
+		env := newTestEnv(t, kind)
+		ctx := context.Background()
+		vanished := env.queue(t, nil)
+		id := enqueue(t, vanished, seqArgs{N: 1})
+		rows, err := vanished.claim(ctx, nil, 5, time.Second)
+		if err != nil {
+			t.Fatalf("claim: %v", err)
+		}
+		if len(rows) != 1 || rows[0].ID != id || rows[0].Attempts != 1 {
+			t.Fatalf("claim returned %+v, want job %d at attempt 1", rows, id)
+		}
+		old := rows[0]
+		oldRef := AttemptRef{ID: old.ID, Token: old.ClaimToken}
+
+		events := newEventLog()
+		live := env.queue(t, env.newPool(t), WithListener(events.listen))
+		cfg := fastConfig()
+		cfg.Lease = 5 * time.Second
+		w := live.NewWorker(cfg)
+		ran := make(chan *Job[seqArgs], 1)
+		Handle(w, func(ctx context.Context, job *Job[seqArgs]) error { ran <- job; return nil })
+		startWorker(t, w)
+		job := waitFor(t, ran, 5*time.Second, "the abandoned job to run again")
+		if job.ID != id || job.Attempts != 2 || job.ClaimToken == old.ClaimToken {
+			t.Errorf("rerun: job %d attempt %d token %q; want job %d at attempt 2 with a new token", job.ID, job.Attempts, job.ClaimToken, id)
+		}
+		events.next(t, EventCompleted, 5*time.Second)
+		if events.count(EventReclaimed) == 0 {
+			t.Error("no reclaimed event heard")
+		}
+
+		// The vanished attempt comes back: everything it tries is refused.
+		stale, err := vanished.complete(ctx, []AttemptRef{oldRef})
+		if err != nil || !slices.Equal(stale, []AttemptRef{oldRef}) {
+			t.Errorf("late complete: stale %v, err %v; want the old attempt refused", stale, err)
+		}
+		if _, _, err := vanished.fail(ctx, old, errors.New("late failure")); !errors.Is(err, ErrLeaseLost) {
+			t.Errorf("late fail: %v, want ErrLeaseLost", err)
+		}
+		lost, err := vanished.heartbeat(ctx, []AttemptRef{oldRef}, time.Minute)
+		if err != nil || !slices.Equal(lost, []AttemptRef{oldRef}) {
+			t.Errorf("late heartbeat: lost %v, err %v; want the old attempt lost", lost, err)
+		}
+		row := getJob(t, live, id)
+		if row.Status != StatusCompleted || row.Attempts != 2 || strings.Contains(row.Error, "late failure") {
+			t.Errorf("row after the late results: %s, attempts %d, error %q; want completed at attempt 2, the late failure not recorded", row.Status, row.Attempts, row.Error)
+		}
+	})
+}
+
+// TestWorkerKilledWithoutGrace stops a worker with no shutdown grace while
+// its handler runs: the job stays in_progress and another worker (its own
+// pool) reclaims it after the lease and runs it to completion.
+func TestWorkerKilledWithoutGrace(t *testing.T) {
+	forEachEngine(t, func(t *testing.T, kind engine.Kind) {
+		env := newTestEnv(t, kind)
+		first := env.queue(t, nil)
+		id := enqueue(t, first, seqArgs{N: 1})
+
+		var mu sync.Mutex
+		var attempts []int
+		record := func(job *Job[seqArgs]) {
+			mu.Lock()
+			attempts = append(attempts, job.Attempts)
+			mu.Unlock()
+		}
+		cfg := fastConfig()
+		cfg.Lease = time.Second
+		cfg.HeartbeatInterval = 200 * time.Millisecond
+		cfg.ShutdownTimeout = -1
+		cfg.MaintenanceInterval = -1
+		w1 := first.NewWorker(cfg)
+		started := make(chan struct{})
+		Handle(w1, func(ctx context.Context, job *Job[seqArgs]) error {
+			record(job)
+			close(started)
+			<-ctx.Done()
+			return ctx.Err()
+		})
+		stop1, _ := startWorker(t, w1)
+		waitFor(t, started, 5*time.Second, "the first attempt to start")
+		if err := stop1(5 * time.Second); err != nil {
+			t.Fatalf("first worker: %v", err)
+		}
+		if row := getJob(t, first, id); row.Status != StatusInProgress || row.Attempts != 1 || row.Error != "" {
+			t.Fatalf("after the hard stop: %s, attempt %d, error %q; want in_progress at attempt 1 with no error", row.Status, row.Attempts, row.Error)
+		}
+
+		second := env.queue(t, env.newPool(t))
+		cfg.MaintenanceInterval = 100 * time.Millisecond
+		cfg.ShutdownTimeout = 5 * time.Second
+		w2 := second.NewWorker(cfg)
+		done := make(chan struct{})
+		Handle(w2, func(ctx context.Context, job *Job[seqArgs]) error {
+			record(job)
+			close(done)
+			return nil
+		})
+		startWorker(t, w2)
+		waitFor(t, done, 10*time.Second, "the job to be reclaimed and run again")
+		waitUntil(t, 5*time.Second, "the job to be completed", func() bool {
+			return getJob(t, second, id).Status == StatusCompleted
+		})
+		mu.Lock()
+		defer mu.Unlock()
+		if !slices.Equal(attempts, []int{1, 2}) {
+			t.Errorf("attempts run: %v, want [1 2]", attempts)
+		}
+	})
+}
