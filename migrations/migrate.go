@@ -284,12 +284,45 @@ func (c *converter) addColumns(ctx context.Context, ex execQueryer) error {
 				clauses = append(clauses, "ALTER COLUMN "+name+" DROP DEFAULT")
 			}
 		}
+		// A CHECK on status listing the version 1 statuses would refuse
+		// 'expired'; version 2 has none.
+		checks, err := c.pgStatusChecks(ctx, ex)
+		if err != nil {
+			return err
+		}
+		for _, name := range checks {
+			clauses = append(clauses, `DROP CONSTRAINT "`+strings.ReplaceAll(name, `"`, `""`)+`"`)
+		}
 	}
 	if len(clauses) == 0 {
 		return nil
 	}
 	_, err = ex.ExecContext(ctx, "ALTER TABLE "+c.t.Quoted()+" "+strings.Join(clauses, ", "))
 	return err
+}
+
+// pgStatusChecks names the CHECK constraints of the PostgreSQL table that
+// mention status but not 'expired'.
+func (c *converter) pgStatusChecks(ctx context.Context, ex execQueryer) ([]string, error) {
+	rows, err := ex.QueryContext(ctx, `SELECT con.conname FROM pg_constraint con
+JOIN pg_class cl ON cl.oid = con.conrelid
+JOIN pg_namespace n ON n.oid = cl.relnamespace
+WHERE n.nspname = current_schema() AND cl.relname = $1 AND con.contype = 'c'
+  AND pg_get_constraintdef(con.oid) LIKE '%status%' AND pg_get_constraintdef(con.oid) NOT LIKE '%expired%'
+ORDER BY con.conname`, c.t.Name)
+	if err != nil {
+		return nil, fmt.Errorf("read the CHECK constraints of table %s: %w", c.t.Name, err)
+	}
+	defer rows.Close()
+	var names []string
+	for rows.Next() {
+		var n string
+		if err := rows.Scan(&n); err != nil {
+			return nil, err
+		}
+		names = append(names, n)
+	}
+	return names, rows.Err()
 }
 
 // sqlArgs collects the arguments of one statement and names their

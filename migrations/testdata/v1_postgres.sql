@@ -5,7 +5,7 @@ CREATE TABLE "{{table}}" (
     name         VARCHAR(255) NOT NULL,
     type         VARCHAR(64)  NOT NULL DEFAULT 'default',
     payload      JSONB        NOT NULL,
-    status       VARCHAR(20)  NOT NULL DEFAULT 'pending',
+    status       VARCHAR(20)  NOT NULL DEFAULT 'pending' CHECK (status IN ('pending', 'in_progress', 'completed', 'failed')),
     retry_count  INT          NOT NULL DEFAULT 0,
     error        TEXT         NULL,
     scheduled_at TIMESTAMP    NOT NULL DEFAULT (NOW() AT TIME ZONE 'UTC'),
