@@ -1,7 +1,6 @@
 package main
 
 import (
-	"errors"
 	"fmt"
 	"time"
 
@@ -49,7 +48,8 @@ twice the old base delay to keep the same delays.
 
 A table that is already version 2 is left as it is; a missing table is
 installed. On MySQL/MariaDB, where each DDL statement commits on its own, an
-interrupted migration completes when run again with the same policy.`,
+interrupted migration completes when run again with the same policy.
+The operator's guide is docs/upgrading.md.`,
 		Args: cobra.NoArgs,
 		RunE: runE(func(cmd *cobra.Command, args []string) error {
 			p := migrations.RetryPolicy{
@@ -67,10 +67,12 @@ interrupted migration completes when run again with the same policy.`,
 			}
 			defer db.Close()
 			if err := migrations.Migrate(ctx, db, p, name); err != nil {
-				if errors.Is(err, engine.ErrInvalidTableName) {
-					return &usageError{err: err}
+				if k == engine.MySQL {
+					// Each DDL statement commits on its own there; every step
+					// checks what is done, so running again resumes.
+					return fmt.Errorf("%w; the migration resumes where it stopped when you run the same command again (same policy)", err)
 				}
-				return err
+				return fmt.Errorf("%w; nothing was changed", err)
 			}
 			fmt.Fprintf(a.out, "table %s is version 2 (%s)\n", name, k)
 			return nil

@@ -51,6 +51,7 @@ type result struct {
 type cli struct {
 	db, table string
 	env       []string
+	dir       string // working directory; empty: the test's
 	stdin     string
 	timeout   time.Duration
 }
@@ -74,6 +75,7 @@ func (c cli) run(t *testing.T, args ...string) result {
 	all = append(all, args...)
 	cmd := exec.CommandContext(ctx, binary, all...)
 	cmd.Env = append(cleanEnv(), c.env...)
+	cmd.Dir = c.dir
 	cmd.Stdin = strings.NewReader(c.stdin)
 	var out, errOut bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errOut

@@ -143,6 +143,17 @@ Exit status: 0 on success, 1 on failure, 2 on bad usage.`,
 	root.AddCommand(
 		a.installCommand(),
 		a.migrateCommand(),
+		a.enqueueCommand(),
+		a.statsCommand(),
+		a.listCommand(),
+		a.showCommand(),
+		a.retryCommand(),
+		a.expireCommand(),
+		a.reclaimCommand(),
+		a.pruneCommand(),
+		a.workCommand(),
+		a.demoCommand(),
+		a.benchCommand(),
 	)
 	return root
 }
@@ -183,9 +194,10 @@ func (a *app) open(ctx context.Context) (*sql.DB, engine.Kind, string, error) {
 	return db, k, t.Name, nil
 }
 
-// openQueue opens the database and the queue on --table. The logger gets
-// warnings and errors on stderr unless quiet.
-func (a *app) openQueue(ctx context.Context, opts ...queue.Option) (*queue.Queue, *sql.DB, error) {
+// openQueue opens the database and the queue on --table, logging warnings
+// and errors to stderr; opts come after those defaults. The returned func
+// closes both.
+func (a *app) openQueue(ctx context.Context, opts ...queue.Option) (*queue.Queue, func(), error) {
 	db, _, name, err := a.open(ctx)
 	if err != nil {
 		return nil, nil, err
@@ -196,7 +208,7 @@ func (a *app) openQueue(ctx context.Context, opts ...queue.Option) (*queue.Queue
 		db.Close()
 		return nil, nil, explainTableError(err, name)
 	}
-	return q, db, nil
+	return q, func() { q.Close(); db.Close() }, nil
 }
 
 // logger is a text logger on stderr at the given level.

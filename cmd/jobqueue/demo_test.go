@@ -1,0 +1,41 @@
+package main
+
+import (
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestDemo runs the demo twice on a new SQLite file: both runs finish in
+// under a minute with the same outcome (the demo starts from a clean slate).
+func TestDemo(t *testing.T) {
+	t.Parallel()
+	db := "sqlite:" + filepath.Join(t.TempDir(), "demo.db")
+	want := map[string]string{"pending": "0", "in_progress": "0", "completed": "11", "failed": "3", "expired": "1"}
+	for run := 1; run <= 2; run++ {
+		start := time.Now()
+		r := cli{db: db, timeout: 70 * time.Second}.run(t, "demo")
+		if r.code != 0 {
+			t.Fatalf("run %d: exit %d, stderr:\n%s", run, r.code, r.stderr)
+		}
+		if d := time.Since(start); d > time.Minute {
+			t.Errorf("run %d took %v", run, d)
+		}
+		for status, n := range want {
+			if !regexp.MustCompile(`(?m)^` + status + ` +` + n + `$`).MatchString(r.stdout) {
+				t.Errorf("run %d: the summary does not show %s %s:\n%s", run, status, n, r.stdout)
+			}
+		}
+		for _, s := range []string{"resize_image", "thumbnail service timed out", "card of cus_1001 declined", "invalid address", "flash_sale"} {
+			if !strings.Contains(r.stdout, s) {
+				t.Errorf("run %d: the example rows lack %q:\n%s", run, s, r.stdout)
+			}
+		}
+		// Not a terminal: plain progress lines, ending with every job finished.
+		if !strings.Contains(r.stderr, "progress: 15/15 finished") {
+			t.Errorf("run %d: stderr lacks the final progress line:\n%s", run, r.stderr)
+		}
+	}
+}

@@ -1,0 +1,155 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/jobqueue/jobqueue/queue"
+)
+
+func (a *app) enqueueCommand() *cobra.Command {
+	var (
+		name, typ, payload, at, expiresAt string
+		delay, expiresIn                  string
+		maxAttempts, baseDelay, maxDelay  int
+	)
+	cmd := &cobra.Command{
+		Use:   "enqueue --name KIND [--type T] [--payload JSON] [--at RFC3339 | --delay DUR] [--expires-at RFC3339 | --expires-in DUR] [--max-attempts N --base-delay S --max-delay S]",
+		Short: "Add a job and print its id",
+		Long: `enqueue adds one job to the table and prints its id.
+
+The job runs in the queue --type (default "default") as soon as possible, or
+at --at (RFC 3339, e.g. 2030-01-02T15:04:05Z) or after --delay (e.g. 90s,
+15m, 2h, 1d). With --expires-at or --expires-in it expires, unrun, when its
+deadline passes. Its retry policy is the queue default (3 attempts, base
+delay 60 s, max delay 3600 s) unless all three of --max-attempts,
+--base-delay and --max-delay (seconds) are given.`,
+		Example: `  jobqueue enqueue --name send_email --type email --payload '{"to":"a@example.com"}'
+  jobqueue enqueue --name report --delay 1h --expires-in 2h`,
+		Args: cobra.NoArgs,
+		RunE: runE(func(cmd *cobra.Command, args []string) error {
+			if name == "" {
+				return usagef("--name is empty; give the job's kind, e.g. --name send_email")
+			}
+			if typ == "" {
+				return usagef("--type is empty; leave it out for the type \"default\"")
+			}
+			if !json.Valid([]byte(payload)) {
+				return usagef("--payload is not valid JSON: %s", shorten(payload, 40))
+			}
+			opts := []queue.EnqueueOption{}
+			if cmd.Flags().Changed("type") {
+				opts = append(opts, queue.Type(typ))
+			}
+			switch {
+			case at != "":
+				t, err := parseTime("--at", at)
+				if err != nil {
+					return err
+				}
+				opts = append(opts, queue.At(t))
+			case delay != "":
+				d, err := parseDuration("--delay", delay)
+				if err != nil {
+					return err
+				}
+				opts = append(opts, queue.Delay(d))
+			}
+			switch {
+			case expiresAt != "":
+				t, err := parseTime("--expires-at", expiresAt)
+				if err != nil {
+					return err
+				}
+				opts = append(opts, queue.ExpiresAt(t))
+			case expiresIn != "":
+				d, err := parseDuration("--expires-in", expiresIn)
+				if err != nil {
+					return err
+				}
+				if d <= 0 {
+					return usagef("--expires-in %s must be positive", expiresIn)
+				}
+				opts = append(opts, queue.ExpiresIn(d))
+			}
+			if cmd.Flags().Changed("max-attempts") {
+				p := queue.RetryPolicy{
+					MaxAttempts: maxAttempts,
+					BaseDelay:   time.Duration(baseDelay) * time.Second,
+					MaxDelay:    time.Duration(maxDelay) * time.Second,
+				}
+				if err := p.Validate(); err != nil {
+					return &usageError{err: err}
+				}
+				opts = append(opts, queue.Policy(p))
+			}
+			ctx := cmd.Context()
+			q, closeQueue, err := a.openQueue(ctx)
+			if err != nil {
+				return err
+			}
+			defer closeQueue()
+			id, err := q.Enqueue(ctx, queue.RawArgs{Name: name, Payload: json.RawMessage(payload)}, opts...)
+			if err != nil {
+				if errors.Is(err, queue.ErrInvalidJob) || errors.Is(err, queue.ErrPayloadRejected) || errors.Is(err, queue.ErrInvalidPolicy) {
+					return &usageError{err: err}
+				}
+				return explainTableError(err, q.Table())
+			}
+			fmt.Fprintln(a.out, id)
+			return nil
+		}),
+	}
+	f := cmd.Flags()
+	f.StringVar(&name, "name", "", "the job's kind, which picks its handler (required)")
+	f.StringVar(&typ, "type", "default", "the queue the job belongs to")
+	f.StringVar(&payload, "payload", "{}", "the job's payload, JSON")
+	f.StringVar(&at, "at", "", "run no earlier than this time (RFC 3339)")
+	f.StringVar(&delay, "delay", "", "run no earlier than this long from now (e.g. 30s, 15m, 2h, 1d)")
+	f.StringVar(&expiresAt, "expires-at", "", "expire the job unrun at this time (RFC 3339)")
+	f.StringVar(&expiresIn, "expires-in", "", "expire the job unrun this long from now")
+	f.IntVar(&maxAttempts, "max-attempts", 0, "attempts, the first included (with --base-delay and --max-delay)")
+	f.IntVar(&baseDelay, "base-delay", 0, "seconds to wait after the first failed attempt; doubles after each")
+	f.IntVar(&maxDelay, "max-delay", 0, "longest wait between attempts, in seconds")
+	cmd.MarkFlagRequired("name")
+	cmd.MarkFlagsMutuallyExclusive("at", "delay")
+	cmd.MarkFlagsMutuallyExclusive("expires-at", "expires-in")
+	cmd.MarkFlagsRequiredTogether("max-attempts", "base-delay", "max-delay")
+	return cmd
+}
+
+// parseTime reads an RFC 3339 time given to flag (a usage error if bad).
+func parseTime(flag, s string) (time.Time, error) {
+	t, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil {
+		return time.Time{}, usagef("%s %q is not an RFC 3339 time; write it like 2030-01-02T15:04:05Z", flag, s)
+	}
+	return t.UTC(), nil
+}
+
+// parseDuration reads a Go duration given to flag (90s, 15m, 2h45m), also
+// accepting whole days (7d) (a usage error if bad or negative).
+func parseDuration(flag, s string) (time.Duration, error) {
+	var d time.Duration
+	var err error
+	if days, ok := strings.CutSuffix(s, "d"); ok {
+		var n int64
+		n, err = strconv.ParseInt(days, 10, 32)
+		d = time.Duration(n) * 24 * time.Hour
+	} else {
+		d, err = time.ParseDuration(s)
+	}
+	if err != nil {
+		return 0, usagef("%s %q is not a duration; write it like 90s, 15m, 2h or 7d", flag, s)
+	}
+	if d < 0 {
+		return 0, usagef("%s %s must not be negative", flag, s)
+	}
+	return d, nil
+}

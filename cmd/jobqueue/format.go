@@ -1,0 +1,156 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/jobqueue/jobqueue/queue"
+)
+
+// jobJSON is a job as `show --json` and `list --json` print it: the keys are
+// the table's column names, times are RFC 3339 in UTC or null, the delays are
+// seconds as the table stores them, and the payload is JSON.
+type jobJSON struct {
+	ID          int64           `json:"id"`
+	Name        string          `json:"name"`
+	Type        string          `json:"type"`
+	Payload     json.RawMessage `json:"payload"`
+	Status      string          `json:"status"`
+	Attempts    int             `json:"attempts"`
+	ClaimToken  *string         `json:"claim_token"`
+	LeaseUntil  *string         `json:"lease_until"`
+	MaxAttempts int             `json:"max_attempts"`
+	BaseDelay   int64           `json:"base_delay"`
+	MaxDelay    int64           `json:"max_delay"`
+	Error       *string         `json:"error"`
+	ScheduledAt string          `json:"scheduled_at"`
+	ExpiresAt   *string         `json:"expires_at"`
+	FinishedAt  *string         `json:"finished_at"`
+	CreatedAt   string          `json:"created_at"`
+}
+
+// toJSON converts a row for printing.
+func toJSON(j *queue.JobRow) jobJSON {
+	payload := j.Payload
+	if !json.Valid(payload) {
+		// Never print invalid JSON: keep the text as a JSON string.
+		payload, _ = json.Marshal(string(j.Payload))
+	}
+	return jobJSON{
+		ID:          j.ID,
+		Name:        j.Name,
+		Type:        j.Type,
+		Payload:     payload,
+		Status:      string(j.Status),
+		Attempts:    j.Attempts,
+		ClaimToken:  nullString(j.ClaimToken),
+		LeaseUntil:  nullTime(j.LeaseUntil),
+		MaxAttempts: j.MaxAttempts,
+		BaseDelay:   int64(j.BaseDelay / time.Second),
+		MaxDelay:    int64(j.MaxDelay / time.Second),
+		Error:       nullString(j.Error),
+		ScheduledAt: rfc3339(j.ScheduledAt),
+		ExpiresAt:   nullTime(j.ExpiresAt),
+		FinishedAt:  nullTime(j.FinishedAt),
+		CreatedAt:   rfc3339(j.CreatedAt),
+	}
+}
+
+func rfc3339(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }
+
+func nullTime(t *time.Time) *string {
+	if t == nil {
+		return nil
+	}
+	s := rfc3339(*t)
+	return &s
+}
+
+func nullString(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}
+
+// writeJSON prints v as one line of JSON.
+func writeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	return enc.Encode(v)
+}
+
+// writeStats prints counts per status, as JSON (exactly the five keys) or
+// as text.
+func writeStats(w io.Writer, stats map[queue.Status]int64, asJSON bool) error {
+	if asJSON {
+		return writeJSON(w, struct {
+			Pending    int64 `json:"pending"`
+			InProgress int64 `json:"in_progress"`
+			Completed  int64 `json:"completed"`
+			Failed     int64 `json:"failed"`
+			Expired    int64 `json:"expired"`
+		}{
+			stats[queue.StatusPending], stats[queue.StatusInProgress], stats[queue.StatusCompleted],
+			stats[queue.StatusFailed], stats[queue.StatusExpired],
+		})
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	var total int64
+	for _, s := range queue.Statuses {
+		fmt.Fprintf(tw, "%s\t%d\t\n", s, stats[s])
+		total += stats[s]
+	}
+	fmt.Fprintf(tw, "total\t%d\t\n", total)
+	return tw.Flush()
+}
+
+// writeJobTable prints rows as a table for people.
+func writeJobTable(w io.Writer, rows []*queue.JobRow) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tNAME\tTYPE\tSTATUS\tATTEMPTS\tSCHEDULED (UTC)\tERROR")
+	for _, j := range rows {
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%d/%d\t%s\t%s\n", j.ID, j.Name, j.Type, j.Status,
+			j.Attempts, j.MaxAttempts, j.ScheduledAt.UTC().Format("2006-01-02 15:04:05"), shorten(j.Error, 60))
+	}
+	return tw.Flush()
+}
+
+// writeJobDetail prints one job, one field a line.
+func writeJobDetail(w io.Writer, j *queue.JobRow) error {
+	v := toJSON(j)
+	orNone := func(s *string) string {
+		if s == nil {
+			return "-"
+		}
+		return *s
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintf(tw, "id\t%d\n", v.ID)
+	fmt.Fprintf(tw, "name\t%s\n", v.Name)
+	fmt.Fprintf(tw, "type\t%s\n", v.Type)
+	fmt.Fprintf(tw, "status\t%s\n", v.Status)
+	fmt.Fprintf(tw, "attempts\t%d of %d (base delay %ds, max delay %ds)\n", v.Attempts, v.MaxAttempts, v.BaseDelay, v.MaxDelay)
+	fmt.Fprintf(tw, "scheduled_at\t%s\n", v.ScheduledAt)
+	fmt.Fprintf(tw, "expires_at\t%s\n", orNone(v.ExpiresAt))
+	fmt.Fprintf(tw, "lease_until\t%s\n", orNone(v.LeaseUntil))
+	fmt.Fprintf(tw, "finished_at\t%s\n", orNone(v.FinishedAt))
+	fmt.Fprintf(tw, "created_at\t%s\n", v.CreatedAt)
+	fmt.Fprintf(tw, "error\t%s\n", strings.ReplaceAll(orNone(v.Error), "\n", "\n\t"))
+	fmt.Fprintf(tw, "payload\t%s\n", v.Payload)
+	return tw.Flush()
+}
+
+// shorten cuts s to at most n runes on one line.
+func shorten(s string, n int) string {
+	s = strings.Join(strings.Fields(s), " ")
+	r := []rune(s)
+	if len(r) <= n {
+		return s
+	}
+	return string(r[:n-1]) + "…"
+}

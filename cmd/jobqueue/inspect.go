@@ -1,0 +1,134 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+
+	"github.com/spf13/cobra"
+
+	"github.com/jobqueue/jobqueue/queue"
+)
+
+func (a *app) statsCommand() *cobra.Command {
+	var typ string
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "stats [--type T] [--json]",
+		Short: "Count jobs per status",
+		Long: `stats counts the jobs of the table (or of one --type) per status. With --json it
+prints {"pending":0,"in_progress":0,"completed":0,"failed":0,"expired":0}.`,
+		Args: cobra.NoArgs,
+		RunE: runE(func(cmd *cobra.Command, args []string) error {
+			ctx := cmd.Context()
+			q, closeQueue, err := a.openQueue(ctx)
+			if err != nil {
+				return err
+			}
+			defer closeQueue()
+			stats, err := q.Stats(ctx, typ)
+			if err != nil {
+				return explainTableError(err, q.Table())
+			}
+			return writeStats(a.out, stats, asJSON)
+		}),
+	}
+	cmd.Flags().StringVar(&typ, "type", "", "count only the jobs of this type (queue)")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	return cmd
+}
+
+func (a *app) listCommand() *cobra.Command {
+	var status, typ string
+	var limit int
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "list [--status S] [--type T] [--limit N] [--json]",
+		Short: "List jobs, newest first",
+		Long: `list prints the newest jobs of the table, optionally of one --status
+(pending, in_progress, completed, failed, expired) and one --type. With --json
+it prints a JSON array of jobs whose keys are the table's column names.`,
+		Args: cobra.NoArgs,
+		RunE: runE(func(cmd *cobra.Command, args []string) error {
+			if status != "" && !slices.Contains(queue.Statuses, queue.Status(status)) {
+				return usagef("--status %q is not a status; use pending, in_progress, completed, failed or expired", status)
+			}
+			if limit < 1 {
+				return usagef("--limit %d must be at least 1", limit)
+			}
+			ctx := cmd.Context()
+			q, closeQueue, err := a.openQueue(ctx)
+			if err != nil {
+				return err
+			}
+			defer closeQueue()
+			rows, err := q.List(ctx, queue.ListFilter{Status: queue.Status(status), Type: typ, Limit: limit})
+			if err != nil {
+				return explainTableError(err, q.Table())
+			}
+			if asJSON {
+				out := make([]jobJSON, 0, len(rows))
+				for _, r := range rows {
+					out = append(out, toJSON(r))
+				}
+				return writeJSON(a.out, out)
+			}
+			if len(rows) == 0 {
+				fmt.Fprintln(a.out, "no jobs")
+				return nil
+			}
+			return writeJobTable(a.out, rows)
+		}),
+	}
+	cmd.Flags().StringVar(&status, "status", "", "only jobs with this status")
+	cmd.Flags().StringVar(&typ, "type", "", "only jobs of this type (queue)")
+	cmd.Flags().IntVar(&limit, "limit", 100, "at most this many jobs")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	return cmd
+}
+
+func (a *app) showCommand() *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "show ID [--json]",
+		Short: "Show one job",
+		Long: `show prints every column of one job. With --json the keys are the column
+names, times are RFC 3339 in UTC or null, and the payload is JSON.`,
+		Args: cobra.ExactArgs(1),
+		RunE: runE(func(cmd *cobra.Command, args []string) error {
+			id, err := parseID(args[0])
+			if err != nil {
+				return err
+			}
+			ctx := cmd.Context()
+			q, closeQueue, err := a.openQueue(ctx)
+			if err != nil {
+				return err
+			}
+			defer closeQueue()
+			job, err := q.Get(ctx, id)
+			if errors.Is(err, queue.ErrJobNotFound) {
+				return fmt.Errorf("no job %d in table %s; 'jobqueue list' shows the jobs", id, q.Table())
+			}
+			if err != nil {
+				return explainTableError(err, q.Table())
+			}
+			if asJSON {
+				return writeJSON(a.out, toJSON(job))
+			}
+			return writeJobDetail(a.out, job)
+		}),
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	return cmd
+}
+
+// parseID reads a job id argument (a usage error if bad).
+func parseID(s string) (int64, error) {
+	id, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || id < 1 {
+		return 0, usagef("%q is not a job id; ids are positive integers", s)
+	}
+	return id, nil
+}

@@ -1,0 +1,134 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/spf13/cobra"
+
+	"github.com/jobqueue/jobqueue/queue"
+)
+
+func (a *app) retryCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:   "retry ID",
+		Short: "Put a failed or expired job back to pending, to run now",
+		Long: `retry puts a failed or expired job back to pending, to run now, with its
+attempts reset and its error cleared (an expired job's deadline is cleared
+too). It fails for a job in any other status, or a missing id.`,
+		Args: cobra.ExactArgs(1),
+		RunE: runE(func(cmd *cobra.Command, args []string) error {
+			id, err := parseID(args[0])
+			if err != nil {
+				return err
+			}
+			ctx := cmd.Context()
+			q, closeQueue, err := a.openQueue(ctx)
+			if err != nil {
+				return err
+			}
+			defer closeQueue()
+			ok, err := q.Retry(ctx, id)
+			if err != nil {
+				return explainTableError(err, q.Table())
+			}
+			if !ok {
+				job, err := q.Get(ctx, id)
+				if errors.Is(err, queue.ErrJobNotFound) {
+					return fmt.Errorf("no job %d in table %s; 'jobqueue list --status failed' shows jobs that can be retried", id, q.Table())
+				}
+				if err != nil {
+					return err
+				}
+				return fmt.Errorf("job %d is %s; only failed or expired jobs can be retried", id, job.Status)
+			}
+			fmt.Fprintf(a.out, "job %d is pending again\n", id)
+			return nil
+		}),
+	}
+}
+
+func (a *app) expireCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:   "expire",
+		Short: "Mark pending jobs whose deadline has passed as expired",
+		Long: `expire marks the pending jobs whose expires_at has passed as expired and prints
+how many. Workers do this on their own from time to time; run it from cron when
+no worker runs.`,
+		Args: cobra.NoArgs,
+		RunE: runE(func(cmd *cobra.Command, args []string) error {
+			ctx := cmd.Context()
+			q, closeQueue, err := a.openQueue(ctx)
+			if err != nil {
+				return err
+			}
+			defer closeQueue()
+			n, err := q.ExpireOverdue(ctx)
+			if err != nil {
+				return explainTableError(err, q.Table())
+			}
+			fmt.Fprintf(a.out, "expired %d jobs\n", n)
+			return nil
+		}),
+	}
+}
+
+func (a *app) reclaimCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:   "reclaim",
+		Short: "Recover jobs whose worker stopped without finishing them (lease passed)",
+		Long: `reclaim finds in_progress jobs whose lease has passed (their worker died or
+lost the database) and makes them pending again at once, or failed when their
+attempts are used up, or expired when their deadline has passed. It prints how
+many. Workers do this on their own from time to time.`,
+		Args: cobra.NoArgs,
+		RunE: runE(func(cmd *cobra.Command, args []string) error {
+			ctx := cmd.Context()
+			q, closeQueue, err := a.openQueue(ctx)
+			if err != nil {
+				return err
+			}
+			defer closeQueue()
+			n, err := q.Reclaim(ctx)
+			if err != nil {
+				return explainTableError(err, q.Table())
+			}
+			fmt.Fprintf(a.out, "reclaimed %d jobs\n", n)
+			return nil
+		}),
+	}
+}
+
+func (a *app) pruneCommand() *cobra.Command {
+	var olderThan string
+	cmd := &cobra.Command{
+		Use:   "prune --older-than DUR",
+		Short: "Delete completed, failed and expired jobs finished longer ago than DUR",
+		Long: `prune deletes the completed, failed and expired jobs that finished longer ago
+than --older-than (e.g. 720h or 30d), in bounded batches, and prints how many.
+Pending and running jobs are never deleted.`,
+		Example: `  jobqueue prune --older-than 30d`,
+		Args:    cobra.NoArgs,
+		RunE: runE(func(cmd *cobra.Command, args []string) error {
+			d, err := parseDuration("--older-than", olderThan)
+			if err != nil {
+				return err
+			}
+			ctx := cmd.Context()
+			q, closeQueue, err := a.openQueue(ctx)
+			if err != nil {
+				return err
+			}
+			defer closeQueue()
+			n, err := q.Prune(ctx, d)
+			if err != nil {
+				return explainTableError(err, q.Table())
+			}
+			fmt.Fprintf(a.out, "pruned %d jobs\n", n)
+			return nil
+		}),
+	}
+	cmd.Flags().StringVar(&olderThan, "older-than", "", "age of finished jobs to delete (e.g. 72h, 30d) (required)")
+	cmd.MarkFlagRequired("older-than")
+	return cmd
+}

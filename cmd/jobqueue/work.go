@@ -1,0 +1,126 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/jobqueue/jobqueue/queue"
+)
+
+func (a *app) workCommand() *cobra.Command {
+	var (
+		types                []string
+		concurrency, maxJobs int
+		lease, maxRuntime    string
+		grace, logLevel      string
+		command              string
+	)
+	cmd := &cobra.Command{
+		Use:   "work --exec CMD [--type T …] [--concurrency N] [--lease DUR] [--max-jobs N] [--max-runtime DUR]",
+		Short: "Run jobs with a shell command until stopped",
+		Long: `work claims jobs of the given types (every type by default) and runs CMD through
+'sh -c' for each: the job's payload on stdin; JOB_ID, JOB_NAME, JOB_TYPE and
+JOB_ATTEMPT (1 for the first attempt) in the environment. Exit status 0
+completes the job; anything else fails it with the end of the command's stderr
+as its error, and it is retried with backoff while it has attempts left. The
+command's stdout and stderr are passed through.
+
+The lease is extended while the command runs. The command runs in its own
+process group, killed as a whole if the job is lost (lease taken over) or when
+the worker is stopped and the grace period is over.
+
+SIGINT or SIGTERM stops claiming; running commands get --grace to finish, then
+the worker exits 0. --max-jobs and --max-runtime stop it on their own.`,
+		Example: `  jobqueue work --type email --concurrency 4 --exec './send-email.py'
+  jobqueue work --exec 'jq -r .to; test "$JOB_ATTEMPT" -gt 1' --max-jobs 10`,
+		Args: cobra.NoArgs,
+		RunE: runE(func(cmd *cobra.Command, args []string) error {
+			if concurrency < 1 {
+				return usagef("--concurrency %d must be at least 1", concurrency)
+			}
+			if maxJobs < 0 {
+				return usagef("--max-jobs %d must not be negative", maxJobs)
+			}
+			leaseD, err := parseDuration("--lease", lease)
+			if err != nil {
+				return err
+			}
+			if leaseD < time.Second {
+				return usagef("--lease %s must be at least 1s", lease)
+			}
+			var runtimeD time.Duration
+			if maxRuntime != "" {
+				if runtimeD, err = parseDuration("--max-runtime", maxRuntime); err != nil {
+					return err
+				}
+			}
+			graceD, err := parseDuration("--grace", grace)
+			if err != nil {
+				return err
+			}
+			for _, t := range types {
+				if t == "" {
+					return usagef("--type must not be empty")
+				}
+			}
+			var level slog.Level
+			if err := level.UnmarshalText([]byte(logLevel)); err != nil {
+				return usagef("--log-level %q is not a level; use debug, info, warn or error", logLevel)
+			}
+			ctx := cmd.Context()
+			log := a.logger(level)
+			// The queue logs the worker's start and stop, failures and
+			// warnings; completions it logs at debug, so the listener
+			// reports them at info.
+			q, closeQueue, err := a.openQueue(ctx, queue.WithLogger(log), queue.WithListener(logCompleted(log)))
+			if err != nil {
+				return err
+			}
+			defer closeQueue()
+			w := q.NewWorker(queue.WorkerConfig{
+				Types:           types,
+				Concurrency:     concurrency,
+				Lease:           leaseD,
+				MaxJobs:         maxJobs,
+				MaxRuntime:      runtimeD,
+				ShutdownTimeout: graceD,
+			})
+			runner := &execRunner{command: command, stdout: a.out, stderr: a.err}
+			w.HandleDefault(func(ctx context.Context, job *queue.JobRow) error {
+				return runner.run(ctx, execJob{
+					ID: job.ID, Name: job.Name, Type: job.Type, Attempt: job.Attempts, Payload: job.Payload,
+				})
+			})
+			err = w.Run(ctx)
+			if err != nil && !errors.Is(err, context.Canceled) {
+				return explainTableError(err, q.Table())
+			}
+			return nil
+		}),
+	}
+	f := cmd.Flags()
+	f.StringArrayVar(&types, "type", nil, "claim jobs of this type (queue); repeat for several (default every type)")
+	f.IntVar(&concurrency, "concurrency", 4, "commands run at once")
+	f.StringVar(&lease, "lease", "5m", "how long a claimed job is held without a heartbeat; extended while the command runs")
+	f.StringVar(&command, "exec", "", "shell command run for each job (required)")
+	f.IntVar(&maxJobs, "max-jobs", 0, "stop after this many jobs finished (0: no limit)")
+	f.StringVar(&maxRuntime, "max-runtime", "", "stop after running this long (e.g. 1h)")
+	f.StringVar(&logLevel, "log-level", "info", "log level on stderr: debug, info, warn or error")
+	f.StringVar(&grace, "grace", "30s", "on SIGINT/SIGTERM, how long running commands may finish before they are killed")
+	cmd.MarkFlagRequired("exec")
+	return cmd
+}
+
+// logCompleted logs each completed job at info.
+func logCompleted(log *slog.Logger) func(queue.Event) {
+	return func(ev queue.Event) {
+		if ev.Kind == queue.EventCompleted && ev.Job != nil {
+			log.Info("job completed", "job_id", ev.Job.ID, "kind", ev.Job.Name, "type", ev.Job.Type,
+				"attempt", ev.Job.Attempts, "duration", ev.Duration.Round(time.Millisecond))
+		}
+	}
+}

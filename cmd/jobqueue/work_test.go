@@ -1,0 +1,136 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// startWorker starts `jobqueue work` in the background and returns the
+// process and its stderr.
+func startWorker(t *testing.T, c cli, args ...string) (*exec.Cmd, *bytes.Buffer) {
+	t.Helper()
+	all := append([]string{"--db", c.db, "--table", c.table, "work"}, args...)
+	cmd := exec.Command(binary, all...)
+	cmd.Env = cleanEnv()
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill() })
+	return cmd, &stderr
+}
+
+// waitFile waits until path exists and returns its content.
+func waitFile(t *testing.T, path string, within time.Duration) string {
+	t.Helper()
+	for deadline := time.Now().Add(within); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if b, err := os.ReadFile(path); err == nil && len(b) > 0 {
+			return string(b)
+		}
+	}
+	t.Fatalf("%s did not appear within %v", path, within)
+	return ""
+}
+
+// waitExit waits for cmd to exit and returns its exit status.
+func waitExit(t *testing.T, cmd *exec.Cmd, within time.Duration) int {
+	t.Helper()
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			return ee.ExitCode()
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		return 0
+	case <-time.After(within):
+		cmd.Process.Kill()
+		t.Fatalf("the worker did not exit within %v", within)
+		return -1
+	}
+}
+
+// TestWorkSIGTERM checks that SIGTERM lets a running command finish and the
+// worker exit 0, with the job completed.
+func TestWorkSIGTERM(t *testing.T) {
+	t.Parallel()
+	for _, k := range kinds() {
+		t.Run(k, func(t *testing.T) {
+			t.Parallel()
+			c := engineCLI(t, k)
+			c.ok(t, "install")
+			c.ok(t, "enqueue", "--name", "slow")
+			dir := t.TempDir()
+			started, finished := filepath.Join(dir, "started"), filepath.Join(dir, "finished")
+			cmd, stderr := startWorker(t, c, "--grace", "20s", "--exec",
+				"echo yes > "+started+"; sleep 1; echo yes > "+finished)
+			waitFile(t, started, 20*time.Second)
+			if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+				t.Fatal(err)
+			}
+			if code := waitExit(t, cmd, 20*time.Second); code != 0 {
+				t.Fatalf("exit %d after SIGTERM, want 0; stderr:\n%s", code, stderr)
+			}
+			if _, err := os.Stat(finished); err != nil {
+				t.Errorf("the running command did not finish before the worker exited: %v", err)
+			}
+			assertStats(t, c, "", map[string]int64{"completed": 1})
+		})
+	}
+}
+
+// TestWorkGraceKillsGroup checks that a command still running when the
+// grace period ends is killed with everything it started, the worker exits
+// 0 and the job is left in progress for reclaim (not failed).
+func TestWorkGraceKillsGroup(t *testing.T) {
+	t.Parallel()
+	c := engineCLI(t, "sqlite")
+	c.ok(t, "install")
+	c.ok(t, "enqueue", "--name", "stuck")
+	pidFile := filepath.Join(t.TempDir(), "child.pid")
+	cmd, stderr := startWorker(t, c, "--grace", "500ms", "--exec", "sleep 60 & echo $! > "+pidFile+"; wait")
+	child, err := strconv.Atoi(strings.TrimSpace(waitFile(t, pidFile, 20*time.Second)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Process.Signal(syscall.SIGINT)
+	if code := waitExit(t, cmd, 15*time.Second); code != 0 {
+		t.Fatalf("exit %d after SIGINT, want 0; stderr:\n%s", code, stderr)
+	}
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if err := syscall.Kill(child, 0); errors.Is(err, syscall.ESRCH) || isZombie(child) {
+			break
+		}
+		if time.Now().After(deadline) {
+			syscall.Kill(child, syscall.SIGKILL)
+			t.Fatalf("the command's child %d outlived the grace period", child)
+		}
+	}
+	assertStats(t, c, "", map[string]int64{"in_progress": 1})
+}
+
+// TestWorkMaxRuntime checks that --max-runtime stops an idle worker with
+// exit 0.
+func TestWorkMaxRuntime(t *testing.T) {
+	t.Parallel()
+	c := engineCLI(t, "sqlite")
+	c.ok(t, "install")
+	start := time.Now()
+	c.ok(t, "work", "--exec", "true", "--max-runtime", "1s")
+	if d := time.Since(start); d > 10*time.Second {
+		t.Errorf("--max-runtime 1s ran for %v", d)
+	}
+}
