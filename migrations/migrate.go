@@ -36,8 +36,8 @@ import (
 //
 // A missing table is installed (as Install does); a version 2 table is left
 // as it is (Migrate then only checks its indexes, like Install). The policy
-// and the table name are checked before any SQL runs (ErrInvalidPolicy,
-// ErrInvalidTableName); a driver other than pgx, go-sql-driver/mysql or
+// and the table name are checked before any SQL runs (errors wrapping
+// queue.ErrInvalidPolicy and ErrInvalidTableName); a driver other than pgx, go-sql-driver/mysql or
 // modernc.org/sqlite gives ErrUnsupportedDatabase. On MySQL, Migrate needs
 // two connections of db's pool (goose holds one while the migration runs).
 func Migrate(ctx context.Context, db *sql.DB, policy RetryPolicy, table string) error {
@@ -78,7 +78,11 @@ func migrate(ctx context.Context, db *sql.DB, p RetryPolicy, table string, o mig
 		})
 	})
 	if err != nil {
-		return fmt.Errorf("migrate table %s to version 2: %w", t.Name, err)
+		next := "nothing was changed (one transaction); fix the cause and run Migrate again"
+		if k == engine.MySQL {
+			next = "MySQL commits each step on its own, so the table may be partly migrated; fix the cause and run Migrate again with the same policy to complete it"
+		}
+		return fmt.Errorf("migrate table %s to version 2: %w (%s)", t.Name, err, next)
 	}
 	return nil
 }
