@@ -50,6 +50,10 @@ type benchResult struct {
 // benchBatch is the size of each bulk enqueue (SPEC section 6).
 const benchBatch = 1000
 
+// benchStall is how long bench waits for the next completion before it
+// gives up on draining.
+const benchStall = time.Minute
+
 func (a *app) benchCommand() *cobra.Command {
 	var jobs, workers, latencyJobs int
 	var force bool
@@ -185,12 +189,26 @@ func (a *app) bench(ctx context.Context, jobs, workers, latencyJobs int, force b
 	runErr := make(chan error, 1)
 	start = time.Now()
 	go func() { runErr <- w.Run(runCtx) }()
-	select {
-	case <-c.drainEnd:
-	case err := <-runErr:
-		return fmt.Errorf("the worker stopped while draining: %v", err)
-	case <-ctx.Done():
-		return ctx.Err()
+	// Wait for every completion, or give up when none comes for a while.
+	watch := time.NewTicker(time.Second)
+	defer watch.Stop()
+	lastCount, lastProgress := int64(0), time.Now()
+drain:
+	for {
+		select {
+		case <-c.drainEnd:
+			break drain
+		case err := <-runErr:
+			return fmt.Errorf("the worker stopped while draining: %v", err)
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-watch.C:
+			if n := c.drained.Load(); n != lastCount {
+				lastCount, lastProgress = n, time.Now()
+			} else if time.Since(lastProgress) > benchStall {
+				return fmt.Errorf("draining stalled: %d of %d jobs completed and none for %v", n, jobs, benchStall)
+			}
+		}
 	}
 	drainSecs := time.Since(start).Seconds()
 	progress("drained %d jobs in %.2fs with %d workers", jobs, drainSecs, workers)

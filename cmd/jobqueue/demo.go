@@ -67,7 +67,7 @@ func (FlashSale) Kind() string { return "flash_sale" }
 func (a *app) demoCommand() *cobra.Command {
 	return &cobra.Command{
 		Use:   "demo",
-		Short: "Show the whole life of jobs: enqueue, run, retry, schedule, expire (about 10 s)",
+		Short: "Show the whole life of jobs: enqueue, run, retry, schedule, expire (about 5 s)",
 		Long: `demo shows the whole life of jobs on the embedded SQLite default (or --db) in a
 table of its own, ` + demoTable + ` (or --table), which it installs and EMPTIES first, so
 it can run again and again. It enqueues emails (one with a bad address, which
@@ -75,7 +75,7 @@ fails for good), thumbnails that fail once and succeed on retry, card charges
 that fail three times, a reminder scheduled a few seconds ahead and a flash
 sale announcement that expires before it can go out; then it runs a worker
 with a progress bar and prints what happened. Backoff is shortened to 1 s and
-2 s for the demo. It takes about 10 seconds.`,
+2 s for the demo. It takes about 5 seconds.`,
 		Args: cobra.NoArgs,
 		RunE: runE(func(cmd *cobra.Command, args []string) error {
 			if !a.tableSet {
