@@ -24,7 +24,9 @@ const demoTable = "jobqueue_demo"
 
 // demoPolicy is the retry policy of the demo's jobs: backoff shortened so
 // that retries happen within seconds (1 s, then 2 s).
-var demoPolicy = queue.RetryPolicy{MaxAttempts: 3, BaseDelay: time.Second, MaxDelay: 2 * time.Second}
+func demoPolicy() queue.RetryPolicy {
+	return queue.RetryPolicy{MaxAttempts: 3, BaseDelay: time.Second, MaxDelay: 2 * time.Second}
+}
 
 // The demo's job types: typed args with a Kind, as a Go service writes them.
 
@@ -100,7 +102,7 @@ func (a *app) demo(ctx context.Context) error {
 	if err := migrations.Install(ctx, db, name); err != nil {
 		return explainTableError(err, name)
 	}
-	q, err := queue.New(db, queue.WithTable(name), queue.WithRetryPolicy(demoPolicy),
+	q, err := queue.New(db, queue.WithTable(name), queue.WithRetryPolicy(demoPolicy()),
 		queue.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
 	if err != nil {
 		return explainTableError(err, name)

@@ -6,7 +6,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/jobqueue/jobqueue/internal/engine"
 	"github.com/jobqueue/jobqueue/migrations"
 )
 
@@ -67,12 +66,9 @@ The operator's guide is docs/upgrading.md.`,
 			}
 			defer db.Close()
 			if err := migrations.Migrate(ctx, db, p, name); err != nil {
-				if k == engine.MySQL {
-					// Each DDL statement commits on its own there; every step
-					// checks what is done, so running again resumes.
-					return fmt.Errorf("%w; the migration resumes where it stopped when you run the same command again (same policy)", err)
-				}
-				return fmt.Errorf("%w; nothing was changed", err)
+				// The error says what to do next (on MySQL: run the same
+				// command again, which resumes).
+				return err
 			}
 			fmt.Fprintf(a.out, "table %s is version 2 (%s)\n", name, k)
 			return nil
