@@ -710,3 +710,61 @@ func TestMigrateSQLiteViewsAndTriggers(t *testing.T) {
 		t.Errorf("trigger audit_insert: %d audit rows, %v; want 1", n, err)
 	}
 }
+
+// TestMigrateSQLiteUnreadableTime: a version 1 time SQLite cannot read is
+// reported with its job id and column, and nothing is changed.
+func TestMigrateSQLiteUnreadableTime(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := testdb.Open(t, engine.SQLite)
+	table := testdb.Table(t, db)
+	createV1(t, db, engine.SQLite, table)
+	jobs := v1Fixture(engine.SQLite, time.Now().UTC())[:4]
+	insertV1(t, db, engine.SQLite, table, jobs)
+	q := engine.Table{Kind: engine.SQLite, Name: table}.Quoted()
+	if _, err := db.ExecContext(ctx, "UPDATE "+q+" SET expires_at = 'next tuesday' WHERE id = ?", jobs[2].ID); err != nil {
+		t.Fatal(err)
+	}
+	rows, cat := dump(t, db, engine.SQLite, table), readCatalog(t, db, engine.SQLite, table)
+	err := Migrate(ctx, db, testPolicy, table)
+	want := fmt.Sprintf("job %d has expires_at = \"next tuesday\"", jobs[2].ID)
+	if err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("Migrate = %v; want an error containing %q", err, want)
+	}
+	if diff := cmp.Diff(rows, dump(t, db, engine.SQLite, table)); diff != "" {
+		t.Errorf("rows changed:\n%s", diff)
+	}
+	if diff := cmp.Diff(cat, readCatalog(t, db, engine.SQLite, table)); diff != "" {
+		t.Errorf("catalog changed:\n%s", diff)
+	}
+}
+
+// TestMigrateForeignTable: a table of that name that is not a jobqueue
+// table is refused and left alone.
+func TestMigrateForeignTable(t *testing.T) {
+	t.Parallel()
+	for _, k := range testdb.Kinds {
+		t.Run(string(k), func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			db := testdb.Open(t, k)
+			table := testdb.Table(t, db)
+			q := engine.Table{Kind: k, Name: table}.Quoted()
+			for _, s := range []string{"CREATE TABLE " + q + " (id INT PRIMARY KEY, name VARCHAR(10), status VARCHAR(10))", "INSERT INTO " + q + " VALUES (1, 'a', 'x')"} {
+				if _, err := db.ExecContext(ctx, s); err != nil {
+					t.Fatal(err)
+				}
+			}
+			rows, cat := dump(t, db, k, table), readCatalog(t, db, k, table)
+			if err := Migrate(ctx, db, testPolicy, table); err == nil || !strings.Contains(err.Error(), "not a jobqueue table") {
+				t.Errorf("Migrate on a foreign table = %v; want a refusal", err)
+			}
+			if diff := cmp.Diff(rows, dump(t, db, k, table)); diff != "" {
+				t.Errorf("rows changed:\n%s", diff)
+			}
+			if diff := cmp.Diff(cat, readCatalog(t, db, k, table)); diff != "" {
+				t.Errorf("catalog changed:\n%s", diff)
+			}
+		})
+	}
+}
