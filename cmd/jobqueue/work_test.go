@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"os"
 	"os/exec"
@@ -11,6 +12,9 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/jobqueue/jobqueue/internal/engine"
+	"github.com/jobqueue/jobqueue/internal/testdb"
 )
 
 // startWorker starts `jobqueue work` in the background and returns the
@@ -132,5 +136,58 @@ func TestWorkMaxRuntime(t *testing.T) {
 	c.ok(t, "work", "--exec", "true", "--max-runtime", "1s")
 	if d := time.Since(start); d > 10*time.Second {
 		t.Errorf("--max-runtime 1s ran for %v", d)
+	}
+}
+
+// TestWorkLeaseLostKillsGroup checks, on every engine, that when a running
+// job's attempt loses its job (here: another claim token written in its
+// row, as a reclaim and a new claim would), the command and what it started
+// are killed at the next heartbeat, and the worker goes on.
+func TestWorkLeaseLostKillsGroup(t *testing.T) {
+	t.Parallel()
+	for _, k := range testdb.Kinds {
+		t.Run(string(k), func(t *testing.T) {
+			t.Parallel()
+			url := testdb.URL(t, k)
+			db := testdb.OpenURL(t, url)
+			c := cli{db: url, table: testdb.Table(t, db)}
+			c.ok(t, "install")
+			id := strings.TrimSpace(c.ok(t, "enqueue", "--name", "long"))
+			pidFile := filepath.Join(t.TempDir(), "child.pid")
+			cmd, stderr := startWorker(t, c, "--lease", "1s", "--grace", "1s", "--exec",
+				"sleep 60 & echo $! > "+pidFile+"; wait")
+			child, err := strconv.Atoi(strings.TrimSpace(waitFile(t, pidFile, 20*time.Second)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			tbl, _ := engine.ParseTable(k, c.table)
+			if _, err := db.ExecContext(context.Background(), "UPDATE "+tbl.Quoted()+" SET claim_token = 'taken-over' WHERE id = "+id); err != nil {
+				t.Fatal(err)
+			}
+			start := time.Now()
+			for ; ; time.Sleep(20 * time.Millisecond) {
+				if err := syscall.Kill(child, 0); errors.Is(err, syscall.ESRCH) || isZombie(child) {
+					break
+				}
+				if time.Since(start) > 10*time.Second {
+					syscall.Kill(child, syscall.SIGKILL)
+					t.Fatalf("the command's child %d was not killed after its job was lost; stderr:\n%s", child, stderr)
+				}
+			}
+			if isZombie(cmd.Process.Pid) {
+				t.Fatalf("the worker exited when one job was lost; stderr:\n%s", stderr)
+			}
+			cmd.Process.Signal(syscall.SIGTERM)
+			if code := waitExit(t, cmd, 15*time.Second); code != 0 {
+				t.Fatalf("exit %d after SIGTERM; stderr:\n%s", code, stderr)
+			}
+			// The lost attempt recorded nothing: the row is as the
+			// take-over left it.
+			var job map[string]any
+			decodeJSON(t, c.ok(t, "show", id, "--json"), &job)
+			if job["status"] != "in_progress" || job["claim_token"] != "taken-over" {
+				t.Errorf("the lost attempt changed the job: %v", job)
+			}
+		})
 	}
 }
