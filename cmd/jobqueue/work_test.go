@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -17,20 +18,38 @@ import (
 	"github.com/jobqueue/jobqueue/internal/testdb"
 )
 
+// syncBuffer is a bytes.Buffer safe to read while a process writes it.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
 // startWorker starts `jobqueue work` in the background and returns the
 // process and its stderr.
-func startWorker(t *testing.T, c cli, args ...string) (*exec.Cmd, *bytes.Buffer) {
+func startWorker(t *testing.T, c cli, args ...string) (*exec.Cmd, *syncBuffer) {
 	t.Helper()
 	all := append([]string{"--db", c.db, "--table", c.table, "work"}, args...)
 	cmd := exec.Command(binary, all...)
 	cmd.Env = cleanEnv()
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
+	stderr := &syncBuffer{}
+	cmd.Stderr = stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { cmd.Process.Kill() })
-	return cmd, &stderr
+	return cmd, stderr
 }
 
 // waitFile waits until path exists and returns its content.
