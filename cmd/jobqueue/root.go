@@ -219,6 +219,8 @@ func (a *app) logger(level slog.Level) *slog.Logger {
 // explainTableError adds what to do next to errors about the table.
 func explainTableError(err error, table string) error {
 	switch {
+	case errors.Is(err, queue.ErrTableMissing):
+		return fmt.Errorf("%w: there is no table %s in this database; create it with 'jobqueue install --table %s' (or pick the right one with --db and --table)", queue.ErrTableMissing, table, table)
 	case errors.Is(err, engine.ErrOutdatedTable):
 		return fmt.Errorf("%w; upgrade it once with 'jobqueue migrate --table %s --max-attempts N --base-delay SECS --max-delay SECS'", err, table)
 	case errors.Is(err, engine.ErrInvalidTableName):

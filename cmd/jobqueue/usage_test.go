@@ -151,6 +151,6 @@ func TestMissingTable(t *testing.T) {
 	t.Parallel()
 	c := cli{db: "sqlite:" + filepath.Join(t.TempDir(), "empty.db"), table: "nothing_here"}
 	for _, args := range [][]string{{"stats"}, {"enqueue", "--name", "k"}, {"list"}, {"work", "--exec", "true"}} {
-		assertOneLineError(t, c.run(t, args...), exitFailure, "does not exist", "jobqueue install")
+		assertOneLineError(t, c.run(t, args...), exitFailure, "no table nothing_here", "jobqueue install --table nothing_here")
 	}
 }
