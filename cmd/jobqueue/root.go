@@ -222,7 +222,8 @@ func explainTableError(err error, table string) error {
 	case errors.Is(err, queue.ErrTableMissing):
 		return fmt.Errorf("%w: there is no table %s in this database; create it with 'jobqueue install --table %s' (or pick the right one with --db and --table)", queue.ErrTableMissing, table, table)
 	case errors.Is(err, engine.ErrOutdatedTable):
-		return fmt.Errorf("%w; upgrade it once with 'jobqueue migrate --table %s --max-attempts N --base-delay SECS --max-delay SECS'", err, table)
+		// The library's text names the Go API; say it for the command line.
+		return fmt.Errorf("%w: table %s is a version 1 (or partly migrated) table; stop everything that uses it, back it up, then convert it once with 'jobqueue migrate --table %s --max-attempts N --base-delay SECS --max-delay SECS' (see docs/upgrading.md)", engine.ErrOutdatedTable, table, table)
 	case errors.Is(err, engine.ErrInvalidTableName):
 		return &usageError{err: err}
 	}
