@@ -53,7 +53,6 @@ func BenchmarkEnqueueMany(b *testing.B) {
 				batch[i] = seqArgs{N: i}
 			}
 			jobs := 0
-			b.ResetTimer()
 			for b.Loop() {
 				if _, err := q.EnqueueMany(ctx, batch); err != nil {
 					b.Fatal(err)
@@ -73,7 +72,8 @@ func BenchmarkClaimComplete(b *testing.B) {
 			q := env.queue(b, nil, WithLogger(quietLogger()))
 			ctx := context.Background()
 			jobs := 0
-			for b.Loop() {
+			b.ResetTimer()
+			for range b.N {
 				b.StopTimer()
 				enqueueSeq(b, q, batch)
 				b.StartTimer()
@@ -110,7 +110,7 @@ func BenchmarkDrain(b *testing.B) {
 					}
 				}))
 				var elapsed time.Duration
-				for b.Loop() {
+				for range b.N {
 					b.StopTimer()
 					env.emptyTable(b)
 					enqueueSeq(b, q, n)

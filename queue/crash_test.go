@@ -44,7 +44,7 @@ func TestCrashedAttemptIsReclaimed(t *testing.T) {
 		if job.ID != id || job.Attempts != 2 || job.ClaimToken == old.ClaimToken {
 			t.Errorf("rerun: job %d attempt %d token %q; want job %d at attempt 2 with a new token", job.ID, job.Attempts, job.ClaimToken, id)
 		}
-		events.next(t, EventCompleted, 5*time.Second)
+		events.next(t, EventCompleted, 10*time.Second)
 		if events.count(EventReclaimed) == 0 {
 			t.Error("no reclaimed event heard")
 		}

@@ -90,6 +90,10 @@ const (
 	// waits for others before the batch is written; while a batch is being
 	// written, the next one gathers.
 	completeLinger = 2 * time.Millisecond
+	// claimGather is how long the claimer waits, while work remains, for
+	// every slot to be free before it claims for fewer: short next to a
+	// claim's round trip, long enough for handlers that just finished.
+	claimGather = 500 * time.Microsecond
 	// abandonGrace is how long Run waits for handlers after cancelling their
 	// contexts at shutdown before it returns without them.
 	abandonGrace = 5 * time.Second
@@ -395,6 +399,16 @@ func (r *run) claimLoop(stop context.Context) int {
 		if r.cfg.MaxJobs > 0 {
 			n = min(n, r.cfg.MaxJobs-claimed)
 		}
+		if free < r.cfg.Concurrency && n == free {
+			// Work remains but some slots are busy: give the running
+			// handlers a moment to free more, so that one claim fills
+			// several slots rather than one claim per slot.
+			free = r.gatherSlots(free, r.cfg.Concurrency, stop)
+			n = free
+			if r.cfg.MaxJobs > 0 {
+				n = min(n, r.cfg.MaxJobs-claimed)
+			}
+		}
 		// Take the wake channel before claiming, so that an enqueue that
 		// lands while the claim runs wakes the idle wait below.
 		woken := r.q.wake.wait()
@@ -445,6 +459,24 @@ func (r *run) claimLoop(stop context.Context) int {
 			}
 		}
 	}
+}
+
+// gatherSlots waits up to claimGather for free to reach want, counting the
+// slots that free up, and returns the number free.
+func (r *run) gatherSlots(free, want int, stop context.Context) int {
+	timer := time.NewTimer(claimGather)
+	defer timer.Stop()
+	for free < want {
+		select {
+		case <-r.freed:
+			free++
+		case <-timer.C:
+			return free
+		case <-stop.Done():
+			return free
+		}
+	}
+	return free
 }
 
 // claim runs one claim of up to n jobs. It is not cancelled by the worker's

@@ -90,7 +90,7 @@ func TestWorkerRunsTypedHandlers(t *testing.T) {
 		if pjob.ID != pid || pjob.Args == nil || pjob.Args.Name != "p" {
 			t.Errorf("pointer handler got %+v", pjob.Args)
 		}
-		ev := events.next(t, EventCompleted, 5*time.Second)
+		ev := events.next(t, EventCompleted, 10*time.Second)
 		if ev.Job == nil || ev.Job.Status != StatusCompleted {
 			t.Errorf("completed event %+v", ev)
 		}
@@ -174,7 +174,7 @@ func TestWorkerFailures(t *testing.T) {
 				id := enqueue(t, q, emailArgs{To: "x"}, Policy(tc.policy))
 				before := q.now()
 				stop, _ := startWorker(t, w)
-				ev := events.next(t, EventFailed, 5*time.Second)
+				ev := events.next(t, EventFailed, 10*time.Second)
 				if err := stop(10 * time.Second); err != nil {
 					t.Fatalf("Run: %v", err)
 				}
@@ -228,7 +228,7 @@ func TestWorkerRetriesWithBackoff(t *testing.T) {
 		stop, _ := startWorker(t, w)
 		for _, want := range []time.Duration{10 * time.Second, 15 * time.Second} {
 			failedAt := q.now()
-			ev := events.next(t, EventFailed, 5*time.Second)
+			ev := events.next(t, EventFailed, 10*time.Second)
 			if ev.Permanent || ev.Job.Status != StatusPending {
 				t.Fatalf("failed event %+v: want a retry", ev)
 			}
@@ -242,7 +242,7 @@ func TestWorkerRetriesWithBackoff(t *testing.T) {
 			}
 			clock.advance(want + time.Second)
 		}
-		events.next(t, EventCompleted, 5*time.Second)
+		events.next(t, EventCompleted, 10*time.Second)
 		if err := stop(10 * time.Second); err != nil {
 			t.Fatalf("Run: %v", err)
 		}
@@ -269,7 +269,7 @@ func TestWorkerUnknownKindAndDecodeErrors(t *testing.T) {
 		stop, _ := startWorker(t, w)
 		got := map[int64]Event{}
 		for len(got) < 2 {
-			ev := events.next(t, EventFailed, 5*time.Second)
+			ev := events.next(t, EventFailed, 10*time.Second)
 			got[ev.Job.ID] = ev
 		}
 		if err := stop(10 * time.Second); err != nil {
@@ -318,8 +318,8 @@ func TestWorkerHandleDefault(t *testing.T) {
 	})
 }
 
-// TestWorkerHeartbeatKeepsLongJob runs a job three times as long as its
-// lease while Reclaim runs every 100 ms: heartbeats keep it.
+// TestWorkerHeartbeatKeepsLongJob runs a job twice as long as its lease
+// while Reclaim runs every 100 ms: heartbeats keep it.
 func TestWorkerHeartbeatKeepsLongJob(t *testing.T) {
 	forEachEngine(t, func(t *testing.T, kind engine.Kind) {
 		env := newTestEnv(t, kind)
@@ -333,7 +333,7 @@ func TestWorkerHeartbeatKeepsLongJob(t *testing.T) {
 		Handle(w, func(ctx context.Context, job *Job[emailArgs]) error {
 			calls.Add(1)
 			select {
-			case <-time.After(5 * time.Second):
+			case <-time.After(4 * time.Second):
 				return nil
 			case <-ctx.Done():
 				t.Errorf("handler cancelled: %v", context.Cause(ctx))
