@@ -11,7 +11,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 )
 
@@ -46,7 +45,7 @@ type execRunner struct {
 
 // run runs the command for job and returns nil when it exits 0.
 func (r *execRunner) run(ctx context.Context, job execJob) error {
-	cmd := exec.CommandContext(ctx, "/bin/sh", "-c", r.command)
+	cmd := exec.CommandContext(ctx, "sh", "-c", r.command)
 	cmd.Stdin = bytes.NewReader(job.Payload)
 	cmd.Env = append(os.Environ(),
 		"JOB_ID="+strconv.FormatInt(job.ID, 10),
@@ -58,14 +57,8 @@ func (r *execRunner) run(ctx context.Context, job execJob) error {
 	cmd.Stdout = orDiscard(r.stdout)
 	cmd.Stderr = io.MultiWriter(tail, orDiscard(r.stderr))
 	// Its own process group, so that whatever the shell starts is killed too.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	cmd.Cancel = func() error {
-		// The group's id is the leader's pid; kill the whole group.
-		if err := syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL); err != nil && !errors.Is(err, syscall.ESRCH) {
-			return cmd.Process.Kill()
-		}
-		return nil
-	}
+	ownProcessGroup(cmd)
+	cmd.Cancel = func() error { return killProcessGroup(cmd) }
 	cmd.WaitDelay = r.waitDelay
 	if cmd.WaitDelay == 0 {
 		cmd.WaitDelay = 5 * time.Second
