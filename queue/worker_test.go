@@ -651,3 +651,51 @@ func TestHandleRegistration(t *testing.T) {
 type emptyKindArgs struct{}
 
 func (emptyKindArgs) Kind() string { return "" }
+
+// TestWorkerTypesConcurrencyAndDeleteOnSuccess checks that a worker takes
+// only jobs of its types, never runs more than Concurrency handlers at once,
+// and that a queue deleting on success leaves no completed rows.
+func TestWorkerTypesConcurrencyAndDeleteOnSuccess(t *testing.T) {
+	forEachEngine(t, func(t *testing.T, kind engine.Kind) {
+		env := newTestEnv(t, kind)
+		events := newEventLog()
+		q := env.queue(t, nil, WithDeleteOnSuccess(true), WithListener(events.listen))
+		cfg := fastConfig()
+		cfg.Types = []string{"mail", "sms"}
+		cfg.Concurrency = 3
+		w := q.NewWorker(cfg)
+		var running, peak atomic.Int32
+		Handle(w, func(ctx context.Context, job *Job[emailArgs]) error {
+			n := running.Add(1)
+			defer running.Add(-1)
+			for {
+				p := peak.Load()
+				if n <= p || peak.CompareAndSwap(p, n) {
+					break
+				}
+			}
+			if job.Type != "mail" && job.Type != "sms" {
+				t.Errorf("worker of types mail, sms ran a job of type %q", job.Type)
+			}
+			time.Sleep(30 * time.Millisecond)
+			return nil
+		})
+		for i := range 12 {
+			enqueue(t, q, emailArgs{Retries: i}, Type([]string{"mail", "sms"}[i%2]))
+		}
+		other := enqueue(t, q, emailArgs{}, Type("push"))
+		startWorker(t, w)
+		waitUntil(t, 10*time.Second, "the 12 jobs of the worker's types to be done", func() bool {
+			return events.count(EventCompleted) == 12
+		})
+		if p := peak.Load(); p > 3 || p < 2 {
+			t.Errorf("at most %d handlers ran at once with Concurrency 3; want 2 or 3", p)
+		}
+		if n := env.countWhere(t, "1 = 1"); n != 1 {
+			t.Errorf("%d rows left, want only the job of the other type (completed rows deleted)", n)
+		}
+		if row := getJob(t, q, other); row.Status != StatusPending || row.Attempts != 0 {
+			t.Errorf("job of another type: %s after %d attempts, want pending and untouched", row.Status, row.Attempts)
+		}
+	})
+}
