@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -22,6 +23,27 @@ type AttemptRef struct {
 
 // Ref is the attempt of a claimed job.
 func (j *JobRow) Ref() AttemptRef { return AttemptRef{ID: j.ID, Token: j.ClaimToken} }
+
+// wellFormed reports whether ref's token has the form <prefix>-<id> of the
+// tokens claims hand out. Batched statements match "id in the ids and token
+// in the tokens"; with well-formed refs and no id twice in a statement
+// (chunkRefs) that is the same as matching each (id, token) pair.
+func (r AttemptRef) wellFormed() bool {
+	suffix := "-" + strconv.FormatInt(r.ID, 10)
+	return len(r.Token) > len(suffix) && strings.HasSuffix(r.Token, suffix)
+}
+
+// splitRefs separates refs that can hold a job from those that cannot.
+func splitRefs(refs []AttemptRef) (ok, bad []AttemptRef) {
+	for _, r := range refs {
+		if r.wellFormed() {
+			ok = append(ok, r)
+		} else {
+			bad = append(bad, r)
+		}
+	}
+	return ok, bad
+}
 
 // maxClaim bounds one claim's batch.
 const maxClaim = 1000
@@ -73,6 +95,7 @@ func (q *Queue) claim(ctx context.Context, types []string, max int, lease time.D
 // returns the refs that no longer hold their job (lease lost).
 func (q *Queue) heartbeat(ctx context.Context, refs []AttemptRef, lease time.Duration) (lost []AttemptRef, err error) {
 	leaseUntil := q.now().Add(lease)
+	refs, lost = splitRefs(refs)
 	for _, chunk := range chunkRefs(refs) {
 		held, err := q.st.extend(ctx, chunk, leaseUntil)
 		if err != nil {
@@ -95,6 +118,7 @@ func (q *Queue) heartbeat(ctx context.Context, refs []AttemptRef, lease time.Dur
 // held their job (stale; nothing changed for them).
 func (q *Queue) complete(ctx context.Context, refs []AttemptRef) (stale []AttemptRef, err error) {
 	now := q.now()
+	refs, stale = splitRefs(refs)
 	for _, chunk := range chunkRefs(refs) {
 		held, err := q.st.complete(ctx, chunk, now, q.deleteOnSuccess)
 		if err != nil {

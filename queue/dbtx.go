@@ -31,8 +31,11 @@ type runner struct {
 	prepare bool
 	texts   sync.Map // generated query text → rewritten text
 	stmts   sync.Map // rewritten text → *sql.Stmt
-	// observe, when set (tests), hears every statement sent.
-	observe func(query string)
+	// preparing marks the texts being prepared in the background.
+	preparing sync.Map
+	// observe, when set (tests), hears every statement before it is sent,
+	// with the transaction it runs in (nil on the pool).
+	observe func(query string, tx *sql.Tx)
 }
 
 func newRunner(db *sql.DB, t engine.Table) *runner {
@@ -117,20 +120,40 @@ type dbtx struct {
 	tx *sql.Tx
 }
 
-// prepared returns the statement for text on this DBTX, or nil.
+// prepared returns the statement for text on this DBTX, or nil to run the
+// text unprepared.
 func (d dbtx) prepared(ctx context.Context, text string) *sql.Stmt {
-	st := d.r.stmt(ctx, text)
-	if st == nil || d.tx == nil {
-		return st
+	if d.tx == nil {
+		return d.r.stmt(ctx, text)
 	}
-	// The transaction's connection reuses the statement if it was prepared
-	// there before; the returned Stmt closes with the transaction.
-	return d.tx.StmtContext(ctx, st)
+	if !d.r.prepare {
+		return nil
+	}
+	if v, ok := d.r.stmts.Load(text); ok {
+		// The transaction's connection reuses the statement if it was
+		// prepared there before (else prepares it there, for next time);
+		// the returned Stmt closes with the transaction.
+		return d.tx.StmtContext(ctx, v.(*sql.Stmt))
+	}
+	// Preparing on the pool needs a second connection, which a full pool
+	// (or one limited to a single connection) would not give while this
+	// transaction holds one: run unprepared now and prepare in the
+	// background for the next time.
+	if _, busy := d.r.preparing.LoadOrStore(text, true); !busy {
+		go func() {
+			ctx, cancel := context.WithTimeout(context.Background(), newTimeout)
+			defer cancel()
+			if d.r.stmt(ctx, text) == nil {
+				d.r.preparing.Delete(text) // try again another time
+			}
+		}()
+	}
+	return nil
 }
 
 func (d dbtx) seen(text string) {
 	if d.r.observe != nil {
-		d.r.observe(text)
+		d.r.observe(text, d.tx)
 	}
 }
 

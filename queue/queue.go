@@ -46,7 +46,7 @@ type config struct {
 	deleteOnSuccess bool
 	listener        func(Event)
 	now             func() time.Time
-	observe         func(string)
+	observe         func(string, *sql.Tx)
 }
 
 // WithTable sets the table's name (default "jobs").
@@ -108,8 +108,9 @@ func withClock(now func() time.Time) Option {
 }
 
 // withStatementHook makes the queue call fn with the text of every
-// statement it sends (tests count statements with it).
-func withStatementHook(fn func(query string)) Option {
+// statement before it sends it, and the transaction it runs in (nil on the
+// pool). Tests count statements with it.
+func withStatementHook(fn func(query string, tx *sql.Tx)) Option {
 	return func(c *config) error { c.observe = fn; return nil }
 }
 

@@ -53,11 +53,13 @@ func (c *fixedClock) add(d time.Duration) {
 	c.t = c.t.Add(d)
 }
 
+func quietTestLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }
+
 // coreQueue opens a quiet queue on env's table with a fixed clock.
 func coreQueue(t *testing.T, env *testEnv, opts ...Option) (*Queue, *fixedClock) {
 	t.Helper()
 	clock := newFixedClock()
-	base := []Option{withClock(clock.now), WithLogger(slog.New(slog.DiscardHandler))}
+	base := []Option{withClock(clock.now), WithLogger(quietTestLogger())}
 	return env.queue(t, nil, append(base, opts...)...), clock
 }
 
@@ -68,7 +70,7 @@ type stmtCounter struct {
 	hook  func(n int) // called with the statement's number, if set
 }
 
-func (c *stmtCounter) observe(q string) {
+func (c *stmtCounter) observe(q string, _ *sql.Tx) {
 	c.mu.Lock()
 	c.texts = append(c.texts, q)
 	n, hook := len(c.texts), c.hook

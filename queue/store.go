@@ -151,15 +151,23 @@ func padIDs[T any](xs []T) []T {
 // maxListLen bounds the ids of one batched statement (heartbeat, complete).
 const maxListLen = 1024
 
-// chunkRefs splits refs into slices of at most maxListLen.
+// chunkRefs splits refs into batches of at most maxListLen in which no id
+// appears twice (two attempts of one job, an old and a current one, go to
+// different statements, so that a statement's result tells them apart).
 func chunkRefs(refs []AttemptRef) [][]AttemptRef {
 	var out [][]AttemptRef
-	for len(refs) > maxListLen {
-		out = append(out, refs[:maxListLen])
-		refs = refs[maxListLen:]
-	}
-	if len(refs) > 0 {
-		out = append(out, refs)
+	var seen []map[int64]bool
+next:
+	for _, r := range refs {
+		for i := range out {
+			if len(out[i]) < maxListLen && !seen[i][r.ID] {
+				out[i] = append(out[i], r)
+				seen[i][r.ID] = true
+				continue next
+			}
+		}
+		out = append(out, []AttemptRef{r})
+		seen = append(seen, map[int64]bool{r.ID: true})
 	}
 	return out
 }

@@ -1,0 +1,555 @@
+package queue
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+	"unicode/utf8"
+
+	"github.com/go-sql-driver/mysql"
+
+	"github.com/jobqueue/jobqueue/internal/engine"
+	"github.com/jobqueue/jobqueue/internal/testdb"
+)
+
+// ids lists the ids of jobs.
+func ids(jobs []*JobRow) []int64 {
+	out := make([]int64, len(jobs))
+	for i, j := range jobs {
+		out[i] = j.ID
+	}
+	return out
+}
+
+func TestClaimOrderTypesAndDeadlines(t *testing.T) {
+	forEachEngine(t, func(t *testing.T, kind engine.Kind) {
+		env := coreEnv(t, kind)
+		q, clock := coreQueue(t, env)
+		now := clock.now()
+		a := mustEnqueue(t, q, testArgs{N: 1}, At(now.Add(-2*time.Minute)))
+		b := mustEnqueue(t, q, testArgs{N: 2}, Type("email"), At(now.Add(-3*time.Minute)))
+		c := mustEnqueue(t, q, testArgs{N: 3}, Type("sms"), At(now.Add(-time.Minute)))
+		d := mustEnqueue(t, q, testArgs{N: 4}, Type("email"), At(now.Add(time.Hour)))
+		mustEnqueue(t, q, testArgs{N: 5}, At(now.Add(-5*time.Minute)), ExpiresAt(now.Add(-4*time.Minute)))
+		f := mustEnqueue(t, q, testArgs{N: 6}, At(now.Add(-2*time.Minute)))
+		g := mustEnqueue(t, q, testArgs{N: 7}, Type("sms"), ExpiresAt(now.Add(time.Hour)))
+
+		steps := []struct {
+			types   []string
+			max     int
+			advance time.Duration
+			want    []int64
+		}{
+			{types: []string{"email"}, max: 10, want: []int64{b}},
+			{types: []string{"sms", "default"}, max: 2, want: []int64{a, f}},
+			{types: nil, max: 10, want: []int64{c, g}},
+			{types: nil, max: 10, want: []int64{}},
+			{types: []string{"nope"}, max: 10, want: []int64{}},
+			{types: []string{"email"}, max: 10, advance: 2 * time.Hour, want: []int64{d}},
+			{types: nil, max: 10, want: []int64{}},
+		}
+		tokens := map[string]bool{}
+		for i, s := range steps {
+			clock.add(s.advance)
+			lease := time.Duration(i+1) * time.Minute
+			jobs := mustClaim(t, q, s.types, s.max, lease)
+			if fmt.Sprint(ids(jobs)) != fmt.Sprint(s.want) {
+				t.Fatalf("step %d: claimed %v, want %v", i, ids(jobs), s.want)
+			}
+			for _, j := range jobs {
+				if j.Status != StatusInProgress || j.Attempts != 1 || j.ClaimToken == "" || len(j.ClaimToken) > 64 || tokens[j.ClaimToken] {
+					t.Fatalf("step %d: claimed %+v", i, j)
+				}
+				tokens[j.ClaimToken] = true
+				if j.LeaseUntil == nil || !j.LeaseUntil.Equal(clock.now().Add(lease)) {
+					t.Fatalf("step %d: lease_until %v, want %v", i, j.LeaseUntil, clock.now().Add(lease))
+				}
+				// What claim returns is what the table holds.
+				row := getJob(t, q, j.ID)
+				if fmt.Sprint(*row.LeaseUntil, row.ClaimToken, row.Status, row.Attempts, row.ScheduledAt) !=
+					fmt.Sprint(*j.LeaseUntil, j.ClaimToken, j.Status, j.Attempts, j.ScheduledAt) || string(row.Payload) != string(j.Payload) {
+					t.Fatalf("step %d: claim returned %+v, table holds %+v", i, j, row)
+				}
+			}
+		}
+	})
+}
+
+func TestConcurrentClaimsNeverShareAJob(t *testing.T) {
+	forEachEngine(t, func(t *testing.T, kind engine.Kind) {
+		ctx := context.Background()
+		env := coreEnv(t, kind)
+		q, _ := coreQueue(t, env)
+		const total = 300
+		args := make([]JobArgs, total)
+		for i := range args {
+			args[i] = testArgs{N: i}
+		}
+		if _, err := q.EnqueueMany(ctx, args); err != nil {
+			t.Fatal(err)
+		}
+		var mu sync.Mutex
+		seen := map[int64]int{}
+		var wg sync.WaitGroup
+		errs := make(chan error, 8)
+		for w := 0; w < 4; w++ {
+			// Each claimer has its own pool, as another process would.
+			qw, _ := coreQueue(t, env)
+			if kind != engine.SQLite {
+				qw = env.queue(t, env.newPool(t), WithLogger(q.logger))
+			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for {
+					jobs, err := qw.claim(ctx, nil, 7, time.Minute)
+					if err != nil {
+						errs <- err
+						return
+					}
+					if len(jobs) == 0 {
+						return
+					}
+					mu.Lock()
+					for _, j := range jobs {
+						seen[j.ID]++
+					}
+					mu.Unlock()
+				}
+			}()
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			t.Fatal(err)
+		}
+		if len(seen) != total {
+			t.Fatalf("%d distinct jobs claimed, want %d", len(seen), total)
+		}
+		for id, n := range seen {
+			if n != 1 {
+				t.Fatalf("job %d claimed %d times", id, n)
+			}
+		}
+	})
+}
+
+func TestFencingRefusesStaleAttempts(t *testing.T) {
+	forEachEngine(t, func(t *testing.T, kind engine.Kind) {
+		ctx := context.Background()
+		env := coreEnv(t, kind)
+		q, clock := coreQueue(t, env)
+		mustEnqueue(t, q, testArgs{N: 1})
+		old := mustClaim(t, q, nil, 1, time.Minute)[0]
+		clock.add(2 * time.Minute)
+		if n, err := q.Reclaim(ctx); err != nil || n != 1 {
+			t.Fatalf("Reclaim = %d, %v", n, err)
+		}
+		clock.add(time.Second)
+		cur := mustClaim(t, q, nil, 1, time.Minute)[0]
+		if cur.ID != old.ID || cur.ClaimToken == old.ClaimToken || cur.Attempts != 2 {
+			t.Fatalf("second claim %+v after %+v", cur, old)
+		}
+		before := getJob(t, q, cur.ID)
+		clock.add(time.Second)
+
+		lost, err := q.heartbeat(ctx, []AttemptRef{old.Ref(), cur.Ref()}, time.Hour)
+		if err != nil || len(lost) != 1 || lost[0] != old.Ref() {
+			t.Fatalf("heartbeat: lost %v, %v; want the old attempt", lost, err)
+		}
+		// Only the current attempt's lease moved.
+		if got := getJob(t, q, cur.ID); !got.LeaseUntil.Equal(clock.now().Add(time.Hour)) {
+			t.Fatalf("current lease %v, want %v", got.LeaseUntil, clock.now().Add(time.Hour))
+		}
+		before = getJob(t, q, cur.ID)
+
+		stale, err := q.complete(ctx, []AttemptRef{old.Ref()})
+		if err != nil || len(stale) != 1 || stale[0] != old.Ref() {
+			t.Fatalf("complete(old): stale %v, %v", stale, err)
+		}
+		if _, _, err := q.fail(ctx, old, errors.New("late")); !errors.Is(err, ErrLeaseLost) {
+			t.Fatalf("fail(old) = %v, want ErrLeaseLost", err)
+		}
+		if after := getJob(t, q, cur.ID); fmt.Sprintf("%+v", *after) != fmt.Sprintf("%+v", *before) {
+			t.Fatalf("stale attempts changed the job:\n%+v\n%+v", before, after)
+		}
+		// Unknown ids and tokens are stale too.
+		stale, err = q.complete(ctx, []AttemptRef{{ID: cur.ID + 100, Token: cur.ClaimToken}, {ID: cur.ID, Token: ""}})
+		if err != nil || len(stale) != 2 {
+			t.Fatalf("complete(unknown): stale %v, %v", stale, err)
+		}
+		// The current attempt still completes.
+		stale, err = q.complete(ctx, []AttemptRef{cur.Ref()})
+		if err != nil || len(stale) != 0 {
+			t.Fatalf("complete(current): stale %v, %v", stale, err)
+		}
+		done := getJob(t, q, cur.ID)
+		if done.Status != StatusCompleted || done.ClaimToken != "" || done.LeaseUntil != nil || !done.FinishedAt.Equal(clock.now()) {
+			t.Fatalf("completed job %+v", done)
+		}
+		// Completing twice is stale, and so is failing after completing.
+		if stale, _ := q.complete(ctx, []AttemptRef{cur.Ref()}); len(stale) != 1 {
+			t.Fatal("a second completion was not stale")
+		}
+		if _, _, err := q.fail(ctx, cur, errors.New("x")); !errors.Is(err, ErrLeaseLost) {
+			t.Fatalf("fail after complete = %v", err)
+		}
+	})
+}
+
+func TestHeartbeatAndCompleteInBatches(t *testing.T) {
+	forEachEngine(t, func(t *testing.T, kind engine.Kind) {
+		ctx := context.Background()
+		env := coreEnv(t, kind)
+		q, clock := coreQueue(t, env)
+		args := make([]JobArgs, 1500)
+		for i := range args {
+			args[i] = testArgs{N: i}
+		}
+		if _, err := q.EnqueueMany(ctx, args); err != nil {
+			t.Fatal(err)
+		}
+		var jobs []*JobRow
+		for len(jobs) < 1500 {
+			got := mustClaim(t, q, nil, 1000, time.Minute)
+			if len(got) == 0 {
+				t.Fatalf("only %d claimed", len(jobs))
+			}
+			jobs = append(jobs, got...)
+		}
+		refs := make([]AttemptRef, len(jobs))
+		for i, j := range jobs {
+			refs[i] = j.Ref()
+		}
+		// A heartbeat at the claim's own second changes no lease (MySQL
+		// counts changed rows): nothing is lost all the same.
+		if lost, err := q.heartbeat(ctx, refs, time.Minute); err != nil || len(lost) != 0 {
+			t.Fatalf("heartbeat at once: lost %d, %v", len(lost), err)
+		}
+		clock.add(30 * time.Second)
+		if lost, err := q.heartbeat(ctx, refs, time.Minute); err != nil || len(lost) != 0 {
+			t.Fatalf("heartbeat: lost %d, %v", len(lost), err)
+		}
+		if n := env.countWhere(t, "lease_until = ?", kind.TimeArg(clock.now().Add(time.Minute))); n != 1500 {
+			t.Fatalf("%d leases extended, want 1500", n)
+		}
+		stale, err := q.complete(ctx, refs)
+		if err != nil || len(stale) != 0 {
+			t.Fatalf("complete: %d stale, %v", len(stale), err)
+		}
+		if n := env.countWhere(t, "status = 'completed' AND claim_token IS NULL AND lease_until IS NULL AND finished_at IS NOT NULL"); n != 1500 {
+			t.Fatalf("%d completed, want 1500", n)
+		}
+	})
+}
+
+func TestDeleteOnSuccess(t *testing.T) {
+	forEachEngine(t, func(t *testing.T, kind engine.Kind) {
+		ctx := context.Background()
+		env := coreEnv(t, kind)
+		q, _ := coreQueue(t, env, WithDeleteOnSuccess(true))
+		mustEnqueue(t, q, testArgs{N: 1})
+		mustEnqueue(t, q, testArgs{N: 2})
+		jobs := mustClaim(t, q, nil, 2, time.Minute)
+		stale, err := q.complete(ctx, []AttemptRef{jobs[0].Ref(), {ID: jobs[1].ID, Token: "stale"}})
+		if err != nil || len(stale) != 1 || stale[0].ID != jobs[1].ID {
+			t.Fatalf("complete: stale %v, %v", stale, err)
+		}
+		if _, err := q.Get(ctx, jobs[0].ID); !errors.Is(err, ErrJobNotFound) {
+			t.Fatalf("Get(deleted) = %v, want ErrJobNotFound", err)
+		}
+		if j := getJob(t, q, jobs[1].ID); j.Status != StatusInProgress {
+			t.Fatalf("stale ref's job is %s", j.Status)
+		}
+	})
+}
+
+func TestFailRule(t *testing.T) {
+	now := time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
+	past, future := now.Add(-time.Second), now.Add(time.Hour)
+	job := func(attempts, max int, expires *time.Time) *JobRow {
+		return &JobRow{ID: 1, Attempts: attempts, MaxAttempts: max, BaseDelay: time.Minute, MaxDelay: time.Hour,
+			ScheduledAt: now.Add(-time.Hour), ExpiresAt: expires}
+	}
+	plain := errors.New("boom")
+	cases := []struct {
+		name   string
+		job    *JobRow
+		err    error
+		status Status
+		next   time.Duration // for pending: scheduled_at − now
+	}{
+		{"first failure waits base", job(1, 5, nil), plain, StatusPending, time.Minute},
+		{"second waits twice base", job(2, 5, nil), plain, StatusPending, 2 * time.Minute},
+		{"fourth waits 8×base", job(4, 10, nil), plain, StatusPending, 8 * time.Minute},
+		{"capped at max", job(9, 10, nil), plain, StatusPending, time.Hour},
+		{"huge attempts do not overflow", job(500, 1000, nil), plain, StatusPending, time.Hour},
+		{"last attempt fails", job(5, 5, nil), plain, StatusFailed, 0},
+		{"beyond max fails", job(6, 5, nil), plain, StatusFailed, 0},
+		{"permanent fails at once", job(1, 5, nil), Permanent(plain), StatusFailed, 0},
+		{"wrapped permanent", job(1, 5, nil), fmt.Errorf("ctx: %w", Permanent(plain)), StatusFailed, 0},
+		{"retry after", job(1, 5, nil), RetryAfter(5*time.Second, plain), StatusPending, 5 * time.Second},
+		{"retry after on the last attempt fails", job(5, 5, nil), RetryAfter(5*time.Second, plain), StatusFailed, 0},
+		{"deadline passed expires", job(1, 5, &past), plain, StatusExpired, 0},
+		{"deadline now expires", job(1, 5, &now), plain, StatusExpired, 0},
+		{"deadline passed beats permanent", job(1, 5, &past), Permanent(plain), StatusExpired, 0},
+		{"deadline passed beats used-up", job(5, 5, &past), plain, StatusExpired, 0},
+		{"future deadline retries", job(1, 5, &future), plain, StatusPending, time.Minute},
+		{"nil error still fails", job(1, 5, nil), nil, StatusPending, time.Minute},
+	}
+	for _, c := range cases {
+		o := failRule(c.job, c.err, now)
+		if o.status != c.status {
+			t.Errorf("%s: status %s, want %s", c.name, o.status, c.status)
+			continue
+		}
+		switch c.status {
+		case StatusPending:
+			if got := o.scheduledAt.Sub(now); got != c.next || o.finishedAt != nil {
+				t.Errorf("%s: next in %v (finished %v), want %v", c.name, got, o.finishedAt, c.next)
+			}
+		default:
+			if o.finishedAt == nil || !o.finishedAt.Equal(now) || !o.scheduledAt.Equal(c.job.ScheduledAt) {
+				t.Errorf("%s: finished_at %v scheduled_at %v", c.name, o.finishedAt, o.scheduledAt)
+			}
+		}
+		if o.errText == "" {
+			t.Errorf("%s: empty error text", c.name)
+		}
+	}
+}
+
+func TestFailWritesTheOutcome(t *testing.T) {
+	forEachEngine(t, func(t *testing.T, kind engine.Kind) {
+		ctx := context.Background()
+		env := coreEnv(t, kind)
+		q, clock := coreQueue(t, env)
+		pol := Policy(RetryPolicy{MaxAttempts: 2, BaseDelay: 10 * time.Second, MaxDelay: 15 * time.Second})
+		cases := []struct {
+			name    string
+			opts    []EnqueueOption
+			runs    int // failed attempts before the one checked
+			err     error
+			status  Status
+			next    time.Duration
+			errText string
+		}{
+			{name: "retry with backoff", opts: []EnqueueOption{pol}, err: errors.New("first"), status: StatusPending, next: 10 * time.Second, errText: "first"},
+			{name: "second attempt fails", opts: []EnqueueOption{pol}, runs: 1, err: errors.New("second"), status: StatusFailed, errText: "second"},
+			{name: "permanent", opts: []EnqueueOption{pol}, err: Permanent(errors.New("bad input")), status: StatusFailed, errText: "bad input"},
+			{name: "retry after", opts: []EnqueueOption{pol}, err: RetryAfter(3*time.Second, errors.New("later")), status: StatusPending, next: 3 * time.Second, errText: "later"},
+			{name: "expired", opts: []EnqueueOption{pol, ExpiresIn(time.Second)}, err: errors.New("slow"), status: StatusExpired, errText: "slow"},
+			{name: "long error trimmed", opts: []EnqueueOption{pol}, err: errors.New(strings.Repeat("é", 5000)), status: StatusPending, next: 10 * time.Second},
+		}
+		for _, c := range cases {
+			id := mustEnqueue(t, q, testArgs{N: 1}, append([]EnqueueOption{Type(strings.ReplaceAll(c.name, " ", "_"))}, c.opts...)...)
+			for r := 0; r <= c.runs; r++ {
+				if r > 0 {
+					clock.add(time.Minute)
+				}
+				jobs := mustClaim(t, q, []string{strings.ReplaceAll(c.name, " ", "_")}, 1, time.Minute)
+				if len(jobs) != 1 || jobs[0].ID != id {
+					t.Fatalf("%s: claimed %v", c.name, ids(jobs))
+				}
+				if c.status == StatusExpired {
+					clock.add(2 * time.Second)
+				}
+				err := c.err
+				if r < c.runs {
+					err = errors.New("earlier")
+				}
+				st, next, ferr := q.fail(ctx, jobs[0], err)
+				if ferr != nil {
+					t.Fatalf("%s: fail: %v", c.name, ferr)
+				}
+				if r < c.runs {
+					continue
+				}
+				j := getJob(t, q, id)
+				if st != c.status || j.Status != c.status || j.ClaimToken != "" || j.LeaseUntil != nil {
+					t.Fatalf("%s: fail → %s, row %+v; want %s", c.name, st, j, c.status)
+				}
+				if c.status == StatusPending {
+					if !next.Equal(clock.now().Add(c.next)) || !j.ScheduledAt.Equal(next) || j.FinishedAt != nil {
+						t.Errorf("%s: next %v, scheduled_at %v, finished_at %v; want %v", c.name, next, j.ScheduledAt, j.FinishedAt, clock.now().Add(c.next))
+					}
+				} else if j.FinishedAt == nil || !j.FinishedAt.Equal(clock.now()) || !next.IsZero() {
+					t.Errorf("%s: finished_at %v, next %v", c.name, j.FinishedAt, next)
+				}
+				if c.errText != "" && j.Error != c.errText {
+					t.Errorf("%s: error %q, want %q", c.name, j.Error, c.errText)
+				}
+				if c.errText == "" && (len(j.Error) > maxErrorLen || len(j.Error) < maxErrorLen-8 || !utf8.ValidString(j.Error)) {
+					t.Errorf("%s: stored error of %d bytes (valid UTF-8: %v), want about %d", c.name, len(j.Error), utf8.ValidString(j.Error), maxErrorLen)
+				}
+			}
+		}
+	})
+}
+
+// TestMySQLClaimsReadCommitted: a claim runs at READ COMMITTED on a
+// connection whose session level is REPEATABLE READ, and leaves the
+// session's level alone.
+func TestMySQLClaimsReadCommitted(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	env := coreEnv(t, engine.MySQL)
+	db := env.newPool(t)
+	db.SetMaxOpenConns(1)
+	if _, err := db.ExecContext(ctx, "SET SESSION TRANSACTION ISOLATION LEVEL REPEATABLE READ"); err != nil {
+		t.Fatal(err)
+	}
+	var levels []string
+	var hookErr error
+	hook := func(query string, tx *sql.Tx) {
+		if tx == nil || !strings.Contains(query, "CONCAT(") {
+			return
+		}
+		// Inside the claim's transaction, after its locking SELECT.
+		var lvl string
+		hookErr = tx.QueryRowContext(ctx, "SELECT trx_isolation_level FROM information_schema.INNODB_TRX WHERE trx_mysql_thread_id = CONNECTION_ID()").Scan(&lvl)
+		levels = append(levels, lvl)
+	}
+	q := env.queue(t, db, WithLogger(quietTestLogger()), withStatementHook(hook))
+	mustEnqueue(t, q, testArgs{N: 1})
+	mustEnqueue(t, q, testArgs{N: 2})
+	for i := 0; i < 2; i++ {
+		if jobs := mustClaim(t, q, nil, 1, time.Minute); len(jobs) != 1 {
+			t.Fatalf("claim %d: %d jobs", i, len(jobs))
+		}
+	}
+	if hookErr != nil {
+		t.Fatal(hookErr)
+	}
+	if fmt.Sprint(levels) != "[READ COMMITTED READ COMMITTED]" {
+		t.Fatalf("claim transactions ran at %v, want READ COMMITTED", levels)
+	}
+	var session string
+	if err := db.QueryRowContext(ctx, "SELECT @@tx_isolation").Scan(&session); err != nil {
+		if err = db.QueryRowContext(ctx, "SELECT @@transaction_isolation").Scan(&session); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if session != "REPEATABLE-READ" {
+		t.Fatalf("the session's level became %s", session)
+	}
+}
+
+// TestMySQLBinlogStatementIsExplained: under binlog_format=STATEMENT with
+// the binary log on, MySQL refuses writes at READ COMMITTED; the claim's
+// error says what to do. MariaDB with the binary log off (log_bin=0, as on
+// the test server) ignores binlog_format, and claims work.
+func TestMySQLBinlogStatementIsExplained(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	env := coreEnv(t, engine.MySQL)
+	db := env.newPool(t)
+	db.SetMaxOpenConns(1)
+	if _, err := db.ExecContext(ctx, "SET SESSION binlog_format = 'STATEMENT'"); err != nil {
+		t.Fatalf("setting the session's binlog_format: %v", err)
+	}
+	var logBin int
+	if err := db.QueryRowContext(ctx, "SELECT @@log_bin").Scan(&logBin); err != nil {
+		t.Fatal(err)
+	}
+	q := env.queue(t, db, WithLogger(quietTestLogger()))
+	mustEnqueue(t, q, testArgs{N: 1})
+	jobs, err := q.claim(ctx, nil, 1, time.Minute)
+	if logBin == 1 {
+		if err == nil || !strings.Contains(err.Error(), "binlog_format=ROW") {
+			t.Fatalf("claim under binlog_format=STATEMENT = %v, %v; want an explained error", jobs, err)
+		}
+	} else if err != nil || len(jobs) != 1 {
+		t.Fatalf("binary log off: claim = %v, %v; want the job", jobs, err)
+	}
+	// The explanation, for the server's own error.
+	raw := &mysql.MySQLError{Number: 1665, Message: "Cannot execute statement: impossible to write to binary log since BINLOG_FORMAT = STATEMENT and at least one table uses a storage engine limited to row-based logging."}
+	got := explainMySQLClaim(fmt.Errorf("exec: %w", raw))
+	var me *mysql.MySQLError
+	if !strings.Contains(got.Error(), "binlog_format=ROW") || !strings.Contains(got.Error(), "SET GLOBAL binlog_format") || !errors.As(got, &me) {
+		t.Fatalf("explained error %q", got)
+	}
+	if other := explainMySQLClaim(&mysql.MySQLError{Number: 1213, Message: "Deadlock"}); strings.Contains(other.Error(), "binlog") {
+		t.Fatalf("a deadlock was explained as binlog: %v", other)
+	}
+}
+
+func TestSQLiteBusyIsRetriedThenReturned(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	env := coreEnv(t, engine.SQLite)
+	// A pool without busy_timeout, so that a held write lock fails at once.
+	path := strings.TrimPrefix(env.url, "sqlite:")
+	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=journal_mode(WAL)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	q := env.queue(t, db, WithLogger(quietTestLogger()))
+	mustEnqueue(t, q, testArgs{N: 1})
+	lock := func() *sql.Conn {
+		c, err := env.db.Conn(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.ExecContext(ctx, "BEGIN IMMEDIATE"); err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	// Held for the whole claim: retried, then the busy error is returned.
+	c := lock()
+	start := time.Now()
+	_, err = q.claim(ctx, nil, 1, time.Minute)
+	if !isSQLiteBusy(err) {
+		t.Fatalf("claim under a held lock = %v, want a busy error", err)
+	}
+	if waited := time.Since(start); waited < sqliteBusyWait*(1<<(sqliteBusyTries-1)-1) {
+		t.Fatalf("gave up after %v: not retried", waited)
+	}
+	c.ExecContext(ctx, "ROLLBACK")
+	c.Close()
+	// Released during the retries: the claim succeeds.
+	c = lock()
+	go func() {
+		time.Sleep(2 * sqliteBusyWait)
+		c.ExecContext(ctx, "ROLLBACK")
+		c.Close()
+	}()
+	jobs, err := q.claim(ctx, nil, 1, time.Minute)
+	if err != nil || len(jobs) != 1 {
+		t.Fatalf("claim after the lock went = %v, %v", jobs, err)
+	}
+	_ = testdb.Kinds
+}
+
+func TestChunkRefsKeepsIDsApart(t *testing.T) {
+	var refs []AttemptRef
+	for i := 0; i < 2500; i++ {
+		refs = append(refs, AttemptRef{ID: int64(i), Token: fmt.Sprint("a-", i)})
+	}
+	refs = append(refs, AttemptRef{ID: 7, Token: "b-7"}, AttemptRef{ID: 7, Token: "c-7"})
+	chunks := chunkRefs(refs)
+	total := 0
+	for _, c := range chunks {
+		if len(c) > maxListLen {
+			t.Fatalf("chunk of %d", len(c))
+		}
+		seen := map[int64]bool{}
+		for _, r := range c {
+			if seen[r.ID] {
+				t.Fatalf("id %d twice in one chunk", r.ID)
+			}
+			seen[r.ID] = true
+		}
+		total += len(c)
+	}
+	if total != len(refs) {
+		t.Fatalf("%d refs in chunks, want %d", total, len(refs))
+	}
+}
