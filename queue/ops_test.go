@@ -1,0 +1,317 @@
+package queue
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/jobqueue/jobqueue/internal/engine"
+)
+
+func TestStatsListGet(t *testing.T) {
+	forEachEngine(t, func(t *testing.T, kind engine.Kind) {
+		ctx := context.Background()
+		env := coreEnv(t, kind)
+		q, _ := coreQueue(t, env)
+		empty, err := q.Stats(ctx, "")
+		if err != nil || len(empty) != 5 {
+			t.Fatalf("Stats on an empty table = %v, %v", empty, err)
+		}
+		for _, s := range Statuses {
+			if v, ok := empty[s]; !ok || v != 0 {
+				t.Fatalf("empty stats %v lack %s", empty, s)
+			}
+		}
+		var emails []int64
+		for i := 0; i < 3; i++ {
+			emails = append(emails, mustEnqueue(t, q, testArgs{N: i}, Type("email")))
+		}
+		other := mustEnqueue(t, q, testArgs{N: 9})
+		jobs := mustClaim(t, q, []string{"email"}, 1, time.Minute)
+		if _, err := q.complete(ctx, []AttemptRef{jobs[0].Ref()}); err != nil {
+			t.Fatal(err)
+		}
+		mustClaim(t, q, []string{"email"}, 1, time.Minute)
+
+		statsCases := []struct {
+			typ  string
+			want map[Status]int64
+		}{
+			{"", map[Status]int64{StatusPending: 2, StatusInProgress: 1, StatusCompleted: 1}},
+			{"email", map[Status]int64{StatusPending: 1, StatusInProgress: 1, StatusCompleted: 1}},
+			{"default", map[Status]int64{StatusPending: 1}},
+			{"none", map[Status]int64{}},
+		}
+		for _, c := range statsCases {
+			got, err := q.Stats(ctx, c.typ)
+			if err != nil || len(got) != 5 {
+				t.Fatalf("Stats(%q) = %v, %v", c.typ, got, err)
+			}
+			for _, s := range Statuses {
+				if got[s] != c.want[s] {
+					t.Fatalf("Stats(%q) = %v, want %v", c.typ, got, c.want)
+				}
+			}
+		}
+
+		listCases := []struct {
+			f    ListFilter
+			want []int64
+		}{
+			{ListFilter{}, []int64{other, emails[2], emails[1], emails[0]}},
+			{ListFilter{Limit: 2}, []int64{other, emails[2]}},
+			{ListFilter{Type: "email"}, []int64{emails[2], emails[1], emails[0]}},
+			{ListFilter{Status: StatusPending}, []int64{other, emails[2]}},
+			{ListFilter{Status: StatusPending, Type: "email"}, []int64{emails[2]}},
+			{ListFilter{Status: StatusFailed}, []int64{}},
+		}
+		for _, c := range listCases {
+			got, err := q.List(ctx, c.f)
+			if err != nil || fmt.Sprint(ids(got)) != fmt.Sprint(c.want) {
+				t.Fatalf("List(%+v) = %v, %v; want %v", c.f, ids(got), err, c.want)
+			}
+		}
+		if _, err := q.List(ctx, ListFilter{Status: "weird"}); err == nil {
+			t.Fatal("List with an unknown status: no error")
+		}
+
+		j := getJob(t, q, emails[0])
+		if j.Status != StatusCompleted || j.Type != "email" || j.Name != "test" {
+			t.Fatalf("Get = %+v", j)
+		}
+		for _, id := range []int64{other + 1000, 0, -1} {
+			if got, err := q.Get(ctx, id); got != nil || !errors.Is(err, ErrJobNotFound) {
+				t.Fatalf("Get(%d) = %v, %v; want ErrJobNotFound", id, got, err)
+			}
+		}
+	})
+}
+
+// setStatus moves a job to a status the test needs, through the queue's own
+// operations.
+func failForGood(t *testing.T, q *Queue, typ string) *JobRow {
+	t.Helper()
+	jobs := mustClaim(t, q, []string{typ}, 1, time.Minute)
+	if len(jobs) != 1 {
+		t.Fatalf("nothing to claim of type %s", typ)
+	}
+	if st, _, err := q.fail(context.Background(), jobs[0], Permanent(errors.New("broken"))); err != nil || st != StatusFailed {
+		t.Fatalf("fail = %s, %v", st, err)
+	}
+	return jobs[0]
+}
+
+func TestRetry(t *testing.T) {
+	forEachEngine(t, func(t *testing.T, kind engine.Kind) {
+		ctx := context.Background()
+		env := coreEnv(t, kind)
+		q, clock := coreQueue(t, env)
+		failed := mustEnqueue(t, q, testArgs{N: 1}, Type("f"))
+		failForGood(t, q, "f")
+		expired := mustEnqueue(t, q, testArgs{N: 2}, Type("e"), ExpiresIn(time.Minute))
+		pending := mustEnqueue(t, q, testArgs{N: 3}, Type("p"))
+		running := mustEnqueue(t, q, testArgs{N: 4}, Type("r"))
+		mustClaim(t, q, []string{"r"}, 1, time.Minute)
+		done := mustEnqueue(t, q, testArgs{N: 5}, Type("d"))
+		dj := mustClaim(t, q, []string{"d"}, 1, time.Minute)
+		q.complete(ctx, []AttemptRef{dj[0].Ref()})
+		clock.add(2 * time.Minute)
+		if n, err := q.ExpireOverdue(ctx); err != nil || n != 1 {
+			t.Fatalf("ExpireOverdue = %d, %v", n, err)
+		}
+		clock.add(time.Minute)
+
+		cases := []struct {
+			name string
+			id   int64
+			want bool
+		}{
+			{"failed", failed, true},
+			{"expired", expired, true},
+			{"pending", pending, false},
+			{"running", running, false},
+			{"completed", done, false},
+			{"missing", done + 100, false},
+		}
+		for _, c := range cases {
+			before, _ := q.Get(ctx, c.id)
+			ok, err := q.Retry(ctx, c.id)
+			if err != nil || ok != c.want {
+				t.Fatalf("Retry(%s) = %v, %v; want %v", c.name, ok, err, c.want)
+			}
+			after, _ := q.Get(ctx, c.id)
+			if !c.want {
+				if fmt.Sprintf("%+v", before) != fmt.Sprintf("%+v", after) {
+					t.Fatalf("Retry(%s) changed the job", c.name)
+				}
+				continue
+			}
+			if after.Status != StatusPending || after.Attempts != 0 || after.Error != "" || after.FinishedAt != nil ||
+				after.ExpiresAt != nil || !after.ScheduledAt.Equal(clock.now()) || after.ClaimToken != "" {
+				t.Fatalf("Retry(%s) left %+v", c.name, after)
+			}
+		}
+		// Both run again.
+		if got := mustClaim(t, q, []string{"f", "e"}, 10, time.Minute); len(got) != 2 {
+			t.Fatalf("claimed %d retried jobs, want 2", len(got))
+		}
+	})
+}
+
+func TestExpireOverdue(t *testing.T) {
+	forEachEngine(t, func(t *testing.T, kind engine.Kind) {
+		ctx := context.Background()
+		env := coreEnv(t, kind)
+		q, clock := coreQueue(t, env)
+		soon := mustEnqueue(t, q, testArgs{N: 1}, ExpiresIn(time.Minute))
+		later := mustEnqueue(t, q, testArgs{N: 2}, ExpiresIn(time.Hour))
+		never := mustEnqueue(t, q, testArgs{N: 3})
+		running := mustEnqueue(t, q, testArgs{N: 4}, Type("r"), ExpiresIn(time.Minute))
+		mustClaim(t, q, []string{"r"}, 1, time.Hour)
+		clock.add(time.Minute) // the deadline is now: it has passed
+		if n, err := q.ExpireOverdue(ctx); err != nil || n != 1 {
+			t.Fatalf("ExpireOverdue = %d, %v; want 1", n, err)
+		}
+		if j := getJob(t, q, soon); j.Status != StatusExpired || !j.FinishedAt.Equal(clock.now()) {
+			t.Fatalf("overdue job %+v", j)
+		}
+		for _, id := range []int64{later, never} {
+			if j := getJob(t, q, id); j.Status != StatusPending {
+				t.Fatalf("job %d became %s", id, j.Status)
+			}
+		}
+		if j := getJob(t, q, running); j.Status != StatusInProgress {
+			t.Fatalf("a running job became %s (Reclaim handles running ones)", j.Status)
+		}
+		if n, err := q.ExpireOverdue(ctx); err != nil || n != 0 {
+			t.Fatalf("second ExpireOverdue = %d, %v", n, err)
+		}
+	})
+}
+
+func TestReclaim(t *testing.T) {
+	forEachEngine(t, func(t *testing.T, kind engine.Kind) {
+		ctx := context.Background()
+		env := coreEnv(t, kind)
+		events := newEventLog()
+		q, clock := coreQueue(t, env, WithListener(events.listen))
+		one := Policy(RetryPolicy{MaxAttempts: 1, BaseDelay: time.Second, MaxDelay: time.Second})
+		retry := mustEnqueue(t, q, testArgs{N: 1}, Type("a"))
+		usedUp := mustEnqueue(t, q, testArgs{N: 2}, Type("a"), one)
+		overdue := mustEnqueue(t, q, testArgs{N: 3}, Type("a"), ExpiresIn(time.Minute))
+		mustClaim(t, q, []string{"a"}, 10, time.Minute)
+		healthy := mustEnqueue(t, q, testArgs{N: 4}, Type("b"))
+		mustClaim(t, q, []string{"b"}, 10, time.Hour)
+		if n, err := q.Reclaim(ctx); err != nil || n != 0 {
+			t.Fatalf("Reclaim before any lease ran out = %d, %v", n, err)
+		}
+		clock.add(2 * time.Minute)
+		n, err := q.Reclaim(ctx)
+		if err != nil || n != 3 {
+			t.Fatalf("Reclaim = %d, %v; want 3", n, err)
+		}
+		if ev := events.next(t, EventReclaimed, time.Second); ev.Count != 3 {
+			t.Fatalf("reclaimed event %+v", ev)
+		}
+		cases := []struct {
+			id       int64
+			status   Status
+			finished bool
+		}{
+			{retry, StatusPending, false},
+			{usedUp, StatusFailed, true},
+			{overdue, StatusExpired, true},
+			{healthy, StatusInProgress, false},
+		}
+		for _, c := range cases {
+			j := getJob(t, q, c.id)
+			if j.Status != c.status || (j.FinishedAt != nil) != c.finished {
+				t.Fatalf("job %d: %s finished %v, want %s", c.id, j.Status, j.FinishedAt, c.status)
+			}
+			if c.status == StatusInProgress {
+				continue
+			}
+			if j.ClaimToken != "" || j.LeaseUntil != nil || j.Error != reclaimError {
+				t.Fatalf("reclaimed job %+v", j)
+			}
+			if c.finished && !j.FinishedAt.Equal(clock.now()) || c.status == StatusPending && !j.ScheduledAt.Equal(clock.now()) {
+				t.Fatalf("reclaimed job times %+v (now %v)", j, clock.now())
+			}
+		}
+		if got := mustClaim(t, q, []string{"a"}, 10, time.Minute); len(got) != 1 || got[0].ID != retry || got[0].Attempts != 2 {
+			t.Fatalf("after Reclaim claimed %v", ids(got))
+		}
+		if events.count(EventReclaimed) != 1 {
+			t.Fatalf("%d reclaimed events", events.count(EventReclaimed))
+		}
+	})
+}
+
+func TestPrune(t *testing.T) {
+	forEachEngine(t, func(t *testing.T, kind engine.Kind) {
+		ctx := context.Background()
+		env := coreEnv(t, kind)
+		var sc stmtCounter
+		q, clock := coreQueue(t, env, withStatementHook(sc.observe))
+		// 2100 completed two days ago, one failed and one expired two days
+		// ago, and recent or unfinished ones that stay.
+		args := make([]JobArgs, 2100)
+		for i := range args {
+			args[i] = testArgs{N: i}
+		}
+		if _, err := q.EnqueueMany(ctx, args, Type("old")); err != nil {
+			t.Fatal(err)
+		}
+		for {
+			jobs := mustClaim(t, q, []string{"old"}, 1000, time.Minute)
+			if len(jobs) == 0 {
+				break
+			}
+			refs := make([]AttemptRef, len(jobs))
+			for i, j := range jobs {
+				refs[i] = j.Ref()
+			}
+			if _, err := q.complete(ctx, refs); err != nil {
+				t.Fatal(err)
+			}
+		}
+		mustEnqueue(t, q, testArgs{}, Type("f"))
+		failForGood(t, q, "f")
+		mustEnqueue(t, q, testArgs{}, ExpiresIn(time.Second), Type("e"))
+		clock.add(time.Second)
+		q.ExpireOverdue(ctx)
+		clock.add(48 * time.Hour)
+		recent := mustEnqueue(t, q, testArgs{}, Type("r"))
+		rj := mustClaim(t, q, []string{"r"}, 1, time.Minute)
+		q.complete(ctx, []AttemptRef{rj[0].Ref()})
+		pending := mustEnqueue(t, q, testArgs{})
+		running := mustEnqueue(t, q, testArgs{}, Type("run"))
+		mustClaim(t, q, []string{"run"}, 1, time.Minute)
+
+		sc.reset()
+		n, err := q.Prune(ctx, 24*time.Hour)
+		if err != nil || n != 2102 {
+			t.Fatalf("Prune = %d, %v; want 2102", n, err)
+		}
+		if s := sc.count(); s != 3 {
+			t.Errorf("Prune of 2102 rows took %d statements, want 3 batches of at most %d", s, pruneBatch)
+		}
+		if left := rowCount(t, env); left != 3 {
+			t.Fatalf("%d rows left, want 3", left)
+		}
+		for _, id := range []int64{recent, pending, running} {
+			getJob(t, q, id)
+		}
+		if n, err := q.Prune(ctx, 24*time.Hour); err != nil || n != 0 {
+			t.Fatalf("second Prune = %d, %v", n, err)
+		}
+		if _, err := q.Prune(ctx, -time.Hour); err == nil {
+			t.Fatal("Prune with a negative age: no error")
+		}
+		if n, err := q.Purge(ctx); err != nil || n != 3 || rowCount(t, env) != 0 {
+			t.Fatalf("Purge = %d, %v", n, err)
+		}
+	})
+}
