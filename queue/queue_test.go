@@ -219,3 +219,61 @@ func TestSmokeLifecycle(t *testing.T) {
 		_ = sql.ErrNoRows
 	})
 }
+
+// installTable creates another table in env's database with
+// migrations.Install.
+func installTable(ctx context.Context, env *testEnv, name string) error {
+	return migrations.Install(ctx, env.db, name)
+}
+
+// openMySQLDSN opens a go-sql-driver DSN, closed when t ends.
+func openMySQLDSN(t *testing.T, dsn string) *sql.DB {
+	t.Helper()
+	db, err := sql.Open("mysql", dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	if err := db.PingContext(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	return db
+}
+
+func TestNewOnMySQLWithoutParseTime(t *testing.T) {
+	t.Parallel()
+	env := coreEnv(t, engine.MySQL)
+	_, dsn, _, err := engine.DriverDSN(env.url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dsn = strings.Replace(dsn, "parseTime=true", "parseTime=false", 1)
+	db := openMySQLDSN(t, dsn)
+	q, err := New(db, WithTable(env.table))
+	if err == nil || q != nil || !strings.Contains(err.Error(), "parseTime=true") {
+		t.Fatalf("New without parseTime = %v, %v; want an error naming parseTime=true", q, err)
+	}
+}
+
+func TestNewRejectsBadOptions(t *testing.T) {
+	db := testdb.Open(t, engine.SQLite)
+	cases := []struct {
+		name string
+		opt  Option
+		want error
+	}{
+		{"zero policy", WithRetryPolicy(RetryPolicy{}), ErrInvalidPolicy},
+		{"nil logger", WithLogger(nil), nil},
+		{"nil codec", WithCodec(nil), nil},
+		{"long name", WithTable(strings.Repeat("x", 65)), ErrInvalidTableName},
+	}
+	for _, c := range cases {
+		q, err := New(db, c.opt)
+		if err == nil || q != nil || c.want != nil && !errors.Is(err, c.want) {
+			t.Errorf("%s: New = %v, %v; want error %v", c.name, q, err, c.want)
+		}
+	}
+	if _, err := New(nil); !errors.Is(err, ErrUnsupportedDatabase) {
+		t.Errorf("New(nil) = %v", err)
+	}
+}

@@ -1,0 +1,225 @@
+package queue
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jobqueue/jobqueue/internal/engine"
+	"github.com/jobqueue/jobqueue/internal/testdb"
+)
+
+func TestRewriteTable(t *testing.T) {
+	cases := []struct{ in, want string }{
+		{"SELECT * FROM jobs WHERE id = $1", `SELECT * FROM "t" WHERE id = $1`},
+		{"UPDATE jobs SET x = 1 WHERE id IN (SELECT j.id FROM jobs j)", `UPDATE "t" SET x = 1 WHERE id IN (SELECT j.id FROM "t" j)`},
+		{"SELECT jobs.id FROM jobs", `SELECT "t".id FROM "t"`},
+		{"INSERT INTO jobs(name) VALUES ('jobs')", `INSERT INTO "t"(name) VALUES ('jobs')`},
+		{"SELECT 'it''s jobs' FROM JOBS", `SELECT 'it''s jobs' FROM "t"`},
+		{`SELECT 'a\'jobs' FROM jobs`, `SELECT 'a\'jobs' FROM "t"`},
+		{`SELECT "jobs" FROM jobs`, `SELECT "jobs" FROM "t"`},
+		{"SELECT `jobs` FROM jobs", "SELECT `jobs` FROM \"t\""},
+		{"-- name: ListJobs :many jobs\nSELECT * FROM jobs", "-- name: ListJobs :many jobs\nSELECT * FROM \"t\""},
+		{"SELECT /* jobs */ x FROM jobs", `SELECT /* jobs */ x FROM "t"`},
+		{"SELECT myjobs, jobs_x, x_jobs, jobs2, $jobs FROM jobs;", `SELECT myjobs, jobs_x, x_jobs, jobs2, $jobs FROM "t";`},
+		{"DELETE FROM jobs", `DELETE FROM "t"`},
+		{"SELECT 'unterminated jobs", "SELECT 'unterminated jobs"},
+	}
+	for _, c := range cases {
+		if got := rewriteTable(c.in, `"t"`); got != c.want {
+			t.Errorf("rewriteTable(%q) = %q, want %q", c.in, got, c.want)
+		}
+	}
+}
+
+// TestTwoTablesInOneDatabase runs every generated query the queue has
+// against two differently named tables of one database: what is written
+// into one never shows in the other.
+func TestTwoTablesInOneDatabase(t *testing.T) {
+	forEachEngine(t, func(t *testing.T, kind engine.Kind) {
+		ctx := context.Background()
+		env := coreEnv(t, kind)
+		other := testdb.Table(t, env.db)
+		if err := installTable(ctx, env, other); err != nil {
+			t.Fatal(err)
+		}
+		qa, clock := coreQueue(t, env)
+		qb, err := New(env.db, WithTable(other), withClock(clock.now), WithLogger(quietTestLogger()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if qa.Table() == qb.Table() || qb.Engine() != string(kind) {
+			t.Fatalf("tables %s and %s, engine %s", qa.Table(), qb.Table(), qb.Engine())
+		}
+		// Table a: 3 jobs; table b: 1 job.
+		a1 := mustEnqueue(t, qa, testArgs{N: 1})
+		if _, err := qa.EnqueueMany(ctx, []JobArgs{testArgs{N: 2}, testArgs{N: 3}}); err != nil {
+			t.Fatal(err)
+		}
+		b1 := mustEnqueue(t, qb, testArgs{N: 100}, Type("b"))
+		if a1 != b1 {
+			t.Logf("ids differ (%d, %d): each table has its own sequence", a1, b1)
+		}
+		count := func(q *Queue) map[Status]int64 {
+			s, err := q.Stats(ctx, "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			return s
+		}
+		if sa, sb := count(qa), count(qb); sa[StatusPending] != 3 || sb[StatusPending] != 1 {
+			t.Fatalf("stats a %v, b %v", sa, sb)
+		}
+		// Claims on b see only b's job.
+		jb := mustClaim(t, qb, nil, 10, time.Minute)
+		if len(jb) != 1 || jb[0].Type != "b" {
+			t.Fatalf("claim on b: %+v", jb)
+		}
+		// Completing b's attempt through a's queue finds nothing there.
+		if stale, err := qa.complete(ctx, []AttemptRef{jb[0].Ref()}); err != nil || len(stale) != 1 {
+			t.Fatalf("complete of b's attempt on a: stale %v, %v", stale, err)
+		}
+		if lost, err := qa.heartbeat(ctx, []AttemptRef{jb[0].Ref()}, time.Minute); err != nil || len(lost) != 1 {
+			t.Fatalf("heartbeat of b's attempt on a: lost %v, %v", lost, err)
+		}
+		if stale, err := qb.complete(ctx, []AttemptRef{jb[0].Ref()}); err != nil || len(stale) != 0 {
+			t.Fatalf("complete on b: stale %v, %v", stale, err)
+		}
+		ja := mustClaim(t, qa, nil, 10, time.Minute)
+		if len(ja) != 3 {
+			t.Fatalf("claim on a: %d jobs", len(ja))
+		}
+		if _, _, err := qa.fail(ctx, ja[0], Permanent(fmt.Errorf("x"))); err != nil {
+			t.Fatal(err)
+		}
+		if rows, _ := qb.List(ctx, ListFilter{}); len(rows) != 1 || rows[0].Type != "b" {
+			t.Fatalf("List on b: %v", ids(rows))
+		}
+		if rows, _ := qa.List(ctx, ListFilter{Type: "b"}); len(rows) != 0 {
+			t.Fatalf("List on a shows b's type: %v", ids(rows))
+		}
+		clock.add(time.Hour)
+		if n, _ := qb.Reclaim(ctx); n != 0 {
+			t.Fatalf("Reclaim on b reclaimed %d of a's attempts", n)
+		}
+		if n, _ := qa.Reclaim(ctx); n != 2 {
+			t.Fatalf("Reclaim on a = %d, want 2", n)
+		}
+		if ok, _ := qb.Retry(ctx, ja[0].ID); ok && ja[0].ID != jb[0].ID {
+			t.Fatal("Retry on b retried a's job")
+		}
+		if n, _ := qb.Prune(ctx, 0); n != 1 {
+			t.Fatalf("Prune on b = %d, want 1", n)
+		}
+		if sa := count(qa); sa[StatusPending] != 2 || sa[StatusFailed] != 1 {
+			t.Fatalf("a after b's prune: %v", sa)
+		}
+		if n, _ := qb.Purge(ctx); n != 0 {
+			t.Fatalf("Purge on an empty b deleted %d", n)
+		}
+		if sa := count(qa); sa[StatusPending]+sa[StatusFailed] != 3 {
+			t.Fatalf("a after b's purge: %v", sa)
+		}
+	})
+}
+
+// TestTimesAreUTCWhateverTheZone runs the time checks in a child process
+// whose TZ is Asia/Tokyo (time.Local cannot be changed safely in a running
+// test binary); on MySQL the child's sessions also use +09:00.
+func TestTimesAreUTCWhateverTheZone(t *testing.T) {
+	if os.Getenv("JOBQUEUE_TZ_CHILD") == "1" {
+		t.Skip("the child runs TestTimesUTCChild")
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^TestTimesUTCChild$", "-test.count=1", "-test.v")
+	cmd.Env = append(os.Environ(), "TZ=Asia/Tokyo", "JOBQUEUE_TZ_CHILD=1")
+	out, err := cmd.CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "--- PASS: TestTimesUTCChild") {
+		t.Fatalf("child with TZ=Asia/Tokyo: %v\n%s", err, out)
+	}
+	for _, k := range testdb.Kinds {
+		if !strings.Contains(string(out), "--- PASS: TestTimesUTCChild/"+string(k)) && testdb.Required() {
+			t.Fatalf("the child did not pass on %s:\n%s", k, out)
+		}
+	}
+}
+
+func TestTimesUTCChild(t *testing.T) {
+	if os.Getenv("JOBQUEUE_TZ_CHILD") != "1" {
+		t.Skip("run by TestTimesAreUTCWhateverTheZone")
+	}
+	if _, off := time.Now().Zone(); off != 9*3600 {
+		t.Fatalf("TZ is not Asia/Tokyo here (offset %d)", off)
+	}
+	forEachEngine(t, func(t *testing.T, kind engine.Kind) {
+		ctx := context.Background()
+		env := coreEnv(t, kind)
+		db := env.db
+		if kind == engine.MySQL {
+			// A pool whose sessions run at +09:00 and whose driver reads
+			// times in Local (Tokyo), as a service's own DSN might.
+			_, dsn, _, err := engine.DriverDSN(env.url)
+			if err != nil {
+				t.Fatal(err)
+			}
+			dsn = strings.Replace(dsn, "loc=UTC", "loc=Local", 1) + "&time_zone=%27%2B09%3A00%27"
+			db = openMySQLDSN(t, dsn)
+			var tz string
+			if err := db.QueryRowContext(ctx, "SELECT @@session.time_zone").Scan(&tz); err != nil || tz != "+09:00" {
+				t.Fatalf("session time_zone %q, %v", tz, err)
+			}
+		}
+		if kind == engine.Postgres {
+			if _, err := db.ExecContext(ctx, "SET TIME ZONE 'Asia/Tokyo'"); err != nil {
+				t.Fatal(err)
+			}
+		}
+		// The real clock: the queue's default, time.Now().UTC().
+		q, err := New(db, WithTable(env.table), WithLogger(quietTestLogger()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		tokyo := time.FixedZone("JST", 9*3600)
+		at := time.Date(2030, 6, 1, 9, 30, 0, 0, tokyo) // 00:30 UTC
+		before := time.Now().Add(-time.Second)
+		id := mustEnqueue(t, q, testArgs{N: 1}, At(at), ExpiresAt(at.Add(time.Hour)))
+		j := getJob(t, q, id)
+		if !j.ScheduledAt.Equal(at) || j.ScheduledAt.Location() != time.UTC || j.ScheduledAt.Hour() != 0 {
+			t.Fatalf("scheduled_at read back as %v, want %v in UTC", j.ScheduledAt, at.UTC())
+		}
+		if !j.ExpiresAt.Equal(at.Add(time.Hour)) || j.ExpiresAt.Location() != time.UTC {
+			t.Fatalf("expires_at read back as %v", j.ExpiresAt)
+		}
+		if j.CreatedAt.Location() != time.UTC || j.CreatedAt.Before(before.Truncate(time.Second)) || j.CreatedAt.After(time.Now().Add(time.Second)) {
+			t.Fatalf("created_at %v is not now in UTC (now %v)", j.CreatedAt, time.Now().UTC())
+		}
+		// The table holds the UTC wall clock.
+		var stored string
+		query := map[engine.Kind]string{
+			engine.Postgres: "SELECT to_char(scheduled_at, 'YYYY-MM-DD HH24:MI:SS') FROM {t} WHERE id = ?",
+			engine.MySQL:    "SELECT DATE_FORMAT(scheduled_at, '%Y-%m-%d %H:%i:%s') FROM {t} WHERE id = ?",
+			engine.SQLite:   "SELECT substr(scheduled_at, 1, 19) FROM {t} WHERE id = ?",
+		}[kind]
+		if err := env.db.QueryRowContext(ctx, env.sql(query), id).Scan(&stored); err != nil {
+			t.Fatal(err)
+		}
+		if stored != "2030-06-01 00:30:00" {
+			t.Fatalf("the table holds %q, want the UTC wall clock 2030-06-01 00:30:00", stored)
+		}
+		// A job due now in UTC is claimed now (not 9 hours off either way).
+		due := mustEnqueue(t, q, testArgs{N: 2}, Type("now"))
+		jobs := mustClaim(t, q, []string{"now"}, 1, time.Minute)
+		if len(jobs) != 1 || jobs[0].ID != due {
+			t.Fatalf("a job due now was not claimed: %v", ids(jobs))
+		}
+		if d := jobs[0].LeaseUntil.Sub(time.Now()); d < 58*time.Second || d > 61*time.Second {
+			t.Fatalf("lease ends in %v, want about a minute", d)
+		}
+		if n, err := q.Reclaim(ctx); err != nil || n != 0 {
+			t.Fatalf("Reclaim took a fresh lease: %d, %v", n, err)
+		}
+	})
+}
