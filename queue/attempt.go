@@ -136,6 +136,35 @@ func (q *Queue) complete(ctx context.Context, refs []AttemptRef) (stale []Attemp
 	return stale, nil
 }
 
+// releaseError is the error text of an attempt the worker gave up.
+const releaseError = "interrupted: the worker shut down before the attempt finished"
+
+// release ends attempts the worker gives up (at shutdown, when their
+// handlers did not finish in time) at once, by Reclaim's rule: deadline
+// passed → expired; attempts used up → failed; else pending again now. It is
+// fenced by token like complete and returns the refs that no longer held
+// their job (nothing changed for them).
+func (q *Queue) release(ctx context.Context, refs []AttemptRef) (stale []AttemptRef, err error) {
+	now := q.now()
+	refs, stale = splitRefs(refs)
+	for _, chunk := range chunkRefs(refs) {
+		held, err := q.st.release(ctx, chunk, now, releaseError)
+		if err != nil {
+			return stale, fmt.Errorf("jobqueue: release: %w", err)
+		}
+		for _, r := range chunk {
+			if !held[r.ID] {
+				stale = append(stale, r)
+			}
+		}
+	}
+	if n := len(refs) - len(stale); n > 0 {
+		q.logger.Warn("interrupted attempts released", "count", n)
+		q.wake.notify()
+	}
+	return stale, nil
+}
+
 // fail records a failed attempt of job (fenced by job.ID and job.ClaimToken)
 // with the handler's error and applies SPEC section 3's rule (see
 // failRule). It returns the new status and, for pending, the next

@@ -553,3 +553,49 @@ func TestChunkRefsKeepsIDsApart(t *testing.T) {
 		t.Fatalf("%d refs in chunks, want %d", total, len(refs))
 	}
 }
+
+func TestRelease(t *testing.T) {
+	forEachEngine(t, func(t *testing.T, kind engine.Kind) {
+		ctx := context.Background()
+		env := coreEnv(t, kind)
+		q, clock := coreQueue(t, env)
+		one := Policy(RetryPolicy{MaxAttempts: 1, BaseDelay: time.Second, MaxDelay: time.Second})
+		again := mustEnqueue(t, q, testArgs{N: 1})
+		usedUp := mustEnqueue(t, q, testArgs{N: 2}, one)
+		overdue := mustEnqueue(t, q, testArgs{N: 3}, ExpiresIn(time.Second))
+		other := mustEnqueue(t, q, testArgs{N: 4})
+		jobs := mustClaim(t, q, nil, 4, time.Hour)
+		clock.add(time.Second)
+		var refs []AttemptRef
+		for _, j := range jobs {
+			if j.ID != other {
+				refs = append(refs, j.Ref())
+			}
+		}
+		bogus := AttemptRef{ID: other, Token: "x-" + fmt.Sprint(other)}
+		stale, err := q.release(ctx, append(refs, bogus))
+		if err != nil || len(stale) != 1 || stale[0] != bogus {
+			t.Fatalf("release: stale %v, %v", stale, err)
+		}
+		want := map[int64]Status{again: StatusPending, usedUp: StatusFailed, overdue: StatusExpired, other: StatusInProgress}
+		for id, st := range want {
+			j := getJob(t, q, id)
+			if j.Status != st {
+				t.Fatalf("job %d is %s, want %s", id, j.Status, st)
+			}
+			if st == StatusInProgress {
+				continue
+			}
+			if j.ClaimToken != "" || j.LeaseUntil != nil || j.Error != releaseError || (st == StatusPending) != (j.FinishedAt == nil) {
+				t.Fatalf("released job %+v", j)
+			}
+			if st == StatusPending && !j.ScheduledAt.Equal(clock.now()) {
+				t.Fatalf("released job due at %v, want now %v", j.ScheduledAt, clock.now())
+			}
+		}
+		// Released refs are stale afterwards.
+		if stale, err := q.complete(ctx, refs); err != nil || len(stale) != len(refs) {
+			t.Fatalf("complete after release: stale %d of %d, %v", len(stale), len(refs), err)
+		}
+	})
+}

@@ -31,6 +31,9 @@ type store interface {
 	// complete marks the attempts that still hold their job completed (or
 	// deletes their rows) and returns their ids.
 	complete(ctx context.Context, refs []AttemptRef, now time.Time, del bool) (map[int64]bool, error)
+	// release ends the attempts that still hold their job by Reclaim's rule
+	// (error text errText) and returns their ids.
+	release(ctx context.Context, refs []AttemptRef, now time.Time, errText string) (map[int64]bool, error)
 	// fail writes the outcome of a failed attempt if it still holds its job.
 	fail(ctx context.Context, ref AttemptRef, o failOutcome) (bool, error)
 	stats(ctx context.Context, typ string) (map[Status]int64, error)

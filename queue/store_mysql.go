@@ -213,7 +213,11 @@ func (s mysqlStore) extend(ctx context.Context, refs []AttemptRef, leaseUntil ti
 	return held, nil
 }
 
-func (s mysqlStore) complete(ctx context.Context, refs []AttemptRef, now time.Time, del bool) (map[int64]bool, error) {
+// lockedUpdate changes the jobs that refs still hold, in one READ
+// COMMITTED transaction: it locks them (LockHeldJobs), runs update on
+// their ids and tokens, and returns their ids. MySQL has no RETURNING, and
+// this is how a batch learns which attempts were stale.
+func (s mysqlStore) lockedUpdate(ctx context.Context, refs []AttemptRef, what string, update func(qs *mysqlgen.Queries, ids []uint64, toks []sql.NullString) (int64, error)) (map[int64]bool, error) {
 	tx, err := s.r.db.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
 	if err != nil {
 		return nil, err
@@ -235,23 +239,35 @@ func (s mysqlStore) complete(ctx context.Context, refs []AttemptRef, now time.Ti
 				hToks = append(hToks, nullString(r.Token))
 			}
 		}
-		var n int64
-		if del {
-			n, err = qs.DeleteCompletedJobs(ctx, mysqlgen.DeleteCompletedJobsParams{Ids: padIDs(hIDs), Tokens: padIDs(hToks)})
-		} else {
-			n, err = qs.CompleteJobs(ctx, mysqlgen.CompleteJobsParams{Now: nullTime(&now), Ids: padIDs(hIDs), Tokens: padIDs(hToks)})
-		}
+		n, err := update(qs, padIDs(hIDs), padIDs(hToks))
 		if err != nil {
 			return nil, err
 		}
 		if n != int64(len(hIDs)) {
-			return nil, fmt.Errorf("jobqueue: completing: %d of the %d locked jobs changed; nothing was completed", n, len(hIDs))
+			return nil, fmt.Errorf("jobqueue: %s: %d of the %d locked jobs changed; nothing was changed", what, n, len(hIDs))
 		}
 	}
 	if err := tx.Commit(); err != nil {
 		return nil, err
 	}
 	return held, nil
+}
+
+func (s mysqlStore) complete(ctx context.Context, refs []AttemptRef, now time.Time, del bool) (map[int64]bool, error) {
+	return s.lockedUpdate(ctx, refs, "completing", func(qs *mysqlgen.Queries, ids []uint64, toks []sql.NullString) (int64, error) {
+		if del {
+			return qs.DeleteCompletedJobs(ctx, mysqlgen.DeleteCompletedJobsParams{Ids: ids, Tokens: toks})
+		}
+		return qs.CompleteJobs(ctx, mysqlgen.CompleteJobsParams{Now: nullTime(&now), Ids: ids, Tokens: toks})
+	})
+}
+
+func (s mysqlStore) release(ctx context.Context, refs []AttemptRef, now time.Time, errText string) (map[int64]bool, error) {
+	return s.lockedUpdate(ctx, refs, "releasing", func(qs *mysqlgen.Queries, ids []uint64, toks []sql.NullString) (int64, error) {
+		return qs.ReleaseJobs(ctx, mysqlgen.ReleaseJobsParams{
+			Now: nullTime(&now), FinishTime: nullTime(&now), RetryTime: now, Error: nullString(errText), Ids: ids, Tokens: toks,
+		})
+	})
 }
 
 func (s mysqlStore) fail(ctx context.Context, ref AttemptRef, o failOutcome) (bool, error) {

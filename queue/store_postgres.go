@@ -84,6 +84,14 @@ func (s pgStore) complete(ctx context.Context, refs []AttemptRef, now time.Time,
 	return idSet(held), err
 }
 
+func (s pgStore) release(ctx context.Context, refs []AttemptRef, now time.Time, errText string) (map[int64]bool, error) {
+	ids, toks := refLists(refs)
+	held, err := s.qs().ReleaseJobs(ctx, pggen.ReleaseJobsParams{
+		Now: nullTime(&now), Error: nullString(errText), Ids: json.RawMessage(jsonList(ids)), Tokens: json.RawMessage(jsonList(toks)),
+	})
+	return idSet(held), err
+}
+
 func (s pgStore) fail(ctx context.Context, ref AttemptRef, o failOutcome) (bool, error) {
 	n, err := s.qs().FailJob(ctx, pggen.FailJobParams{
 		Status: string(o.status), Error: nullString(o.errText), ScheduledAt: o.scheduledAt,

@@ -126,6 +126,14 @@ func (s sqliteStore) complete(ctx context.Context, refs []AttemptRef, now time.T
 	return idSet(held), err
 }
 
+func (s sqliteStore) release(ctx context.Context, refs []AttemptRef, now time.Time, errText string) (map[int64]bool, error) {
+	ids, toks := refLists(refs)
+	held, err := busyRetry(ctx, func() ([]int64, error) {
+		return s.qs().ReleaseJobs(ctx, sqlitegen.ReleaseJobsParams{Now: nullTime(&now), Error: nullString(errText), Ids: jsonList(ids), Tokens: jsonList(toks)})
+	})
+	return idSet(held), err
+}
+
 func (s sqliteStore) fail(ctx context.Context, ref AttemptRef, o failOutcome) (bool, error) {
 	n, err := busyRetry(ctx, func() (int64, error) {
 		return s.qs().FailJob(ctx, sqlitegen.FailJobParams{

@@ -49,6 +49,9 @@ type Querier interface {
 	// change (MySQL applies assignments from left to right). finish_time and
 	// retry_time are both now (sqlc types them after their columns).
 	ReclaimAbandoned(ctx context.Context, arg ReclaimAbandonedParams) (int64, error)
+	// ReleaseJobs ends the given attempts now, by Reclaim's rule (the worker
+	// gives them up at shutdown); run after LockHeldJobs in one transaction.
+	ReleaseJobs(ctx context.Context, arg ReleaseJobsParams) (int64, error)
 	// RetryJob assigns expires_at before status: MySQL applies assignments from
 	// left to right, so the CASE must still see the old status.
 	RetryJob(ctx context.Context, arg RetryJobParams) (int64, error)

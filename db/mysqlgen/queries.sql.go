@@ -624,6 +624,69 @@ func (q *Queries) ReclaimAbandoned(ctx context.Context, arg ReclaimAbandonedPara
 	return result.RowsAffected()
 }
 
+const releaseJobs = `-- name: ReleaseJobs :execrows
+UPDATE jobs
+SET finished_at = CASE
+        WHEN expires_at IS NOT NULL AND expires_at <= ? THEN ?
+        WHEN attempts >= max_attempts THEN ?
+        ELSE NULL END,
+    scheduled_at = CASE
+        WHEN expires_at IS NOT NULL AND expires_at <= ? THEN scheduled_at
+        WHEN attempts >= max_attempts THEN scheduled_at
+        ELSE ? END,
+    error = ?, claim_token = NULL, lease_until = NULL,
+    status = CASE
+        WHEN expires_at IS NOT NULL AND expires_at <= ? THEN 'expired'
+        WHEN attempts >= max_attempts THEN 'failed'
+        ELSE 'pending' END
+WHERE id IN (/*SLICE:ids*/?) AND claim_token IN (/*SLICE:tokens*/?)
+  AND status = 'in_progress'
+`
+
+type ReleaseJobsParams struct {
+	Now        sql.NullTime
+	FinishTime sql.NullTime
+	RetryTime  time.Time
+	Error      sql.NullString
+	Ids        []uint64
+	Tokens     []sql.NullString
+}
+
+// ReleaseJobs ends the given attempts now, by Reclaim's rule (the worker
+// gives them up at shutdown); run after LockHeldJobs in one transaction.
+func (q *Queries) ReleaseJobs(ctx context.Context, arg ReleaseJobsParams) (int64, error) {
+	query := releaseJobs
+	var queryParams []interface{}
+	queryParams = append(queryParams, arg.Now)
+	queryParams = append(queryParams, arg.FinishTime)
+	queryParams = append(queryParams, arg.FinishTime)
+	queryParams = append(queryParams, arg.Now)
+	queryParams = append(queryParams, arg.RetryTime)
+	queryParams = append(queryParams, arg.Error)
+	queryParams = append(queryParams, arg.Now)
+	if len(arg.Ids) > 0 {
+		for _, v := range arg.Ids {
+			queryParams = append(queryParams, v)
+		}
+		query = strings.Replace(query, "/*SLICE:ids*/?", strings.Repeat(",?", len(arg.Ids))[1:], 1)
+	} else {
+		query = strings.Replace(query, "/*SLICE:ids*/?", "NULL", 1)
+	}
+	if len(arg.Tokens) > 0 {
+		for _, v := range arg.Tokens {
+			queryParams = append(queryParams, v)
+		}
+		query = strings.Replace(query, "/*SLICE:tokens*/?", strings.Repeat(",?", len(arg.Tokens))[1:], 1)
+	} else {
+		query = strings.Replace(query, "/*SLICE:tokens*/?", "NULL", 1)
+	}
+	result, err := q.db.ExecContext(ctx, query, queryParams...)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected()
+}
+
 const retryJob = `-- name: RetryJob :execrows
 UPDATE jobs
 SET expires_at = CASE WHEN status = 'expired' THEN NULL ELSE expires_at END,

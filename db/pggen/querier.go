@@ -49,6 +49,9 @@ type Querier interface {
 	// pending again at once. The CASEs read only columns the statement does not
 	// change, so the order of assignments cannot matter.
 	ReclaimAbandoned(ctx context.Context, arg ReclaimAbandonedParams) (int64, error)
+	// ReleaseJobs ends the given attempts now, by Reclaim's rule (the worker
+	// gives them up at shutdown), and returns the ids it changed.
+	ReleaseJobs(ctx context.Context, arg ReleaseJobsParams) ([]int64, error)
 	RetryJob(ctx context.Context, arg RetryJobParams) (int64, error)
 }
 

@@ -729,6 +729,64 @@ func (q *Queries) ReclaimAbandoned(ctx context.Context, arg ReclaimAbandonedPara
 	return result.RowsAffected()
 }
 
+const releaseJobs = `-- name: ReleaseJobs :many
+UPDATE jobs
+SET finished_at = CASE
+        WHEN expires_at IS NOT NULL AND expires_at <= $1 THEN $1
+        WHEN attempts >= max_attempts THEN $1
+        ELSE NULL END,
+    scheduled_at = CASE
+        WHEN expires_at IS NOT NULL AND expires_at <= $1 THEN scheduled_at
+        WHEN attempts >= max_attempts THEN scheduled_at
+        ELSE $1 END,
+    error = $2, claim_token = NULL, lease_until = NULL,
+    status = CASE
+        WHEN expires_at IS NOT NULL AND expires_at <= $1 THEN 'expired'
+        WHEN attempts >= max_attempts THEN 'failed'
+        ELSE 'pending' END
+WHERE id IN (SELECT jsonb_array_elements_text($3::jsonb)::bigint)
+  AND claim_token IN (SELECT jsonb_array_elements_text($4::jsonb))
+  AND status = 'in_progress'
+RETURNING id
+`
+
+type ReleaseJobsParams struct {
+	Now    sql.NullTime
+	Error  sql.NullString
+	Ids    json.RawMessage
+	Tokens json.RawMessage
+}
+
+// ReleaseJobs ends the given attempts now, by Reclaim's rule (the worker
+// gives them up at shutdown), and returns the ids it changed.
+func (q *Queries) ReleaseJobs(ctx context.Context, arg ReleaseJobsParams) ([]int64, error) {
+	rows, err := q.db.QueryContext(ctx, releaseJobs,
+		arg.Now,
+		arg.Error,
+		arg.Ids,
+		arg.Tokens,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []int64
+	for rows.Next() {
+		var id int64
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		items = append(items, id)
+	}
+	if err := rows.Close(); err != nil {
+		return nil, err
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const retryJob = `-- name: RetryJob :execrows
 UPDATE jobs
 SET status = 'pending', attempts = 0, error = NULL, finished_at = NULL,

@@ -50,6 +50,9 @@ type Querier interface {
 	// statement: deadline passed -> expired; attempts used up -> failed; else
 	// pending again at once.
 	ReclaimAbandoned(ctx context.Context, arg ReclaimAbandonedParams) (int64, error)
+	// ReleaseJobs ends the given attempts now, by Reclaim's rule (the worker
+	// gives them up at shutdown), and returns the ids it changed.
+	ReleaseJobs(ctx context.Context, arg ReleaseJobsParams) ([]int64, error)
 	RetryJob(ctx context.Context, arg RetryJobParams) (int64, error)
 }
 

@@ -90,6 +90,26 @@ DELETE FROM jobs
 WHERE id IN (sqlc.slice(ids)) AND claim_token IN (sqlc.slice(tokens))
   AND status = 'in_progress';
 
+-- name: ReleaseJobs :execrows
+-- ReleaseJobs ends the given attempts now, by Reclaim's rule (the worker
+-- gives them up at shutdown); run after LockHeldJobs in one transaction.
+UPDATE jobs
+SET finished_at = CASE
+        WHEN expires_at IS NOT NULL AND expires_at <= sqlc.arg(now) THEN sqlc.arg(finish_time)
+        WHEN attempts >= max_attempts THEN sqlc.arg(finish_time)
+        ELSE NULL END,
+    scheduled_at = CASE
+        WHEN expires_at IS NOT NULL AND expires_at <= sqlc.arg(now) THEN scheduled_at
+        WHEN attempts >= max_attempts THEN scheduled_at
+        ELSE sqlc.arg(retry_time) END,
+    error = sqlc.arg(error), claim_token = NULL, lease_until = NULL,
+    status = CASE
+        WHEN expires_at IS NOT NULL AND expires_at <= sqlc.arg(now) THEN 'expired'
+        WHEN attempts >= max_attempts THEN 'failed'
+        ELSE 'pending' END
+WHERE id IN (sqlc.slice(ids)) AND claim_token IN (sqlc.slice(tokens))
+  AND status = 'in_progress';
+
 -- name: FailJob :execrows
 -- FailJob records a failed attempt; the queue decides the new status.
 UPDATE jobs

@@ -101,6 +101,28 @@ WHERE id IN (SELECT jsonb_array_elements_text(sqlc.arg(ids)::jsonb)::bigint)
   AND status = 'in_progress'
 RETURNING id;
 
+-- name: ReleaseJobs :many
+-- ReleaseJobs ends the given attempts now, by Reclaim's rule (the worker
+-- gives them up at shutdown), and returns the ids it changed.
+UPDATE jobs
+SET finished_at = CASE
+        WHEN expires_at IS NOT NULL AND expires_at <= @now THEN @now
+        WHEN attempts >= max_attempts THEN @now
+        ELSE NULL END,
+    scheduled_at = CASE
+        WHEN expires_at IS NOT NULL AND expires_at <= @now THEN scheduled_at
+        WHEN attempts >= max_attempts THEN scheduled_at
+        ELSE @now END,
+    error = @error, claim_token = NULL, lease_until = NULL,
+    status = CASE
+        WHEN expires_at IS NOT NULL AND expires_at <= @now THEN 'expired'
+        WHEN attempts >= max_attempts THEN 'failed'
+        ELSE 'pending' END
+WHERE id IN (SELECT jsonb_array_elements_text(sqlc.arg(ids)::jsonb)::bigint)
+  AND claim_token IN (SELECT jsonb_array_elements_text(sqlc.arg(tokens)::jsonb))
+  AND status = 'in_progress'
+RETURNING id;
+
 -- name: FailJob :execrows
 -- FailJob records a failed attempt; the queue decides the new status.
 UPDATE jobs
