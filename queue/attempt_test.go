@@ -599,3 +599,65 @@ func TestRelease(t *testing.T) {
 		}
 	})
 }
+
+// BenchmarkClaimBatch measures one claim of up to batch jobs and one
+// batched completion of them, on a table holding 20 000 pending jobs.
+func BenchmarkClaimBatch(b *testing.B) {
+	for _, kind := range testdb.Kinds {
+		for _, batch := range []int{8, 64} {
+			b.Run(fmt.Sprintf("%s/batch=%d", kind, batch), func(b *testing.B) {
+				ctx := context.Background()
+				url := testdb.URL(b, kind)
+				db := testdb.OpenURL(b, url)
+				table := testdb.Table(b, db)
+				if err := migrationsInstall(ctx, db, table); err != nil {
+					b.Fatal(err)
+				}
+				q, err := New(db, WithTable(table), WithLogger(quietTestLogger()))
+				if err != nil {
+					b.Fatal(err)
+				}
+				fill := func() {
+					args := make([]JobArgs, 20000)
+					for i := range args {
+						args[i] = testArgs{N: i}
+					}
+					if _, err := q.EnqueueMany(ctx, args); err != nil {
+						b.Fatal(err)
+					}
+				}
+				fill()
+				var claimT, completeT time.Duration
+				jobs := 0
+				b.ResetTimer()
+				for b.Loop() {
+					t0 := time.Now()
+					rows, err := q.claim(ctx, nil, batch, time.Minute)
+					if err != nil {
+						b.Fatal(err)
+					}
+					if len(rows) == 0 {
+						b.StopTimer()
+						fill()
+						b.StartTimer()
+						continue
+					}
+					t1 := time.Now()
+					refs := make([]AttemptRef, len(rows))
+					for i, r := range rows {
+						refs[i] = r.Ref()
+					}
+					if stale, err := q.complete(ctx, refs); err != nil || len(stale) > 0 {
+						b.Fatal(err, len(stale))
+					}
+					claimT += t1.Sub(t0)
+					completeT += time.Since(t1)
+					jobs += len(rows)
+				}
+				b.ReportMetric(float64(jobs)/(claimT+completeT).Seconds(), "jobs/s")
+				b.ReportMetric(float64(claimT.Microseconds())/float64(b.N), "claim-µs/op")
+				b.ReportMetric(float64(completeT.Microseconds())/float64(b.N), "complete-µs/op")
+			})
+		}
+	}
+}

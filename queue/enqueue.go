@@ -262,5 +262,27 @@ func (q *Queue) enqueueMany(ctx context.Context, tx *sql.Tx, args []JobArgs, opt
 		return 0, fmt.Errorf("jobqueue: enqueue %d jobs (none written): %w", len(jobs), err)
 	}
 	q.logger.Debug("jobs enqueued", "count", len(jobs), "type", typ)
+	if len(jobs) >= analyzeAfter {
+		q.analyzeOnce(ctx)
+	}
 	return len(jobs), nil
+}
+
+// analyzeAfter is the size of the first bulk enqueue after which the queue
+// refreshes the table's planner statistics.
+const analyzeAfter = 1000
+
+// analyzeOnce refreshes the table's planner statistics once per Queue,
+// after its first large EnqueueMany. A new PostgreSQL table has none until
+// autovacuum's first analyze (a minute or more later), and meanwhile the
+// planner sorts every pending job on each claim instead of reading the
+// index in order, which makes a burst on a new table slow. A failure (for
+// example a role that does not own the table) is logged and not retried.
+func (q *Queue) analyzeOnce(ctx context.Context) {
+	if q.analyzed.Swap(true) {
+		return
+	}
+	if err := q.st.analyze(ctx); err != nil {
+		q.logger.Info("could not refresh the table's planner statistics; autovacuum will", "err", err)
+	}
 }

@@ -215,6 +215,7 @@ func TestEnqueueManyFewStatements(t *testing.T) {
 		env := coreEnv(t, kind)
 		var sc stmtCounter
 		q, _ := coreQueue(t, env, withStatementHook(sc.observe))
+		analyzed := 0
 		for _, c := range []struct{ jobs, maxStatements int }{{5000, 1}, {12000, 3}} {
 			sc.reset()
 			args := make([]JobArgs, c.jobs)
@@ -225,9 +226,18 @@ func TestEnqueueManyFewStatements(t *testing.T) {
 			if err != nil || n != c.jobs {
 				t.Fatalf("EnqueueMany(%d) = %d, %v", c.jobs, n, err)
 			}
-			if got := sc.count(); got > c.maxStatements || got == 0 {
+			analyzed += sc.countWith("ANALYZE")
+			if got := sc.countWith("INSERT"); got > c.maxStatements || got == 0 {
 				t.Errorf("%d jobs took %d statements, want at most %d", c.jobs, got, c.maxStatements)
 			}
+			if other := sc.count() - sc.countWith("INSERT") - sc.countWith("ANALYZE"); other != 0 {
+				t.Errorf("%d other statements: %q", other, sc.texts)
+			}
+		}
+		// PostgreSQL: the first large EnqueueMany gave the new table planner
+		// statistics, once.
+		if want := map[engine.Kind]int{engine.Postgres: 1}[kind]; analyzed != want {
+			t.Errorf("ANALYZE ran %d times on %s, want %d", analyzed, kind, want)
 		}
 		if n := env.countWhere(t, "type = 'bulk' AND status = 'pending'"); n != 17000 {
 			t.Fatalf("%d bulk rows, want 17000", n)

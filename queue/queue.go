@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-sql-driver/mysql"
@@ -33,6 +34,9 @@ type Queue struct {
 	// adapter over them.
 	run *runner
 	st  store
+	// analyzed is set once the queue has refreshed the table's planner
+	// statistics after a first bulk enqueue (see analyzeOnce).
+	analyzed atomic.Bool
 }
 
 // Option configures a Queue in New.

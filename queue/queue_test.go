@@ -86,6 +86,19 @@ func (c *stmtCounter) count() int {
 	return len(c.texts)
 }
 
+// countWith counts the statements whose text contains sub.
+func (c *stmtCounter) countWith(sub string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := 0
+	for _, q := range c.texts {
+		if strings.Contains(q, sub) {
+			n++
+		}
+	}
+	return n
+}
+
 func (c *stmtCounter) reset() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -176,8 +189,7 @@ func TestSmokeLifecycle(t *testing.T) {
 	forEachEngine(t, func(t *testing.T, kind engine.Kind) {
 		ctx := context.Background()
 		env := coreEnv(t, kind)
-		clock := newFixedClock()
-		q := env.queue(t, nil, withClock(clock.now))
+		q, clock := coreQueue(t, env)
 		id, err := q.Enqueue(ctx, testArgs{N: 1})
 		if err != nil {
 			t.Fatal(err)
@@ -276,4 +288,10 @@ func TestNewRejectsBadOptions(t *testing.T) {
 	if _, err := New(nil); !errors.Is(err, ErrUnsupportedDatabase) {
 		t.Errorf("New(nil) = %v", err)
 	}
+}
+
+// migrationsInstall is migrations.Install (for benchmarks, which have no
+// testEnv).
+func migrationsInstall(ctx context.Context, db *sql.DB, table string) error {
+	return migrations.Install(ctx, db, table)
 }

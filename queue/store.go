@@ -45,6 +45,9 @@ type store interface {
 	reclaim(ctx context.Context, now time.Time, errText string) (int64, error)
 	prune(ctx context.Context, cutoff time.Time, batch int) (int64, error)
 	purge(ctx context.Context) (int64, error)
+	// analyze refreshes the planner's statistics where the engine needs it
+	// (PostgreSQL); it is a no-op elsewhere.
+	analyze(ctx context.Context) error
 }
 
 // newJob is a validated job, ready to be written.

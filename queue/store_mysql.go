@@ -335,6 +335,10 @@ func (s mysqlStore) prune(ctx context.Context, cutoff time.Time, batch int) (int
 	return s.qs().PruneFinished(ctx, mysqlgen.PruneFinishedParams{Cutoff: nullTime(&cutoff), Limit: int32(batch)})
 }
 
+func (s mysqlStore) analyze(ctx context.Context) error {
+	return nil // InnoDB estimates ranges with index dives; its statistics recalculate by themselves
+}
+
 func (s mysqlStore) purge(ctx context.Context) (int64, error) {
 	return s.qs().PurgeJobs(ctx)
 }

@@ -146,6 +146,10 @@ func (s pgStore) prune(ctx context.Context, cutoff time.Time, batch int) (int64,
 	return s.qs().PruneFinished(ctx, pggen.PruneFinishedParams{Cutoff: nullTime(&cutoff), MaxRows: int32(batch)})
 }
 
+func (s pgStore) analyze(ctx context.Context) error {
+	return s.qs().AnalyzeTable(ctx)
+}
+
 func (s pgStore) purge(ctx context.Context) (int64, error) {
 	return s.qs().PurgeJobs(ctx)
 }

@@ -201,6 +201,10 @@ func (s sqliteStore) prune(ctx context.Context, cutoff time.Time, batch int) (in
 	})
 }
 
+func (s sqliteStore) analyze(ctx context.Context) error {
+	return nil // SQLite plans with its index heuristics when no statistics exist
+}
+
 func (s sqliteStore) purge(ctx context.Context) (int64, error) {
 	return busyRetry(ctx, func() (int64, error) { return s.qs().PurgeJobs(ctx) })
 }

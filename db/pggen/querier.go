@@ -10,6 +10,10 @@ import (
 )
 
 type Querier interface {
+	// AnalyzeTable gives a new table planner statistics before autovacuum
+	// does: without them the planner sorts every pending job for each claim
+	// instead of reading the status_scheduled index in order.
+	AnalyzeTable(ctx context.Context) error
 	// ClaimJobs claims due jobs of every type (index status_scheduled).
 	ClaimJobs(ctx context.Context, arg ClaimJobsParams) ([]Job, error)
 	// ClaimJobsOfType claims due jobs of one type (index type_status_scheduled).
@@ -21,6 +25,13 @@ type Querier interface {
 	CountByStatusOfType(ctx context.Context, type_ string) ([]CountByStatusOfTypeRow, error)
 	DeleteCompletedJobs(ctx context.Context, arg DeleteCompletedJobsParams) ([]int64, error)
 	ExpireOverdue(ctx context.Context, now sql.NullTime) (int64, error)
+	// The statements of attempts (ExtendLeases, CompleteJobs,
+	// DeleteCompletedJobs, ReleaseJobs) find their rows by primary key
+	// (id = ANY (ARRAY(…)), which the planner turns into a primary key lookup
+	// even on a table without statistics) and fence them by claim_token. They
+	// need no status test: a row has a claim token only while in_progress
+	// (every statement that ends an attempt clears it), and a status test would
+	// tempt the planner into scanning the status index.
 	// ExtendLeases extends the leases of the attempts given as JSON arrays of
 	// ids and tokens (a token names one job, so the pair is matched) and
 	// returns the ids that still held their job.

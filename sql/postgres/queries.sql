@@ -75,30 +75,35 @@ WHERE id IN (
     FOR UPDATE SKIP LOCKED)
 RETURNING *;
 
+-- The statements of attempts (ExtendLeases, CompleteJobs,
+-- DeleteCompletedJobs, ReleaseJobs) find their rows by primary key
+-- (id = ANY (ARRAY(…)), which the planner turns into a primary key lookup
+-- even on a table without statistics) and fence them by claim_token. They
+-- need no status test: a row has a claim token only while in_progress
+-- (every statement that ends an attempt clears it), and a status test would
+-- tempt the planner into scanning the status index.
+
 -- name: ExtendLeases :many
 -- ExtendLeases extends the leases of the attempts given as JSON arrays of
 -- ids and tokens (a token names one job, so the pair is matched) and
 -- returns the ids that still held their job.
 UPDATE jobs
 SET lease_until = @lease_until
-WHERE id IN (SELECT jsonb_array_elements_text(sqlc.arg(ids)::jsonb)::bigint)
-  AND claim_token IN (SELECT jsonb_array_elements_text(sqlc.arg(tokens)::jsonb))
-  AND status = 'in_progress'
+WHERE id = ANY (ARRAY(SELECT jsonb_array_elements_text(sqlc.arg(ids)::jsonb)::bigint))
+  AND claim_token = ANY (ARRAY(SELECT jsonb_array_elements_text(sqlc.arg(tokens)::jsonb)))
 RETURNING id;
 
 -- name: CompleteJobs :many
 UPDATE jobs
 SET status = 'completed', finished_at = @now, claim_token = NULL, lease_until = NULL
-WHERE id IN (SELECT jsonb_array_elements_text(sqlc.arg(ids)::jsonb)::bigint)
-  AND claim_token IN (SELECT jsonb_array_elements_text(sqlc.arg(tokens)::jsonb))
-  AND status = 'in_progress'
+WHERE id = ANY (ARRAY(SELECT jsonb_array_elements_text(sqlc.arg(ids)::jsonb)::bigint))
+  AND claim_token = ANY (ARRAY(SELECT jsonb_array_elements_text(sqlc.arg(tokens)::jsonb)))
 RETURNING id;
 
 -- name: DeleteCompletedJobs :many
 DELETE FROM jobs
-WHERE id IN (SELECT jsonb_array_elements_text(sqlc.arg(ids)::jsonb)::bigint)
-  AND claim_token IN (SELECT jsonb_array_elements_text(sqlc.arg(tokens)::jsonb))
-  AND status = 'in_progress'
+WHERE id = ANY (ARRAY(SELECT jsonb_array_elements_text(sqlc.arg(ids)::jsonb)::bigint))
+  AND claim_token = ANY (ARRAY(SELECT jsonb_array_elements_text(sqlc.arg(tokens)::jsonb)))
 RETURNING id;
 
 -- name: ReleaseJobs :many
@@ -118,9 +123,8 @@ SET finished_at = CASE
         WHEN expires_at IS NOT NULL AND expires_at <= @now THEN 'expired'
         WHEN attempts >= max_attempts THEN 'failed'
         ELSE 'pending' END
-WHERE id IN (SELECT jsonb_array_elements_text(sqlc.arg(ids)::jsonb)::bigint)
-  AND claim_token IN (SELECT jsonb_array_elements_text(sqlc.arg(tokens)::jsonb))
-  AND status = 'in_progress'
+WHERE id = ANY (ARRAY(SELECT jsonb_array_elements_text(sqlc.arg(ids)::jsonb)::bigint))
+  AND claim_token = ANY (ARRAY(SELECT jsonb_array_elements_text(sqlc.arg(tokens)::jsonb)))
 RETURNING id;
 
 -- name: FailJob :execrows
@@ -185,6 +189,12 @@ WHERE id IN (
     SELECT j.id FROM jobs j
     WHERE j.status IN ('completed', 'failed', 'expired') AND j.finished_at < @cutoff
     LIMIT @max_rows);
+
+-- name: AnalyzeTable :exec
+-- AnalyzeTable gives a new table planner statistics before autovacuum
+-- does: without them the planner sorts every pending job for each claim
+-- instead of reading the status_scheduled index in order.
+ANALYZE jobs;
 
 -- name: PurgeJobs :execrows
 -- PurgeJobs deletes every job, whatever its status (Queue.Purge).
