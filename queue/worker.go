@@ -45,12 +45,19 @@ type WorkerConfig struct {
 	MaxRuntime time.Duration
 	// ShutdownTimeout is how long running handlers may go on once the worker
 	// stops (ctx ended or MaxRuntime passed) before their contexts are
-	// cancelled (default 30 seconds; negative: cancel at once). An attempt
-	// cancelled this way that then returns an error is neither failed nor
-	// completed: it stays in_progress and Reclaim puts it back once its lease
-	// has passed (its attempt counts as started, as SPEC section 3 has it),
-	// so a deploy never turns into failed jobs. A handler that still returns
-	// nil has done its work and is completed.
+	// cancelled, with a cause wrapping ErrWorkerShutdown (default 30
+	// seconds; negative: cancel at once).
+	//
+	// An attempt cancelled this way that then returns an error is not
+	// recorded as a failure of the job: it is released at once, by
+	// Reclaim's rule (pending again now; failed if it was the last attempt,
+	// expired if its deadline has passed), so that another worker takes it
+	// without waiting for its lease to run out. The attempt counts as
+	// started, as it would had the worker vanished. A handler that still
+	// returns nil has done its work and is completed. A handler that has
+	// not returned 5 seconds after the cancellation is left running and its
+	// job in_progress, for Reclaim once its lease has passed (releasing it
+	// would let the job run twice at once).
 	ShutdownTimeout time.Duration
 	// Waker, if set, wakes the idle worker when jobs may be ready in other
 	// processes (for example a PostgreSQL LISTEN connection hearing the
@@ -101,10 +108,15 @@ const (
 	dbCallTimeout = 30 * time.Second
 )
 
+// ErrWorkerShutdown is wrapped by the cause (context.Cause) of a handler's
+// context that the worker cancelled because it stopped and ShutdownTimeout
+// passed. A lost job cancels the context with a cause wrapping ErrLeaseLost.
+var ErrWorkerShutdown = errors.New("jobqueue: worker shut down")
+
 // Errors set as the cause of a handler's context when the worker cancels it.
 var (
 	// errShutdown: the worker stopped and ShutdownTimeout passed.
-	errShutdown = errors.New("jobqueue: worker shut down (ShutdownTimeout passed)")
+	errShutdown = fmt.Errorf("%w (ShutdownTimeout passed)", ErrWorkerShutdown)
 	// errLostJob: a heartbeat found the attempt no longer holds its job.
 	errLostJob = fmt.Errorf("%w: a heartbeat found the attempt no longer holds its job", ErrLeaseLost)
 )
@@ -120,6 +132,8 @@ type Worker struct {
 	handlers map[string]handlerFunc
 	fallback handlerFunc
 	running  bool
+	// abandonGrace overrides the const of that name (tests).
+	abandonGrace time.Duration
 }
 
 // NewWorker returns a worker of the queue configured by cfg. Its settings
@@ -202,6 +216,10 @@ func (w *Worker) Run(ctx context.Context) error {
 		cfg:      cfg,
 		handlers: maps.Clone(w.handlers),
 		fallback: w.fallback,
+		abandon:  abandonGrace,
+	}
+	if w.abandonGrace > 0 {
+		r.abandon = w.abandonGrace
 	}
 	w.mu.Unlock()
 	defer func() {
@@ -222,6 +240,7 @@ type run struct {
 	log      *slog.Logger
 	handlers map[string]handlerFunc
 	fallback handlerFunc
+	abandon  time.Duration // see abandonGrace
 
 	// db is the context of the worker's own statements: it keeps ctx's
 	// values but not its end, so that results are written during shutdown.
@@ -237,6 +256,7 @@ type run struct {
 
 	mu       sync.Mutex
 	inflight map[AttemptRef]*attempt // claimed and not yet finished
+	released []AttemptRef            // cut off by shutdown, to release
 }
 
 // attempt is one claimed job on its way through the worker.
@@ -319,13 +339,13 @@ wait:
 		case <-grace:
 			grace = nil
 			if n := r.running(); n > 0 {
-				r.log.Warn("shutdown timeout passed: cancelling running handlers; their jobs stay in_progress until Reclaim", "running", n)
+				r.log.Warn("shutdown timeout passed: cancelling running handlers", "running", n)
 			}
 			r.cancelJobs(errShutdown)
-			abandon = time.After(abandonGrace)
+			abandon = time.After(r.abandon)
 		case <-abandon:
 			n := r.running()
-			runErr = fmt.Errorf("jobqueue: worker stopped with %d handler(s) still running %v after their contexts were cancelled; their jobs stay in_progress until Reclaim", n, abandonGrace)
+			runErr = fmt.Errorf("jobqueue: worker stopped with %d handler(s) still running %v after their contexts were cancelled; their jobs stay in_progress until Reclaim (make handlers return when their context ends)", n, r.abandon)
 			r.log.Error("handlers ignore their cancelled contexts; leaving them", "running", n)
 			break wait
 		}
@@ -333,6 +353,7 @@ wait:
 
 	stopHeartbeats()
 	<-hbDone
+	r.releaseInterrupted()
 	// Every executor that finished has handed its result over: write the
 	// last batch.
 	close(stopCompleter)
@@ -340,6 +361,26 @@ wait:
 	bg.Wait()
 	r.log.Info("worker stopped", "claimed", claimed)
 	return runErr
+}
+
+// releaseInterrupted releases, in one batch, the attempts whose handlers
+// returned an error after the shutdown cancelled them.
+func (r *run) releaseInterrupted() {
+	r.mu.Lock()
+	refs := r.released
+	r.released = nil
+	r.mu.Unlock()
+	if len(refs) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.db, dbCallTimeout)
+	defer cancel()
+	stale, err := r.q.release(ctx, refs)
+	if err != nil {
+		r.log.Error("releasing interrupted attempts failed; their jobs stay in_progress until Reclaim", "jobs", len(refs), "err", err)
+		return
+	}
+	r.log.Info("released interrupted attempts", "jobs", len(refs)-len(stale), "stale", len(stale))
 }
 
 // closedTimeChan is a channel that is ready at once.
@@ -530,7 +571,10 @@ func (r *run) execute(a *attempt) {
 		r.completions <- completion{a: a, dur: dur}
 		return
 	case errors.Is(cause, errShutdown):
-		log.Info("handler cancelled by shutdown; its job stays in_progress until Reclaim", "handler_err", err, "duration", dur)
+		log.Info("handler cancelled by shutdown; releasing its job", "handler_err", err, "duration", dur)
+		r.mu.Lock()
+		r.released = append(r.released, a.ref)
+		r.mu.Unlock()
 		return
 	}
 

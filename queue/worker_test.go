@@ -404,14 +404,24 @@ func TestWorkerGracefulShutdown(t *testing.T) {
 	cases := []struct {
 		name            string
 		shutdownTimeout time.Duration
-		// handler's behaviour once ctx is cancelled (it sleeps 400 ms otherwise)
+		maxAttempts     int
+		// obeysCancel: the handler returns ctx's error once cancelled; else
+		// it finishes its 400 ms of work and returns nil.
 		obeysCancel bool
 		wantStatus  Status
+		wantErr     string // in the row's error; "" means none
 		wantCause   error
 	}{
-		{name: "in-flight job finishes within the timeout", shutdownTimeout: 5 * time.Second, wantStatus: StatusCompleted},
-		{name: "job cut off by the timeout stays for reclaim", shutdownTimeout: 50 * time.Millisecond, obeysCancel: true, wantStatus: StatusInProgress, wantCause: errShutdown},
-		{name: "no grace cancels at once", shutdownTimeout: -1, obeysCancel: true, wantStatus: StatusInProgress, wantCause: errShutdown},
+		{name: "in-flight job finishes within the timeout", shutdownTimeout: 5 * time.Second, maxAttempts: 3,
+			wantStatus: StatusCompleted},
+		{name: "job that finishes its work after the cancel completes", shutdownTimeout: 50 * time.Millisecond, maxAttempts: 3,
+			wantStatus: StatusCompleted},
+		{name: "job cut off by the timeout is released", shutdownTimeout: 50 * time.Millisecond, maxAttempts: 3, obeysCancel: true,
+			wantStatus: StatusPending, wantErr: "interrupted", wantCause: ErrWorkerShutdown},
+		{name: "no grace cancels at once and releases", shutdownTimeout: -1, maxAttempts: 3, obeysCancel: true,
+			wantStatus: StatusPending, wantErr: "interrupted", wantCause: ErrWorkerShutdown},
+		{name: "a cut-off last attempt fails by Reclaim's rule", shutdownTimeout: -1, maxAttempts: 1, obeysCancel: true,
+			wantStatus: StatusFailed, wantErr: "interrupted", wantCause: ErrWorkerShutdown},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -431,16 +441,17 @@ func TestWorkerGracefulShutdown(t *testing.T) {
 					case <-time.After(400 * time.Millisecond):
 						return nil
 					case <-ctx.Done():
+						cause.Store(context.Cause(ctx))
 						if tc.obeysCancel {
-							cause.Store(context.Cause(ctx))
 							return ctx.Err()
 						}
 						<-time.After(400 * time.Millisecond)
 						return nil
 					}
 				})
-				first := enqueue(t, q, emailArgs{})
-				second := enqueue(t, q, emailArgs{})
+				policy := Policy(RetryPolicy{MaxAttempts: tc.maxAttempts, BaseDelay: time.Hour, MaxDelay: time.Hour})
+				first := enqueue(t, q, emailArgs{}, policy)
+				second := enqueue(t, q, emailArgs{}, policy)
 				stop, _ := startWorker(t, w)
 				if id := waitFor(t, started, 5*time.Second, "the first job"); id != first {
 					t.Fatalf("first job run is %d, want %d", id, first)
@@ -452,8 +463,14 @@ func TestWorkerGracefulShutdown(t *testing.T) {
 				if took := time.Since(t0); tc.shutdownTimeout < time.Second && took > 2*time.Second {
 					t.Errorf("shutdown took %v with ShutdownTimeout %v", took, tc.shutdownTimeout)
 				}
-				if got := getJob(t, q, first); got.Status != tc.wantStatus || got.Error != "" {
-					t.Errorf("in-flight job: %s %q, want %s with no error", got.Status, got.Error, tc.wantStatus)
+				got := getJob(t, q, first)
+				if got.Status != tc.wantStatus || got.Attempts != 1 || got.ClaimToken != "" ||
+					(tc.wantErr == "") != (got.Error == "") || !strings.Contains(got.Error, tc.wantErr) {
+					t.Errorf("in-flight job: %s at attempt %d, token %q, error %q; want %s at attempt 1, no token, error with %q",
+						got.Status, got.Attempts, got.ClaimToken, got.Error, tc.wantStatus, tc.wantErr)
+				}
+				if tc.wantStatus == StatusPending && got.ScheduledAt.After(q.now()) {
+					t.Errorf("released job scheduled at %v, in the future; want it due at once", got.ScheduledAt)
 				}
 				if tc.wantCause != nil {
 					c, _ := cause.Load().(error)
@@ -696,6 +713,40 @@ func TestWorkerTypesConcurrencyAndDeleteOnSuccess(t *testing.T) {
 		}
 		if row := getJob(t, q, other); row.Status != StatusPending || row.Attempts != 0 {
 			t.Errorf("job of another type: %s after %d attempts, want pending and untouched", row.Status, row.Attempts)
+		}
+	})
+}
+
+// TestWorkerAbandonsHandlersIgnoringCancel: a handler that ignores its
+// cancelled context is left running; Run says so, and its job is neither
+// released nor failed (it would run twice at once), but left for Reclaim.
+func TestWorkerAbandonsHandlersIgnoringCancel(t *testing.T) {
+	forEachEngine(t, func(t *testing.T, kind engine.Kind) {
+		env := newTestEnv(t, kind)
+		q := env.queue(t, nil)
+		cfg := fastConfig()
+		cfg.ShutdownTimeout = -1
+		w := q.NewWorker(cfg)
+		w.abandonGrace = 100 * time.Millisecond
+		started := make(chan struct{})
+		finished := make(chan struct{})
+		Handle(w, func(ctx context.Context, job *Job[emailArgs]) error {
+			close(started)
+			defer close(finished)
+			time.Sleep(700 * time.Millisecond) // deaf to ctx
+			return errors.New("too late")
+		})
+		id := enqueue(t, q, emailArgs{})
+		stop, _ := startWorker(t, w)
+		waitFor(t, started, 5*time.Second, "the handler to start")
+		err := stop(5 * time.Second)
+		if err == nil || !strings.Contains(err.Error(), "still running") {
+			t.Errorf("Run: %v; want an error about handlers still running", err)
+		}
+		waitFor(t, finished, 5*time.Second, "the deaf handler to return")
+		time.Sleep(100 * time.Millisecond) // its late result must change nothing
+		if row := getJob(t, q, id); row.Status != StatusInProgress || row.Error != "" {
+			t.Errorf("abandoned job: %s, error %q; want in_progress, untouched", row.Status, row.Error)
 		}
 	})
 }
