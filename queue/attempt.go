@@ -94,6 +94,9 @@ func (q *Queue) claim(ctx context.Context, types []string, max int, lease time.D
 // heartbeat extends the leases of running attempts to now + lease; it
 // returns the refs that no longer hold their job (lease lost).
 func (q *Queue) heartbeat(ctx context.Context, refs []AttemptRef, lease time.Duration) (lost []AttemptRef, err error) {
+	if lease <= 0 {
+		return nil, fmt.Errorf("jobqueue: heartbeat: the lease must be positive, not %v", lease)
+	}
 	leaseUntil := q.now().Add(lease)
 	refs, lost = splitRefs(refs)
 	for _, chunk := range chunkRefs(refs) {

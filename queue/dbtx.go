@@ -50,6 +50,11 @@ func newRunner(db *sql.DB, t engine.Table) *runner {
 // on returns the DBTX that runs queries on tx, or on the pool when tx is nil.
 func (r *runner) on(tx *sql.Tx) dbtx { return dbtx{r: r, tx: tx} }
 
+// onCallers returns the DBTX for a caller's transaction (EnqueueTx), which
+// may belong to another *sql.DB than the queue's: its statements are not
+// prepared (a statement prepared on the queue's pool cannot run there).
+func (r *runner) onCallers(tx *sql.Tx) dbtx { return dbtx{r: r, tx: tx, unprepared: true} }
+
 // text is query rewritten for the table, cached.
 func (r *runner) text(query string) string {
 	if v, ok := r.texts.Load(query); ok {
@@ -116,13 +121,17 @@ func (r *runner) args(args []any) []any {
 // dbtx is the generated packages' DBTX for one Queue's table, on the pool or
 // on a transaction.
 type dbtx struct {
-	r  *runner
-	tx *sql.Tx
+	r          *runner
+	tx         *sql.Tx
+	unprepared bool // never use prepared statements
 }
 
 // prepared returns the statement for text on this DBTX, or nil to run the
 // text unprepared.
 func (d dbtx) prepared(ctx context.Context, text string) *sql.Stmt {
+	if d.unprepared {
+		return nil
+	}
 	if d.tx == nil {
 		return d.r.stmt(ctx, text)
 	}

@@ -180,7 +180,7 @@ func (q *Queue) Enqueue(ctx context.Context, args JobArgs, opts ...EnqueueOption
 }
 
 // EnqueueTx adds one job inside the caller's transaction: the job exists
-// only if tx commits. Workers of this process are not woken (the job is
+// only if tx commits. tx may come from any *sql.DB on the same database. Workers of this process are not woken (the job is
 // not visible yet); they find it at their next poll.
 func (q *Queue) EnqueueTx(ctx context.Context, tx *sql.Tx, args JobArgs, opts ...EnqueueOption) (int64, error) {
 	if tx == nil {
@@ -199,7 +199,11 @@ func (q *Queue) enqueue(ctx context.Context, tx *sql.Tx, args JobArgs, opts []En
 	if err != nil {
 		return 0, err
 	}
-	id, err := q.st.insert(ctx, q.run.on(tx), j, now)
+	d := q.run.on(nil)
+	if tx != nil {
+		d = q.run.onCallers(tx)
+	}
+	id, err := q.st.insert(ctx, d, j, now)
 	if err != nil {
 		return 0, fmt.Errorf("jobqueue: enqueue %s: %w", j.name, err)
 	}
@@ -245,7 +249,7 @@ func (q *Queue) enqueueMany(ctx context.Context, tx *sql.Tx, args []JobArgs, opt
 		jobs[i] = j
 	}
 	if tx != nil {
-		if err := q.st.insertMany(ctx, q.run.on(tx), jobs, now); err != nil {
+		if err := q.st.insertMany(ctx, q.run.onCallers(tx), jobs, now); err != nil {
 			return 0, fmt.Errorf("jobqueue: enqueue %d jobs: %w", len(jobs), err)
 		}
 		return len(jobs), nil

@@ -206,6 +206,22 @@ func TestEnqueueTx(t *testing.T) {
 		if _, err := q.EnqueueTx(ctx, nil, testArgs{}); err == nil {
 			t.Error("EnqueueTx with a nil tx: no error")
 		}
+		// A transaction of another pool on the same database works too.
+		if kind != engine.SQLite {
+			other := env.newPool(t)
+			tx, err := other.BeginTx(ctx, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			id, err := q.EnqueueTx(ctx, tx, testArgs{N: 4})
+			if err != nil {
+				t.Fatalf("EnqueueTx on another pool's tx: %v", err)
+			}
+			if err := tx.Commit(); err != nil {
+				t.Fatal(err)
+			}
+			getJob(t, q, id)
+		}
 	})
 }
 
