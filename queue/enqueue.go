@@ -137,6 +137,9 @@ func (q *Queue) prepareJob(args JobArgs, typ string, at time.Time, expires *time
 	if len(bytes.TrimSpace(payload)) == 0 {
 		payload = []byte("{}")
 	}
+	if !utf8.Valid(payload) {
+		return nil, fmt.Errorf("%w: the %s payload is not valid UTF-8", ErrPayloadRejected, kind)
+	}
 	if !json.Valid(payload) {
 		return nil, fmt.Errorf("%w: the codec made no valid JSON for %s args; every engine stores the payload as JSON", ErrPayloadRejected, kind)
 	}

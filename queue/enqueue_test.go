@@ -88,6 +88,7 @@ func TestEnqueueRejectsBadInput(t *testing.T) {
 			only engine.Kind // the case applies to this engine only
 		}{
 			{name: "args that do not encode", args: badArgs{C: make(chan int)}, want: ErrPayloadRejected},
+			{name: "raw payload not UTF-8", args: RawArgs{Name: "raw", Payload: json.RawMessage("{\"a\":\"\xff\"}")}, want: ErrPayloadRejected},
 			{name: "raw payload not JSON", args: RawArgs{Name: "raw", Payload: json.RawMessage(`{nope`)}, want: ErrPayloadRejected},
 			{name: "empty kind", args: kindArgs{K: ""}, want: ErrInvalidJob},
 			{name: "kind of 256 characters", args: kindArgs{K: strings.Repeat("k", 256)}, want: ErrInvalidJob},

@@ -213,24 +213,34 @@ func (s mysqlStore) extend(ctx context.Context, refs []AttemptRef, leaseUntil ti
 	return held, nil
 }
 
-// lockedUpdate changes the jobs that refs still hold, in one READ
-// COMMITTED transaction: it locks them (LockHeldJobs), runs update on
-// their ids and tokens, and returns their ids. MySQL has no RETURNING, and
-// this is how a batch learns which attempts were stale.
+// lockedUpdate changes the jobs that refs still hold and returns their ids.
+// MySQL has no RETURNING, so a batch learns which attempts were stale like
+// this: in a short READ COMMITTED transaction it first runs update on all
+// refs; when every ref matched (the usual case) it commits. Otherwise it
+// rolls back and, in a second transaction, locks the rows the refs still
+// hold (LockHeldJobs), updates those and commits.
 func (s mysqlStore) lockedUpdate(ctx context.Context, refs []AttemptRef, what string, update func(qs *mysqlgen.Queries, ids []uint64, toks []sql.NullString) (int64, error)) (map[int64]bool, error) {
-	tx, err := s.r.db.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
-	if err != nil {
-		return nil, err
-	}
-	defer tx.Rollback()
-	qs := mysqlgen.New(s.r.on(tx))
 	ids, toks := refLists(refs)
-	locked, err := qs.LockHeldJobs(ctx, mysqlgen.LockHeldJobsParams{Ids: padIDs(uids(ids)), Tokens: padIDs(mysqlTokens(toks))})
-	if err != nil {
-		return nil, err
+	all := make(map[int64]bool, len(ids))
+	for _, id := range ids {
+		all[id] = true
 	}
-	held := idSet(locked)
-	if len(held) > 0 {
+	held, err := s.inTx(ctx, func(qs *mysqlgen.Queries) (map[int64]bool, bool, error) {
+		n, err := update(qs, padIDs(uids(ids)), padIDs(mysqlTokens(toks)))
+		return all, n == int64(len(ids)), err
+	})
+	if err != nil || held != nil {
+		return held, err
+	}
+	return s.inTx(ctx, func(qs *mysqlgen.Queries) (map[int64]bool, bool, error) {
+		locked, err := qs.LockHeldJobs(ctx, mysqlgen.LockHeldJobsParams{Ids: padIDs(uids(ids)), Tokens: padIDs(mysqlTokens(toks))})
+		if err != nil {
+			return nil, false, err
+		}
+		held := idSet(locked)
+		if len(held) == 0 {
+			return held, true, nil
+		}
 		var hIDs []uint64
 		var hToks []sql.NullString
 		for _, r := range refs {
@@ -240,17 +250,29 @@ func (s mysqlStore) lockedUpdate(ctx context.Context, refs []AttemptRef, what st
 			}
 		}
 		n, err := update(qs, padIDs(hIDs), padIDs(hToks))
-		if err != nil {
-			return nil, err
+		if err == nil && n != int64(len(hIDs)) {
+			err = fmt.Errorf("jobqueue: %s: %d of the %d locked jobs changed; nothing was changed", what, n, len(hIDs))
 		}
-		if n != int64(len(hIDs)) {
-			return nil, fmt.Errorf("jobqueue: %s: %d of the %d locked jobs changed; nothing was changed", what, n, len(hIDs))
-		}
+		return held, err == nil, err
+	})
+}
+
+// inTx runs fn in a READ COMMITTED transaction and commits when fn says so
+// (returning its result), else rolls back and returns nil.
+func (s mysqlStore) inTx(ctx context.Context, fn func(qs *mysqlgen.Queries) (map[int64]bool, bool, error)) (map[int64]bool, error) {
+	tx, err := s.r.db.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
+	if err != nil {
+		return nil, err
+	}
+	defer tx.Rollback()
+	res, commit, err := fn(mysqlgen.New(s.r.on(tx)))
+	if err != nil || !commit {
+		return nil, err
 	}
 	if err := tx.Commit(); err != nil {
 		return nil, err
 	}
-	return held, nil
+	return res, nil
 }
 
 func (s mysqlStore) complete(ctx context.Context, refs []AttemptRef, now time.Time, del bool) (map[int64]bool, error) {
