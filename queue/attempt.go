@@ -76,7 +76,11 @@ func (q *Queue) claim(ctx context.Context, types []string, max int, lease time.D
 	now := q.now()
 	rows, err := q.st.claim(ctx, types, max, newClaimToken(), now, now.Add(lease))
 	if err != nil {
-		q.logger.Error("claim failed", "types", types, "err", err)
+		if ctx.Err() != nil {
+			q.logger.Debug("claim cancelled", "types", types, "err", err)
+		} else {
+			q.logger.Error("claim failed", "types", types, "err", err)
+		}
 		return nil, fmt.Errorf("jobqueue: claim: %w", err)
 	}
 	sort.Slice(rows, func(i, j int) bool {
