@@ -31,7 +31,9 @@ command's stdout and stderr are passed through.
 
 The lease is extended while the command runs. The command runs in its own
 process group, killed as a whole if the job is lost (lease taken over) or when
-the worker is stopped and the grace period is over.
+the worker is stopped and the grace period is over; a job cut off that way is
+not failed but released at once, pending again (failed only if that was its
+last attempt), for the next worker.
 
 SIGINT or SIGTERM stops claiming; running commands get --grace to finish, then
 the worker exits 0. --max-jobs and --max-runtime stop it on their own.`,

@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -119,7 +120,8 @@ func TestWorkSIGTERM(t *testing.T) {
 
 // TestWorkGraceKillsGroup checks that a command still running when the
 // grace period ends is killed with everything it started, the worker exits
-// 0 and the job is left in progress for reclaim (not failed).
+// 0 and the job is released at once: pending again, its attempt counted,
+// not failed.
 func TestWorkGraceKillsGroup(t *testing.T) {
 	t.Parallel()
 	c := engineCLI(t, "sqlite")
@@ -144,7 +146,12 @@ func TestWorkGraceKillsGroup(t *testing.T) {
 			t.Fatalf("the command's child %d outlived the grace period", child)
 		}
 	}
-	assertStats(t, c, "", map[string]int64{"in_progress": 1})
+	assertStats(t, c, "", map[string]int64{"pending": 1})
+	var job map[string]any
+	decodeJSON(t, c.ok(t, "show", "1", "--json"), &job)
+	if job["attempts"] != 1.0 || job["claim_token"] != nil || !strings.Contains(fmt.Sprint(job["error"]), "shut down") {
+		t.Errorf("the interrupted job was not released as Reclaim would: %v", job)
+	}
 }
 
 // TestWorkMaxRuntime checks that --max-runtime stops an idle worker with
