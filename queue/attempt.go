@@ -186,11 +186,9 @@ func (q *Queue) fail(ctx context.Context, job *JobRow, handlerErr error) (Status
 	if !ok {
 		return "", time.Time{}, fmt.Errorf("%w: job %d is no longer held by this attempt; its failure was not recorded", ErrLeaseLost, job.ID)
 	}
-	lvl := "job attempt failed, will retry"
-	if o.status != StatusPending {
-		lvl = "job " + string(o.status)
-	}
-	q.logger.Warn(lvl, "id", job.ID, "kind", job.Name, "attempt", job.Attempts, "err", o.errText)
+	// The worker logs the outcome for users (with the handler's duration);
+	// this line is for tracing the queue itself.
+	q.logger.Debug("failed attempt recorded", "job_id", job.ID, "kind", job.Name, "attempt", job.Attempts, "status", o.status)
 	if o.status == StatusPending {
 		return o.status, o.scheduledAt, nil
 	}
