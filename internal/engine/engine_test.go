@@ -1,0 +1,130 @@
+package engine
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestParseTable(t *testing.T) {
+	cases := []struct {
+		kind    Kind
+		name    string
+		want    string
+		wantErr error
+	}{
+		{Postgres, "jobs", "jobs", nil},
+		{Postgres, "Jobs", "jobs", nil},
+		{Postgres, "_x9", "_x9", nil},
+		{Postgres, strings.Repeat("a", 50), strings.Repeat("a", 50), nil},
+		{Postgres, strings.Repeat("a", 51), "", ErrInvalidTableName},
+		{MySQL, "Jobs", "Jobs", nil},
+		{MySQL, strings.Repeat("a", 64), strings.Repeat("a", 64), nil},
+		{MySQL, strings.Repeat("a", 65), "", ErrInvalidTableName},
+		{SQLite, "Jobs", "Jobs", nil},
+		{SQLite, "", "", ErrInvalidTableName},
+		{SQLite, "1abc", "", ErrInvalidTableName},
+		{SQLite, "a-b", "", ErrInvalidTableName},
+		{SQLite, "x;drop", "", ErrInvalidTableName},
+		{SQLite, `x"y`, "", ErrInvalidTableName},
+		{MySQL, "x`y", "", ErrInvalidTableName},
+		{SQLite, "jöbs", "", ErrInvalidTableName},
+		{Kind("oracle"), "jobs", "", ErrUnsupportedDatabase},
+	}
+	for _, c := range cases {
+		got, err := ParseTable(c.kind, c.name)
+		if c.wantErr != nil {
+			if !errors.Is(err, c.wantErr) {
+				t.Errorf("ParseTable(%s, %q) error = %v, want %v", c.kind, c.name, err, c.wantErr)
+			}
+			continue
+		}
+		if err != nil || got.Name != c.want || got.Kind != c.kind {
+			t.Errorf("ParseTable(%s, %q) = %+v, %v; want name %q", c.kind, c.name, got, err, c.want)
+		}
+	}
+}
+
+func TestQuotedAndIndexName(t *testing.T) {
+	long := strings.Repeat("t", 50)
+	cases := []struct {
+		table  Table
+		quoted string
+		index  string
+	}{
+		{Table{Postgres, "jobs"}, `"jobs"`, "idx_jobs_type_status_scheduled"},
+		{Table{SQLite, "Jobs"}, `"Jobs"`, "idx_Jobs_type_status_scheduled"},
+		{Table{MySQL, "jobs"}, "`jobs`", "idx_type_status_scheduled"},
+		{Table{Postgres, long}, `"` + long + `"`, ("idx_" + long + "_type_status_scheduled")[:63]},
+	}
+	for _, c := range cases {
+		if got := c.table.Quoted(); got != c.quoted {
+			t.Errorf("%+v.Quoted() = %s, want %s", c.table, got, c.quoted)
+		}
+		if got := c.table.IndexName("type_status_scheduled"); got != c.index {
+			t.Errorf("%+v.IndexName() = %s, want %s", c.table, got, c.index)
+		}
+	}
+	// The longest PostgreSQL name still gives four distinct index names.
+	seen := map[string]bool{}
+	for _, s := range []string{"status_scheduled", "type_status_scheduled", "status_expires", "lease_until"} {
+		n := Table{Postgres, long}.IndexName(s)
+		if len(n) > 63 || seen[n] {
+			t.Errorf("index name %q is too long or repeated", n)
+		}
+		seen[n] = true
+	}
+}
+
+func TestTimeArg(t *testing.T) {
+	tokyo := time.FixedZone("JST", 9*3600)
+	at := time.Date(2026, 1, 2, 12, 30, 45, 678901234, tokyo) // 03:30:45.678901234 UTC
+	if got := MySQL.TimeArg(at); got != "2026-01-02 03:30:45" {
+		t.Errorf("MySQL.TimeArg = %v", got)
+	}
+	if got := SQLite.TimeArg(at); got != "2026-01-02 03:30:45.678901" {
+		t.Errorf("SQLite.TimeArg = %v", got)
+	}
+	got, ok := Postgres.TimeArg(at).(time.Time)
+	if !ok || got.Location() != time.UTC || !got.Equal(at) {
+		t.Errorf("Postgres.TimeArg = %v", Postgres.TimeArg(at))
+	}
+	if u := AsUTC(time.Date(2026, 1, 2, 3, 4, 5, 6, tokyo)); u != time.Date(2026, 1, 2, 3, 4, 5, 6, time.UTC) {
+		t.Errorf("AsUTC kept the zone offset: %v", u)
+	}
+}
+
+func TestDriverDSN(t *testing.T) {
+	cases := []struct {
+		url    string
+		driver string
+		kind   Kind
+		dsn    []string // substrings the DSN must hold
+	}{
+		{"postgres://u:p@h:5432/db?sslmode=disable", "pgx", Postgres, []string{"postgres://u:p@h:5432/db?", "sslmode=disable", "connect_timeout=10"}},
+		{"postgresql://h/db?connect_timeout=3", "pgx", Postgres, []string{"connect_timeout=3"}},
+		{"mysql://root@127.0.0.1:3306/test", "mysql", MySQL, []string{"root@tcp(127.0.0.1:3306)/test?", "parseTime=true", "loc=UTC", "timeout=10s", "charset=utf8mb4"}},
+		{"mariadb://u:p%40ss@db/app", "mysql", MySQL, []string{"u:p@ss@tcp(db:3306)/app?"}},
+		{"sqlite:jobqueue.db", "sqlite", SQLite, []string{"file:jobqueue.db?", "busy_timeout", "journal_mode(WAL)", "_txlock=immediate"}},
+		{"sqlite:///tmp/x.db", "sqlite", SQLite, []string{"file:/tmp/x.db?"}},
+		{"sqlite://rel.db", "sqlite", SQLite, []string{"file:rel.db?"}},
+	}
+	for _, c := range cases {
+		driver, dsn, k, err := DriverDSN(c.url)
+		if err != nil || driver != c.driver || k != c.kind {
+			t.Errorf("DriverDSN(%q) = %q, %q, %q, %v", c.url, driver, dsn, k, err)
+			continue
+		}
+		for _, s := range c.dsn {
+			if !strings.Contains(dsn, s) {
+				t.Errorf("DriverDSN(%q) dsn %q lacks %q", c.url, dsn, s)
+			}
+		}
+	}
+	for _, bad := range []string{"", "jobs.db", "redis://h", "mysql://h", "mysql:///db", "mysql://h/a/b", "sqlite:", "sqlite://"} {
+		if _, _, _, err := DriverDSN(bad); !errors.Is(err, ErrBadURL) {
+			t.Errorf("DriverDSN(%q) error = %v, want ErrBadURL", bad, err)
+		}
+	}
+}
