@@ -3,6 +3,7 @@ package queue
 import (
 	"context"
 	"encoding/json"
+	"strings"
 	"time"
 
 	"github.com/jobqueue/jobqueue/db/pggen"
@@ -18,6 +19,12 @@ type pgStore struct{ r *runner }
 
 func (s pgStore) qs() *pggen.Queries { return pggen.New(s.r.on(nil)) }
 
+// channel is the NOTIFY channel of the table: its name as the database
+// stores it (the quoted name without its quotes; a valid table name holds
+// no quote). ListenJobs listens on the same name, since the rewriting of
+// `jobs` turns it into LISTEN "<table>".
+func (s pgStore) channel() string { return strings.Trim(s.r.quoted, `"`) }
+
 func (s pgStore) probe(ctx context.Context) error {
 	_, err := s.qs().ProbeTable(ctx)
 	return err
@@ -25,7 +32,7 @@ func (s pgStore) probe(ctx context.Context) error {
 
 func (s pgStore) insert(ctx context.Context, d dbtx, j *newJob, now time.Time) (int64, error) {
 	return pggen.New(d).InsertJob(ctx, pggen.InsertJobParams{
-		Name: j.name, Type: j.typ, Payload: json.RawMessage(j.payload),
+		Channel: s.channel(), Name: j.name, Type: j.typ, Payload: json.RawMessage(j.payload),
 		MaxAttempts: int32(j.maxAttempts), BaseDelay: int32(j.baseDelay), MaxDelay: int32(j.maxDelay),
 		ScheduledAt: j.scheduledAt, ExpiresAt: nullTime(j.expiresAt), CreatedAt: now,
 	})
@@ -36,9 +43,23 @@ func (s pgStore) insertMany(ctx context.Context, d dbtx, jobs []*newJob, now tim
 	if err != nil {
 		return err
 	}
+	// The payload is the jobs' type; empty (wake every worker) when they
+	// have several.
+	typ := ""
+	if len(jobs) > 0 {
+		typ = jobs[0].typ
+	}
+	for _, j := range jobs {
+		if j.typ != typ {
+			typ = ""
+			break
+		}
+	}
 	qs := pggen.New(d)
 	for _, c := range chunks {
-		if _, err := qs.InsertJobsJSON(ctx, pggen.InsertJobsJSONParams{CreatedAt: now, Rows: json.RawMessage(c)}); err != nil {
+		if _, err := qs.InsertJobsJSON(ctx, pggen.InsertJobsJSONParams{
+			CreatedAt: now, Rows: json.RawMessage(c), Channel: s.channel(), NotifyType: typ,
+		}); err != nil {
 			return err
 		}
 	}

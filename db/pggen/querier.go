@@ -39,11 +39,26 @@ type Querier interface {
 	// FailJob records a failed attempt; the queue decides the new status.
 	FailJob(ctx context.Context, arg FailJobParams) (int64, error)
 	GetJob(ctx context.Context, id int64) ([]Job, error)
+	// InsertJob inserts one job and, in the same statement (no extra round
+	// trip), NOTIFYs the channel named like the table (@channel: the name as
+	// the database stores it) with the job's type as payload. PostgreSQL
+	// delivers it when the transaction commits, never when it rolls back, and
+	// folds identical notifications of one transaction into one. Idle workers
+	// LISTEN on that channel (ListenJobs). The function scan, lateral to the
+	// one inserted row, runs pg_notify exactly once.
 	InsertJob(ctx context.Context, arg InsertJobParams) (int64, error)
 	// InsertJobsJSON inserts every job of a JSON array of objects in one
-	// statement (one parameter, so no placeholder limit).
+	// statement (one parameter, so no placeholder limit) and notifies
+	// @notify_type (the type of the jobs; empty when they have several). The
+	// materialized CTE holds one row and runs pg_notify once, whatever the
+	// plan; the chunks of one EnqueueMany share a transaction, so their
+	// identical notifications arrive as one.
 	InsertJobsJSON(ctx context.Context, arg InsertJobsJSONParams) (int64, error)
 	ListJobs(ctx context.Context, arg ListJobsParams) ([]Job, error)
+	// ListenJobs makes the session LISTEN on the channel named like the table
+	// (the rewriting of `jobs` turns it into LISTEN "<table>"). The worker runs
+	// it on one dedicated connection (queue/notify_postgres.go).
+	ListenJobs(ctx context.Context) error
 	// Queries of the queue on PostgreSQL. They name the table `jobs`; the queue
 	// sends them to the table chosen at run time (queue/dbtx.go rewrites the
 	// identifier). Every time is passed from Go (the queue's UTC clock), never

@@ -505,14 +505,17 @@ func (q *Queries) GetJob(ctx context.Context, id int64) ([]Job, error) {
 }
 
 const insertJob = `-- name: InsertJob :one
-INSERT INTO jobs (name, type, payload, status, attempts, max_attempts, base_delay,
-                  max_delay, scheduled_at, expires_at, created_at)
-VALUES ($1, $2, $3, 'pending', 0, $4, $5,
-        $6, $7, $8, $9)
-RETURNING id
+WITH ins AS (
+    INSERT INTO jobs (name, type, payload, status, attempts, max_attempts, base_delay,
+                      max_delay, scheduled_at, expires_at, created_at)
+    VALUES ($2, $3, $4, 'pending', 0, $5, $6,
+            $7, $8, $9, $10)
+    RETURNING id, type)
+SELECT ins.id FROM ins CROSS JOIN LATERAL pg_notify($1::text, ins.type) AS n
 `
 
 type InsertJobParams struct {
+	Channel     string
 	Name        string
 	Type        string
 	Payload     json.RawMessage
@@ -524,8 +527,16 @@ type InsertJobParams struct {
 	CreatedAt   time.Time
 }
 
+// InsertJob inserts one job and, in the same statement (no extra round
+// trip), NOTIFYs the channel named like the table (@channel: the name as
+// the database stores it) with the job's type as payload. PostgreSQL
+// delivers it when the transaction commits, never when it rolls back, and
+// folds identical notifications of one transaction into one. Idle workers
+// LISTEN on that channel (ListenJobs). The function scan, lateral to the
+// one inserted row, runs pg_notify exactly once.
 func (q *Queries) InsertJob(ctx context.Context, arg InsertJobParams) (int64, error) {
 	row := q.db.QueryRowContext(ctx, insertJob,
+		arg.Channel,
 		arg.Name,
 		arg.Type,
 		arg.Payload,
@@ -542,6 +553,8 @@ func (q *Queries) InsertJob(ctx context.Context, arg InsertJobParams) (int64, er
 }
 
 const insertJobsJSON = `-- name: InsertJobsJSON :execrows
+WITH notified AS MATERIALIZED (
+    SELECT pg_notify($3::text, $4::text))
 INSERT INTO jobs (name, type, payload, status, attempts, max_attempts, base_delay,
                   max_delay, scheduled_at, expires_at, created_at)
 SELECT r.name, r.type, r.payload::jsonb, 'pending', 0, r.max_attempts, r.base_delay,
@@ -549,18 +562,30 @@ SELECT r.name, r.type, r.payload::jsonb, 'pending', 0, r.max_attempts, r.base_de
 FROM jsonb_to_recordset($2::jsonb) AS r(name text, type text, payload text,
      max_attempts int, base_delay int, max_delay int, scheduled_at timestamp,
      expires_at timestamp, ord int)
+     CROSS JOIN notified
 ORDER BY r.ord
 `
 
 type InsertJobsJSONParams struct {
-	CreatedAt time.Time
-	Rows      json.RawMessage
+	CreatedAt  time.Time
+	Rows       json.RawMessage
+	Channel    string
+	NotifyType string
 }
 
 // InsertJobsJSON inserts every job of a JSON array of objects in one
-// statement (one parameter, so no placeholder limit).
+// statement (one parameter, so no placeholder limit) and notifies
+// @notify_type (the type of the jobs; empty when they have several). The
+// materialized CTE holds one row and runs pg_notify once, whatever the
+// plan; the chunks of one EnqueueMany share a transaction, so their
+// identical notifications arrive as one.
 func (q *Queries) InsertJobsJSON(ctx context.Context, arg InsertJobsJSONParams) (int64, error) {
-	result, err := q.db.ExecContext(ctx, insertJobsJSON, arg.CreatedAt, arg.Rows)
+	result, err := q.db.ExecContext(ctx, insertJobsJSON,
+		arg.CreatedAt,
+		arg.Rows,
+		arg.Channel,
+		arg.NotifyType,
+	)
 	if err != nil {
 		return 0, err
 	}
@@ -619,6 +644,18 @@ func (q *Queries) ListJobs(ctx context.Context, arg ListJobsParams) ([]Job, erro
 		return nil, err
 	}
 	return items, nil
+}
+
+const listenJobs = `-- name: ListenJobs :exec
+LISTEN jobs
+`
+
+// ListenJobs makes the session LISTEN on the channel named like the table
+// (the rewriting of `jobs` turns it into LISTEN "<table>"). The worker runs
+// it on one dedicated connection (queue/notify_postgres.go).
+func (q *Queries) ListenJobs(ctx context.Context) error {
+	_, err := q.db.ExecContext(ctx, listenJobs)
+	return err
 }
 
 const probeTable = `-- name: ProbeTable :many

@@ -14,15 +14,30 @@ FROM jobs
 LIMIT 0;
 
 -- name: InsertJob :one
-INSERT INTO jobs (name, type, payload, status, attempts, max_attempts, base_delay,
-                  max_delay, scheduled_at, expires_at, created_at)
-VALUES (@name, @type, @payload, 'pending', 0, @max_attempts, @base_delay,
-        @max_delay, @scheduled_at, sqlc.narg(expires_at), @created_at)
-RETURNING id;
+-- InsertJob inserts one job and, in the same statement (no extra round
+-- trip), NOTIFYs the channel named like the table (@channel: the name as
+-- the database stores it) with the job's type as payload. PostgreSQL
+-- delivers it when the transaction commits, never when it rolls back, and
+-- folds identical notifications of one transaction into one. Idle workers
+-- LISTEN on that channel (ListenJobs). The function scan, lateral to the
+-- one inserted row, runs pg_notify exactly once.
+WITH ins AS (
+    INSERT INTO jobs (name, type, payload, status, attempts, max_attempts, base_delay,
+                      max_delay, scheduled_at, expires_at, created_at)
+    VALUES (@name, @type, @payload, 'pending', 0, @max_attempts, @base_delay,
+            @max_delay, @scheduled_at, sqlc.narg(expires_at), @created_at)
+    RETURNING id, type)
+SELECT ins.id FROM ins CROSS JOIN LATERAL pg_notify(sqlc.arg(channel)::text, ins.type) AS n;
 
 -- name: InsertJobsJSON :execrows
 -- InsertJobsJSON inserts every job of a JSON array of objects in one
--- statement (one parameter, so no placeholder limit).
+-- statement (one parameter, so no placeholder limit) and notifies
+-- @notify_type (the type of the jobs; empty when they have several). The
+-- materialized CTE holds one row and runs pg_notify once, whatever the
+-- plan; the chunks of one EnqueueMany share a transaction, so their
+-- identical notifications arrive as one.
+WITH notified AS MATERIALIZED (
+    SELECT pg_notify(sqlc.arg(channel)::text, sqlc.arg(notify_type)::text))
 INSERT INTO jobs (name, type, payload, status, attempts, max_attempts, base_delay,
                   max_delay, scheduled_at, expires_at, created_at)
 SELECT r.name, r.type, r.payload::jsonb, 'pending', 0, r.max_attempts, r.base_delay,
@@ -30,6 +45,7 @@ SELECT r.name, r.type, r.payload::jsonb, 'pending', 0, r.max_attempts, r.base_de
 FROM jsonb_to_recordset(sqlc.arg(rows)::jsonb) AS r(name text, type text, payload text,
      max_attempts int, base_delay int, max_delay int, scheduled_at timestamp,
      expires_at timestamp, ord int)
+     CROSS JOIN notified
 ORDER BY r.ord;
 
 -- name: ClaimJobs :many
@@ -199,3 +215,9 @@ ANALYZE jobs;
 -- name: PurgeJobs :execrows
 -- PurgeJobs deletes every job, whatever its status (Queue.Purge).
 DELETE FROM jobs;
+
+-- name: ListenJobs :exec
+-- ListenJobs makes the session LISTEN on the channel named like the table
+-- (the rewriting of `jobs` turns it into LISTEN "<table>"). The worker runs
+-- it on one dedicated connection (queue/notify_postgres.go).
+LISTEN jobs;
