@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/pressly/goose/v3"
 	_ "modernc.org/sqlite" // the driver the example opens
@@ -170,6 +171,7 @@ func TestGooseMigrationsRejectsBadInput(t *testing.T) {
 	}{
 		{"bad table name", "a-b", migrations.RetryPolicy{}, 1, migrations.ErrInvalidTableName},
 		{"bad policy", "jobs", migrations.RetryPolicy{MaxAttempts: -1, BaseDelay: 1, MaxDelay: 1}, 1, policy.ErrInvalidPolicy},
+		{"base delay too long for the column", "jobs", migrations.RetryPolicy{MaxAttempts: 3, BaseDelay: 3_000_000_000 * time.Second, MaxDelay: time.Hour}, 1, policy.ErrInvalidPolicy},
 		{"version 0", "jobs", migrations.RetryPolicy{}, 0, nil},
 	}
 	for _, c := range cases {

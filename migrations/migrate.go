@@ -4,11 +4,13 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/jobqueue/jobqueue/internal/engine"
+	"github.com/jobqueue/jobqueue/internal/policy"
 )
 
 // Migrate converts a version 1 table (SPEC section 4) to version 2, once,
@@ -61,7 +63,7 @@ type migrateOptions struct {
 
 // migrate is Migrate with options.
 func migrate(ctx context.Context, db *sql.DB, p RetryPolicy, table string, o migrateOptions) error {
-	if err := p.Validate(); err != nil {
+	if err := validatePolicy(p); err != nil {
 		return fmt.Errorf("migrate table %q: %w; pass the policy version 2 should store with every job (for example MaxAttempts 3, BaseDelay 2m, MaxDelay 1h)", table, err)
 	}
 	k, err := engine.Detect(db)
@@ -83,6 +85,27 @@ func migrate(ctx context.Context, db *sql.DB, p RetryPolicy, table string, o mig
 			next = "MySQL commits each step on its own, so the table may be partly migrated; fix the cause and run Migrate again with the same policy to complete it"
 		}
 		return fmt.Errorf("migrate table %s to version 2: %w (%s)", t.Name, err, next)
+	}
+	return nil
+}
+
+// validatePolicy checks p as policy.Validate does, and also that each of
+// its numbers fits the INT columns that store it with every job
+// (max_attempts, base_delay and max_delay, in seconds): a larger one would
+// fail the conversion halfway (PostgreSQL: out of range; MySQL: after its
+// first steps have committed) or be stored where the queue cannot read it.
+func validatePolicy(p RetryPolicy) error {
+	if err := p.Validate(); err != nil {
+		return err
+	}
+	maxAttempts, baseDelay, maxDelay := p.Seconds()
+	for _, v := range []struct {
+		name string
+		n    int64
+	}{{"MaxAttempts", maxAttempts}, {"BaseDelay (seconds)", baseDelay}, {"MaxDelay (seconds)", maxDelay}} {
+		if v.n > math.MaxInt32 {
+			return fmt.Errorf("%w: %s is %d; the table's INT column holds at most %d", policy.ErrInvalidPolicy, v.name, v.n, math.MaxInt32)
+		}
 	}
 	return nil
 }
@@ -407,30 +430,21 @@ func (c *converter) convertRows(ctx context.Context, ex execQueryer) error {
 		_, err = ex.ExecContext(ctx, q, a.args...)
 		return err
 	}
-	var lo, hi sql.NullInt64
-	rows, err := ex.QueryContext(ctx, "SELECT MIN(id), MAX(id) FROM "+c.t.Quoted()+" WHERE attempts IS NULL")
-	if err != nil {
-		return err
-	}
-	for rows.Next() {
-		err = rows.Scan(&lo, &hi)
-	}
-	if cerr := rows.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return err
-	}
-	if !lo.Valid {
-		return nil // every row is converted
-	}
 	batch := int64(mysqlBatchIDs)
 	if c.o.mysqlBatchIDs > 0 {
 		batch = int64(c.o.mysqlBatchIDs)
 	}
 	q += " AND id >= ? AND id < ?"
-	for n, from := 1, lo.Int64; from <= hi.Int64; n, from = n+1, from+batch {
-		if _, err := ex.ExecContext(ctx, q, append(a.args, from, from+batch)...); err != nil {
+	// Each batch starts at the first row still to convert, so that a gap
+	// in the ids (old jobs kept, millions since pruned) costs no empty
+	// batches: there are at most as many batches as rows.
+	for n, from := 1, int64(0); ; n++ {
+		next, ok, err := c.mysqlFirstUnconverted(ctx, ex, from)
+		if err != nil || !ok {
+			return err // nil when every row is converted
+		}
+		from = next + batch
+		if _, err := ex.ExecContext(ctx, q, append(a.args, next, from)...); err != nil {
 			return err
 		}
 		if c.o.afterBatch != nil {
@@ -439,7 +453,26 @@ func (c *converter) convertRows(ctx context.Context, ex execQueryer) error {
 			}
 		}
 	}
-	return nil
+}
+
+// mysqlFirstUnconverted is the smallest id at or above from of a row not
+// yet converted (its attempts is NULL); ok is false when there is none.
+func (c *converter) mysqlFirstUnconverted(ctx context.Context, ex execQueryer, from int64) (id int64, ok bool, err error) {
+	var first sql.NullInt64
+	rows, err := ex.QueryContext(ctx, "SELECT MIN(id) FROM "+c.t.Quoted()+" WHERE attempts IS NULL AND id >= ?", from)
+	if err != nil {
+		return 0, false, err
+	}
+	for rows.Next() {
+		err = rows.Scan(&first)
+	}
+	if cerr := rows.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = rows.Err()
+	}
+	return first.Int64, first.Valid, err
 }
 
 // replaceIndexes (PostgreSQL, MySQL) drops the version 1 indexes on (type)

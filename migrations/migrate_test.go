@@ -371,6 +371,10 @@ func TestMigrateBadInput(t *testing.T) {
 				{"no attempts", RetryPolicy{MaxAttempts: 0, BaseDelay: time.Second, MaxDelay: time.Second}, v1, policy.ErrInvalidPolicy},
 				{"negative delay", RetryPolicy{MaxAttempts: 3, BaseDelay: -time.Second, MaxDelay: time.Minute}, v1, policy.ErrInvalidPolicy},
 				{"fractional delay", RetryPolicy{MaxAttempts: 3, BaseDelay: 1500 * time.Millisecond, MaxDelay: time.Minute}, v1, policy.ErrInvalidPolicy},
+				// base_delay is an INT column: a base delay past 2^31-1 seconds
+				// would overflow it on PostgreSQL (after MySQL's first steps
+				// had committed) or be stored as a value the queue cannot read.
+				{"base delay too long for the column", RetryPolicy{MaxAttempts: 3, BaseDelay: 3_000_000_000 * time.Second, MaxDelay: time.Hour}, v1, policy.ErrInvalidPolicy},
 				{"bad policy, missing table", RetryPolicy{MaxAttempts: 3}, missing, policy.ErrInvalidPolicy},
 				{"injection", testPolicy, v1 + "; DROP TABLE x", ErrInvalidTableName},
 				{"empty name", testPolicy, "", ErrInvalidTableName},
@@ -766,5 +770,47 @@ func TestMigrateForeignTable(t *testing.T) {
 				t.Errorf("catalog changed:\n%s", diff)
 			}
 		})
+	}
+}
+
+// TestMigrateMySQLSparseIDs: MySQL converts rows in batches of ids; a table
+// whose ids have a huge gap (an old job kept while millions of others came
+// and were pruned) must take about one batch per batch of rows, not one
+// per empty id range in between.
+func TestMigrateMySQLSparseIDs(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	k := engine.MySQL
+	db := testdb.Open(t, k)
+	table := testdb.Table(t, db)
+	createV1(t, db, k, table)
+	jobs := v1Fixture(k, time.Now().UTC())[:6]
+	for i := range jobs {
+		jobs[i].ID = int64(i + 1)
+		if i >= 3 {
+			jobs[i].ID = 1_000_000_000_000 + int64(i)
+		}
+	}
+	insertV1(t, db, k, table, jobs)
+	batches := 0
+	err := migrate(ctx, db, testPolicy, table, migrateOptions{mysqlBatchIDs: 10, afterBatch: func(n int) error {
+		batches = n
+		if n > len(jobs) {
+			return fmt.Errorf("batch %d for %d rows: the conversion walks empty id ranges", n, len(jobs))
+		}
+		return nil
+	}})
+	if err != nil {
+		t.Fatalf("Migrate: %v", err)
+	}
+	if batches != 2 {
+		t.Errorf("the conversion took %d batches of 10 ids for ids 1-3 and 10^12+3..5; want 2", batches)
+	}
+	var notConverted int
+	if err := db.QueryRowContext(ctx, "SELECT COUNT(*) FROM `"+table+"` WHERE max_attempts <> ?", testPolicy.MaxAttempts).Scan(&notConverted); err != nil {
+		t.Fatal(err)
+	}
+	if notConverted != 0 {
+		t.Errorf("%d rows do not hold the policy after Migrate", notConverted)
 	}
 }
