@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -79,13 +80,9 @@ delay 60 s, max delay 3600 s) unless all three of --max-attempts,
 				opts = append(opts, queue.ExpiresIn(d))
 			}
 			if cmd.Flags().Changed("max-attempts") {
-				p := queue.RetryPolicy{
-					MaxAttempts: maxAttempts,
-					BaseDelay:   time.Duration(baseDelay) * time.Second,
-					MaxDelay:    time.Duration(maxDelay) * time.Second,
-				}
-				if err := p.Validate(); err != nil {
-					return &usageError{err: err}
+				p, err := policyFromFlags(maxAttempts, baseDelay, maxDelay)
+				if err != nil {
+					return err
 				}
 				opts = append(opts, queue.Policy(p))
 			}
@@ -124,6 +121,30 @@ delay 60 s, max delay 3600 s) unless all three of --max-attempts,
 	return cmd
 }
 
+// policyFromFlags is the retry policy of --max-attempts, --base-delay and
+// --max-delay (seconds). Each number is checked against what the table's INT
+// columns hold before it becomes a time.Duration, which a larger one would
+// overflow; a bad one is a usage error.
+func policyFromFlags(maxAttempts, baseDelay, maxDelay int) (queue.RetryPolicy, error) {
+	for _, f := range []struct {
+		flag string
+		n    int
+	}{{"--max-attempts", maxAttempts}, {"--base-delay", baseDelay}, {"--max-delay", maxDelay}} {
+		if f.n > math.MaxInt32 {
+			return queue.RetryPolicy{}, usagef("%s %d is too large; the table holds at most %d", f.flag, f.n, math.MaxInt32)
+		}
+	}
+	p := queue.RetryPolicy{
+		MaxAttempts: maxAttempts,
+		BaseDelay:   time.Duration(baseDelay) * time.Second,
+		MaxDelay:    time.Duration(maxDelay) * time.Second,
+	}
+	if err := p.Validate(); err != nil {
+		return queue.RetryPolicy{}, &usageError{err: err}
+	}
+	return p, nil
+}
+
 // parseTime reads an RFC 3339 time given to flag (a usage error if bad).
 func parseTime(flag, s string) (time.Time, error) {
 	t, err := time.Parse(time.RFC3339Nano, s)
@@ -141,6 +162,9 @@ func parseDuration(flag, s string) (time.Duration, error) {
 	if days, ok := strings.CutSuffix(s, "d"); ok {
 		var n int64
 		n, err = strconv.ParseInt(days, 10, 32)
+		if err == nil && (n > math.MaxInt64/int64(24*time.Hour) || n < math.MinInt64/int64(24*time.Hour)) {
+			return 0, usagef("%s %s is too long; the longest is %dd", flag, s, math.MaxInt64/int64(24*time.Hour))
+		}
 		d = time.Duration(n) * 24 * time.Hour
 	} else {
 		d, err = time.ParseDuration(s)

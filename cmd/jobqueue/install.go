@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"time"
 
 	"github.com/spf13/cobra"
 
@@ -51,13 +50,9 @@ interrupted migration completes when run again with the same policy.
 The operator's guide is docs/upgrading.md.`,
 		Args: cobra.NoArgs,
 		RunE: runE(func(cmd *cobra.Command, args []string) error {
-			p := migrations.RetryPolicy{
-				MaxAttempts: maxAttempts,
-				BaseDelay:   time.Duration(baseDelay) * time.Second,
-				MaxDelay:    time.Duration(maxDelay) * time.Second,
-			}
-			if err := p.Validate(); err != nil {
-				return &usageError{err: err}
+			p, err := policyFromFlags(maxAttempts, baseDelay, maxDelay)
+			if err != nil {
+				return err
 			}
 			ctx := cmd.Context()
 			db, k, name, err := a.open(ctx)

@@ -80,7 +80,9 @@ func run(ctx context.Context, args []string, s streams) int {
 	if errors.As(err, &u) {
 		code = exitUsage
 	}
-	fmt.Fprintln(s.err, oneLine(err, code, cmd))
+	// The URL may hold a password, and some errors quote it.
+	line := redactURL(redactURL(oneLine(err, code, cmd), a.dbURL), os.Getenv("JOBQUEUE_DB"))
+	fmt.Fprintln(s.err, line)
 	return code
 }
 
