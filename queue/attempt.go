@@ -154,18 +154,21 @@ const releaseError = "interrupted: the worker shut down before the attempt finis
 func (q *Queue) release(ctx context.Context, refs []AttemptRef) (stale []AttemptRef, err error) {
 	now := q.now()
 	refs, stale = splitRefs(refs)
+	released := 0
 	for _, chunk := range chunkRefs(refs) {
 		held, err := q.st.release(ctx, chunk, now, releaseError)
 		if err != nil {
 			return stale, fmt.Errorf("jobqueue: release: %w", err)
 		}
 		for _, r := range chunk {
-			if !held[r.ID] {
+			if held[r.ID] {
+				released++
+			} else {
 				stale = append(stale, r)
 			}
 		}
 	}
-	if n := len(refs) - len(stale); n > 0 {
+	if n := released; n > 0 {
 		q.logger.Warn("interrupted attempts released", "count", n)
 		q.wake.notify()
 	}

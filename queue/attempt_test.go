@@ -661,3 +661,31 @@ func BenchmarkClaimBatch(b *testing.B) {
 		}
 	}
 }
+
+// TestReleaseWithMalformedRefsWakesWorkers: release counted the malformed
+// refs (reported stale without touching the table) against the released
+// ones, so a release of one job plus one malformed ref neither logged nor
+// woke the idle workers of this process, which then waited for their poll.
+func TestReleaseWithMalformedRefsWakesWorkers(t *testing.T) {
+	forEachEngine(t, func(t *testing.T, kind engine.Kind) {
+		ctx := context.Background()
+		env := coreEnv(t, kind)
+		q, _ := coreQueue(t, env)
+		id := mustEnqueue(t, q, testArgs{N: 1})
+		job := mustClaim(t, q, nil, 1, time.Hour)[0]
+		woken := q.wake.wait()
+		malformed := AttemptRef{ID: id, Token: "not-a-token"}
+		stale, err := q.release(ctx, []AttemptRef{malformed, job.Ref()})
+		if err != nil || len(stale) != 1 || stale[0] != malformed {
+			t.Fatalf("release: stale %v, %v; want only the malformed ref", stale, err)
+		}
+		if j := getJob(t, q, id); j.Status != StatusPending {
+			t.Fatalf("released job is %s, want pending", j.Status)
+		}
+		select {
+		case <-woken:
+		default:
+			t.Fatal("releasing a job back to pending did not wake this process's workers")
+		}
+	})
+}
