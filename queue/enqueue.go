@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
 	"time"
 	"unicode/utf8"
 
@@ -95,23 +96,46 @@ func (q *Queue) resolve(opts []EnqueueOption, now time.Time) (typ string, at tim
 		t := now.Add(*o.expiresIn)
 		expires = &t
 	}
+	if err := checkYear("scheduled time", at); err != nil {
+		return "", at, nil, p, err
+	}
+	if expires != nil {
+		if err := checkYear("deadline", *expires); err != nil {
+			return "", at, nil, p, err
+		}
+	}
 	if expires != nil && expires.Before(at) {
 		return "", at, nil, p, fmt.Errorf("%w: the deadline %s is before the scheduled time %s", ErrInvalidJob, expires.Format(time.RFC3339), at.Format(time.RFC3339))
 	}
 	p = q.policy
 	if o.policy != nil {
 		p = *o.policy
-		if err := p.Validate(); err != nil {
+		if err := checkPolicy(p); err != nil {
 			return "", at, nil, p, err
 		}
 	}
 	return typ, at, expires, p, nil
 }
 
+// checkYear refuses a time outside the years 1 to 9999, which every engine
+// stores alike: MySQL's DATETIME ends at 9999, and SQLite compares times as
+// fixed-width text, so a five-digit year would sort before the present and
+// the job would run at once. (Such a time is usually a unit mistake, like
+// milliseconds given to time.Unix.)
+func checkYear(what string, t time.Time) error {
+	if y := t.Year(); y < 1 || y > 9999 {
+		return fmt.Errorf("%w: the %s %s is outside the years 1 to 9999 that the table can store; check how the time is computed", ErrInvalidJob, what, t.Format(time.RFC3339))
+	}
+	return nil
+}
+
 // prepareJob validates args and turns them into a job to write.
 func (q *Queue) prepareJob(args JobArgs, typ string, at time.Time, expires *time.Time, p RetryPolicy) (*newJob, error) {
 	if args == nil {
 		return nil, fmt.Errorf("%w: the args are nil", ErrInvalidJob)
+	}
+	if v := reflect.ValueOf(args); v.Kind() == reflect.Pointer && v.IsNil() {
+		return nil, fmt.Errorf("%w: the args are a nil %T; pass a value", ErrInvalidJob, args)
 	}
 	kind := args.Kind()
 	switch n := utf8.RuneCountInString(kind); {

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"encoding/json"
 	"errors"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -102,6 +103,16 @@ func TestEnqueueRejectsBadInput(t *testing.T) {
 			{name: "negative expires-in", args: testArgs{}, opts: []EnqueueOption{ExpiresIn(-time.Minute)}, want: ErrInvalidJob},
 			{name: "at and delay", args: testArgs{}, opts: []EnqueueOption{At(now), Delay(time.Second)}, want: ErrInvalidJob},
 			{name: "NUL in payload", args: testArgs{Text: "a\x00b"}, want: ErrPayloadRejected, only: engine.Postgres},
+			// The INT column holds at most 2^31-1 seconds: PostgreSQL stored a
+			// negative base_delay (int32 wrap), MySQL a wrapped one.
+			{name: "base delay beyond the INT column", args: testArgs{}, opts: []EnqueueOption{Policy(RetryPolicy{MaxAttempts: 1, BaseDelay: (math.MaxInt32 + 1) * time.Second, MaxDelay: time.Hour})}, want: ErrInvalidPolicy},
+			// Years past 9999: MySQL refused them with a server error, SQLite
+			// compared the 5-digit year as text and claimed the job at once.
+			{name: "schedule after year 9999", args: testArgs{}, opts: []EnqueueOption{At(time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC))}, want: ErrInvalidJob},
+			{name: "deadline after year 9999", args: testArgs{}, opts: []EnqueueOption{ExpiresAt(time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC))}, want: ErrInvalidJob},
+			{name: "schedule before year 1", args: testArgs{}, opts: []EnqueueOption{At(time.Date(0, 12, 31, 0, 0, 0, 0, time.UTC))}, want: ErrInvalidJob},
+			// A typed nil pointer panicked in Kind().
+			{name: "nil pointer args", args: (*testArgs)(nil), want: ErrInvalidJob},
 		}
 		for _, c := range cases {
 			if c.only != "" && c.only != kind {
@@ -141,7 +152,8 @@ func TestEnqueueRejectsBadInput(t *testing.T) {
 // apply to every job, so EnqueueMany names no index.
 func isOptionError(name string) bool {
 	switch name {
-	case "type of 65 characters", "empty type", "deadline before schedule", "negative expires-in", "at and delay":
+	case "type of 65 characters", "empty type", "deadline before schedule", "negative expires-in", "at and delay",
+		"schedule after year 9999", "deadline after year 9999", "schedule before year 1":
 		return true
 	}
 	return false

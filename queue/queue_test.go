@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"log/slog"
+	"math"
 	"strings"
 	"sync"
 	"testing"
@@ -275,6 +276,7 @@ func TestNewRejectsBadOptions(t *testing.T) {
 		want error
 	}{
 		{"zero policy", WithRetryPolicy(RetryPolicy{}), ErrInvalidPolicy},
+		{"base delay beyond the INT column", WithRetryPolicy(RetryPolicy{MaxAttempts: 1, BaseDelay: (math.MaxInt32 + 1) * time.Second, MaxDelay: time.Hour}), ErrInvalidPolicy},
 		{"nil logger", WithLogger(nil), nil},
 		{"nil codec", WithCodec(nil), nil},
 		{"long name", WithTable(strings.Repeat("x", 65)), ErrInvalidTableName},
