@@ -69,11 +69,11 @@ func (q *Queue) resolve(opts []EnqueueOption, now time.Time) (typ string, at tim
 	if o.typ != nil {
 		typ = *o.typ
 	}
-	switch n := utf8.RuneCountInString(typ); {
-	case n == 0:
+	if typ == "" {
 		return "", at, nil, p, fmt.Errorf("%w: the type is empty; leave Type out for %q", ErrInvalidJob, DefaultType)
-	case n > maxTypeLen || !utf8.ValidString(typ):
-		return "", at, nil, p, fmt.Errorf("%w: the type %.20q… has %d characters; at most %d are allowed", ErrInvalidJob, typ, n, maxTypeLen)
+	}
+	if problem := typeProblem(typ); problem != "" {
+		return "", at, nil, p, fmt.Errorf("%w: %s", ErrInvalidJob, problem)
 	}
 	if o.at != nil && o.delay != nil {
 		return "", at, nil, p, fmt.Errorf("%w: both At and Delay are given; use one", ErrInvalidJob)
@@ -115,6 +115,21 @@ func (q *Queue) resolve(opts []EnqueueOption, now time.Time) (typ string, at tim
 		}
 	}
 	return typ, at, expires, p, nil
+}
+
+// typeProblem says what is wrong with a type name, or "" when nothing is:
+// the type column is VARCHAR(64), so a type has 1 to 64 characters (not
+// bytes) of valid UTF-8. Enqueue and WorkerConfig apply this one rule.
+func typeProblem(typ string) string {
+	switch n := utf8.RuneCountInString(typ); {
+	case n == 0:
+		return "the type is empty"
+	case !utf8.ValidString(typ):
+		return fmt.Sprintf("the type %q is not valid UTF-8", typ)
+	case n > maxTypeLen:
+		return fmt.Sprintf("the type %.20q… has %d characters; at most %d are allowed", typ, n, maxTypeLen)
+	}
+	return ""
 }
 
 // checkYear refuses a time outside the years 1 to 9999, which every engine
@@ -207,8 +222,10 @@ func (q *Queue) Enqueue(ctx context.Context, args JobArgs, opts ...EnqueueOption
 }
 
 // EnqueueTx adds one job inside the caller's transaction: the job exists
-// only if tx commits. tx may come from any *sql.DB on the same database. Workers of this process are not woken (the job is
-// not visible yet); they find it at their next poll.
+// only if tx commits. tx may come from any *sql.DB on the same database.
+// On PostgreSQL the commit wakes idle workers everywhere (the insert
+// NOTIFYs, see WorkerConfig.PollOnly); elsewhere workers find the job at
+// their next poll (the job is not visible when EnqueueTx returns).
 func (q *Queue) EnqueueTx(ctx context.Context, tx *sql.Tx, args JobArgs, opts ...EnqueueOption) (int64, error) {
 	if tx == nil {
 		return 0, errors.New("jobqueue: EnqueueTx: the transaction is nil; use Enqueue")

@@ -28,7 +28,8 @@ type WorkerConfig struct {
 	Lease time.Duration
 	// PollInterval is how long an idle worker waits before it looks for due
 	// jobs again (default 1 second), jittered by ±20% so that workers spread
-	// out. An enqueue in this process, or the Waker, wakes it at once.
+	// out. An enqueue in this process, on PostgreSQL an enqueue in any
+	// process (see PollOnly), or the Waker wakes it at once.
 	PollInterval time.Duration
 	// HeartbeatInterval is how often the leases of running attempts are
 	// renewed, all in one statement (default Lease/3; must be below Lease).
@@ -60,9 +61,21 @@ type WorkerConfig struct {
 	// would let the job run twice at once).
 	ShutdownTimeout time.Duration
 	// Waker, if set, wakes the idle worker when jobs may be ready in other
-	// processes (for example a PostgreSQL LISTEN connection hearing the
-	// NOTIFY of producers). Enqueues in this process wake it without one.
+	// processes. Enqueues in this process wake it without one, and so do,
+	// on PostgreSQL, enqueues anywhere (see PollOnly).
 	Waker Waker
+	// PollOnly turns off listening on PostgreSQL. By default a worker on
+	// PostgreSQL holds one connection of the queue's *sql.DB for itself,
+	// LISTENs there on the channel named like the table, and every enqueue
+	// (from any process, at the commit of its transaction) NOTIFYs that
+	// channel with the job's type, so idle workers of that type wake at
+	// once instead of at their next poll. If the connection fails, the
+	// worker polls meanwhile and listens again with backoff. Set PollOnly
+	// where LISTEN cannot work, such as behind PgBouncer in transaction
+	// pooling mode, or to spare the connection; the worker then finds the
+	// jobs of other processes by polling. A pool limited to one connection
+	// polls only. MySQL and SQLite always poll.
+	PollOnly bool
 }
 
 // Waker tells an idle worker that jobs may be ready, so that it claims at
@@ -183,8 +196,8 @@ func (c WorkerConfig) withDefaults() (WorkerConfig, error) {
 		problems = append(problems, fmt.Errorf("MaxRuntime %v is negative", c.MaxRuntime))
 	}
 	for _, t := range c.Types {
-		if t == "" || len(t) > 64 {
-			problems = append(problems, fmt.Errorf("type %q must have 1 to 64 characters", t))
+		if problem := typeProblem(t); problem != "" {
+			problems = append(problems, fmt.Errorf("Types: %s", problem))
 		}
 	}
 	if len(problems) > 0 {
@@ -310,7 +323,9 @@ func (r *run) run(ctx context.Context) error {
 	hbDone := make(chan struct{})
 	go func() { defer close(hbDone); r.heartbeats(hbCtx) }()
 
+	stopListening := r.startListener(stop) // PostgreSQL: LISTEN feeds the Waker
 	claimed := r.claimLoop(stop)
+	stopListening()
 	stopMaint()
 	close(r.work)
 

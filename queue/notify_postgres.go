@@ -1,0 +1,231 @@
+package queue
+
+// LISTEN/NOTIFY on PostgreSQL: idle workers on every machine wake as soon
+// as a job is enqueued anywhere, instead of at their next poll.
+//
+// The producer side is in the insert statements themselves (InsertJob and
+// InsertJobsJSON in sql/postgres/queries.sql): every Enqueue, EnqueueTx,
+// EnqueueMany and EnqueueManyTx calls pg_notify on the channel named like
+// the table (its name as the database stores it, lower case), with the
+// jobs' type as payload (empty when one EnqueueMany mixes types), at no
+// extra round trip. PostgreSQL delivers a notification when its transaction
+// commits, so a job enqueued in a caller's transaction wakes workers only
+// once it is visible, and a rolled-back one wakes nobody; identical
+// notifications of one transaction arrive as one.
+//
+// The worker side is pgListener: while a Worker runs on PostgreSQL (unless
+// WorkerConfig.PollOnly), it takes one connection of the queue's *sql.DB
+// for itself, runs the generated ListenJobs (LISTEN "<table>") there, and
+// waits for notifications through pgx (database/sql has no API for them).
+// A notification of a type the worker takes becomes a wake-up of the
+// worker's Waker channel. When the connection fails, the listener logs a
+// warning and connects again with backoff; the worker keeps polling
+// meanwhile, and after each (re)connection it claims once, since
+// notifications sent while nobody listened are lost. The connection is
+// discarded, not returned to the pool, when Run ends.
+
+import (
+	"context"
+	"database/sql"
+	"database/sql/driver"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5/stdlib"
+
+	"github.com/jobqueue/jobqueue/db/pggen"
+	"github.com/jobqueue/jobqueue/internal/engine"
+)
+
+// Backoff of the listener's reconnections: it starts at listenRetryMin,
+// doubles up to listenRetryMax, and starts over once a connection has
+// listened for listenRetryMax.
+const (
+	listenRetryMin = 250 * time.Millisecond
+	listenRetryMax = 30 * time.Second
+)
+
+// errNotPgx: the pool's connections are not pgx's, so they cannot wait for
+// notifications; listening stops for good (the worker polls).
+var errNotPgx = errors.New("the driver's connection is not pgx's *stdlib.Conn, which LISTEN needs")
+
+// pgListener is the Waker of a worker on PostgreSQL: it LISTENs on the
+// table's channel on a dedicated connection and turns the notifications of
+// the worker's types into wake-ups.
+type pgListener struct {
+	db  *sql.DB
+	run *runner
+	log *slog.Logger
+	// types the worker takes; nil means every type.
+	types map[string]bool
+	ch    chan struct{}
+}
+
+// Wakeups is the channel of wake-ups (buffer of one: a burst of
+// notifications becomes one wake-up).
+func (l *pgListener) Wakeups() <-chan struct{} { return l.ch }
+
+// wake sends a wake-up without blocking.
+func (l *pgListener) wake() {
+	select {
+	case l.ch <- struct{}{}:
+	default:
+	}
+}
+
+// wants reports whether a notification's payload (a job type, or empty for
+// jobs of several types) concerns the worker.
+func (l *pgListener) wants(payload string) bool {
+	return l.types == nil || payload == "" || l.types[payload]
+}
+
+// startListener starts, for a worker on PostgreSQL that is not PollOnly,
+// the listener, and makes it the Waker of the run (forwarding the wake-ups
+// of cfg.Waker, if one was given, into it). It returns a function that
+// stops the listener and waits until its connection is closed. ctx ending
+// stops it too.
+func (r *run) startListener(ctx context.Context) (stop func()) {
+	if r.q.kind != engine.Postgres || r.cfg.PollOnly {
+		return func() {}
+	}
+	if r.q.db.Stats().MaxOpenConnections == 1 {
+		r.log.Info("not listening for enqueues (LISTEN): the pool allows one connection and the worker needs it; polling only (raise SetMaxOpenConns, or set PollOnly)")
+		return func() {}
+	}
+	l := &pgListener{
+		db:  r.q.db,
+		run: r.q.run,
+		log: r.log.With("channel", r.q.table.Name),
+		ch:  make(chan struct{}, 1),
+	}
+	if len(r.cfg.Types) > 0 {
+		l.types = make(map[string]bool, len(r.cfg.Types))
+		for _, t := range r.cfg.Types {
+			l.types[t] = true
+		}
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	if user := r.cfg.Waker; user != nil {
+		wg.Go(func() { forwardWakeups(ctx, user.Wakeups(), l.wake) })
+	}
+	wg.Go(func() { l.loop(ctx) })
+	r.cfg.Waker = l
+	return func() {
+		cancel()
+		wg.Wait()
+	}
+}
+
+// forwardWakeups calls wake for every value from ch until ctx ends or ch is
+// closed.
+func forwardWakeups(ctx context.Context, ch <-chan struct{}, wake func()) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case _, ok := <-ch:
+			if !ok {
+				return
+			}
+			wake()
+		}
+	}
+}
+
+// loop listens until ctx ends, connecting again with backoff whenever the
+// connection fails.
+func (l *pgListener) loop(ctx context.Context) {
+	delay := listenRetryMin
+	for {
+		start := time.Now()
+		err := l.session(ctx)
+		if ctx.Err() != nil {
+			return
+		}
+		if errors.Is(err, errNotPgx) {
+			l.log.Warn("cannot listen for enqueues; the worker polls only", "err", err)
+			return
+		}
+		if time.Since(start) >= listenRetryMax {
+			delay = listenRetryMin
+		}
+		l.log.Warn("listening for enqueues failed; the worker polls meanwhile and listens again", "err", err, "retry_in", delay)
+		t := time.NewTimer(delay)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+		delay = min(2*delay, listenRetryMax)
+	}
+}
+
+// session takes a connection, LISTENs on it and turns notifications into
+// wake-ups until ctx ends or the connection fails. The connection is
+// discarded afterwards: a session that listens is never handed back to
+// the pool.
+func (l *pgListener) session(ctx context.Context) error {
+	cctx, cancel := context.WithTimeout(ctx, dbCallTimeout)
+	conn, err := l.db.Conn(cctx)
+	cancel()
+	if err != nil {
+		return fmt.Errorf("taking a connection: %w", err)
+	}
+	defer func() {
+		_ = conn.Raw(func(any) error { return driver.ErrBadConn })
+		_ = conn.Close()
+	}()
+	cctx, cancel = context.WithTimeout(ctx, dbCallTimeout)
+	err = pggen.New(connDBTX{r: l.run, c: conn}).ListenJobs(cctx)
+	cancel()
+	if err != nil {
+		return fmt.Errorf("LISTEN: %w", err)
+	}
+	return conn.Raw(func(dc any) error {
+		sc, ok := dc.(*stdlib.Conn)
+		if !ok {
+			return fmt.Errorf("%w (it is %T)", errNotPgx, dc)
+		}
+		pc := sc.Conn()
+		l.log.Debug("listening for enqueues", "pid", pc.PgConn().PID())
+		// Jobs enqueued while nobody listened were not heard: claim once.
+		l.wake()
+		for {
+			n, err := pc.WaitForNotification(ctx)
+			if err != nil {
+				return err
+			}
+			if n == nil || l.wants(n.Payload) {
+				l.wake()
+			}
+		}
+	})
+}
+
+// connDBTX is the generated queries' DBTX on one dedicated connection of
+// the pool, with the table rewritten as on the pool (dbtx.go).
+type connDBTX struct {
+	r *runner
+	c *sql.Conn
+}
+
+func (d connDBTX) ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error) {
+	return d.c.ExecContext(ctx, d.r.text(query), d.r.args(args)...)
+}
+
+func (d connDBTX) PrepareContext(ctx context.Context, query string) (*sql.Stmt, error) {
+	return d.c.PrepareContext(ctx, d.r.text(query))
+}
+
+func (d connDBTX) QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
+	return d.c.QueryContext(ctx, d.r.text(query), d.r.args(args)...)
+}
+
+func (d connDBTX) QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row {
+	return d.c.QueryRowContext(ctx, d.r.text(query), d.r.args(args)...)
+}

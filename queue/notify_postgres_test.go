@@ -1,0 +1,507 @@
+package queue
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/stdlib"
+
+	"github.com/jobqueue/jobqueue/internal/engine"
+)
+
+// Tests of LISTEN/NOTIFY on PostgreSQL (notify_postgres.go). Every worker
+// here runs on a pool of its own, as on another machine, with a poll
+// interval of a minute: only a notification can make it claim within the
+// few seconds each test waits.
+
+// wakeTimeout bounds how long a notified worker may take to start a job.
+const wakeTimeout = 3 * time.Second
+
+// claimCounter counts the claim statements a queue sends
+// (withStatementHook).
+type claimCounter struct{ n atomic.Int64 }
+
+func (c *claimCounter) observe(query string, _ *sql.Tx) {
+	if strings.Contains(query, "SKIP LOCKED") {
+		c.n.Add(1)
+	}
+}
+
+// warnRecorder is a slog handler that keeps the messages of warnings.
+type warnRecorder struct {
+	mu   sync.Mutex
+	msgs []string
+}
+
+func (h *warnRecorder) Enabled(_ context.Context, l slog.Level) bool { return l >= slog.LevelWarn }
+func (h *warnRecorder) Handle(_ context.Context, r slog.Record) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.msgs = append(h.msgs, r.Message)
+	return nil
+}
+func (h *warnRecorder) WithAttrs([]slog.Attr) slog.Handler { return h }
+func (h *warnRecorder) WithGroup(string) slog.Handler      { return h }
+
+func (h *warnRecorder) has(part string) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, m := range h.msgs {
+		if strings.Contains(m, part) {
+			return true
+		}
+	}
+	return false
+}
+
+// notifySetup is a PostgreSQL table with a producer queue on one pool and
+// a worker (of type "email", polling once a minute) on another.
+type notifySetup struct {
+	env      *testEnv
+	producer *Queue
+	claims   *claimCounter
+	ran      chan int64
+	warns    *warnRecorder
+	stop     func(time.Duration) error
+}
+
+func newNotifySetup(t *testing.T, edit func(*WorkerConfig)) *notifySetup {
+	t.Helper()
+	env := newTestEnv(t, engine.Postgres)
+	s := &notifySetup{env: env, claims: &claimCounter{}, ran: make(chan int64, 10000), warns: &warnRecorder{}}
+	s.producer = env.queue(t, nil, WithLogger(quietTestLogger()))
+	wq := env.queue(t, env.newPool(t), WithLogger(slog.New(s.warns)), withStatementHook(s.claims.observe))
+	cfg := fastConfig()
+	cfg.Types = []string{"email"}
+	cfg.PollInterval = time.Minute
+	cfg.MaintenanceInterval = -1
+	if edit != nil {
+		edit(&cfg)
+	}
+	w := wq.NewWorker(cfg)
+	Handle(w, func(ctx context.Context, job *Job[emailArgs]) error { s.ran <- job.ID; return nil })
+	s.stop, _ = startWorker(t, w)
+	return s
+}
+
+// listenerPID waits until a session LISTENs on the env's table (its last
+// statement was the LISTEN and it is idle) with a process id other than
+// not, and returns that id.
+func listenerPID(t *testing.T, env *testEnv, not int) int {
+	t.Helper()
+	var pid int
+	waitUntil(t, 5*time.Second, "a session listening on the table", func() bool {
+		pid = findListener(t, env, not)
+		return pid != 0
+	})
+	return pid
+}
+
+// findListener returns the process id of a session listening on the env's
+// table, other than not, or 0.
+func findListener(t *testing.T, env *testEnv, not int) int {
+	t.Helper()
+	var pid int
+	err := env.db.QueryRowContext(context.Background(),
+		`SELECT pid FROM pg_stat_activity
+		 WHERE datname = current_database() AND state = 'idle' AND pid <> $1
+		   AND strpos(query, $2) > 0
+		 LIMIT 1`, not, `LISTEN "`+env.tbl.Name+`"`).Scan(&pid)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0
+	}
+	if err != nil {
+		t.Fatalf("reading pg_stat_activity: %v", err)
+	}
+	return pid
+}
+
+// waitRan receives n job ids from ran within wakeTimeout.
+func waitRan(t *testing.T, ran <-chan int64, n int, what string) {
+	t.Helper()
+	deadline := time.After(wakeTimeout)
+	for i := 0; i < n; i++ {
+		select {
+		case <-ran:
+		case <-deadline:
+			t.Fatalf("%s: %d of %d jobs started within %v", what, i, n, wakeTimeout)
+		}
+	}
+}
+
+// quiet checks that for d no job starts and the worker sends no claim.
+func (s *notifySetup) quiet(t *testing.T, d time.Duration, what string) {
+	t.Helper()
+	before := s.claims.n.Load()
+	select {
+	case id := <-s.ran:
+		t.Fatalf("%s: job %d started", what, id)
+	case <-time.After(d):
+	}
+	if n := s.claims.n.Load() - before; n != 0 {
+		t.Fatalf("%s: the worker claimed %d times, want no wake-up", what, n)
+	}
+}
+
+// TestNotifyWakesWorkersOfOtherPools: an enqueue of any kind on one pool
+// makes an idle worker on another pool start the job at once, when its
+// transaction commits; a rolled-back one, or one of a type the worker does
+// not take, does not even wake it.
+func TestNotifyWakesWorkersOfOtherPools(t *testing.T) {
+	t.Parallel()
+	s := newNotifySetup(t, nil)
+	ctx := context.Background()
+	listenerPID(t, s.env, 0)
+	time.Sleep(200 * time.Millisecond) // the claim after listening
+	p := s.producer
+	inTx := func(commit bool, fn func(tx *sql.Tx) error) {
+		t.Helper()
+		tx, err := s.env.db.BeginTx(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := fn(tx); err != nil {
+			tx.Rollback()
+			t.Fatal(err)
+		}
+		// Not visible yet: no notification before the commit.
+		s.quiet(t, 300*time.Millisecond, "before the commit")
+		if commit {
+			err = tx.Commit()
+		} else {
+			err = tx.Rollback()
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, c := range []struct {
+		name string
+		do   func() int // jobs the worker must start
+	}{
+		{"Enqueue", func() int {
+			if _, err := p.Enqueue(ctx, emailArgs{}, Type("email")); err != nil {
+				t.Fatal(err)
+			}
+			return 1
+		}},
+		{"EnqueueMany", func() int {
+			if _, err := p.EnqueueMany(ctx, []JobArgs{emailArgs{}, emailArgs{}, emailArgs{}}, Type("email")); err != nil {
+				t.Fatal(err)
+			}
+			return 3
+		}},
+		{"EnqueueTx committed", func() int {
+			inTx(true, func(tx *sql.Tx) error { _, err := p.EnqueueTx(ctx, tx, emailArgs{}, Type("email")); return err })
+			return 1
+		}},
+		{"EnqueueManyTx committed", func() int {
+			inTx(true, func(tx *sql.Tx) error {
+				_, err := p.EnqueueManyTx(ctx, tx, []JobArgs{emailArgs{}, emailArgs{}}, Type("email"))
+				return err
+			})
+			return 2
+		}},
+		{"EnqueueTx rolled back", func() int {
+			inTx(false, func(tx *sql.Tx) error { _, err := p.EnqueueTx(ctx, tx, emailArgs{}, Type("email")); return err })
+			return 0
+		}},
+		{"EnqueueManyTx rolled back", func() int {
+			inTx(false, func(tx *sql.Tx) error {
+				_, err := p.EnqueueManyTx(ctx, tx, []JobArgs{emailArgs{}}, Type("email"))
+				return err
+			})
+			return 0
+		}},
+		{"another type", func() int {
+			if _, err := p.Enqueue(ctx, emailArgs{}, Type("sms")); err != nil {
+				t.Fatal(err)
+			}
+			return 0
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t0 := time.Now()
+			n := c.do()
+			if n == 0 {
+				s.quiet(t, 500*time.Millisecond, c.name)
+				return
+			}
+			waitRan(t, s.ran, n, c.name)
+			t.Logf("%s: %d job(s) started %v after the call began (transactions commit after 300ms)", c.name, n, time.Since(t0))
+		})
+	}
+	if n := s.env.countWhere(t, "status = 'completed'"); n != 7 {
+		t.Errorf("%d jobs completed, want 7", n)
+	}
+	if n := s.env.countWhere(t, "status = 'pending'"); n != 1 {
+		t.Errorf("%d jobs pending, want 1 (the sms job)", n)
+	}
+}
+
+// TestListenerReconnects: when the listening session is killed, the worker
+// warns, listens again on a new session (claiming once, for what it missed
+// meanwhile) and is woken by enqueues again.
+func TestListenerReconnects(t *testing.T) {
+	t.Parallel()
+	s := newNotifySetup(t, nil)
+	ctx := context.Background()
+	pid := listenerPID(t, s.env, 0)
+	time.Sleep(200 * time.Millisecond)
+	var killed bool
+	if err := s.env.db.QueryRowContext(ctx, "SELECT pg_terminate_backend($1)", pid).Scan(&killed); err != nil || !killed {
+		t.Fatalf("pg_terminate_backend(%d) = %v, %v", pid, killed, err)
+	}
+	// Enqueued while nobody may be listening: found by the claim that
+	// follows the new LISTEN.
+	if _, err := s.producer.Enqueue(ctx, emailArgs{}, Type("email")); err != nil {
+		t.Fatal(err)
+	}
+	waitRan(t, s.ran, 1, "the job enqueued as the session died")
+	again := listenerPID(t, s.env, pid)
+	if !s.warns.has("listening for enqueues failed") {
+		t.Errorf("no warning about the lost session; warnings: %q", s.warns.msgs)
+	}
+	time.Sleep(200 * time.Millisecond)
+	s.quiet(t, 300*time.Millisecond, "idle after reconnecting")
+	t0 := time.Now()
+	if _, err := s.producer.Enqueue(ctx, emailArgs{}, Type("email")); err != nil {
+		t.Fatal(err)
+	}
+	waitRan(t, s.ran, 1, "an enqueue after reconnecting")
+	t.Logf("session %d killed, listening again on %d; woken %v after the enqueue", pid, again, time.Since(t0))
+}
+
+// TestPollOnly: a worker with PollOnly does not listen and finds the jobs
+// of other pools by polling only.
+func TestPollOnly(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		name   string
+		poll   time.Duration
+		starts bool // within wakeTimeout
+	}{
+		{"poll every minute", time.Minute, false},
+		{"poll every 300ms", 300 * time.Millisecond, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			s := newNotifySetup(t, func(cfg *WorkerConfig) { cfg.PollOnly = true; cfg.PollInterval = c.poll })
+			time.Sleep(300 * time.Millisecond)
+			if _, err := s.producer.Enqueue(context.Background(), emailArgs{}, Type("email")); err != nil {
+				t.Fatal(err)
+			}
+			if c.starts {
+				waitRan(t, s.ran, 1, "polling")
+			} else {
+				select {
+				case id := <-s.ran:
+					t.Fatalf("job %d started without polling or listening", id)
+				case <-time.After(time.Second):
+				}
+			}
+			if pid := findListener(t, s.env, 0); pid != 0 {
+				t.Errorf("session %d listens on the table of a PollOnly worker", pid)
+			}
+		})
+	}
+}
+
+// TestListenerEndsWithRun: the listening session is closed (not handed
+// back to the pool) when Run returns; a Waker of the config still wakes
+// the worker while it listens; a pool of one connection does not listen
+// (the worker needs that connection) and still works.
+func TestListenerEndsWithRun(t *testing.T) {
+	t.Parallel()
+	t.Run("closed", func(t *testing.T) {
+		t.Parallel()
+		s := newNotifySetup(t, nil)
+		pid := listenerPID(t, s.env, 0)
+		if err := s.stop(10 * time.Second); err != nil {
+			t.Fatal(err)
+		}
+		waitUntil(t, 5*time.Second, fmt.Sprintf("session %d to end", pid), func() bool {
+			var n int
+			if err := s.env.db.QueryRow("SELECT count(*) FROM pg_stat_activity WHERE pid = $1", pid).Scan(&n); err != nil {
+				t.Fatal(err)
+			}
+			return n == 0
+		})
+	})
+	t.Run("Waker too", func(t *testing.T) {
+		t.Parallel()
+		waker := &chanWaker{ch: make(chan struct{}, 1)}
+		s := newNotifySetup(t, func(cfg *WorkerConfig) { cfg.Waker = waker })
+		listenerPID(t, s.env, 0)
+		time.Sleep(200 * time.Millisecond)
+		// A row written without the queue notifies nobody...
+		s.env.exec(t, `INSERT INTO {t} (name, type, payload, status, attempts, max_attempts, base_delay, max_delay, scheduled_at, created_at)
+			VALUES ('email', 'email', '{}', 'pending', 0, 3, 1, 1, now() AT TIME ZONE 'UTC' - interval '1 second', now() AT TIME ZONE 'UTC')`)
+		s.quiet(t, 300*time.Millisecond, "a row inserted by hand")
+		// ... but the config's Waker wakes the worker.
+		waker.ch <- struct{}{}
+		waitRan(t, s.ran, 1, "the config's Waker")
+	})
+	t.Run("one connection", func(t *testing.T) {
+		t.Parallel()
+		env := newTestEnv(t, engine.Postgres)
+		db := env.newPool(t)
+		db.SetMaxOpenConns(1)
+		q := env.queue(t, db, WithLogger(quietTestLogger()))
+		cfg := fastConfig()
+		cfg.MaintenanceInterval = -1
+		w := q.NewWorker(cfg)
+		ran := make(chan int64, 1)
+		Handle(w, func(ctx context.Context, job *Job[emailArgs]) error { ran <- job.ID; return nil })
+		startWorker(t, w)
+		id := enqueue(t, q, emailArgs{})
+		if got := waitFor(t, ran, wakeTimeout, "the job on a one-connection pool"); got != id {
+			t.Errorf("ran job %d, want %d", got, id)
+		}
+		if pid := findListener(t, env, 0); pid != 0 {
+			t.Errorf("session %d listens although the pool has one connection", pid)
+		}
+	})
+}
+
+// TestEnqueueNotifications reads the notifications themselves on a session
+// that listens on the table's channel: one per committed enqueue call,
+// with the type as payload, none for a rollback, one per transaction for
+// identical ones, none on another table's channel.
+func TestEnqueueNotifications(t *testing.T) {
+	t.Parallel()
+	env := newTestEnv(t, engine.Postgres)
+	q := env.queue(t, nil, WithLogger(quietTestLogger()))
+	other := newTestEnv(t, engine.Postgres)
+	oq := other.queue(t, other.db, WithLogger(quietTestLogger()))
+	ctx := context.Background()
+
+	conn, err := env.newPool(t).Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if _, err := conn.ExecContext(ctx, `LISTEN `+env.tbl.Quoted()); err != nil {
+		t.Fatal(err)
+	}
+	// next returns the notifications that arrive within 2s or until n
+	// arrived, and then within 300ms more (extra ones).
+	next := func(n int) []string {
+		t.Helper()
+		var got []string
+		deadline := time.Now().Add(2 * time.Second)
+		extra := false
+		err := conn.Raw(func(dc any) error {
+			pc := dc.(*stdlib.Conn).Conn()
+			for {
+				if len(got) >= n && !extra {
+					extra, deadline = true, time.Now().Add(300*time.Millisecond)
+				}
+				wctx, cancel := context.WithDeadline(ctx, deadline)
+				note, err := pc.WaitForNotification(wctx)
+				cancel()
+				if err != nil {
+					if pgconn.Timeout(err) || errors.Is(err, context.DeadlineExceeded) {
+						return nil
+					}
+					return err
+				}
+				got = append(got, note.Channel+":"+note.Payload)
+			}
+		})
+		if err != nil {
+			t.Fatalf("waiting for notifications: %v", err)
+		}
+		return got
+	}
+	many := func(n int) []JobArgs {
+		args := make([]JobArgs, n)
+		for i := range args {
+			args[i] = testArgs{N: i}
+		}
+		return args
+	}
+	inTx := func(commit bool, fn func(tx *sql.Tx) error) error {
+		tx, err := env.db.BeginTx(ctx, nil)
+		if err != nil {
+			return err
+		}
+		if err := fn(tx); err != nil {
+			tx.Rollback()
+			return err
+		}
+		if commit {
+			return tx.Commit()
+		}
+		return tx.Rollback()
+	}
+	ch := env.tbl.Name
+	for _, c := range []struct {
+		name string
+		do   func() error
+		want []string
+	}{
+		{"Enqueue", func() error { _, err := q.Enqueue(ctx, testArgs{}, Type("a")); return err }, []string{ch + ":a"}},
+		{"Enqueue default type", func() error { _, err := q.Enqueue(ctx, testArgs{}); return err }, []string{ch + ":default"}},
+		{"EnqueueMany in two chunks", func() error { _, err := q.EnqueueMany(ctx, many(maxChunkJobs+10), Type("b")); return err }, []string{ch + ":b"}},
+		{"EnqueueTx rolled back", func() error {
+			return inTx(false, func(tx *sql.Tx) error { _, err := q.EnqueueTx(ctx, tx, testArgs{}, Type("c")); return err })
+		}, nil},
+		{"two EnqueueTx and an EnqueueManyTx in one transaction", func() error {
+			return inTx(true, func(tx *sql.Tx) error {
+				for _, typ := range []string{"d", "d"} {
+					if _, err := q.EnqueueTx(ctx, tx, testArgs{}, Type(typ)); err != nil {
+						return err
+					}
+				}
+				_, err := q.EnqueueManyTx(ctx, tx, many(2), Type("e"))
+				return err
+			})
+		}, []string{ch + ":d", ch + ":e"}},
+		{"bad input", func() error {
+			if _, err := q.Enqueue(ctx, testArgs{}, Type("")); !errors.Is(err, ErrInvalidJob) {
+				return fmt.Errorf("Enqueue with an empty type: %v, want ErrInvalidJob", err)
+			}
+			return nil
+		}, nil},
+		{"another table", func() error { _, err := oq.Enqueue(ctx, testArgs{}, Type("a")); return err }, nil},
+	} {
+		if err := c.do(); err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		got := next(len(c.want))
+		if fmt.Sprint(got) != fmt.Sprint(c.want) {
+			t.Errorf("%s: notifications %q, want %q", c.name, got, c.want)
+		}
+	}
+}
+
+func TestListenerWants(t *testing.T) {
+	all := &pgListener{}
+	some := &pgListener{types: map[string]bool{"a": true, "b": true}}
+	for _, c := range []struct {
+		l       *pgListener
+		payload string
+		want    bool
+	}{
+		{all, "a", true},
+		{all, "", true},
+		{some, "a", true},
+		{some, "b", true},
+		{some, "c", false},
+		{some, "", true}, // jobs of several types
+	} {
+		if got := c.l.wants(c.payload); got != c.want {
+			t.Errorf("wants(%q) with types %v = %v, want %v", c.payload, c.l.types, got, c.want)
+		}
+	}
+}
