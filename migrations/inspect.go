@@ -35,8 +35,8 @@ const (
 	// tableV2: every version 2 column, no version 1 leftovers.
 	tableV2
 	// tableForeign: a table that has none of the columns that tell jobqueue
-	// versions apart; it is not ours, and neither Install nor Migrate may
-	// touch it.
+	// versions apart, or lacks one of the columns both versions have; it is
+	// not ours, and neither Install nor Migrate may touch it.
 	tableForeign
 )
 
@@ -92,7 +92,10 @@ func classify(k engine.Kind, cols map[string]columnInfo) tableState {
 	}
 	v1, v2, common := has(v1OnlyColumns), has(v2OnlyColumns), has(commonColumns)
 	switch {
-	case v1 == 0 && v2 == 0:
+	case v1 == 0 && v2 == 0, common < len(commonColumns):
+		// Neither version, or a column both versions have (and no step of
+		// a migration drops) is missing: another program's table that
+		// shares a column name or two (an attempts column, say).
 		return tableForeign
 	case v2 == 0 && v1 == len(v1OnlyColumns) && common == len(commonColumns):
 		return tableV1

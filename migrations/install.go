@@ -128,7 +128,7 @@ func ensureTable(ctx context.Context, ex execQueryer, t engine.Table, onOutdated
 			return fmt.Errorf("%w: table %s is still %s after its migration; run Migrate again", ErrOutdatedTable, t.Name, st)
 		}
 	case tableForeign:
-		return fmt.Errorf("table %s exists but is not a jobqueue table (it has none of the columns attempts, lease_until, retry_count, locked_at…); choose another table name", t.Name)
+		return fmt.Errorf("table %s exists but is not a jobqueue table (a jobqueue table has the columns %s, and attempts… or retry_count…); choose another table name", t.Name, strings.Join(commonColumns, ", "))
 	default:
 		return fmt.Errorf("table %s: unexpected state %s", t.Name, st)
 	}

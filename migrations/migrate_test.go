@@ -747,29 +747,44 @@ func TestMigrateSQLiteUnreadableTime(t *testing.T) {
 // table is refused and left alone.
 func TestMigrateForeignTable(t *testing.T) {
 	t.Parallel()
+	// Tables that are not ours, though they may share a column name or
+	// two with version 1 or 2 (another queue's "jobs" table with an
+	// attempts column): Install and Migrate refuse them, changing nothing.
+	shapes := []struct{ name, columns, row string }{
+		{"no version column", "id INT PRIMARY KEY, name VARCHAR(10), status VARCHAR(10)", "1, 'a', 'x'"},
+		{"another queue's table", "id INT PRIMARY KEY, queue VARCHAR(255) NOT NULL, payload TEXT NOT NULL, attempts INT NOT NULL, reserved_at INT NULL, available_at INT NOT NULL, created_at INT NOT NULL",
+			"1, 'default', '{}', 0, NULL, 0, 0"},
+		{"an attempts and a deadline, no type", "id INT PRIMARY KEY, name VARCHAR(255) NOT NULL, payload TEXT NOT NULL, status VARCHAR(20) NOT NULL, attempts INT NOT NULL, expires_at TIMESTAMP NULL, created_at TIMESTAMP NULL",
+			"1, 'a', '{}', 'pending', 0, NULL, NULL"},
+	}
 	for _, k := range testdb.Kinds {
-		t.Run(string(k), func(t *testing.T) {
-			t.Parallel()
-			ctx := context.Background()
-			db := testdb.Open(t, k)
-			table := testdb.Table(t, db)
-			q := engine.Table{Kind: k, Name: table}.Quoted()
-			for _, s := range []string{"CREATE TABLE " + q + " (id INT PRIMARY KEY, name VARCHAR(10), status VARCHAR(10))", "INSERT INTO " + q + " VALUES (1, 'a', 'x')"} {
-				if _, err := db.ExecContext(ctx, s); err != nil {
-					t.Fatal(err)
+		for _, shape := range shapes {
+			t.Run(string(k)+"/"+shape.name, func(t *testing.T) {
+				t.Parallel()
+				ctx := context.Background()
+				db := testdb.Open(t, k)
+				table := testdb.Table(t, db)
+				q := engine.Table{Kind: k, Name: table}.Quoted()
+				for _, s := range []string{"CREATE TABLE " + q + " (" + shape.columns + ")", "INSERT INTO " + q + " VALUES (" + shape.row + ")"} {
+					if _, err := db.ExecContext(ctx, s); err != nil {
+						t.Fatal(err)
+					}
 				}
-			}
-			rows, cat := dump(t, db, k, table), readCatalog(t, db, k, table)
-			if err := Migrate(ctx, db, testPolicy, table); err == nil || !strings.Contains(err.Error(), "not a jobqueue table") {
-				t.Errorf("Migrate on a foreign table = %v; want a refusal", err)
-			}
-			if diff := cmp.Diff(rows, dump(t, db, k, table)); diff != "" {
-				t.Errorf("rows changed:\n%s", diff)
-			}
-			if diff := cmp.Diff(cat, readCatalog(t, db, k, table)); diff != "" {
-				t.Errorf("catalog changed:\n%s", diff)
-			}
-		})
+				rows, cat := dump(t, db, k, table), readCatalog(t, db, k, table)
+				if err := Migrate(ctx, db, testPolicy, table); err == nil || !strings.Contains(err.Error(), "not a jobqueue table") {
+					t.Errorf("Migrate on a foreign table = %v; want a refusal", err)
+				}
+				if err := Install(ctx, db, table); err == nil || errors.Is(err, ErrOutdatedTable) || !strings.Contains(err.Error(), "not a jobqueue table") {
+					t.Errorf("Install on a foreign table = %v; want a 'not a jobqueue table' refusal", err)
+				}
+				if diff := cmp.Diff(rows, dump(t, db, k, table)); diff != "" {
+					t.Errorf("rows changed:\n%s", diff)
+				}
+				if diff := cmp.Diff(cat, readCatalog(t, db, k, table)); diff != "" {
+					t.Errorf("catalog changed:\n%s", diff)
+				}
+			})
+		}
 	}
 }
 
