@@ -545,6 +545,7 @@ func TestWorkerWakesAtOnce(t *testing.T) {
 		cfg.PollInterval = time.Hour
 		cfg.MaintenanceInterval = -1
 		cfg.Waker = waker
+		cfg.PollOnly = true // else PostgreSQL's NOTIFY wakes it (notify_postgres_test.go)
 		w := q.NewWorker(cfg)
 		ran := make(chan int64, 10)
 		Handle(w, func(ctx context.Context, job *Job[emailArgs]) error { ran <- job.ID; return nil })
@@ -747,6 +748,38 @@ func TestWorkerAbandonsHandlersIgnoringCancel(t *testing.T) {
 		time.Sleep(100 * time.Millisecond) // its late result must change nothing
 		if row := getJob(t, q, id); row.Status != StatusInProgress || row.Error != "" {
 			t.Errorf("abandoned job: %s, error %q; want in_progress, untouched", row.Status, row.Error)
+		}
+	})
+}
+
+// TestWorkerServesEveryTypeEnqueueAccepts: a type is up to 64 characters
+// (VARCHAR(64)), not bytes. WorkerConfig counted bytes, so a worker could
+// not be configured for a type of 64 two-byte characters that Enqueue
+// accepts, and its jobs were never run.
+func TestWorkerServesEveryTypeEnqueueAccepts(t *testing.T) {
+	forEachEngine(t, func(t *testing.T, kind engine.Kind) {
+		env := newTestEnv(t, kind)
+		q := env.queue(t, nil, WithLogger(quietTestLogger()))
+		typ := strings.Repeat("é", maxTypeLen)
+		id := enqueue(t, q, emailArgs{To: "a"}, Type(typ))
+		cfg := fastConfig()
+		cfg.Types = []string{typ}
+		w := q.NewWorker(cfg)
+		ran := make(chan int64, 1)
+		Handle(w, func(ctx context.Context, job *Job[emailArgs]) error {
+			ran <- job.ID
+			return nil
+		})
+		_, done := startWorker(t, w)
+		select {
+		case got := <-ran:
+			if got != id {
+				t.Fatalf("ran job %d, want %d", got, id)
+			}
+		case err := <-done:
+			t.Fatalf("Run returned %v before running the job of type %q", err, typ)
+		case <-time.After(10 * time.Second):
+			t.Fatal("the job was not run within 10s")
 		}
 	})
 }
