@@ -149,10 +149,14 @@ func IsPermanent(err error) bool {
 // Delay instead of the policy's backoff. The attempt still counts: a job with
 // no attempts left fails.
 type RetryAfterError struct {
+	// Delay is how long after the failed attempt the next one may start
+	// (a negative Delay means at once).
 	Delay time.Duration
-	Err   error
+	// Err is the handler's error; its text is stored with the job.
+	Err error
 }
 
+// Error is the text of Err (or "retry after <Delay>" when Err is nil).
 func (e *RetryAfterError) Error() string {
 	if e.Err == nil {
 		return fmt.Sprintf("retry after %v", e.Delay)
@@ -160,6 +164,8 @@ func (e *RetryAfterError) Error() string {
 	return e.Err.Error()
 }
 
+// Unwrap returns Err, so that errors.Is and errors.As see the handler's
+// error.
 func (e *RetryAfterError) Unwrap() error { return e.Err }
 
 // RetryAfter wraps a handler's error so that the job is retried after d
