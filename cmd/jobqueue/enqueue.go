@@ -87,20 +87,17 @@ delay 60 s, max delay 3600 s) unless all three of --max-attempts,
 				opts = append(opts, queue.Policy(p))
 			}
 			ctx := cmd.Context()
-			q, closeQueue, err := a.openQueue(ctx)
-			if err != nil {
-				return err
-			}
-			defer closeQueue()
-			id, err := q.Enqueue(ctx, queue.RawArgs{Name: name, Payload: json.RawMessage(payload)}, opts...)
-			if err != nil {
+			return a.withQueue(ctx, func(q *queue.Queue) error {
+				id, err := q.Enqueue(ctx, queue.RawArgs{Name: name, Payload: json.RawMessage(payload)}, opts...)
 				if errors.Is(err, queue.ErrInvalidJob) || errors.Is(err, queue.ErrPayloadRejected) || errors.Is(err, queue.ErrInvalidPolicy) {
 					return &usageError{err: err}
 				}
-				return explainTableError(err, q.Table())
-			}
-			fmt.Fprintln(a.out, id)
-			return nil
+				if err != nil {
+					return err
+				}
+				fmt.Fprintln(a.out, id)
+				return nil
+			})
 		}),
 	}
 	f := cmd.Flags()

@@ -22,16 +22,13 @@ prints {"pending":0,"in_progress":0,"completed":0,"failed":0,"expired":0}.`,
 		Args: cobra.NoArgs,
 		RunE: runE(func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
-			q, closeQueue, err := a.openQueue(ctx)
-			if err != nil {
-				return err
-			}
-			defer closeQueue()
-			stats, err := q.Stats(ctx, typ)
-			if err != nil {
-				return explainTableError(err, q.Table())
-			}
-			return writeStats(a.out, stats, asJSON)
+			return a.withQueue(ctx, func(q *queue.Queue) error {
+				stats, err := q.Stats(ctx, typ)
+				if err != nil {
+					return err
+				}
+				return writeStats(a.out, stats, asJSON)
+			})
 		}),
 	}
 	cmd.Flags().StringVar(&typ, "type", "", "count only the jobs of this type (queue)")
@@ -58,27 +55,24 @@ it prints a JSON array of jobs whose keys are the table's column names.`,
 				return usagef("--limit %d must be at least 1", limit)
 			}
 			ctx := cmd.Context()
-			q, closeQueue, err := a.openQueue(ctx)
-			if err != nil {
-				return err
-			}
-			defer closeQueue()
-			rows, err := q.List(ctx, queue.ListFilter{Status: queue.Status(status), Type: typ, Limit: limit})
-			if err != nil {
-				return explainTableError(err, q.Table())
-			}
-			if asJSON {
-				out := make([]jobJSON, 0, len(rows))
-				for _, r := range rows {
-					out = append(out, toJSON(r))
+			return a.withQueue(ctx, func(q *queue.Queue) error {
+				rows, err := q.List(ctx, queue.ListFilter{Status: queue.Status(status), Type: typ, Limit: limit})
+				if err != nil {
+					return err
 				}
-				return writeJSON(a.out, out)
-			}
-			if len(rows) == 0 {
-				fmt.Fprintln(a.out, "no jobs")
-				return nil
-			}
-			return writeJobTable(a.out, rows)
+				if asJSON {
+					out := make([]jobJSON, 0, len(rows))
+					for _, r := range rows {
+						out = append(out, toJSON(r))
+					}
+					return writeJSON(a.out, out)
+				}
+				if len(rows) == 0 {
+					fmt.Fprintln(a.out, "no jobs")
+					return nil
+				}
+				return writeJobTable(a.out, rows)
+			})
 		}),
 	}
 	cmd.Flags().StringVar(&status, "status", "", "only jobs with this status")
@@ -102,22 +96,19 @@ names, times are RFC 3339 in UTC or null, and the payload is JSON.`,
 				return err
 			}
 			ctx := cmd.Context()
-			q, closeQueue, err := a.openQueue(ctx)
-			if err != nil {
-				return err
-			}
-			defer closeQueue()
-			job, err := q.Get(ctx, id)
-			if errors.Is(err, queue.ErrJobNotFound) {
-				return fmt.Errorf("no job %d in table %s; 'jobqueue list' shows the jobs", id, q.Table())
-			}
-			if err != nil {
-				return explainTableError(err, q.Table())
-			}
-			if asJSON {
-				return writeJSON(a.out, toJSON(job))
-			}
-			return writeJobDetail(a.out, job)
+			return a.withQueue(ctx, func(q *queue.Queue) error {
+				job, err := q.Get(ctx, id)
+				if errors.Is(err, queue.ErrJobNotFound) {
+					return fmt.Errorf("no job %d in table %s; 'jobqueue list' shows the jobs", id, q.Table())
+				}
+				if err != nil {
+					return err
+				}
+				if asJSON {
+					return writeJSON(a.out, toJSON(job))
+				}
+				return writeJobDetail(a.out, job)
+			})
 		}),
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")

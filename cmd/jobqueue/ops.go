@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 
@@ -23,80 +24,69 @@ too). It fails for a job in any other status, or a missing id.`,
 				return err
 			}
 			ctx := cmd.Context()
-			q, closeQueue, err := a.openQueue(ctx)
-			if err != nil {
-				return err
-			}
-			defer closeQueue()
-			ok, err := q.Retry(ctx, id)
-			if err != nil {
-				return explainTableError(err, q.Table())
-			}
-			if !ok {
-				job, err := q.Get(ctx, id)
-				if errors.Is(err, queue.ErrJobNotFound) {
-					return fmt.Errorf("no job %d in table %s; 'jobqueue list --status failed' shows jobs that can be retried", id, q.Table())
-				}
+			return a.withQueue(ctx, func(q *queue.Queue) error {
+				ok, err := q.Retry(ctx, id)
 				if err != nil {
 					return err
 				}
-				return fmt.Errorf("job %d is %s; only failed or expired jobs can be retried", id, job.Status)
-			}
-			fmt.Fprintf(a.out, "job %d is pending again\n", id)
-			return nil
+				if !ok {
+					job, err := q.Get(ctx, id)
+					if errors.Is(err, queue.ErrJobNotFound) {
+						return fmt.Errorf("no job %d in table %s; 'jobqueue list --status failed' shows jobs that can be retried", id, q.Table())
+					}
+					if err != nil {
+						return err
+					}
+					return fmt.Errorf("job %d is %s; only failed or expired jobs can be retried", id, job.Status)
+				}
+				fmt.Fprintf(a.out, "job %d is pending again\n", id)
+				return nil
+			})
 		}),
 	}
+}
+
+// countCommand is a command without arguments that runs one maintenance
+// operation of the queue and prints "<done> N jobs".
+func (a *app) countCommand(use, short, long, done string, op func(context.Context, *queue.Queue) (int64, error)) *cobra.Command {
+	return &cobra.Command{
+		Use:   use,
+		Short: short,
+		Long:  long,
+		Args:  cobra.NoArgs,
+		RunE: runE(func(cmd *cobra.Command, args []string) error {
+			return a.printCount(cmd.Context(), done, op)
+		}),
+	}
+}
+
+// printCount runs op on the queue and prints "<done> N jobs".
+func (a *app) printCount(ctx context.Context, done string, op func(context.Context, *queue.Queue) (int64, error)) error {
+	return a.withQueue(ctx, func(q *queue.Queue) error {
+		n, err := op(ctx, q)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(a.out, "%s %d jobs\n", done, n)
+		return nil
+	})
 }
 
 func (a *app) expireCommand() *cobra.Command {
-	return &cobra.Command{
-		Use:   "expire",
-		Short: "Mark pending jobs whose deadline has passed as expired",
-		Long: `expire marks the pending jobs whose expires_at has passed as expired and prints
+	return a.countCommand("expire", "Mark pending jobs whose deadline has passed as expired",
+		`expire marks the pending jobs whose expires_at has passed as expired and prints
 how many. Workers do this on their own from time to time; run it from cron when
 no worker runs.`,
-		Args: cobra.NoArgs,
-		RunE: runE(func(cmd *cobra.Command, args []string) error {
-			ctx := cmd.Context()
-			q, closeQueue, err := a.openQueue(ctx)
-			if err != nil {
-				return err
-			}
-			defer closeQueue()
-			n, err := q.ExpireOverdue(ctx)
-			if err != nil {
-				return explainTableError(err, q.Table())
-			}
-			fmt.Fprintf(a.out, "expired %d jobs\n", n)
-			return nil
-		}),
-	}
+		"expired", func(ctx context.Context, q *queue.Queue) (int64, error) { return q.ExpireOverdue(ctx) })
 }
 
 func (a *app) reclaimCommand() *cobra.Command {
-	return &cobra.Command{
-		Use:   "reclaim",
-		Short: "Recover jobs whose worker stopped without finishing them (lease passed)",
-		Long: `reclaim finds in_progress jobs whose lease has passed (their worker died or
+	return a.countCommand("reclaim", "Recover jobs whose worker stopped without finishing them (lease passed)",
+		`reclaim finds in_progress jobs whose lease has passed (their worker died or
 lost the database) and makes them pending again at once, or failed when their
 attempts are used up, or expired when their deadline has passed. It prints how
 many. Workers do this on their own from time to time.`,
-		Args: cobra.NoArgs,
-		RunE: runE(func(cmd *cobra.Command, args []string) error {
-			ctx := cmd.Context()
-			q, closeQueue, err := a.openQueue(ctx)
-			if err != nil {
-				return err
-			}
-			defer closeQueue()
-			n, err := q.Reclaim(ctx)
-			if err != nil {
-				return explainTableError(err, q.Table())
-			}
-			fmt.Fprintf(a.out, "reclaimed %d jobs\n", n)
-			return nil
-		}),
-	}
+		"reclaimed", func(ctx context.Context, q *queue.Queue) (int64, error) { return q.Reclaim(ctx) })
 }
 
 func (a *app) pruneCommand() *cobra.Command {
@@ -114,18 +104,9 @@ Pending and running jobs are never deleted.`,
 			if err != nil {
 				return err
 			}
-			ctx := cmd.Context()
-			q, closeQueue, err := a.openQueue(ctx)
-			if err != nil {
-				return err
-			}
-			defer closeQueue()
-			n, err := q.Prune(ctx, d)
-			if err != nil {
-				return explainTableError(err, q.Table())
-			}
-			fmt.Fprintf(a.out, "pruned %d jobs\n", n)
-			return nil
+			return a.printCount(cmd.Context(), "pruned", func(ctx context.Context, q *queue.Queue) (int64, error) {
+				return q.Prune(ctx, d)
+			})
 		}),
 	}
 	cmd.Flags().StringVar(&olderThan, "older-than", "", "age of finished jobs to delete (e.g. 72h, 30d) (required)")

@@ -45,7 +45,10 @@ type app struct {
 // usageError is a mistake in how the command was called (exit status 2).
 type usageError struct{ err error }
 
+// Error is the text of the mistake.
 func (e *usageError) Error() string { return e.err.Error() }
+
+// Unwrap gives the error inside, for errors.Is and errors.As.
 func (e *usageError) Unwrap() error { return e.err }
 
 // usagef returns a usage error (exit status 2).
@@ -56,7 +59,10 @@ func usagef(format string, args ...any) error {
 // failure is an error of a command that was called correctly (exit status 1).
 type failure struct{ err error }
 
+// Error is the text of the failure.
 func (e *failure) Error() string { return e.err.Error() }
+
+// Unwrap gives the error inside, for errors.Is and errors.As.
 func (e *failure) Unwrap() error { return e.err }
 
 // run runs the command line args and returns the exit status.
@@ -211,6 +217,20 @@ func (a *app) openQueue(ctx context.Context, opts ...queue.Option) (*queue.Queue
 		return nil, nil, explainTableError(err, name)
 	}
 	return q, func() { q.Close(); db.Close() }, nil
+}
+
+// withQueue opens the queue on --table (see openQueue), runs fn with it and
+// closes it; an error of fn about the table says what to do next.
+func (a *app) withQueue(ctx context.Context, fn func(q *queue.Queue) error, opts ...queue.Option) error {
+	q, closeQueue, err := a.openQueue(ctx, opts...)
+	if err != nil {
+		return err
+	}
+	defer closeQueue()
+	if err := fn(q); err != nil {
+		return explainTableError(err, q.Table())
+	}
+	return nil
 }
 
 // logger is a text logger on stderr at the given level.
