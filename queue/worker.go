@@ -25,6 +25,10 @@ type WorkerConfig struct {
 	// Lease is how long a claimed attempt holds its job (default 5 minutes,
 	// at least 1 second). Heartbeats renew it while the handler runs; an
 	// attempt whose worker vanished is reclaimed once its lease has passed.
+	// When renewals fail (the database does not answer) until the lease
+	// would run out before the next heartbeat, the handler's context is
+	// cancelled with a cause wrapping ErrLeaseLost and its result dropped,
+	// so that it does not run on while another worker reclaims the job.
 	Lease time.Duration
 	// PollInterval is how long an idle worker waits before it looks for due
 	// jobs again (default 1 second), jittered by ±20% so that workers spread
@@ -132,6 +136,9 @@ var (
 	errShutdown = fmt.Errorf("%w (ShutdownTimeout passed)", ErrWorkerShutdown)
 	// errLostJob: a heartbeat found the attempt no longer holds its job.
 	errLostJob = fmt.Errorf("%w: a heartbeat found the attempt no longer holds its job", ErrLeaseLost)
+	// errLeaseRanOut: heartbeats failed, and the lease runs out before the
+	// next one; another worker may reclaim the job and run it.
+	errLeaseRanOut = fmt.Errorf("%w: its lease could not be renewed (heartbeats failed) and runs out before the next heartbeat", ErrLeaseLost)
 )
 
 // Worker claims jobs from a Queue and runs their handlers. Create it with
@@ -278,6 +285,10 @@ type attempt struct {
 	ref    AttemptRef
 	ctx    context.Context
 	cancel context.CancelCauseFunc
+	// leaseEnd is when the attempt's lease ends at the latest, as far as
+	// the worker knows (guarded by run.mu): the claim's lease_until, then
+	// moved by each heartbeat that renewed it.
+	leaseEnd time.Time
 }
 
 // completion is an attempt whose handler succeeded, waiting to be written.
@@ -548,6 +559,11 @@ func (r *run) claim(n int) ([]*JobRow, error) {
 func (r *run) dispatch(row *JobRow) {
 	ctx, cancel := context.WithCancelCause(r.jobs)
 	a := &attempt{row: row, ref: AttemptRef{ID: row.ID, Token: row.ClaimToken}, ctx: ctx, cancel: cancel}
+	if row.LeaseUntil != nil {
+		a.leaseEnd = *row.LeaseUntil
+	} else {
+		a.leaseEnd = r.q.now().Add(r.cfg.Lease)
+	}
 	r.mu.Lock()
 	r.inflight[a.ref] = a
 	r.mu.Unlock()
@@ -578,9 +594,9 @@ func (r *run) execute(a *attempt) {
 
 	cause := context.Cause(a.ctx)
 	switch {
-	case errors.Is(cause, errLostJob):
-		log.Warn("handler finished after its attempt lost the job (lease passed and it was reclaimed, retried or deleted); result dropped",
-			"handler_err", err, "duration", dur)
+	case errors.Is(cause, ErrLeaseLost):
+		log.Warn("handler finished after its attempt lost the job (or could not renew its lease); result dropped, the job is left to Reclaim",
+			"handler_err", err, "duration", dur, "cause", cause)
 		return
 	case err == nil:
 		r.completions <- completion{a: a, dur: dur}
@@ -724,7 +740,10 @@ func (r *run) writeCompletions(batch []completion) {
 
 // heartbeats renews the leases of every running attempt each
 // HeartbeatInterval, and cancels the handlers of attempts that lost their
-// job, until ctx ends.
+// job, until ctx ends. It also cancels the handler of an attempt whose
+// renewal failed when its lease ends before the next heartbeat: past its
+// lease another worker may reclaim the job, and the two must not run it at
+// once.
 func (r *run) heartbeats(ctx context.Context) {
 	tick := time.NewTicker(r.cfg.HeartbeatInterval)
 	defer tick.Stop()
@@ -744,15 +763,25 @@ func (r *run) heartbeats(ctx context.Context) {
 			chunk := refs[:min(len(refs), heartbeatBatch)]
 			refs = refs[len(chunk):]
 			cctx, cancel := context.WithTimeout(ctx, min(r.cfg.HeartbeatInterval, dbCallTimeout))
+			sent := r.q.now()
 			lost, err := r.q.heartbeat(cctx, chunk, r.cfg.Lease)
 			cancel()
 			if err != nil {
 				if ctx.Err() == nil {
 					r.log.Warn("renewing leases failed; trying again at the next heartbeat", "attempts", len(chunk), "err", err)
+					r.cancelUnrenewed(chunk)
 				}
 				continue
 			}
+			// The renewed leases end at sent+Lease or a little later
+			// (MySQL keeps whole seconds, so take the second before).
+			renewedTo := sent.Add(r.cfg.Lease).Truncate(time.Second)
 			r.mu.Lock()
+			for _, ref := range chunk {
+				if a, ok := r.inflight[ref]; ok && a.leaseEnd.Before(renewedTo) {
+					a.leaseEnd = renewedTo
+				}
+			}
 			for _, ref := range lost {
 				if a, ok := r.inflight[ref]; ok {
 					r.log.Warn("attempt lost its job (lease passed and it was reclaimed, retried or deleted); cancelling its handler",
@@ -761,6 +790,21 @@ func (r *run) heartbeats(ctx context.Context) {
 				}
 			}
 			r.mu.Unlock()
+		}
+	}
+}
+
+// cancelUnrenewed cancels the handlers of the attempts of refs, whose
+// renewal just failed, when their leases end before the next heartbeat.
+func (r *run) cancelUnrenewed(refs []AttemptRef) {
+	next := r.q.now().Add(r.cfg.HeartbeatInterval)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, ref := range refs {
+		if a, ok := r.inflight[ref]; ok && a.leaseEnd.Before(next) {
+			r.log.Error("attempt's lease runs out and could not be renewed; cancelling its handler (the job is left to Reclaim)",
+				"job_id", ref.ID, "kind", a.row.Name, "lease_end", a.leaseEnd)
+			a.cancel(errLeaseRanOut)
 		}
 	}
 }

@@ -783,3 +783,67 @@ func TestWorkerServesEveryTypeEnqueueAccepts(t *testing.T) {
 		}
 	})
 }
+
+// TestWorkerCancelsAttemptWhoseLeaseRunsOut: while heartbeats fail (here
+// the row is locked by another transaction, as a database that does not
+// answer would do), the attempt's lease runs out and another worker may
+// reclaim the job and run it while this handler still runs. The worker
+// cancels the handler once it can no longer renew the lease in time (cause
+// wrapping ErrLeaseLost) and records nothing for the attempt. Before, the
+// handler ran on, its heartbeats failing, however long it took.
+func TestWorkerCancelsAttemptWhoseLeaseRunsOut(t *testing.T) {
+	forEachEngine(t, func(t *testing.T, kind engine.Kind) {
+		ctx := context.Background()
+		env := newTestEnv(t, kind)
+		q := env.queue(t, nil, WithLogger(quietTestLogger()))
+		id := enqueue(t, q, emailArgs{To: "slow"})
+		cfg := fastConfig()
+		cfg.Concurrency = 1
+		cfg.Lease = 2 * time.Second
+		cfg.HeartbeatInterval = 200 * time.Millisecond
+		cfg.MaintenanceInterval = -1
+		w := q.NewWorker(cfg)
+		started := make(chan struct{})
+		cancelled := make(chan error, 1)
+		Handle(w, func(ctx context.Context, job *Job[emailArgs]) error {
+			close(started)
+			select {
+			case <-ctx.Done():
+				cancelled <- context.Cause(ctx)
+				return ctx.Err()
+			case <-time.After(15 * time.Second):
+				cancelled <- nil
+				return nil
+			}
+		})
+		startWorker(t, w)
+		waitFor(t, started, 10*time.Second, "the handler to start")
+
+		// Lock the job's row from another pool so that every heartbeat
+		// times out.
+		other := env.newPool(t)
+		tx, err := other.BeginTx(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer tx.Rollback()
+		if _, err := tx.ExecContext(ctx, env.sql("UPDATE {t} SET error = error WHERE id = ?"), id); err != nil {
+			t.Fatal(err)
+		}
+		lockedAt := time.Now()
+		cause := waitFor(t, cancelled, 8*time.Second, "the handler to be cancelled once its lease could not be renewed")
+		if !errors.Is(cause, ErrLeaseLost) {
+			t.Fatalf("handler cancelled with cause %v, want one wrapping ErrLeaseLost", cause)
+		}
+		if waited := time.Since(lockedAt); waited > cfg.Lease+time.Second {
+			t.Errorf("cancelled %v after heartbeats began to fail; the lease is %v", waited, cfg.Lease)
+		}
+		tx.Rollback()
+		// Nothing was recorded for the attempt: the job is still in_progress,
+		// left for Reclaim.
+		time.Sleep(300 * time.Millisecond)
+		if row := getJob(t, q, id); row.Status != StatusInProgress || row.Error != "" || row.Attempts != 1 {
+			t.Errorf("row after the cancelled attempt: %+v; want it in_progress and untouched", row)
+		}
+	})
+}
