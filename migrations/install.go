@@ -86,16 +86,11 @@ func outdatedError(t engine.Table, st tableState) error {
 // from it (the lock is a session lock), and onOutdated gets that
 // *sql.Conn.
 func ensureTable(ctx context.Context, ex execQueryer, t engine.Table, onOutdated func(context.Context, execQueryer, tableState) error) (err error) {
-	if t.Kind == engine.MySQL {
-		if db, ok := ex.(*sql.DB); ok {
-			conn, err := db.Conn(ctx)
-			if err != nil {
-				return fmt.Errorf("take a connection: %w", err)
-			}
-			defer conn.Close()
-			ex = conn
-		}
+	ex, release, err := oneSession(ctx, t.Kind, ex)
+	if err != nil {
+		return err
 	}
+	defer release()
 	unlock, err := lockTable(ctx, ex, t)
 	if err != nil {
 		return err
@@ -133,6 +128,21 @@ func ensureTable(ctx context.Context, ex execQueryer, t engine.Table, onOutdated
 		return fmt.Errorf("table %s: unexpected state %s", t.Name, st)
 	}
 	return ensureIndexes(ctx, ex, t)
+}
+
+// oneSession returns ex, or on MySQL, when ex is a *sql.DB, one connection
+// taken from its pool: MySQL's table lock (GET_LOCK) and session time zone
+// belong to one session. release gives the connection back.
+func oneSession(ctx context.Context, k engine.Kind, ex execQueryer) (_ execQueryer, release func(), err error) {
+	db, ok := ex.(*sql.DB)
+	if k != engine.MySQL || !ok {
+		return ex, func() {}, nil
+	}
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		return nil, nil, fmt.Errorf("take a connection: %w", err)
+	}
+	return conn, func() { conn.Close() }, nil
 }
 
 // lockTable takes a lock that serializes installs and migrations of t,

@@ -133,17 +133,14 @@ func convertV1(ctx context.Context, ex execQueryer, t engine.Table, p RetryPolic
 	c := &converter{t: t, p: p, now: now, o: o}
 
 	if t.Kind == engine.MySQL {
-		// Pin one connection for the whole conversion: its session time
-		// zone must be UTC while created_at turns from TIMESTAMP into
-		// DATETIME.
-		if db, ok := ex.(*sql.DB); ok {
-			conn, err := db.Conn(ctx)
-			if err != nil {
-				return fmt.Errorf("take a connection: %w", err)
-			}
-			defer conn.Close()
-			ex = conn
+		// One session for the whole conversion: its time zone must be UTC
+		// while created_at turns from TIMESTAMP into DATETIME.
+		var release func()
+		var err error
+		if ex, release, err = oneSession(ctx, t.Kind, ex); err != nil {
+			return err
 		}
+		defer release()
 		restore, err := mysqlUTCSession(ctx, ex)
 		if err != nil {
 			return err
