@@ -168,3 +168,47 @@ func TestTailBuffer(t *testing.T) {
 		})
 	}
 }
+
+// TestExecRunnerBackgroundChild: a command that leaves a background process
+// holding its stderr is judged by its own exit status once the wait for the
+// output ends (waitDelay): exit 0 completes, anything else fails with the
+// stderr written so far.
+func TestExecRunnerBackgroundChild(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name    string
+		command string
+		wantErr []string // nil: success
+	}{
+		{"exit 0", `sleep 30 & echo $! > PIDFILE; echo started`, nil},
+		{"exit 3", `sleep 30 & echo $! > PIDFILE; echo 'gave up' >&2; exit 3`, []string{"exit status 3", "gave up"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			pidFile := filepath.Join(t.TempDir(), "pid")
+			t.Cleanup(func() {
+				if b, err := os.ReadFile(pidFile); err == nil {
+					if pid, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil {
+						syscall.Kill(pid, syscall.SIGKILL)
+					}
+				}
+			})
+			command := strings.ReplaceAll(tc.command, "PIDFILE", "'"+pidFile+"'")
+			r := &execRunner{command: command, waitDelay: 300 * time.Millisecond}
+			start := time.Now()
+			err := r.run(context.Background(), execJob{ID: 7})
+			if d := time.Since(start); d > 10*time.Second {
+				t.Errorf("run took %v; the background child was waited for", d)
+			}
+			if tc.wantErr == nil && err != nil {
+				t.Fatalf("error %v, want none: the command exited 0", err)
+			}
+			for _, w := range tc.wantErr {
+				if err == nil || !strings.Contains(err.Error(), w) {
+					t.Errorf("error %v does not contain %q", err, w)
+				}
+			}
+		})
+	}
+}
