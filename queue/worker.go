@@ -462,7 +462,9 @@ func (r *run) claimLoop(stop context.Context) int {
 				return claimed
 			}
 		}
-		n := free
+		// One claim takes at most maxClaim jobs: ask for no more, so that a
+		// full claim is told from a short one (nothing more due).
+		n := min(free, maxClaim)
 		if r.cfg.MaxJobs > 0 {
 			n = min(n, r.cfg.MaxJobs-claimed)
 		}
@@ -471,7 +473,7 @@ func (r *run) claimLoop(stop context.Context) int {
 			// handlers a moment to free more, so that one claim fills
 			// several slots rather than one claim per slot.
 			free = r.gatherSlots(free, r.cfg.Concurrency, stop)
-			n = free
+			n = min(free, maxClaim)
 			if r.cfg.MaxJobs > 0 {
 				n = min(n, r.cfg.MaxJobs-claimed)
 			}

@@ -847,3 +847,28 @@ func TestWorkerCancelsAttemptWhoseLeaseRunsOut(t *testing.T) {
 		}
 	})
 }
+
+// TestWorkerWithMoreSlotsThanOneClaimTakes: one claim takes at most
+// maxClaim jobs. A worker with more free slots than that took a full claim
+// of maxClaim for a short one ("nothing more is due") and went idle until
+// its next poll while jobs were waiting.
+func TestWorkerWithMoreSlotsThanOneClaimTakes(t *testing.T) {
+	forEachEngine(t, func(t *testing.T, kind engine.Kind) {
+		env := newTestEnv(t, kind)
+		q := env.queue(t, nil, WithLogger(quietTestLogger()))
+		jobs := maxClaim + maxClaim/2
+		enqueueSeq(t, q, jobs)
+		cfg := fastConfig()
+		cfg.Concurrency = maxClaim + maxClaim/2
+		cfg.PollInterval = time.Hour // only "work remains" may claim again
+		cfg.MaintenanceInterval = -1
+		w := q.NewWorker(cfg)
+		var ran atomic.Int64
+		Handle(w, func(ctx context.Context, job *Job[seqArgs]) error {
+			ran.Add(1)
+			return nil
+		})
+		startWorker(t, w)
+		waitUntil(t, 15*time.Second, "every job to run", func() bool { return ran.Load() == int64(jobs) })
+	})
+}
