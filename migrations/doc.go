@@ -6,7 +6,10 @@
 // every deploy. It refuses a version 1 or half-migrated table with an error
 // wrapping ErrOutdatedTable: Migrate converts such a table once.
 //
-// Both run through goose Go migrations built for the chosen table, so a
+// Check tells, changing nothing, whether the queue can use a table: it
+// refuses the same version 1 and half-migrated tables as Install.
+//
+// Install and Migrate run through goose Go migrations built for the chosen table, so a
 // service that already runs its own migrations with goose can include ours
 // in its own `goose up` (see GooseMigrations).
 //

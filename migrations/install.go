@@ -76,6 +76,11 @@ func outdatedError(t engine.Table, st tableState) error {
 		ErrOutdatedTable, t.Name, what, t.Name)
 }
 
+// foreignError says that t is not a jobqueue table.
+func foreignError(t engine.Table) error {
+	return fmt.Errorf("table %s exists but is not a jobqueue table (a jobqueue table has the columns %s, and attempts… or retry_count…); choose another table name", t.Name, strings.Join(commonColumns, ", "))
+}
+
 // ensureTable brings t to the version 2 layout: under a per-table lock (so
 // that concurrent installs wait for each other) it inspects the table;
 // missing → created with its indexes; version 2 → ensureIndexes; version 1
@@ -123,7 +128,7 @@ func ensureTable(ctx context.Context, ex execQueryer, t engine.Table, onOutdated
 			return fmt.Errorf("%w: table %s is still %s after its migration; run Migrate again", ErrOutdatedTable, t.Name, st)
 		}
 	case tableForeign:
-		return fmt.Errorf("table %s exists but is not a jobqueue table (a jobqueue table has the columns %s, and attempts… or retry_count…); choose another table name", t.Name, strings.Join(commonColumns, ", "))
+		return foreignError(t)
 	default:
 		return fmt.Errorf("table %s: unexpected state %s", t.Name, st)
 	}

@@ -2,10 +2,13 @@ package main
 
 import (
 	"context"
+	"database/sql"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/jobqueue/jobqueue/internal/engine"
 	"github.com/jobqueue/jobqueue/internal/testdb"
@@ -83,4 +86,77 @@ func splitSQL(s string) []string {
 		}
 	}
 	return out
+}
+
+// TestHalfMigratedTable checks that every command refuses a table whose
+// migration was interrupted, with the one-line error naming migrate, and
+// changes nothing: a version 2 table that still has retry_count (every
+// engine), and on MySQL the table as the first step of Migrate leaves it
+// (the version 2 columns added, NULL in every row, retry_count and locked_at
+// still there), on which the queue's own check passes.
+func TestHalfMigratedTable(t *testing.T) {
+	t.Parallel()
+	type shape struct {
+		name  string
+		kind  engine.Kind
+		setup func(t *testing.T, db *sql.DB, c cli, tbl engine.Table)
+	}
+	var shapes []shape
+	for _, k := range testdb.Kinds {
+		shapes = append(shapes, shape{"retry_count left", k, func(t *testing.T, db *sql.DB, c cli, tbl engine.Table) {
+			c.ok(t, "install")
+			c.ok(t, "enqueue", "--name", "k")
+			if _, err := db.Exec("ALTER TABLE " + tbl.Quoted() + " ADD COLUMN retry_count INTEGER NOT NULL DEFAULT 0"); err != nil {
+				t.Fatal(err)
+			}
+		}})
+	}
+	shapes = append(shapes, shape{"after the first step", engine.MySQL, func(t *testing.T, db *sql.DB, c cli, tbl engine.Table) {
+		ddl, err := os.ReadFile(filepath.Join("..", "..", "migrations", "testdata", "v1_mysql.sql"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		stmts := splitSQL(strings.ReplaceAll(string(ddl), "{{table}}", tbl.Name))
+		stmts = append(stmts,
+			"INSERT INTO "+tbl.Quoted()+" (name, payload, status, retry_count, scheduled_at) VALUES ('k', '{}', 'pending', 0, '2026-01-01 00:00:00')",
+			"ALTER TABLE "+tbl.Quoted()+" MODIFY status ENUM('pending','in_progress','completed','failed','expired') NOT NULL DEFAULT 'pending',"+
+				" MODIFY created_at DATETIME NOT NULL, ADD COLUMN attempts INT UNSIGNED NULL AFTER status,"+
+				" ADD COLUMN claim_token VARCHAR(64) NULL AFTER attempts, ADD COLUMN lease_until DATETIME NULL AFTER claim_token,"+
+				" ADD COLUMN max_attempts INT UNSIGNED NULL AFTER lease_until, ADD COLUMN base_delay INT UNSIGNED NULL AFTER max_attempts,"+
+				" ADD COLUMN max_delay INT UNSIGNED NULL AFTER base_delay, ADD COLUMN finished_at DATETIME NULL AFTER expires_at")
+		for _, s := range stmts {
+			if _, err := db.Exec(s); err != nil {
+				t.Fatalf("%v\n%s", err, s)
+			}
+		}
+	}})
+	for _, sh := range shapes {
+		t.Run(string(sh.kind)+"/"+sh.name, func(t *testing.T) {
+			t.Parallel()
+			url := testdb.URL(t, sh.kind)
+			db := testdb.OpenURL(t, url)
+			table := testdb.Table(t, db)
+			tbl, _ := engine.ParseTable(sh.kind, table)
+			c := cli{db: url, table: table, timeout: 30 * time.Second}
+			sh.setup(t, db, c, tbl)
+			dump := func() string {
+				var n int
+				var s sql.NullString
+				if err := db.QueryRow("SELECT COUNT(*), MAX(status) FROM "+tbl.Quoted()).Scan(&n, &s); err != nil {
+					t.Fatal(err)
+				}
+				return fmt.Sprint(n, s.String)
+			}
+			before := dump()
+			for _, args := range [][]string{
+				{"stats"}, {"list", "--json"}, {"show", "1"}, {"enqueue", "--name", "k"}, {"retry", "1"},
+				{"expire"}, {"reclaim"}, {"prune", "--older-than", "1s"}, {"work", "--exec", "cat", "--max-jobs", "1", "--max-runtime", "5s"},
+			} {
+				assertOneLineError(t, c.run(t, args...), exitFailure, "outdated", "jobqueue migrate")
+			}
+			if after := dump(); after != before {
+				t.Errorf("the refused table changed: %s, was %s", after, before)
+			}
+		})
+	}
 }

@@ -1,0 +1,45 @@
+package migrations
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+
+	"github.com/jobqueue/jobqueue/internal/engine"
+)
+
+// Check reads the catalog of db and tells whether the queue can use the
+// table named table, changing nothing: nil for a version 2 table (whatever
+// its indexes: Install repairs those); an error wrapping ErrOutdatedTable for
+// a version 1 table or one whose migration was interrupted (Migrate converts
+// it); another error for a missing table or one that is not a jobqueue
+// table. A half-migrated MySQL table can have every version 2 column, so a
+// query that only reads those columns does not tell it apart: Check does.
+//
+// The table name and the engine are checked as Install checks them
+// (ErrInvalidTableName, ErrUnsupportedDatabase), before any SQL runs.
+func Check(ctx context.Context, db *sql.DB, table string) error {
+	k, err := engine.Detect(db)
+	if err != nil {
+		return err
+	}
+	t, err := engine.ParseTable(k, table)
+	if err != nil {
+		return err
+	}
+	st, err := inspect(ctx, db, t)
+	if err != nil {
+		return err
+	}
+	switch st {
+	case tableV2:
+		return nil
+	case tableV1, tablePartial:
+		return outdatedError(t, st)
+	case tableMissing:
+		return fmt.Errorf("table %s does not exist; create it with migrations.Install (or `jobqueue install --table %s`)", t.Name, t.Name)
+	case tableForeign:
+		return foreignError(t)
+	}
+	return fmt.Errorf("table %s: unexpected state %s", t.Name, st)
+}

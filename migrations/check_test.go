@@ -1,0 +1,97 @@
+package migrations
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/jobqueue/jobqueue/internal/engine"
+	"github.com/jobqueue/jobqueue/internal/testdb"
+)
+
+// TestCheck: Check tells a usable version 2 table from a missing, version
+// 1, half-migrated or foreign one, on every engine, and changes nothing.
+func TestCheck(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name     string
+		setup    func(t *testing.T, db *sql.DB, tb engine.Table)
+		outdated bool   // the error wraps ErrOutdatedTable
+		want     string // a substring of the error; "" for none
+	}{
+		{"version 2", func(t *testing.T, db *sql.DB, tb engine.Table) {
+			if err := Install(context.Background(), db, tb.Name); err != nil {
+				t.Fatal(err)
+			}
+		}, false, ""},
+		{"version 2 without an index", func(t *testing.T, db *sql.DB, tb engine.Table) {
+			if err := Install(context.Background(), db, tb.Name); err != nil {
+				t.Fatal(err)
+			}
+			mustExec(t, db, dropIndexSQL(tb, tb.IndexName("lease_until")))
+		}, false, ""},
+		{"missing", func(*testing.T, *sql.DB, engine.Table) {}, false, "does not exist"},
+		{"version 1", func(t *testing.T, db *sql.DB, tb engine.Table) {
+			mustExec(t, db, append(v1DDL(tb), v1Rows(tb))...)
+		}, true, "Migrate"},
+		{"half migrated", func(t *testing.T, db *sql.DB, tb engine.Table) {
+			if err := Install(context.Background(), db, tb.Name); err != nil {
+				t.Fatal(err)
+			}
+			mustExec(t, db, "ALTER TABLE "+tb.Quoted()+" ADD COLUMN locked_at TIMESTAMP NULL")
+		}, true, "interrupted"},
+		{"foreign", func(t *testing.T, db *sql.DB, tb engine.Table) {
+			mustExec(t, db, "CREATE TABLE "+tb.Quoted()+" (id INT PRIMARY KEY, queue VARCHAR(20), attempts INT)")
+		}, false, "not a jobqueue table"},
+	}
+	for _, k := range testdb.Kinds {
+		for _, c := range cases {
+			t.Run(string(k)+"/"+c.name, func(t *testing.T) {
+				t.Parallel()
+				db := testdb.Open(t, k)
+				name := testdb.Table(t, db)
+				tb := tableOf(t, k, name)
+				c.setup(t, db, tb)
+				if c.name == "missing" {
+					err := Check(context.Background(), db, name)
+					if err == nil || !strings.Contains(err.Error(), c.want) || errors.Is(err, ErrOutdatedTable) {
+						t.Errorf("Check = %v, want an error containing %q", err, c.want)
+					}
+					if st, err := inspect(context.Background(), db, tb); err != nil || st != tableMissing {
+						t.Errorf("after Check the table is %v (%v), want missing", st, err)
+					}
+					return
+				}
+				before := takeSnapshot(t, db, tb)
+				err := Check(context.Background(), db, name)
+				switch {
+				case c.want == "" && err != nil:
+					t.Fatalf("Check = %v, want nil", err)
+				case c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)):
+					t.Fatalf("Check = %v, want an error containing %q", err, c.want)
+				case errors.Is(err, ErrOutdatedTable) != c.outdated:
+					t.Errorf("Check = %v: errors.Is(ErrOutdatedTable) = %v, want %v", err, !c.outdated, c.outdated)
+				}
+				if diff := cmp.Diff(before, takeSnapshot(t, db, tb)); diff != "" {
+					t.Errorf("Check changed the table (-before +after):\n%s", diff)
+				}
+			})
+		}
+	}
+}
+
+func TestCheckRejectsBadInput(t *testing.T) {
+	t.Parallel()
+	for _, k := range testdb.Kinds {
+		if err := Check(context.Background(), closedDB(t, k), "a-b"); !errors.Is(err, ErrInvalidTableName) {
+			t.Errorf("%s: Check with a bad name = %v, want ErrInvalidTableName", k, err)
+		}
+	}
+	if err := Check(context.Background(), nil, "jobs"); !errors.Is(err, ErrUnsupportedDatabase) {
+		t.Errorf("Check on a nil db = %v, want ErrUnsupportedDatabase", err)
+	}
+}
