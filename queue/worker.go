@@ -262,9 +262,9 @@ type run struct {
 	fallback handlerFunc
 	abandon  time.Duration // see abandonGrace
 
-	// db is the context of the worker's own statements: it keeps ctx's
+	// dbCtx is the context of the worker's own statements: it keeps ctx's
 	// values but not its end, so that results are written during shutdown.
-	db context.Context
+	dbCtx context.Context
 	// jobs is the parent of the handlers' contexts; cancelJobs ends it at
 	// shutdown.
 	jobs       context.Context
@@ -299,8 +299,8 @@ type completion struct {
 
 func (r *run) run(ctx context.Context) error {
 	r.log = r.q.logger.With("component", "worker")
-	r.db = context.WithoutCancel(ctx)
-	r.jobs, r.cancelJobs = context.WithCancelCause(r.db)
+	r.dbCtx = context.WithoutCancel(ctx)
+	r.jobs, r.cancelJobs = context.WithCancelCause(r.dbCtx)
 	defer r.cancelJobs(context.Canceled)
 	r.work = make(chan *attempt, r.cfg.Concurrency)
 	r.freed = make(chan struct{}, r.cfg.Concurrency)
@@ -330,7 +330,7 @@ func (r *run) run(ctx context.Context) error {
 	for range r.cfg.Concurrency {
 		execs.Go(r.executor)
 	}
-	hbCtx, stopHeartbeats := context.WithCancel(r.db)
+	hbCtx, stopHeartbeats := context.WithCancel(r.dbCtx)
 	hbDone := make(chan struct{})
 	go func() { defer close(hbDone); r.heartbeats(hbCtx) }()
 
@@ -399,7 +399,7 @@ func (r *run) releaseInterrupted() {
 	if len(refs) == 0 {
 		return
 	}
-	ctx, cancel := context.WithTimeout(r.db, dbCallTimeout)
+	ctx, cancel := context.WithTimeout(r.dbCtx, dbCallTimeout)
 	defer cancel()
 	stale, err := r.q.release(ctx, refs)
 	if err != nil {
@@ -551,7 +551,7 @@ func (r *run) gatherSlots(free, want int, stop context.Context) int {
 // claim runs one claim of up to n jobs. It is not cancelled by the worker's
 // stop: a claim cut off half-way could leave claimed rows nobody runs.
 func (r *run) claim(n int) ([]*JobRow, error) {
-	ctx, cancel := context.WithTimeout(r.db, dbCallTimeout)
+	ctx, cancel := context.WithTimeout(r.dbCtx, dbCallTimeout)
 	defer cancel()
 	return r.q.claim(ctx, r.cfg.Types, n, r.cfg.Lease)
 }
@@ -611,7 +611,7 @@ func (r *run) execute(a *attempt) {
 		return
 	}
 
-	ctx, cancel := context.WithTimeout(r.db, dbCallTimeout)
+	ctx, cancel := context.WithTimeout(r.dbCtx, dbCallTimeout)
 	defer cancel()
 	status, next, ferr := r.q.fail(ctx, row, err)
 	if ferr != nil {
@@ -623,7 +623,7 @@ func (r *run) execute(a *attempt) {
 		return
 	}
 	ev := *row
-	ev.Status, ev.Error, ev.ClaimToken, ev.LeaseUntil = status, err.Error(), "", nil
+	ev.Status, ev.Error, ev.ClaimToken, ev.LeaseUntil = status, errorText(err), "", nil
 	permanent := status != StatusPending
 	if permanent {
 		now := r.q.now()
@@ -709,7 +709,7 @@ func (r *run) writeCompletions(batch []completion) {
 		if try > 0 {
 			time.Sleep(wait)
 		}
-		ctx, cancel := context.WithTimeout(r.db, dbCallTimeout)
+		ctx, cancel := context.WithTimeout(r.dbCtx, dbCallTimeout)
 		stale, err = r.q.complete(ctx, refs)
 		cancel()
 		if err == nil {
@@ -816,19 +816,12 @@ func (r *run) cancelUnrenewed(refs []AttemptRef) {
 func (r *run) maintain(ctx context.Context) {
 	for {
 		cctx, cancel := context.WithTimeout(ctx, dbCallTimeout)
-		if n, err := r.q.ExpireOverdue(cctx); err != nil {
-			if ctx.Err() == nil {
-				r.log.Warn("expiring overdue jobs failed", "err", err)
-			}
-		} else if n > 0 {
-			r.log.Info("expired overdue jobs", "jobs", n)
+		// ExpireOverdue and Reclaim log what they changed themselves.
+		if _, err := r.q.ExpireOverdue(cctx); err != nil && ctx.Err() == nil {
+			r.log.Warn("expiring overdue jobs failed", "err", err)
 		}
-		if n, err := r.q.Reclaim(cctx); err != nil {
-			if ctx.Err() == nil {
-				r.log.Warn("reclaiming abandoned attempts failed", "err", err)
-			}
-		} else if n > 0 {
-			r.log.Info("reclaimed abandoned attempts", "jobs", n)
+		if _, err := r.q.Reclaim(cctx); err != nil && ctx.Err() == nil {
+			r.log.Warn("reclaiming abandoned attempts failed", "err", err)
 		}
 		cancel()
 		t := time.NewTimer(jitter(r.cfg.MaintenanceInterval))
