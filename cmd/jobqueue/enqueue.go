@@ -44,18 +44,35 @@ delay 60 s, max delay 3600 s) unless all three of --max-attempts,
 			if !json.Valid([]byte(payload)) {
 				return usagef("--payload is not valid JSON: %s", shorten(payload, 40))
 			}
+			set := cmd.Flags().Changed
+			for _, pair := range [][3]string{{"at", "delay", "when the job may run"}, {"expires-at", "expires-in", "when the job expires"}} {
+				if set(pair[0]) && set(pair[1]) {
+					return usagef("--%s and --%s both say %s; give one of them", pair[0], pair[1], pair[2])
+				}
+			}
+			var given, missing []string
+			for _, f := range []string{"max-attempts", "base-delay", "max-delay"} {
+				if set(f) {
+					given = append(given, "--"+f)
+				} else {
+					missing = append(missing, "--"+f)
+				}
+			}
+			if len(given) > 0 && len(missing) > 0 {
+				return usagef("a retry policy needs all three of --max-attempts, --base-delay and --max-delay (missing %s), or none of them for the queue's default", strings.Join(missing, ", "))
+			}
 			opts := []queue.EnqueueOption{}
-			if cmd.Flags().Changed("type") {
+			if set("type") {
 				opts = append(opts, queue.Type(typ))
 			}
 			switch {
-			case at != "":
+			case set("at"):
 				t, err := parseTime("--at", at)
 				if err != nil {
 					return err
 				}
 				opts = append(opts, queue.At(t))
-			case delay != "":
+			case set("delay"):
 				d, err := parseDuration("--delay", delay)
 				if err != nil {
 					return err
@@ -63,13 +80,13 @@ delay 60 s, max delay 3600 s) unless all three of --max-attempts,
 				opts = append(opts, queue.Delay(d))
 			}
 			switch {
-			case expiresAt != "":
+			case set("expires-at"):
 				t, err := parseTime("--expires-at", expiresAt)
 				if err != nil {
 					return err
 				}
 				opts = append(opts, queue.ExpiresAt(t))
-			case expiresIn != "":
+			case set("expires-in"):
 				d, err := parseDuration("--expires-in", expiresIn)
 				if err != nil {
 					return err
@@ -79,7 +96,7 @@ delay 60 s, max delay 3600 s) unless all three of --max-attempts,
 				}
 				opts = append(opts, queue.ExpiresIn(d))
 			}
-			if cmd.Flags().Changed("max-attempts") {
+			if len(given) > 0 {
 				p, err := policyFromFlags(maxAttempts, baseDelay, maxDelay)
 				if err != nil {
 					return err
@@ -112,9 +129,6 @@ delay 60 s, max delay 3600 s) unless all three of --max-attempts,
 	f.IntVar(&baseDelay, "base-delay", 0, "seconds to wait after the first failed attempt; doubles after each")
 	f.IntVar(&maxDelay, "max-delay", 0, "longest wait between attempts, in seconds")
 	cmd.MarkFlagRequired("name")
-	cmd.MarkFlagsMutuallyExclusive("at", "delay")
-	cmd.MarkFlagsMutuallyExclusive("expires-at", "expires-in")
-	cmd.MarkFlagsRequiredTogether("max-attempts", "base-delay", "max-delay")
 	return cmd
 }
 
