@@ -97,7 +97,7 @@ func (a *app) demo(ctx context.Context) error {
 	}
 	defer db.Close()
 	say := func(format string, args ...any) { fmt.Fprintf(a.out, format+"\n", args...) }
-	say("jobqueue demo on %s, table %s", a.dbURL, name)
+	say("jobqueue demo on %s, table %s", safeURL(a.dbURL), name)
 
 	if err := migrations.Install(ctx, db, name); err != nil {
 		return explainTableError(err, name)
@@ -247,7 +247,7 @@ func (a *app) demo(ctx context.Context) error {
 		return err
 	}
 	say("")
-	say("Look closer: jobqueue --db %s --table %s list   (or: show ID --json)", a.dbURL, name)
+	say("Look closer: jobqueue --db %s --table %s list   (or: show ID --json)", safeURL(a.dbURL), name)
 	return nil
 }
 

@@ -1,11 +1,15 @@
 package main
 
 import (
+	"net/url"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/jobqueue/jobqueue/internal/engine"
+	"github.com/jobqueue/jobqueue/internal/testdb"
 )
 
 // TestDemo runs the demo twice on a new SQLite file: both runs finish in
@@ -37,5 +41,33 @@ func TestDemo(t *testing.T) {
 		if !strings.Contains(r.stderr, "progress: 15/15 finished") {
 			t.Errorf("run %d: stderr lacks the final progress line:\n%s", run, r.stderr)
 		}
+	}
+}
+
+// TestDemoHidesPassword runs the demo on PostgreSQL with a password in the
+// URL: the demo names its database on stdout, without the password.
+func TestDemoHidesPassword(t *testing.T) {
+	t.Parallel()
+	u, err := url.Parse(testdb.URL(t, engine.Postgres))
+	if err != nil {
+		t.Fatal(err)
+	}
+	password, ok := u.User.Password()
+	if !ok {
+		// The test server trusts its clients: any password is accepted.
+		password = "s3cret-demo"
+		u.User = url.UserPassword(u.User.Username(), password)
+	}
+	db := testdb.OpenURL(t, u.String())
+	c := cli{db: u.String(), table: testdb.Table(t, db), timeout: 70 * time.Second}
+	r := c.run(t, "demo")
+	if r.code != 0 {
+		t.Fatalf("exit %d, stderr:\n%s", r.code, r.stderr)
+	}
+	if !strings.Contains(r.stdout, "jobqueue demo on postgres://") {
+		t.Errorf("the demo does not name its database:\n%s", r.stdout)
+	}
+	if strings.Contains(r.stdout+r.stderr, password) {
+		t.Errorf("the demo shows the password:\n%s\n%s", r.stdout, r.stderr)
 	}
 }

@@ -38,6 +38,9 @@ func redactURL(msg, rawURL string) string {
 	return msg
 }
 
+// safeURL is rawURL with its passwords hidden, for printing.
+func safeURL(rawURL string) string { return redactURL(rawURL, rawURL) }
+
 // urlSecrets returns the passwords written in rawURL (see redactURL), each
 // as written and, when it differs, decoded; the longest first, so that a
 // password containing another is replaced whole.
