@@ -8,13 +8,11 @@ package migrations
 import (
 	"context"
 	"database/sql"
-	"fmt"
 	"os"
 	"regexp"
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/jobqueue/jobqueue/internal/engine"
 )
@@ -338,37 +336,10 @@ func v1Rows(tb engine.Table) string {
  ('bill', 'default', '{}', 'failed', 3, 'no card', '2026-01-02 03:04:05', NULL, '2026-01-01 00:00:00')`
 }
 
-// dumpRows is every row of tb as text, in id order.
+// dumpRows is every row of tb as text, in id order (dump, for a Table).
 func dumpRows(t *testing.T, db *sql.DB, tb engine.Table) []string {
 	t.Helper()
-	// A query text of its own each time: pgx caches prepared statements by
-	// text, and SELECT * changes shape when a test adds a column.
-	rows, err := db.Query(fmt.Sprintf(`SELECT * FROM %s ORDER BY id /* %d */`, tb.Quoted(), time.Now().UnixNano()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rows.Close()
-	cols, _ := rows.Columns()
-	var out []string
-	for rows.Next() {
-		vals := make([]any, len(cols))
-		ptrs := make([]any, len(cols))
-		for i := range vals {
-			ptrs[i] = &vals[i]
-		}
-		if err := rows.Scan(ptrs...); err != nil {
-			t.Fatal(err)
-		}
-		var b strings.Builder
-		for i, v := range vals {
-			if bs, ok := v.([]byte); ok {
-				v = string(bs)
-			}
-			fmt.Fprintf(&b, "%s=%v ", cols[i], v)
-		}
-		out = append(out, b.String())
-	}
-	return out
+	return dump(t, db, tb.Kind, tb.Name)
 }
 
 // schemaSQL is sql/<engine>/schema.sql with the table jobs renamed to name,
