@@ -689,3 +689,65 @@ func TestReleaseWithMalformedRefsWakesWorkers(t *testing.T) {
 		}
 	})
 }
+
+// TestMySQLMaintenanceDoesNotBlockEnqueues: ExpireOverdue, Reclaim and
+// Prune scan ranges of an index. At REPEATABLE READ (MySQL's default
+// session level) such a scan takes gap locks, and ExpireOverdue's cover the
+// place where every new job without a deadline goes: enqueues waited for the
+// statement, and a statement that waits (here on a row another transaction
+// holds) made them fail with a lock wait timeout. The queue runs these
+// statements at READ COMMITTED whatever the session's level, as it does
+// claims.
+func TestMySQLMaintenanceDoesNotBlockEnqueues(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	env := coreEnv(t, engine.MySQL)
+	rr := env.newPool(t)
+	rr.SetMaxOpenConns(1)
+	if _, err := rr.ExecContext(ctx, "SET SESSION TRANSACTION ISOLATION LEVEL REPEATABLE READ"); err != nil {
+		t.Fatal(err)
+	}
+	q, clock := coreQueue(t, env)
+	mustEnqueue(t, q, testArgs{N: 1}, ExpiresIn(time.Minute))
+	last := mustEnqueue(t, q, testArgs{N: 2}, ExpiresIn(2*time.Minute))
+	clock.add(3 * time.Minute)
+	maint := env.queue(t, rr, withClock(clock.now), WithLogger(quietTestLogger()))
+
+	// Another transaction holds the overdue job with the latest deadline,
+	// so that ExpireOverdue waits on it with its range scan half done.
+	locker := env.newPool(t)
+	tx, err := locker.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback()
+	if _, err := tx.ExecContext(ctx, env.sql("SELECT id FROM {t} WHERE id = ? FOR UPDATE"), last); err != nil {
+		t.Fatal(err)
+	}
+	expired := make(chan error, 1)
+	go func() {
+		n, err := maint.ExpireOverdue(ctx)
+		if err == nil && n != 2 {
+			err = fmt.Errorf("expired %d jobs, want 2", n)
+		}
+		expired <- err
+	}()
+	time.Sleep(300 * time.Millisecond)
+
+	// A producer whose lock waits end after a second enqueues a job
+	// without a deadline meanwhile.
+	prod := env.newPool(t)
+	prod.SetMaxOpenConns(1)
+	if _, err := prod.ExecContext(ctx, "SET SESSION innodb_lock_wait_timeout = 1"); err != nil {
+		t.Fatal(err)
+	}
+	pq := env.queue(t, prod, WithLogger(quietTestLogger()))
+	start := time.Now()
+	if _, err := pq.Enqueue(ctx, testArgs{N: 3}); err != nil {
+		t.Errorf("an enqueue during ExpireOverdue failed after %v: %v", time.Since(start), err)
+	}
+	tx.Rollback()
+	if err := waitFor(t, expired, 10*time.Second, "ExpireOverdue"); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -343,18 +343,43 @@ func (s mysqlStore) retry(ctx context.Context, id int64, now time.Time) (bool, e
 	return n > 0, err
 }
 
+// readCommitted runs one statement in a short READ COMMITTED transaction,
+// whatever the session's level. ExpireOverdue, Reclaim and Prune scan
+// ranges of an index; at REPEATABLE READ (MySQL's default) the scan takes
+// gap locks, and ExpireOverdue's cover the place where every new job
+// without a deadline is inserted, so enqueues would wait for it (and fail
+// with a lock wait timeout when it waits on a row itself).
+func (s mysqlStore) readCommitted(ctx context.Context, fn func(qs *mysqlgen.Queries) (int64, error)) (int64, error) {
+	tx, err := s.r.db.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
+	if err != nil {
+		return 0, err
+	}
+	defer tx.Rollback()
+	n, err := fn(mysqlgen.New(s.r.on(tx)))
+	if err != nil {
+		return 0, err
+	}
+	return n, tx.Commit()
+}
+
 func (s mysqlStore) expire(ctx context.Context, now time.Time) (int64, error) {
-	return s.qs().ExpireOverdue(ctx, mysqlgen.ExpireOverdueParams{Now: nullTime(&now)})
+	return s.readCommitted(ctx, func(qs *mysqlgen.Queries) (int64, error) {
+		return qs.ExpireOverdue(ctx, mysqlgen.ExpireOverdueParams{Now: nullTime(&now)})
+	})
 }
 
 func (s mysqlStore) reclaim(ctx context.Context, now time.Time, errText string) (int64, error) {
-	return s.qs().ReclaimAbandoned(ctx, mysqlgen.ReclaimAbandonedParams{
-		Now: nullTime(&now), FinishTime: nullTime(&now), RetryTime: now, Error: nullString(errText),
+	return s.readCommitted(ctx, func(qs *mysqlgen.Queries) (int64, error) {
+		return qs.ReclaimAbandoned(ctx, mysqlgen.ReclaimAbandonedParams{
+			Now: nullTime(&now), FinishTime: nullTime(&now), RetryTime: now, Error: nullString(errText),
+		})
 	})
 }
 
 func (s mysqlStore) prune(ctx context.Context, cutoff time.Time, batch int) (int64, error) {
-	return s.qs().PruneFinished(ctx, mysqlgen.PruneFinishedParams{Cutoff: nullTime(&cutoff), Limit: int32(batch)})
+	return s.readCommitted(ctx, func(qs *mysqlgen.Queries) (int64, error) {
+		return qs.PruneFinished(ctx, mysqlgen.PruneFinishedParams{Cutoff: nullTime(&cutoff), Limit: int32(batch)})
+	})
 }
 
 func (s mysqlStore) analyze(ctx context.Context) error {
