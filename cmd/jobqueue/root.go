@@ -10,6 +10,8 @@ import (
 	"os"
 	"strings"
 
+	"github.com/go-sql-driver/mysql"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/spf13/cobra"
 
 	"github.com/jobqueue/jobqueue/internal/engine"
@@ -188,9 +190,12 @@ func runE(fn func(cmd *cobra.Command, args []string) error) func(cmd *cobra.Comm
 // is a usage error (found before connecting), an unreachable server a
 // failure.
 func (a *app) open(ctx context.Context) (*sql.DB, engine.Kind, string, error) {
-	_, _, k, err := engine.DriverDSN(a.dbURL)
+	driver, dsn, k, err := engine.DriverDSN(a.dbURL)
 	if err != nil {
 		return nil, "", "", &usageError{err: err}
+	}
+	if err := checkDSN(driver, dsn); err != nil {
+		return nil, "", "", usagef("bad option in the --db URL: %v; correct or remove it", err)
 	}
 	t, err := engine.ParseTable(k, a.table)
 	if err != nil {
@@ -201,6 +206,20 @@ func (a *app) open(ctx context.Context) (*sql.DB, engine.Kind, string, error) {
 		return nil, "", "", err
 	}
 	return db, k, t.Name, nil
+}
+
+// checkDSN parses dsn as the driver will, so that a bad option in the URL
+// (sslmode=bogus, timeout=soon) is found before connecting, as the usage
+// error it is, rather than reported as an unreachable server.
+func checkDSN(driver, dsn string) error {
+	var err error
+	switch driver {
+	case "pgx":
+		_, err = pgconn.ParseConfig(dsn)
+	case "mysql":
+		_, err = mysql.ParseDSN(dsn)
+	}
+	return err
 }
 
 // openQueue opens the database and the queue on --table, logging warnings

@@ -92,6 +92,8 @@ func TestBadDatabase(t *testing.T) {
 		{"table name too long for postgres", "postgres://postgres@127.0.0.1:1/test", strings.Repeat("a", 51), exitUsage, []string{"invalid table name", "51 characters"}},
 		{"unreachable postgres", "postgres://postgres@127.0.0.1:1/test?sslmode=disable", "", exitFailure, []string{"cannot reach the postgres database", "check that the server runs"}},
 		{"unreachable mysql", "mysql://root:secret@127.0.0.1:1/test", "", exitFailure, []string{"cannot reach the mysql database", "check that the server runs"}},
+		{"bad mysql option", "mysql://root:secret@127.0.0.1:1/test?timeout=soon", "", exitUsage, []string{"soon", "--db"}},
+		{"bad postgres option", "postgres://u:secret@127.0.0.1:1/test?sslmode=bogus", "", exitUsage, []string{"sslmode", "--db"}},
 		// Every case here checks that the password "secret" is not shown.
 		{"unknown scheme with a password", "postgress://u:secret@127.0.0.1:1/test", "", exitUsage, []string{`unknown scheme "postgress"`, "u:xxxxx@"}},
 		{"mysql without database, with a password", "mysql://root:secret@127.0.0.1:3306/", "", exitUsage, []string{"names no database"}},
