@@ -35,6 +35,10 @@ var (
 	// ErrOutdatedTable is returned by Install for a version 1 table or one
 	// whose migration was interrupted; Migrate converts it.
 	ErrOutdatedTable = engine.ErrOutdatedTable
+	// ErrInvalidPolicy is returned, before any SQL runs, by Migrate and
+	// GooseMigrations for a retry policy that is not valid (see
+	// RetryPolicy) or whose numbers do not fit the table's INT columns.
+	ErrInvalidPolicy = policy.ErrInvalidPolicy
 )
 
 // RetryPolicy is the retry policy Migrate stores with every job of a

@@ -15,7 +15,6 @@ import (
 	_ "modernc.org/sqlite" // the driver the example opens
 
 	"github.com/jobqueue/jobqueue/internal/engine"
-	"github.com/jobqueue/jobqueue/internal/policy"
 	"github.com/jobqueue/jobqueue/internal/testdb"
 	"github.com/jobqueue/jobqueue/migrations"
 )
@@ -170,8 +169,8 @@ func TestGooseMigrationsRejectsBadInput(t *testing.T) {
 		want    error
 	}{
 		{"bad table name", "a-b", migrations.RetryPolicy{}, 1, migrations.ErrInvalidTableName},
-		{"bad policy", "jobs", migrations.RetryPolicy{MaxAttempts: -1, BaseDelay: 1, MaxDelay: 1}, 1, policy.ErrInvalidPolicy},
-		{"base delay too long for the column", "jobs", migrations.RetryPolicy{MaxAttempts: 3, BaseDelay: 3_000_000_000 * time.Second, MaxDelay: time.Hour}, 1, policy.ErrInvalidPolicy},
+		{"bad policy", "jobs", migrations.RetryPolicy{MaxAttempts: -1, BaseDelay: 1, MaxDelay: 1}, 1, migrations.ErrInvalidPolicy},
+		{"base delay too long for the column", "jobs", migrations.RetryPolicy{MaxAttempts: 3, BaseDelay: 3_000_000_000 * time.Second, MaxDelay: time.Hour}, 1, migrations.ErrInvalidPolicy},
 		{"version 0", "jobs", migrations.RetryPolicy{}, 0, nil},
 	}
 	for _, c := range cases {

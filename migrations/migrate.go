@@ -39,7 +39,7 @@ import (
 // A missing table is installed (as Install does); a version 2 table is left
 // as it is (Migrate then only checks its indexes, like Install). The policy
 // and the table name are checked before any SQL runs (errors wrapping
-// queue.ErrInvalidPolicy and ErrInvalidTableName); a driver other than pgx, go-sql-driver/mysql or
+// ErrInvalidPolicy and ErrInvalidTableName); a driver other than pgx, go-sql-driver/mysql or
 // modernc.org/sqlite gives ErrUnsupportedDatabase. On MySQL, Migrate needs
 // two connections of db's pool (goose holds one while the migration runs).
 func Migrate(ctx context.Context, db *sql.DB, policy RetryPolicy, table string) error {
