@@ -39,9 +39,11 @@ import (
 // A missing table is installed (as Install does); a version 2 table is left
 // as it is (Migrate then only checks its indexes, like Install). The policy
 // and the table name are checked before any SQL runs (errors wrapping
-// ErrInvalidPolicy and ErrInvalidTableName); a driver other than pgx, go-sql-driver/mysql or
-// modernc.org/sqlite gives ErrUnsupportedDatabase. On MySQL, Migrate needs
-// two connections of db's pool (goose holds one while the migration runs).
+// ErrInvalidPolicy and ErrInvalidTableName); a driver other than pgx,
+// go-sql-driver/mysql or modernc.org/sqlite gives ErrUnsupportedDatabase.
+// On MySQL the conversion runs on a second connection of db's pool while
+// goose holds one, or, when the pool allows a single connection, on goose's
+// own (each DDL statement still commits on its own).
 func Migrate(ctx context.Context, db *sql.DB, policy RetryPolicy, table string) error {
 	return migrate(ctx, db, policy, table, migrateOptions{})
 }
