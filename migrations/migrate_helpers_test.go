@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
+
 	"github.com/jobqueue/jobqueue/internal/engine"
 )
 
@@ -422,6 +424,18 @@ func dump(t testing.TB, db *sql.DB, k engine.Kind, table string) []string {
 		t.Fatal(err)
 	}
 	return out
+}
+
+// assertSameTable fails t unless the rows and the catalog of table equal
+// rows and cat; what says which comparison it is.
+func assertSameTable(t testing.TB, db *sql.DB, k engine.Kind, table string, rows []string, cat catalog, what string) {
+	t.Helper()
+	if diff := cmp.Diff(rows, dump(t, db, k, table)); diff != "" {
+		t.Errorf("%s:\n%s", what, diff)
+	}
+	if diff := cmp.Diff(cat, readCatalog(t, db, k, table)); diff != "" {
+		t.Errorf("%s (catalog):\n%s", what, diff)
+	}
 }
 
 // catalog is a table's columns and indexes as the catalog shows them, with

@@ -173,12 +173,7 @@ func TestMigrateTwiceChangesNothing(t *testing.T) {
 			if err := Migrate(ctx, db, other, table); err != nil {
 				t.Fatalf("second Migrate: %v", err)
 			}
-			if diff := cmp.Diff(d1, dump(t, db, k, table)); diff != "" {
-				t.Errorf("second Migrate changed rows (-first +second):\n%s", diff)
-			}
-			if diff := cmp.Diff(c1, readCatalog(t, db, k, table)); diff != "" {
-				t.Errorf("second Migrate changed the catalog (-first +second):\n%s", diff)
-			}
+			assertSameTable(t, db, k, table, d1, c1, "second Migrate changed rows (-first +second)")
 		})
 	}
 }
@@ -288,12 +283,7 @@ func TestMigrateInterrupted(t *testing.T) {
 					if err := migrate(ctx, db, testPolicy, table, migrateOptions{now: clock, mysqlBatchIDs: 10}); err != nil {
 						t.Fatalf("Migrate again: %v", err)
 					}
-					if diff := cmp.Diff(wantRows, dump(t, db, k, table)); diff != "" {
-						t.Errorf("rows after the second run (-uninterrupted +interrupted):\n%s", diff)
-					}
-					if diff := cmp.Diff(wantCat, readCatalog(t, db, k, table)); diff != "" {
-						t.Errorf("catalog after the second run (-uninterrupted +interrupted):\n%s", diff)
-					}
+					assertSameTable(t, db, k, table, wantRows, wantCat, "rows after the second run (-uninterrupted +interrupted)")
 				})
 			}
 			for stop := 1; stop <= steps; stop++ {
@@ -322,12 +312,7 @@ func TestMigrateInterrupted(t *testing.T) {
 							}
 						}
 					} else {
-						if diff := cmp.Diff(v1Rows, dump(t, db, k, table)); diff != "" {
-							t.Errorf("rows after a failed migration (-v1 +now):\n%s", diff)
-						}
-						if diff := cmp.Diff(v1Cat, readCatalog(t, db, k, table)); diff != "" {
-							t.Errorf("catalog after a failed migration (-v1 +now):\n%s", diff)
-						}
+						assertSameTable(t, db, k, table, v1Rows, v1Cat, "rows after a failed migration (-v1 +now)")
 						if err := Install(ctx, db, table); !errors.Is(err, ErrOutdatedTable) {
 							t.Errorf("Install on the rolled back table = %v, want ErrOutdatedTable", err)
 						}
@@ -335,12 +320,7 @@ func TestMigrateInterrupted(t *testing.T) {
 					if err := migrate(ctx, db, testPolicy, table, migrateOptions{now: clock}); err != nil {
 						t.Fatalf("Migrate again: %v", err)
 					}
-					if diff := cmp.Diff(wantRows, dump(t, db, k, table)); diff != "" {
-						t.Errorf("rows after the second run (-uninterrupted +interrupted):\n%s", diff)
-					}
-					if diff := cmp.Diff(wantCat, readCatalog(t, db, k, table)); diff != "" {
-						t.Errorf("catalog after the second run (-uninterrupted +interrupted):\n%s", diff)
-					}
+					assertSameTable(t, db, k, table, wantRows, wantCat, "rows after the second run (-uninterrupted +interrupted)")
 				})
 			}
 		})
@@ -387,12 +367,7 @@ func TestMigrateBadInput(t *testing.T) {
 					t.Errorf("%s: Migrate = %v, want %v", c.name, err, c.want)
 				}
 			}
-			if diff := cmp.Diff(rows, dump(t, db, k, v1)); diff != "" {
-				t.Errorf("rows changed (-before +after):\n%s", diff)
-			}
-			if diff := cmp.Diff(cat, readCatalog(t, db, k, v1)); diff != "" {
-				t.Errorf("catalog changed (-before +after):\n%s", diff)
-			}
+			assertSameTable(t, db, k, v1, rows, cat, "rows changed (-before +after)")
 			if st, err := inspect(ctx, db, engine.Table{Kind: k, Name: missing}); err != nil || st != tableMissing {
 				t.Errorf("table %s is %v (%v) after a refused Migrate; want missing", missing, st, err)
 			}
@@ -777,12 +752,7 @@ func TestMigrateForeignTable(t *testing.T) {
 				if err := Install(ctx, db, table); err == nil || errors.Is(err, ErrOutdatedTable) || !strings.Contains(err.Error(), "not a jobqueue table") {
 					t.Errorf("Install on a foreign table = %v; want a 'not a jobqueue table' refusal", err)
 				}
-				if diff := cmp.Diff(rows, dump(t, db, k, table)); diff != "" {
-					t.Errorf("rows changed:\n%s", diff)
-				}
-				if diff := cmp.Diff(cat, readCatalog(t, db, k, table)); diff != "" {
-					t.Errorf("catalog changed:\n%s", diff)
-				}
+				assertSameTable(t, db, k, table, rows, cat, "rows changed")
 			})
 		}
 	}
