@@ -50,6 +50,8 @@ func TestUsageErrors(t *testing.T) {
 		{"prune bad duration", []string{"prune", "--older-than", "a while"}, []string{"--older-than", "not a duration"}},
 		{"prune duration in days past time.Duration", []string{"prune", "--older-than", "200000d"}, []string{"--older-than", "too long"}},
 		{"work without --exec", []string{"work"}, []string{`"exec" not set`}},
+		{"work with an empty --exec", []string{"work", "--exec", " "}, []string{"--exec", "empty"}},
+		{"work with an empty --type", []string{"work", "--exec", "true", "--type", ""}, []string{"--type"}},
 		{"work bad concurrency", []string{"work", "--exec", "true", "--concurrency", "0"}, []string{"--concurrency"}},
 		{"work bad lease", []string{"work", "--exec", "true", "--lease", "10ms"}, []string{"--lease"}},
 		{"bench without flags", []string{"bench"}, []string{"jobs", "workers", "not set"}},

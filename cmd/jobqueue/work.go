@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -41,6 +42,9 @@ the worker exits 0. --max-jobs and --max-runtime stop it on their own.`,
   jobqueue work --exec 'jq -r .to; test "$JOB_ATTEMPT" -gt 1' --max-jobs 10`,
 		Args: cobra.NoArgs,
 		RunE: runE(func(cmd *cobra.Command, args []string) error {
+			if strings.TrimSpace(command) == "" {
+				return usagef("--exec is empty; give the command to run for each job, e.g. --exec './handle-job.sh'")
+			}
 			if concurrency < 1 {
 				return usagef("--concurrency %d must be at least 1", concurrency)
 			}
