@@ -4,13 +4,11 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
-	"math"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/jobqueue/jobqueue/internal/engine"
-	"github.com/jobqueue/jobqueue/internal/policy"
 )
 
 // Migrate converts a version 1 table (SPEC section 4) to version 2, once,
@@ -65,7 +63,7 @@ type migrateOptions struct {
 
 // migrate is Migrate with options.
 func migrate(ctx context.Context, db *sql.DB, p RetryPolicy, table string, o migrateOptions) error {
-	if err := validatePolicy(p); err != nil {
+	if err := p.Validate(); err != nil {
 		return fmt.Errorf("migrate table %q: %w; pass the policy version 2 should store with every job (for example MaxAttempts 3, BaseDelay 2m, MaxDelay 1h)", table, err)
 	}
 	k, err := engine.Detect(db)
@@ -87,27 +85,6 @@ func migrate(ctx context.Context, db *sql.DB, p RetryPolicy, table string, o mig
 			next = "MySQL commits each step on its own, so the table may be partly migrated; fix the cause and run Migrate again with the same policy to complete it"
 		}
 		return fmt.Errorf("migrate table %s to version 2: %w (%s)", t.Name, err, next)
-	}
-	return nil
-}
-
-// validatePolicy checks p as policy.Validate does, and also that each of
-// its numbers fits the INT columns that store it with every job
-// (max_attempts, base_delay and max_delay, in seconds): a larger one would
-// fail the conversion halfway (PostgreSQL: out of range; MySQL: after its
-// first steps have committed) or be stored where the queue cannot read it.
-func validatePolicy(p RetryPolicy) error {
-	if err := p.Validate(); err != nil {
-		return err
-	}
-	maxAttempts, baseDelay, maxDelay := p.Seconds()
-	for _, v := range []struct {
-		name string
-		n    int64
-	}{{"MaxAttempts", maxAttempts}, {"BaseDelay (seconds)", baseDelay}, {"MaxDelay (seconds)", maxDelay}} {
-		if v.n > math.MaxInt32 {
-			return fmt.Errorf("%w: %s is %d; the table's INT column holds at most %d", policy.ErrInvalidPolicy, v.name, v.n, math.MaxInt32)
-		}
 	}
 	return nil
 }

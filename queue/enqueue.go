@@ -110,7 +110,7 @@ func (q *Queue) resolve(opts []EnqueueOption, now time.Time) (typ string, at tim
 	p = q.policy
 	if o.policy != nil {
 		p = *o.policy
-		if err := checkPolicy(p); err != nil {
+		if err := p.Validate(); err != nil {
 			return "", at, nil, p, err
 		}
 	}

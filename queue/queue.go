@@ -28,7 +28,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -85,26 +84,12 @@ func WithTable(name string) Option {
 // (default DefaultRetryPolicy).
 func WithRetryPolicy(p RetryPolicy) Option {
 	return func(c *config) error {
-		if err := checkPolicy(p); err != nil {
+		if err := p.Validate(); err != nil {
 			return err
 		}
 		c.policy = p
 		return nil
 	}
-}
-
-// checkPolicy is p.Validate plus what the table can store: each number of
-// the policy goes into an INT column (max_attempts, and the delays in
-// seconds), so none may exceed 2^31−1. Without this a longer BaseDelay was
-// silently wrapped (negative on PostgreSQL) on a single enqueue.
-func checkPolicy(p RetryPolicy) error {
-	if err := p.Validate(); err != nil {
-		return err
-	}
-	if _, base, _ := p.Seconds(); base > math.MaxInt32 {
-		return fmt.Errorf("%w: BaseDelay %v is too long: the table stores at most %d seconds (about 68 years); use a shorter one (a BaseDelay above MaxDelay waits MaxDelay anyway)", ErrInvalidPolicy, p.BaseDelay, math.MaxInt32)
-	}
-	return nil
 }
 
 // WithLogger sets the logger (default slog.Default()).

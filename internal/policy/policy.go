@@ -30,23 +30,30 @@ type RetryPolicy struct {
 // delay of one minute and a maximum delay of one hour.
 var Default = RetryPolicy{MaxAttempts: 3, BaseDelay: time.Minute, MaxDelay: time.Hour}
 
-// maxSeconds is the largest delay the INT columns hold.
-const maxSeconds = math.MaxInt32
+// maxColumn is the largest number the table's INT columns hold: max_attempts
+// and the delays in seconds are each stored in one.
+const maxColumn = math.MaxInt32
 
-// Validate reports a zero or negative field or delays that are not whole
-// seconds. A base delay above the maximum simply waits the maximum.
+// Validate reports a zero or negative field, delays that are not whole
+// seconds, or a number too large for the table's INT columns (without this
+// check PostgreSQL would refuse it mid-statement and MySQL would wrap it). A
+// base delay above the maximum simply waits the maximum.
 func (p RetryPolicy) Validate() error {
 	switch {
-	case p.MaxAttempts <= 0 || p.MaxAttempts > maxSeconds:
+	case p.MaxAttempts <= 0:
 		return fmt.Errorf("%w: MaxAttempts is %d; it must be at least 1", ErrInvalidPolicy, p.MaxAttempts)
+	case p.MaxAttempts > maxColumn:
+		return fmt.Errorf("%w: MaxAttempts is %d; the table holds at most %d", ErrInvalidPolicy, p.MaxAttempts, maxColumn)
 	case p.BaseDelay < time.Second:
 		return fmt.Errorf("%w: BaseDelay is %v; it must be at least 1s", ErrInvalidPolicy, p.BaseDelay)
 	case p.MaxDelay < time.Second:
 		return fmt.Errorf("%w: MaxDelay is %v; it must be at least 1s", ErrInvalidPolicy, p.MaxDelay)
 	case p.BaseDelay%time.Second != 0 || p.MaxDelay%time.Second != 0:
 		return fmt.Errorf("%w: delays %v and %v must be whole seconds", ErrInvalidPolicy, p.BaseDelay, p.MaxDelay)
-	case p.MaxDelay/time.Second > maxSeconds:
-		return fmt.Errorf("%w: MaxDelay %v is too long", ErrInvalidPolicy, p.MaxDelay)
+	case p.BaseDelay/time.Second > maxColumn:
+		return fmt.Errorf("%w: BaseDelay %v is too long; the table holds at most %d seconds (about 68 years), and a BaseDelay above MaxDelay waits MaxDelay anyway", ErrInvalidPolicy, p.BaseDelay, maxColumn)
+	case p.MaxDelay/time.Second > maxColumn:
+		return fmt.Errorf("%w: MaxDelay %v is too long; the table holds at most %d seconds (about 68 years)", ErrInvalidPolicy, p.MaxDelay, maxColumn)
 	}
 	return nil
 }

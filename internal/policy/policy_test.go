@@ -2,6 +2,7 @@ package policy
 
 import (
 	"errors"
+	"math"
 	"testing"
 	"time"
 )
@@ -39,6 +40,10 @@ func TestValidate(t *testing.T) {
 		{"negative max", RetryPolicy{1, time.Second, -time.Second}, false},
 		{"fraction", RetryPolicy{1, 1500 * time.Millisecond, 2 * time.Second}, false},
 		{"base above max", RetryPolicy{1, time.Hour, time.Minute}, true},
+		{"largest", RetryPolicy{math.MaxInt32, math.MaxInt32 * time.Second, math.MaxInt32 * time.Second}, true},
+		{"attempts beyond INT", RetryPolicy{math.MaxInt32 + 1, time.Second, time.Second}, false},
+		{"base beyond INT", RetryPolicy{1, (math.MaxInt32 + 1) * time.Second, time.Second}, false},
+		{"max beyond INT", RetryPolicy{1, time.Second, (math.MaxInt32 + 1) * time.Second}, false},
 	}
 	for _, c := range cases {
 		err := c.p.Validate()
