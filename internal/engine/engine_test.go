@@ -109,6 +109,7 @@ func TestDriverDSN(t *testing.T) {
 		{"sqlite:jobqueue.db", "sqlite", SQLite, []string{"file:jobqueue.db?", "busy_timeout", "journal_mode(WAL)", "_txlock=immediate"}},
 		{"sqlite:///tmp/x.db", "sqlite", SQLite, []string{"file:/tmp/x.db?"}},
 		{"sqlite://rel.db", "sqlite", SQLite, []string{"file:rel.db?"}},
+		{"sqlite:/tmp/x.db?_pragma=foreign_keys(1)", "sqlite", SQLite, []string{"file:/tmp/x.db?_pragma=busy_timeout", "&_pragma=foreign_keys(1)"}},
 	}
 	for _, c := range cases {
 		driver, dsn, k, err := DriverDSN(c.url)
@@ -122,7 +123,7 @@ func TestDriverDSN(t *testing.T) {
 			}
 		}
 	}
-	for _, bad := range []string{"", "jobs.db", "redis://h", "mysql://h", "mysql:///db", "mysql://h/a/b", "sqlite:", "sqlite://"} {
+	for _, bad := range []string{"", "jobs.db", "redis://h", "mysql://h", "mysql:///db", "mysql://h/a/b", "sqlite:", "sqlite://", "sqlite:?_pragma=x"} {
 		if _, _, _, err := DriverDSN(bad); !errors.Is(err, ErrBadURL) {
 			t.Errorf("DriverDSN(%q) error = %v, want ErrBadURL", bad, err)
 		}

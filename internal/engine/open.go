@@ -21,7 +21,8 @@ var ErrBadURL = errors.New("jobqueue: bad database URL")
 //   - mysql://user:pass@host:port/db (or mariadb://) becomes a
 //     go-sql-driver DSN with parseTime=true, loc=UTC and a 10 s dial timeout;
 //   - sqlite:PATH or sqlite://PATH becomes a modernc.org/sqlite file DSN with
-//     WAL, a 10 s busy timeout and BEGIN IMMEDIATE transactions.
+//     WAL, a 10 s busy timeout and BEGIN IMMEDIATE transactions; options
+//     after a '?' (say _pragma=…) are passed on to the driver after these.
 func DriverDSN(rawURL string) (driver, dsn string, k Kind, err error) {
 	scheme, rest, ok := strings.Cut(rawURL, ":")
 	if !ok || rest == "" {
@@ -74,11 +75,17 @@ func DriverDSN(rawURL string) (driver, dsn string, k Kind, err error) {
 		}
 		return "mysql", fmt.Sprintf("%stcp(%s)/%s?%s", creds, host, dbName, q.Encode()), MySQL, nil
 	case "sqlite", "sqlite3", "file":
-		path := strings.TrimPrefix(rest, "//")
+		path, query, _ := strings.Cut(strings.TrimPrefix(rest, "//"), "?")
 		if path == "" {
 			return "", "", "", fmt.Errorf("%w: %q names no file; use sqlite:PATH", ErrBadURL, rawURL)
 		}
-		return "sqlite", SQLiteDSN(path), SQLite, nil
+		dsn := SQLiteDSN(path)
+		if query != "" {
+			// The URL's own options (say _pragma=…) come after ours, so
+			// that where both set a pragma, the URL's wins.
+			dsn += "&" + query
+		}
+		return "sqlite", dsn, SQLite, nil
 	default:
 		return "", "", "", fmt.Errorf("%w: unknown scheme %q in %q; use postgres://…, mysql://user:pass@host:port/db or sqlite:PATH", ErrBadURL, scheme, rawURL)
 	}
