@@ -251,6 +251,9 @@ func (q *Queue) enqueue(ctx context.Context, tx *sql.Tx, args JobArgs, opts []En
 	if err != nil {
 		return 0, fmt.Errorf("jobqueue: enqueue %s: %w", j.name, err)
 	}
+	if tx == nil {
+		q.notifyEnqueued(j.typ) // PostgreSQL: wake workers everywhere
+	}
 	q.logger.Debug("job enqueued", "id", id, "kind", j.name, "type", j.typ, "scheduled_at", at)
 	return id, nil
 }
@@ -309,6 +312,7 @@ func (q *Queue) enqueueMany(ctx context.Context, tx *sql.Tx, args []JobArgs, opt
 	if err := own.Commit(); err != nil {
 		return 0, fmt.Errorf("jobqueue: enqueue %d jobs (none written): %w", len(jobs), err)
 	}
+	q.notifyEnqueued(typ) // PostgreSQL: wake workers everywhere
 	q.logger.Debug("jobs enqueued", "count", len(jobs), "type", typ)
 	if len(jobs) >= analyzeAfter {
 		q.analyzeOnce(ctx)

@@ -3,15 +3,25 @@ package queue
 // LISTEN/NOTIFY on PostgreSQL: idle workers on every machine wake as soon
 // as a job is enqueued anywhere, instead of at their next poll.
 //
-// The producer side is in the insert statements themselves (InsertJob and
-// InsertJobsJSON in sql/postgres/queries.sql): every Enqueue, EnqueueTx,
-// EnqueueMany and EnqueueManyTx calls pg_notify on the channel named like
-// the table (its name as the database stores it, lower case), with the
-// jobs' type as payload (empty when one EnqueueMany mixes types), at no
-// extra round trip. PostgreSQL delivers a notification when its transaction
-// commits, so a job enqueued in a caller's transaction wakes workers only
-// once it is visible, and a rolled-back one wakes nobody; identical
-// notifications of one transaction arrive as one.
+// The producer side: every Enqueue, EnqueueTx, EnqueueMany and
+// EnqueueManyTx calls pg_notify on the channel named like the table (its
+// name as the database stores it, lower case) with the jobs' type as
+// payload (empty when one EnqueueMany mixes types). PostgreSQL delivers a
+// notification when its transaction commits, so a rolled-back enqueue wakes
+// nobody; but it also makes the commits of notifying transactions wait for
+// one another (a database-wide lock held through each commit), which
+// halved the rate of concurrent single Enqueues when every insert
+// notified. Hence two paths:
+//   - in a caller's transaction (EnqueueTx, EnqueueManyTx) the insert
+//     statement itself notifies (InsertJobNotify, InsertJobsJSONNotify: no
+//     extra round trip), so that the notification rides the caller's
+//     commit;
+//   - the enqueues the queue commits itself (Enqueue, EnqueueMany) insert
+//     without notifying and then hand their type to the queue's pgNotifier,
+//     which sends NotifyTypes off the caller's path: at once after a quiet
+//     spell, and during a burst at most one statement per notifyGap (5 ms)
+//     for all the types enqueued meanwhile, so a burst costs a few
+//     statements, not one per job, and wakes idle workers within 5 ms.
 //
 // The worker side is pgListener: while a Worker runs on PostgreSQL (unless
 // WorkerConfig.PollOnly), it takes one connection of the queue's *sql.DB
@@ -28,9 +38,12 @@ import (
 	"context"
 	"database/sql"
 	"database/sql/driver"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
+	"slices"
 	"sync"
 	"time"
 
@@ -181,7 +194,7 @@ func (l *pgListener) session(ctx context.Context) error {
 		_ = conn.Close()
 	}()
 	cctx, cancel = context.WithTimeout(ctx, dbCallTimeout)
-	err = pggen.New(connDBTX{r: l.run, c: conn}).ListenJobs(cctx)
+	err = pggen.New(rawDBTX{r: l.run, db: conn}).ListenJobs(cctx)
 	cancel()
 	if err != nil {
 		return fmt.Errorf("LISTEN: %w", err)
@@ -207,25 +220,120 @@ func (l *pgListener) session(ctx context.Context) error {
 	})
 }
 
-// connDBTX is the generated queries' DBTX on one dedicated connection of
-// the pool, with the table rewritten as on the pool (dbtx.go).
-type connDBTX struct {
-	r *runner
-	c *sql.Conn
+// notifyTimeout bounds one NotifyTypes statement, and notifyGap is the
+// least time between two of one queue: the first enqueue after a quiet
+// spell is notified at once, those of a burst at most every notifyGap.
+const (
+	notifyTimeout = 10 * time.Second
+	notifyGap     = 5 * time.Millisecond
+)
+
+// pgNotifier sends the notifications of the enqueues a Queue commits
+// itself, one statement at a time and at most one per notifyGap: the types
+// requested meanwhile go out together in the next one.
+type pgNotifier struct {
+	run     *runner
+	db      *sql.DB
+	log     *slog.Logger
+	channel string
+
+	mu      sync.Mutex
+	pending map[string]bool
+	sending bool
 }
 
-func (d connDBTX) ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error) {
-	return d.c.ExecContext(ctx, d.r.text(query), d.r.args(args)...)
+// newPGNotifier returns the notifier of q (PostgreSQL only). It starts no
+// goroutine until there is something to send, and none outlives its send.
+func newPGNotifier(q *Queue) *pgNotifier {
+	return &pgNotifier{run: q.run, db: q.db, log: q.logger, channel: q.table.Name, pending: map[string]bool{}}
 }
 
-func (d connDBTX) PrepareContext(ctx context.Context, query string) (*sql.Stmt, error) {
-	return d.c.PrepareContext(ctx, d.r.text(query))
+// request schedules a notification of typ and returns at once.
+func (n *pgNotifier) request(typ string) {
+	n.mu.Lock()
+	n.pending[typ] = true
+	if n.sending {
+		n.mu.Unlock()
+		return
+	}
+	n.sending = true
+	n.mu.Unlock()
+	go n.send()
 }
 
-func (d connDBTX) QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
-	return d.c.QueryContext(ctx, d.r.text(query), d.r.args(args)...)
+// send sends the pending types until none is left.
+func (n *pgNotifier) send() {
+	for {
+		n.mu.Lock()
+		if len(n.pending) == 0 {
+			n.sending = false
+			n.mu.Unlock()
+			return
+		}
+		types := slices.Sorted(maps.Keys(n.pending))
+		clear(n.pending)
+		n.mu.Unlock()
+		ctx, cancel := context.WithTimeout(context.Background(), notifyTimeout)
+		// Through rawDBTX: a background statement, not one of a call (the
+		// statement hook of the tests counts the statements of calls).
+		err := pggen.New(rawDBTX{r: n.run, db: n.db}).NotifyTypes(ctx, pggen.NotifyTypesParams{
+			Channel: n.channel, Types: json.RawMessage(jsonList(types)),
+		})
+		cancel()
+		if err != nil {
+			n.log.Warn("notifying workers of enqueued jobs failed; they find the jobs at their next poll", "types", types, "err", err)
+		}
+		time.Sleep(notifyGap)
+	}
 }
 
-func (d connDBTX) QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row {
-	return d.c.QueryRowContext(ctx, d.r.text(query), d.r.args(args)...)
+// notifyEnqueued tells the workers listening anywhere that jobs of type
+// typ were committed by this queue (a no-op but on PostgreSQL).
+func (q *Queue) notifyEnqueued(typ string) {
+	if q.notifier != nil {
+		q.notifier.request(typ)
+	}
+}
+
+// notifyPayload is the payload of the notification of jobs: their type,
+// or empty (every worker wakes) when they have several.
+func notifyPayload(jobs []*newJob) string {
+	if len(jobs) == 0 {
+		return ""
+	}
+	typ := jobs[0].typ
+	for _, j := range jobs[1:] {
+		if j.typ != typ {
+			return ""
+		}
+	}
+	return typ
+}
+
+// callers reports whether d runs in a caller's transaction (EnqueueTx,
+// EnqueueManyTx): onCallers is what makes a dbtx unprepared.
+func (d dbtx) callers() bool { return d.unprepared }
+
+// rawDBTX is the generated queries' DBTX on a dedicated connection or on
+// the pool, with the table rewritten as by dbtx (dbtx.go) but no statement
+// hook and no prepared statements.
+type rawDBTX struct {
+	r  *runner
+	db pggen.DBTX
+}
+
+func (d rawDBTX) ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error) {
+	return d.db.ExecContext(ctx, d.r.text(query), d.r.args(args)...)
+}
+
+func (d rawDBTX) PrepareContext(ctx context.Context, query string) (*sql.Stmt, error) {
+	return d.db.PrepareContext(ctx, d.r.text(query))
+}
+
+func (d rawDBTX) QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
+	return d.db.QueryContext(ctx, d.r.text(query), d.r.args(args)...)
+}
+
+func (d rawDBTX) QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row {
+	return d.db.QueryRowContext(ctx, d.r.text(query), d.r.args(args)...)
 }

@@ -376,7 +376,8 @@ func TestListenerEndsWithRun(t *testing.T) {
 // TestEnqueueNotifications reads the notifications themselves on a session
 // that listens on the table's channel: one per committed enqueue call,
 // with the type as payload, none for a rollback, one per transaction for
-// identical ones, none on another table's channel.
+// identical ones, none on another table's channel, and fewer than one per
+// job for a burst of Enqueues.
 func TestEnqueueNotifications(t *testing.T) {
 	t.Parallel()
 	env := newTestEnv(t, engine.Postgres)
@@ -483,6 +484,29 @@ func TestEnqueueNotifications(t *testing.T) {
 			t.Errorf("%s: notifications %q, want %q", c.name, got, c.want)
 		}
 	}
+
+	// A burst of Enqueues: the queue sends one notification at a time, so
+	// the burst costs fewer than one per job, and at least one.
+	const burst = 50
+	var wg sync.WaitGroup
+	for range burst {
+		wg.Go(func() {
+			if _, err := q.Enqueue(ctx, testArgs{}, Type("f")); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+	got := next(1)
+	if len(got) == 0 || len(got) >= burst {
+		t.Errorf("%d concurrent Enqueues sent %d notifications, want at least 1 and fewer than %d", burst, len(got), burst)
+	}
+	for _, g := range got {
+		if g != ch+":f" {
+			t.Errorf("burst: notification %q, want %q", g, ch+":f")
+		}
+	}
+	t.Logf("%d concurrent Enqueues: %d notifications", burst, len(got))
 }
 
 func TestListenerWants(t *testing.T) {

@@ -56,6 +56,9 @@ type Queue struct {
 	// adapter over them.
 	run *runner
 	st  store
+	// notifier sends the NOTIFY of the enqueues the queue commits itself,
+	// on PostgreSQL (notify_postgres.go); nil elsewhere.
+	notifier *pgNotifier
 	// analyzed is set once the queue has refreshed the table's planner
 	// statistics after a first bulk enqueue (see analyzeOnce).
 	analyzed atomic.Bool
@@ -188,6 +191,7 @@ func New(db *sql.DB, opts ...Option) (*Queue, error) {
 	switch kind {
 	case engine.Postgres:
 		q.st = pgStore{q.run}
+		q.notifier = newPGNotifier(q)
 	case engine.MySQL:
 		q.st = mysqlStore{q.run}
 	default:

@@ -30,36 +30,42 @@ func (s pgStore) probe(ctx context.Context) error {
 	return err
 }
 
+// insert writes one job. In a caller's transaction the statement also
+// notifies workers (at the caller's commit); the queue notifies after the
+// inserts it commits itself (pgNotifier).
 func (s pgStore) insert(ctx context.Context, d dbtx, j *newJob, now time.Time) (int64, error) {
-	return pggen.New(d).InsertJob(ctx, pggen.InsertJobParams{
-		Channel: s.channel(), Name: j.name, Type: j.typ, Payload: json.RawMessage(j.payload),
+	qs := pggen.New(d)
+	if d.callers() {
+		return qs.InsertJobNotify(ctx, pggen.InsertJobNotifyParams{
+			Channel: s.channel(), Name: j.name, Type: j.typ, Payload: json.RawMessage(j.payload),
+			MaxAttempts: int32(j.maxAttempts), BaseDelay: int32(j.baseDelay), MaxDelay: int32(j.maxDelay),
+			ScheduledAt: j.scheduledAt, ExpiresAt: nullTime(j.expiresAt), CreatedAt: now,
+		})
+	}
+	return qs.InsertJob(ctx, pggen.InsertJobParams{
+		Name: j.name, Type: j.typ, Payload: json.RawMessage(j.payload),
 		MaxAttempts: int32(j.maxAttempts), BaseDelay: int32(j.baseDelay), MaxDelay: int32(j.maxDelay),
 		ScheduledAt: j.scheduledAt, ExpiresAt: nullTime(j.expiresAt), CreatedAt: now,
 	})
 }
 
+// insertMany writes jobs in chunks, notifying in a caller's transaction as
+// insert does.
 func (s pgStore) insertMany(ctx context.Context, d dbtx, jobs []*newJob, now time.Time) error {
 	chunks, err := jsonChunks(jobs, pgTimeLayout)
 	if err != nil {
 		return err
 	}
-	// The payload is the jobs' type; empty (wake every worker) when they
-	// have several.
-	typ := ""
-	if len(jobs) > 0 {
-		typ = jobs[0].typ
-	}
-	for _, j := range jobs {
-		if j.typ != typ {
-			typ = ""
-			break
-		}
-	}
 	qs := pggen.New(d)
 	for _, c := range chunks {
-		if _, err := qs.InsertJobsJSON(ctx, pggen.InsertJobsJSONParams{
-			CreatedAt: now, Rows: json.RawMessage(c), Channel: s.channel(), NotifyType: typ,
-		}); err != nil {
+		if d.callers() {
+			_, err = qs.InsertJobsJSONNotify(ctx, pggen.InsertJobsJSONNotifyParams{
+				CreatedAt: now, Rows: json.RawMessage(c), Channel: s.channel(), NotifyType: notifyPayload(jobs),
+			})
+		} else {
+			_, err = qs.InsertJobsJSON(ctx, pggen.InsertJobsJSONParams{CreatedAt: now, Rows: json.RawMessage(c)})
+		}
+		if err != nil {
 			return err
 		}
 	}

@@ -39,26 +39,39 @@ type Querier interface {
 	// FailJob records a failed attempt; the queue decides the new status.
 	FailJob(ctx context.Context, arg FailJobParams) (int64, error)
 	GetJob(ctx context.Context, id int64) ([]Job, error)
-	// InsertJob inserts one job and, in the same statement (no extra round
-	// trip), NOTIFYs the channel named like the table (@channel: the name as
-	// the database stores it) with the job's type as payload. PostgreSQL
-	// delivers it when the transaction commits, never when it rolls back, and
-	// folds identical notifications of one transaction into one. Idle workers
-	// LISTEN on that channel (ListenJobs). The function scan, lateral to the
-	// one inserted row, runs pg_notify exactly once.
+	// Enqueues NOTIFY the channel named like the table (@channel: the name as
+	// the database stores it) with the job type as payload, so that idle
+	// workers LISTENing there (ListenJobs) wake at once. PostgreSQL delivers a
+	// notification when its transaction commits, never when it rolls back, and
+	// folds identical ones of one transaction into one; but it also makes the
+	// commits of notifying transactions wait for one another (a database-wide
+	// lock held through the commit). So the inserts the queue commits itself
+	// (InsertJob, InsertJobsJSON) do not notify: the queue sends NotifyTypes
+	// afterwards, one statement in flight per queue for a whole burst. The
+	// inserts in a caller's transaction (InsertJobNotify, InsertJobsJSONNotify)
+	// notify in the statement itself (no extra round trip), so that the
+	// notification rides the caller's commit.
 	InsertJob(ctx context.Context, arg InsertJobParams) (int64, error)
+	// InsertJobNotify is InsertJob that also notifies the job's type. The
+	// function scan, lateral to the one inserted row, runs pg_notify once.
+	InsertJobNotify(ctx context.Context, arg InsertJobNotifyParams) (int64, error)
 	// InsertJobsJSON inserts every job of a JSON array of objects in one
-	// statement (one parameter, so no placeholder limit) and notifies
-	// @notify_type (the type of the jobs; empty when they have several). The
-	// materialized CTE holds one row and runs pg_notify once, whatever the
-	// plan; the chunks of one EnqueueMany share a transaction, so their
-	// identical notifications arrive as one.
+	// statement (one parameter, so no placeholder limit).
 	InsertJobsJSON(ctx context.Context, arg InsertJobsJSONParams) (int64, error)
+	// InsertJobsJSONNotify is InsertJobsJSON that also notifies @notify_type
+	// (the jobs' type; empty when they have several). The materialized CTE
+	// holds one row and runs pg_notify once, whatever the plan; the chunks of
+	// one call share the caller's transaction, so their notifications arrive
+	// as one.
+	InsertJobsJSONNotify(ctx context.Context, arg InsertJobsJSONNotifyParams) (int64, error)
 	ListJobs(ctx context.Context, arg ListJobsParams) ([]Job, error)
 	// ListenJobs makes the session LISTEN on the channel named like the table
 	// (the rewriting of `jobs` turns it into LISTEN "<table>"). The worker runs
 	// it on one dedicated connection (queue/notify_postgres.go).
 	ListenJobs(ctx context.Context) error
+	// NotifyTypes notifies each type of a JSON array of types (the queue sends
+	// it after the enqueues it committed itself).
+	NotifyTypes(ctx context.Context, arg NotifyTypesParams) error
 	// Queries of the queue on PostgreSQL. They name the table `jobs`; the queue
 	// sends them to the table chosen at run time (queue/dbtx.go rewrites the
 	// identifier). Every time is passed from Go (the queue's UTC clock), never

@@ -505,6 +505,56 @@ func (q *Queries) GetJob(ctx context.Context, id int64) ([]Job, error) {
 }
 
 const insertJob = `-- name: InsertJob :one
+
+INSERT INTO jobs (name, type, payload, status, attempts, max_attempts, base_delay,
+                  max_delay, scheduled_at, expires_at, created_at)
+VALUES ($1, $2, $3, 'pending', 0, $4, $5,
+        $6, $7, $8, $9)
+RETURNING id
+`
+
+type InsertJobParams struct {
+	Name        string
+	Type        string
+	Payload     json.RawMessage
+	MaxAttempts int32
+	BaseDelay   int32
+	MaxDelay    int32
+	ScheduledAt time.Time
+	ExpiresAt   sql.NullTime
+	CreatedAt   time.Time
+}
+
+// Enqueues NOTIFY the channel named like the table (@channel: the name as
+// the database stores it) with the job type as payload, so that idle
+// workers LISTENing there (ListenJobs) wake at once. PostgreSQL delivers a
+// notification when its transaction commits, never when it rolls back, and
+// folds identical ones of one transaction into one; but it also makes the
+// commits of notifying transactions wait for one another (a database-wide
+// lock held through the commit). So the inserts the queue commits itself
+// (InsertJob, InsertJobsJSON) do not notify: the queue sends NotifyTypes
+// afterwards, one statement in flight per queue for a whole burst. The
+// inserts in a caller's transaction (InsertJobNotify, InsertJobsJSONNotify)
+// notify in the statement itself (no extra round trip), so that the
+// notification rides the caller's commit.
+func (q *Queries) InsertJob(ctx context.Context, arg InsertJobParams) (int64, error) {
+	row := q.db.QueryRowContext(ctx, insertJob,
+		arg.Name,
+		arg.Type,
+		arg.Payload,
+		arg.MaxAttempts,
+		arg.BaseDelay,
+		arg.MaxDelay,
+		arg.ScheduledAt,
+		arg.ExpiresAt,
+		arg.CreatedAt,
+	)
+	var id int64
+	err := row.Scan(&id)
+	return id, err
+}
+
+const insertJobNotify = `-- name: InsertJobNotify :one
 WITH ins AS (
     INSERT INTO jobs (name, type, payload, status, attempts, max_attempts, base_delay,
                       max_delay, scheduled_at, expires_at, created_at)
@@ -514,7 +564,7 @@ WITH ins AS (
 SELECT ins.id FROM ins CROSS JOIN LATERAL pg_notify($1::text, ins.type) AS n
 `
 
-type InsertJobParams struct {
+type InsertJobNotifyParams struct {
 	Channel     string
 	Name        string
 	Type        string
@@ -527,15 +577,10 @@ type InsertJobParams struct {
 	CreatedAt   time.Time
 }
 
-// InsertJob inserts one job and, in the same statement (no extra round
-// trip), NOTIFYs the channel named like the table (@channel: the name as
-// the database stores it) with the job's type as payload. PostgreSQL
-// delivers it when the transaction commits, never when it rolls back, and
-// folds identical notifications of one transaction into one. Idle workers
-// LISTEN on that channel (ListenJobs). The function scan, lateral to the
-// one inserted row, runs pg_notify exactly once.
-func (q *Queries) InsertJob(ctx context.Context, arg InsertJobParams) (int64, error) {
-	row := q.db.QueryRowContext(ctx, insertJob,
+// InsertJobNotify is InsertJob that also notifies the job's type. The
+// function scan, lateral to the one inserted row, runs pg_notify once.
+func (q *Queries) InsertJobNotify(ctx context.Context, arg InsertJobNotifyParams) (int64, error) {
+	row := q.db.QueryRowContext(ctx, insertJobNotify,
 		arg.Channel,
 		arg.Name,
 		arg.Type,
@@ -553,6 +598,32 @@ func (q *Queries) InsertJob(ctx context.Context, arg InsertJobParams) (int64, er
 }
 
 const insertJobsJSON = `-- name: InsertJobsJSON :execrows
+INSERT INTO jobs (name, type, payload, status, attempts, max_attempts, base_delay,
+                  max_delay, scheduled_at, expires_at, created_at)
+SELECT r.name, r.type, r.payload::jsonb, 'pending', 0, r.max_attempts, r.base_delay,
+       r.max_delay, r.scheduled_at, r.expires_at, $1
+FROM jsonb_to_recordset($2::jsonb) AS r(name text, type text, payload text,
+     max_attempts int, base_delay int, max_delay int, scheduled_at timestamp,
+     expires_at timestamp, ord int)
+ORDER BY r.ord
+`
+
+type InsertJobsJSONParams struct {
+	CreatedAt time.Time
+	Rows      json.RawMessage
+}
+
+// InsertJobsJSON inserts every job of a JSON array of objects in one
+// statement (one parameter, so no placeholder limit).
+func (q *Queries) InsertJobsJSON(ctx context.Context, arg InsertJobsJSONParams) (int64, error) {
+	result, err := q.db.ExecContext(ctx, insertJobsJSON, arg.CreatedAt, arg.Rows)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected()
+}
+
+const insertJobsJSONNotify = `-- name: InsertJobsJSONNotify :execrows
 WITH notified AS MATERIALIZED (
     SELECT pg_notify($3::text, $4::text))
 INSERT INTO jobs (name, type, payload, status, attempts, max_attempts, base_delay,
@@ -566,21 +637,20 @@ FROM jsonb_to_recordset($2::jsonb) AS r(name text, type text, payload text,
 ORDER BY r.ord
 `
 
-type InsertJobsJSONParams struct {
+type InsertJobsJSONNotifyParams struct {
 	CreatedAt  time.Time
 	Rows       json.RawMessage
 	Channel    string
 	NotifyType string
 }
 
-// InsertJobsJSON inserts every job of a JSON array of objects in one
-// statement (one parameter, so no placeholder limit) and notifies
-// @notify_type (the type of the jobs; empty when they have several). The
-// materialized CTE holds one row and runs pg_notify once, whatever the
-// plan; the chunks of one EnqueueMany share a transaction, so their
-// identical notifications arrive as one.
-func (q *Queries) InsertJobsJSON(ctx context.Context, arg InsertJobsJSONParams) (int64, error) {
-	result, err := q.db.ExecContext(ctx, insertJobsJSON,
+// InsertJobsJSONNotify is InsertJobsJSON that also notifies @notify_type
+// (the jobs' type; empty when they have several). The materialized CTE
+// holds one row and runs pg_notify once, whatever the plan; the chunks of
+// one call share the caller's transaction, so their notifications arrive
+// as one.
+func (q *Queries) InsertJobsJSONNotify(ctx context.Context, arg InsertJobsJSONNotifyParams) (int64, error) {
+	result, err := q.db.ExecContext(ctx, insertJobsJSONNotify,
 		arg.CreatedAt,
 		arg.Rows,
 		arg.Channel,
@@ -655,6 +725,23 @@ LISTEN jobs
 // it on one dedicated connection (queue/notify_postgres.go).
 func (q *Queries) ListenJobs(ctx context.Context) error {
 	_, err := q.db.ExecContext(ctx, listenJobs)
+	return err
+}
+
+const notifyTypes = `-- name: NotifyTypes :exec
+SELECT pg_notify($1::text, t.value)
+FROM jsonb_array_elements_text($2::jsonb) AS t(value)
+`
+
+type NotifyTypesParams struct {
+	Channel string
+	Types   json.RawMessage
+}
+
+// NotifyTypes notifies each type of a JSON array of types (the queue sends
+// it after the enqueues it committed itself).
+func (q *Queries) NotifyTypes(ctx context.Context, arg NotifyTypesParams) error {
+	_, err := q.db.ExecContext(ctx, notifyTypes, arg.Channel, arg.Types)
 	return err
 }
 

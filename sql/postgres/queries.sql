@@ -13,14 +13,29 @@ SELECT id, name, type, payload, status, attempts, claim_token, lease_until,
 FROM jobs
 LIMIT 0;
 
+-- Enqueues NOTIFY the channel named like the table (@channel: the name as
+-- the database stores it) with the job type as payload, so that idle
+-- workers LISTENing there (ListenJobs) wake at once. PostgreSQL delivers a
+-- notification when its transaction commits, never when it rolls back, and
+-- folds identical ones of one transaction into one; but it also makes the
+-- commits of notifying transactions wait for one another (a database-wide
+-- lock held through the commit). So the inserts the queue commits itself
+-- (InsertJob, InsertJobsJSON) do not notify: the queue sends NotifyTypes
+-- afterwards, one statement in flight per queue for a whole burst. The
+-- inserts in a caller's transaction (InsertJobNotify, InsertJobsJSONNotify)
+-- notify in the statement itself (no extra round trip), so that the
+-- notification rides the caller's commit.
+
 -- name: InsertJob :one
--- InsertJob inserts one job and, in the same statement (no extra round
--- trip), NOTIFYs the channel named like the table (@channel: the name as
--- the database stores it) with the job's type as payload. PostgreSQL
--- delivers it when the transaction commits, never when it rolls back, and
--- folds identical notifications of one transaction into one. Idle workers
--- LISTEN on that channel (ListenJobs). The function scan, lateral to the
--- one inserted row, runs pg_notify exactly once.
+INSERT INTO jobs (name, type, payload, status, attempts, max_attempts, base_delay,
+                  max_delay, scheduled_at, expires_at, created_at)
+VALUES (@name, @type, @payload, 'pending', 0, @max_attempts, @base_delay,
+        @max_delay, @scheduled_at, sqlc.narg(expires_at), @created_at)
+RETURNING id;
+
+-- name: InsertJobNotify :one
+-- InsertJobNotify is InsertJob that also notifies the job's type. The
+-- function scan, lateral to the one inserted row, runs pg_notify once.
 WITH ins AS (
     INSERT INTO jobs (name, type, payload, status, attempts, max_attempts, base_delay,
                       max_delay, scheduled_at, expires_at, created_at)
@@ -31,11 +46,22 @@ SELECT ins.id FROM ins CROSS JOIN LATERAL pg_notify(sqlc.arg(channel)::text, ins
 
 -- name: InsertJobsJSON :execrows
 -- InsertJobsJSON inserts every job of a JSON array of objects in one
--- statement (one parameter, so no placeholder limit) and notifies
--- @notify_type (the type of the jobs; empty when they have several). The
--- materialized CTE holds one row and runs pg_notify once, whatever the
--- plan; the chunks of one EnqueueMany share a transaction, so their
--- identical notifications arrive as one.
+-- statement (one parameter, so no placeholder limit).
+INSERT INTO jobs (name, type, payload, status, attempts, max_attempts, base_delay,
+                  max_delay, scheduled_at, expires_at, created_at)
+SELECT r.name, r.type, r.payload::jsonb, 'pending', 0, r.max_attempts, r.base_delay,
+       r.max_delay, r.scheduled_at, r.expires_at, @created_at
+FROM jsonb_to_recordset(sqlc.arg(rows)::jsonb) AS r(name text, type text, payload text,
+     max_attempts int, base_delay int, max_delay int, scheduled_at timestamp,
+     expires_at timestamp, ord int)
+ORDER BY r.ord;
+
+-- name: InsertJobsJSONNotify :execrows
+-- InsertJobsJSONNotify is InsertJobsJSON that also notifies @notify_type
+-- (the jobs' type; empty when they have several). The materialized CTE
+-- holds one row and runs pg_notify once, whatever the plan; the chunks of
+-- one call share the caller's transaction, so their notifications arrive
+-- as one.
 WITH notified AS MATERIALIZED (
     SELECT pg_notify(sqlc.arg(channel)::text, sqlc.arg(notify_type)::text))
 INSERT INTO jobs (name, type, payload, status, attempts, max_attempts, base_delay,
@@ -47,6 +73,12 @@ FROM jsonb_to_recordset(sqlc.arg(rows)::jsonb) AS r(name text, type text, payloa
      expires_at timestamp, ord int)
      CROSS JOIN notified
 ORDER BY r.ord;
+
+-- name: NotifyTypes :exec
+-- NotifyTypes notifies each type of a JSON array of types (the queue sends
+-- it after the enqueues it committed itself).
+SELECT pg_notify(sqlc.arg(channel)::text, t.value)
+FROM jsonb_array_elements_text(sqlc.arg(types)::jsonb) AS t(value);
 
 -- name: ClaimJobs :many
 -- ClaimJobs claims due jobs of every type (index status_scheduled).
