@@ -36,6 +36,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/jobqueue/jobqueue/internal/engine"
+	"github.com/jobqueue/jobqueue/internal/schema"
 )
 
 // Queue is a job queue kept in one table of a database. It is safe for
@@ -150,7 +151,8 @@ const newTimeout = 30 * time.Second
 // The engine is detected from db's driver (pgx's stdlib,
 // go-sql-driver/mysql or modernc.org/sqlite). The table must exist and be
 // version 2: create it with migrations.Install (or `jobqueue install`) and
-// convert a version 1 table with migrations.Migrate. On MySQL the DSN must
+// convert a version 1 or half-migrated table with migrations.Migrate (New
+// refuses those with ErrOutdatedTable, reading the catalog as Install does). On MySQL the DSN must
 // have parseTime=true. New keeps no state outside the Queue; open as many
 // queues (on as many tables) as needed.
 func New(db *sql.DB, opts ...Option) (*Queue, error) {
@@ -203,7 +205,32 @@ func New(db *sql.DB, opts ...Option) (*Queue, error) {
 		q.run.close()
 		return nil, q.explainProbe(err)
 	}
+	// The probe reads the version 2 columns; a MySQL table whose migration
+	// was interrupted part-way has them too (next to retry_count, or with
+	// no 'expired' status yet), so the catalog tells the rest.
+	if err := q.checkVersion(ctx); err != nil {
+		q.run.close()
+		return nil, err
+	}
 	return q, nil
+}
+
+// checkVersion refuses a table that the catalog shows is not a finished
+// version 2 table, with the same rule migrations.Install uses.
+func (q *Queue) checkVersion(ctx context.Context) error {
+	state, err := schema.Inspect(ctx, q.db, q.table)
+	if err != nil {
+		return fmt.Errorf("jobqueue: checking table %q: %w", q.table.Name, err)
+	}
+	name := q.table.Name
+	switch state {
+	case schema.V2:
+		return nil
+	case schema.V1, schema.Partial:
+		return fmt.Errorf("%w: table %q is %s; finish converting it with migrations.Migrate(ctx, db, policy, %q) or `jobqueue migrate --table %s` (with everything that uses the table stopped)", ErrOutdatedTable, name, state, name, name)
+	default:
+		return fmt.Errorf("jobqueue: table %q is %s; use another table name or create one with migrations.Install", name, state)
+	}
 }
 
 // explainProbe turns the error of the table check into one that says what

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 	"log/slog"
 	"math"
 	"strings"
@@ -181,6 +182,50 @@ func TestNewChecksTheTable(t *testing.T) {
 				if !strings.Contains(err.Error(), s) {
 					t.Errorf("%s: error %q does not mention %q", c.name, err, s)
 				}
+			}
+		}
+	})
+}
+
+// TestNewRefusesHalfMigratedTable: a table that has every version 2 column
+// but is not finished (a v1 column left, or on MySQL a status without
+// 'expired') passes the probe; New must still refuse it, as Install does.
+func TestNewRefusesHalfMigratedTable(t *testing.T) {
+	forEachEngine(t, func(t *testing.T, kind engine.Kind) {
+		ctx := context.Background()
+		db := testdb.Open(t, kind)
+		cases := []struct {
+			name  string
+			alter string // %s is the quoted table
+			only  engine.Kind
+		}{
+			{name: "retry_count left", alter: "ALTER TABLE %s ADD COLUMN retry_count INT"},
+			{name: "locked_at left", alter: "ALTER TABLE %s ADD COLUMN locked_at TIMESTAMP NULL"},
+			{name: "no expired status", only: engine.MySQL,
+				alter: "ALTER TABLE %s MODIFY status ENUM('pending','in_progress','completed','failed') NOT NULL DEFAULT 'pending'"},
+		}
+		for _, c := range cases {
+			if c.only != "" && c.only != kind {
+				continue
+			}
+			tbl, _ := engine.ParseTable(kind, testdb.Table(t, db))
+			if err := migrations.Install(ctx, db, tbl.Name); err != nil {
+				t.Fatal(err)
+			}
+			if q, err := New(db, WithTable(tbl.Name)); err != nil {
+				t.Fatalf("%s: New on the installed table: %v", c.name, err)
+			} else {
+				q.Close()
+			}
+			if _, err := db.ExecContext(ctx, fmt.Sprintf(c.alter, tbl.Quoted())); err != nil {
+				t.Fatal(err)
+			}
+			q, err := New(db, WithTable(tbl.Name))
+			if !errors.Is(err, ErrOutdatedTable) || q != nil {
+				t.Fatalf("%s: New = %v, %v; want ErrOutdatedTable", c.name, q, err)
+			}
+			if !strings.Contains(err.Error(), "migrations.Migrate") {
+				t.Errorf("%s: error %q does not name migrations.Migrate", c.name, err)
 			}
 		}
 	})
