@@ -240,6 +240,8 @@ type pgNotifier struct {
 	mu      sync.Mutex
 	pending map[string]bool
 	sending bool
+	// sends counts the running send goroutines, for flush.
+	sends sync.WaitGroup
 }
 
 // newPGNotifier returns the notifier of q (PostgreSQL only). It starts no
@@ -257,8 +259,28 @@ func (n *pgNotifier) request(typ string) {
 		return
 	}
 	n.sending = true
+	n.sends.Add(1)
 	n.mu.Unlock()
-	go n.send()
+	go func() {
+		defer n.sends.Done()
+		n.send()
+	}()
+}
+
+// flush waits until the notifications requested so far are sent, or ctx
+// ends: a process that exits right after its last enqueue (a command-line
+// tool, a short job) would otherwise leave them unsent, and workers would
+// find the jobs only at their next poll.
+func (n *pgNotifier) flush(ctx context.Context) {
+	done := make(chan struct{})
+	go func() {
+		n.sends.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-ctx.Done():
+	}
 }
 
 // send sends the pending types until none is left.

@@ -258,9 +258,17 @@ func (q *Queue) explainProbe(err error) error {
 	return fmt.Errorf("jobqueue: checking table %q: %w", name, err)
 }
 
-// Close releases the statements the queue prepared. It does not close the
-// *sql.DB, which belongs to the caller. A queue is not used after Close.
+// Close sends the PostgreSQL notifications of enqueues still on their way
+// (waiting at most a few seconds) and releases the statements the queue
+// prepared. It does not close the *sql.DB, which belongs to the caller. A
+// queue is not used after Close; a process that enqueues and exits should
+// call it, so that idle workers elsewhere hear of its last jobs at once.
 func (q *Queue) Close() error {
+	if q.notifier != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), notifyTimeout)
+		q.notifier.flush(ctx)
+		cancel()
+	}
 	q.run.close()
 	return nil
 }

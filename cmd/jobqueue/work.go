@@ -18,6 +18,8 @@ func (a *app) workCommand() *cobra.Command {
 		concurrency, maxJobs int
 		lease, maxRuntime    string
 		grace, logLevel      string
+		pollInterval         string
+		pollOnly             bool
 		command              string
 	)
 	cmd := &cobra.Command{
@@ -35,6 +37,9 @@ process group, killed as a whole if the job is lost (lease taken over) or when
 the worker is stopped and the grace period is over; a job cut off that way is
 not failed but released at once, pending again (failed only if that was its
 last attempt), for the next worker.
+
+An idle worker looks for due jobs every --poll-interval; on PostgreSQL it also
+LISTENs for new jobs, so they start at once (--poll-only turns that off).
 
 SIGINT or SIGTERM stops claiming; running commands get --grace to finish, then
 the worker exits 0. --max-jobs and --max-runtime stop it on their own.`,
@@ -68,6 +73,13 @@ the worker exits 0. --max-jobs and --max-runtime stop it on their own.`,
 			if err != nil {
 				return err
 			}
+			pollD, err := parseDuration("--poll-interval", pollInterval)
+			if err != nil {
+				return err
+			}
+			if pollD < time.Millisecond {
+				return usagef("--poll-interval %s must be at least 1ms", pollInterval)
+			}
 			for _, t := range types {
 				if t == "" {
 					return usagef("--type must not be empty")
@@ -94,6 +106,8 @@ the worker exits 0. --max-jobs and --max-runtime stop it on their own.`,
 				MaxJobs:         maxJobs,
 				MaxRuntime:      runtimeD,
 				ShutdownTimeout: graceD,
+				PollInterval:    pollD,
+				PollOnly:        pollOnly,
 			})
 			runner := &execRunner{command: command, stdout: a.out, stderr: a.err}
 			w.HandleDefault(func(ctx context.Context, job *queue.JobRow) error {
@@ -117,6 +131,8 @@ the worker exits 0. --max-jobs and --max-runtime stop it on their own.`,
 	f.StringVar(&maxRuntime, "max-runtime", "", "stop after running this long (e.g. 1h)")
 	f.StringVar(&logLevel, "log-level", "info", "log level on stderr: debug, info, warn or error")
 	f.StringVar(&grace, "grace", "30s", "on SIGINT/SIGTERM, how long running commands may finish before they are killed")
+	f.StringVar(&pollInterval, "poll-interval", "1s", "how often an idle worker looks for due jobs (jittered); on PostgreSQL new jobs also wake it at once")
+	f.BoolVar(&pollOnly, "poll-only", false, "PostgreSQL: do not LISTEN for new jobs, only poll (e.g. behind PgBouncer in transaction mode)")
 	cmd.MarkFlagRequired("exec")
 	return cmd
 }
