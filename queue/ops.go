@@ -77,9 +77,11 @@ func (q *Queue) Get(ctx context.Context, id int64) (*JobRow, error) {
 }
 
 // Retry puts a failed or expired job back to pending, due now, with its
-// attempts reset to 0 and its error and finished_at cleared (an expired
-// job's deadline is cleared too, else it would expire again). It returns
-// false, and changes nothing, for a job in any other status or a missing id.
+// attempts reset to 0 and its error and finished_at cleared. An expired
+// job's deadline is cleared too, else it would expire again, and so is a
+// failed job's deadline that has passed; a deadline still ahead is kept.
+// It returns false, and changes nothing, for a job in any other status or
+// a missing id.
 func (q *Queue) Retry(ctx context.Context, id int64) (bool, error) {
 	ok, err := q.st.retry(ctx, id, q.now())
 	if err != nil {

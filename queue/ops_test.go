@@ -114,6 +114,13 @@ func TestRetry(t *testing.T) {
 		pending := mustEnqueue(t, q, testArgs{N: 3}, Type("p"))
 		running := mustEnqueue(t, q, testArgs{N: 4}, Type("r"))
 		mustClaim(t, q, []string{"r"}, 1, time.Minute)
+		// Failed jobs with a deadline: one still ahead after the clock moves
+		// (kept by Retry), one passed by then (cleared, else the retried
+		// job would expire again at once and never run).
+		failedLater := mustEnqueue(t, q, testArgs{N: 6}, Type("fl"), ExpiresIn(time.Hour))
+		failForGood(t, q, "fl")
+		failedOverdue := mustEnqueue(t, q, testArgs{N: 7}, Type("fo"), ExpiresIn(90*time.Second))
+		failForGood(t, q, "fo")
 		done := mustEnqueue(t, q, testArgs{N: 5}, Type("d"))
 		dj := mustClaim(t, q, []string{"d"}, 1, time.Minute)
 		q.complete(ctx, []AttemptRef{dj[0].Ref()})
@@ -124,16 +131,19 @@ func TestRetry(t *testing.T) {
 		clock.add(time.Minute)
 
 		cases := []struct {
-			name string
-			id   int64
-			want bool
+			name          string
+			id            int64
+			want          bool
+			keepsDeadline bool
 		}{
-			{"failed", failed, true},
-			{"expired", expired, true},
-			{"pending", pending, false},
-			{"running", running, false},
-			{"completed", done, false},
-			{"missing", done + 100, false},
+			{"failed", failed, true, false},
+			{"expired", expired, true, false},
+			{"failed, deadline ahead", failedLater, true, true},
+			{"failed, deadline passed", failedOverdue, true, false},
+			{"pending", pending, false, false},
+			{"running", running, false, false},
+			{"completed", done, false, false},
+			{"missing", done + 100, false, false},
 		}
 		for _, c := range cases {
 			before, _ := q.Get(ctx, c.id)
@@ -149,13 +159,19 @@ func TestRetry(t *testing.T) {
 				continue
 			}
 			if after.Status != StatusPending || after.Attempts != 0 || after.Error != "" || after.FinishedAt != nil ||
-				after.ExpiresAt != nil || !after.ScheduledAt.Equal(clock.now()) || after.ClaimToken != "" {
+				!after.ScheduledAt.Equal(clock.now()) || after.ClaimToken != "" {
 				t.Fatalf("Retry(%s) left %+v", c.name, after)
 			}
+			switch {
+			case c.keepsDeadline && (after.ExpiresAt == nil || !after.ExpiresAt.Equal(*before.ExpiresAt)):
+				t.Fatalf("Retry(%s) changed the deadline %v to %v", c.name, before.ExpiresAt, after.ExpiresAt)
+			case !c.keepsDeadline && after.ExpiresAt != nil:
+				t.Fatalf("Retry(%s) kept the deadline %v", c.name, after.ExpiresAt)
+			}
 		}
-		// Both run again.
-		if got := mustClaim(t, q, []string{"f", "e"}, 10, time.Minute); len(got) != 2 {
-			t.Fatalf("claimed %d retried jobs, want 2", len(got))
+		// All of them run again.
+		if got := mustClaim(t, q, []string{"f", "e", "fl", "fo"}, 10, time.Minute); len(got) != 4 {
+			t.Fatalf("claimed %d retried jobs, want 4", len(got))
 		}
 	})
 }

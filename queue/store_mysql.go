@@ -339,7 +339,7 @@ func (s mysqlStore) retry(ctx context.Context, id int64, now time.Time) (bool, e
 	if id <= 0 {
 		return false, nil
 	}
-	n, err := s.qs().RetryJob(ctx, mysqlgen.RetryJobParams{Now: now, ID: uint64(id)})
+	n, err := s.qs().RetryJob(ctx, mysqlgen.RetryJobParams{RetriedAt: nullTime(&now), Now: now, ID: uint64(id)})
 	return n > 0, err
 }
 

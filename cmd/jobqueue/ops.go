@@ -15,8 +15,9 @@ func (a *app) retryCommand() *cobra.Command {
 		Use:   "retry ID",
 		Short: "Put a failed or expired job back to pending, to run now",
 		Long: `retry puts a failed or expired job back to pending, to run now, with its
-attempts reset and its error cleared (an expired job's deadline is cleared
-too). It fails for a job in any other status, or a missing id.`,
+attempts reset and its error cleared. A deadline that has passed is cleared
+too (else the job would expire again); one still ahead is kept. It fails for
+a job in any other status, or a missing id.`,
 		Args: cobra.ExactArgs(1),
 		RunE: runE(func(cmd *cobra.Command, args []string) error {
 			id, err := parseID(args[0])

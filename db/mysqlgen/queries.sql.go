@@ -689,21 +689,22 @@ func (q *Queries) ReleaseJobs(ctx context.Context, arg ReleaseJobsParams) (int64
 
 const retryJob = `-- name: RetryJob :execrows
 UPDATE jobs
-SET expires_at = CASE WHEN status = 'expired' THEN NULL ELSE expires_at END,
+SET expires_at = CASE WHEN status = 'expired' OR expires_at <= ? THEN NULL ELSE expires_at END,
     status = 'pending', attempts = 0, error = NULL, finished_at = NULL,
     claim_token = NULL, lease_until = NULL, scheduled_at = ?
 WHERE id = ? AND status IN ('failed', 'expired')
 `
 
 type RetryJobParams struct {
-	Now time.Time
-	ID  uint64
+	RetriedAt sql.NullTime
+	Now       time.Time
+	ID        uint64
 }
 
 // RetryJob assigns expires_at before status: MySQL applies assignments from
 // left to right, so the CASE must still see the old status.
 func (q *Queries) RetryJob(ctx context.Context, arg RetryJobParams) (int64, error) {
-	result, err := q.db.ExecContext(ctx, retryJob, arg.Now, arg.ID)
+	result, err := q.db.ExecContext(ctx, retryJob, arg.RetriedAt, arg.Now, arg.ID)
 	if err != nil {
 		return 0, err
 	}

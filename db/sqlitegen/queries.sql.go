@@ -789,7 +789,7 @@ const retryJob = `-- name: RetryJob :execrows
 UPDATE jobs
 SET status = 'pending', attempts = 0, error = NULL, finished_at = NULL,
     claim_token = NULL, lease_until = NULL, scheduled_at = ?1,
-    expires_at = CASE WHEN status = 'expired' THEN NULL ELSE expires_at END
+    expires_at = CASE WHEN status = 'expired' OR expires_at <= ?1 THEN NULL ELSE expires_at END
 WHERE id = ?2 AND status IN ('failed', 'expired')
 `
 

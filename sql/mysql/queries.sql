@@ -137,7 +137,7 @@ SELECT * FROM jobs WHERE id = ?;
 -- RetryJob assigns expires_at before status: MySQL applies assignments from
 -- left to right, so the CASE must still see the old status.
 UPDATE jobs
-SET expires_at = CASE WHEN status = 'expired' THEN NULL ELSE expires_at END,
+SET expires_at = CASE WHEN status = 'expired' OR expires_at <= sqlc.arg(retried_at) THEN NULL ELSE expires_at END,
     status = 'pending', attempts = 0, error = NULL, finished_at = NULL,
     claim_token = NULL, lease_until = NULL, scheduled_at = sqlc.arg(now)
 WHERE id = sqlc.arg(id) AND status IN ('failed', 'expired');

@@ -202,7 +202,7 @@ SELECT * FROM jobs WHERE id = @id;
 UPDATE jobs
 SET status = 'pending', attempts = 0, error = NULL, finished_at = NULL,
     claim_token = NULL, lease_until = NULL, scheduled_at = @now,
-    expires_at = CASE WHEN status = 'expired' THEN NULL ELSE expires_at END
+    expires_at = CASE WHEN status = 'expired' OR expires_at <= @now THEN NULL ELSE expires_at END
 WHERE id = @id AND status IN ('failed', 'expired');
 
 -- name: ExpireOverdue :execrows
