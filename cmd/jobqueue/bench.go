@@ -25,6 +25,10 @@ type benchNoop struct {
 // Kind names the job.
 func (benchNoop) Kind() string { return "bench_noop" }
 
+// benchType is the type (queue) of every job bench enqueues; it tells them
+// from other jobs when bench empties its table.
+const benchType = "jobqueue_bench"
+
 // benchLatency is the job of the latency phase.
 type benchLatency struct {
 	N int `json:"n"`
@@ -61,9 +65,10 @@ func (a *app) benchCommand() *cobra.Command {
 		Use:   "bench --jobs N --workers W [--latency-jobs M] [--force]",
 		Short: "Measure enqueue rate, drain rate and enqueue-to-start latency; print one JSON line",
 		Long: `bench measures the database with the table named by --table (default jobs),
-which it installs if missing and which must be EMPTY: bench refuses a table
-that holds jobs unless --force is given, and then DELETES EVERY JOB IN IT
-first. Use --table to bench in a table of its own, e.g. --table bench_jobs.
+which it installs if missing and empties first. Jobs of earlier benches (type
+jobqueue_bench) are deleted; a table that holds other jobs is refused unless
+--force is given, and then EVERY JOB IN IT IS DELETED. Use --table to bench in
+a table of its own, e.g. --table bench_jobs.
 
 It enqueues N no-op jobs with the bulk API in batches of 1000 (enqueue rate),
 then one worker with concurrency W drains them, keeping the completed rows
@@ -91,7 +96,7 @@ to stderr.`,
 	f.IntVar(&jobs, "jobs", 0, "no-op jobs to enqueue and drain (required)")
 	f.IntVar(&workers, "workers", 0, "the worker's concurrency (required)")
 	f.IntVar(&latencyJobs, "latency-jobs", 200, "single jobs enqueued 10 ms apart to measure enqueue-to-start latency")
-	f.BoolVar(&force, "force", false, "delete every job already in the table first")
+	f.BoolVar(&force, "force", false, "delete every job already in the table first, not only earlier benches' jobs")
 	cmd.MarkFlagRequired("jobs")
 	cmd.MarkFlagRequired("workers")
 	return cmd
@@ -165,7 +170,7 @@ func (a *app) bench(ctx context.Context, jobs, workers, latencyJobs int, force b
 	for i := 0; i < jobs; i++ {
 		batch = append(batch, benchNoop{N: i})
 		if len(batch) == benchBatch || i == jobs-1 {
-			if _, err := q.EnqueueMany(ctx, batch); err != nil {
+			if _, err := q.EnqueueMany(ctx, batch, queue.Type(benchType)); err != nil {
 				return fmt.Errorf("enqueue: %w", err)
 			}
 			batch = batch[:0]
@@ -217,7 +222,7 @@ drain:
 	enqueued := make(map[int64]time.Time, latencyJobs)
 	for i := 0; i < latencyJobs; i++ {
 		t := time.Now()
-		id, err := q.Enqueue(ctx, benchLatency{N: i})
+		id, err := q.Enqueue(ctx, benchLatency{N: i}, queue.Type(benchType))
 		if err != nil {
 			return fmt.Errorf("enqueue: %w", err)
 		}
@@ -270,24 +275,39 @@ drain:
 // emptyTable makes sure q's table holds no job: it refuses unless force,
 // and then deletes them all.
 func emptyTable(ctx context.Context, q *queue.Queue, force bool) error {
-	stats, err := q.Stats(ctx, "")
+	total, err := countJobs(ctx, q, "")
 	if err != nil {
 		return err
-	}
-	var total int64
-	for _, n := range stats {
-		total += n
 	}
 	if total == 0 {
 		return nil
 	}
-	if !force {
-		return fmt.Errorf("table %s holds %d jobs and bench needs an empty table: pass --table NAME for a table of its own, or --force to delete every job in %s", q.Table(), total, q.Table())
+	// A table that holds only the jobs of earlier benches is emptied
+	// without --force, so that bench can run again and again.
+	ours, err := countJobs(ctx, q, benchType)
+	if err != nil {
+		return err
+	}
+	if ours != total && !force {
+		return fmt.Errorf("table %s holds %d jobs (%d of them not from an earlier bench) and bench needs an empty table: pass --table NAME for a table of its own, or --force to delete every job in %s", q.Table(), total, total-ours, q.Table())
 	}
 	if _, err := q.Purge(ctx); err != nil {
 		return fmt.Errorf("empty table %s: %w", q.Table(), err)
 	}
 	return nil
+}
+
+// countJobs is the number of jobs of type typ (every type when empty).
+func countJobs(ctx context.Context, q *queue.Queue, typ string) (int64, error) {
+	stats, err := q.Stats(ctx, typ)
+	if err != nil {
+		return 0, err
+	}
+	var total int64
+	for _, n := range stats {
+		total += n
+	}
+	return total, nil
 }
 
 // percentile is the nearest-rank percentile p (0..1) of xs, 0 for none.

@@ -10,8 +10,9 @@ import (
 )
 
 // TestBench runs a small bench on every engine: one JSON line with exactly
-// the SPEC's keys, every job completed once; a second run refuses the full
-// table unless --force.
+// the SPEC's keys, every job completed once; a second run empties the table
+// of the first run's jobs by itself, but refuses a table holding other jobs
+// unless --force.
 func TestBench(t *testing.T) {
 	t.Parallel()
 	for _, k := range kinds() {
@@ -49,13 +50,24 @@ func TestBench(t *testing.T) {
 			}
 			assertStats(t, c, "", map[string]int64{"completed": 320})
 
-			// The table now holds jobs: bench refuses it unless --force.
-			assertOneLineError(t, c.run(t, args...), exitFailure, "holds 320 jobs", "--force", "--table")
+			// The table holds only the first bench's jobs: a second bench
+			// empties it by itself.
+			out = c.ok(t, args...)
+			decodeJSON(t, out, &res)
+			if res.Completed != 320 || res.Duplicates != 0 {
+				t.Errorf("second run: completed %d duplicates %d, want 320 and 0", res.Completed, res.Duplicates)
+			}
+			// Another job in the table: bench refuses it unless --force, and
+			// deletes nothing.
+			c.ok(t, "enqueue", "--name", "precious")
+			assertOneLineError(t, c.run(t, args...), exitFailure, "holds 321 jobs", "1 of them not from an earlier bench", "--force", "--table")
+			assertStats(t, c, "", map[string]int64{"pending": 1, "completed": 320})
 			out = c.ok(t, append(args, "--force")...)
 			decodeJSON(t, out, &res)
 			if res.Completed != 320 || res.Duplicates != 0 {
 				t.Errorf("with --force: completed %d duplicates %d, want 320 and 0", res.Completed, res.Duplicates)
 			}
+			assertStats(t, c, "", map[string]int64{"completed": 320})
 		})
 	}
 }
