@@ -31,8 +31,10 @@ type runner struct {
 	prepare bool
 	texts   sync.Map // generated query text → rewritten text
 	stmts   sync.Map // rewritten text → *sql.Stmt
-	// preparing marks the texts being prepared in the background.
-	preparing sync.Map
+	// preparing marks the texts being prepared in the background, and
+	// background counts those goroutines, so that close waits for them.
+	preparing  sync.Map
+	background sync.WaitGroup
 	// observe, when set (tests), hears every statement before it is sent,
 	// with the transaction it runs in (nil on the pool).
 	observe func(query string, tx *sql.Tx)
@@ -88,6 +90,9 @@ func (r *runner) stmt(ctx context.Context, text string) *sql.Stmt {
 
 // close closes the cached statements.
 func (r *runner) close() {
+	// A statement still being prepared in the background would otherwise
+	// stay open, and keep using the pool after the caller closes it.
+	r.background.Wait()
 	r.stmts.Range(func(k, v any) bool {
 		v.(*sql.Stmt).Close()
 		r.stmts.Delete(k)
@@ -149,13 +154,13 @@ func (d dbtx) prepared(ctx context.Context, text string) *sql.Stmt {
 	// transaction holds one: run unprepared now and prepare in the
 	// background for the next time.
 	if _, busy := d.r.preparing.LoadOrStore(text, true); !busy {
-		go func() {
+		d.r.background.Go(func() {
 			ctx, cancel := context.WithTimeout(context.Background(), newTimeout)
 			defer cancel()
 			if d.r.stmt(ctx, text) == nil {
 				d.r.preparing.Delete(text) // try again another time
 			}
-		}()
+		})
 	}
 	return nil
 }

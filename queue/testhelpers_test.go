@@ -62,6 +62,9 @@ func (e *testEnv) queue(t testing.TB, db *sql.DB, opts ...Option) *Queue {
 	if err != nil {
 		t.Fatalf("queue.New: %v", err)
 	}
+	// Runs before the pool is closed and the temp dir removed (cleanups run
+	// last in, first out): nothing of the queue's may still use them then.
+	t.Cleanup(func() { q.Close() })
 	return q
 }
 
