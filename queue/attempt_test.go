@@ -617,6 +617,7 @@ func BenchmarkClaimBatch(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
+				b.Cleanup(func() { q.Close() })
 				fill := func() {
 					args := make([]JobArgs, 20000)
 					for i := range args {

@@ -52,6 +52,7 @@ func TestTwoTablesInOneDatabase(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		t.Cleanup(func() { qb.Close() })
 		if qa.Table() == qb.Table() || qb.Engine() != string(kind) {
 			t.Fatalf("tables %s and %s, engine %s", qa.Table(), qb.Table(), qb.Engine())
 		}
@@ -182,6 +183,7 @@ func TestTimesUTCChild(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		t.Cleanup(func() { q.Close() })
 		tokyo := time.FixedZone("JST", 9*3600)
 		at := time.Date(2030, 6, 1, 9, 30, 0, 0, tokyo) // 00:30 UTC
 		before := time.Now().Add(-time.Second)
