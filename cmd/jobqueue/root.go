@@ -15,7 +15,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/jobqueue/jobqueue/internal/engine"
-	"github.com/jobqueue/jobqueue/migrations"
 	"github.com/jobqueue/jobqueue/queue"
 )
 
@@ -233,13 +232,6 @@ func (a *app) openQueue(ctx context.Context, opts ...queue.Option) (*queue.Queue
 	all := append([]queue.Option{queue.WithTable(name), queue.WithLogger(a.logger(slog.LevelWarn))}, opts...)
 	q, err := queue.New(db, all...)
 	if err != nil {
-		db.Close()
-		return nil, nil, explainTableError(err, name)
-	}
-	// queue.New reads the version 2 columns, which a half-migrated table
-	// (MySQL) can have already: refuse it before anything runs on it.
-	if err := migrations.Check(ctx, db, name); err != nil {
-		q.Close()
 		db.Close()
 		return nil, nil, explainTableError(err, name)
 	}
