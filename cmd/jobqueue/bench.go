@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"math"
@@ -58,11 +57,17 @@ const benchBatch = 1000
 // gives up on draining.
 const benchStall = time.Minute
 
+// benchOptions are bench's flags.
+type benchOptions struct {
+	jobs, workers, latencyJobs int
+	processes, enqueuers       int
+	force                      bool
+}
+
 func (a *app) benchCommand() *cobra.Command {
-	var jobs, workers, latencyJobs int
-	var force bool
+	var o benchOptions
 	cmd := &cobra.Command{
-		Use:   "bench --jobs N --workers W [--latency-jobs M] [--force]",
+		Use:   "bench --jobs N --workers W [--latency-jobs M] [--processes P] [--enqueuers K] [--force]",
 		Short: "Measure enqueue rate, drain rate and enqueue-to-start latency; print one JSON line",
 		Long: `bench measures the database with the table named by --table (default jobs),
 which it installs if missing and empties first. Jobs of earlier benches (type
@@ -70,11 +75,13 @@ jobqueue_bench) are deleted; a table that holds other jobs is refused unless
 --force is given, and then EVERY JOB IN IT IS DELETED. Use --table to bench in
 a table of its own, e.g. --table bench_jobs.
 
-It enqueues N no-op jobs with the bulk API in batches of 1000 (enqueue rate),
-then one worker with concurrency W drains them, keeping the completed rows
-(drain rate); then, with the worker idle, it enqueues M single jobs 10 ms apart
-and measures the time from each enqueue to the start of its handler (p50, p99).
-It prints one JSON line on stdout:
+It enqueues N no-op jobs with the bulk API in batches of 1000 (enqueue rate;
+with --enqueuers K, K goroutines each enqueue single jobs, one Enqueue per job),
+then one worker with concurrency W drains them (with --processes P, P worker
+processes of concurrency W each, started from this binary), keeping the
+completed rows (drain rate); then, with the workers idle, it enqueues M single
+jobs 10 ms apart and measures how long each takes to start (latency). It
+prints one JSON line on stdout:
 
   {"system":"jobqueue","engine":"postgres|mysql|sqlite","jobs":N,"workers":W,
    "enqueue_jobs_per_s":X,"drain_jobs_per_s":Y,"latency_p50_ms":A,
@@ -83,20 +90,26 @@ It prints one JSON line on stdout:
 completed counts the completed rows at the end (N + M); duplicates counts jobs
 whose handler ran more than once (0 unless something is wrong). Progress goes
 to stderr.`,
-		Example: `  jobqueue bench --db postgres://postgres@127.0.0.1/test --table bench_jobs --jobs 20000 --workers 8`,
-		Args:    cobra.NoArgs,
+		Example: `  jobqueue bench --db postgres://postgres@127.0.0.1/test --table bench_jobs --jobs 20000 --workers 8
+  jobqueue bench --db postgres://postgres@127.0.0.1/test --table bench_jobs --jobs 20000 --workers 16 --processes 4`,
+		Args: cobra.NoArgs,
 		RunE: runE(func(cmd *cobra.Command, args []string) error {
-			if jobs < 1 || workers < 1 || latencyJobs < 0 {
+			if o.jobs < 1 || o.workers < 1 || o.latencyJobs < 0 {
 				return usagef("--jobs and --workers must be at least 1 and --latency-jobs at least 0")
 			}
-			return a.bench(cmd.Context(), jobs, workers, latencyJobs, force)
+			if o.processes < 1 || o.enqueuers < 0 {
+				return usagef("--processes must be at least 1 and --enqueuers at least 0 (0: bulk enqueue)")
+			}
+			return a.bench(cmd.Context(), o)
 		}),
 	}
 	f := cmd.Flags()
-	f.IntVar(&jobs, "jobs", 0, "no-op jobs to enqueue and drain (required)")
-	f.IntVar(&workers, "workers", 0, "the worker's concurrency (required)")
-	f.IntVar(&latencyJobs, "latency-jobs", 200, "single jobs enqueued 10 ms apart to measure enqueue-to-start latency")
-	f.BoolVar(&force, "force", false, "delete every job already in the table first, not only earlier benches' jobs")
+	f.IntVar(&o.jobs, "jobs", 0, "no-op jobs to enqueue and drain (required)")
+	f.IntVar(&o.workers, "workers", 0, "each worker's concurrency (required)")
+	f.IntVar(&o.latencyJobs, "latency-jobs", 200, "single jobs enqueued 10 ms apart to measure enqueue-to-start latency")
+	f.IntVar(&o.processes, "processes", 1, "worker processes that drain (more than 1: child processes of this binary)")
+	f.IntVar(&o.enqueuers, "enqueuers", 0, "goroutines that enqueue the jobs one Enqueue each (0: bulk batches of 1000)")
+	f.BoolVar(&o.force, "force", false, "delete every job already in the table first, not only earlier benches' jobs")
 	cmd.MarkFlagRequired("jobs")
 	cmd.MarkFlagRequired("workers")
 	return cmd
@@ -128,24 +141,8 @@ func (c *benchCounter) ran(id int64, at time.Time, latency bool) {
 	}
 }
 
-// completed hears the queue's completed events.
-func (c *benchCounter) completed(ev queue.Event) {
-	if ev.Kind == queue.EventCompleted && ev.Job != nil && ev.Job.Name == (benchNoop{}).Kind() {
-		if c.drained.Add(1) == c.drainN {
-			close(c.drainEnd)
-		}
-	}
-}
-
-func (a *app) bench(ctx context.Context, jobs, workers, latencyJobs int, force bool) error {
-	db, _, name, err := a.open(ctx)
-	if err != nil {
-		return err
-	}
-	defer db.Close()
-	if err := migrations.Install(ctx, db, name); err != nil {
-		return explainTableError(err, name)
-	}
+// newBenchCounter is a counter for a drain of jobs and latencyJobs latency jobs.
+func newBenchCounter(jobs, latencyJobs int) *benchCounter {
 	c := &benchCounter{
 		runs: make(map[int64]int, jobs+latencyJobs), started: make(map[int64]time.Time, latencyJobs),
 		drainN: int64(jobs), drainEnd: make(chan struct{}),
@@ -154,73 +151,92 @@ func (a *app) bench(ctx context.Context, jobs, workers, latencyJobs int, force b
 	if latencyJobs == 0 {
 		close(c.latEnd)
 	}
+	return c
+}
+
+// completed hears the queue's completed events.
+func (c *benchCounter) completed(ev queue.Event) {
+	if ev.Kind == queue.EventCompleted && ev.Job != nil && ev.Job.Name == (benchNoop{}).Kind() {
+		c.drainedOne()
+	}
+}
+
+// drainedOne counts one completed no-op job.
+func (c *benchCounter) drainedOne() {
+	if c.drained.Add(1) == c.drainN {
+		close(c.drainEnd)
+	}
+}
+
+func (a *app) bench(ctx context.Context, o benchOptions) error {
+	db, _, name, err := a.open(ctx)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	if err := migrations.Install(ctx, db, name); err != nil {
+		return explainTableError(err, name)
+	}
+	c := newBenchCounter(o.jobs, o.latencyJobs)
 	q, err := queue.New(db, queue.WithTable(name), queue.WithLogger(a.logger(slog.LevelWarn)), queue.WithListener(c.completed))
 	if err != nil {
 		return explainTableError(err, name)
 	}
 	defer q.Close()
-	if err := emptyTable(ctx, q, force); err != nil {
+	if err := emptyTable(ctx, q, o.force); err != nil {
 		return err
 	}
 	progress := func(format string, args ...any) { fmt.Fprintf(a.err, "bench: "+format+"\n", args...) }
 
-	// Enqueue N no-op jobs in batches of 1000.
-	batch := make([]queue.JobArgs, 0, benchBatch)
-	start := time.Now()
-	for i := 0; i < jobs; i++ {
-		batch = append(batch, benchNoop{N: i})
-		if len(batch) == benchBatch || i == jobs-1 {
-			if _, err := q.EnqueueMany(ctx, batch, queue.Type(benchType)); err != nil {
-				return fmt.Errorf("enqueue: %w", err)
-			}
-			batch = batch[:0]
-		}
+	// The workers get ready (child processes started, connected) before the
+	// clock of the drain starts.
+	var drain benchDrainer = &benchInProcess{q: q, workers: o.workers, c: c}
+	if o.processes > 1 {
+		drain = &benchProcesses{a: a, n: o.processes, workers: o.workers, c: c}
 	}
-	enqueueSecs := time.Since(start).Seconds()
-	progress("enqueued %d jobs in %.2fs", jobs, enqueueSecs)
-
-	// Drain them with one worker of concurrency W.
-	w := q.NewWorker(queue.WorkerConfig{Concurrency: workers, Lease: time.Minute, ShutdownTimeout: 10 * time.Second})
-	queue.Handle(w, func(ctx context.Context, job *queue.Job[benchNoop]) error {
-		c.ran(job.ID, time.Now(), false)
-		return nil
-	})
-	queue.Handle(w, func(ctx context.Context, job *queue.Job[benchLatency]) error {
-		c.ran(job.ID, time.Now(), true)
-		return nil
-	})
 	runCtx, stop := context.WithCancel(ctx)
 	defer stop()
-	runErr := make(chan error, 1)
+	if err := drain.prepare(runCtx); err != nil {
+		return err
+	}
+	defer drain.stop()
+
+	start := time.Now()
+	if err := enqueueBench(ctx, q, o.jobs, o.enqueuers); err != nil {
+		return err
+	}
+	enqueueSecs := time.Since(start).Seconds()
+	progress("enqueued %d jobs in %.2fs", o.jobs, enqueueSecs)
+
 	start = time.Now()
-	go func() { runErr <- w.Run(runCtx) }()
+	runErr := drain.start()
 	// Wait for every completion, or give up when none comes for a while.
 	watch := time.NewTicker(time.Second)
 	defer watch.Stop()
 	lastCount, lastProgress := int64(0), time.Now()
-drain:
+wait:
 	for {
 		select {
 		case <-c.drainEnd:
-			break drain
+			break wait
 		case err := <-runErr:
-			return fmt.Errorf("the worker stopped while draining: %v", err)
+			return fmt.Errorf("a worker stopped while draining: %v", err)
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-watch.C:
 			if n := c.drained.Load(); n != lastCount {
 				lastCount, lastProgress = n, time.Now()
 			} else if time.Since(lastProgress) > benchStall {
-				return fmt.Errorf("draining stalled: %d of %d jobs completed and none for %v", n, jobs, benchStall)
+				return fmt.Errorf("draining stalled: %d of %d jobs completed and none for %v", n, o.jobs, benchStall)
 			}
 		}
 	}
 	drainSecs := time.Since(start).Seconds()
-	progress("drained %d jobs in %.2fs with %d workers", jobs, drainSecs, workers)
+	progress("drained %d jobs in %.2fs with %d process(es) of %d workers", o.jobs, drainSecs, o.processes, o.workers)
 
-	// With the worker idle, enqueue M single jobs 10 ms apart.
-	enqueued := make(map[int64]time.Time, latencyJobs)
-	for i := 0; i < latencyJobs; i++ {
+	// With the workers idle, enqueue M single jobs 10 ms apart.
+	enqueued := make(map[int64]time.Time, o.latencyJobs)
+	for i := 0; i < o.latencyJobs; i++ {
 		t := time.Now()
 		id, err := q.Enqueue(ctx, benchLatency{N: i}, queue.Type(benchType))
 		if err != nil {
@@ -232,17 +248,16 @@ drain:
 	select {
 	case <-c.latEnd:
 	case <-time.After(time.Minute):
-		return fmt.Errorf("only %d of %d latency jobs started within a minute", c.latN.Load(), latencyJobs)
+		return fmt.Errorf("only %d of %d latency jobs started within a minute", c.latN.Load(), o.latencyJobs)
 	case err := <-runErr:
-		return fmt.Errorf("the worker stopped during the latency phase: %v", err)
+		return fmt.Errorf("a worker stopped during the latency phase: %v", err)
 	}
-	stop()
-	if err := <-runErr; err != nil && !errors.Is(err, context.Canceled) {
+	if err := drain.stop(); err != nil {
 		return fmt.Errorf("worker: %w", err)
 	}
 
 	c.mu.Lock()
-	lat := make([]float64, 0, latencyJobs)
+	lat := make([]float64, 0, o.latencyJobs)
 	for id, t := range enqueued {
 		lat = append(lat, float64(c.started[id].Sub(t).Microseconds())/1000)
 	}
@@ -253,7 +268,7 @@ drain:
 		}
 	}
 	c.mu.Unlock()
-	progress("measured enqueue-to-start latency of %d jobs", latencyJobs)
+	progress("measured enqueue-to-start latency of %d jobs", o.latencyJobs)
 	stats, err := q.Stats(ctx, "")
 	if err != nil {
 		return err
@@ -261,15 +276,51 @@ drain:
 	return writeJSON(a.out, benchResult{
 		System:          "jobqueue",
 		Engine:          q.Engine(),
-		Jobs:            jobs,
-		Workers:         workers,
-		EnqueueJobsPerS: round(float64(jobs)/enqueueSecs, 1),
-		DrainJobsPerS:   round(float64(jobs)/drainSecs, 1),
+		Jobs:            o.jobs,
+		Workers:         o.workers,
+		EnqueueJobsPerS: round(float64(o.jobs)/enqueueSecs, 1),
+		DrainJobsPerS:   round(float64(o.jobs)/drainSecs, 1),
 		LatencyP50Ms:    round(percentile(lat, 0.50), 2),
 		LatencyP99Ms:    round(percentile(lat, 0.99), 2),
 		Completed:       stats[queue.StatusCompleted],
 		Duplicates:      dups,
 	})
+}
+
+// enqueueBench enqueues n no-op jobs: in bulk batches of benchBatch when
+// enqueuers is 0, else from that many goroutines, one Enqueue per job.
+func enqueueBench(ctx context.Context, q *queue.Queue, n, enqueuers int) error {
+	if enqueuers == 0 {
+		batch := make([]queue.JobArgs, 0, benchBatch)
+		for i := 0; i < n; i++ {
+			batch = append(batch, benchNoop{N: i})
+			if len(batch) == benchBatch || i == n-1 {
+				if _, err := q.EnqueueMany(ctx, batch, queue.Type(benchType)); err != nil {
+					return fmt.Errorf("enqueue: %w", err)
+				}
+				batch = batch[:0]
+			}
+		}
+		return nil
+	}
+	var next atomic.Int64
+	errs := make(chan error, enqueuers)
+	var wg sync.WaitGroup
+	for range enqueuers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := next.Add(1) - 1; i < int64(n); i = next.Add(1) - 1 {
+				if _, err := q.Enqueue(ctx, benchNoop{N: int(i)}, queue.Type(benchType)); err != nil {
+					errs <- fmt.Errorf("enqueue: %w", err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	return <-errs // nil when no enqueuer failed
 }
 
 // emptyTable makes sure q's table holds no job: it refuses unless force,

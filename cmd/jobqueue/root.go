@@ -164,6 +164,7 @@ Exit status: 0 on success, 1 on failure, 2 on bad usage.`,
 		a.workCommand(),
 		a.demoCommand(),
 		a.benchCommand(),
+		a.benchWorkerCommand(),
 	)
 	return root
 }

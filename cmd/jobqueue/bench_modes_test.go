@@ -1,0 +1,60 @@
+package main
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestBenchModes runs bench's other modes on every engine: the drain by
+// several worker processes (--processes) and the enqueue by goroutines of
+// single enqueues (--enqueuers). Every job must complete exactly once.
+func TestBenchModes(t *testing.T) {
+	t.Parallel()
+	modes := []struct {
+		name string
+		args []string
+	}{
+		{"processes", []string{"--processes", "3", "--workers", "2"}},
+		{"enqueuers", []string{"--enqueuers", "4", "--workers", "4"}},
+		{"both", []string{"--enqueuers", "3", "--processes", "2", "--workers", "3"}},
+	}
+	for _, k := range kinds() {
+		t.Run(k, func(t *testing.T) {
+			t.Parallel()
+			for _, m := range modes {
+				t.Run(m.name, func(t *testing.T) {
+					c := engineCLI(t, k)
+					c.timeout = 2 * time.Minute
+					out := c.ok(t, append([]string{"bench", "--jobs", "250", "--latency-jobs", "10"}, m.args...)...)
+					var res benchResult
+					decodeJSON(t, out, &res)
+					if res.Completed != 260 || res.Duplicates != 0 {
+						t.Errorf("completed %d duplicates %d, want 260 and 0", res.Completed, res.Duplicates)
+					}
+					if res.EnqueueJobsPerS <= 0 || res.DrainJobsPerS <= 0 || res.LatencyP50Ms <= 0 {
+						t.Errorf("implausible measures: %+v", res)
+					}
+					assertStats(t, c, "", map[string]int64{"completed": 260})
+				})
+			}
+		})
+	}
+}
+
+// TestBenchModesBadInput: a bad --processes or --enqueuers is a usage error
+// found before anything runs.
+func TestBenchModesBadInput(t *testing.T) {
+	t.Parallel()
+	c := cli{db: "sqlite:" + t.TempDir() + "/x.db"}
+	for _, args := range [][]string{
+		{"--processes", "0"},
+		{"--processes", "-2"},
+		{"--enqueuers", "-1"},
+	} {
+		t.Run(strings.Join(args, "="), func(t *testing.T) {
+			r := c.run(t, append([]string{"bench", "--jobs", "10", "--workers", "1"}, args...)...)
+			assertOneLineError(t, r, 2, "--processes must be at least 1")
+		})
+	}
+}
