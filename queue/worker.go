@@ -1,5 +1,17 @@
 package queue
 
+// The worker, split by role. This file holds the public face (WorkerConfig,
+// Worker, Run) and the wiring of one run; each role has its own file and
+// type, which names what it owns and what it may touch:
+//
+//	claimer.go      claimer: claims jobs into free slots, hands them out
+//	executor.go     executors: run handlers, record failures, hand over successes
+//	completer.go    completer: writes succeeded attempts in batches
+//	heartbeat.go    heartbeater: renews leases, cancels attempts that lost their job
+//	maintenance.go  maintainer: runs ExpireOverdue and Reclaim now and then
+//	shutdown.go     the end of a run: grace, cancellation, release of cut-off attempts
+//	inflight.go     attempt and inflightSet: the attempts the run holds, shared by the roles
+
 import (
 	"context"
 	"errors"
@@ -7,7 +19,6 @@ import (
 	"log/slog"
 	"maps"
 	"math/rand/v2"
-	"runtime/debug"
 	"sync"
 	"time"
 )
@@ -104,42 +115,13 @@ const (
 	DefaultShutdownTimeout     = 30 * time.Second
 )
 
-// Tuning of the worker's batching.
-const (
-	// completeBatch is the most attempts one complete statement finishes,
-	// and heartbeatBatch the most one heartbeat statement renews.
-	completeBatch  = 500
-	heartbeatBatch = 500
-	// completeLinger is how long the first finished attempt of a batch
-	// waits for others before the batch is written; while a batch is being
-	// written, the next one gathers.
-	completeLinger = 2 * time.Millisecond
-	// claimGather is how long the claimer waits, while work remains, for
-	// every slot to be free before it claims for fewer: short next to a
-	// claim's round trip, long enough for handlers that just finished.
-	claimGather = 500 * time.Microsecond
-	// abandonGrace is how long Run waits for handlers after cancelling their
-	// contexts at shutdown before it returns without them.
-	abandonGrace = 5 * time.Second
-	// dbCallTimeout bounds each of the worker's own statements.
-	dbCallTimeout = 30 * time.Second
-)
+// dbCallTimeout bounds each of the worker's own statements.
+const dbCallTimeout = 30 * time.Second
 
 // ErrWorkerShutdown is wrapped by the cause (context.Cause) of a handler's
 // context that the worker cancelled because it stopped and ShutdownTimeout
 // passed. A lost job cancels the context with a cause wrapping ErrLeaseLost.
 var ErrWorkerShutdown = errors.New("jobqueue: worker shut down")
-
-// Errors set as the cause of a handler's context when the worker cancels it.
-var (
-	// errShutdown: the worker stopped and ShutdownTimeout passed.
-	errShutdown = fmt.Errorf("%w (ShutdownTimeout passed)", ErrWorkerShutdown)
-	// errLostJob: a heartbeat found the attempt no longer holds its job.
-	errLostJob = fmt.Errorf("%w: a heartbeat found the attempt no longer holds its job", ErrLeaseLost)
-	// errLeaseRanOut: heartbeats failed, and the lease runs out before the
-	// next one; another worker may reclaim the job and run it.
-	errLeaseRanOut = fmt.Errorf("%w: its lease could not be renewed (heartbeats failed) and runs out before the next heartbeat", ErrLeaseLost)
-)
 
 // Worker claims jobs from a Queue and runs their handlers. Create it with
 // Queue.NewWorker, register handlers with Handle and HandleDefault, then
@@ -250,10 +232,11 @@ func (w *Worker) Run(ctx context.Context) error {
 	return r.run(ctx)
 }
 
-// run is one Run of a Worker: one claimer (the goroutine of Run) feeding
-// Concurrency executors, with a completer that writes finished attempts in
-// batches, a heartbeat loop renewing the leases of all running attempts in
-// one statement, and a maintenance loop.
+// run is one Run of a Worker: it owns the contexts and channels that join
+// the roles and starts and stops them in order. One claimer (the goroutine
+// of Run) feeds Concurrency executors; a completer writes their successes
+// in batches; a heartbeater renews the leases of all running attempts in
+// one statement; a maintainer runs ExpireOverdue and Reclaim.
 type run struct {
 	q        *Queue
 	cfg      WorkerConfig
@@ -270,42 +253,21 @@ type run struct {
 	jobs       context.Context
 	cancelJobs context.CancelCauseFunc
 
-	work        chan *attempt   // claimer → executors
-	freed       chan struct{}   // executors → claimer: a slot is free
-	completions chan completion // executors → completer
-
-	mu       sync.Mutex
-	inflight map[AttemptRef]*attempt // claimed and not yet finished
-	released []AttemptRef            // cut off by shutdown, to release
+	// attempts holds the claimed attempts not yet finished.
+	attempts *inflightSet
+	// released collects the attempts cut off by shutdown, to release.
+	released *releaseList
 }
 
-// attempt is one claimed job on its way through the worker.
-type attempt struct {
-	row    *JobRow
-	ref    AttemptRef
-	ctx    context.Context
-	cancel context.CancelCauseFunc
-	// leaseEnd is when the attempt's lease ends at the latest, as far as
-	// the worker knows (guarded by run.mu): the claim's lease_until, then
-	// moved by each heartbeat that renewed it.
-	leaseEnd time.Time
-}
-
-// completion is an attempt whose handler succeeded, waiting to be written.
-type completion struct {
-	a   *attempt
-	dur time.Duration
-}
-
+// run starts the roles, claims until stop, then shuts down (shutdown.go)
+// and returns the error of an abandoned shutdown, if any.
 func (r *run) run(ctx context.Context) error {
 	r.log = r.q.logger.With("component", "worker")
 	r.dbCtx = context.WithoutCancel(ctx)
 	r.jobs, r.cancelJobs = context.WithCancelCause(r.dbCtx)
 	defer r.cancelJobs(context.Canceled)
-	r.work = make(chan *attempt, r.cfg.Concurrency)
-	r.freed = make(chan struct{}, r.cfg.Concurrency)
-	r.completions = make(chan completion, completeBatch)
-	r.inflight = map[AttemptRef]*attempt{}
+	r.attempts = newInflightSet()
+	r.released = &releaseList{}
 	if len(r.handlers) == 0 && r.fallback == nil {
 		r.log.Warn("worker runs with no handler: every job it claims fails as an unknown kind")
 	}
@@ -318,64 +280,44 @@ func (r *run) run(ctx context.Context) error {
 	}
 	r.log.Info("worker started", "types", r.cfg.Types, "concurrency", r.cfg.Concurrency, "lease", r.cfg.Lease)
 
+	work := make(chan *attempt, r.cfg.Concurrency)  // claimer → executors
+	freed := make(chan struct{}, r.cfg.Concurrency) // executors → claimer: a slot is free
+
 	// Background loops that end with the claimer.
 	var bg sync.WaitGroup
 	maintCtx, stopMaint := context.WithCancel(stop)
 	if r.cfg.MaintenanceInterval > 0 {
-		bg.Go(func() { r.maintain(maintCtx) })
+		m := &maintainer{q: r.q, log: r.log, interval: r.cfg.MaintenanceInterval}
+		bg.Go(func() { m.run(maintCtx) })
 	}
+	c := &completer{q: r.q, log: r.log, dbCtx: r.dbCtx, in: make(chan completion, completeBatch)}
 	completerDone, stopCompleter := make(chan struct{}), make(chan struct{})
-	go func() { defer close(completerDone); r.completer(stopCompleter) }()
+	go func() { defer close(completerDone); c.run(stopCompleter) }()
+	ex := &executors{
+		q: r.q, log: r.log, dbCtx: r.dbCtx,
+		handlers: r.handlers, fallback: r.fallback,
+		attempts: r.attempts, completer: c, released: r.released,
+	}
 	var execs sync.WaitGroup
 	for range r.cfg.Concurrency {
-		execs.Go(r.executor)
+		execs.Go(func() { ex.loop(work, freed) })
 	}
+	hb := &heartbeater{q: r.q, log: r.log, lease: r.cfg.Lease, interval: r.cfg.HeartbeatInterval, attempts: r.attempts}
 	hbCtx, stopHeartbeats := context.WithCancel(r.dbCtx)
 	hbDone := make(chan struct{})
-	go func() { defer close(hbDone); r.heartbeats(hbCtx) }()
+	go func() { defer close(hbDone); hb.run(hbCtx) }()
 
 	stopListening := r.startListener(stop) // PostgreSQL: LISTEN feeds the Waker
-	claimed := r.claimLoop(stop)
+	cl := &claimer{
+		q: r.q, cfg: r.cfg, log: r.log, dbCtx: r.dbCtx, jobs: r.jobs,
+		attempts: r.attempts, work: work, freed: freed,
+	}
+	claimed := cl.loop(stop)
 	stopListening()
 	stopMaint()
-	close(r.work)
+	close(work)
 
-	// Let the running handlers finish: all the time they need when MaxJobs
-	// ended the run, ShutdownTimeout once ctx ended or MaxRuntime passed.
-	execsDone := make(chan struct{})
-	go func() { execs.Wait(); close(execsDone) }()
-	var runErr error
-	var grace, abandon <-chan time.Time
-	stopped := stop.Done()
-wait:
-	for {
-		select {
-		case <-execsDone:
-			break wait
-		case <-stopped:
-			stopped = nil
-			if r.cfg.ShutdownTimeout < 0 {
-				grace = closedTimeChan()
-			} else {
-				grace = time.After(r.cfg.ShutdownTimeout)
-			}
-			if n := r.running(); n > 0 {
-				r.log.Info("worker stopping: waiting for running handlers", "running", n, "timeout", max(r.cfg.ShutdownTimeout, 0))
-			}
-		case <-grace:
-			grace = nil
-			if n := r.running(); n > 0 {
-				r.log.Warn("shutdown timeout passed: cancelling running handlers", "running", n)
-			}
-			r.cancelJobs(errShutdown)
-			abandon = time.After(r.abandon)
-		case <-abandon:
-			n := r.running()
-			runErr = fmt.Errorf("jobqueue: worker stopped with %d handler(s) still running %v after their contexts were cancelled; their jobs stay in_progress until Reclaim (make handlers return when their context ends)", n, r.abandon)
-			r.log.Error("handlers ignore their cancelled contexts; leaving them", "running", n)
-			break wait
-		}
-	}
+	runErr := r.awaitExecutors(stop, &execs)
 
 	stopHeartbeats()
 	<-hbDone
@@ -387,451 +329,6 @@ wait:
 	bg.Wait()
 	r.log.Info("worker stopped", "claimed", claimed)
 	return runErr
-}
-
-// releaseInterrupted releases, in one batch, the attempts whose handlers
-// returned an error after the shutdown cancelled them.
-func (r *run) releaseInterrupted() {
-	r.mu.Lock()
-	refs := r.released
-	r.released = nil
-	r.mu.Unlock()
-	if len(refs) == 0 {
-		return
-	}
-	ctx, cancel := context.WithTimeout(r.dbCtx, dbCallTimeout)
-	defer cancel()
-	stale, err := r.q.release(ctx, refs)
-	if err != nil {
-		r.log.Error("releasing interrupted attempts failed; their jobs stay in_progress until Reclaim", "jobs", len(refs), "err", err)
-		return
-	}
-	r.log.Info("released interrupted attempts", "jobs", len(refs)-len(stale), "stale", len(stale))
-}
-
-// closedTimeChan is a channel that is ready at once.
-func closedTimeChan() <-chan time.Time {
-	ch := make(chan time.Time, 1)
-	ch <- time.Now()
-	return ch
-}
-
-// running is the number of claimed attempts not yet finished.
-func (r *run) running() int {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return len(r.inflight)
-}
-
-// claimLoop claims jobs into the free slots until stop ends or MaxJobs jobs
-// were claimed, and returns how many it claimed. After a full batch it
-// claims again as soon as a slot is free; after a short one (nothing more
-// was due) it waits for the poll timer or a wake-up.
-func (r *run) claimLoop(stop context.Context) int {
-	free := r.cfg.Concurrency
-	claimed := 0
-	var wakeups <-chan struct{}
-	if r.cfg.Waker != nil {
-		wakeups = r.cfg.Waker.Wakeups()
-	}
-	errDelay := time.Duration(0)
-	for {
-		// Take back the slots freed meanwhile.
-	drain:
-		for {
-			select {
-			case <-r.freed:
-				free++
-			default:
-				break drain
-			}
-		}
-		if stop.Err() != nil {
-			return claimed
-		}
-		if r.cfg.MaxJobs > 0 && claimed >= r.cfg.MaxJobs {
-			r.log.Info("worker claimed MaxJobs jobs; finishing them", "max_jobs", r.cfg.MaxJobs)
-			return claimed
-		}
-		if free == 0 {
-			select {
-			case <-r.freed:
-				free++
-				continue
-			case <-stop.Done():
-				return claimed
-			}
-		}
-		// One claim takes at most maxClaim jobs: ask for no more, so that a
-		// full claim is told from a short one (nothing more due).
-		n := min(free, maxClaim)
-		if r.cfg.MaxJobs > 0 {
-			n = min(n, r.cfg.MaxJobs-claimed)
-		}
-		if free < r.cfg.Concurrency && n == free {
-			// Work remains but some slots are busy: give the running
-			// handlers a moment to free more, so that one claim fills
-			// several slots rather than one claim per slot.
-			free = r.gatherSlots(free, r.cfg.Concurrency, stop)
-			n = min(free, maxClaim)
-			if r.cfg.MaxJobs > 0 {
-				n = min(n, r.cfg.MaxJobs-claimed)
-			}
-		}
-		// Take the wake channel before claiming, so that an enqueue that
-		// lands while the claim runs wakes the idle wait below.
-		woken := r.q.wake.wait()
-		rows, err := r.claim(n)
-		var idle time.Duration
-		switch {
-		case err != nil:
-			errDelay = min(max(2*errDelay, 100*time.Millisecond), max(r.cfg.PollInterval, 5*time.Second))
-			r.log.Error("claiming jobs failed; trying again", "err", err, "retry_in", errDelay)
-			idle, woken = errDelay, nil
-		case len(rows) < n:
-			errDelay = 0
-			idle = jitter(r.cfg.PollInterval)
-		default:
-			errDelay = 0
-		}
-		for _, row := range rows {
-			r.dispatch(row)
-		}
-		claimed += len(rows)
-		free -= len(rows)
-		if idle == 0 {
-			continue // a full batch: more may be due at once
-		}
-		// Idle: wait for the poll timer, a wake-up or the end, counting the
-		// slots that free up meanwhile.
-		timer := time.NewTimer(idle)
-	wait:
-		for {
-			select {
-			case <-stop.Done():
-				timer.Stop()
-				return claimed
-			case <-timer.C:
-				break wait
-			case <-woken:
-				timer.Stop()
-				break wait
-			case _, ok := <-wakeups:
-				if !ok {
-					wakeups = nil
-					continue
-				}
-				timer.Stop()
-				break wait
-			case <-r.freed:
-				free++
-			}
-		}
-	}
-}
-
-// gatherSlots waits up to claimGather for free to reach want, counting the
-// slots that free up, and returns the number free.
-func (r *run) gatherSlots(free, want int, stop context.Context) int {
-	timer := time.NewTimer(claimGather)
-	defer timer.Stop()
-	for free < want {
-		select {
-		case <-r.freed:
-			free++
-		case <-timer.C:
-			return free
-		case <-stop.Done():
-			return free
-		}
-	}
-	return free
-}
-
-// claim runs one claim of up to n jobs. It is not cancelled by the worker's
-// stop: a claim cut off half-way could leave claimed rows nobody runs.
-func (r *run) claim(n int) ([]*JobRow, error) {
-	ctx, cancel := context.WithTimeout(r.dbCtx, dbCallTimeout)
-	defer cancel()
-	return r.q.claim(ctx, r.cfg.Types, n, r.cfg.Lease)
-}
-
-// dispatch registers a claimed row as in flight and hands it to an executor
-// (the channel has room for every slot, so this never blocks).
-func (r *run) dispatch(row *JobRow) {
-	ctx, cancel := context.WithCancelCause(r.jobs)
-	a := &attempt{row: row, ref: AttemptRef{ID: row.ID, Token: row.ClaimToken}, ctx: ctx, cancel: cancel}
-	if row.LeaseUntil != nil {
-		a.leaseEnd = *row.LeaseUntil
-	} else {
-		a.leaseEnd = r.q.now().Add(r.cfg.Lease)
-	}
-	r.mu.Lock()
-	r.inflight[a.ref] = a
-	r.mu.Unlock()
-	r.log.Debug("job claimed", "job_id", row.ID, "kind", row.Name, "type", row.Type, "attempt", row.Attempts)
-	r.q.emit(Event{Kind: EventClaimed, Job: row})
-	r.work <- a
-}
-
-// executor runs the attempts handed to it, one at a time.
-func (r *run) executor() {
-	for a := range r.work {
-		r.execute(a)
-		r.freed <- struct{}{}
-	}
-}
-
-// execute runs one attempt's handler and records its result.
-func (r *run) execute(a *attempt) {
-	defer a.cancel(context.Canceled)
-	row := a.row
-	log := r.log.With("job_id", row.ID, "kind", row.Name, "type", row.Type, "attempt", row.Attempts)
-	start := time.Now()
-	err := r.call(a, log)
-	dur := time.Since(start)
-	r.mu.Lock()
-	delete(r.inflight, a.ref)
-	r.mu.Unlock()
-
-	cause := context.Cause(a.ctx)
-	switch {
-	case errors.Is(cause, ErrLeaseLost):
-		log.Warn("handler finished after its attempt lost the job (or could not renew its lease); result dropped, the job is left to Reclaim",
-			"handler_err", err, "duration", dur, "cause", cause)
-		return
-	case err == nil:
-		r.completions <- completion{a: a, dur: dur}
-		return
-	case errors.Is(cause, errShutdown):
-		log.Info("handler cancelled by shutdown; releasing its job", "handler_err", err, "duration", dur)
-		r.mu.Lock()
-		r.released = append(r.released, a.ref)
-		r.mu.Unlock()
-		return
-	}
-
-	ctx, cancel := context.WithTimeout(r.dbCtx, dbCallTimeout)
-	defer cancel()
-	status, next, ferr := r.q.fail(ctx, row, err)
-	if ferr != nil {
-		if errors.Is(ferr, ErrLeaseLost) {
-			log.Warn("handler failed after its attempt lost the job; nothing recorded", "handler_err", err, "duration", dur)
-		} else {
-			log.Error("recording a failed attempt failed; the job stays in_progress until Reclaim", "handler_err", err, "err", ferr)
-		}
-		return
-	}
-	ev := *row
-	ev.Status, ev.Error, ev.ClaimToken, ev.LeaseUntil = status, errorText(err), "", nil
-	permanent := status != StatusPending
-	if permanent {
-		now := r.q.now()
-		ev.FinishedAt = &now
-		log.Error("job failed for good", "status", status, "err", err, "duration", dur)
-	} else {
-		ev.ScheduledAt = next
-		log.Warn("job attempt failed; will retry", "err", err, "next_at", next, "duration", dur)
-	}
-	r.q.emit(Event{Kind: EventFailed, Job: &ev, Err: err, Permanent: permanent, Duration: dur})
-}
-
-// call runs the attempt's handler, turning a panic into an error.
-func (r *run) call(a *attempt, log *slog.Logger) (err error) {
-	defer func() {
-		if p := recover(); p != nil {
-			log.Error("handler panicked", "panic", p, "stack", string(debug.Stack()))
-			err = fmt.Errorf("jobqueue: handler panicked: %v", p)
-		}
-	}()
-	if h, ok := r.handlers[a.row.Name]; ok {
-		return h(a.ctx, a.row)
-	}
-	if r.fallback != nil {
-		return r.fallback(a.ctx, a.row)
-	}
-	return unknownKind(a.row)
-}
-
-// completer writes succeeded attempts in batches: it waits for the first,
-// gathers more for up to completeLinger (or until completeBatch), and
-// writes them in one statement; finished attempts gather while it writes.
-// When stop is closed it writes what has arrived and returns.
-func (r *run) completer(stop <-chan struct{}) {
-	batch := make([]completion, 0, completeBatch)
-	for {
-		batch = batch[:0]
-		select {
-		case c := <-r.completions:
-			batch = append(batch, c)
-		case <-stop:
-			for {
-				select {
-				case c := <-r.completions:
-					batch = append(batch, c)
-					if len(batch) == completeBatch {
-						r.writeCompletions(batch)
-						batch = batch[:0]
-					}
-				default:
-					if len(batch) > 0 {
-						r.writeCompletions(batch)
-					}
-					return
-				}
-			}
-		}
-		linger := time.NewTimer(completeLinger)
-	gather:
-		for len(batch) < completeBatch {
-			select {
-			case c := <-r.completions:
-				batch = append(batch, c)
-			case <-linger.C:
-				break gather
-			}
-		}
-		linger.Stop()
-		r.writeCompletions(batch)
-	}
-}
-
-// writeCompletions completes one batch, trying a few times when the
-// database fails; attempts it cannot write stay in_progress until Reclaim.
-func (r *run) writeCompletions(batch []completion) {
-	refs := make([]AttemptRef, len(batch))
-	for i, c := range batch {
-		refs[i] = c.a.ref
-	}
-	var stale []AttemptRef
-	var err error
-	for try, wait := 0, 50*time.Millisecond; try < 4; try, wait = try+1, wait*4 {
-		if try > 0 {
-			time.Sleep(wait)
-		}
-		ctx, cancel := context.WithTimeout(r.dbCtx, dbCallTimeout)
-		stale, err = r.q.complete(ctx, refs)
-		cancel()
-		if err == nil {
-			break
-		}
-		r.log.Warn("completing jobs failed; trying again", "jobs", len(refs), "err", err)
-	}
-	if err != nil {
-		r.log.Error("completing jobs failed; they stay in_progress until Reclaim runs them again", "jobs", len(refs), "err", err)
-		return
-	}
-	lost := make(map[AttemptRef]bool, len(stale))
-	for _, s := range stale {
-		lost[s] = true
-	}
-	now := r.q.now()
-	for _, c := range batch {
-		row := c.a.row
-		if lost[c.a.ref] {
-			r.log.Warn("job finished but its attempt had lost the job (lease passed and it was reclaimed, retried or deleted); completion refused",
-				"job_id", row.ID, "kind", row.Name)
-			continue
-		}
-		ev := *row
-		ev.Status, ev.ClaimToken, ev.LeaseUntil, ev.FinishedAt = StatusCompleted, "", nil, &now
-		r.log.Debug("job completed", "job_id", row.ID, "kind", row.Name, "duration", c.dur)
-		r.q.emit(Event{Kind: EventCompleted, Job: &ev, Duration: c.dur})
-	}
-}
-
-// heartbeats renews the leases of every running attempt each
-// HeartbeatInterval, and cancels the handlers of attempts that lost their
-// job, until ctx ends. It also cancels the handler of an attempt whose
-// renewal failed when its lease ends before the next heartbeat: past its
-// lease another worker may reclaim the job, and the two must not run it at
-// once.
-func (r *run) heartbeats(ctx context.Context) {
-	tick := time.NewTicker(r.cfg.HeartbeatInterval)
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-		}
-		r.mu.Lock()
-		refs := make([]AttemptRef, 0, len(r.inflight))
-		for ref := range r.inflight {
-			refs = append(refs, ref)
-		}
-		r.mu.Unlock()
-		for len(refs) > 0 {
-			chunk := refs[:min(len(refs), heartbeatBatch)]
-			refs = refs[len(chunk):]
-			cctx, cancel := context.WithTimeout(ctx, min(r.cfg.HeartbeatInterval, dbCallTimeout))
-			sent := r.q.now()
-			lost, err := r.q.heartbeat(cctx, chunk, r.cfg.Lease)
-			cancel()
-			if err != nil {
-				if ctx.Err() == nil {
-					r.log.Warn("renewing leases failed; trying again at the next heartbeat", "attempts", len(chunk), "err", err)
-					r.cancelUnrenewed(chunk)
-				}
-				continue
-			}
-			// The renewed leases end at sent+Lease or a little later
-			// (MySQL keeps whole seconds, so take the second before).
-			renewedTo := sent.Add(r.cfg.Lease).Truncate(time.Second)
-			r.mu.Lock()
-			for _, ref := range chunk {
-				if a, ok := r.inflight[ref]; ok && a.leaseEnd.Before(renewedTo) {
-					a.leaseEnd = renewedTo
-				}
-			}
-			for _, ref := range lost {
-				if a, ok := r.inflight[ref]; ok {
-					r.log.Warn("attempt lost its job (lease passed and it was reclaimed, retried or deleted); cancelling its handler",
-						"job_id", ref.ID, "kind", a.row.Name)
-					a.cancel(errLostJob)
-				}
-			}
-			r.mu.Unlock()
-		}
-	}
-}
-
-// cancelUnrenewed cancels the handlers of the attempts of refs, whose
-// renewal just failed, when their leases end before the next heartbeat.
-func (r *run) cancelUnrenewed(refs []AttemptRef) {
-	next := r.q.now().Add(r.cfg.HeartbeatInterval)
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	for _, ref := range refs {
-		if a, ok := r.inflight[ref]; ok && a.leaseEnd.Before(next) {
-			r.log.Error("attempt's lease runs out and could not be renewed; cancelling its handler (the job is left to Reclaim)",
-				"job_id", ref.ID, "kind", a.row.Name, "lease_end", a.leaseEnd)
-			a.cancel(errLeaseRanOut)
-		}
-	}
-}
-
-// maintain runs ExpireOverdue and Reclaim at start and then every
-// MaintenanceInterval (jittered) until ctx ends.
-func (r *run) maintain(ctx context.Context) {
-	for {
-		cctx, cancel := context.WithTimeout(ctx, dbCallTimeout)
-		// ExpireOverdue and Reclaim log what they changed themselves.
-		if _, err := r.q.ExpireOverdue(cctx); err != nil && ctx.Err() == nil {
-			r.log.Warn("expiring overdue jobs failed", "err", err)
-		}
-		if _, err := r.q.Reclaim(cctx); err != nil && ctx.Err() == nil {
-			r.log.Warn("reclaiming abandoned attempts failed", "err", err)
-		}
-		cancel()
-		t := time.NewTimer(jitter(r.cfg.MaintenanceInterval))
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return
-		case <-t.C:
-		}
-	}
 }
 
 // jitter spreads d by ±20%.

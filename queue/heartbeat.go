@@ -1,0 +1,98 @@
+package queue
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+)
+
+// heartbeatBatch is the most attempts one heartbeat statement renews.
+const heartbeatBatch = 500
+
+// Causes set on a handler's context when the heartbeater cancels it.
+var (
+	// errLostJob: a heartbeat found the attempt no longer holds its job.
+	errLostJob = fmt.Errorf("%w: a heartbeat found the attempt no longer holds its job", ErrLeaseLost)
+	// errLeaseRanOut: heartbeats failed, and the lease runs out before the
+	// next one; another worker may reclaim the job and run it.
+	errLeaseRanOut = fmt.Errorf("%w: its lease could not be renewed (heartbeats failed) and runs out before the next heartbeat", ErrLeaseLost)
+)
+
+// heartbeater renews, every interval, the leases of the run's in-flight
+// attempts, in statements of up to heartbeatBatch. It owns no state of its
+// own; it reads the inflightSet, moves the leaseEnd of the attempts it
+// renewed, and cancels (with a cause wrapping ErrLeaseLost) the handlers of
+// attempts that lost their job or whose lease runs out unrenewed. It writes
+// only the lease_until of rows its attempts hold.
+type heartbeater struct {
+	q        *Queue
+	log      *slog.Logger
+	lease    time.Duration
+	interval time.Duration
+	attempts *inflightSet
+}
+
+// run renews the leases of every running attempt each interval, and
+// cancels the handlers of attempts that lost their job, until ctx ends. It
+// also cancels the handler of an attempt whose renewal failed when its
+// lease ends before the next heartbeat: past its lease another worker may
+// reclaim the job, and the two must not run it at once.
+func (h *heartbeater) run(ctx context.Context) {
+	tick := time.NewTicker(h.interval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		refs := h.attempts.refs()
+		for len(refs) > 0 {
+			chunk := refs[:min(len(refs), heartbeatBatch)]
+			refs = refs[len(chunk):]
+			h.renew(ctx, chunk)
+		}
+	}
+}
+
+// renew renews the leases of one chunk of attempts and acts on the result.
+func (h *heartbeater) renew(ctx context.Context, chunk []AttemptRef) {
+	cctx, cancel := context.WithTimeout(ctx, min(h.interval, dbCallTimeout))
+	sent := h.q.now()
+	lost, err := h.q.heartbeat(cctx, chunk, h.lease)
+	cancel()
+	if err != nil {
+		if ctx.Err() == nil {
+			h.log.Warn("renewing leases failed; trying again at the next heartbeat", "attempts", len(chunk), "err", err)
+			h.cancelUnrenewed(chunk)
+		}
+		return
+	}
+	// The renewed leases end at sent+lease or a little later (MySQL keeps
+	// whole seconds, so take the second before).
+	renewedTo := sent.Add(h.lease).Truncate(time.Second)
+	h.attempts.each(chunk, func(a *attempt) {
+		if a.leaseEnd.Before(renewedTo) {
+			a.leaseEnd = renewedTo
+		}
+	})
+	h.attempts.each(lost, func(a *attempt) {
+		h.log.Warn("attempt lost its job (lease passed and it was reclaimed, retried or deleted); cancelling its handler",
+			"job_id", a.ref.ID, "kind", a.row.Name)
+		a.cancel(errLostJob)
+	})
+}
+
+// cancelUnrenewed cancels the handlers of the attempts of refs, whose
+// renewal just failed, when their leases end before the next heartbeat.
+func (h *heartbeater) cancelUnrenewed(refs []AttemptRef) {
+	next := h.q.now().Add(h.interval)
+	h.attempts.each(refs, func(a *attempt) {
+		if a.leaseEnd.Before(next) {
+			h.log.Error("attempt's lease runs out and could not be renewed; cancelling its handler (the job is left to Reclaim)",
+				"job_id", a.ref.ID, "kind", a.row.Name, "lease_end", a.leaseEnd)
+			a.cancel(errLeaseRanOut)
+		}
+	})
+}

@@ -1,0 +1,79 @@
+package queue
+
+import (
+	"context"
+	"sync"
+	"time"
+)
+
+// attempt is one claimed job on its way through the worker: the claimer
+// makes it, an executor runs it, and the heartbeater renews its lease
+// while it is in the run's inflightSet.
+type attempt struct {
+	row    *JobRow
+	ref    AttemptRef
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+	// leaseEnd is when the attempt's lease ends at the latest, as far as
+	// the worker knows (guarded by inflightSet.mu): the claim's
+	// lease_until, then moved by each heartbeat that renewed it.
+	leaseEnd time.Time
+}
+
+// inflightSet is the register of one run's claimed attempts whose handlers
+// have not returned. The claimer adds to it, the executor that ran an
+// attempt removes it, the heartbeater reads it and moves leaseEnd, and
+// shutdown counts it. Its lock guards the set and every leaseEnd in it.
+type inflightSet struct {
+	mu sync.Mutex
+	m  map[AttemptRef]*attempt
+}
+
+// newInflightSet returns an empty set.
+func newInflightSet() *inflightSet {
+	return &inflightSet{m: map[AttemptRef]*attempt{}}
+}
+
+// add registers a claimed attempt.
+func (s *inflightSet) add(a *attempt) {
+	s.mu.Lock()
+	s.m[a.ref] = a
+	s.mu.Unlock()
+}
+
+// remove forgets an attempt whose handler returned.
+func (s *inflightSet) remove(ref AttemptRef) {
+	s.mu.Lock()
+	delete(s.m, ref)
+	s.mu.Unlock()
+}
+
+// len is the number of attempts in the set.
+func (s *inflightSet) len() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.m)
+}
+
+// refs returns the refs of every attempt in the set.
+func (s *inflightSet) refs() []AttemptRef {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	refs := make([]AttemptRef, 0, len(s.m))
+	for ref := range s.m {
+		refs = append(refs, ref)
+	}
+	return refs
+}
+
+// each calls fn, under the set's lock, for each attempt of refs still in
+// the set; fn may read and move its leaseEnd and cancel it.
+func (s *inflightSet) each(refs []AttemptRef, fn func(a *attempt)) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, ref := range refs {
+		if a, ok := s.m[ref]; ok {
+			fn(a)
+		}
+	}
+}

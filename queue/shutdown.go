@@ -1,0 +1,110 @@
+package queue
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+)
+
+// abandonGrace is how long Run waits for handlers after cancelling their
+// contexts at shutdown before it returns without them.
+const abandonGrace = 5 * time.Second
+
+// errShutdown is the cause of a handler's context that the worker cancelled
+// because it stopped and ShutdownTimeout passed.
+var errShutdown = fmt.Errorf("%w (ShutdownTimeout passed)", ErrWorkerShutdown)
+
+// The end of a run. Once the claimer has stopped, awaitExecutors lets the
+// running handlers finish (all the time they need when MaxJobs ended the
+// run; ShutdownTimeout once ctx ended or MaxRuntime passed), then cancels
+// their contexts with errShutdown, and gives up on them abandonGrace later.
+// The executors put the attempts whose handlers then returned an error on
+// the releaseList, and releaseInterrupted releases them in one batch. The
+// shutdown owns the releaseList and the handlers' parent context; it reads
+// the inflightSet only to count.
+
+// releaseList collects the attempts cut off by shutdown (their handlers
+// returned an error after errShutdown), to release in one batch.
+type releaseList struct {
+	mu   sync.Mutex
+	refs []AttemptRef
+}
+
+// add puts an attempt on the list.
+func (l *releaseList) add(ref AttemptRef) {
+	l.mu.Lock()
+	l.refs = append(l.refs, ref)
+	l.mu.Unlock()
+}
+
+// take empties the list and returns what it held.
+func (l *releaseList) take() []AttemptRef {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	refs := l.refs
+	l.refs = nil
+	return refs
+}
+
+// awaitExecutors waits for the executors (whose work channel is closed) to
+// return: as long as they need until stop ends, then ShutdownTimeout, then
+// it cancels the handlers' contexts and waits r.abandon more. It returns an
+// error when handlers ignored the cancellation (they are left running).
+func (r *run) awaitExecutors(stop context.Context, execs *sync.WaitGroup) error {
+	execsDone := make(chan struct{})
+	go func() { execs.Wait(); close(execsDone) }()
+	var grace, abandon <-chan time.Time
+	stopped := stop.Done()
+	for {
+		select {
+		case <-execsDone:
+			return nil
+		case <-stopped:
+			stopped = nil
+			if r.cfg.ShutdownTimeout < 0 {
+				grace = closedTimeChan()
+			} else {
+				grace = time.After(r.cfg.ShutdownTimeout)
+			}
+			if n := r.attempts.len(); n > 0 {
+				r.log.Info("worker stopping: waiting for running handlers", "running", n, "timeout", max(r.cfg.ShutdownTimeout, 0))
+			}
+		case <-grace:
+			grace = nil
+			if n := r.attempts.len(); n > 0 {
+				r.log.Warn("shutdown timeout passed: cancelling running handlers", "running", n)
+			}
+			r.cancelJobs(errShutdown)
+			abandon = time.After(r.abandon)
+		case <-abandon:
+			n := r.attempts.len()
+			r.log.Error("handlers ignore their cancelled contexts; leaving them", "running", n)
+			return fmt.Errorf("jobqueue: worker stopped with %d handler(s) still running %v after their contexts were cancelled; their jobs stay in_progress until Reclaim (make handlers return when their context ends)", n, r.abandon)
+		}
+	}
+}
+
+// releaseInterrupted releases, in one batch, the attempts whose handlers
+// returned an error after the shutdown cancelled them.
+func (r *run) releaseInterrupted() {
+	refs := r.released.take()
+	if len(refs) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.dbCtx, dbCallTimeout)
+	defer cancel()
+	stale, err := r.q.release(ctx, refs)
+	if err != nil {
+		r.log.Error("releasing interrupted attempts failed; their jobs stay in_progress until Reclaim", "jobs", len(refs), "err", err)
+		return
+	}
+	r.log.Info("released interrupted attempts", "jobs", len(refs)-len(stale), "stale", len(stale))
+}
+
+// closedTimeChan is a channel that is ready at once.
+func closedTimeChan() <-chan time.Time {
+	ch := make(chan time.Time, 1)
+	ch <- time.Now()
+	return ch
+}
