@@ -48,12 +48,12 @@ func TestCheck(t *testing.T) {
 			mustExec(t, db, "CREATE TABLE "+tb.Quoted()+" (id INT PRIMARY KEY, queue VARCHAR(20), attempts INT)")
 		}, false, "not a jobqueue table"},
 	}
-	for _, k := range testdb.Kinds {
+	testdb.ForEachEngine(t, func(t *testing.T, e *testdb.Env) {
 		for _, c := range cases {
-			t.Run(string(k)+"/"+c.name, func(t *testing.T) {
+			t.Run(c.name, func(t *testing.T) {
 				t.Parallel()
-				db := testdb.Open(t, k)
-				name := testdb.Table(t, db)
+				k, db := e.Kind, e.DB
+				name := e.Table(t)
 				tb := tableOf(t, k, name)
 				c.setup(t, db, tb)
 				if c.name == "missing" {
@@ -81,17 +81,24 @@ func TestCheck(t *testing.T) {
 				}
 			})
 		}
-	}
+	})
 }
 
 func TestCheckRejectsBadInput(t *testing.T) {
 	t.Parallel()
-	for _, k := range testdb.Kinds {
-		if err := Check(context.Background(), closedDB(t, k), "a-b"); !errors.Is(err, ErrInvalidTableName) {
-			t.Errorf("%s: Check with a bad name = %v, want ErrInvalidTableName", k, err)
+	t.Run("nil db", func(t *testing.T) {
+		if err := Check(context.Background(), nil, "jobs"); !errors.Is(err, ErrUnsupportedDatabase) {
+			t.Errorf("Check on a nil db = %v, want ErrUnsupportedDatabase", err)
 		}
-	}
-	if err := Check(context.Background(), nil, "jobs"); !errors.Is(err, ErrUnsupportedDatabase) {
-		t.Errorf("Check on a nil db = %v, want ErrUnsupportedDatabase", err)
-	}
+	})
+	testdb.ForEachKind(t, func(t *testing.T, k engine.Kind) {
+		db := closedDB(t, k)
+		// The control: with a valid name the closed database is reached.
+		if err := Check(context.Background(), db, "jobs"); err == nil || !strings.Contains(err.Error(), "closed") {
+			t.Fatalf("Check on a closed database with a valid name: %v; want a 'closed' error", err)
+		}
+		if err := Check(context.Background(), db, "a-b"); !errors.Is(err, ErrInvalidTableName) {
+			t.Errorf("Check with a bad name = %v, want ErrInvalidTableName", err)
+		}
+	})
 }

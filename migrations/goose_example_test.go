@@ -71,87 +71,84 @@ func ExampleGooseMigrations() {
 
 func TestGooseMigrationsInAServiceProvider(t *testing.T) {
 	t.Parallel()
-	for _, k := range testdb.Kinds {
-		t.Run(string(k), func(t *testing.T) {
-			t.Parallel()
-			ctx := context.Background()
-			db := testdb.Open(t, k)
-			jobs, users, versions := testdb.Table(t, db), testdb.Table(t, db), testdb.Table(t, db)
-			jt, err := engine.ParseTable(k, jobs)
+	testdb.ForEachEngine(t, func(t *testing.T, e *testdb.Env) {
+		ctx := context.Background()
+		k, db := e.Kind, e.DB
+		jobs, users, versions := e.Table(t), e.Table(t), e.Table(t)
+		jt, err := engine.ParseTable(k, jobs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ut, err := engine.ParseTable(k, users)
+		if err != nil {
+			t.Fatal(err)
+		}
+		dialect := map[engine.Kind]goose.Dialect{engine.Postgres: goose.DialectPostgres, engine.MySQL: goose.DialectMySQL, engine.SQLite: goose.DialectSQLite3}[k]
+
+		newProvider := func() *goose.Provider {
+			t.Helper()
+			own := goose.NewGoMigration(1, &goose.GoFunc{RunTx: func(ctx context.Context, tx *sql.Tx) error {
+				_, err := tx.ExecContext(ctx, `CREATE TABLE `+ut.Quoted()+` (id INTEGER PRIMARY KEY, email VARCHAR(255) NOT NULL)`)
+				return err
+			}}, nil)
+			ours, err := migrations.GooseMigrations(db, jobs, migrations.RetryPolicy{}, 20260101000000)
 			if err != nil {
 				t.Fatal(err)
 			}
-			ut, err := engine.ParseTable(k, users)
+			p, err := goose.NewProvider(dialect, db, nil,
+				goose.WithGoMigrations(append([]*goose.Migration{own}, ours...)...),
+				goose.WithTableName(versions), // a version table of this test's own
+				goose.WithDisableGlobalRegistry(true))
 			if err != nil {
 				t.Fatal(err)
 			}
-			dialect := map[engine.Kind]goose.Dialect{engine.Postgres: goose.DialectPostgres, engine.MySQL: goose.DialectMySQL, engine.SQLite: goose.DialectSQLite3}[k]
+			return p
+		}
 
-			newProvider := func() *goose.Provider {
-				t.Helper()
-				own := goose.NewGoMigration(1, &goose.GoFunc{RunTx: func(ctx context.Context, tx *sql.Tx) error {
-					_, err := tx.ExecContext(ctx, `CREATE TABLE `+ut.Quoted()+` (id INTEGER PRIMARY KEY, email VARCHAR(255) NOT NULL)`)
-					return err
-				}}, nil)
-				ours, err := migrations.GooseMigrations(db, jobs, migrations.RetryPolicy{}, 20260101000000)
-				if err != nil {
-					t.Fatal(err)
-				}
-				p, err := goose.NewProvider(dialect, db, nil,
-					goose.WithGoMigrations(append([]*goose.Migration{own}, ours...)...),
-					goose.WithTableName(versions), // a version table of this test's own
-					goose.WithDisableGlobalRegistry(true))
-				if err != nil {
-					t.Fatal(err)
-				}
-				return p
-			}
-
-			results, err := newProvider().Up(ctx)
-			if err != nil {
-				t.Fatalf("goose up: %v", err)
-			}
-			var applied []int64
-			for _, r := range results {
-				applied = append(applied, r.Source.Version)
-			}
-			if fmt.Sprint(applied) != "[1 20260101000000]" {
-				t.Errorf("applied %v, want [1 20260101000000]", applied)
-			}
-			// The jobs table is a working version 2 table: a job goes in
-			// with the columns of SPEC section 2, and Install finds nothing
-			// to change.
-			if _, err := db.ExecContext(ctx, `INSERT INTO `+jt.Quoted()+` (name, payload, max_attempts, base_delay, max_delay, scheduled_at, created_at)
+		results, err := newProvider().Up(ctx)
+		if err != nil {
+			t.Fatalf("goose up: %v", err)
+		}
+		var applied []int64
+		for _, r := range results {
+			applied = append(applied, r.Source.Version)
+		}
+		if fmt.Sprint(applied) != "[1 20260101000000]" {
+			t.Errorf("applied %v, want [1 20260101000000]", applied)
+		}
+		// The jobs table is a working version 2 table: a job goes in
+		// with the columns of SPEC section 2, and Install finds nothing
+		// to change.
+		if _, err := db.ExecContext(ctx, `INSERT INTO `+jt.Quoted()+` (name, payload, max_attempts, base_delay, max_delay, scheduled_at, created_at)
 VALUES ('send', '{}', 3, 60, 3600, '2026-01-02 03:04:05', '2026-01-01 00:00:00')`); err != nil {
-				t.Fatalf("insert a job: %v", err)
-			}
-			var status string
-			var attempts int
-			if err := db.QueryRowContext(ctx, `SELECT status, attempts FROM `+jt.Quoted()).Scan(&status, &attempts); err != nil {
-				t.Fatal(err)
-			}
-			if status != "pending" || attempts != 0 {
-				t.Errorf("new job: status %q attempts %d, want pending 0", status, attempts)
-			}
-			if err := migrations.Install(ctx, db, jobs); err != nil {
-				t.Fatalf("Install after goose up: %v", err)
-			}
-			var n int
-			if err := db.QueryRowContext(ctx, `SELECT COUNT(*) FROM `+ut.Quoted()).Scan(&n); err != nil {
-				t.Fatalf("the service's own table: %v", err)
-			}
+			t.Fatalf("insert a job: %v", err)
+		}
+		var status string
+		var attempts int
+		if err := db.QueryRowContext(ctx, `SELECT status, attempts FROM `+jt.Quoted()).Scan(&status, &attempts); err != nil {
+			t.Fatal(err)
+		}
+		if status != "pending" || attempts != 0 {
+			t.Errorf("new job: status %q attempts %d, want pending 0", status, attempts)
+		}
+		if err := migrations.Install(ctx, db, jobs); err != nil {
+			t.Fatalf("Install after goose up: %v", err)
+		}
+		var n int
+		if err := db.QueryRowContext(ctx, `SELECT COUNT(*) FROM `+ut.Quoted()).Scan(&n); err != nil {
+			t.Fatalf("the service's own table: %v", err)
+		}
 
-			// The next deploy: nothing pending, nothing applied.
-			p := newProvider()
-			if v, err := p.GetDBVersion(ctx); err != nil || v != 20260101000000 {
-				t.Errorf("version = %d, %v; want 20260101000000", v, err)
-			}
-			results, err = p.Up(ctx)
-			if err != nil || len(results) != 0 {
-				t.Errorf("second goose up: %d applied, %v; want none", len(results), err)
-			}
-		})
-	}
+		// The next deploy: nothing pending, nothing applied.
+		p := newProvider()
+		if v, err := p.GetDBVersion(ctx); err != nil || v != 20260101000000 {
+			t.Errorf("version = %d, %v; want 20260101000000", v, err)
+		}
+		results, err = p.Up(ctx)
+		if err != nil || len(results) != 0 {
+			t.Errorf("second goose up: %d applied, %v; want none", len(results), err)
+		}
+	})
 }
 
 func TestGooseMigrationsRejectsBadInput(t *testing.T) {

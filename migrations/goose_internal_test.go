@@ -18,42 +18,39 @@ import (
 // TestGooseMigrationsMigratesV1.)
 func TestGooseMigrationsWithoutPolicyRefuseVersion1Table(t *testing.T) {
 	t.Parallel()
-	for _, k := range testdb.Kinds {
-		t.Run(string(k), func(t *testing.T) {
-			t.Parallel()
-			ctx := context.Background()
-			db := testdb.Open(t, k)
-			name, versions := testdb.Table(t, db), testdb.Table(t, db)
-			tb := tableOf(t, k, name)
-			mustExec(t, db, append(v1DDL(tb), v1Rows(tb))...)
-			before, rows := takeSnapshot(t, db, tb), dumpRows(t, db, tb)
+	testdb.ForEachEngine(t, func(t *testing.T, e *testdb.Env) {
+		ctx := context.Background()
+		k, db := e.Kind, e.DB
+		name, versions := e.Table(t), e.Table(t)
+		tb := tableOf(t, k, name)
+		mustExec(t, db, append(v1DDL(tb), v1Rows(tb))...)
+		before, rows := takeSnapshot(t, db, tb), dumpRows(t, db, tb)
 
-			ms, err := GooseMigrations(db, name, RetryPolicy{}, 7)
-			if err != nil {
-				t.Fatal(err)
-			}
-			dialect, err := gooseDialect(k)
-			if err != nil {
-				t.Fatal(err)
-			}
-			prov, err := goose.NewProvider(dialect, db, nil, goose.WithGoMigrations(ms...),
-				goose.WithTableName(versions), goose.WithDisableGlobalRegistry(true))
-			if err != nil {
-				t.Fatal(err)
-			}
-			_, err = prov.Up(ctx)
-			if !errors.Is(err, ErrOutdatedTable) || !strings.Contains(err.Error(), "Migrate") || !strings.Contains(err.Error(), "no retry policy") {
-				t.Fatalf("goose up without a policy on a version 1 table: %v; want ErrOutdatedTable naming Migrate and the missing policy", err)
-			}
-			if diff := cmp.Diff(before, takeSnapshot(t, db, tb)); diff != "" {
-				t.Errorf("the refused table changed (-before +after):\n%s", diff)
-			}
-			if diff := cmp.Diff(rows, dumpRows(t, db, tb)); diff != "" {
-				t.Errorf("the refused table's rows changed (-before +after):\n%s", diff)
-			}
-			if v, err := prov.GetDBVersion(ctx); err != nil || v != 0 {
-				t.Errorf("goose version %d (%v) after the refusal, want 0", v, err)
-			}
-		})
-	}
+		ms, err := GooseMigrations(db, name, RetryPolicy{}, 7)
+		if err != nil {
+			t.Fatal(err)
+		}
+		dialect, err := gooseDialect(k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		prov, err := goose.NewProvider(dialect, db, nil, goose.WithGoMigrations(ms...),
+			goose.WithTableName(versions), goose.WithDisableGlobalRegistry(true))
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = prov.Up(ctx)
+		if !errors.Is(err, ErrOutdatedTable) || !strings.Contains(err.Error(), "Migrate") || !strings.Contains(err.Error(), "no retry policy") {
+			t.Fatalf("goose up without a policy on a version 1 table: %v; want ErrOutdatedTable naming Migrate and the missing policy", err)
+		}
+		if diff := cmp.Diff(before, takeSnapshot(t, db, tb)); diff != "" {
+			t.Errorf("the refused table changed (-before +after):\n%s", diff)
+		}
+		if diff := cmp.Diff(rows, dumpRows(t, db, tb)); diff != "" {
+			t.Errorf("the refused table's rows changed (-before +after):\n%s", diff)
+		}
+		if v, err := prov.GetDBVersion(ctx); err != nil || v != 0 {
+			t.Errorf("goose version %d (%v) after the refusal, want 0", v, err)
+		}
+	})
 }

@@ -128,97 +128,91 @@ func sortIndexes(ix []testIndex) {
 
 func TestInstallCreatesVersion2Table(t *testing.T) {
 	t.Parallel()
-	for _, k := range testdb.Kinds {
-		t.Run(string(k), func(t *testing.T) {
-			t.Parallel()
-			db := testdb.Open(t, k)
-			name := testdb.Table(t, db)
-			tb := tableOf(t, k, name)
-			if err := Install(context.Background(), db, name); err != nil {
+	testdb.ForEachEngine(t, func(t *testing.T, e *testdb.Env) {
+		k, db := e.Kind, e.DB
+		name := e.Table(t)
+		tb := tableOf(t, k, name)
+		if err := Install(context.Background(), db, name); err != nil {
+			t.Fatal(err)
+		}
+		mariaDB := k == engine.MySQL && isMariaDB(t, db)
+		if diff := cmp.Diff(wantColumns(k, name, mariaDB), testColumns(t, db, tb)); diff != "" {
+			t.Errorf("columns (-want +got):\n%s", diff)
+		}
+		if diff := cmp.Diff(wantIndexes(k, name), testIndexes(t, db, tb)); diff != "" {
+			t.Errorf("indexes (-want +got):\n%s", diff)
+		}
+		switch k {
+		case engine.MySQL:
+			if got := testIDs(t, db, tb)[1]; got != "InnoDB utf8mb4_bin" {
+				t.Errorf("table options %q, want InnoDB utf8mb4_bin", got)
+			}
+			if mariaDB {
+				var check string
+				if err := db.QueryRow(`SELECT CHECK_CLAUSE FROM information_schema.CHECK_CONSTRAINTS
+WHERE CONSTRAINT_SCHEMA = DATABASE() AND TABLE_NAME = ?`, name).Scan(&check); err != nil {
+					t.Fatalf("payload's JSON check: %v", err)
+				}
+				if !strings.Contains(check, "json_valid(`payload`)") {
+					t.Errorf("payload check %q, want json_valid(`payload`)", check)
+				}
+			}
+		case engine.SQLite:
+			var ddl string
+			if err := db.QueryRow(`SELECT sql FROM sqlite_master WHERE type = 'table' AND name = ?`, name).Scan(&ddl); err != nil {
 				t.Fatal(err)
 			}
-			mariaDB := k == engine.MySQL && isMariaDB(t, db)
-			if diff := cmp.Diff(wantColumns(k, name, mariaDB), testColumns(t, db, tb)); diff != "" {
-				t.Errorf("columns (-want +got):\n%s", diff)
+			if !strings.Contains(ddl, "INTEGER PRIMARY KEY AUTOINCREMENT") {
+				t.Errorf("id is not INTEGER PRIMARY KEY AUTOINCREMENT: %s", ddl)
 			}
-			if diff := cmp.Diff(wantIndexes(k, name), testIndexes(t, db, tb)); diff != "" {
-				t.Errorf("indexes (-want +got):\n%s", diff)
+			// The database is this test's own: Install ran through goose
+			// with versioning disabled, so no goose version table exists.
+			var tables []string
+			rows, err := db.Query(`SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name`)
+			if err != nil {
+				t.Fatal(err)
 			}
-			switch k {
-			case engine.MySQL:
-				if got := testIDs(t, db, tb)[1]; got != "InnoDB utf8mb4_bin" {
-					t.Errorf("table options %q, want InnoDB utf8mb4_bin", got)
-				}
-				if mariaDB {
-					var check string
-					if err := db.QueryRow(`SELECT CHECK_CLAUSE FROM information_schema.CHECK_CONSTRAINTS
-WHERE CONSTRAINT_SCHEMA = DATABASE() AND TABLE_NAME = ?`, name).Scan(&check); err != nil {
-						t.Fatalf("payload's JSON check: %v", err)
-					}
-					if !strings.Contains(check, "json_valid(`payload`)") {
-						t.Errorf("payload check %q, want json_valid(`payload`)", check)
-					}
-				}
-			case engine.SQLite:
-				var ddl string
-				if err := db.QueryRow(`SELECT sql FROM sqlite_master WHERE type = 'table' AND name = ?`, name).Scan(&ddl); err != nil {
+			defer rows.Close()
+			for rows.Next() {
+				var n string
+				if err := rows.Scan(&n); err != nil {
 					t.Fatal(err)
 				}
-				if !strings.Contains(ddl, "INTEGER PRIMARY KEY AUTOINCREMENT") {
-					t.Errorf("id is not INTEGER PRIMARY KEY AUTOINCREMENT: %s", ddl)
-				}
-				// The database is this test's own: Install ran through goose
-				// with versioning disabled, so no goose version table exists.
-				var tables []string
-				rows, err := db.Query(`SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name`)
-				if err != nil {
-					t.Fatal(err)
-				}
-				defer rows.Close()
-				for rows.Next() {
-					var n string
-					if err := rows.Scan(&n); err != nil {
-						t.Fatal(err)
-					}
-					tables = append(tables, n)
-				}
-				if diff := cmp.Diff([]string{"sqlite_sequence", name}, tables); diff != "" {
-					t.Errorf("tables after Install (-want +got):\n%s", diff)
-				}
+				tables = append(tables, n)
 			}
-			st, err := inspect(context.Background(), db, tb)
-			if err != nil || st != tableV2 {
-				t.Errorf("inspect = %v, %v; want version 2", st, err)
+			if diff := cmp.Diff([]string{"sqlite_sequence", name}, tables); diff != "" {
+				t.Errorf("tables after Install (-want +got):\n%s", diff)
 			}
-		})
-	}
+		}
+		st, err := inspect(context.Background(), db, tb)
+		if err != nil || st != tableV2 {
+			t.Errorf("inspect = %v, %v; want version 2", st, err)
+		}
+	})
 }
 
 func TestInstallIsIdempotent(t *testing.T) {
 	t.Parallel()
-	for _, k := range testdb.Kinds {
-		t.Run(string(k), func(t *testing.T) {
-			t.Parallel()
-			db := testdb.Open(t, k)
-			name := testdb.Table(t, db)
-			tb := tableOf(t, k, name)
-			if err := Install(context.Background(), db, name); err != nil {
-				t.Fatal(err)
-			}
-			mustExec(t, db, v2Row(tb))
-			before := takeSnapshot(t, db, tb)
-			rows := dumpRows(t, db, tb)
-			if err := Install(context.Background(), db, name); err != nil {
-				t.Fatalf("second Install: %v", err)
-			}
-			if diff := cmp.Diff(before, takeSnapshot(t, db, tb)); diff != "" {
-				t.Errorf("second Install changed the catalog (-before +after):\n%s", diff)
-			}
-			if diff := cmp.Diff(rows, dumpRows(t, db, tb)); diff != "" {
-				t.Errorf("second Install changed the rows (-before +after):\n%s", diff)
-			}
-		})
-	}
+	testdb.ForEachEngine(t, func(t *testing.T, e *testdb.Env) {
+		k, db := e.Kind, e.DB
+		name := e.Table(t)
+		tb := tableOf(t, k, name)
+		if err := Install(context.Background(), db, name); err != nil {
+			t.Fatal(err)
+		}
+		mustExec(t, db, v2Row(tb))
+		before := takeSnapshot(t, db, tb)
+		rows := dumpRows(t, db, tb)
+		if err := Install(context.Background(), db, name); err != nil {
+			t.Fatalf("second Install: %v", err)
+		}
+		if diff := cmp.Diff(before, takeSnapshot(t, db, tb)); diff != "" {
+			t.Errorf("second Install changed the catalog (-before +after):\n%s", diff)
+		}
+		if diff := cmp.Diff(rows, dumpRows(t, db, tb)); diff != "" {
+			t.Errorf("second Install changed the rows (-before +after):\n%s", diff)
+		}
+	})
 }
 
 // v2Row inserts one version 2 job into tb.
@@ -244,93 +238,87 @@ func createIndexOnSQL(tb engine.Table, index, cols string) string {
 
 func TestInstallRepairsIndexesAndKeepsUsersAdditions(t *testing.T) {
 	t.Parallel()
-	for _, k := range testdb.Kinds {
-		t.Run(string(k), func(t *testing.T) {
-			t.Parallel()
-			ctx := context.Background()
-			db := testdb.Open(t, k)
-			name := testdb.Table(t, db)
-			tb := tableOf(t, k, name)
-			if err := Install(ctx, db, name); err != nil {
-				t.Fatal(err)
-			}
-			mustExec(t, db, v2Row(tb))
-			rows := dumpRows(t, db, tb)
-			oldIDs := testIDs(t, db, tb)
+	testdb.ForEachEngine(t, func(t *testing.T, e *testdb.Env) {
+		ctx := context.Background()
+		k, db := e.Kind, e.DB
+		name := e.Table(t)
+		tb := tableOf(t, k, name)
+		if err := Install(ctx, db, name); err != nil {
+			t.Fatal(err)
+		}
+		mustExec(t, db, v2Row(tb))
+		rows := dumpRows(t, db, tb)
+		oldIDs := testIDs(t, db, tb)
 
-			userIndex := name + "_tenant"
-			mustExec(t, db,
-				// A missing index of ours…
-				dropIndexSQL(tb, tb.IndexName("status_expires")),
-				// …one of ours on the wrong columns…
-				dropIndexSQL(tb, tb.IndexName("lease_until")),
-				createIndexOnSQL(tb, tb.IndexName("lease_until"), "created_at, lease_until"),
-				// …and the user's own column and index.
-				"ALTER TABLE "+tb.Quoted()+" ADD COLUMN tenant VARCHAR(32)",
-				createIndexOnSQL(tb, userIndex, "tenant, created_at"),
-			)
-			if err := Install(ctx, db, name); err != nil {
-				t.Fatal(err)
-			}
-			wantIx := append(wantIndexes(k, name), testIndex{Name: userIndex, Columns: []string{"tenant", "created_at"}})
-			sortIndexes(wantIx)
-			if diff := cmp.Diff(wantIx, testIndexes(t, db, tb)); diff != "" {
-				t.Errorf("indexes (-want +got):\n%s", diff)
-			}
-			cols := testColumns(t, db, tb)
-			if last := cols[len(cols)-1]; last.Name != "tenant" || !strings.Contains(strings.ToLower(last.Type), "char") || !strings.Contains(last.Type, "(32)") {
-				t.Errorf("user's column: got %+v, want tenant varchar(32)", last)
-			}
-			if diff := cmp.Diff(rows, dumpRows(t, db, tb), cmp.Transformer("noTenant", func(s string) string {
-				return strings.Replace(s, "tenant=<nil> ", "", 1)
-			})); diff != "" {
-				t.Errorf("rows changed (-before +after):\n%s", diff)
-			}
-			// The indexes that were right were not rebuilt (PostgreSQL and
-			// SQLite show it in their catalogs).
-			if k != engine.MySQL {
-				newIDs := strings.Join(testIDs(t, db, tb), "\n")
-				for _, id := range oldIDs {
-					if strings.Contains(id, "status_scheduled") && !strings.Contains(newIDs, id) {
-						t.Errorf("index %q was rebuilt although it was right; now:\n%s", id, newIDs)
-					}
+		userIndex := name + "_tenant"
+		mustExec(t, db,
+			// A missing index of ours…
+			dropIndexSQL(tb, tb.IndexName("status_expires")),
+			// …one of ours on the wrong columns…
+			dropIndexSQL(tb, tb.IndexName("lease_until")),
+			createIndexOnSQL(tb, tb.IndexName("lease_until"), "created_at, lease_until"),
+			// …and the user's own column and index.
+			"ALTER TABLE "+tb.Quoted()+" ADD COLUMN tenant VARCHAR(32)",
+			createIndexOnSQL(tb, userIndex, "tenant, created_at"),
+		)
+		if err := Install(ctx, db, name); err != nil {
+			t.Fatal(err)
+		}
+		wantIx := append(wantIndexes(k, name), testIndex{Name: userIndex, Columns: []string{"tenant", "created_at"}})
+		sortIndexes(wantIx)
+		if diff := cmp.Diff(wantIx, testIndexes(t, db, tb)); diff != "" {
+			t.Errorf("indexes (-want +got):\n%s", diff)
+		}
+		cols := testColumns(t, db, tb)
+		if last := cols[len(cols)-1]; last.Name != "tenant" || !strings.Contains(strings.ToLower(last.Type), "char") || !strings.Contains(last.Type, "(32)") {
+			t.Errorf("user's column: got %+v, want tenant varchar(32)", last)
+		}
+		if diff := cmp.Diff(rows, dumpRows(t, db, tb), cmp.Transformer("noTenant", func(s string) string {
+			return strings.Replace(s, "tenant=<nil> ", "", 1)
+		})); diff != "" {
+			t.Errorf("rows changed (-before +after):\n%s", diff)
+		}
+		// The indexes that were right were not rebuilt (PostgreSQL and
+		// SQLite show it in their catalogs).
+		if k != engine.MySQL {
+			newIDs := strings.Join(testIDs(t, db, tb), "\n")
+			for _, id := range oldIDs {
+				if strings.Contains(id, "status_scheduled") && !strings.Contains(newIDs, id) {
+					t.Errorf("index %q was rebuilt although it was right; now:\n%s", id, newIDs)
 				}
 			}
-		})
-	}
+		}
+	})
 }
 
 func TestInstallRefusesVersion1Table(t *testing.T) {
 	t.Parallel()
-	for _, k := range testdb.Kinds {
-		t.Run(string(k), func(t *testing.T) {
-			t.Parallel()
-			db := testdb.Open(t, k)
-			name := testdb.Table(t, db)
-			tb := tableOf(t, k, name)
-			mustExec(t, db, append(v1DDL(tb), v1Rows(tb))...)
-			before, rows := takeSnapshot(t, db, tb), dumpRows(t, db, tb)
+	testdb.ForEachEngine(t, func(t *testing.T, e *testdb.Env) {
+		k, db := e.Kind, e.DB
+		name := e.Table(t)
+		tb := tableOf(t, k, name)
+		mustExec(t, db, append(v1DDL(tb), v1Rows(tb))...)
+		before, rows := takeSnapshot(t, db, tb), dumpRows(t, db, tb)
 
-			err := Install(context.Background(), db, name)
-			if !errors.Is(err, ErrOutdatedTable) {
-				t.Fatalf("Install on a version 1 table: %v; want ErrOutdatedTable", err)
+		err := Install(context.Background(), db, name)
+		if !errors.Is(err, ErrOutdatedTable) {
+			t.Fatalf("Install on a version 1 table: %v; want ErrOutdatedTable", err)
+		}
+		for _, s := range []string{"Migrate", "version 1", name} {
+			if !strings.Contains(err.Error(), s) {
+				t.Errorf("error %q does not mention %q", err, s)
 			}
-			for _, s := range []string{"Migrate", "version 1", name} {
-				if !strings.Contains(err.Error(), s) {
-					t.Errorf("error %q does not mention %q", err, s)
-				}
-			}
-			if diff := cmp.Diff(before, takeSnapshot(t, db, tb)); diff != "" {
-				t.Errorf("Install changed a version 1 table (-before +after):\n%s", diff)
-			}
-			if diff := cmp.Diff(rows, dumpRows(t, db, tb)); diff != "" {
-				t.Errorf("Install changed a version 1 table's rows (-before +after):\n%s", diff)
-			}
-			if len(rows) != 3 {
-				t.Errorf("%d rows, want 3", len(rows))
-			}
-		})
-	}
+		}
+		if diff := cmp.Diff(before, takeSnapshot(t, db, tb)); diff != "" {
+			t.Errorf("Install changed a version 1 table (-before +after):\n%s", diff)
+		}
+		if diff := cmp.Diff(rows, dumpRows(t, db, tb)); diff != "" {
+			t.Errorf("Install changed a version 1 table's rows (-before +after):\n%s", diff)
+		}
+		if len(rows) != 3 {
+			t.Errorf("%d rows, want 3", len(rows))
+		}
+	})
 }
 
 func TestInstallRefusesHalfMigratedTable(t *testing.T) {
@@ -377,12 +365,15 @@ func TestInstallRefusesHalfMigratedTable(t *testing.T) {
 			return "ALTER TABLE " + tb.Quoted() + " MODIFY created_at TIMESTAMP NOT NULL DEFAULT CURRENT_TIMESTAMP"
 		})},
 	}
-	for _, c := range cases {
-		for _, k := range c.kinds {
-			t.Run(c.name+"/"+string(k), func(t *testing.T) {
+	testdb.ForEachEngine(t, func(t *testing.T, e *testdb.Env) {
+		for _, c := range cases {
+			if !slices.Contains(c.kinds, e.Kind) {
+				continue
+			}
+			t.Run(c.name, func(t *testing.T) {
 				t.Parallel()
-				db := testdb.Open(t, k)
-				name := testdb.Table(t, db)
+				k, db := e.Kind, e.DB
+				name := e.Table(t)
 				tb := tableOf(t, k, name)
 				c.setup(t, db, tb)
 				before, rows := takeSnapshot(t, db, tb), dumpRows(t, db, tb)
@@ -403,28 +394,25 @@ func TestInstallRefusesHalfMigratedTable(t *testing.T) {
 				}
 			})
 		}
-	}
+	})
 }
 
 func TestInstallRefusesForeignTable(t *testing.T) {
 	t.Parallel()
-	for _, k := range testdb.Kinds {
-		t.Run(string(k), func(t *testing.T) {
-			t.Parallel()
-			db := testdb.Open(t, k)
-			name := testdb.Table(t, db)
-			tb := tableOf(t, k, name)
-			mustExec(t, db, "CREATE TABLE "+tb.Quoted()+" (id INTEGER PRIMARY KEY, status VARCHAR(20), note TEXT)")
-			before := takeSnapshot(t, db, tb)
-			err := Install(context.Background(), db, name)
-			if err == nil || errors.Is(err, ErrOutdatedTable) || !strings.Contains(err.Error(), "not a jobqueue table") {
-				t.Fatalf("Install on someone else's table: %v; want a 'not a jobqueue table' error", err)
-			}
-			if diff := cmp.Diff(before, takeSnapshot(t, db, tb)); diff != "" {
-				t.Errorf("Install changed the table (-before +after):\n%s", diff)
-			}
-		})
-	}
+	testdb.ForEachEngine(t, func(t *testing.T, e *testdb.Env) {
+		k, db := e.Kind, e.DB
+		name := e.Table(t)
+		tb := tableOf(t, k, name)
+		mustExec(t, db, "CREATE TABLE "+tb.Quoted()+" (id INTEGER PRIMARY KEY, status VARCHAR(20), note TEXT)")
+		before := takeSnapshot(t, db, tb)
+		err := Install(context.Background(), db, name)
+		if err == nil || errors.Is(err, ErrOutdatedTable) || !strings.Contains(err.Error(), "not a jobqueue table") {
+			t.Fatalf("Install on someone else's table: %v; want a 'not a jobqueue table' error", err)
+		}
+		if diff := cmp.Diff(before, takeSnapshot(t, db, tb)); diff != "" {
+			t.Errorf("Install changed the table (-before +after):\n%s", diff)
+		}
+	})
 }
 
 // closedDB is a *sql.DB of engine k that runs no SQL at all: any statement
@@ -460,25 +448,27 @@ func TestInstallRejectsBadTableNamesBeforeAnySQL(t *testing.T) {
 		{long51, []engine.Kind{engine.Postgres}},
 		{strings.Repeat("a", 65), testdb.Kinds},
 	}
-	for _, k := range testdb.Kinds {
+	testdb.ForEachKind(t, func(t *testing.T, k engine.Kind) {
 		db := closedDB(t, k)
 		// The control: with a valid name the closed database is reached.
 		if err := Install(context.Background(), db, "jobs"); err == nil || !strings.Contains(err.Error(), "closed") {
-			t.Fatalf("%s: Install on a closed database with a valid name: %v; want a 'closed' error", k, err)
+			t.Fatalf("Install on a closed database with a valid name: %v; want a 'closed' error", err)
 		}
 		for _, c := range cases {
 			if !slices.Contains(c.kinds, k) {
 				continue
 			}
-			err := Install(context.Background(), db, c.name)
-			if !errors.Is(err, ErrInvalidTableName) {
-				t.Errorf("%s: Install(%q) = %v; want ErrInvalidTableName", k, c.name, err)
-			}
-			if _, err := GooseMigrations(db, c.name, RetryPolicy{}, 1); !errors.Is(err, ErrInvalidTableName) {
-				t.Errorf("%s: GooseMigrations(%q) = %v; want ErrInvalidTableName", k, c.name, err)
-			}
+			t.Run(fmt.Sprintf("%q", c.name), func(t *testing.T) {
+				err := Install(context.Background(), db, c.name)
+				if !errors.Is(err, ErrInvalidTableName) {
+					t.Errorf("Install = %v; want ErrInvalidTableName", err)
+				}
+				if _, err := GooseMigrations(db, c.name, RetryPolicy{}, 1); !errors.Is(err, ErrInvalidTableName) {
+					t.Errorf("GooseMigrations = %v; want ErrInvalidTableName", err)
+				}
+			})
 		}
-	}
+	})
 }
 
 func TestInstallFoldsNamesToLowerCaseOnPostgres(t *testing.T) {
@@ -592,85 +582,76 @@ func TestInstallRejectsUnsupportedDatabase(t *testing.T) {
 
 func TestInstallAgreesWithSchemaSQL(t *testing.T) {
 	t.Parallel()
-	for _, k := range testdb.Kinds {
-		t.Run(string(k), func(t *testing.T) {
-			t.Parallel()
-			db := testdb.Open(t, k)
-			fromFile, installed := testdb.Table(t, db), testdb.Table(t, db)
-			mustExec(t, db, schemaSQL(t, k, fromFile)...)
-			if err := Install(context.Background(), db, installed); err != nil {
-				t.Fatal(err)
-			}
-			a := takeSnapshot(t, db, tableOf(t, k, fromFile)).normalized(fromFile)
-			b := takeSnapshot(t, db, tableOf(t, k, installed)).normalized(installed)
-			if k == engine.Postgres {
-				// Index OIDs differ between any two tables: compare the rest.
-				a.IDs, b.IDs = nil, nil
-			}
-			if k == engine.SQLite {
-				// Root pages differ; the CREATE statements' whitespace may too.
-				a.IDs, b.IDs = nil, nil
-			}
-			if diff := cmp.Diff(a, b); diff != "" {
-				t.Errorf("sql/%s/schema.sql (-) and Install (+) differ:\n%s", k, diff)
-			}
-			if len(a.Columns) != 16 || len(a.Indexes) < 4 {
-				t.Errorf("schema.sql table has %d columns and %d indexes; want 16 and the four of SPEC section 2", len(a.Columns), len(a.Indexes))
-			}
-		})
-	}
+	testdb.ForEachEngine(t, func(t *testing.T, e *testdb.Env) {
+		k, db := e.Kind, e.DB
+		fromFile, installed := e.Table(t), e.Table(t)
+		mustExec(t, db, schemaSQL(t, k, fromFile)...)
+		if err := Install(context.Background(), db, installed); err != nil {
+			t.Fatal(err)
+		}
+		a := takeSnapshot(t, db, tableOf(t, k, fromFile)).normalized(fromFile)
+		b := takeSnapshot(t, db, tableOf(t, k, installed)).normalized(installed)
+		if k == engine.Postgres {
+			// Index OIDs differ between any two tables: compare the rest.
+			a.IDs, b.IDs = nil, nil
+		}
+		if k == engine.SQLite {
+			// Root pages differ; the CREATE statements' whitespace may too.
+			a.IDs, b.IDs = nil, nil
+		}
+		if diff := cmp.Diff(a, b); diff != "" {
+			t.Errorf("sql/%s/schema.sql (-) and Install (+) differ:\n%s", k, diff)
+		}
+		if len(a.Columns) != 16 || len(a.Indexes) < 4 {
+			t.Errorf("schema.sql table has %d columns and %d indexes; want 16 and the four of SPEC section 2", len(a.Columns), len(a.Indexes))
+		}
+	})
 }
 
 func TestInstallConcurrentCalls(t *testing.T) {
 	t.Parallel()
-	for _, k := range testdb.Kinds {
-		t.Run(string(k), func(t *testing.T) {
-			t.Parallel()
-			db := testdb.Open(t, k)
-			name := testdb.Table(t, db)
-			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-			defer cancel()
-			const n = 4
-			errs := make(chan error, n)
-			var start sync.WaitGroup
-			start.Add(1)
-			for range n {
-				go func() {
-					start.Wait()
-					errs <- Install(ctx, db, name)
-				}()
+	testdb.ForEachEngine(t, func(t *testing.T, e *testdb.Env) {
+		k, db := e.Kind, e.DB
+		name := e.Table(t)
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		const n = 4
+		errs := make(chan error, n)
+		var start sync.WaitGroup
+		start.Add(1)
+		for range n {
+			go func() {
+				start.Wait()
+				errs <- Install(ctx, db, name)
+			}()
+		}
+		start.Done()
+		for range n {
+			if err := <-errs; err != nil {
+				t.Errorf("concurrent Install: %v", err)
 			}
-			start.Done()
-			for range n {
-				if err := <-errs; err != nil {
-					t.Errorf("concurrent Install: %v", err)
-				}
-			}
-			if diff := cmp.Diff(wantIndexes(k, name), testIndexes(t, db, tableOf(t, k, name))); diff != "" {
-				t.Errorf("indexes (-want +got):\n%s", diff)
-			}
-		})
-	}
+		}
+		if diff := cmp.Diff(wantIndexes(k, name), testIndexes(t, db, tableOf(t, k, name))); diff != "" {
+			t.Errorf("indexes (-want +got):\n%s", diff)
+		}
+	})
 }
 
 func TestInstallWithSingleConnectionPool(t *testing.T) {
 	t.Parallel()
-	for _, k := range testdb.Kinds {
-		t.Run(string(k), func(t *testing.T) {
-			t.Parallel()
-			db := testdb.Open(t, k)
-			db.SetMaxOpenConns(1) // goose keeps one connection while a migration runs
-			name := testdb.Table(t, db)
-			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			defer cancel()
-			for i := range 2 {
-				if err := Install(ctx, db, name); err != nil {
-					t.Fatalf("Install #%d with one connection: %v", i+1, err)
-				}
+	testdb.ForEachEngine(t, func(t *testing.T, e *testdb.Env) {
+		k, db := e.Kind, e.DB
+		db.SetMaxOpenConns(1) // goose keeps one connection while a migration runs
+		name := e.Table(t)
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		for i := range 2 {
+			if err := Install(ctx, db, name); err != nil {
+				t.Fatalf("Install #%d with one connection: %v", i+1, err)
 			}
-			if diff := cmp.Diff(wantIndexes(k, name), testIndexes(t, db, tableOf(t, k, name))); diff != "" {
-				t.Errorf("indexes (-want +got):\n%s", diff)
-			}
-		})
-	}
+		}
+		if diff := cmp.Diff(wantIndexes(k, name), testIndexes(t, db, tableOf(t, k, name))); diff != "" {
+			t.Errorf("indexes (-want +got):\n%s", diff)
+		}
+	})
 }

@@ -18,54 +18,51 @@ import (
 // nothing.
 func TestGooseMigrationsMigratesV1(t *testing.T) {
 	t.Parallel()
-	for _, k := range testdb.Kinds {
-		t.Run(string(k), func(t *testing.T) {
-			t.Parallel()
-			ctx := context.Background()
-			db := testdb.Open(t, k)
-			table := testdb.Table(t, db)
-			versions := testdb.Table(t, db) // the service's goose version table
-			createV1(t, db, k, table)
-			jobs := v1Fixture(k, time.Now().UTC())
-			insertV1(t, db, k, table, jobs)
-			payloads := payloadTexts(t, db, k, table)
+	testdb.ForEachEngine(t, func(t *testing.T, e *testdb.Env) {
+		ctx := context.Background()
+		k, db := e.Kind, e.DB
+		table := e.Table(t)
+		versions := e.Table(t) // the service's goose version table
+		createV1(t, db, k, table)
+		jobs := v1Fixture(k, time.Now().UTC())
+		insertV1(t, db, k, table, jobs)
+		payloads := payloadTexts(t, db, k, table)
 
-			ms, err := GooseMigrations(db, table, testPolicy, 20260101000000)
-			if err != nil {
-				t.Fatal(err)
-			}
-			dialect, err := gooseDialect(k)
-			if err != nil {
-				t.Fatal(err)
-			}
-			p, err := goose.NewProvider(dialect, db, nil,
-				goose.WithGoMigrations(ms...), goose.WithDisableGlobalRegistry(true), goose.WithTableName(versions))
-			if err != nil {
-				t.Fatal(err)
-			}
-			before := time.Now().UTC()
-			res, err := p.Up(ctx)
-			if err != nil {
-				t.Fatalf("goose up: %v", err)
-			}
-			after := time.Now().UTC()
-			if len(res) != 1 {
-				t.Fatalf("goose up applied %d migrations, want 1", len(res))
-			}
-			checkMigratedRows(t, db, k, table, jobs, payloads, before, after)
-			checkV2Catalog(t, db, k, table)
+		ms, err := GooseMigrations(db, table, testPolicy, 20260101000000)
+		if err != nil {
+			t.Fatal(err)
+		}
+		dialect, err := gooseDialect(k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := goose.NewProvider(dialect, db, nil,
+			goose.WithGoMigrations(ms...), goose.WithDisableGlobalRegistry(true), goose.WithTableName(versions))
+		if err != nil {
+			t.Fatal(err)
+		}
+		before := time.Now().UTC()
+		res, err := p.Up(ctx)
+		if err != nil {
+			t.Fatalf("goose up: %v", err)
+		}
+		after := time.Now().UTC()
+		if len(res) != 1 {
+			t.Fatalf("goose up applied %d migrations, want 1", len(res))
+		}
+		checkMigratedRows(t, db, k, table, jobs, payloads, before, after)
+		checkV2Catalog(t, db, k, table)
 
-			d1 := dump(t, db, k, table)
-			res, err = p.Up(ctx)
-			if err != nil || len(res) != 0 {
-				t.Fatalf("second goose up: %d applied, %v; want nothing to do", len(res), err)
-			}
-			if diff := cmp.Diff(d1, dump(t, db, k, table)); diff != "" {
-				t.Errorf("second goose up changed rows:\n%s", diff)
-			}
-			if st, err := inspect(ctx, db, engine.Table{Kind: k, Name: table}); err != nil || st != tableV2 {
-				t.Errorf("inspect: %v %v", st, err)
-			}
-		})
-	}
+		d1 := dump(t, db, k, table)
+		res, err = p.Up(ctx)
+		if err != nil || len(res) != 0 {
+			t.Fatalf("second goose up: %d applied, %v; want nothing to do", len(res), err)
+		}
+		if diff := cmp.Diff(d1, dump(t, db, k, table)); diff != "" {
+			t.Errorf("second goose up changed rows:\n%s", diff)
+		}
+		if st, err := inspect(ctx, db, engine.Table{Kind: k, Name: table}); err != nil || st != tableV2 {
+			t.Errorf("inspect: %v %v", st, err)
+		}
+	})
 }

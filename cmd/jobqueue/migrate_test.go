@@ -19,56 +19,52 @@ import (
 // required) converts it, and that the jobs are then usable.
 func TestVersion1Table(t *testing.T) {
 	t.Parallel()
-	for _, k := range testdb.Kinds {
-		t.Run(string(k), func(t *testing.T) {
-			t.Parallel()
-			url := testdb.URL(t, k)
-			db := testdb.OpenURL(t, url)
-			table := testdb.Table(t, db)
-			ctx := context.Background()
-			// The version 1 DDL of the migrate helper's fixtures.
-			ddl, err := os.ReadFile(filepath.Join("..", "..", "migrations", "testdata", "v1_"+string(k)+".sql"))
-			if err != nil {
-				t.Fatal(err)
+	testdb.ForEachEngine(t, func(t *testing.T, e *testdb.Env) {
+		k, url, db := e.Kind, e.URL, e.DB
+		table := e.Table(t)
+		ctx := context.Background()
+		// The version 1 DDL of the migrate helper's fixtures.
+		ddl, err := os.ReadFile(filepath.Join("..", "..", "migrations", "testdata", "v1_"+string(k)+".sql"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, stmt := range splitSQL(strings.ReplaceAll(string(ddl), "{{table}}", table)) {
+			if _, err := db.ExecContext(ctx, stmt); err != nil {
+				t.Fatalf("%v\n%s", err, stmt)
 			}
-			for _, stmt := range splitSQL(strings.ReplaceAll(string(ddl), "{{table}}", table)) {
-				if _, err := db.ExecContext(ctx, stmt); err != nil {
-					t.Fatalf("%v\n%s", err, stmt)
-				}
-			}
-			tbl, _ := engine.ParseTable(k, table)
-			insert := "INSERT INTO " + tbl.Quoted() + ` (name, type, payload, status, retry_count, error, scheduled_at) VALUES
+		}
+		tbl, _ := engine.ParseTable(k, table)
+		insert := "INSERT INTO " + tbl.Quoted() + ` (name, type, payload, status, retry_count, error, scheduled_at) VALUES
 				('send_email', 'email', '{"to":"ada@example.com"}', 'pending', 0, NULL, '2026-01-01 10:00:00'),
 				('charge', 'billing', '{"cents":100}', 'failed', 2, 'declined', '2026-01-01 09:00:00')`
-			if _, err := db.ExecContext(ctx, insert); err != nil {
-				t.Fatal(err)
-			}
-			c := cli{db: url, table: table}
+		if _, err := db.ExecContext(ctx, insert); err != nil {
+			t.Fatal(err)
+		}
+		c := cli{db: url, table: table}
 
-			assertOneLineError(t, c.run(t, "install"), exitFailure, "outdated", "jobqueue migrate", "--max-attempts")
-			assertOneLineError(t, c.run(t, "migrate"), exitUsage, "max-attempts")
-			if out := c.ok(t, "migrate", "--max-attempts", "5", "--base-delay", "120", "--max-delay", "3600"); !strings.Contains(out, "version 2") {
-				t.Errorf("migrate printed %q", out)
-			}
-			c.ok(t, "install")
-			c.ok(t, "migrate", "--max-attempts", "5", "--base-delay", "120", "--max-delay", "3600") // a second run changes nothing
-			assertStats(t, c, "", map[string]int64{"pending": 1, "failed": 1})
+		assertOneLineError(t, c.run(t, "install"), exitFailure, "outdated", "jobqueue migrate", "--max-attempts")
+		assertOneLineError(t, c.run(t, "migrate"), exitUsage, "max-attempts")
+		if out := c.ok(t, "migrate", "--max-attempts", "5", "--base-delay", "120", "--max-delay", "3600"); !strings.Contains(out, "version 2") {
+			t.Errorf("migrate printed %q", out)
+		}
+		c.ok(t, "install")
+		c.ok(t, "migrate", "--max-attempts", "5", "--base-delay", "120", "--max-delay", "3600") // a second run changes nothing
+		assertStats(t, c, "", map[string]int64{"pending": 1, "failed": 1})
 
-			var jobs []map[string]any
-			decodeJSON(t, c.ok(t, "list", "--json"), &jobs)
-			if len(jobs) != 2 {
-				t.Fatalf("list after migrate: %v", jobs)
+		var jobs []map[string]any
+		decodeJSON(t, c.ok(t, "list", "--json"), &jobs)
+		if len(jobs) != 2 {
+			t.Fatalf("list after migrate: %v", jobs)
+		}
+		for _, j := range jobs {
+			if j["max_attempts"] != 5.0 || j["base_delay"] != 120.0 || j["max_delay"] != 3600.0 {
+				t.Errorf("job %v does not carry the migration's policy", j["id"])
 			}
-			for _, j := range jobs {
-				if j["max_attempts"] != 5.0 || j["base_delay"] != 120.0 || j["max_delay"] != 3600.0 {
-					t.Errorf("job %v does not carry the migration's policy", j["id"])
-				}
-			}
-			// The migrated pending job runs.
-			c.ok(t, "work", "--exec", "cat >/dev/null", "--max-jobs", "1")
-			assertStats(t, c, "", map[string]int64{"completed": 1, "failed": 1})
-		})
-	}
+		}
+		// The migrated pending job runs.
+		c.ok(t, "work", "--exec", "cat >/dev/null", "--max-jobs", "1")
+		assertStats(t, c, "", map[string]int64{"completed": 1, "failed": 1})
+	})
 }
 
 // splitSQL splits a fixture into statements, dropping -- comments.
@@ -96,67 +92,72 @@ func splitSQL(s string) []string {
 // still there), on which the queue's own check passes.
 func TestHalfMigratedTable(t *testing.T) {
 	t.Parallel()
-	type shape struct {
+	shapes := []struct {
 		name  string
-		kind  engine.Kind
+		only  engine.Kind // "" for every engine
 		setup func(t *testing.T, db *sql.DB, c cli, tbl engine.Table)
-	}
-	var shapes []shape
-	for _, k := range testdb.Kinds {
-		shapes = append(shapes, shape{"retry_count left", k, func(t *testing.T, db *sql.DB, c cli, tbl engine.Table) {
+	}{
+		{"retry_count left", "", func(t *testing.T, db *sql.DB, c cli, tbl engine.Table) {
 			c.ok(t, "install")
 			c.ok(t, "enqueue", "--name", "k")
 			if _, err := db.Exec("ALTER TABLE " + tbl.Quoted() + " ADD COLUMN retry_count INTEGER NOT NULL DEFAULT 0"); err != nil {
 				t.Fatal(err)
 			}
-		}})
-	}
-	shapes = append(shapes, shape{"after the first step", engine.MySQL, func(t *testing.T, db *sql.DB, c cli, tbl engine.Table) {
-		ddl, err := os.ReadFile(filepath.Join("..", "..", "migrations", "testdata", "v1_mysql.sql"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		stmts := splitSQL(strings.ReplaceAll(string(ddl), "{{table}}", tbl.Name))
-		stmts = append(stmts,
-			"INSERT INTO "+tbl.Quoted()+" (name, payload, status, retry_count, scheduled_at) VALUES ('k', '{}', 'pending', 0, '2026-01-01 00:00:00')",
-			"ALTER TABLE "+tbl.Quoted()+" MODIFY status ENUM('pending','in_progress','completed','failed','expired') NOT NULL DEFAULT 'pending',"+
-				" MODIFY created_at DATETIME NOT NULL, ADD COLUMN attempts INT UNSIGNED NULL AFTER status,"+
-				" ADD COLUMN claim_token VARCHAR(64) NULL AFTER attempts, ADD COLUMN lease_until DATETIME NULL AFTER claim_token,"+
-				" ADD COLUMN max_attempts INT UNSIGNED NULL AFTER lease_until, ADD COLUMN base_delay INT UNSIGNED NULL AFTER max_attempts,"+
-				" ADD COLUMN max_delay INT UNSIGNED NULL AFTER base_delay, ADD COLUMN finished_at DATETIME NULL AFTER expires_at")
-		for _, s := range stmts {
-			if _, err := db.Exec(s); err != nil {
-				t.Fatalf("%v\n%s", err, s)
+		}},
+		{"after the first step", engine.MySQL, func(t *testing.T, db *sql.DB, c cli, tbl engine.Table) {
+			ddl, err := os.ReadFile(filepath.Join("..", "..", "migrations", "testdata", "v1_mysql.sql"))
+			if err != nil {
+				t.Fatal(err)
 			}
-		}
-	}})
-	for _, sh := range shapes {
-		t.Run(string(sh.kind)+"/"+sh.name, func(t *testing.T) {
-			t.Parallel()
-			url := testdb.URL(t, sh.kind)
-			db := testdb.OpenURL(t, url)
-			table := testdb.Table(t, db)
-			tbl, _ := engine.ParseTable(sh.kind, table)
-			c := cli{db: url, table: table, timeout: 30 * time.Second}
-			sh.setup(t, db, c, tbl)
-			dump := func() string {
-				var n int
-				var s sql.NullString
-				if err := db.QueryRow("SELECT COUNT(*), MAX(status) FROM "+tbl.Quoted()).Scan(&n, &s); err != nil {
+			stmts := splitSQL(strings.ReplaceAll(string(ddl), "{{table}}", tbl.Name))
+			stmts = append(stmts,
+				"INSERT INTO "+tbl.Quoted()+" (name, payload, status, retry_count, scheduled_at) VALUES ('k', '{}', 'pending', 0, '2026-01-01 00:00:00')",
+				"ALTER TABLE "+tbl.Quoted()+" MODIFY status ENUM('pending','in_progress','completed','failed','expired') NOT NULL DEFAULT 'pending',"+
+					" MODIFY created_at DATETIME NOT NULL, ADD COLUMN attempts INT UNSIGNED NULL AFTER status,"+
+					" ADD COLUMN claim_token VARCHAR(64) NULL AFTER attempts, ADD COLUMN lease_until DATETIME NULL AFTER claim_token,"+
+					" ADD COLUMN max_attempts INT UNSIGNED NULL AFTER lease_until, ADD COLUMN base_delay INT UNSIGNED NULL AFTER max_attempts,"+
+					" ADD COLUMN max_delay INT UNSIGNED NULL AFTER base_delay, ADD COLUMN finished_at DATETIME NULL AFTER expires_at")
+			for _, s := range stmts {
+				if _, err := db.Exec(s); err != nil {
+					t.Fatalf("%v\n%s", err, s)
+				}
+			}
+		}},
+	}
+	testdb.ForEachEngine(t, func(t *testing.T, e *testdb.Env) {
+		for _, sh := range shapes {
+			if sh.only != "" && sh.only != e.Kind {
+				continue
+			}
+			t.Run(sh.name, func(t *testing.T) {
+				t.Parallel()
+				url, db := e.URL, e.DB
+				table := e.Table(t)
+				tbl, err := engine.ParseTable(e.Kind, table)
+				if err != nil {
 					t.Fatal(err)
 				}
-				return fmt.Sprint(n, s.String)
-			}
-			before := dump()
-			for _, args := range [][]string{
-				{"stats"}, {"list", "--json"}, {"show", "1"}, {"enqueue", "--name", "k"}, {"retry", "1"},
-				{"expire"}, {"reclaim"}, {"prune", "--older-than", "1s"}, {"work", "--exec", "cat", "--max-jobs", "1", "--max-runtime", "5s"},
-			} {
-				assertOneLineError(t, c.run(t, args...), exitFailure, "outdated", "jobqueue migrate")
-			}
-			if after := dump(); after != before {
-				t.Errorf("the refused table changed: %s, was %s", after, before)
-			}
-		})
-	}
+				c := cli{db: url, table: table, timeout: 30 * time.Second}
+				sh.setup(t, db, c, tbl)
+				dump := func() string {
+					var n int
+					var s sql.NullString
+					if err := db.QueryRow("SELECT COUNT(*), MAX(status) FROM "+tbl.Quoted()).Scan(&n, &s); err != nil {
+						t.Fatal(err)
+					}
+					return fmt.Sprint(n, s.String)
+				}
+				before := dump()
+				for _, args := range [][]string{
+					{"stats"}, {"list", "--json"}, {"show", "1"}, {"enqueue", "--name", "k"}, {"retry", "1"},
+					{"expire"}, {"reclaim"}, {"prune", "--older-than", "1s"}, {"work", "--exec", "cat", "--max-jobs", "1", "--max-runtime", "5s"},
+				} {
+					assertOneLineError(t, c.run(t, args...), exitFailure, "outdated", "jobqueue migrate")
+				}
+				if after := dump(); after != before {
+					t.Errorf("the refused table changed: %s, was %s", after, before)
+				}
+			})
+		}
+	})
 }

@@ -7,6 +7,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/jobqueue/jobqueue/internal/engine"
+	"github.com/jobqueue/jobqueue/internal/testdb"
 )
 
 // TestWorkWakeUp checks how an idle `jobqueue work` finds a job that
@@ -16,36 +19,66 @@ import (
 // engine, by polling at --poll-interval.
 func TestWorkWakeUp(t *testing.T) {
 	t.Parallel()
-	type wakeCase struct {
+	cases := []struct {
 		name   string
-		engine string
+		only   engine.Kind // "" for every engine
+		listen bool        // wait until the worker listens before enqueueing
 		args   []string
+	}{
+		{"poll-only", "", false, []string{"--poll-only", "--poll-interval", "300ms"}},
+		{"listen", engine.Postgres, true, []string{"--poll-interval", "1h"}},
 	}
-	var cases []wakeCase
-	for _, k := range kinds() {
-		cases = append(cases, wakeCase{k + "/poll-only", k, []string{"--poll-only", "--poll-interval", "300ms"}})
-	}
-	cases = append(cases, wakeCase{"postgres/listen", "postgres", []string{"--poll-interval", "1h"}})
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			c := engineCLI(t, tc.engine)
-			c.ok(t, "install")
-			ran := filepath.Join(t.TempDir(), "ran")
-			args := append(append([]string{}, tc.args...), "--log-level", "debug", "--exec", "cat > "+ran+".tmp && mv "+ran+".tmp "+ran)
-			_, stderr := startWorker(t, c, args...)
-			// Wait until the worker has made its first (empty) claim and
-			// is idle, so that only a wake-up or a poll can start the job.
-			for deadline := time.Now().Add(20 * time.Second); !strings.Contains(stderr.String(), "worker started"); time.Sleep(20 * time.Millisecond) {
-				if time.Now().After(deadline) {
-					t.Fatalf("worker did not start; stderr:\n%s", stderr)
+	testdb.ForEachEngine(t, func(t *testing.T, e *testdb.Env) {
+		for _, tc := range cases {
+			if tc.only != "" && tc.only != e.Kind {
+				continue
+			}
+			t.Run(tc.name, func(t *testing.T) {
+				t.Parallel()
+				c := envCLI(t, e)
+				c.ok(t, "install")
+				// A first job, there before the worker starts: once it
+				// has run, the worker's first claim is over and found
+				// fewer jobs than it had room for, so the worker is idle
+				// until a poll or a wake-up (a later job cannot ride on
+				// the first claim).
+				first := strings.TrimSpace(c.ok(t, "enqueue", "--name", "wake", "--payload", `{"n":0}`))
+				dir := t.TempDir()
+				args := append(append([]string{}, tc.args...), "--log-level", "debug", "--exec",
+					`cat > `+dir+`/$JOB_ID.tmp && mv `+dir+`/$JOB_ID.tmp `+dir+`/$JOB_ID`)
+				_, stderr := startWorker(t, c, args...)
+				if n := payloadN(t, waitFile(t, filepath.Join(dir, first), 20*time.Second)); n != 0 {
+					t.Fatalf("the first command read n=%d on stdin, want 0", n)
 				}
-			}
-			time.Sleep(500 * time.Millisecond)
-			c.ok(t, "enqueue", "--name", "wake", "--payload", `{"n":1}`)
-			if got := waitFile(t, ran, 10*time.Second); !strings.Contains(got, `"n"`) {
-				t.Errorf("the command read %q on stdin, want the payload", got)
-			}
-		})
+				if tc.listen {
+					waitStderr(t, stderr, "listening for enqueues", 20*time.Second)
+				}
+				second := strings.TrimSpace(c.ok(t, "enqueue", "--name", "wake", "--payload", `{"n":1}`))
+				if n := payloadN(t, waitFile(t, filepath.Join(dir, second), 10*time.Second)); n != 1 {
+					t.Errorf("the second command read n=%d on stdin, want 1", n)
+				}
+			})
+		}
+	})
+}
+
+// waitStderr waits until a worker's stderr contains want.
+func waitStderr(t *testing.T, stderr *syncBuffer, want string, within time.Duration) {
+	t.Helper()
+	for deadline := time.Now().Add(within); !strings.Contains(stderr.String(), want); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the worker did not log %q within %v; stderr:\n%s", want, within, stderr)
+		}
 	}
+}
+
+// payloadN decodes a {"n": N} payload a command read on stdin.
+func payloadN(t *testing.T, stdin string) int {
+	t.Helper()
+	var p struct{ N *int }
+	decodeJSON(t, stdin, &p)
+	if p.N == nil {
+		t.Fatalf("the command read %q on stdin, want a payload with n", stdin)
+	}
+	return *p.N
 }

@@ -93,29 +93,26 @@ func waitExit(t *testing.T, cmd *exec.Cmd, within time.Duration) int {
 // worker exit 0, with the job completed.
 func TestWorkSIGTERM(t *testing.T) {
 	t.Parallel()
-	for _, k := range kinds() {
-		t.Run(k, func(t *testing.T) {
-			t.Parallel()
-			c := engineCLI(t, k)
-			c.ok(t, "install")
-			c.ok(t, "enqueue", "--name", "slow")
-			dir := t.TempDir()
-			started, finished := filepath.Join(dir, "started"), filepath.Join(dir, "finished")
-			cmd, stderr := startWorker(t, c, "--grace", "20s", "--exec",
-				"echo yes > "+started+"; sleep 1; echo yes > "+finished)
-			waitFile(t, started, 20*time.Second)
-			if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
-				t.Fatal(err)
-			}
-			if code := waitExit(t, cmd, 20*time.Second); code != 0 {
-				t.Fatalf("exit %d after SIGTERM, want 0; stderr:\n%s", code, stderr)
-			}
-			if _, err := os.Stat(finished); err != nil {
-				t.Errorf("the running command did not finish before the worker exited: %v", err)
-			}
-			assertStats(t, c, "", map[string]int64{"completed": 1})
-		})
-	}
+	testdb.ForEachEngine(t, func(t *testing.T, e *testdb.Env) {
+		c := envCLI(t, e)
+		c.ok(t, "install")
+		c.ok(t, "enqueue", "--name", "slow")
+		dir := t.TempDir()
+		started, finished := filepath.Join(dir, "started"), filepath.Join(dir, "finished")
+		cmd, stderr := startWorker(t, c, "--grace", "20s", "--exec",
+			"echo yes > "+started+"; sleep 1; echo yes > "+finished)
+		waitFile(t, started, 20*time.Second)
+		if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+			t.Fatal(err)
+		}
+		if code := waitExit(t, cmd, 20*time.Second); code != 0 {
+			t.Fatalf("exit %d after SIGTERM, want 0; stderr:\n%s", code, stderr)
+		}
+		if _, err := os.Stat(finished); err != nil {
+			t.Errorf("the running command did not finish before the worker exited: %v", err)
+		}
+		assertStats(t, c, "", map[string]int64{"completed": 1})
+	})
 }
 
 // TestWorkGraceKillsGroup checks that a command still running when the
@@ -124,7 +121,7 @@ func TestWorkSIGTERM(t *testing.T) {
 // not failed.
 func TestWorkGraceKillsGroup(t *testing.T) {
 	t.Parallel()
-	c := engineCLI(t, "sqlite")
+	c := sqliteCLI(t)
 	c.ok(t, "install")
 	c.ok(t, "enqueue", "--name", "stuck")
 	pidFile := filepath.Join(t.TempDir(), "child.pid")
@@ -158,7 +155,7 @@ func TestWorkGraceKillsGroup(t *testing.T) {
 // exit 0.
 func TestWorkMaxRuntime(t *testing.T) {
 	t.Parallel()
-	c := engineCLI(t, "sqlite")
+	c := sqliteCLI(t)
 	c.ok(t, "install")
 	start := time.Now()
 	c.ok(t, "work", "--exec", "true", "--max-runtime", "1s")
@@ -173,49 +170,45 @@ func TestWorkMaxRuntime(t *testing.T) {
 // are killed at the next heartbeat, and the worker goes on.
 func TestWorkLeaseLostKillsGroup(t *testing.T) {
 	t.Parallel()
-	for _, k := range testdb.Kinds {
-		t.Run(string(k), func(t *testing.T) {
-			t.Parallel()
-			url := testdb.URL(t, k)
-			db := testdb.OpenURL(t, url)
-			c := cli{db: url, table: testdb.Table(t, db)}
-			c.ok(t, "install")
-			id := strings.TrimSpace(c.ok(t, "enqueue", "--name", "long"))
-			pidFile := filepath.Join(t.TempDir(), "child.pid")
-			cmd, stderr := startWorker(t, c, "--lease", "1s", "--grace", "1s", "--exec",
-				"sleep 60 & echo $! > "+pidFile+"; wait")
-			child, err := strconv.Atoi(strings.TrimSpace(waitFile(t, pidFile, 20*time.Second)))
-			if err != nil {
-				t.Fatal(err)
+	testdb.ForEachEngine(t, func(t *testing.T, e *testdb.Env) {
+		k, url, db := e.Kind, e.URL, e.DB
+		c := cli{db: url, table: e.Table(t)}
+		c.ok(t, "install")
+		id := strings.TrimSpace(c.ok(t, "enqueue", "--name", "long"))
+		pidFile := filepath.Join(t.TempDir(), "child.pid")
+		cmd, stderr := startWorker(t, c, "--lease", "1s", "--grace", "1s", "--exec",
+			"sleep 60 & echo $! > "+pidFile+"; wait")
+		child, err := strconv.Atoi(strings.TrimSpace(waitFile(t, pidFile, 20*time.Second)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		tbl, _ := engine.ParseTable(k, c.table)
+		if _, err := db.ExecContext(context.Background(), "UPDATE "+tbl.Quoted()+" SET claim_token = 'taken-over' WHERE id = "+id); err != nil {
+			t.Fatal(err)
+		}
+		start := time.Now()
+		for ; ; time.Sleep(20 * time.Millisecond) {
+			if err := syscall.Kill(child, 0); errors.Is(err, syscall.ESRCH) || isZombie(child) {
+				break
 			}
-			tbl, _ := engine.ParseTable(k, c.table)
-			if _, err := db.ExecContext(context.Background(), "UPDATE "+tbl.Quoted()+" SET claim_token = 'taken-over' WHERE id = "+id); err != nil {
-				t.Fatal(err)
+			if time.Since(start) > 10*time.Second {
+				syscall.Kill(child, syscall.SIGKILL)
+				t.Fatalf("the command's child %d was not killed after its job was lost; stderr:\n%s", child, stderr)
 			}
-			start := time.Now()
-			for ; ; time.Sleep(20 * time.Millisecond) {
-				if err := syscall.Kill(child, 0); errors.Is(err, syscall.ESRCH) || isZombie(child) {
-					break
-				}
-				if time.Since(start) > 10*time.Second {
-					syscall.Kill(child, syscall.SIGKILL)
-					t.Fatalf("the command's child %d was not killed after its job was lost; stderr:\n%s", child, stderr)
-				}
-			}
-			if isZombie(cmd.Process.Pid) {
-				t.Fatalf("the worker exited when one job was lost; stderr:\n%s", stderr)
-			}
-			cmd.Process.Signal(syscall.SIGTERM)
-			if code := waitExit(t, cmd, 15*time.Second); code != 0 {
-				t.Fatalf("exit %d after SIGTERM; stderr:\n%s", code, stderr)
-			}
-			// The lost attempt recorded nothing: the row is as the
-			// take-over left it.
-			var job map[string]any
-			decodeJSON(t, c.ok(t, "show", id, "--json"), &job)
-			if job["status"] != "in_progress" || job["claim_token"] != "taken-over" {
-				t.Errorf("the lost attempt changed the job: %v", job)
-			}
-		})
-	}
+		}
+		if isZombie(cmd.Process.Pid) {
+			t.Fatalf("the worker exited when one job was lost; stderr:\n%s", stderr)
+		}
+		cmd.Process.Signal(syscall.SIGTERM)
+		if code := waitExit(t, cmd, 15*time.Second); code != 0 {
+			t.Fatalf("exit %d after SIGTERM; stderr:\n%s", code, stderr)
+		}
+		// The lost attempt recorded nothing: the row is as the
+		// take-over left it.
+		var job map[string]any
+		decodeJSON(t, c.ok(t, "show", id, "--json"), &job)
+		if job["status"] != "in_progress" || job["claim_token"] != "taken-over" {
+			t.Errorf("the lost attempt changed the job: %v", job)
+		}
+	})
 }

@@ -25,8 +25,55 @@ import (
 	"github.com/jobqueue/jobqueue/internal/engine"
 )
 
-// Kinds lists every engine, for table-driven tests.
+// Kinds lists every engine, for table-driven tests (read it, never change
+// it). Most tests want ForEachEngine or ForEachKind instead of a loop.
 var Kinds = []engine.Kind{engine.Postgres, engine.MySQL, engine.SQLite}
+
+// Env is one engine's test database, opened for one test.
+type Env struct {
+	Kind engine.Kind // the engine
+	URL  string      // the database URL (for SQLite, a new file in the test's temp dir)
+	DB   *sql.DB     // a pool on URL, closed when the test ends
+}
+
+// New opens engine k's test database for t; the pool is closed when t ends.
+// A server that cannot be reached fails the test in CI and skips it
+// elsewhere (see Open).
+func New(t testing.TB, k engine.Kind) *Env {
+	t.Helper()
+	url := URL(t, k)
+	return &Env{Kind: k, URL: url, DB: OpenURL(t, url)}
+}
+
+// Table returns a fresh table name on the env's database, unique to t and
+// dropped when t ends (see the function Table).
+func (e *Env) Table(t testing.TB) string {
+	t.Helper()
+	return Table(t, e.DB)
+}
+
+// ForEachKind runs fn as a parallel subtest per engine, named after the
+// engine (postgres, mysql, sqlite). Use it when fn opens what it needs
+// itself; ForEachEngine also opens the database.
+func ForEachKind(t *testing.T, fn func(t *testing.T, k engine.Kind)) {
+	t.Helper()
+	for _, k := range Kinds {
+		t.Run(string(k), func(t *testing.T) {
+			t.Parallel()
+			fn(t, k)
+		})
+	}
+}
+
+// ForEachEngine runs fn as a parallel subtest per engine, named after the
+// engine, each with its own Env (its own SQLite file); e.Table gives fn as
+// many fresh tables as it needs. Subtests fn starts with t.Run share e.
+func ForEachEngine(t *testing.T, fn func(t *testing.T, e *Env)) {
+	t.Helper()
+	ForEachKind(t, func(t *testing.T, k engine.Kind) {
+		fn(t, New(t, k))
+	})
+}
 
 // URL is the database URL tests use for engine k (for SQLite, a new file in
 // t's temp dir).
@@ -98,7 +145,9 @@ func Table(t testing.TB, db *sql.DB) string {
 			if k, err := engine.Detect(db); err == nil && k == engine.MySQL {
 				q = "DROP TABLE IF EXISTS `" + name + "`"
 			}
-			db.ExecContext(context.Background(), q)
+			if _, err := db.ExecContext(context.Background(), q); err != nil {
+				t.Logf("testdb: dropping table %s at cleanup: %v", name, err)
+			}
 		})
 	}
 	return name
