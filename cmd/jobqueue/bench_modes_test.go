@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/jobqueue/jobqueue/internal/testdb"
 )
 
 // TestBenchModes runs bench's other modes on every engine: the drain by
@@ -19,27 +21,24 @@ func TestBenchModes(t *testing.T) {
 		{"enqueuers", []string{"--enqueuers", "4", "--workers", "4"}},
 		{"both", []string{"--enqueuers", "3", "--processes", "2", "--workers", "3"}},
 	}
-	for _, k := range kinds() {
-		t.Run(k, func(t *testing.T) {
-			t.Parallel()
-			for _, m := range modes {
-				t.Run(m.name, func(t *testing.T) {
-					c := engineCLI(t, k)
-					c.timeout = 2 * time.Minute
-					out := c.ok(t, append([]string{"bench", "--jobs", "250", "--latency-jobs", "10"}, m.args...)...)
-					var res benchResult
-					decodeJSON(t, out, &res)
-					if res.Completed != 260 || res.Duplicates != 0 {
-						t.Errorf("completed %d duplicates %d, want 260 and 0", res.Completed, res.Duplicates)
-					}
-					if res.EnqueueJobsPerS <= 0 || res.DrainJobsPerS <= 0 || res.LatencyP50Ms <= 0 {
-						t.Errorf("implausible measures: %+v", res)
-					}
-					assertStats(t, c, "", map[string]int64{"completed": 260})
-				})
-			}
-		})
-	}
+	testdb.ForEachEngine(t, func(t *testing.T, e *testdb.Env) {
+		for _, m := range modes {
+			t.Run(m.name, func(t *testing.T) {
+				c := envCLI(t, e)
+				c.timeout = 2 * time.Minute
+				out := c.ok(t, append([]string{"bench", "--jobs", "250", "--latency-jobs", "10"}, m.args...)...)
+				var res benchResult
+				decodeJSON(t, out, &res)
+				if res.Completed != 260 || res.Duplicates != 0 {
+					t.Errorf("completed %d duplicates %d, want 260 and 0", res.Completed, res.Duplicates)
+				}
+				if res.EnqueueJobsPerS <= 0 || res.DrainJobsPerS <= 0 || res.LatencyP50Ms <= 0 {
+					t.Errorf("implausible measures: %+v", res)
+				}
+				assertStats(t, c, "", map[string]int64{"completed": 260})
+			})
+		}
+	})
 }
 
 // TestBenchModesBadInput: a bad --processes or --enqueuers is a usage error
