@@ -9,6 +9,7 @@ import (
 
 	"github.com/go-sql-driver/mysql"
 
+	"github.com/jobqueue/jobqueue/internal/ddl"
 	"github.com/jobqueue/jobqueue/internal/engine"
 )
 
@@ -20,10 +21,12 @@ type execQueryer interface {
 }
 
 // Install makes sure the version 2 jobs table named table exists in db with
-// its four indexes (SPEC section 2): it creates the table when it is
-// missing, creates any of the four indexes that is missing and rebuilds any
-// of them whose columns differ from the definition. Columns and indexes a
-// user added are left alone. It is idempotent and meant to run on every
+// its four indexes (SPEC section 2) and its side tables (SPEC section 8,
+// named <table>_<suffix>): it creates the table when it is missing, creates
+// any of the four indexes that is missing and rebuilds any of them whose
+// columns differ from the definition, and creates missing side tables
+// (CREATE … IF NOT EXISTS). Columns and indexes a user added are left
+// alone. Every statement comes from internal/ddl, which GooseSQL uses too. It is idempotent and meant to run on every
 // deploy; concurrent calls on the same table wait for each other.
 //
 // The table name must match [a-zA-Z_][a-zA-Z0-9_]* (ErrInvalidTableName,
@@ -85,7 +88,8 @@ func foreignError(t engine.Table) error {
 // that concurrent installs wait for each other) it inspects the table;
 // missing → created with its indexes; version 2 → ensureIndexes; version 1
 // or partly migrated → onOutdated, after which the table must be version 2
-// and its indexes are ensured; a table that is not ours → an error.
+// and its indexes are ensured; a table that is not ours → an error. Last,
+// the side tables are created where missing (ensureSideTables).
 //
 // On MySQL, when ex is a *sql.DB, the work runs on one connection taken
 // from it (the lock is a session lock), and onOutdated gets that
@@ -112,7 +116,7 @@ func ensureTable(ctx context.Context, ex execQueryer, t engine.Table, onOutdated
 	}
 	switch st {
 	case tableMissing:
-		if _, err := ex.ExecContext(ctx, tableDDL(t, true)); err != nil {
+		if _, err := ex.ExecContext(ctx, ddl.CreateTable(t, true)); err != nil {
 			return fmt.Errorf("create table %s: %w", t.Name, err)
 		}
 	case tableV2:
@@ -132,7 +136,22 @@ func ensureTable(ctx context.Context, ex execQueryer, t engine.Table, onOutdated
 	default:
 		return fmt.Errorf("table %s: unexpected state %s", t.Name, st)
 	}
-	return ensureIndexes(ctx, ex, t)
+	if err := ensureIndexes(ctx, ex, t); err != nil {
+		return err
+	}
+	return ensureSideTables(ctx, ex, t)
+}
+
+// ensureSideTables creates the side tables of t (internal/ddl.SideTables)
+// that are missing; their statements are idempotent, so it runs them all
+// on every install.
+func ensureSideTables(ctx context.Context, ex execQueryer, t engine.Table) error {
+	for _, o := range ddl.SideObjects(t) {
+		if _, err := ex.ExecContext(ctx, o.Create); err != nil {
+			return fmt.Errorf("create %s %s of table %s: %w", o.Kind, o.Name, t.Name, err)
+		}
+	}
+	return nil
 }
 
 // oneSession returns ex, or on MySQL, when ex is a *sql.DB, one connection
@@ -197,110 +216,6 @@ func lockTable(ctx context.Context, ex execQueryer, t engine.Table) (func() erro
 	}
 }
 
-// columnDef is one column of the version 2 table with its type and
-// constraints per engine, as in sql/<engine>/schema.sql.
-type columnDef struct {
-	name                string
-	postgres, mysql, sq string
-}
-
-// def is the column's type and constraints on engine k.
-func (c columnDef) def(k engine.Kind) string {
-	switch k {
-	case engine.Postgres:
-		return c.postgres
-	case engine.MySQL:
-		return c.mysql
-	default:
-		return c.sq
-	}
-}
-
-// v2Columns is the version 2 table of SPEC section 2, in order.
-var v2Columns = []columnDef{
-	{"id", "BIGSERIAL PRIMARY KEY", "BIGINT UNSIGNED NOT NULL AUTO_INCREMENT PRIMARY KEY", "INTEGER PRIMARY KEY AUTOINCREMENT"},
-	{"name", "VARCHAR(255) NOT NULL", "VARCHAR(255) NOT NULL", "VARCHAR(255) NOT NULL"},
-	{"type", "VARCHAR(64) NOT NULL DEFAULT 'default'", "VARCHAR(64) NOT NULL DEFAULT 'default'", "VARCHAR(64) NOT NULL DEFAULT 'default'"},
-	{"payload", "JSONB NOT NULL", "JSON NOT NULL", "TEXT NOT NULL"},
-	{"status", "VARCHAR(20) NOT NULL DEFAULT 'pending'", "ENUM('pending','in_progress','completed','failed','expired') NOT NULL DEFAULT 'pending'", "VARCHAR(20) NOT NULL DEFAULT 'pending'"},
-	{"attempts", "INT NOT NULL DEFAULT 0", "INT UNSIGNED NOT NULL DEFAULT 0", "INTEGER NOT NULL DEFAULT 0"},
-	{"claim_token", "VARCHAR(64) NULL", "VARCHAR(64) NULL", "VARCHAR(64)"},
-	{"lease_until", "TIMESTAMP NULL", "DATETIME NULL", "DATETIME"},
-	{"max_attempts", "INT NOT NULL", "INT UNSIGNED NOT NULL", "INTEGER NOT NULL"},
-	{"base_delay", "INT NOT NULL", "INT UNSIGNED NOT NULL", "INTEGER NOT NULL"},
-	{"max_delay", "INT NOT NULL", "INT UNSIGNED NOT NULL", "INTEGER NOT NULL"},
-	{"error", "TEXT NULL", "TEXT NULL", "TEXT"},
-	{"scheduled_at", "TIMESTAMP NOT NULL", "DATETIME NOT NULL", "DATETIME NOT NULL"},
-	{"expires_at", "TIMESTAMP NULL", "DATETIME NULL", "DATETIME"},
-	{"finished_at", "TIMESTAMP NULL", "DATETIME NULL", "DATETIME"},
-	{"created_at", "TIMESTAMP NOT NULL", "DATETIME NOT NULL", "DATETIME NOT NULL"},
-}
-
-// indexDef is one of the four indexes of SPEC section 2; its name is
-// Table.IndexName(suffix).
-type indexDef struct {
-	suffix  string
-	columns []string
-}
-
-// v2Indexes are the four indexes of the version 2 table.
-var v2Indexes = []indexDef{
-	{"status_scheduled", []string{"status", "scheduled_at", "id"}},
-	{"type_status_scheduled", []string{"type", "status", "scheduled_at", "id"}},
-	{"status_expires", []string{"status", "expires_at"}},
-	{"lease_until", []string{"lease_until"}},
-}
-
-// createTableSQL is the CREATE TABLE IF NOT EXISTS statement of the
-// version 2 table t, without its indexes (ensureIndexes adds them).
-func createTableSQL(t engine.Table) string { return tableDDL(t, false) }
-
-// tableDDL is the CREATE TABLE IF NOT EXISTS statement of the version 2
-// table t. On MySQL, withIndexes puts the four indexes in the same
-// statement, so that the table appears complete at once; on PostgreSQL
-// and SQLite indexes are separate statements (ensureIndexes) and
-// withIndexes changes nothing.
-func tableDDL(t engine.Table, withIndexes bool) string {
-	var b strings.Builder
-	b.WriteString("CREATE TABLE IF NOT EXISTS " + t.Quoted() + " (\n")
-	for i, c := range v2Columns {
-		if i > 0 {
-			b.WriteString(",\n")
-		}
-		fmt.Fprintf(&b, "    %s %s", c.name, c.def(t.Kind))
-	}
-	if t.Kind == engine.MySQL && withIndexes {
-		for _, ix := range v2Indexes {
-			fmt.Fprintf(&b, ",\n    INDEX %s (%s)", quoteIdent(t.Kind, t.IndexName(ix.suffix)), strings.Join(ix.columns, ", "))
-		}
-	}
-	b.WriteString("\n)")
-	if t.Kind == engine.MySQL {
-		b.WriteString(" ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin")
-	}
-	return b.String()
-}
-
-// quoteIdent quotes an identifier built from a checked table name.
-func quoteIdent(k engine.Kind, name string) string {
-	if k == engine.MySQL {
-		return "`" + name + "`"
-	}
-	return `"` + name + `"`
-}
-
-// createIndexSQL is the statement creating index ix of t.
-func createIndexSQL(t engine.Table, ix indexDef) string {
-	name := quoteIdent(t.Kind, t.IndexName(ix.suffix))
-	cols := strings.Join(ix.columns, ", ")
-	if t.Kind == engine.MySQL {
-		// MySQL 8.0 has no CREATE INDEX IF NOT EXISTS (MariaDB has): the
-		// caller checks the catalog first and tolerates a duplicate name.
-		return "ALTER TABLE " + t.Quoted() + " ADD INDEX " + name + " (" + cols + ")"
-	}
-	return "CREATE INDEX IF NOT EXISTS " + name + " ON " + t.Quoted() + " (" + cols + ")"
-}
-
 // ensureIndexes makes the four indexes of t match SPEC section 2: it
 // creates the missing ones and rebuilds (drop and create) any of ours whose
 // columns differ, leaving other indexes alone, then reads the catalog again
@@ -313,22 +228,22 @@ func ensureIndexes(ctx context.Context, ex execQueryer, t engine.Table) error {
 	if err != nil {
 		return err
 	}
-	for _, ix := range v2Indexes {
-		name := t.IndexName(ix.suffix)
+	for _, ix := range ddl.Indexes() {
+		name := t.IndexName(ix.Suffix)
 		cur, ok := have[name]
-		if ok && cur.sameAs(ix.columns) {
+		if ok && cur.sameAs(ix.Columns) {
 			continue
 		}
 		var stmts []string
 		switch {
 		case !ok:
-			stmts = []string{createIndexSQL(t, ix)}
+			stmts = []string{ddl.CreateIndex(t, ix)}
 		case t.Kind == engine.MySQL:
 			// One statement, so the table is never without the index.
-			stmts = []string{"ALTER TABLE " + t.Quoted() + " DROP INDEX " + quoteIdent(t.Kind, name) +
-				", ADD INDEX " + quoteIdent(t.Kind, name) + " (" + strings.Join(ix.columns, ", ") + ")"}
+			stmts = []string{"ALTER TABLE " + t.Quoted() + " DROP INDEX " + ddl.QuoteIdent(t.Kind, name) +
+				", ADD INDEX " + ddl.QuoteIdent(t.Kind, name) + " (" + strings.Join(ix.Columns, ", ") + ")"}
 		default:
-			stmts = []string{"DROP INDEX IF EXISTS " + quoteIdent(t.Kind, name), createIndexSQL(t, ix)}
+			stmts = []string{"DROP INDEX IF EXISTS " + ddl.QuoteIdent(t.Kind, name), ddl.CreateIndex(t, ix)}
 		}
 		for _, s := range stmts {
 			if _, err := ex.ExecContext(ctx, s); err != nil && !isDuplicateIndex(t.Kind, err) {
@@ -340,10 +255,10 @@ func ensureIndexes(ctx context.Context, ex execQueryer, t engine.Table) error {
 	if err != nil {
 		return err
 	}
-	for _, ix := range v2Indexes {
-		name := t.IndexName(ix.suffix)
-		if cur, ok := have[name]; !ok || !cur.sameAs(ix.columns) {
-			return fmt.Errorf("index %s of table %s is not on (%s) after install (found %v); is the name taken by another table's index? drop or rename that one", name, t.Name, strings.Join(ix.columns, ", "), cur.Columns)
+	for _, ix := range ddl.Indexes() {
+		name := t.IndexName(ix.Suffix)
+		if cur, ok := have[name]; !ok || !cur.sameAs(ix.Columns) {
+			return fmt.Errorf("index %s of table %s is not on (%s) after install (found %v); is the name taken by another table's index? drop or rename that one", name, t.Name, strings.Join(ix.Columns, ", "), cur.Columns)
 		}
 	}
 	return nil

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jobqueue/jobqueue/internal/ddl"
 	"github.com/jobqueue/jobqueue/internal/engine"
 )
 
@@ -615,7 +616,7 @@ func (c *converter) sqliteCreate(ctx context.Context, ex execQueryer) error {
 	if st != tableMissing {
 		return fmt.Errorf("table %s exists; Migrate rebuilds %s under that name: rename or drop it and run Migrate again", tmp.Name, c.t.Name)
 	}
-	if _, err := ex.ExecContext(ctx, createTableSQL(tmp)); err != nil {
+	if _, err := ex.ExecContext(ctx, ddl.CreateTable(tmp, false)); err != nil {
 		return err
 	}
 	extra, err := c.sqliteExtraColumns(ctx, ex)

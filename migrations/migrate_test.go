@@ -14,6 +14,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/jobqueue/jobqueue/internal/ddl"
 	"github.com/jobqueue/jobqueue/internal/engine"
 	"github.com/jobqueue/jobqueue/internal/policy"
 	"github.com/jobqueue/jobqueue/internal/testdb"
@@ -399,7 +400,7 @@ func TestMigrateKeepsExtraColumns(t *testing.T) {
 		for _, q := range []string{
 			"ALTER TABLE " + tb.Quoted() + " ADD COLUMN tenant VARCHAR(32) NOT NULL DEFAULT 'acme'",
 			"UPDATE " + tb.Quoted() + " SET tenant = 'globex' WHERE id = " + fmt.Sprint(jobs[1].ID),
-			"CREATE INDEX " + quoteIdent(k, idx) + " ON " + tb.Quoted() + " (tenant)",
+			"CREATE INDEX " + ddl.QuoteIdent(k, idx) + " ON " + tb.Quoted() + " (tenant)",
 		} {
 			if _, err := db.ExecContext(ctx, q); err != nil {
 				t.Fatal(err)

@@ -22,6 +22,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/jobqueue/jobqueue/internal/ddl"
 	"github.com/jobqueue/jobqueue/internal/engine"
 )
 
@@ -118,8 +119,9 @@ func Required() bool {
 }
 
 // Table returns a table name of the form t_<test>_<random>, unique to this
-// test and at most 40 characters long, and drops that table (best effort)
-// from db when the test ends if db is not nil.
+// test and at most 40 characters long, and drops that table and its side
+// tables (best effort, see Drop) from db when the test ends if db is not
+// nil.
 func Table(t testing.TB, db *sql.DB) string {
 	t.Helper()
 	var b [4]byte
@@ -140,17 +142,28 @@ func Table(t testing.TB, db *sql.DB) string {
 	}
 	name := "t_" + base + "_" + hex.EncodeToString(b[:])
 	if db != nil {
-		t.Cleanup(func() {
-			q := `DROP TABLE IF EXISTS "` + name + `"`
-			if k, err := engine.Detect(db); err == nil && k == engine.MySQL {
-				q = "DROP TABLE IF EXISTS `" + name + "`"
-			}
-			if _, err := db.ExecContext(context.Background(), q); err != nil {
-				t.Logf("testdb: dropping table %s at cleanup: %v", name, err)
-			}
-		})
+		t.Cleanup(func() { Drop(t, db, name) })
 	}
 	return name
+}
+
+// Drop drops the jobs table name and its side tables from db, the side
+// tables first; a statement that fails is logged on t, not fatal.
+func Drop(t testing.TB, db *sql.DB, name string) {
+	k, err := engine.Detect(db)
+	if err != nil {
+		t.Logf("testdb: dropping table %s at cleanup: %v", name, err)
+		return
+	}
+	objs := ddl.Objects(engine.Table{Kind: k, Name: name})
+	for i := len(objs) - 1; i >= 0; i-- {
+		if objs[i].Drop == "" {
+			continue
+		}
+		if _, err := db.ExecContext(context.Background(), objs[i].Drop); err != nil {
+			t.Logf("testdb: dropping %s %s at cleanup: %v", objs[i].Kind, objs[i].Name, err)
+		}
+	}
 }
 
 func envOr(key, def string) string {
