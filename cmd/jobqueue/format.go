@@ -6,76 +6,17 @@ import (
 	"io"
 	"strings"
 	"text/tabwriter"
-	"time"
 
+	"github.com/jobqueue/jobqueue/internal/jobjson"
 	"github.com/jobqueue/jobqueue/queue"
 )
 
-// jobJSON is a job as `show --json` and `list --json` print it: the keys are
-// the table's column names, times are RFC 3339 in UTC or null, the delays are
-// seconds as the table stores them, and the payload is JSON.
-type jobJSON struct {
-	ID          int64           `json:"id"`
-	Name        string          `json:"name"`
-	Type        string          `json:"type"`
-	Payload     json.RawMessage `json:"payload"`
-	Status      string          `json:"status"`
-	Attempts    int             `json:"attempts"`
-	ClaimToken  *string         `json:"claim_token"`
-	LeaseUntil  *string         `json:"lease_until"`
-	MaxAttempts int             `json:"max_attempts"`
-	BaseDelay   int64           `json:"base_delay"`
-	MaxDelay    int64           `json:"max_delay"`
-	Error       *string         `json:"error"`
-	ScheduledAt string          `json:"scheduled_at"`
-	ExpiresAt   *string         `json:"expires_at"`
-	FinishedAt  *string         `json:"finished_at"`
-	CreatedAt   string          `json:"created_at"`
-}
+// jobJSON is a job as `show --json` and `list --json` print it (the shape
+// the dashboard's API gives too).
+type jobJSON = jobjson.Job
 
 // toJSON converts a row for printing.
-func toJSON(j *queue.JobRow) jobJSON {
-	payload := j.Payload
-	if !json.Valid(payload) {
-		// Never print invalid JSON: keep the text as a JSON string.
-		payload, _ = json.Marshal(string(j.Payload))
-	}
-	return jobJSON{
-		ID:          j.ID,
-		Name:        j.Name,
-		Type:        j.Type,
-		Payload:     payload,
-		Status:      string(j.Status),
-		Attempts:    j.Attempts,
-		ClaimToken:  nullString(j.ClaimToken),
-		LeaseUntil:  nullTime(j.LeaseUntil),
-		MaxAttempts: j.MaxAttempts,
-		BaseDelay:   int64(j.BaseDelay / time.Second),
-		MaxDelay:    int64(j.MaxDelay / time.Second),
-		Error:       nullString(j.Error),
-		ScheduledAt: rfc3339(j.ScheduledAt),
-		ExpiresAt:   nullTime(j.ExpiresAt),
-		FinishedAt:  nullTime(j.FinishedAt),
-		CreatedAt:   rfc3339(j.CreatedAt),
-	}
-}
-
-func rfc3339(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }
-
-func nullTime(t *time.Time) *string {
-	if t == nil {
-		return nil
-	}
-	s := rfc3339(*t)
-	return &s
-}
-
-func nullString(s string) *string {
-	if s == "" {
-		return nil
-	}
-	return &s
-}
+func toJSON(j *queue.JobRow) jobJSON { return jobjson.From(j) }
 
 // writeJSON prints v as one line of JSON.
 func writeJSON(w io.Writer, v any) error {

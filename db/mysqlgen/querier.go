@@ -13,11 +13,23 @@ type Querier interface {
 	CompleteJobs(ctx context.Context, arg CompleteJobsParams) (int64, error)
 	CountByStatus(ctx context.Context) ([]CountByStatusRow, error)
 	CountByStatusOfType(ctx context.Context, type_ string) ([]CountByStatusOfTypeRow, error)
+	// CountStatusesOfTypeUpTo is CountStatusesUpTo for one type (index
+	// type_status_scheduled); type and limit are given for each status.
+	CountStatusesOfTypeUpTo(ctx context.Context, arg CountStatusesOfTypeUpToParams) (CountStatusesOfTypeUpToRow, error)
+	// CountStatusesUpTo counts the jobs of each status, each count stopping at
+	// the limits given (the same five times; index status_scheduled).
+	CountStatusesUpTo(ctx context.Context, arg CountStatusesUpToParams) (CountStatusesUpToRow, error)
 	DeleteCompletedJobs(ctx context.Context, arg DeleteCompletedJobsParams) (int64, error)
 	ExpireOverdue(ctx context.Context, arg ExpireOverdueParams) (int64, error)
 	ExtendLeases(ctx context.Context, arg ExtendLeasesParams) (int64, error)
 	// FailJob records a failed attempt; the queue decides the new status.
 	FailJob(ctx context.Context, arg FailJobParams) (int64, error)
+	// The dashboard's overview (queue/overview.go). Each statement reads one
+	// of the table's indexes and stops early, so that it stays fast on a table
+	// of millions of rows: counts stop at a limit per status, the types are
+	// found one index probe each (a loose index scan), and the oldest due job
+	// and the latest failures are the first entries of an index range.
+	FirstType(ctx context.Context) ([]string, error)
 	GetJob(ctx context.Context, id uint64) ([]Job, error)
 	InsertJob(ctx context.Context, arg InsertJobParams) (int64, error)
 	ListJobs(ctx context.Context, arg ListJobsParams) ([]Job, error)
@@ -27,6 +39,12 @@ type Querier interface {
 	// MarkClaimed marks the locked jobs in_progress; each gets token-id as its
 	// claim token.
 	MarkClaimed(ctx context.Context, arg MarkClaimedParams) (int64, error)
+	// NextType is the smallest type after the given one (index
+	// type_status_scheduled).
+	NextType(ctx context.Context, type_ string) ([]string, error)
+	// OldestDuePending is the pending job due longest ago (index status_scheduled).
+	OldestDuePending(ctx context.Context, scheduledAt time.Time) ([]Job, error)
+	OldestDuePendingOfType(ctx context.Context, arg OldestDuePendingOfTypeParams) ([]Job, error)
 	// Queries of the queue on MySQL 8.0+ / MariaDB 10.6+. They name the table
 	// `jobs`; the queue sends them to the table chosen at run time
 	// (queue/dbtx.go rewrites the identifier). Every time is passed from Go (the
@@ -43,6 +61,10 @@ type Querier interface {
 	PruneFinished(ctx context.Context, arg PruneFinishedParams) (int64, error)
 	// PurgeJobs deletes every job, whatever its status (Queue.Purge).
 	PurgeJobs(ctx context.Context) (int64, error)
+	// RecentFailures lists failed jobs, the last scheduled first (index
+	// status_scheduled read backwards; a failed job's scheduled_at is when its
+	// last attempt was due).
+	RecentFailures(ctx context.Context, limit int32) ([]Job, error)
 	// ReclaimAbandoned ends abandoned attempts (in_progress, lease passed) in one
 	// statement: deadline passed -> expired; attempts used up -> failed; else
 	// pending again at once. The CASEs read only columns the statement does not

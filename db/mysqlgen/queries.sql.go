@@ -117,6 +117,108 @@ func (q *Queries) CountByStatusOfType(ctx context.Context, type_ string) ([]Coun
 	return items, nil
 }
 
+const countStatusesOfTypeUpTo = `-- name: CountStatusesOfTypeUpTo :one
+SELECT
+  (SELECT count(*) FROM (SELECT 1 FROM jobs j WHERE j.type = ? AND j.status = 'pending' LIMIT ?) a) AS pending,
+  (SELECT count(*) FROM (SELECT 1 FROM jobs j WHERE j.type = ? AND j.status = 'in_progress' LIMIT ?) b) AS in_progress,
+  (SELECT count(*) FROM (SELECT 1 FROM jobs j WHERE j.type = ? AND j.status = 'completed' LIMIT ?) c) AS completed,
+  (SELECT count(*) FROM (SELECT 1 FROM jobs j WHERE j.type = ? AND j.status = 'failed' LIMIT ?) d) AS failed,
+  (SELECT count(*) FROM (SELECT 1 FROM jobs j WHERE j.type = ? AND j.status = 'expired' LIMIT ?) e) AS expired
+`
+
+type CountStatusesOfTypeUpToParams struct {
+	Type    string
+	Limit   int32
+	Type_2  string
+	Limit_2 int32
+	Type_3  string
+	Limit_3 int32
+	Type_4  string
+	Limit_4 int32
+	Type_5  string
+	Limit_5 int32
+}
+
+type CountStatusesOfTypeUpToRow struct {
+	Pending    int64
+	InProgress int64
+	Completed  int64
+	Failed     int64
+	Expired    int64
+}
+
+// CountStatusesOfTypeUpTo is CountStatusesUpTo for one type (index
+// type_status_scheduled); type and limit are given for each status.
+func (q *Queries) CountStatusesOfTypeUpTo(ctx context.Context, arg CountStatusesOfTypeUpToParams) (CountStatusesOfTypeUpToRow, error) {
+	row := q.db.QueryRowContext(ctx, countStatusesOfTypeUpTo,
+		arg.Type,
+		arg.Limit,
+		arg.Type_2,
+		arg.Limit_2,
+		arg.Type_3,
+		arg.Limit_3,
+		arg.Type_4,
+		arg.Limit_4,
+		arg.Type_5,
+		arg.Limit_5,
+	)
+	var i CountStatusesOfTypeUpToRow
+	err := row.Scan(
+		&i.Pending,
+		&i.InProgress,
+		&i.Completed,
+		&i.Failed,
+		&i.Expired,
+	)
+	return i, err
+}
+
+const countStatusesUpTo = `-- name: CountStatusesUpTo :one
+SELECT
+  (SELECT count(*) FROM (SELECT 1 FROM jobs j WHERE j.status = 'pending' LIMIT ?) a) AS pending,
+  (SELECT count(*) FROM (SELECT 1 FROM jobs j WHERE j.status = 'in_progress' LIMIT ?) b) AS in_progress,
+  (SELECT count(*) FROM (SELECT 1 FROM jobs j WHERE j.status = 'completed' LIMIT ?) c) AS completed,
+  (SELECT count(*) FROM (SELECT 1 FROM jobs j WHERE j.status = 'failed' LIMIT ?) d) AS failed,
+  (SELECT count(*) FROM (SELECT 1 FROM jobs j WHERE j.status = 'expired' LIMIT ?) e) AS expired
+`
+
+type CountStatusesUpToParams struct {
+	Limit   int32
+	Limit_2 int32
+	Limit_3 int32
+	Limit_4 int32
+	Limit_5 int32
+}
+
+type CountStatusesUpToRow struct {
+	Pending    int64
+	InProgress int64
+	Completed  int64
+	Failed     int64
+	Expired    int64
+}
+
+// CountStatusesUpTo counts the jobs of each status, each count stopping at
+// the limits given (the same five times; index status_scheduled).
+func (q *Queries) CountStatusesUpTo(ctx context.Context, arg CountStatusesUpToParams) (CountStatusesUpToRow, error) {
+	row := q.db.QueryRowContext(ctx, countStatusesUpTo,
+		arg.Limit,
+		arg.Limit_2,
+		arg.Limit_3,
+		arg.Limit_4,
+		arg.Limit_5,
+	)
+	var i CountStatusesUpToRow
+	err := row.Scan(
+		&i.Pending,
+		&i.InProgress,
+		&i.Completed,
+		&i.Failed,
+		&i.Expired,
+	)
+	return i, err
+}
+
 const deleteCompletedJobs = `-- name: DeleteCompletedJobs :execrows
 DELETE FROM jobs
 WHERE id IN (/*SLICE:ids*/?) AND claim_token IN (/*SLICE:tokens*/?)
@@ -242,6 +344,39 @@ func (q *Queries) FailJob(ctx context.Context, arg FailJobParams) (int64, error)
 		return 0, err
 	}
 	return result.RowsAffected()
+}
+
+const firstType = `-- name: FirstType :many
+
+SELECT j.type FROM jobs j ORDER BY j.type LIMIT 1
+`
+
+// The dashboard's overview (queue/overview.go). Each statement reads one
+// of the table's indexes and stops early, so that it stays fast on a table
+// of millions of rows: counts stop at a limit per status, the types are
+// found one index probe each (a loose index scan), and the oldest due job
+// and the latest failures are the first entries of an index range.
+func (q *Queries) FirstType(ctx context.Context) ([]string, error) {
+	rows, err := q.db.QueryContext(ctx, firstType)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []string
+	for rows.Next() {
+		var type_ string
+		if err := rows.Scan(&type_); err != nil {
+			return nil, err
+		}
+		items = append(items, type_)
+	}
+	if err := rows.Close(); err != nil {
+		return nil, err
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }
 
 const getJob = `-- name: GetJob :many
@@ -474,6 +609,135 @@ func (q *Queries) MarkClaimed(ctx context.Context, arg MarkClaimedParams) (int64
 	return result.RowsAffected()
 }
 
+const nextType = `-- name: NextType :many
+SELECT j.type FROM jobs j WHERE j.type > ? ORDER BY j.type LIMIT 1
+`
+
+// NextType is the smallest type after the given one (index
+// type_status_scheduled).
+func (q *Queries) NextType(ctx context.Context, type_ string) ([]string, error) {
+	rows, err := q.db.QueryContext(ctx, nextType, type_)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []string
+	for rows.Next() {
+		var type_ string
+		if err := rows.Scan(&type_); err != nil {
+			return nil, err
+		}
+		items = append(items, type_)
+	}
+	if err := rows.Close(); err != nil {
+		return nil, err
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const oldestDuePending = `-- name: OldestDuePending :many
+SELECT id, name, type, payload, status, attempts, claim_token, lease_until, max_attempts, base_delay, max_delay, error, scheduled_at, expires_at, finished_at, created_at FROM jobs
+WHERE status = 'pending' AND scheduled_at <= ?
+ORDER BY scheduled_at, id
+LIMIT 1
+`
+
+// OldestDuePending is the pending job due longest ago (index status_scheduled).
+func (q *Queries) OldestDuePending(ctx context.Context, scheduledAt time.Time) ([]Job, error) {
+	rows, err := q.db.QueryContext(ctx, oldestDuePending, scheduledAt)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []Job
+	for rows.Next() {
+		var i Job
+		if err := rows.Scan(
+			&i.ID,
+			&i.Name,
+			&i.Type,
+			&i.Payload,
+			&i.Status,
+			&i.Attempts,
+			&i.ClaimToken,
+			&i.LeaseUntil,
+			&i.MaxAttempts,
+			&i.BaseDelay,
+			&i.MaxDelay,
+			&i.Error,
+			&i.ScheduledAt,
+			&i.ExpiresAt,
+			&i.FinishedAt,
+			&i.CreatedAt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Close(); err != nil {
+		return nil, err
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const oldestDuePendingOfType = `-- name: OldestDuePendingOfType :many
+SELECT id, name, type, payload, status, attempts, claim_token, lease_until, max_attempts, base_delay, max_delay, error, scheduled_at, expires_at, finished_at, created_at FROM jobs
+WHERE type = ? AND status = 'pending' AND scheduled_at <= ?
+ORDER BY scheduled_at, id
+LIMIT 1
+`
+
+type OldestDuePendingOfTypeParams struct {
+	Type        string
+	ScheduledAt time.Time
+}
+
+func (q *Queries) OldestDuePendingOfType(ctx context.Context, arg OldestDuePendingOfTypeParams) ([]Job, error) {
+	rows, err := q.db.QueryContext(ctx, oldestDuePendingOfType, arg.Type, arg.ScheduledAt)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []Job
+	for rows.Next() {
+		var i Job
+		if err := rows.Scan(
+			&i.ID,
+			&i.Name,
+			&i.Type,
+			&i.Payload,
+			&i.Status,
+			&i.Attempts,
+			&i.ClaimToken,
+			&i.LeaseUntil,
+			&i.MaxAttempts,
+			&i.BaseDelay,
+			&i.MaxDelay,
+			&i.Error,
+			&i.ScheduledAt,
+			&i.ExpiresAt,
+			&i.FinishedAt,
+			&i.CreatedAt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Close(); err != nil {
+		return nil, err
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const probeTable = `-- name: ProbeTable :many
 
 SELECT id, name, type, payload, status, attempts, claim_token, lease_until,
@@ -575,6 +839,56 @@ func (q *Queries) PurgeJobs(ctx context.Context) (int64, error) {
 		return 0, err
 	}
 	return result.RowsAffected()
+}
+
+const recentFailures = `-- name: RecentFailures :many
+SELECT id, name, type, payload, status, attempts, claim_token, lease_until, max_attempts, base_delay, max_delay, error, scheduled_at, expires_at, finished_at, created_at FROM jobs
+WHERE status = 'failed'
+ORDER BY scheduled_at DESC, id DESC
+LIMIT ?
+`
+
+// RecentFailures lists failed jobs, the last scheduled first (index
+// status_scheduled read backwards; a failed job's scheduled_at is when its
+// last attempt was due).
+func (q *Queries) RecentFailures(ctx context.Context, limit int32) ([]Job, error) {
+	rows, err := q.db.QueryContext(ctx, recentFailures, limit)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []Job
+	for rows.Next() {
+		var i Job
+		if err := rows.Scan(
+			&i.ID,
+			&i.Name,
+			&i.Type,
+			&i.Payload,
+			&i.Status,
+			&i.Attempts,
+			&i.ClaimToken,
+			&i.LeaseUntil,
+			&i.MaxAttempts,
+			&i.BaseDelay,
+			&i.MaxDelay,
+			&i.Error,
+			&i.ScheduledAt,
+			&i.ExpiresAt,
+			&i.FinishedAt,
+			&i.CreatedAt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Close(); err != nil {
+		return nil, err
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }
 
 const reclaimAbandoned = `-- name: ReclaimAbandoned :execrows

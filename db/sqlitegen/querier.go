@@ -7,6 +7,7 @@ package sqlitegen
 import (
 	"context"
 	"database/sql"
+	"time"
 )
 
 type Querier interface {
@@ -20,6 +21,12 @@ type Querier interface {
 	CompleteJobs(ctx context.Context, arg CompleteJobsParams) ([]int64, error)
 	CountByStatus(ctx context.Context) ([]CountByStatusRow, error)
 	CountByStatusOfType(ctx context.Context, type_ string) ([]CountByStatusOfTypeRow, error)
+	// CountStatusesOfTypeUpTo is CountStatusesUpTo for one type (index
+	// type_status_scheduled).
+	CountStatusesOfTypeUpTo(ctx context.Context, arg CountStatusesOfTypeUpToParams) (CountStatusesOfTypeUpToRow, error)
+	// CountStatusesUpTo counts the jobs of each status, each count stopping at
+	// @max_rows (index status_scheduled).
+	CountStatusesUpTo(ctx context.Context, maxRows int64) (CountStatusesUpToRow, error)
 	DeleteCompletedJobs(ctx context.Context, arg DeleteCompletedJobsParams) ([]int64, error)
 	ExpireOverdue(ctx context.Context, now sql.NullTime) (int64, error)
 	// ExtendLeases extends the leases of the attempts given as JSON arrays of
@@ -28,6 +35,12 @@ type Querier interface {
 	ExtendLeases(ctx context.Context, arg ExtendLeasesParams) ([]int64, error)
 	// FailJob records a failed attempt; the queue decides the new status.
 	FailJob(ctx context.Context, arg FailJobParams) (int64, error)
+	// The dashboard's overview (queue/overview.go). Each statement reads one
+	// of the table's indexes and stops early, so that it stays fast on a table
+	// of millions of rows: counts stop at @max_rows per status, the types are
+	// found one index probe each (a loose index scan), and the oldest due job
+	// and the latest failures are the first entries of an index range.
+	FirstType(ctx context.Context) ([]string, error)
 	GetJob(ctx context.Context, id int64) ([]Job, error)
 	InsertJob(ctx context.Context, arg InsertJobParams) (int64, error)
 	// InsertJobsJSON inserts every job of a JSON array of objects in one
@@ -35,6 +48,11 @@ type Querier interface {
 	// already in the fixed-width UTC form.
 	InsertJobsJSON(ctx context.Context, arg InsertJobsJSONParams) (int64, error)
 	ListJobs(ctx context.Context, arg ListJobsParams) ([]Job, error)
+	// NextType is the smallest type after @after (index type_status_scheduled).
+	NextType(ctx context.Context, after string) ([]string, error)
+	// OldestDuePending is the pending job due longest ago (index status_scheduled).
+	OldestDuePending(ctx context.Context, now time.Time) ([]Job, error)
+	OldestDuePendingOfType(ctx context.Context, arg OldestDuePendingOfTypeParams) ([]Job, error)
 	// Queries of the queue on SQLite 3.35+. They name the table `jobs`; the
 	// queue sends them to the table chosen at run time (queue/dbtx.go rewrites
 	// the identifier). Every time is passed from Go (the queue's UTC clock) as
@@ -46,6 +64,10 @@ type Querier interface {
 	PruneFinished(ctx context.Context, arg PruneFinishedParams) (int64, error)
 	// PurgeJobs deletes every job, whatever its status (Queue.Purge).
 	PurgeJobs(ctx context.Context) (int64, error)
+	// RecentFailures lists failed jobs, the last scheduled first (index
+	// status_scheduled read backwards; a failed job's scheduled_at is when its
+	// last attempt was due).
+	RecentFailures(ctx context.Context, maxRows int64) ([]Job, error)
 	// ReclaimAbandoned ends abandoned attempts (in_progress, lease passed) in one
 	// statement: deadline passed -> expired; attempts used up -> failed; else
 	// pending again at once.

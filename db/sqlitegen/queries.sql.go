@@ -317,6 +317,75 @@ func (q *Queries) CountByStatusOfType(ctx context.Context, type_ string) ([]Coun
 	return items, nil
 }
 
+const countStatusesOfTypeUpTo = `-- name: CountStatusesOfTypeUpTo :one
+SELECT
+  (SELECT count(*) FROM (SELECT 1 FROM jobs j WHERE j.type = ?1 AND j.status = 'pending' LIMIT ?2) a) AS pending,
+  (SELECT count(*) FROM (SELECT 1 FROM jobs j WHERE j.type = ?1 AND j.status = 'in_progress' LIMIT ?2) b) AS in_progress,
+  (SELECT count(*) FROM (SELECT 1 FROM jobs j WHERE j.type = ?1 AND j.status = 'completed' LIMIT ?2) c) AS completed,
+  (SELECT count(*) FROM (SELECT 1 FROM jobs j WHERE j.type = ?1 AND j.status = 'failed' LIMIT ?2) d) AS failed,
+  (SELECT count(*) FROM (SELECT 1 FROM jobs j WHERE j.type = ?1 AND j.status = 'expired' LIMIT ?2) e) AS expired
+`
+
+type CountStatusesOfTypeUpToParams struct {
+	Type    string
+	MaxRows int64
+}
+
+type CountStatusesOfTypeUpToRow struct {
+	Pending    int64
+	InProgress int64
+	Completed  int64
+	Failed     int64
+	Expired    int64
+}
+
+// CountStatusesOfTypeUpTo is CountStatusesUpTo for one type (index
+// type_status_scheduled).
+func (q *Queries) CountStatusesOfTypeUpTo(ctx context.Context, arg CountStatusesOfTypeUpToParams) (CountStatusesOfTypeUpToRow, error) {
+	row := q.db.QueryRowContext(ctx, countStatusesOfTypeUpTo, arg.Type, arg.MaxRows)
+	var i CountStatusesOfTypeUpToRow
+	err := row.Scan(
+		&i.Pending,
+		&i.InProgress,
+		&i.Completed,
+		&i.Failed,
+		&i.Expired,
+	)
+	return i, err
+}
+
+const countStatusesUpTo = `-- name: CountStatusesUpTo :one
+SELECT
+  (SELECT count(*) FROM (SELECT 1 FROM jobs j WHERE j.status = 'pending' LIMIT ?1) a) AS pending,
+  (SELECT count(*) FROM (SELECT 1 FROM jobs j WHERE j.status = 'in_progress' LIMIT ?1) b) AS in_progress,
+  (SELECT count(*) FROM (SELECT 1 FROM jobs j WHERE j.status = 'completed' LIMIT ?1) c) AS completed,
+  (SELECT count(*) FROM (SELECT 1 FROM jobs j WHERE j.status = 'failed' LIMIT ?1) d) AS failed,
+  (SELECT count(*) FROM (SELECT 1 FROM jobs j WHERE j.status = 'expired' LIMIT ?1) e) AS expired
+`
+
+type CountStatusesUpToRow struct {
+	Pending    int64
+	InProgress int64
+	Completed  int64
+	Failed     int64
+	Expired    int64
+}
+
+// CountStatusesUpTo counts the jobs of each status, each count stopping at
+// @max_rows (index status_scheduled).
+func (q *Queries) CountStatusesUpTo(ctx context.Context, maxRows int64) (CountStatusesUpToRow, error) {
+	row := q.db.QueryRowContext(ctx, countStatusesUpTo, maxRows)
+	var i CountStatusesUpToRow
+	err := row.Scan(
+		&i.Pending,
+		&i.InProgress,
+		&i.Completed,
+		&i.Failed,
+		&i.Expired,
+	)
+	return i, err
+}
+
 const deleteCompletedJobs = `-- name: DeleteCompletedJobs :many
 DELETE FROM jobs
 WHERE id IN (SELECT i.value FROM json_each(?1) AS i)
@@ -438,6 +507,39 @@ func (q *Queries) FailJob(ctx context.Context, arg FailJobParams) (int64, error)
 		return 0, err
 	}
 	return result.RowsAffected()
+}
+
+const firstType = `-- name: FirstType :many
+
+SELECT j.type FROM jobs j ORDER BY j.type LIMIT 1
+`
+
+// The dashboard's overview (queue/overview.go). Each statement reads one
+// of the table's indexes and stops early, so that it stays fast on a table
+// of millions of rows: counts stop at @max_rows per status, the types are
+// found one index probe each (a loose index scan), and the oldest due job
+// and the latest failures are the first entries of an index range.
+func (q *Queries) FirstType(ctx context.Context) ([]string, error) {
+	rows, err := q.db.QueryContext(ctx, firstType)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []string
+	for rows.Next() {
+		var type_ string
+		if err := rows.Scan(&type_); err != nil {
+			return nil, err
+		}
+		items = append(items, type_)
+	}
+	if err := rows.Close(); err != nil {
+		return nil, err
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }
 
 const getJob = `-- name: GetJob :many
@@ -603,6 +705,134 @@ func (q *Queries) ListJobs(ctx context.Context, arg ListJobsParams) ([]Job, erro
 	return items, nil
 }
 
+const nextType = `-- name: NextType :many
+SELECT j.type FROM jobs j WHERE j.type > ?1 ORDER BY j.type LIMIT 1
+`
+
+// NextType is the smallest type after @after (index type_status_scheduled).
+func (q *Queries) NextType(ctx context.Context, after string) ([]string, error) {
+	rows, err := q.db.QueryContext(ctx, nextType, after)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []string
+	for rows.Next() {
+		var type_ string
+		if err := rows.Scan(&type_); err != nil {
+			return nil, err
+		}
+		items = append(items, type_)
+	}
+	if err := rows.Close(); err != nil {
+		return nil, err
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const oldestDuePending = `-- name: OldestDuePending :many
+SELECT id, name, type, payload, status, attempts, claim_token, lease_until, max_attempts, base_delay, max_delay, error, scheduled_at, expires_at, finished_at, created_at FROM jobs
+WHERE status = 'pending' AND scheduled_at <= ?1
+ORDER BY scheduled_at, id
+LIMIT 1
+`
+
+// OldestDuePending is the pending job due longest ago (index status_scheduled).
+func (q *Queries) OldestDuePending(ctx context.Context, now time.Time) ([]Job, error) {
+	rows, err := q.db.QueryContext(ctx, oldestDuePending, now)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []Job
+	for rows.Next() {
+		var i Job
+		if err := rows.Scan(
+			&i.ID,
+			&i.Name,
+			&i.Type,
+			&i.Payload,
+			&i.Status,
+			&i.Attempts,
+			&i.ClaimToken,
+			&i.LeaseUntil,
+			&i.MaxAttempts,
+			&i.BaseDelay,
+			&i.MaxDelay,
+			&i.Error,
+			&i.ScheduledAt,
+			&i.ExpiresAt,
+			&i.FinishedAt,
+			&i.CreatedAt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Close(); err != nil {
+		return nil, err
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const oldestDuePendingOfType = `-- name: OldestDuePendingOfType :many
+SELECT id, name, type, payload, status, attempts, claim_token, lease_until, max_attempts, base_delay, max_delay, error, scheduled_at, expires_at, finished_at, created_at FROM jobs
+WHERE type = ?1 AND status = 'pending' AND scheduled_at <= ?2
+ORDER BY scheduled_at, id
+LIMIT 1
+`
+
+type OldestDuePendingOfTypeParams struct {
+	Type string
+	Now  time.Time
+}
+
+func (q *Queries) OldestDuePendingOfType(ctx context.Context, arg OldestDuePendingOfTypeParams) ([]Job, error) {
+	rows, err := q.db.QueryContext(ctx, oldestDuePendingOfType, arg.Type, arg.Now)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []Job
+	for rows.Next() {
+		var i Job
+		if err := rows.Scan(
+			&i.ID,
+			&i.Name,
+			&i.Type,
+			&i.Payload,
+			&i.Status,
+			&i.Attempts,
+			&i.ClaimToken,
+			&i.LeaseUntil,
+			&i.MaxAttempts,
+			&i.BaseDelay,
+			&i.MaxDelay,
+			&i.Error,
+			&i.ScheduledAt,
+			&i.ExpiresAt,
+			&i.FinishedAt,
+			&i.CreatedAt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Close(); err != nil {
+		return nil, err
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const probeTable = `-- name: ProbeTable :many
 
 SELECT id, name, type, payload, status, attempts, claim_token, lease_until,
@@ -691,6 +921,56 @@ func (q *Queries) PurgeJobs(ctx context.Context) (int64, error) {
 		return 0, err
 	}
 	return result.RowsAffected()
+}
+
+const recentFailures = `-- name: RecentFailures :many
+SELECT id, name, type, payload, status, attempts, claim_token, lease_until, max_attempts, base_delay, max_delay, error, scheduled_at, expires_at, finished_at, created_at FROM jobs
+WHERE status = 'failed'
+ORDER BY scheduled_at DESC, id DESC
+LIMIT ?1
+`
+
+// RecentFailures lists failed jobs, the last scheduled first (index
+// status_scheduled read backwards; a failed job's scheduled_at is when its
+// last attempt was due).
+func (q *Queries) RecentFailures(ctx context.Context, maxRows int64) ([]Job, error) {
+	rows, err := q.db.QueryContext(ctx, recentFailures, maxRows)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []Job
+	for rows.Next() {
+		var i Job
+		if err := rows.Scan(
+			&i.ID,
+			&i.Name,
+			&i.Type,
+			&i.Payload,
+			&i.Status,
+			&i.Attempts,
+			&i.ClaimToken,
+			&i.LeaseUntil,
+			&i.MaxAttempts,
+			&i.BaseDelay,
+			&i.MaxDelay,
+			&i.Error,
+			&i.ScheduledAt,
+			&i.ExpiresAt,
+			&i.FinishedAt,
+			&i.CreatedAt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Close(); err != nil {
+		return nil, err
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }
 
 const reclaimAbandoned = `-- name: ReclaimAbandoned :execrows

@@ -188,3 +188,58 @@ WHERE id IN (
 -- name: PurgeJobs :execrows
 -- PurgeJobs deletes every job, whatever its status (Queue.Purge).
 DELETE FROM jobs;
+
+-- The dashboard's overview (queue/overview.go). Each statement reads one
+-- of the table's indexes and stops early, so that it stays fast on a table
+-- of millions of rows: counts stop at @max_rows per status, the types are
+-- found one index probe each (a loose index scan), and the oldest due job
+-- and the latest failures are the first entries of an index range.
+
+-- name: FirstType :many
+SELECT j.type FROM jobs j ORDER BY j.type LIMIT 1;
+
+-- name: NextType :many
+-- NextType is the smallest type after @after (index type_status_scheduled).
+SELECT j.type FROM jobs j WHERE j.type > @after ORDER BY j.type LIMIT 1;
+
+-- name: CountStatusesUpTo :one
+-- CountStatusesUpTo counts the jobs of each status, each count stopping at
+-- @max_rows (index status_scheduled).
+SELECT
+  (SELECT count(*) FROM (SELECT 1 FROM jobs j WHERE j.status = 'pending' LIMIT @max_rows) a) AS pending,
+  (SELECT count(*) FROM (SELECT 1 FROM jobs j WHERE j.status = 'in_progress' LIMIT @max_rows) b) AS in_progress,
+  (SELECT count(*) FROM (SELECT 1 FROM jobs j WHERE j.status = 'completed' LIMIT @max_rows) c) AS completed,
+  (SELECT count(*) FROM (SELECT 1 FROM jobs j WHERE j.status = 'failed' LIMIT @max_rows) d) AS failed,
+  (SELECT count(*) FROM (SELECT 1 FROM jobs j WHERE j.status = 'expired' LIMIT @max_rows) e) AS expired;
+
+-- name: CountStatusesOfTypeUpTo :one
+-- CountStatusesOfTypeUpTo is CountStatusesUpTo for one type (index
+-- type_status_scheduled).
+SELECT
+  (SELECT count(*) FROM (SELECT 1 FROM jobs j WHERE j.type = @type AND j.status = 'pending' LIMIT @max_rows) a) AS pending,
+  (SELECT count(*) FROM (SELECT 1 FROM jobs j WHERE j.type = @type AND j.status = 'in_progress' LIMIT @max_rows) b) AS in_progress,
+  (SELECT count(*) FROM (SELECT 1 FROM jobs j WHERE j.type = @type AND j.status = 'completed' LIMIT @max_rows) c) AS completed,
+  (SELECT count(*) FROM (SELECT 1 FROM jobs j WHERE j.type = @type AND j.status = 'failed' LIMIT @max_rows) d) AS failed,
+  (SELECT count(*) FROM (SELECT 1 FROM jobs j WHERE j.type = @type AND j.status = 'expired' LIMIT @max_rows) e) AS expired;
+
+-- name: OldestDuePending :many
+-- OldestDuePending is the pending job due longest ago (index status_scheduled).
+SELECT * FROM jobs
+WHERE status = 'pending' AND scheduled_at <= @now
+ORDER BY scheduled_at, id
+LIMIT 1;
+
+-- name: OldestDuePendingOfType :many
+SELECT * FROM jobs
+WHERE type = @type AND status = 'pending' AND scheduled_at <= @now
+ORDER BY scheduled_at, id
+LIMIT 1;
+
+-- name: RecentFailures :many
+-- RecentFailures lists failed jobs, the last scheduled first (index
+-- status_scheduled read backwards; a failed job's scheduled_at is when its
+-- last attempt was due).
+SELECT * FROM jobs
+WHERE status = 'failed'
+ORDER BY scheduled_at DESC, id DESC
+LIMIT @max_rows;
