@@ -122,6 +122,9 @@ var (
 	// ErrTableMissing: New found no table of the name; create it with
 	// migrations.Install (or `jobqueue install`).
 	ErrTableMissing = errors.New("jobqueue: table missing")
+	// ErrInvalidFilter: List was given a filter it cannot run (unknown
+	// status, negative AfterID, Limit out of range). Nothing was read.
+	ErrInvalidFilter = errors.New("jobqueue: invalid list filter")
 )
 
 // permanentError marks a handler error that must not be retried.
@@ -201,10 +204,21 @@ type Event struct {
 	Duration time.Duration
 }
 
-// ListFilter selects jobs for List. Zero fields select everything; Limit 0
-// means 100.
+// ListFilter selects jobs for List. Its zero value selects the newest
+// DefaultListLimit jobs of every status, type and kind; set fields narrow
+// the selection, all of them at once.
 type ListFilter struct {
+	// Status selects the jobs in this status ("" for any).
 	Status Status
-	Type   string
-	Limit  int
+	// Type selects the jobs of this type, the queue they belong to ("" for
+	// any).
+	Type string
+	// Name selects the jobs of this kind, exactly ("" for any).
+	Name string
+	// Limit is the most jobs one call returns: 0 means DefaultListLimit; at
+	// most MaxListLimit.
+	Limit int
+	// AfterID, when above 0, selects only jobs with smaller ids: the page
+	// after the one whose last (oldest) job had this id.
+	AfterID int64
 }

@@ -3,6 +3,7 @@ package queue
 import (
 	"context"
 	"fmt"
+	"math"
 	"time"
 	"unicode/utf8"
 )
@@ -21,32 +22,45 @@ func (q *Queue) Stats(ctx context.Context, typ string) (map[Status]int64, error)
 	return out, nil
 }
 
-// defaultListLimit is List's limit when the filter sets none; maxListLimit
-// caps it.
+// List's page size: DefaultListLimit when ListFilter.Limit is 0, at most
+// MaxListLimit.
 const (
-	defaultListLimit = 100
-	maxListLimit     = 100000
+	DefaultListLimit = 100
+	MaxListLimit     = 100000
 )
 
-// List returns jobs matching f, newest (highest id) first, at most f.Limit
-// (default 100).
+// List returns one page of the jobs matching f, newest (highest id) first:
+// at most f.Limit jobs (DefaultListLimit when 0), and only those with ids
+// below f.AfterID when it is set. To page through every match, pass the
+// last id of a page as the next call's AfterID, until a page is shorter
+// than the limit; each job then comes once, even while jobs are enqueued
+// (newer jobs appear only on a new first page). Every page is one range
+// scan of the primary key, however deep.
+//
+// An unknown status, a negative AfterID, or a Limit below 0 or above
+// MaxListLimit is an error wrapping ErrInvalidFilter, and nothing is read.
 func (q *Queue) List(ctx context.Context, f ListFilter) ([]*JobRow, error) {
 	if f.Status != "" && !validStatus(f.Status) {
-		return nil, fmt.Errorf("%w: unknown status %q; use one of %v", ErrInvalidJob, f.Status, Statuses)
-	}
-	if utf8.RuneCountInString(f.Type) > maxTypeLen {
-		return nil, nil // no job has such a type
+		return nil, fmt.Errorf("%w (%w): unknown status %q; use one of %v", ErrInvalidFilter, ErrInvalidJob, f.Status, Statuses)
 	}
 	limit := f.Limit
 	switch {
-	case limit < 0:
-		return nil, fmt.Errorf("jobqueue: list: the limit %d is negative", limit)
+	case limit < 0 || limit > MaxListLimit:
+		return nil, fmt.Errorf("%w: the limit %d is out of range; use 1 to %d, or 0 for %d", ErrInvalidFilter, limit, MaxListLimit, DefaultListLimit)
 	case limit == 0:
-		limit = defaultListLimit
-	case limit > maxListLimit:
-		limit = maxListLimit
+		limit = DefaultListLimit
 	}
-	rows, err := q.st.list(ctx, f.Status, f.Type, limit)
+	beforeID := f.AfterID
+	switch {
+	case beforeID < 0:
+		return nil, fmt.Errorf("%w: AfterID %d is negative; use 0 for the first page, then the last id of the previous page", ErrInvalidFilter, beforeID)
+	case beforeID == 0:
+		beforeID = math.MaxInt64
+	}
+	if utf8.RuneCountInString(f.Type) > maxTypeLen || utf8.RuneCountInString(f.Name) > maxKindLen {
+		return []*JobRow{}, nil // no job has such a type or kind
+	}
+	rows, err := q.st.list(ctx, f, beforeID, limit)
 	if err != nil {
 		return nil, fmt.Errorf("jobqueue: list: %w", err)
 	}

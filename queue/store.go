@@ -37,7 +37,10 @@ type store interface {
 	// fail writes the outcome of a failed attempt if it still holds its job.
 	fail(ctx context.Context, ref AttemptRef, o failOutcome) (bool, error)
 	stats(ctx context.Context, typ string) (map[Status]int64, error)
-	list(ctx context.Context, status Status, typ string, limit int) ([]*JobRow, error)
+	// list returns the jobs matching f with ids below beforeID, newest
+	// first, at most limit (f is validated; its AfterID and Limit are not
+	// read).
+	list(ctx context.Context, f ListFilter, beforeID int64, limit int) ([]*JobRow, error)
 	// get returns nil, nil for a missing id.
 	get(ctx context.Context, id int64) (*JobRow, error)
 	retry(ctx context.Context, id int64, now time.Time) (bool, error)

@@ -316,10 +316,11 @@ func (s mysqlStore) stats(ctx context.Context, typ string) (map[Status]int64, er
 	return out, err
 }
 
-func (s mysqlStore) list(ctx context.Context, status Status, typ string, limit int) ([]*JobRow, error) {
+func (s mysqlStore) list(ctx context.Context, f ListFilter, beforeID int64, limit int) ([]*JobRow, error) {
 	rows, err := s.qs().ListJobs(ctx, mysqlgen.ListJobsParams{
-		Status: mysqlgen.NullJobsStatus{JobsStatus: mysqlgen.JobsStatus(status), Valid: status != ""},
-		Type:   nullString(typ), Limit: int32(limit),
+		BeforeID: uint64(beforeID),
+		Status:   mysqlgen.NullJobsStatus{JobsStatus: mysqlgen.JobsStatus(f.Status), Valid: f.Status != ""},
+		Type:     nullString(f.Type), Name: nullString(f.Name), Limit: int32(limit),
 	})
 	return mysqlRows(rows), err
 }

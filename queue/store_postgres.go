@@ -143,8 +143,10 @@ func (s pgStore) stats(ctx context.Context, typ string) (map[Status]int64, error
 	return out, err
 }
 
-func (s pgStore) list(ctx context.Context, status Status, typ string, limit int) ([]*JobRow, error) {
-	rows, err := s.qs().ListJobs(ctx, pggen.ListJobsParams{Status: nullString(string(status)), Type: nullString(typ), MaxRows: int32(limit)})
+func (s pgStore) list(ctx context.Context, f ListFilter, beforeID int64, limit int) ([]*JobRow, error) {
+	rows, err := s.qs().ListJobs(ctx, pggen.ListJobsParams{
+		BeforeID: beforeID, Status: nullString(string(f.Status)), Type: nullString(f.Type), Name: nullString(f.Name), MaxRows: int32(limit),
+	})
 	return pgRows(rows), err
 }
 

@@ -160,15 +160,10 @@ func (s sqliteStore) stats(ctx context.Context, typ string) (map[Status]int64, e
 	return out, err
 }
 
-func (s sqliteStore) list(ctx context.Context, status Status, typ string, limit int) ([]*JobRow, error) {
-	var st, ty any
-	if status != "" {
-		st = string(status)
-	}
-	if typ != "" {
-		ty = typ
-	}
-	rows, err := s.qs().ListJobs(ctx, sqlitegen.ListJobsParams{Status: st, Type: ty, MaxRows: int64(limit)})
+func (s sqliteStore) list(ctx context.Context, f ListFilter, beforeID int64, limit int) ([]*JobRow, error) {
+	rows, err := s.qs().ListJobs(ctx, sqlitegen.ListJobsParams{
+		BeforeID: beforeID, Status: nullable(string(f.Status)), Type: nullable(f.Type), Name: nullable(f.Name), MaxRows: int64(limit),
+	})
 	return sqliteRows(rows), err
 }
 
@@ -226,4 +221,13 @@ func sqliteRow(r sqlitegen.Job) *JobRow {
 		ScheduledAt: engine.AsUTC(r.ScheduledAt), ExpiresAt: timePtr(r.ExpiresAt),
 		FinishedAt: timePtr(r.FinishedAt), CreatedAt: engine.AsUTC(r.CreatedAt),
 	}
+}
+
+// nullable is s for a sqlc.narg parameter of the SQLite queries: nil (SQL
+// NULL, "no filter") when s is empty.
+func nullable(s string) any {
+	if s == "" {
+		return nil
+	}
+	return s
 }

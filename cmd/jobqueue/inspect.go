@@ -37,26 +37,32 @@ prints {"pending":0,"in_progress":0,"completed":0,"failed":0,"expired":0}.`,
 }
 
 func (a *app) listCommand() *cobra.Command {
-	var status, typ string
+	var status, typ, name string
 	var limit int
+	var afterID int64
 	var asJSON bool
 	cmd := &cobra.Command{
-		Use:   "list [--status S] [--type T] [--limit N] [--json]",
+		Use:   "list [--status S] [--type T] [--name K] [--limit N] [--after-id ID] [--json]",
 		Short: "List jobs, newest first",
 		Long: `list prints the newest jobs of the table, optionally of one --status
-(pending, in_progress, completed, failed, expired) and one --type. With --json
-it prints a JSON array of jobs whose keys are the table's column names.`,
+(pending, in_progress, completed, failed, expired), one --type and one kind
+(--name). It prints at most --limit jobs (1 to 100000); for the next page, pass
+the last id printed as --after-id, which lists only older jobs. With --json it
+prints a JSON array of jobs whose keys are the table's column names.`,
 		Args: cobra.NoArgs,
 		RunE: runE(func(cmd *cobra.Command, args []string) error {
 			if status != "" && !slices.Contains(queue.Statuses, queue.Status(status)) {
 				return usagef("--status %q is not a status; use pending, in_progress, completed, failed or expired", status)
 			}
-			if limit < 1 {
-				return usagef("--limit %d must be at least 1", limit)
+			if limit < 1 || limit > queue.MaxListLimit {
+				return usagef("--limit %d is out of range; use 1 to %d", limit, queue.MaxListLimit)
+			}
+			if afterID < 0 {
+				return usagef("--after-id %d is negative; give the last id of the previous page", afterID)
 			}
 			ctx := cmd.Context()
 			return a.withQueue(ctx, func(q *queue.Queue) error {
-				rows, err := q.List(ctx, queue.ListFilter{Status: queue.Status(status), Type: typ, Limit: limit})
+				rows, err := q.List(ctx, queue.ListFilter{Status: queue.Status(status), Type: typ, Name: name, Limit: limit, AfterID: afterID})
 				if err != nil {
 					return err
 				}
@@ -77,7 +83,9 @@ it prints a JSON array of jobs whose keys are the table's column names.`,
 	}
 	cmd.Flags().StringVar(&status, "status", "", "only jobs with this status")
 	cmd.Flags().StringVar(&typ, "type", "", "only jobs of this type (queue)")
-	cmd.Flags().IntVar(&limit, "limit", 100, "at most this many jobs")
+	cmd.Flags().StringVar(&name, "name", "", "only jobs of this kind (exact name)")
+	cmd.Flags().IntVar(&limit, "limit", queue.DefaultListLimit, "at most this many jobs")
+	cmd.Flags().Int64Var(&afterID, "after-id", 0, "only jobs older than this id (the last id of the previous page)")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	return cmd
 }

@@ -99,6 +99,28 @@ echo "ran $JOB_ID"`, dir)
 		if want := []int64{laterID, failID, okID}; !reflect.DeepEqual(ids, want) {
 			t.Errorf("list ids %v, want %v (newest first)", ids, want)
 		}
+		// list pages: --limit 1 and --after-id walk the same ids.
+		var paged []int64
+		for after := int64(0); ; {
+			var page []map[string]any
+			decodeJSON(t, c.ok(t, "list", "--json", "--limit", "1", "--after-id", strconv.FormatInt(after, 10)), &page)
+			if len(page) == 0 {
+				break
+			}
+			if len(page) != 1 || len(paged) > len(ids) {
+				t.Fatalf("list --limit 1 --after-id %d: %v", after, page)
+			}
+			after = int64(page[0]["id"].(float64))
+			paged = append(paged, after)
+		}
+		if !reflect.DeepEqual(paged, ids) {
+			t.Errorf("list pages %v, want %v", paged, ids)
+		}
+		var greets []map[string]any
+		decodeJSON(t, c.ok(t, "list", "--json", "--name", "greet", "--type", "mail"), &greets)
+		if len(greets) != 1 || int64(greets[0]["id"].(float64)) != okID || greets[0]["name"] != "greet" {
+			t.Errorf("list --name greet --type mail: %v; want job %d only", greets, okID)
+		}
 		var failed []map[string]any
 		decodeJSON(t, c.ok(t, "list", "--status", "failed", "--json"), &failed)
 		if len(failed) != 1 || int64(failed[0]["id"].(float64)) != failID {

@@ -43,6 +43,8 @@ func TestUsageErrors(t *testing.T) {
 		{"migrate zero delay", []string{"migrate", "--max-attempts", "3", "--base-delay", "0", "--max-delay", "60"}, []string{"invalid retry policy"}},
 		{"list bad status", []string{"list", "--status", "done"}, []string{`--status "done"`}},
 		{"list bad limit", []string{"list", "--limit", "0"}, []string{"--limit"}},
+		{"list limit above the maximum", []string{"list", "--limit", "100001"}, []string{"--limit", "1 to 100000"}},
+		{"list negative --after-id", []string{"list", "--after-id", "-1"}, []string{"--after-id", "negative"}},
 		{"show without id", []string{"show"}, []string{"accepts 1 arg"}},
 		{"show bad id", []string{"show", "abc"}, []string{`"abc" is not a job id`}},
 		{"retry bad id", []string{"retry", "0"}, []string{"not a job id"}},

@@ -32,6 +32,9 @@ type Querier interface {
 	FirstType(ctx context.Context) ([]string, error)
 	GetJob(ctx context.Context, id uint64) ([]Job, error)
 	InsertJob(ctx context.Context, arg InsertJobParams) (int64, error)
+	// ListJobs pages newest first on the primary key: the jobs with ids below
+	// before_id (the last id of the previous page, or the largest id for the
+	// first), so every page is one backward range scan, never an OFFSET.
 	ListJobs(ctx context.Context, arg ListJobsParams) ([]Job, error)
 	// LockHeldJobs locks the jobs that the given attempts still hold, inside the
 	// transaction that completes them.

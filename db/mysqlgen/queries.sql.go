@@ -461,24 +461,34 @@ func (q *Queries) InsertJob(ctx context.Context, arg InsertJobParams) (int64, er
 
 const listJobs = `-- name: ListJobs :many
 SELECT id, name, type, payload, status, attempts, claim_token, lease_until, max_attempts, base_delay, max_delay, error, scheduled_at, expires_at, finished_at, created_at FROM jobs
-WHERE (? IS NULL OR status = ?)
+WHERE id < ?
+  AND (? IS NULL OR status = ?)
   AND (? IS NULL OR type = ?)
+  AND (? IS NULL OR name = ?)
 ORDER BY id DESC
 LIMIT ?
 `
 
 type ListJobsParams struct {
-	Status NullJobsStatus
-	Type   sql.NullString
-	Limit  int32
+	BeforeID uint64
+	Status   NullJobsStatus
+	Type     sql.NullString
+	Name     sql.NullString
+	Limit    int32
 }
 
+// ListJobs pages newest first on the primary key: the jobs with ids below
+// before_id (the last id of the previous page, or the largest id for the
+// first), so every page is one backward range scan, never an OFFSET.
 func (q *Queries) ListJobs(ctx context.Context, arg ListJobsParams) ([]Job, error) {
 	rows, err := q.db.QueryContext(ctx, listJobs,
+		arg.BeforeID,
 		arg.Status,
 		arg.Status,
 		arg.Type,
 		arg.Type,
+		arg.Name,
+		arg.Name,
 		arg.Limit,
 	)
 	if err != nil {

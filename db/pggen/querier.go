@@ -77,6 +77,9 @@ type Querier interface {
 	// one call share the caller's transaction, so their notifications arrive
 	// as one.
 	InsertJobsJSONNotify(ctx context.Context, arg InsertJobsJSONNotifyParams) (int64, error)
+	// ListJobs pages newest first on the primary key: the jobs with ids below
+	// @before_id (the last id of the previous page, or the largest id for the
+	// first), so every page is one backward range scan, never an OFFSET.
 	ListJobs(ctx context.Context, arg ListJobsParams) ([]Job, error)
 	// ListenJobs makes the session LISTEN on the channel named like the table
 	// (the rewriting of `jobs` turns it into LISTEN "<table>"). The worker runs

@@ -766,20 +766,33 @@ func (q *Queries) InsertJobsJSONNotify(ctx context.Context, arg InsertJobsJSONNo
 
 const listJobs = `-- name: ListJobs :many
 SELECT id, name, type, payload, status, attempts, claim_token, lease_until, max_attempts, base_delay, max_delay, error, scheduled_at, expires_at, finished_at, created_at FROM jobs
-WHERE ($1::text IS NULL OR status = $1::text)
-  AND ($2::text IS NULL OR type = $2::text)
+WHERE id < $1
+  AND ($2::text IS NULL OR status = $2::text)
+  AND ($3::text IS NULL OR type = $3::text)
+  AND ($4::text IS NULL OR name = $4::text)
 ORDER BY id DESC
-LIMIT $3
+LIMIT $5
 `
 
 type ListJobsParams struct {
-	Status  sql.NullString
-	Type    sql.NullString
-	MaxRows int32
+	BeforeID int64
+	Status   sql.NullString
+	Type     sql.NullString
+	Name     sql.NullString
+	MaxRows  int32
 }
 
+// ListJobs pages newest first on the primary key: the jobs with ids below
+// @before_id (the last id of the previous page, or the largest id for the
+// first), so every page is one backward range scan, never an OFFSET.
 func (q *Queries) ListJobs(ctx context.Context, arg ListJobsParams) ([]Job, error) {
-	rows, err := q.db.QueryContext(ctx, listJobs, arg.Status, arg.Type, arg.MaxRows)
+	rows, err := q.db.QueryContext(ctx, listJobs,
+		arg.BeforeID,
+		arg.Status,
+		arg.Type,
+		arg.Name,
+		arg.MaxRows,
+	)
 	if err != nil {
 		return nil, err
 	}

@@ -47,6 +47,9 @@ type Querier interface {
 	// statement (one parameter, so no placeholder limit). Times in the JSON are
 	// already in the fixed-width UTC form.
 	InsertJobsJSON(ctx context.Context, arg InsertJobsJSONParams) (int64, error)
+	// ListJobs pages newest first on the primary key: the jobs with ids below
+	// @before_id (the last id of the previous page, or the largest id for the
+	// first), so every page is one backward range scan, never an OFFSET.
 	ListJobs(ctx context.Context, arg ListJobsParams) ([]Job, error)
 	// NextType is the smallest type after @after (index type_status_scheduled).
 	NextType(ctx context.Context, after string) ([]string, error)

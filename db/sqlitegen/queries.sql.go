@@ -653,20 +653,33 @@ func (q *Queries) InsertJobsJSON(ctx context.Context, arg InsertJobsJSONParams) 
 
 const listJobs = `-- name: ListJobs :many
 SELECT id, name, type, payload, status, attempts, claim_token, lease_until, max_attempts, base_delay, max_delay, error, scheduled_at, expires_at, finished_at, created_at FROM jobs
-WHERE (?1 IS NULL OR status = ?1)
-  AND (?2 IS NULL OR type = ?2)
+WHERE id < ?1
+  AND (?2 IS NULL OR status = ?2)
+  AND (?3 IS NULL OR type = ?3)
+  AND (?4 IS NULL OR name = ?4)
 ORDER BY id DESC
-LIMIT ?3
+LIMIT ?5
 `
 
 type ListJobsParams struct {
-	Status  interface{}
-	Type    interface{}
-	MaxRows int64
+	BeforeID int64
+	Status   interface{}
+	Type     interface{}
+	Name     interface{}
+	MaxRows  int64
 }
 
+// ListJobs pages newest first on the primary key: the jobs with ids below
+// @before_id (the last id of the previous page, or the largest id for the
+// first), so every page is one backward range scan, never an OFFSET.
 func (q *Queries) ListJobs(ctx context.Context, arg ListJobsParams) ([]Job, error) {
-	rows, err := q.db.QueryContext(ctx, listJobs, arg.Status, arg.Type, arg.MaxRows)
+	rows, err := q.db.QueryContext(ctx, listJobs,
+		arg.BeforeID,
+		arg.Status,
+		arg.Type,
+		arg.Name,
+		arg.MaxRows,
+	)
 	if err != nil {
 		return nil, err
 	}

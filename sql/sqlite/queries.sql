@@ -137,9 +137,14 @@ SELECT status, count(*) AS n FROM jobs GROUP BY status;
 SELECT status, count(*) AS n FROM jobs WHERE type = @type GROUP BY status;
 
 -- name: ListJobs :many
+-- ListJobs pages newest first on the primary key: the jobs with ids below
+-- @before_id (the last id of the previous page, or the largest id for the
+-- first), so every page is one backward range scan, never an OFFSET.
 SELECT * FROM jobs
-WHERE (sqlc.narg(status) IS NULL OR status = sqlc.narg(status))
+WHERE id < @before_id
+  AND (sqlc.narg(status) IS NULL OR status = sqlc.narg(status))
   AND (sqlc.narg(type) IS NULL OR type = sqlc.narg(type))
+  AND (sqlc.narg(name) IS NULL OR name = sqlc.narg(name))
 ORDER BY id DESC
 LIMIT @max_rows;
 
