@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"log/slog"
 	"math"
@@ -70,10 +71,11 @@ func (a *app) benchCommand() *cobra.Command {
 		Use:   "bench --jobs N --workers W [--latency-jobs M] [--processes P] [--enqueuers K] [--force]",
 		Short: "Measure enqueue rate, drain rate and enqueue-to-start latency; print one JSON line",
 		Long: `bench measures the database with the table named by --table (default jobs),
-which it installs if missing and empties first. Jobs of earlier benches (type
-jobqueue_bench) are deleted; a table that holds other jobs is refused unless
---force is given, and then EVERY JOB IN IT IS DELETED. Use --table to bench in
-a table of its own, e.g. --table bench_jobs.
+which it drops and installs again first, so that every run starts from a fresh
+table. A table that holds only jobs of earlier benches (type jobqueue_bench)
+is dropped without asking; one that holds other jobs is refused unless --force
+is given, and then EVERY JOB IN IT IS DELETED. Use --table to bench in a table
+of its own, e.g. --table bench_jobs.
 
 It enqueues N no-op jobs with the bulk API in batches of 1000 (enqueue rate;
 with --enqueuers K, K goroutines each enqueue single jobs, one Enqueue per job),
@@ -174,8 +176,8 @@ func (a *app) bench(ctx context.Context, o benchOptions) error {
 		return err
 	}
 	defer db.Close()
-	if err := migrations.Install(ctx, db, name); err != nil {
-		return explainTableError(err, name)
+	if err := freshTable(ctx, db, name, o.force); err != nil {
+		return err
 	}
 	c := newBenchCounter(o.jobs, o.latencyJobs)
 	q, err := queue.New(db, queue.WithTable(name), queue.WithLogger(a.logger(slog.LevelWarn)), queue.WithListener(c.completed))
@@ -183,9 +185,6 @@ func (a *app) bench(ctx context.Context, o benchOptions) error {
 		return explainTableError(err, name)
 	}
 	defer q.Close()
-	if err := emptyTable(ctx, q, o.force); err != nil {
-		return err
-	}
 	progress := func(format string, args ...any) { fmt.Fprintf(a.err, "bench: "+format+"\n", args...) }
 
 	// The workers get ready (child processes started, connected) before the
@@ -323,29 +322,35 @@ func enqueueBench(ctx context.Context, q *queue.Queue, n, enqueuers int) error {
 	return <-errs // nil when no enqueuer failed
 }
 
-// emptyTable makes sure q's table holds no job: it refuses unless force,
-// and then deletes them all.
-func emptyTable(ctx context.Context, q *queue.Queue, force bool) error {
+// freshTable gives bench a fresh table (SPEC section 6): it drops the table
+// and installs it again, so that no dead rows of earlier runs slow this one.
+// A table that holds jobs other than earlier benches' is refused unless
+// force.
+func freshTable(ctx context.Context, db *sql.DB, name string, force bool) error {
+	if err := migrations.Install(ctx, db, name); err != nil {
+		return explainTableError(err, name)
+	}
+	q, err := queue.New(db, queue.WithTable(name))
+	if err != nil {
+		return explainTableError(err, name)
+	}
 	total, err := countJobs(ctx, q, "")
 	if err != nil {
+		q.Close()
 		return err
 	}
-	if total == 0 {
-		return nil
-	}
-	// A table that holds only the jobs of earlier benches is emptied
-	// without --force, so that bench can run again and again.
 	ours, err := countJobs(ctx, q, benchType)
+	q.Close()
 	if err != nil {
 		return err
 	}
 	if ours != total && !force {
-		return fmt.Errorf("table %s holds %d jobs (%d of them not from an earlier bench) and bench needs an empty table: pass --table NAME for a table of its own, or --force to delete every job in %s", q.Table(), total, total-ours, q.Table())
+		return fmt.Errorf("table %s holds %d jobs (%d of them not from an earlier bench) and bench drops and recreates its table: pass --table NAME for a table of its own, or --force to drop every job in %s", name, total, total-ours, name)
 	}
-	if _, err := q.Purge(ctx); err != nil {
-		return fmt.Errorf("empty table %s: %w", q.Table(), err)
+	if err := migrations.Uninstall(ctx, db, name); err != nil {
+		return err
 	}
-	return nil
+	return migrations.Install(ctx, db, name)
 }
 
 // countJobs is the number of jobs of type typ (every type when empty).

@@ -51,11 +51,18 @@ func TestBench(t *testing.T) {
 		assertStats(t, c, "", map[string]int64{"completed": 320})
 
 		// The table holds only the first bench's jobs: a second bench
-		// empties it by itself.
+		// drops and recreates it by itself (SPEC section 6: a fresh
+		// table, so its ids start again from 1, which deleting the rows
+		// would not do).
 		out = c.ok(t, args...)
 		decodeJSON(t, out, &res)
 		if res.Completed != 320 || res.Duplicates != 0 {
 			t.Errorf("second run: completed %d duplicates %d, want 320 and 0", res.Completed, res.Duplicates)
+		}
+		var first map[string]any
+		decodeJSON(t, c.ok(t, "show", "1", "--json"), &first)
+		if first["name"] != "bench_noop" || first["status"] != "completed" {
+			t.Errorf("after the second run, job 1 is %v, want the second run's first no-op job (a fresh table)", first)
 		}
 		// Another job in the table: bench refuses it unless --force, and
 		// deletes nothing.

@@ -1,0 +1,37 @@
+package migrations
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+
+	"github.com/jobqueue/jobqueue/internal/ddl"
+	"github.com/jobqueue/jobqueue/internal/engine"
+)
+
+// Uninstall drops the jobs table named table and everything Install creates
+// with it (its indexes and side tables), DELETING EVERY JOB IN IT; objects
+// already missing are skipped, so it can run again. It drops exactly what
+// internal/ddl defines (the goose file's Down drops the same), whatever the
+// table holds: check first that it is the table you mean. It is what
+// `jobqueue bench` uses to start from a fresh table.
+func Uninstall(ctx context.Context, db *sql.DB, table string) error {
+	k, err := engine.Detect(db)
+	if err != nil {
+		return err
+	}
+	t, err := engine.ParseTable(k, table)
+	if err != nil {
+		return err
+	}
+	objs := ddl.Objects(t)
+	for i := len(objs) - 1; i >= 0; i-- {
+		if objs[i].Drop == "" {
+			continue
+		}
+		if _, err := db.ExecContext(ctx, objs[i].Drop); err != nil {
+			return fmt.Errorf("uninstall table %s: drop %s: %w", t.Name, objs[i].Name, err)
+		}
+	}
+	return nil
+}
