@@ -376,9 +376,9 @@ func jsonEqual(a, b string) bool {
 	if json.Unmarshal([]byte(a), &x) != nil || json.Unmarshal([]byte(b), &y) != nil {
 		return false
 	}
-	xa, _ := json.Marshal(x)
-	ya, _ := json.Marshal(y)
-	return string(xa) == string(ya)
+	xa, errX := json.Marshal(x)
+	ya, errY := json.Marshal(y)
+	return errX == nil && errY == nil && string(xa) == string(ya)
 }
 
 // dump is every row of a table (SELECT *, ORDER BY id) as text, for

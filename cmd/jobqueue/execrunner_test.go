@@ -98,7 +98,9 @@ func TestExecRunnerKillsGroup(t *testing.T) {
 	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
 		b, err := os.ReadFile(pidFile)
 		if err == nil && strings.HasSuffix(string(b), "\n") {
-			childPID, _ = strconv.Atoi(strings.TrimSpace(string(b)))
+			if childPID, err = strconv.Atoi(strings.TrimSpace(string(b))); err != nil {
+				t.Fatalf("the pid file holds %q: %v", b, err)
+			}
 			break
 		}
 	}

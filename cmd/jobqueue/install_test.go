@@ -24,9 +24,11 @@ func TestInstall(t *testing.T) {
 		if k == engine.Postgres {
 			wantName = table
 		} else {
+			tbl := parseTable(t, k, mixed)
 			t.Cleanup(func() {
-				tbl, _ := engine.ParseTable(k, mixed)
-				db.ExecContext(context.Background(), "DROP TABLE IF EXISTS "+tbl.Quoted())
+				if _, err := db.ExecContext(context.Background(), "DROP TABLE IF EXISTS "+tbl.Quoted()); err != nil {
+					t.Errorf("drop table %s: %v", tbl.Name, err)
+				}
 			})
 		}
 		for run := 1; run <= 2; run++ {
@@ -35,7 +37,7 @@ func TestInstall(t *testing.T) {
 				t.Errorf("run %d printed %q, want %q", run, out, want)
 			}
 		}
-		tbl, _ := engine.ParseTable(k, mixed)
+		tbl := parseTable(t, k, mixed)
 		var n int
 		if err := db.QueryRowContext(context.Background(), "SELECT COUNT(*) FROM "+tbl.Quoted()).Scan(&n); err != nil || n != 0 {
 			t.Errorf("the installed table cannot be read or is not empty: %d, %v", n, err)

@@ -175,22 +175,37 @@ echo "ran $JOB_ID"`, dir)
 		if out := c.ok(t, "list", "--type", "other"); !strings.Contains(out, "soon_gone") || strings.Contains(out, "greet") {
 			t.Errorf("list --type other:\n%s", out)
 		}
-		time.Sleep(1100 * time.Millisecond)
-		if out := c.ok(t, "expire"); out != "expired 1 jobs\n" {
-			t.Errorf("expire printed %q", out)
-		}
+		// Until its deadline passes, expire finds nothing; then it
+		// expires that one job.
+		eventually(t, 20*time.Second, "the 1 s deadline to pass", func() bool {
+			out := c.ok(t, "expire")
+			if out != "expired 0 jobs\n" && out != "expired 1 jobs\n" {
+				t.Fatalf("expire printed %q", out)
+			}
+			return out == "expired 1 jobs\n"
+		})
 		if out := c.ok(t, "reclaim"); out != "reclaimed 0 jobs\n" {
 			t.Errorf("reclaim printed %q", out)
 		}
 		assertStats(t, c, "", map[string]int64{"pending": 2, "completed": 1, "expired": 1})
 
-		// prune: finished jobs go (MySQL keeps whole seconds: wait one).
+		// prune: finished jobs go, each once its finish time is in the
+		// past (MySQL keeps whole seconds, so that may take a second).
 		if out := c.ok(t, "prune", "--older-than", "1h"); out != "pruned 0 jobs\n" {
 			t.Errorf("prune --older-than 1h printed %q", out)
 		}
-		time.Sleep(1100 * time.Millisecond)
-		if out := c.ok(t, "prune", "--older-than", "0s"); out != "pruned 2 jobs\n" {
-			t.Errorf("prune --older-than 0s printed %q", out)
+		pruned := 0
+		eventually(t, 20*time.Second, "prune --older-than 0s to remove both finished jobs", func() bool {
+			var n int
+			out := c.ok(t, "prune", "--older-than", "0s")
+			if _, err := fmt.Sscanf(out, "pruned %d jobs\n", &n); err != nil {
+				t.Fatalf("prune printed %q: %v", out, err)
+			}
+			pruned += n
+			return pruned >= 2
+		})
+		if pruned != 2 {
+			t.Errorf("prune --older-than 0s removed %d jobs in all, want 2", pruned)
 		}
 		assertStats(t, c, "", map[string]int64{"pending": 2})
 	})
@@ -244,13 +259,20 @@ func decodeJSON(t *testing.T, s string, v any) {
 // compactJSONLine returns s with its second line (a JSON payload as the
 // database returned it) compacted, since engines may re-space JSON.
 func compactJSONLine(t *testing.T, s string) string {
-	head, body, _ := strings.Cut(s, "\n")
+	head, body, ok := strings.Cut(s, "\n")
+	if !ok {
+		t.Errorf("want a line of metadata and a line of payload, got %q", s)
+		return s
+	}
 	var v any
 	if err := json.Unmarshal([]byte(body), &v); err != nil {
 		t.Errorf("the command's stdin was not JSON: %q", body)
 		return s
 	}
-	b, _ := json.Marshal(v)
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
 	// encoding/json sorts keys; compare with the same treatment.
 	return head + "\n" + string(b)
 }

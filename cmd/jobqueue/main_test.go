@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/jobqueue/jobqueue/internal/engine"
 )
 
 // binary is the jobqueue command built once by TestMain; the tests drive it
@@ -130,6 +132,27 @@ func assertOneLineError(t *testing.T, r result, code int, want ...string) {
 	for _, w := range want {
 		if !strings.Contains(r.stderr, w) {
 			t.Errorf("stderr %q does not contain %q", r.stderr, w)
+		}
+	}
+}
+
+// parseTable is engine.ParseTable for a name the test knows is valid.
+func parseTable(t *testing.T, k engine.Kind, name string) engine.Table {
+	t.Helper()
+	tbl, err := engine.ParseTable(k, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tbl
+}
+
+// eventually calls cond every 50 ms until it returns true, and fails the
+// test naming what it waited for if that takes longer than within.
+func eventually(t *testing.T, within time.Duration, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(within); !cond(); time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", within, what)
 		}
 	}
 }

@@ -33,7 +33,7 @@ func TestVersion1Table(t *testing.T) {
 				t.Fatalf("%v\n%s", err, stmt)
 			}
 		}
-		tbl, _ := engine.ParseTable(k, table)
+		tbl := parseTable(t, k, table)
 		insert := "INSERT INTO " + tbl.Quoted() + ` (name, type, payload, status, retry_count, error, scheduled_at) VALUES
 				('send_email', 'email', '{"to":"ada@example.com"}', 'pending', 0, NULL, '2026-01-01 10:00:00'),
 				('charge', 'billing', '{"cents":100}', 'failed', 2, 'declined', '2026-01-01 09:00:00')`

@@ -17,7 +17,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jobqueue/jobqueue/internal/engine"
 	"github.com/jobqueue/jobqueue/internal/testdb"
 )
 
@@ -130,7 +129,9 @@ func TestWorkGraceKillsGroup(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd.Process.Signal(syscall.SIGINT)
+	if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
 	if code := waitExit(t, cmd, 15*time.Second); code != 0 {
 		t.Fatalf("exit %d after SIGINT, want 0; stderr:\n%s", code, stderr)
 	}
@@ -182,7 +183,7 @@ func TestWorkLeaseLostKillsGroup(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		tbl, _ := engine.ParseTable(k, c.table)
+		tbl := parseTable(t, k, c.table)
 		if _, err := db.ExecContext(context.Background(), "UPDATE "+tbl.Quoted()+" SET claim_token = 'taken-over' WHERE id = "+id); err != nil {
 			t.Fatal(err)
 		}
@@ -199,7 +200,9 @@ func TestWorkLeaseLostKillsGroup(t *testing.T) {
 		if isZombie(cmd.Process.Pid) {
 			t.Fatalf("the worker exited when one job was lost; stderr:\n%s", stderr)
 		}
-		cmd.Process.Signal(syscall.SIGTERM)
+		if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+			t.Fatal(err)
+		}
 		if code := waitExit(t, cmd, 15*time.Second); code != 0 {
 			t.Fatalf("exit %d after SIGTERM; stderr:\n%s", code, stderr)
 		}
