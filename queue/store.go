@@ -48,6 +48,13 @@ type store interface {
 	reclaim(ctx context.Context, now time.Time, errText string) (int64, error)
 	prune(ctx context.Context, cutoff time.Time, batch int) (int64, error)
 	purge(ctx context.Context) (int64, error)
+	// cancel ends the pending and in_progress jobs among ids (distinct,
+	// positive) with outcome o, clearing their claim tokens, and returns
+	// the ids it changed and the status of the others that exist.
+	cancel(ctx context.Context, ids []int64, o failOutcome) (map[int64]bool, map[int64]Status, error)
+	// deleteJobs deletes the jobs among ids that are not in_progress and
+	// returns the ids it deleted and the status of the others that exist.
+	deleteJobs(ctx context.Context, ids []int64) (map[int64]bool, map[int64]Status, error)
 	// analyze refreshes the planner's statistics where the engine needs it
 	// (PostgreSQL); it is a no-op elsewhere.
 	analyze(ctx context.Context) error

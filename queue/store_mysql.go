@@ -409,3 +409,58 @@ func mysqlRow(r mysqlgen.Job) *JobRow {
 		FinishedAt: timePtr(r.FinishedAt), CreatedAt: engine.AsUTC(r.CreatedAt),
 	}
 }
+
+// control runs one control statement in a short READ COMMITTED
+// transaction: it locks the rows of ids and reads their statuses, lets
+// change pick the ids to change (by status) and change them, and commits.
+func (s mysqlStore) control(ctx context.Context, ids []int64, pick func(Status) bool, change func(qs *mysqlgen.Queries, ids []uint64) (int64, error)) (map[int64]bool, map[int64]Status, error) {
+	tx, err := s.r.db.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
+	if err != nil {
+		return nil, nil, err
+	}
+	defer tx.Rollback()
+	qs := mysqlgen.New(s.r.on(tx))
+	rows, err := qs.LockJobStatuses(ctx, padIDs(uids(ids)))
+	if err != nil {
+		return nil, nil, err
+	}
+	done := map[int64]bool{}
+	others := map[int64]Status{}
+	var pickIDs []uint64
+	for _, r := range rows {
+		if st := Status(r.Status); pick(st) {
+			done[int64(r.ID)] = true
+			pickIDs = append(pickIDs, r.ID)
+		} else {
+			others[int64(r.ID)] = st
+		}
+	}
+	if len(pickIDs) == 0 {
+		return done, others, nil
+	}
+	n, err := change(qs, padIDs(pickIDs))
+	if err != nil {
+		return nil, nil, err
+	}
+	if n != int64(len(pickIDs)) {
+		return nil, nil, fmt.Errorf("jobqueue: %d of the %d locked jobs changed; nothing was changed", n, len(pickIDs))
+	}
+	if err := tx.Commit(); err != nil {
+		return nil, nil, err
+	}
+	return done, others, nil
+}
+
+func (s mysqlStore) cancel(ctx context.Context, ids []int64, o failOutcome) (map[int64]bool, map[int64]Status, error) {
+	return s.control(ctx, ids, func(st Status) bool { return st == StatusPending || st == StatusInProgress },
+		func(qs *mysqlgen.Queries, ids []uint64) (int64, error) {
+			return qs.CancelJobs(ctx, mysqlgen.CancelJobsParams{
+				Status: mysqlgen.JobsStatus(o.status), Error: nullString(o.errText), FinishedAt: nullTime(o.finishedAt), Ids: ids,
+			})
+		})
+}
+
+func (s mysqlStore) deleteJobs(ctx context.Context, ids []int64) (map[int64]bool, map[int64]Status, error) {
+	return s.control(ctx, ids, func(st Status) bool { return st != StatusInProgress },
+		func(qs *mysqlgen.Queries, ids []uint64) (int64, error) { return qs.DeleteJobs(ctx, ids) })
+}

@@ -209,3 +209,47 @@ func idSet[T int64 | uint64](ids []T) map[int64]bool {
 	}
 	return m
 }
+
+func (s pgStore) cancel(ctx context.Context, ids []int64, o failOutcome) (map[int64]bool, map[int64]Status, error) {
+	done, err := s.qs().CancelJobs(ctx, pggen.CancelJobsParams{
+		Status: string(o.status), Error: nullString(o.errText), FinishedAt: nullTime(o.finishedAt),
+		Ids: json.RawMessage(jsonList(ids)),
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	return s.rest(ctx, ids, idSet(done))
+}
+
+func (s pgStore) deleteJobs(ctx context.Context, ids []int64) (map[int64]bool, map[int64]Status, error) {
+	done, err := s.qs().DeleteJobs(ctx, json.RawMessage(jsonList(ids)))
+	if err != nil {
+		return nil, nil, err
+	}
+	return s.rest(ctx, ids, idSet(done))
+}
+
+// rest reads the status of the ids a control statement did not change.
+func (s pgStore) rest(ctx context.Context, ids []int64, done map[int64]bool) (map[int64]bool, map[int64]Status, error) {
+	left := notIn(ids, done)
+	if len(left) == 0 {
+		return done, nil, nil
+	}
+	rows, err := s.qs().JobStatuses(ctx, json.RawMessage(jsonList(left)))
+	if err != nil {
+		return done, nil, err
+	}
+	others := make(map[int64]Status, len(rows))
+	for _, r := range rows {
+		others[r.ID] = Status(r.Status)
+	}
+	return done, others, nil
+}
+
+// notifyCancelled tells the workers listening on the table's channel which
+// jobs were cancelled, so that they stop their handlers at once.
+func (s pgStore) notifyCancelled(ctx context.Context, ids []int64) error {
+	return s.qs().NotifyTypes(ctx, pggen.NotifyTypesParams{
+		Channel: s.channel(), Types: json.RawMessage(jsonList(cancelPayloads(ids))),
+	})
+}

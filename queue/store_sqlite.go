@@ -231,3 +231,40 @@ func nullable(s string) any {
 	}
 	return s
 }
+
+func (s sqliteStore) cancel(ctx context.Context, ids []int64, o failOutcome) (map[int64]bool, map[int64]Status, error) {
+	done, err := busyRetry(ctx, func() ([]int64, error) {
+		return s.qs().CancelJobs(ctx, sqlitegen.CancelJobsParams{
+			Status: string(o.status), Error: nullString(o.errText), FinishedAt: nullTime(o.finishedAt), Ids: jsonList(ids),
+		})
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	return s.rest(ctx, ids, idSet(done))
+}
+
+func (s sqliteStore) deleteJobs(ctx context.Context, ids []int64) (map[int64]bool, map[int64]Status, error) {
+	done, err := busyRetry(ctx, func() ([]int64, error) { return s.qs().DeleteJobs(ctx, jsonList(ids)) })
+	if err != nil {
+		return nil, nil, err
+	}
+	return s.rest(ctx, ids, idSet(done))
+}
+
+// rest reads the status of the ids a control statement did not change.
+func (s sqliteStore) rest(ctx context.Context, ids []int64, done map[int64]bool) (map[int64]bool, map[int64]Status, error) {
+	left := notIn(ids, done)
+	if len(left) == 0 {
+		return done, nil, nil
+	}
+	rows, err := s.qs().JobStatuses(ctx, jsonList(left))
+	if err != nil {
+		return done, nil, err
+	}
+	others := make(map[int64]Status, len(rows))
+	for _, r := range rows {
+		others[r.ID] = Status(r.Status)
+	}
+	return done, others, nil
+}

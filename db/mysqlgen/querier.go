@@ -10,6 +10,10 @@ import (
 )
 
 type Querier interface {
+	// CancelJobs ends the pending and in_progress jobs among the ids with the
+	// outcome the queue decides, clearing the claim token of a running attempt
+	// so that the attempt is fenced off.
+	CancelJobs(ctx context.Context, arg CancelJobsParams) (int64, error)
 	CompleteJobs(ctx context.Context, arg CompleteJobsParams) (int64, error)
 	CountByStatus(ctx context.Context) ([]CountByStatusRow, error)
 	CountByStatusOfType(ctx context.Context, type_ string) ([]CountByStatusOfTypeRow, error)
@@ -20,6 +24,8 @@ type Querier interface {
 	// the limits given (the same five times; index status_scheduled).
 	CountStatusesUpTo(ctx context.Context, arg CountStatusesUpToParams) (CountStatusesUpToRow, error)
 	DeleteCompletedJobs(ctx context.Context, arg DeleteCompletedJobsParams) (int64, error)
+	// DeleteJobs deletes the jobs among the ids that are not in_progress.
+	DeleteJobs(ctx context.Context, ids []uint64) (int64, error)
 	ExpireOverdue(ctx context.Context, arg ExpireOverdueParams) (int64, error)
 	ExtendLeases(ctx context.Context, arg ExtendLeasesParams) (int64, error)
 	// FailJob records a failed attempt; the queue decides the new status.
@@ -39,6 +45,11 @@ type Querier interface {
 	// LockHeldJobs locks the jobs that the given attempts still hold, inside the
 	// transaction that completes them.
 	LockHeldJobs(ctx context.Context, arg LockHeldJobsParams) ([]uint64, error)
+	// Job control (Queue.Cancel, Queue.Delete and their bulk forms). MySQL has
+	// no RETURNING: a batch locks its rows and reads their statuses
+	// (LockJobStatuses), then changes them, in one short READ COMMITTED
+	// transaction.
+	LockJobStatuses(ctx context.Context, ids []uint64) ([]LockJobStatusesRow, error)
 	// MarkClaimed marks the locked jobs in_progress; each gets token-id as its
 	// claim token.
 	MarkClaimed(ctx context.Context, arg MarkClaimedParams) (int64, error)

@@ -13,6 +13,44 @@ import (
 	"time"
 )
 
+const cancelJobs = `-- name: CancelJobs :execrows
+UPDATE jobs
+SET status = ?, error = ?, finished_at = ?,
+    claim_token = NULL, lease_until = NULL
+WHERE id IN (/*SLICE:ids*/?) AND status IN ('pending', 'in_progress')
+`
+
+type CancelJobsParams struct {
+	Status     JobsStatus
+	Error      sql.NullString
+	FinishedAt sql.NullTime
+	Ids        []uint64
+}
+
+// CancelJobs ends the pending and in_progress jobs among the ids with the
+// outcome the queue decides, clearing the claim token of a running attempt
+// so that the attempt is fenced off.
+func (q *Queries) CancelJobs(ctx context.Context, arg CancelJobsParams) (int64, error) {
+	query := cancelJobs
+	var queryParams []interface{}
+	queryParams = append(queryParams, arg.Status)
+	queryParams = append(queryParams, arg.Error)
+	queryParams = append(queryParams, arg.FinishedAt)
+	if len(arg.Ids) > 0 {
+		for _, v := range arg.Ids {
+			queryParams = append(queryParams, v)
+		}
+		query = strings.Replace(query, "/*SLICE:ids*/?", strings.Repeat(",?", len(arg.Ids))[1:], 1)
+	} else {
+		query = strings.Replace(query, "/*SLICE:ids*/?", "NULL", 1)
+	}
+	result, err := q.db.ExecContext(ctx, query, queryParams...)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected()
+}
+
 const completeJobs = `-- name: CompleteJobs :execrows
 UPDATE jobs
 SET status = 'completed', finished_at = ?, claim_token = NULL, lease_until = NULL
@@ -248,6 +286,29 @@ func (q *Queries) DeleteCompletedJobs(ctx context.Context, arg DeleteCompletedJo
 		query = strings.Replace(query, "/*SLICE:tokens*/?", strings.Repeat(",?", len(arg.Tokens))[1:], 1)
 	} else {
 		query = strings.Replace(query, "/*SLICE:tokens*/?", "NULL", 1)
+	}
+	result, err := q.db.ExecContext(ctx, query, queryParams...)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected()
+}
+
+const deleteJobs = `-- name: DeleteJobs :execrows
+DELETE FROM jobs WHERE id IN (/*SLICE:ids*/?) AND status <> 'in_progress'
+`
+
+// DeleteJobs deletes the jobs among the ids that are not in_progress.
+func (q *Queries) DeleteJobs(ctx context.Context, ids []uint64) (int64, error) {
+	query := deleteJobs
+	var queryParams []interface{}
+	if len(ids) > 0 {
+		for _, v := range ids {
+			queryParams = append(queryParams, v)
+		}
+		query = strings.Replace(query, "/*SLICE:ids*/?", strings.Repeat(",?", len(ids))[1:], 1)
+	} else {
+		query = strings.Replace(query, "/*SLICE:ids*/?", "NULL", 1)
 	}
 	result, err := q.db.ExecContext(ctx, query, queryParams...)
 	if err != nil {
@@ -574,6 +635,53 @@ func (q *Queries) LockHeldJobs(ctx context.Context, arg LockHeldJobsParams) ([]u
 			return nil, err
 		}
 		items = append(items, id)
+	}
+	if err := rows.Close(); err != nil {
+		return nil, err
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const lockJobStatuses = `-- name: LockJobStatuses :many
+
+SELECT id, status FROM jobs WHERE id IN (/*SLICE:ids*/?) FOR UPDATE
+`
+
+type LockJobStatusesRow struct {
+	ID     uint64
+	Status JobsStatus
+}
+
+// Job control (Queue.Cancel, Queue.Delete and their bulk forms). MySQL has
+// no RETURNING: a batch locks its rows and reads their statuses
+// (LockJobStatuses), then changes them, in one short READ COMMITTED
+// transaction.
+func (q *Queries) LockJobStatuses(ctx context.Context, ids []uint64) ([]LockJobStatusesRow, error) {
+	query := lockJobStatuses
+	var queryParams []interface{}
+	if len(ids) > 0 {
+		for _, v := range ids {
+			queryParams = append(queryParams, v)
+		}
+		query = strings.Replace(query, "/*SLICE:ids*/?", strings.Repeat(",?", len(ids))[1:], 1)
+	} else {
+		query = strings.Replace(query, "/*SLICE:ids*/?", "NULL", 1)
+	}
+	rows, err := q.db.QueryContext(ctx, query, queryParams...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []LockJobStatusesRow
+	for rows.Next() {
+		var i LockJobStatusesRow
+		if err := rows.Scan(&i.ID, &i.Status); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
 	}
 	if err := rows.Close(); err != nil {
 		return nil, err

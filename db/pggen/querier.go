@@ -7,6 +7,7 @@ package pggen
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"time"
 )
 
@@ -15,6 +16,13 @@ type Querier interface {
 	// does: without them the planner sorts every pending job for each claim
 	// instead of reading the status_scheduled index in order.
 	AnalyzeTable(ctx context.Context) error
+	// Job control (Queue.Cancel, Queue.Delete and their bulk forms): one
+	// statement per bounded batch of ids, given as a JSON array.
+	// CancelJobs ends the pending and in_progress jobs among the ids with the
+	// outcome the queue decides (status, error, finished_at), clearing the
+	// claim token of a running attempt so that the attempt is fenced off, and
+	// returns the ids it changed.
+	CancelJobs(ctx context.Context, arg CancelJobsParams) ([]int64, error)
 	// ClaimJobs claims due jobs of every type (index status_scheduled).
 	ClaimJobs(ctx context.Context, arg ClaimJobsParams) ([]Job, error)
 	// ClaimJobsOfType claims due jobs of one type (index type_status_scheduled).
@@ -31,6 +39,9 @@ type Querier interface {
 	// @max_rows (index status_scheduled).
 	CountStatusesUpTo(ctx context.Context, maxRows int32) (CountStatusesUpToRow, error)
 	DeleteCompletedJobs(ctx context.Context, arg DeleteCompletedJobsParams) ([]int64, error)
+	// DeleteJobs deletes the jobs among the ids that are not in_progress and
+	// returns the ids it deleted.
+	DeleteJobs(ctx context.Context, ids json.RawMessage) ([]int64, error)
 	ExpireOverdue(ctx context.Context, now sql.NullTime) (int64, error)
 	// The statements of attempts (ExtendLeases, CompleteJobs,
 	// DeleteCompletedJobs, ReleaseJobs) find their rows by primary key
@@ -77,6 +88,9 @@ type Querier interface {
 	// one call share the caller's transaction, so their notifications arrive
 	// as one.
 	InsertJobsJSONNotify(ctx context.Context, arg InsertJobsJSONNotifyParams) (int64, error)
+	// JobStatuses reads the status of the jobs among the ids (to tell the ids
+	// that a control statement left alone: missing, finished or running).
+	JobStatuses(ctx context.Context, ids json.RawMessage) ([]JobStatusesRow, error)
 	// ListJobs pages newest first on the primary key: the jobs with ids below
 	// @before_id (the last id of the previous page, or the largest id for the
 	// first), so every page is one backward range scan, never an OFFSET.

@@ -11,6 +11,13 @@ import (
 )
 
 type Querier interface {
+	// Job control (Queue.Cancel, Queue.Delete and their bulk forms): one
+	// statement per bounded batch of ids, given as a JSON array.
+	// CancelJobs ends the pending and in_progress jobs among the ids with the
+	// outcome the queue decides (status, error, finished_at), clearing the
+	// claim token of a running attempt so that the attempt is fenced off, and
+	// returns the ids it changed.
+	CancelJobs(ctx context.Context, arg CancelJobsParams) ([]int64, error)
 	// ClaimJobs claims due jobs of every type (index status_scheduled). SQLite
 	// has one writer at a time, so no row is claimed twice.
 	ClaimJobs(ctx context.Context, arg ClaimJobsParams) ([]Job, error)
@@ -28,6 +35,9 @@ type Querier interface {
 	// @max_rows (index status_scheduled).
 	CountStatusesUpTo(ctx context.Context, maxRows int64) (CountStatusesUpToRow, error)
 	DeleteCompletedJobs(ctx context.Context, arg DeleteCompletedJobsParams) ([]int64, error)
+	// DeleteJobs deletes the jobs among the ids that are not in_progress and
+	// returns the ids it deleted.
+	DeleteJobs(ctx context.Context, ids interface{}) ([]int64, error)
 	ExpireOverdue(ctx context.Context, now sql.NullTime) (int64, error)
 	// ExtendLeases extends the leases of the attempts given as JSON arrays of
 	// ids and tokens (a token names one job, so the pair is matched) and
@@ -47,6 +57,9 @@ type Querier interface {
 	// statement (one parameter, so no placeholder limit). Times in the JSON are
 	// already in the fixed-width UTC form.
 	InsertJobsJSON(ctx context.Context, arg InsertJobsJSONParams) (int64, error)
+	// JobStatuses reads the status of the jobs among the ids (to tell the ids
+	// that a control statement left alone: missing, finished or running).
+	JobStatuses(ctx context.Context, ids interface{}) ([]JobStatusesRow, error)
 	// ListJobs pages newest first on the primary key: the jobs with ids below
 	// @before_id (the last id of the previous page, or the largest id for the
 	// first), so every page is one backward range scan, never an OFFSET.

@@ -11,6 +11,57 @@ import (
 	"time"
 )
 
+const cancelJobs = `-- name: CancelJobs :many
+
+UPDATE jobs
+SET status = ?1, error = ?2, finished_at = ?3,
+    claim_token = NULL, lease_until = NULL
+WHERE id IN (SELECT i.value FROM json_each(?4) AS i)
+  AND status IN ('pending', 'in_progress')
+RETURNING id
+`
+
+type CancelJobsParams struct {
+	Status     string
+	Error      sql.NullString
+	FinishedAt sql.NullTime
+	Ids        interface{}
+}
+
+// Job control (Queue.Cancel, Queue.Delete and their bulk forms): one
+// statement per bounded batch of ids, given as a JSON array.
+// CancelJobs ends the pending and in_progress jobs among the ids with the
+// outcome the queue decides (status, error, finished_at), clearing the
+// claim token of a running attempt so that the attempt is fenced off, and
+// returns the ids it changed.
+func (q *Queries) CancelJobs(ctx context.Context, arg CancelJobsParams) ([]int64, error) {
+	rows, err := q.db.QueryContext(ctx, cancelJobs,
+		arg.Status,
+		arg.Error,
+		arg.FinishedAt,
+		arg.Ids,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []int64
+	for rows.Next() {
+		var id int64
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		items = append(items, id)
+	}
+	if err := rows.Close(); err != nil {
+		return nil, err
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const claimJobs = `-- name: ClaimJobs :many
 UPDATE jobs
 SET status = 'in_progress', attempts = attempts + 1,
@@ -422,6 +473,38 @@ func (q *Queries) DeleteCompletedJobs(ctx context.Context, arg DeleteCompletedJo
 	return items, nil
 }
 
+const deleteJobs = `-- name: DeleteJobs :many
+DELETE FROM jobs
+WHERE id IN (SELECT i.value FROM json_each(?1) AS i)
+  AND status <> 'in_progress'
+RETURNING id
+`
+
+// DeleteJobs deletes the jobs among the ids that are not in_progress and
+// returns the ids it deleted.
+func (q *Queries) DeleteJobs(ctx context.Context, ids interface{}) ([]int64, error) {
+	rows, err := q.db.QueryContext(ctx, deleteJobs, ids)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []int64
+	for rows.Next() {
+		var id int64
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		items = append(items, id)
+	}
+	if err := rows.Close(); err != nil {
+		return nil, err
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const expireOverdue = `-- name: ExpireOverdue :execrows
 UPDATE jobs
 SET status = 'expired', finished_at = ?1
@@ -649,6 +732,41 @@ func (q *Queries) InsertJobsJSON(ctx context.Context, arg InsertJobsJSONParams) 
 		return 0, err
 	}
 	return result.RowsAffected()
+}
+
+const jobStatuses = `-- name: JobStatuses :many
+SELECT id, status FROM jobs
+WHERE id IN (SELECT i.value FROM json_each(?1) AS i)
+`
+
+type JobStatusesRow struct {
+	ID     int64
+	Status string
+}
+
+// JobStatuses reads the status of the jobs among the ids (to tell the ids
+// that a control statement left alone: missing, finished or running).
+func (q *Queries) JobStatuses(ctx context.Context, ids interface{}) ([]JobStatusesRow, error) {
+	rows, err := q.db.QueryContext(ctx, jobStatuses, ids)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []JobStatusesRow
+	for rows.Next() {
+		var i JobStatusesRow
+		if err := rows.Scan(&i.ID, &i.Status); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Close(); err != nil {
+		return nil, err
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }
 
 const listJobs = `-- name: ListJobs :many

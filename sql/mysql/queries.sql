@@ -239,3 +239,24 @@ SELECT * FROM jobs
 WHERE status = 'failed'
 ORDER BY scheduled_at DESC, id DESC
 LIMIT ?;
+
+-- Job control (Queue.Cancel, Queue.Delete and their bulk forms). MySQL has
+-- no RETURNING: a batch locks its rows and reads their statuses
+-- (LockJobStatuses), then changes them, in one short READ COMMITTED
+-- transaction.
+
+-- name: LockJobStatuses :many
+SELECT id, status FROM jobs WHERE id IN (sqlc.slice(ids)) FOR UPDATE;
+
+-- name: CancelJobs :execrows
+-- CancelJobs ends the pending and in_progress jobs among the ids with the
+-- outcome the queue decides, clearing the claim token of a running attempt
+-- so that the attempt is fenced off.
+UPDATE jobs
+SET status = sqlc.arg(status), error = sqlc.arg(error), finished_at = sqlc.narg(finished_at),
+    claim_token = NULL, lease_until = NULL
+WHERE id IN (sqlc.slice(ids)) AND status IN ('pending', 'in_progress');
+
+-- name: DeleteJobs :execrows
+-- DeleteJobs deletes the jobs among the ids that are not in_progress.
+DELETE FROM jobs WHERE id IN (sqlc.slice(ids)) AND status <> 'in_progress';

@@ -248,3 +248,32 @@ SELECT * FROM jobs
 WHERE status = 'failed'
 ORDER BY scheduled_at DESC, id DESC
 LIMIT @max_rows;
+
+-- Job control (Queue.Cancel, Queue.Delete and their bulk forms): one
+-- statement per bounded batch of ids, given as a JSON array.
+
+-- name: CancelJobs :many
+-- CancelJobs ends the pending and in_progress jobs among the ids with the
+-- outcome the queue decides (status, error, finished_at), clearing the
+-- claim token of a running attempt so that the attempt is fenced off, and
+-- returns the ids it changed.
+UPDATE jobs
+SET status = @status, error = @error, finished_at = @finished_at,
+    claim_token = NULL, lease_until = NULL
+WHERE id IN (SELECT i.value FROM json_each(sqlc.arg(ids)) AS i)
+  AND status IN ('pending', 'in_progress')
+RETURNING id;
+
+-- name: DeleteJobs :many
+-- DeleteJobs deletes the jobs among the ids that are not in_progress and
+-- returns the ids it deleted.
+DELETE FROM jobs
+WHERE id IN (SELECT i.value FROM json_each(sqlc.arg(ids)) AS i)
+  AND status <> 'in_progress'
+RETURNING id;
+
+-- name: JobStatuses :many
+-- JobStatuses reads the status of the jobs among the ids (to tell the ids
+-- that a control statement left alone: missing, finished or running).
+SELECT id, status FROM jobs
+WHERE id IN (SELECT i.value FROM json_each(sqlc.arg(ids)) AS i);

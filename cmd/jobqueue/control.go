@@ -1,0 +1,79 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/jobqueue/jobqueue/queue"
+)
+
+func (a *app) cancelCommand() *cobra.Command {
+	return a.controlCommand("cancel", "Stop jobs: pending or running ones become failed with the error \"cancelled\"",
+		`cancel stops each job given: a pending job becomes failed at once with the
+error "cancelled"; a running (in_progress) one likewise, and its attempt is
+fenced off: its worker's result changes nothing, and the worker stops its
+handler at its next heartbeat (at once on PostgreSQL), killing a work --exec
+command's whole process group. A job that already finished is left as it is.
+'jobqueue retry ID' runs a cancelled job again.
+
+It prints a line per id and exits 1 if any id could not be cancelled (the
+others are cancelled all the same).`,
+		"cancelled", (*queue.Queue).CancelMany)
+}
+
+func (a *app) deleteCommand() *cobra.Command {
+	return a.controlCommand("delete", "Remove jobs that are not running",
+		`delete removes each job given from the table, whatever its status but
+in_progress: a running job is refused (cancel it first with 'jobqueue cancel
+ID').
+
+It prints a line per id and exits 1 if any id could not be deleted (the
+others are deleted all the same).`,
+		"deleted", (*queue.Queue).DeleteMany)
+}
+
+// controlCommand is a command that applies a bulk action to the job ids
+// given as arguments and prints a line per id: "job N <done>" on stdout, or
+// the id's error on stderr.
+func (a *app) controlCommand(name, short, long, done string, op func(*queue.Queue, context.Context, []int64) ([]queue.IDResult, error)) *cobra.Command {
+	return &cobra.Command{
+		Use:     name + " ID [ID…]",
+		Short:   short,
+		Long:    long,
+		Example: "  jobqueue " + name + " 42\n  jobqueue " + name + " 42 43 44",
+		Args:    cobra.MinimumNArgs(1),
+		RunE: runE(func(cmd *cobra.Command, args []string) error {
+			ids := make([]int64, len(args))
+			for i, s := range args {
+				id, err := parseID(s)
+				if err != nil {
+					return err
+				}
+				ids[i] = id
+			}
+			ctx := cmd.Context()
+			return a.withQueue(ctx, func(q *queue.Queue) error {
+				res, err := op(q, ctx, ids)
+				failed := 0
+				for _, r := range res {
+					if r.Err != nil {
+						failed++
+						fmt.Fprintln(a.err, "jobqueue: "+strings.TrimPrefix(r.Err.Error(), "jobqueue: "))
+						continue
+					}
+					fmt.Fprintf(a.out, "job %d %s\n", r.ID, done)
+				}
+				if err != nil {
+					return err
+				}
+				if failed > 0 {
+					return fmt.Errorf("%d of %d job(s) not %s", failed, len(ids), done)
+				}
+				return nil
+			})
+		}),
+	}
+}

@@ -1,0 +1,246 @@
+package queue
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Job control (SPEC section 8): Cancel and Delete, for one job or many.
+
+// Errors of Cancel and Delete, per id (see IDResult). ErrJobNotFound
+// (api.go) is the third.
+var (
+	// ErrJobFinished: Cancel found the job completed, failed or expired;
+	// it was left unchanged.
+	ErrJobFinished = errors.New("jobqueue: job already finished")
+	// ErrJobRunning: Delete found the job in_progress and left it; cancel
+	// it first (Cancel), then delete it.
+	ErrJobRunning = errors.New("jobqueue: job is running")
+)
+
+// IDResult is the result of a bulk action for one id; Err nil means done.
+// Err wraps ErrJobNotFound, ErrJobFinished or ErrJobRunning (test with
+// errors.Is) and says what to do.
+type IDResult struct {
+	ID  int64
+	Err error
+}
+
+// controlBatch is how many ids one control statement handles at most.
+const controlBatch = 1000
+
+// cancelledError is the error text a cancelled job keeps.
+const cancelledError = "cancelled"
+
+// cancelOutcome is what Cancel leaves behind at now: failed, with the error
+// "cancelled" and finished_at now (SPEC section 8). Retry runs the job
+// again.
+//
+// TODO(rule): this is the cancel cause of the single outcome rule; switch
+// to it (queue/outcome.go) once that lands.
+func cancelOutcome(now time.Time) failOutcome {
+	t := now
+	return failOutcome{status: StatusFailed, errText: cancelledError, finishedAt: &t}
+}
+
+// Cancel stops the job with the given id: a pending job becomes failed at
+// once with the error "cancelled" (finished_at now); an in_progress job
+// likewise, and its claim token is cleared, so that the running attempt is
+// fenced off (its completion or failure changes nothing and is told
+// ErrLeaseLost). The worker running it cancels the handler's context at its
+// next heartbeat, and at once on PostgreSQL (the queue notifies the
+// table's channel), unless WorkerConfig.PollOnly. Retry runs a cancelled
+// job again.
+//
+// A job that is completed, failed or expired is left unchanged and the
+// error wraps ErrJobFinished; a missing id gives ErrJobNotFound.
+func (q *Queue) Cancel(ctx context.Context, id int64) error {
+	res, err := q.CancelMany(ctx, []int64{id})
+	if err != nil {
+		return err
+	}
+	return res[0].Err
+}
+
+// CancelMany is Cancel for many ids, one statement per batch of at most
+// 1000 ids, and returns a result per id, in the order given (an id given
+// twice gets the same result twice). The error is non-nil only when the
+// database failed; the results then cover the ids before the failed batch.
+func (q *Queue) CancelMany(ctx context.Context, ids []int64) ([]IDResult, error) {
+	var cancelled []int64
+	res, err := q.control(ctx, ids, func(ctx context.Context, batch []int64) (map[int64]bool, map[int64]Status, error) {
+		done, others, err := q.st.cancel(ctx, batch, cancelOutcome(q.now()))
+		for id := range done {
+			cancelled = append(cancelled, id)
+		}
+		return done, others, err
+	}, func(id int64, st Status) error {
+		return fmt.Errorf("%w: job %d is %s and was left unchanged; only pending and in_progress jobs can be cancelled", ErrJobFinished, id, st)
+	})
+	if len(cancelled) > 0 {
+		q.logger.Info("jobs cancelled", "count", len(cancelled))
+		q.notifyCancelled(cancelled)
+	}
+	return res, err
+}
+
+// Delete removes the job with the given id, whatever its status but
+// in_progress: a running job is refused with an error wrapping
+// ErrJobRunning (cancel it first). A missing id gives ErrJobNotFound.
+func (q *Queue) Delete(ctx context.Context, id int64) error {
+	res, err := q.DeleteMany(ctx, []int64{id})
+	if err != nil {
+		return err
+	}
+	return res[0].Err
+}
+
+// DeleteMany is Delete for many ids, one statement per batch of at most
+// 1000 ids, and returns a result per id as CancelMany does.
+func (q *Queue) DeleteMany(ctx context.Context, ids []int64) ([]IDResult, error) {
+	deleted := 0
+	res, err := q.control(ctx, ids, func(ctx context.Context, batch []int64) (map[int64]bool, map[int64]Status, error) {
+		done, others, err := q.st.deleteJobs(ctx, batch)
+		deleted += len(done)
+		return done, others, err
+	}, func(id int64, st Status) error {
+		if st == StatusInProgress {
+			return fmt.Errorf("%w: job %d is in_progress and was not deleted; cancel it first (Cancel, or `jobqueue cancel %d`), then delete it", ErrJobRunning, id, id)
+		}
+		// Deleted between the statement and the read of its status, or
+		// changed meanwhile: the job is not there as it was.
+		return fmt.Errorf("jobqueue: job %d was not deleted: it changed meanwhile (now %s); try again", id, st)
+	})
+	if deleted > 0 {
+		q.logger.Info("jobs deleted", "count", deleted)
+	}
+	return res, err
+}
+
+// control runs op on ids in batches of at most controlBatch distinct ids,
+// in the order given. op returns the ids it changed and the status of the
+// others that exist; refused turns the status of an id op left alone into
+// its error. Ids that are not positive are missing without a statement.
+func (q *Queue) control(ctx context.Context, ids []int64, op func(context.Context, []int64) (map[int64]bool, map[int64]Status, error), refused func(int64, Status) error) ([]IDResult, error) {
+	out := make([]IDResult, 0, len(ids))
+	for start := 0; start < len(ids); {
+		// Take ids until the batch holds controlBatch distinct ones.
+		seen := map[int64]bool{}
+		var batch []int64
+		end := start
+		for ; end < len(ids); end++ {
+			id := ids[end]
+			if id <= 0 || seen[id] {
+				continue
+			}
+			if len(batch) == controlBatch {
+				break
+			}
+			seen[id] = true
+			batch = append(batch, id)
+		}
+		var done map[int64]bool
+		var others map[int64]Status
+		if len(batch) > 0 {
+			var err error
+			done, others, err = op(ctx, batch)
+			if err != nil {
+				return out, fmt.Errorf("jobqueue: %d job(s) from id %d on: %w", len(batch), batch[0], err)
+			}
+		}
+		for _, id := range ids[start:end] {
+			r := IDResult{ID: id}
+			switch st, ok := others[id]; {
+			case done[id]:
+			case ok:
+				r.Err = refused(id, st)
+			default:
+				r.Err = fmt.Errorf("%w: no job %d in table %q", ErrJobNotFound, id, q.table.Name)
+			}
+			out = append(out, r)
+		}
+		start = end
+	}
+	return out, nil
+}
+
+// cancelPayloadPrefix starts the payload of the notification that tells
+// workers on PostgreSQL which jobs were cancelled; the ids follow, joined by
+// commas. (Other payloads are job types.)
+const cancelPayloadPrefix = "jobqueue:cancel:"
+
+// maxNotifyPayload bounds a notification's payload (PostgreSQL's limit is
+// 8000 bytes).
+const maxNotifyPayload = 7000
+
+// cancelPayloads are the payloads that name ids, each within
+// maxNotifyPayload.
+func cancelPayloads(ids []int64) []string {
+	var out []string
+	var b strings.Builder
+	for _, id := range ids {
+		s := strconv.FormatInt(id, 10)
+		if b.Len() > 0 && b.Len()+1+len(s) > maxNotifyPayload {
+			out = append(out, b.String())
+			b.Reset()
+		}
+		if b.Len() == 0 {
+			b.WriteString(cancelPayloadPrefix)
+		} else {
+			b.WriteByte(',')
+		}
+		b.WriteString(s)
+	}
+	if b.Len() > 0 {
+		out = append(out, b.String())
+	}
+	return out
+}
+
+// parseCancelPayload returns the ids of a cancel notification, and false
+// for any other payload.
+func parseCancelPayload(payload string) ([]int64, bool) {
+	rest, ok := strings.CutPrefix(payload, cancelPayloadPrefix)
+	if !ok {
+		return nil, false
+	}
+	var ids []int64
+	for _, f := range strings.Split(rest, ",") {
+		id, err := strconv.ParseInt(f, 10, 64)
+		if err != nil {
+			return nil, false
+		}
+		ids = append(ids, id)
+	}
+	return ids, true
+}
+
+// notIn is the ids not in done.
+func notIn(ids []int64, done map[int64]bool) []int64 {
+	var out []int64
+	for _, id := range ids {
+		if !done[id] {
+			out = append(out, id)
+		}
+	}
+	return out
+}
+
+// notifyCancelled tells the workers listening on PostgreSQL that jobs were
+// cancelled (a no-op elsewhere: workers find out at their next heartbeat).
+// A failure is logged: the handlers then stop at their next heartbeat.
+func (q *Queue) notifyCancelled(ids []int64) {
+	ps, ok := q.st.(pgStore)
+	if !ok {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), notifyTimeout)
+	defer cancel()
+	if err := ps.notifyCancelled(ctx, ids); err != nil {
+		q.logger.Warn("notifying workers of cancelled jobs failed; their handlers stop at their next heartbeat", "err", err)
+	}
+}

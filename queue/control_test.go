@@ -1,0 +1,253 @@
+package queue
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/jobqueue/jobqueue/internal/engine"
+)
+
+// controlFixture enqueues one job in each state on a fresh table: pending,
+// running (claimed), completed, failed and expired.
+type controlFixture struct {
+	pending, running, completed, failed, expired int64
+	attempt                                      *JobRow // the running job's attempt
+}
+
+func newControlFixture(t *testing.T, q *Queue, clock *fixedClock) controlFixture {
+	t.Helper()
+	ctx := context.Background()
+	var f controlFixture
+	f.pending = mustEnqueue(t, q, testArgs{N: 1}, Type("p"))
+	f.running = mustEnqueue(t, q, testArgs{N: 2}, Type("r"))
+	f.attempt = mustClaim(t, q, []string{"r"}, 1, time.Minute)[0]
+	f.completed = mustEnqueue(t, q, testArgs{N: 3}, Type("c"))
+	c := mustClaim(t, q, []string{"c"}, 1, time.Minute)[0]
+	if stale, err := q.complete(ctx, []AttemptRef{c.Ref()}); err != nil || len(stale) != 0 {
+		t.Fatalf("complete = %v, %v", stale, err)
+	}
+	f.failed = mustEnqueue(t, q, testArgs{N: 4}, Type("f"))
+	failForGood(t, q, "f")
+	f.expired = mustEnqueue(t, q, testArgs{N: 5}, Type("e"), ExpiresIn(time.Minute))
+	clock.add(2 * time.Minute)
+	if n, err := q.ExpireOverdue(ctx); err != nil || n != 1 {
+		t.Fatalf("ExpireOverdue = %d, %v", n, err)
+	}
+	return f
+}
+
+func TestCancel(t *testing.T) {
+	forEachEngine(t, func(t *testing.T, kind engine.Kind) {
+		ctx := context.Background()
+		env := coreEnv(t, kind)
+		q, clock := coreQueue(t, env)
+		f := newControlFixture(t, q, clock)
+		missing := f.expired + 1<<40
+
+		cases := []struct {
+			name    string
+			id      int64
+			wantErr error // nil: cancelled
+		}{
+			{"pending", f.pending, nil},
+			{"running", f.running, nil},
+			{"completed", f.completed, ErrJobFinished},
+			{"failed", f.failed, ErrJobFinished},
+			{"expired", f.expired, ErrJobFinished},
+			{"missing", missing, ErrJobNotFound},
+			{"zero id", 0, ErrJobNotFound},
+			{"negative id", -5, ErrJobNotFound},
+		}
+		for _, c := range cases {
+			t.Run(c.name, func(t *testing.T) {
+				before, _ := q.Get(ctx, c.id)
+				err := q.Cancel(ctx, c.id)
+				if c.wantErr == nil {
+					if err != nil {
+						t.Fatalf("Cancel(%d) = %v", c.id, err)
+					}
+					after := getJob(t, q, c.id)
+					now := clock.now()
+					if after.Status != StatusFailed || after.Error != "cancelled" || after.FinishedAt == nil ||
+						!after.FinishedAt.Equal(now) || after.ClaimToken != "" || after.LeaseUntil != nil {
+						t.Fatalf("cancelled job is %+v", after)
+					}
+					return
+				}
+				if !errors.Is(err, c.wantErr) {
+					t.Fatalf("Cancel(%d) = %v, want %v", c.id, err, c.wantErr)
+				}
+				after, _ := q.Get(ctx, c.id)
+				if fmt.Sprintf("%+v", before) != fmt.Sprintf("%+v", after) {
+					t.Fatalf("Cancel(%d) changed the job: %+v -> %+v", c.id, before, after)
+				}
+			})
+		}
+
+		// The cancelled attempt is fenced off: its completion, failure and
+		// heartbeat change nothing.
+		if stale, err := q.complete(ctx, []AttemptRef{f.attempt.Ref()}); err != nil || len(stale) != 1 {
+			t.Fatalf("complete of the cancelled attempt = %v, %v; want it stale", stale, err)
+		}
+		if _, _, err := q.fail(ctx, f.attempt, errors.New("boom")); !errors.Is(err, ErrLeaseLost) {
+			t.Fatalf("fail of the cancelled attempt = %v, want ErrLeaseLost", err)
+		}
+		if lost, err := q.heartbeat(ctx, []AttemptRef{f.attempt.Ref()}, time.Minute); err != nil || len(lost) != 1 {
+			t.Fatalf("heartbeat of the cancelled attempt = %v, %v; want it lost", lost, err)
+		}
+		if row := getJob(t, q, f.running); row.Status != StatusFailed || row.Error != "cancelled" {
+			t.Fatalf("the cancelled attempt changed its job: %+v", row)
+		}
+
+		// Retry runs a cancelled job again.
+		for _, id := range []int64{f.pending, f.running} {
+			if ok, err := q.Retry(ctx, id); err != nil || !ok {
+				t.Fatalf("Retry(%d) of a cancelled job = %v, %v", id, ok, err)
+			}
+		}
+		if got := mustClaim(t, q, []string{"p", "r"}, 10, time.Minute); len(got) != 2 {
+			t.Fatalf("claimed %d retried cancelled jobs, want 2", len(got))
+		}
+	})
+}
+
+func TestDelete(t *testing.T) {
+	forEachEngine(t, func(t *testing.T, kind engine.Kind) {
+		ctx := context.Background()
+		env := coreEnv(t, kind)
+		q, clock := coreQueue(t, env)
+		f := newControlFixture(t, q, clock)
+		missing := f.expired + 1<<40
+
+		cases := []struct {
+			name    string
+			id      int64
+			wantErr error // nil: deleted
+		}{
+			{"pending", f.pending, nil},
+			{"running", f.running, ErrJobRunning},
+			{"completed", f.completed, nil},
+			{"failed", f.failed, nil},
+			{"expired", f.expired, nil},
+			{"missing", missing, ErrJobNotFound},
+			{"zero id", 0, ErrJobNotFound},
+		}
+		for _, c := range cases {
+			t.Run(c.name, func(t *testing.T) {
+				before, _ := q.Get(ctx, c.id)
+				err := q.Delete(ctx, c.id)
+				if c.wantErr == nil {
+					if err != nil {
+						t.Fatalf("Delete(%d) = %v", c.id, err)
+					}
+					if _, err := q.Get(ctx, c.id); !errors.Is(err, ErrJobNotFound) {
+						t.Fatalf("Get after Delete(%d) = %v, want ErrJobNotFound", c.id, err)
+					}
+					return
+				}
+				if !errors.Is(err, c.wantErr) {
+					t.Fatalf("Delete(%d) = %v, want %v", c.id, err, c.wantErr)
+				}
+				after, _ := q.Get(ctx, c.id)
+				if fmt.Sprintf("%+v", before) != fmt.Sprintf("%+v", after) {
+					t.Fatalf("Delete(%d) changed the job: %+v -> %+v", c.id, before, after)
+				}
+			})
+		}
+		if n := rowCount(t, env); n != 1 {
+			t.Fatalf("%d rows left, want the running one", n)
+		}
+		// Cancel first, then delete.
+		if err := q.Cancel(ctx, f.running); err != nil {
+			t.Fatal(err)
+		}
+		if err := q.Delete(ctx, f.running); err != nil {
+			t.Fatalf("Delete of the cancelled job = %v", err)
+		}
+		if n := rowCount(t, env); n != 0 {
+			t.Fatalf("%d rows left, want none", n)
+		}
+	})
+}
+
+func TestControlMany(t *testing.T) {
+	forEachEngine(t, func(t *testing.T, kind engine.Kind) {
+		ctx := context.Background()
+		env := coreEnv(t, kind)
+		q, clock := coreQueue(t, env)
+		f := newControlFixture(t, q, clock)
+		missing := f.expired + 1<<40
+
+		ids := []int64{f.completed, f.pending, missing, f.running, f.pending, -1}
+		res, err := q.CancelMany(ctx, ids)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := []error{ErrJobFinished, nil, ErrJobNotFound, nil, nil, ErrJobNotFound}
+		checkResults(t, "CancelMany", ids, res, want)
+
+		ids = []int64{f.running, f.failed, missing, f.completed}
+		res, err = q.DeleteMany(ctx, ids)
+		if err != nil {
+			t.Fatal(err)
+		}
+		checkResults(t, "DeleteMany", ids, res, []error{nil, nil, ErrJobNotFound, nil})
+		if n := rowCount(t, env); n != 2 { // pending (cancelled) and expired
+			t.Fatalf("%d rows left, want 2", n)
+		}
+
+		// More ids than one batch: every one gets its result.
+		var args []JobArgs
+		for i := range controlBatch + 10 {
+			args = append(args, testArgs{N: i})
+		}
+		if _, err := q.EnqueueMany(ctx, args, Type("bulk")); err != nil {
+			t.Fatal(err)
+		}
+		rows, err := q.List(ctx, ListFilter{Type: "bulk", Limit: controlBatch + 10})
+		if err != nil || len(rows) != controlBatch+10 {
+			t.Fatalf("List = %d rows, %v", len(rows), err)
+		}
+		ids = ids[:0]
+		for _, r := range rows {
+			ids = append(ids, r.ID)
+		}
+		ids = append(ids, missing)
+		res, err = q.CancelMany(ctx, ids)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want = make([]error, len(ids))
+		want[len(ids)-1] = ErrJobNotFound
+		checkResults(t, "CancelMany of a large batch", ids, res, want)
+		if n := env.countWhere(t, "type = 'bulk' AND status = 'failed' AND error = 'cancelled'"); n != controlBatch+10 {
+			t.Fatalf("%d bulk jobs cancelled, want %d", n, controlBatch+10)
+		}
+		res, err = q.DeleteMany(ctx, ids)
+		if err != nil {
+			t.Fatal(err)
+		}
+		checkResults(t, "DeleteMany of a large batch", ids, res, want)
+		if res, err := q.CancelMany(ctx, nil); err != nil || len(res) != 0 {
+			t.Fatalf("CancelMany(nil) = %v, %v", res, err)
+		}
+	})
+}
+
+func checkResults(t *testing.T, what string, ids []int64, res []IDResult, want []error) {
+	t.Helper()
+	if len(res) != len(ids) {
+		t.Fatalf("%s: %d results for %d ids", what, len(res), len(ids))
+	}
+	for i, r := range res {
+		if r.ID != ids[i] {
+			t.Fatalf("%s: result %d is for id %d, want %d", what, i, r.ID, ids[i])
+		}
+		if (want[i] == nil) != (r.Err == nil) || want[i] != nil && !errors.Is(r.Err, want[i]) {
+			t.Fatalf("%s: id %d: %v, want %v", what, r.ID, r.Err, want[i])
+		}
+	}
+}
