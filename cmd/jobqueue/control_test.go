@@ -8,6 +8,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/jobqueue/jobqueue/internal/testdb"
 )
 
 // TestCancelDeleteCLI checks `jobqueue cancel` and `jobqueue delete` on
@@ -15,54 +17,51 @@ import (
 // done all the same, bad ids a usage error that changes nothing.
 func TestCancelDeleteCLI(t *testing.T) {
 	t.Parallel()
-	for _, k := range kinds() {
-		t.Run(k, func(t *testing.T) {
-			t.Parallel()
-			c := engineCLI(t, k)
-			c.ok(t, "install")
-			a := strings.TrimSpace(c.ok(t, "enqueue", "--name", "a"))
-			b := strings.TrimSpace(c.ok(t, "enqueue", "--name", "b"))
+	testdb.ForEachEngine(t, func(t *testing.T, e *testdb.Env) {
+		c := envCLI(t, e)
+		c.ok(t, "install")
+		a := strings.TrimSpace(c.ok(t, "enqueue", "--name", "a"))
+		b := strings.TrimSpace(c.ok(t, "enqueue", "--name", "b"))
 
-			// A bad id is a usage error before anything changes.
-			r := c.run(t, "cancel", a, "x1")
-			assertOneLineError(t, r, 2, `"x1" is not a job id`)
-			assertStats(t, c, "", map[string]int64{"pending": 2})
-			assertOneLineError(t, c.run(t, "delete"), 2, "requires at least 1 arg")
+		// A bad id is a usage error before anything changes.
+		r := c.run(t, "cancel", a, "x1")
+		assertOneLineError(t, r, 2, `"x1" is not a job id`)
+		assertStats(t, c, "", map[string]int64{"pending": 2})
+		assertOneLineError(t, c.run(t, "delete"), 2, "requires at least 1 arg")
 
-			out := c.ok(t, "cancel", a)
-			if out != "job "+a+" cancelled\n" {
-				t.Errorf("cancel printed %q", out)
-			}
-			var job map[string]any
-			decodeJSON(t, c.ok(t, "show", a, "--json"), &job)
-			if job["status"] != "failed" || job["error"] != "cancelled" || job["finished_at"] == nil {
-				t.Errorf("cancelled job: %v", job)
-			}
+		out := c.ok(t, "cancel", a)
+		if out != "job "+a+" cancelled\n" {
+			t.Errorf("cancel printed %q", out)
+		}
+		var job map[string]any
+		decodeJSON(t, c.ok(t, "show", a, "--json"), &job)
+		if job["status"] != "failed" || job["error"] != "cancelled" || job["finished_at"] == nil {
+			t.Errorf("cancelled job: %v", job)
+		}
 
-			// a is finished now, 999999 missing, b pending: b is cancelled,
-			// the others told, exit 1.
-			r = c.run(t, "cancel", a, "999999", b)
-			if r.code != 1 || r.stdout != "job "+b+" cancelled\n" {
-				t.Errorf("cancel of finished, missing and pending: exit %d, stdout %q", r.code, r.stdout)
+		// a is finished now, 999999 missing, b pending: b is cancelled,
+		// the others told, exit 1.
+		r = c.run(t, "cancel", a, "999999", b)
+		if r.code != 1 || r.stdout != "job "+b+" cancelled\n" {
+			t.Errorf("cancel of finished, missing and pending: exit %d, stdout %q", r.code, r.stdout)
+		}
+		for _, w := range []string{"job " + a + " is failed", "no job 999999", "2 of 3 job(s) not cancelled"} {
+			if !strings.Contains(r.stderr, w) {
+				t.Errorf("stderr %q does not say %q", r.stderr, w)
 			}
-			for _, w := range []string{"job " + a + " is failed", "no job 999999", "2 of 3 job(s) not cancelled"} {
-				if !strings.Contains(r.stderr, w) {
-					t.Errorf("stderr %q does not say %q", r.stderr, w)
-				}
-			}
-			assertStats(t, c, "", map[string]int64{"failed": 2})
+		}
+		assertStats(t, c, "", map[string]int64{"failed": 2})
 
-			// Retry runs a cancelled job again.
-			c.ok(t, "retry", a)
-			assertStats(t, c, "", map[string]int64{"pending": 1, "failed": 1})
+		// Retry runs a cancelled job again.
+		c.ok(t, "retry", a)
+		assertStats(t, c, "", map[string]int64{"pending": 1, "failed": 1})
 
-			r = c.run(t, "delete", a, b, "999999")
-			if r.code != 1 || r.stdout != "job "+a+" deleted\njob "+b+" deleted\n" || !strings.Contains(r.stderr, "no job 999999") {
-				t.Errorf("delete: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
-			}
-			assertStats(t, c, "", map[string]int64{})
-		})
-	}
+		r = c.run(t, "delete", a, b, "999999")
+		if r.code != 1 || r.stdout != "job "+a+" deleted\njob "+b+" deleted\n" || !strings.Contains(r.stderr, "no job 999999") {
+			t.Errorf("delete: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+		}
+		assertStats(t, c, "", map[string]int64{})
+	})
 }
 
 // TestCancelRunningExec checks on every engine that cancelling a job whose
@@ -72,50 +71,47 @@ func TestCancelDeleteCLI(t *testing.T) {
 // on with other jobs.
 func TestCancelRunningExec(t *testing.T) {
 	t.Parallel()
-	for _, k := range kinds() {
-		t.Run(k, func(t *testing.T) {
-			t.Parallel()
-			c := engineCLI(t, k)
-			c.ok(t, "install")
-			id := strings.TrimSpace(c.ok(t, "enqueue", "--name", "long"))
-			dir := t.TempDir()
-			pidFile, next := filepath.Join(dir, "child.pid"), filepath.Join(dir, "next")
-			// The long job starts a child and waits; any other job writes
-			// the file next.
-			cmd, stderr := startWorker(t, c, "--lease", "3s", "--grace", "1s", "--exec",
-				`if [ "$JOB_NAME" = long ]; then sleep 60 & echo $! > `+pidFile+`; wait; exit 0; fi; echo $JOB_ID > `+next)
-			child, err := strconv.Atoi(strings.TrimSpace(waitFile(t, pidFile, 20*time.Second)))
-			if err != nil {
-				t.Fatal(err)
+	testdb.ForEachEngine(t, func(t *testing.T, e *testdb.Env) {
+		c := envCLI(t, e)
+		c.ok(t, "install")
+		id := strings.TrimSpace(c.ok(t, "enqueue", "--name", "long"))
+		dir := t.TempDir()
+		pidFile, next := filepath.Join(dir, "child.pid"), filepath.Join(dir, "next")
+		// The long job starts a child and waits; any other job writes
+		// the file next.
+		cmd, stderr := startWorker(t, c, "--lease", "3s", "--grace", "1s", "--exec",
+			`if [ "$JOB_NAME" = long ]; then sleep 60 & echo $! > `+pidFile+`; wait; exit 0; fi; echo $JOB_ID > `+next)
+		child, err := strconv.Atoi(strings.TrimSpace(waitFile(t, pidFile, 20*time.Second)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if out := c.ok(t, "cancel", id); !strings.Contains(out, "cancelled") {
+			t.Errorf("cancel printed %q", out)
+		}
+		start := time.Now()
+		for ; ; time.Sleep(20 * time.Millisecond) {
+			if err := syscall.Kill(child, 0); errors.Is(err, syscall.ESRCH) || isZombie(child) {
+				break
 			}
-			if out := c.ok(t, "cancel", id); !strings.Contains(out, "cancelled") {
-				t.Errorf("cancel printed %q", out)
+			if time.Since(start) > 15*time.Second {
+				syscall.Kill(child, syscall.SIGKILL)
+				t.Fatalf("the command's child %d was not killed after its job was cancelled; stderr:\n%s", child, stderr)
 			}
-			start := time.Now()
-			for ; ; time.Sleep(20 * time.Millisecond) {
-				if err := syscall.Kill(child, 0); errors.Is(err, syscall.ESRCH) || isZombie(child) {
-					break
-				}
-				if time.Since(start) > 15*time.Second {
-					syscall.Kill(child, syscall.SIGKILL)
-					t.Fatalf("the command's child %d was not killed after its job was cancelled; stderr:\n%s", child, stderr)
-				}
-			}
-			// The worker goes on with other jobs.
-			other := strings.TrimSpace(c.ok(t, "enqueue", "--name", "other"))
-			if got := strings.TrimSpace(waitFile(t, next, 20*time.Second)); got != other {
-				t.Errorf("the next job run was %q, want %s", got, other)
-			}
-			cmd.Process.Signal(syscall.SIGTERM)
-			if code := waitExit(t, cmd, 15*time.Second); code != 0 {
-				t.Fatalf("exit %d after SIGTERM; stderr:\n%s", code, stderr)
-			}
-			var job map[string]any
-			decodeJSON(t, c.ok(t, "show", id, "--json"), &job)
-			if job["status"] != "failed" || job["error"] != "cancelled" || job["claim_token"] != nil {
-				t.Errorf("the cancelled job after its command was killed: %v", job)
-			}
-			assertStats(t, c, "", map[string]int64{"failed": 1, "completed": 1})
-		})
-	}
+		}
+		// The worker goes on with other jobs.
+		other := strings.TrimSpace(c.ok(t, "enqueue", "--name", "other"))
+		if got := strings.TrimSpace(waitFile(t, next, 20*time.Second)); got != other {
+			t.Errorf("the next job run was %q, want %s", got, other)
+		}
+		cmd.Process.Signal(syscall.SIGTERM)
+		if code := waitExit(t, cmd, 15*time.Second); code != 0 {
+			t.Fatalf("exit %d after SIGTERM; stderr:\n%s", code, stderr)
+		}
+		var job map[string]any
+		decodeJSON(t, c.ok(t, "show", id, "--json"), &job)
+		if job["status"] != "failed" || job["error"] != "cancelled" || job["claim_token"] != nil {
+			t.Errorf("the cancelled job after its command was killed: %v", job)
+		}
+		assertStats(t, c, "", map[string]int64{"failed": 1, "completed": 1})
+	})
 }
