@@ -11,7 +11,10 @@
 //
 // Install and Migrate run through goose Go migrations built for the chosen table, so a
 // service that already runs its own migrations with goose can include ours
-// in its own `goose up` (see GooseMigrations).
+// in its own `goose up` (see GooseMigrations). A team that runs the goose
+// command over SQL files commits the file GooseSQL returns instead (`jobqueue
+// goose-file` writes it): it creates what Install creates, from the same
+// definitions.
 //
 // The engine (PostgreSQL, MySQL/MariaDB or SQLite) is detected from the
 // *sql.DB's driver: pgx's stdlib, go-sql-driver/mysql or modernc.org/sqlite.

@@ -16,7 +16,7 @@
 //		Create: func(side engine.Table) []string {
 //			switch side.Kind {
 //			case engine.Postgres: return []string{`CREATE TABLE IF NOT EXISTS ` + side.Quoted() + ` (…)`}
-//			case engine.MySQL:    return []string{"CREATE TABLE IF NOT EXISTS " + side.Quoted() + " (…) " + ddl.MySQLTableOptions}
+//			case engine.MySQL:    return []string{"CREATE TABLE IF NOT EXISTS " + side.Quoted() + " (…) " + MySQLTableOptions}
 //			default:              return []string{`CREATE TABLE IF NOT EXISTS ` + side.Quoted() + ` (…)`}
 //			}
 //		},
