@@ -25,7 +25,7 @@ import (
 // PostgreSQL it is folded to lower case); an engine other than the three
 // is ErrUnsupportedDatabase.
 func GooseSQL(engineName, table string) (string, error) {
-	k, err := parseEngine(engineName)
+	k, err := engine.ParseKind(engineName)
 	if err != nil {
 		return "", err
 	}
@@ -47,21 +47,6 @@ func GooseSQL(engineName, table string) (string, error) {
 		}
 	}
 	return b.String(), nil
-}
-
-// parseEngine reads an engine name as the goose-file command takes it:
-// "postgres" (or "postgresql"), "mysql" (or "mariadb"), "sqlite" (or
-// "sqlite3"); anything else is ErrUnsupportedDatabase.
-func parseEngine(name string) (engine.Kind, error) {
-	switch strings.ToLower(name) {
-	case "postgres", "postgresql":
-		return engine.Postgres, nil
-	case "mysql", "mariadb":
-		return engine.MySQL, nil
-	case "sqlite", "sqlite3":
-		return engine.SQLite, nil
-	}
-	return "", fmt.Errorf("%w: engine %q; use postgres, mysql (also for MariaDB) or sqlite", ErrUnsupportedDatabase, name)
 }
 
 // writeGooseStatement writes one statement and its semicolon; a statement

@@ -167,6 +167,7 @@ Exit status: 0 on success, 1 on failure, 2 on bad usage.`,
 		a.demoCommand(),
 		a.benchCommand(),
 		a.benchWorkerCommand(),
+		a.gooseFileCommand(),
 	)
 	return root
 }

@@ -40,6 +40,21 @@ var (
 	ErrOutdatedTable = errors.New("jobqueue: outdated table")
 )
 
+// ParseKind reads an engine's name as a user gives it: "postgres" (or
+// "postgresql"), "mysql" (or "mariadb"), "sqlite" (or "sqlite3"), in any
+// case; anything else is ErrUnsupportedDatabase.
+func ParseKind(name string) (Kind, error) {
+	switch strings.ToLower(name) {
+	case "postgres", "postgresql":
+		return Postgres, nil
+	case "mysql", "mariadb":
+		return MySQL, nil
+	case "sqlite", "sqlite3":
+		return SQLite, nil
+	}
+	return "", fmt.Errorf("%w: engine %q; use postgres, mysql (also for MariaDB) or sqlite", ErrUnsupportedDatabase, name)
+}
+
 // Detect tells which engine db talks to, from its driver.
 func Detect(db *sql.DB) (Kind, error) {
 	if db == nil {

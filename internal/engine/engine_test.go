@@ -129,3 +129,27 @@ func TestDriverDSN(t *testing.T) {
 		}
 	}
 }
+
+func TestParseKind(t *testing.T) {
+	cases := []struct {
+		name string
+		want Kind
+	}{
+		{"postgres", Postgres}, {"PostgreSQL", Postgres}, {"mysql", MySQL}, {"mariadb", MySQL},
+		{"sqlite", SQLite}, {"sqlite3", SQLite}, {"", ""}, {"oracle", ""}, {"pg", ""},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			got, err := ParseKind(c.name)
+			if c.want == "" {
+				if !errors.Is(err, ErrUnsupportedDatabase) || !strings.Contains(err.Error(), "use postgres, mysql") {
+					t.Errorf("ParseKind(%q) = %q, %v; want ErrUnsupportedDatabase naming the three", c.name, got, err)
+				}
+				return
+			}
+			if err != nil || got != c.want {
+				t.Errorf("ParseKind(%q) = %q, %v; want %q", c.name, got, err, c.want)
+			}
+		})
+	}
+}
