@@ -171,10 +171,12 @@ func TestGooseMigrationsRejectsBadInput(t *testing.T) {
 		{"version 0", "jobs", migrations.RetryPolicy{}, 0, nil},
 	}
 	for _, c := range cases {
-		ms, err := migrations.GooseMigrations(db, c.table, c.policy, c.version)
-		if err == nil || ms != nil || (c.want != nil && !errors.Is(err, c.want)) {
-			t.Errorf("%s: GooseMigrations = %v, %v; want an error wrapping %v", c.name, ms, err, c.want)
-		}
+		t.Run(c.name, func(t *testing.T) {
+			ms, err := migrations.GooseMigrations(db, c.table, c.policy, c.version)
+			if err == nil || ms != nil || (c.want != nil && !errors.Is(err, c.want)) {
+				t.Errorf("GooseMigrations = %v, %v; want an error wrapping %v", ms, err, c.want)
+			}
+		})
 	}
 	// Nothing was created.
 	var n int

@@ -346,10 +346,11 @@ func TestMigrateBadInput(t *testing.T) {
 			{"too long", testPolicy, strings.Repeat("j", 65), ErrInvalidTableName},
 		}
 		for _, c := range cases {
-			err := Migrate(ctx, db, c.policy, c.table)
-			if !errors.Is(err, c.want) {
-				t.Errorf("%s: Migrate = %v, want %v", c.name, err, c.want)
-			}
+			t.Run(c.name, func(t *testing.T) {
+				if err := Migrate(ctx, db, c.policy, c.table); !errors.Is(err, c.want) {
+					t.Errorf("Migrate = %v, want %v", err, c.want)
+				}
+			})
 		}
 		assertSameTable(t, db, k, v1, rows, cat, "rows changed (-before +after)")
 		if st, err := inspect(ctx, db, engine.Table{Kind: k, Name: missing}); err != nil || st != tableMissing {

@@ -284,21 +284,27 @@ func TestEnqueueBadInput(t *testing.T) {
 	testdb.ForEachEngine(t, func(t *testing.T, e *testdb.Env) {
 		c := envCLI(t, e)
 		c.ok(t, "install")
-		cases := [][]string{
-			{"--name", strings.Repeat("k", 256)},
-			{"--name", ""},
-			{"--name", "k", "--type", strings.Repeat("t", 65)},
-			{"--name", "k", "--at", "2030-01-02T00:00:00Z", "--expires-at", "2030-01-01T00:00:00Z"},
+		type badCase struct {
+			name string
+			args []string
+		}
+		cases := []badCase{
+			{"kind too long", []string{"--name", strings.Repeat("k", 256)}},
+			{"empty kind", []string{"--name", ""}},
+			{"type too long", []string{"--name", "k", "--type", strings.Repeat("t", 65)}},
+			{"deadline before start", []string{"--name", "k", "--at", "2030-01-02T00:00:00Z", "--expires-at", "2030-01-01T00:00:00Z"}},
 		}
 		if e.Kind == engine.Postgres {
-			cases = append(cases, []string{"--name", "k", "--payload", `{"a":"\u0000"}`})
+			cases = append(cases, badCase{"NUL in JSONB", []string{"--name", "k", "--payload", `{"a":"\u0000"}`}})
 		}
-		for _, args := range cases {
-			r := c.run(t, append([]string{"enqueue"}, args...)...)
-			assertOneLineError(t, r, exitUsage)
-			if r.stdout != "" {
-				t.Errorf("enqueue %q printed %q", args, r.stdout)
-			}
+		for _, tc := range cases {
+			t.Run(tc.name, func(t *testing.T) {
+				r := c.run(t, append([]string{"enqueue"}, tc.args...)...)
+				assertOneLineError(t, r, exitUsage)
+				if r.stdout != "" {
+					t.Errorf("enqueue %q printed %q", tc.args, r.stdout)
+				}
+			})
 		}
 		assertStats(t, c, "", nil)
 	})

@@ -21,9 +21,11 @@ func TestRedactURL(t *testing.T) {
 		{"a short password elsewhere in the text is left", "postgres://u:ab@h/db", "about ab", "about ab"},
 	}
 	for _, c := range cases {
-		if got := redactURL(c.msg, c.url); got != c.want {
-			t.Errorf("%s: redactURL(%q) = %q, want %q", c.name, c.msg, got, c.want)
-		}
+		t.Run(c.name, func(t *testing.T) {
+			if got := redactURL(c.msg, c.url); got != c.want {
+				t.Errorf("redactURL(%q) = %q, want %q", c.msg, got, c.want)
+			}
+		})
 	}
 	if got := safeURL("postgres://u:s3cret@h/db"); strings.Contains(got, "s3cret") || !strings.HasPrefix(got, "postgres://u:") {
 		t.Errorf("safeURL = %q", got)
