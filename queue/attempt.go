@@ -4,15 +4,12 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"sort"
 	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
-
-	"github.com/jobqueue/jobqueue/internal/policy"
 )
 
 // AttemptRef names one attempt: the job and the token of the attempt.
@@ -143,25 +140,35 @@ func (q *Queue) complete(ctx context.Context, refs []AttemptRef) (stale []Attemp
 	return stale, nil
 }
 
-// releaseError is the error text of an attempt the worker gave up.
-const releaseError = "interrupted: the worker shut down before the attempt finished"
-
 // release ends attempts the worker gives up (at shutdown, when their
-// handlers did not finish in time) at once, by Reclaim's rule: deadline
-// passed → expired; attempts used up → failed; else pending again now. It is
-// fenced by token like complete and returns the refs that no longer held
-// their job (nothing changed for them).
+// handlers did not finish in time) at once, by the outcome rule
+// (decideOutcome with causeReleased): deadline passed → expired; attempts
+// used up → failed; else pending again now. It reads the jobs the attempts
+// still hold, then writes each group of equal ends in one statement fenced
+// by token, like complete; it returns the refs that no longer held their
+// job (nothing changed for them).
 func (q *Queue) release(ctx context.Context, refs []AttemptRef) (stale []AttemptRef, err error) {
 	now := q.now()
 	refs, stale = splitRefs(refs)
 	released := 0
 	for _, chunk := range chunkRefs(refs) {
-		held, err := q.st.release(ctx, chunk, now, releaseError)
+		jobs, err := q.st.heldAttempts(ctx, chunk)
 		if err != nil {
 			return stale, fmt.Errorf("jobqueue: release: %w", err)
 		}
+		order, groups := groupEnds(jobs, endCause{kind: causeReleased}, now)
+		ended := map[int64]bool{}
+		for _, e := range order {
+			held, err := q.st.endAttempts(ctx, groups[e], e)
+			if err != nil {
+				return stale, fmt.Errorf("jobqueue: release: %w", err)
+			}
+			for id := range held {
+				ended[id] = true
+			}
+		}
 		for _, r := range chunk {
-			if held[r.ID] {
+			if ended[r.ID] {
 				released++
 			} else {
 				stale = append(stale, r)
@@ -176,13 +183,12 @@ func (q *Queue) release(ctx context.Context, refs []AttemptRef) (stale []Attempt
 }
 
 // fail records a failed attempt of job (fenced by job.ID and job.ClaimToken)
-// with the handler's error and applies SPEC section 3's rule (see
-// failRule). It returns the new status and, for pending, the next
-// scheduled_at; an error wrapping ErrLeaseLost when the attempt was stale
-// (nothing changed).
+// with the handler's error, as the outcome rule decides (decideOutcome). It
+// returns the new status and, for pending, the next scheduled_at; an error
+// wrapping ErrLeaseLost when the attempt was stale (nothing changed).
 func (q *Queue) fail(ctx context.Context, job *JobRow, handlerErr error) (Status, time.Time, error) {
-	o := failRule(job, handlerErr, q.now())
-	ok, err := q.st.fail(ctx, job.Ref(), o)
+	e := decideOutcome(job, handlerFailed(handlerErr), q.now())
+	ok, err := q.st.fail(ctx, job.Ref(), e)
 	if err != nil {
 		return "", time.Time{}, fmt.Errorf("jobqueue: recording the failure of job %d: %w", job.ID, err)
 	}
@@ -191,40 +197,8 @@ func (q *Queue) fail(ctx context.Context, job *JobRow, handlerErr error) (Status
 	}
 	// The worker logs the outcome for users (with the handler's duration);
 	// this line is for tracing the queue itself.
-	q.logger.Debug("failed attempt recorded", "job_id", job.ID, "kind", job.Name, "attempt", job.Attempts, "status", o.status)
-	if o.status == StatusPending {
-		return o.status, o.scheduledAt, nil
-	}
-	return o.status, time.Time{}, nil
-}
-
-// failRule is what a failed attempt of job leaves behind at now (SPEC
-// section 3), the one place this rule lives:
-//   - its deadline has passed → expired;
-//   - it failed permanently (Permanent) or used its last attempt → failed;
-//   - else pending again at now + the delay of RetryAfter, or of the
-//     policy's backoff min(base × 2^(attempts−1), max).
-//
-// failed and expired jobs get finished_at = now; the error text is kept.
-func failRule(job *JobRow, handlerErr error, now time.Time) failOutcome {
-	o := failOutcome{errText: errorText(handlerErr), scheduledAt: job.ScheduledAt}
-	var ra *RetryAfterError
-	switch {
-	case job.ExpiresAt != nil && !job.ExpiresAt.After(now):
-		o.status = StatusExpired
-	case IsPermanent(handlerErr) || job.Attempts >= job.MaxAttempts:
-		o.status = StatusFailed
-	case errors.As(handlerErr, &ra):
-		o.status, o.scheduledAt = StatusPending, now.Add(max(ra.Delay, 0))
-	default:
-		wait := policy.Backoff(int64(job.Attempts), int64(job.BaseDelay/time.Second), int64(job.MaxDelay/time.Second))
-		o.status, o.scheduledAt = StatusPending, now.Add(wait)
-	}
-	if o.status != StatusPending {
-		t := now
-		o.finishedAt = &t
-	}
-	return o
+	q.logger.Debug("failed attempt recorded", "job_id", job.ID, "kind", job.Name, "attempt", job.Attempts, "outcome", e.outcome)
+	return e.status, e.retryAt, nil
 }
 
 // errorText is the error's text as stored: never empty, valid UTF-8 without

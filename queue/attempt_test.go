@@ -269,61 +269,6 @@ func TestDeleteOnSuccess(t *testing.T) {
 	})
 }
 
-func TestFailRule(t *testing.T) {
-	now := time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
-	past, future := now.Add(-time.Second), now.Add(time.Hour)
-	job := func(attempts, max int, expires *time.Time) *JobRow {
-		return &JobRow{ID: 1, Attempts: attempts, MaxAttempts: max, BaseDelay: time.Minute, MaxDelay: time.Hour,
-			ScheduledAt: now.Add(-time.Hour), ExpiresAt: expires}
-	}
-	plain := errors.New("boom")
-	cases := []struct {
-		name   string
-		job    *JobRow
-		err    error
-		status Status
-		next   time.Duration // for pending: scheduled_at − now
-	}{
-		{"first failure waits base", job(1, 5, nil), plain, StatusPending, time.Minute},
-		{"second waits twice base", job(2, 5, nil), plain, StatusPending, 2 * time.Minute},
-		{"fourth waits 8×base", job(4, 10, nil), plain, StatusPending, 8 * time.Minute},
-		{"capped at max", job(9, 10, nil), plain, StatusPending, time.Hour},
-		{"huge attempts do not overflow", job(500, 1000, nil), plain, StatusPending, time.Hour},
-		{"last attempt fails", job(5, 5, nil), plain, StatusFailed, 0},
-		{"beyond max fails", job(6, 5, nil), plain, StatusFailed, 0},
-		{"permanent fails at once", job(1, 5, nil), Permanent(plain), StatusFailed, 0},
-		{"wrapped permanent", job(1, 5, nil), fmt.Errorf("ctx: %w", Permanent(plain)), StatusFailed, 0},
-		{"retry after", job(1, 5, nil), RetryAfter(5*time.Second, plain), StatusPending, 5 * time.Second},
-		{"retry after on the last attempt fails", job(5, 5, nil), RetryAfter(5*time.Second, plain), StatusFailed, 0},
-		{"deadline passed expires", job(1, 5, &past), plain, StatusExpired, 0},
-		{"deadline now expires", job(1, 5, &now), plain, StatusExpired, 0},
-		{"deadline passed beats permanent", job(1, 5, &past), Permanent(plain), StatusExpired, 0},
-		{"deadline passed beats used-up", job(5, 5, &past), plain, StatusExpired, 0},
-		{"future deadline retries", job(1, 5, &future), plain, StatusPending, time.Minute},
-		{"nil error still fails", job(1, 5, nil), nil, StatusPending, time.Minute},
-	}
-	for _, c := range cases {
-		o := failRule(c.job, c.err, now)
-		if o.status != c.status {
-			t.Errorf("%s: status %s, want %s", c.name, o.status, c.status)
-			continue
-		}
-		switch c.status {
-		case StatusPending:
-			if got := o.scheduledAt.Sub(now); got != c.next || o.finishedAt != nil {
-				t.Errorf("%s: next in %v (finished %v), want %v", c.name, got, o.finishedAt, c.next)
-			}
-		default:
-			if o.finishedAt == nil || !o.finishedAt.Equal(now) || !o.scheduledAt.Equal(c.job.ScheduledAt) {
-				t.Errorf("%s: finished_at %v scheduled_at %v", c.name, o.finishedAt, o.scheduledAt)
-			}
-		}
-		if o.errText == "" {
-			t.Errorf("%s: empty error text", c.name)
-		}
-	}
-}
-
 func TestFailWritesTheOutcome(t *testing.T) {
 	forEachEngine(t, func(t *testing.T, kind engine.Kind) {
 		ctx := context.Background()

@@ -33,18 +33,12 @@ type IDResult struct {
 // controlBatch is how many ids one control statement handles at most.
 const controlBatch = 1000
 
-// cancelledError is the error text a cancelled job keeps.
-const cancelledError = "cancelled"
-
-// cancelOutcome is what Cancel leaves behind at now: failed, with the error
-// "cancelled" and finished_at now (SPEC section 8). Retry runs the job
-// again.
-//
-// TODO(rule): this is the cancel cause of the single outcome rule; switch
-// to it (queue/outcome.go) once that lands.
-func cancelOutcome(now time.Time) failOutcome {
-	t := now
-	return failOutcome{status: StatusFailed, errText: cancelledError, finishedAt: &t}
+// cancelOutcome is what Cancel leaves behind at now, by the outcome rule
+// (decideOutcome with causeCancelled, which reads nothing of the job):
+// failed, with the error "cancelled" and finished_at now (SPEC section 8).
+// Retry runs the job again.
+func cancelOutcome(now time.Time) attemptEnd {
+	return decideOutcome(&JobRow{}, endCause{kind: causeCancelled}, now)
 }
 
 // Cancel stops the job with the given id: a pending job becomes failed at

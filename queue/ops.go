@@ -123,27 +123,59 @@ func (q *Queue) ExpireOverdue(ctx context.Context) (int64, error) {
 	return n, nil
 }
 
-// reclaimError is the error text stored with a reclaimed attempt.
-const reclaimError = "the attempt's lease ran out before it finished (worker stopped or lost); reclaimed"
+// reclaimBatch is how many abandoned attempts one Reclaim round reads and
+// ends at most.
+const reclaimBatch = 500
 
 // Reclaim ends abandoned attempts: in_progress jobs whose lease has run out.
 // Each becomes expired if its deadline has passed, failed if it has used
-// all its attempts, else pending again at once; its error says that the
-// lease ran out. It returns how many and emits EventReclaimed with that
-// count when there were any. Workers run it periodically.
+// all its attempts, else pending again at once (the outcome rule,
+// decideOutcome); its error says that the lease ran out. It works in
+// rounds of at most 500 jobs, each one read and one write per group of
+// equal outcomes, until none is left. It returns how many it ended and
+// emits EventReclaimed with that count when there were any. Workers run it
+// periodically.
 func (q *Queue) Reclaim(ctx context.Context) (int64, error) {
-	n, err := q.st.reclaim(ctx, q.now(), reclaimError)
-	if err != nil {
-		return 0, fmt.Errorf("jobqueue: reclaim abandoned attempts: %w", err)
+	now := q.now()
+	counts := map[outcome]int64{}
+	var total int64
+	for {
+		jobs, err := q.st.abandoned(ctx, now, reclaimBatch)
+		if err != nil {
+			return total, fmt.Errorf("jobqueue: reclaim abandoned attempts (after %d): %w", total, err)
+		}
+		var held []*JobRow
+		for _, j := range jobs {
+			if j.Ref().wellFormed() {
+				held = append(held, j)
+			}
+		}
+		order, groups := groupEnds(held, endCause{kind: causeReclaimed}, now)
+		var n int64
+		for _, e := range order {
+			m, err := q.st.endAbandoned(ctx, groups[e], e, now)
+			n += m
+			counts[e.outcome] += m
+			if err != nil {
+				return total + n, fmt.Errorf("jobqueue: reclaim abandoned attempts (after %d): %w", total+n, err)
+			}
+		}
+		total += n
+		// A short round was the last; a round that ended nothing (another
+		// reclaimer was first, or rows no attempt can hold) would repeat.
+		if len(jobs) < reclaimBatch || n == 0 {
+			break
+		}
 	}
-	if n > 0 {
-		q.logger.Warn("abandoned attempts reclaimed", "count", n)
-		q.emit(Event{Kind: EventReclaimed, Count: n})
+	if total > 0 {
+		q.logger.Warn("abandoned attempts reclaimed", "count", total,
+			"retried", counts[outcomeRetried], "failed", counts[outcomeFailed], "expired", counts[outcomeExpired])
+		q.emit(Event{Kind: EventReclaimed, Count: total})
 		q.wake.notify()
 	} else {
 		q.logger.Debug("no abandoned attempts")
 	}
-	return n, nil
+	return total, nil
 }
 
 // pruneBatch is how many rows one Prune statement deletes at most.

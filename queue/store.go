@@ -14,7 +14,8 @@ import (
 
 // store is the thin adapter between the queue's rules and one engine's
 // generated queries. It only moves values in and out; every decision about a
-// job's life is made in the queue (enqueue.go, attempt.go, ops.go).
+// job's life is made in the queue (enqueue.go, attempt.go, outcome.go,
+// ops.go).
 type store interface {
 	// probe checks that the table exists and has the version 2 columns.
 	probe(ctx context.Context) error
@@ -31,11 +32,19 @@ type store interface {
 	// complete marks the attempts that still hold their job completed (or
 	// deletes their rows) and returns their ids.
 	complete(ctx context.Context, refs []AttemptRef, now time.Time, del bool) (map[int64]bool, error)
-	// release ends the attempts that still hold their job by Reclaim's rule
-	// (error text errText) and returns their ids.
-	release(ctx context.Context, refs []AttemptRef, now time.Time, errText string) (map[int64]bool, error)
-	// fail writes the outcome of a failed attempt if it still holds its job.
-	fail(ctx context.Context, ref AttemptRef, o failOutcome) (bool, error)
+	// heldAttempts reads the jobs that refs (no id twice) still hold.
+	heldAttempts(ctx context.Context, refs []AttemptRef) ([]*JobRow, error)
+	// abandoned reads at most limit abandoned attempts: in_progress jobs
+	// whose lease ended before now.
+	abandoned(ctx context.Context, now time.Time, limit int) ([]*JobRow, error)
+	// endAttempts writes e to the jobs that refs (no id twice) still hold
+	// and returns their ids.
+	endAttempts(ctx context.Context, refs []AttemptRef, e attemptEnd) (map[int64]bool, error)
+	// endAbandoned writes e to the jobs that refs (no id twice) still hold
+	// with a lease that ended before now, and returns how many.
+	endAbandoned(ctx context.Context, refs []AttemptRef, e attemptEnd, now time.Time) (int64, error)
+	// fail writes the end of a failed attempt if it still holds its job.
+	fail(ctx context.Context, ref AttemptRef, e attemptEnd) (bool, error)
 	stats(ctx context.Context, typ string) (map[Status]int64, error)
 	// list returns the jobs matching f with ids below beforeID, newest
 	// first, at most limit (f is validated; its AfterID and Limit are not
@@ -45,13 +54,12 @@ type store interface {
 	get(ctx context.Context, id int64) (*JobRow, error)
 	retry(ctx context.Context, id int64, now time.Time) (bool, error)
 	expire(ctx context.Context, now time.Time) (int64, error)
-	reclaim(ctx context.Context, now time.Time, errText string) (int64, error)
 	prune(ctx context.Context, cutoff time.Time, batch int) (int64, error)
 	purge(ctx context.Context) (int64, error)
 	// cancel ends the pending and in_progress jobs among ids (distinct,
 	// positive) with outcome o, clearing their claim tokens, and returns
 	// the ids it changed and the status of the others that exist.
-	cancel(ctx context.Context, ids []int64, o failOutcome) (map[int64]bool, map[int64]Status, error)
+	cancel(ctx context.Context, ids []int64, o attemptEnd) (map[int64]bool, map[int64]Status, error)
 	// deleteJobs deletes the jobs among ids that are not in_progress and
 	// returns the ids it deleted and the status of the others that exist.
 	deleteJobs(ctx context.Context, ids []int64) (map[int64]bool, map[int64]Status, error)
@@ -70,14 +78,6 @@ type newJob struct {
 	maxDelay    int64
 	scheduledAt time.Time
 	expiresAt   *time.Time
-}
-
-// failOutcome is what a failed attempt leaves behind (decided in attempt.go).
-type failOutcome struct {
-	status      Status
-	errText     string
-	scheduledAt time.Time
-	finishedAt  *time.Time
 }
 
 // jsonRow is one job in the JSON array that the PostgreSQL and SQLite bulk

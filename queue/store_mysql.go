@@ -284,18 +284,44 @@ func (s mysqlStore) complete(ctx context.Context, refs []AttemptRef, now time.Ti
 	})
 }
 
-func (s mysqlStore) release(ctx context.Context, refs []AttemptRef, now time.Time, errText string) (map[int64]bool, error) {
-	return s.lockedUpdate(ctx, refs, "releasing", func(qs *mysqlgen.Queries, ids []uint64, toks []sql.NullString) (int64, error) {
-		return qs.ReleaseJobs(ctx, mysqlgen.ReleaseJobsParams{
-			Now: nullTime(&now), FinishTime: nullTime(&now), RetryTime: now, Error: nullString(errText), Ids: ids, Tokens: toks,
+func (s mysqlStore) heldAttempts(ctx context.Context, refs []AttemptRef) ([]*JobRow, error) {
+	ids, toks := refLists(refs)
+	rows, err := s.qs().SelectHeldAttempts(ctx, mysqlgen.SelectHeldAttemptsParams{Ids: padIDs(uids(ids)), Tokens: padIDs(mysqlTokens(toks))})
+	return mysqlRows(rows), err
+}
+
+func (s mysqlStore) abandoned(ctx context.Context, now time.Time, limit int) ([]*JobRow, error) {
+	rows, err := s.qs().SelectAbandoned(ctx, mysqlgen.SelectAbandonedParams{Now: nullTime(&now), Limit: int32(limit)})
+	return mysqlRows(rows), err
+}
+
+func (s mysqlStore) endAttempts(ctx context.Context, refs []AttemptRef, e attemptEnd) (map[int64]bool, error) {
+	return s.lockedUpdate(ctx, refs, "ending attempts", func(qs *mysqlgen.Queries, ids []uint64, toks []sql.NullString) (int64, error) {
+		return qs.EndAttempts(ctx, mysqlgen.EndAttemptsParams{
+			Status: mysqlgen.JobsStatus(e.status), Error: nullString(e.errText),
+			RetryAt: nullTime(nullableTime(e.retryAt)), FinishedAt: nullTime(nullableTime(e.finishedAt)),
+			Ids: ids, Tokens: toks,
 		})
 	})
 }
 
-func (s mysqlStore) fail(ctx context.Context, ref AttemptRef, o failOutcome) (bool, error) {
+// endAbandoned runs at READ COMMITTED (see readCommitted).
+func (s mysqlStore) endAbandoned(ctx context.Context, refs []AttemptRef, e attemptEnd, now time.Time) (int64, error) {
+	ids, toks := refLists(refs)
+	return s.readCommitted(ctx, func(qs *mysqlgen.Queries) (int64, error) {
+		return qs.EndAbandonedAttempts(ctx, mysqlgen.EndAbandonedAttemptsParams{
+			Status: mysqlgen.JobsStatus(e.status), Error: nullString(e.errText),
+			RetryAt: nullTime(nullableTime(e.retryAt)), FinishedAt: nullTime(nullableTime(e.finishedAt)),
+			Ids: padIDs(uids(ids)), Tokens: padIDs(mysqlTokens(toks)), Now: nullTime(&now),
+		})
+	})
+}
+
+func (s mysqlStore) fail(ctx context.Context, ref AttemptRef, e attemptEnd) (bool, error) {
 	n, err := s.qs().FailJob(ctx, mysqlgen.FailJobParams{
-		Status: mysqlgen.JobsStatus(o.status), Error: nullString(o.errText), ScheduledAt: o.scheduledAt,
-		FinishedAt: nullTime(o.finishedAt), ID: uint64(ref.ID), Token: nullString(ref.Token),
+		Status: mysqlgen.JobsStatus(e.status), Error: nullString(e.errText),
+		RetryAt: nullTime(nullableTime(e.retryAt)), FinishedAt: nullTime(nullableTime(e.finishedAt)),
+		ID: uint64(ref.ID), Token: nullString(ref.Token),
 	})
 	return n == 1, err
 }
@@ -366,14 +392,6 @@ func (s mysqlStore) readCommitted(ctx context.Context, fn func(qs *mysqlgen.Quer
 func (s mysqlStore) expire(ctx context.Context, now time.Time) (int64, error) {
 	return s.readCommitted(ctx, func(qs *mysqlgen.Queries) (int64, error) {
 		return qs.ExpireOverdue(ctx, mysqlgen.ExpireOverdueParams{Now: nullTime(&now)})
-	})
-}
-
-func (s mysqlStore) reclaim(ctx context.Context, now time.Time, errText string) (int64, error) {
-	return s.readCommitted(ctx, func(qs *mysqlgen.Queries) (int64, error) {
-		return qs.ReclaimAbandoned(ctx, mysqlgen.ReclaimAbandonedParams{
-			Now: nullTime(&now), FinishTime: nullTime(&now), RetryTime: now, Error: nullString(errText),
-		})
 	})
 }
 
@@ -451,11 +469,11 @@ func (s mysqlStore) control(ctx context.Context, ids []int64, pick func(Status) 
 	return done, others, nil
 }
 
-func (s mysqlStore) cancel(ctx context.Context, ids []int64, o failOutcome) (map[int64]bool, map[int64]Status, error) {
+func (s mysqlStore) cancel(ctx context.Context, ids []int64, o attemptEnd) (map[int64]bool, map[int64]Status, error) {
 	return s.control(ctx, ids, func(st Status) bool { return st == StatusPending || st == StatusInProgress },
 		func(qs *mysqlgen.Queries, ids []uint64) (int64, error) {
 			return qs.CancelJobs(ctx, mysqlgen.CancelJobsParams{
-				Status: mysqlgen.JobsStatus(o.status), Error: nullString(o.errText), FinishedAt: nullTime(o.finishedAt), Ids: ids,
+				Status: mysqlgen.JobsStatus(o.status), Error: nullString(o.errText), FinishedAt: nullTime(nullableTime(o.finishedAt)), Ids: ids,
 			})
 		})
 }

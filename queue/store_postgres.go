@@ -111,18 +111,43 @@ func (s pgStore) complete(ctx context.Context, refs []AttemptRef, now time.Time,
 	return idSet(held), err
 }
 
-func (s pgStore) release(ctx context.Context, refs []AttemptRef, now time.Time, errText string) (map[int64]bool, error) {
+func (s pgStore) heldAttempts(ctx context.Context, refs []AttemptRef) ([]*JobRow, error) {
 	ids, toks := refLists(refs)
-	held, err := s.qs().ReleaseJobs(ctx, pggen.ReleaseJobsParams{
-		Now: nullTime(&now), Error: nullString(errText), Ids: json.RawMessage(jsonList(ids)), Tokens: json.RawMessage(jsonList(toks)),
+	rows, err := s.qs().SelectHeldAttempts(ctx, pggen.SelectHeldAttemptsParams{
+		Ids: json.RawMessage(jsonList(ids)), Tokens: json.RawMessage(jsonList(toks)),
+	})
+	return pgRows(rows), err
+}
+
+func (s pgStore) abandoned(ctx context.Context, now time.Time, limit int) ([]*JobRow, error) {
+	rows, err := s.qs().SelectAbandoned(ctx, pggen.SelectAbandonedParams{Now: nullTime(&now), MaxRows: int32(limit)})
+	return pgRows(rows), err
+}
+
+func (s pgStore) endAttempts(ctx context.Context, refs []AttemptRef, e attemptEnd) (map[int64]bool, error) {
+	ids, toks := refLists(refs)
+	held, err := s.qs().EndAttempts(ctx, pggen.EndAttemptsParams{
+		Status: string(e.status), Error: nullString(e.errText),
+		RetryAt: nullTime(nullableTime(e.retryAt)), FinishedAt: nullTime(nullableTime(e.finishedAt)),
+		Ids: json.RawMessage(jsonList(ids)), Tokens: json.RawMessage(jsonList(toks)),
 	})
 	return idSet(held), err
 }
 
-func (s pgStore) fail(ctx context.Context, ref AttemptRef, o failOutcome) (bool, error) {
+func (s pgStore) endAbandoned(ctx context.Context, refs []AttemptRef, e attemptEnd, now time.Time) (int64, error) {
+	ids, toks := refLists(refs)
+	return s.qs().EndAbandonedAttempts(ctx, pggen.EndAbandonedAttemptsParams{
+		Status: string(e.status), Error: nullString(e.errText),
+		RetryAt: nullTime(nullableTime(e.retryAt)), FinishedAt: nullTime(nullableTime(e.finishedAt)),
+		Ids: json.RawMessage(jsonList(ids)), Tokens: json.RawMessage(jsonList(toks)), Now: nullTime(&now),
+	})
+}
+
+func (s pgStore) fail(ctx context.Context, ref AttemptRef, e attemptEnd) (bool, error) {
 	n, err := s.qs().FailJob(ctx, pggen.FailJobParams{
-		Status: string(o.status), Error: nullString(o.errText), ScheduledAt: o.scheduledAt,
-		FinishedAt: nullTime(o.finishedAt), ID: ref.ID, Token: nullString(ref.Token),
+		Status: string(e.status), Error: nullString(e.errText),
+		RetryAt: nullTime(nullableTime(e.retryAt)), FinishedAt: nullTime(nullableTime(e.finishedAt)),
+		ID: ref.ID, Token: nullString(ref.Token),
 	})
 	return n == 1, err
 }
@@ -167,10 +192,6 @@ func (s pgStore) expire(ctx context.Context, now time.Time) (int64, error) {
 	return s.qs().ExpireOverdue(ctx, nullTime(&now))
 }
 
-func (s pgStore) reclaim(ctx context.Context, now time.Time, errText string) (int64, error) {
-	return s.qs().ReclaimAbandoned(ctx, pggen.ReclaimAbandonedParams{Now: nullTime(&now), Error: nullString(errText)})
-}
-
 func (s pgStore) prune(ctx context.Context, cutoff time.Time, batch int) (int64, error) {
 	return s.qs().PruneFinished(ctx, pggen.PruneFinishedParams{Cutoff: nullTime(&cutoff), MaxRows: int32(batch)})
 }
@@ -210,9 +231,9 @@ func idSet[T int64 | uint64](ids []T) map[int64]bool {
 	return m
 }
 
-func (s pgStore) cancel(ctx context.Context, ids []int64, o failOutcome) (map[int64]bool, map[int64]Status, error) {
+func (s pgStore) cancel(ctx context.Context, ids []int64, o attemptEnd) (map[int64]bool, map[int64]Status, error) {
 	done, err := s.qs().CancelJobs(ctx, pggen.CancelJobsParams{
-		Status: string(o.status), Error: nullString(o.errText), FinishedAt: nullTime(o.finishedAt),
+		Status: string(o.status), Error: nullString(o.errText), FinishedAt: nullTime(nullableTime(o.finishedAt)),
 		Ids: json.RawMessage(jsonList(ids)),
 	})
 	if err != nil {

@@ -126,19 +126,50 @@ func (s sqliteStore) complete(ctx context.Context, refs []AttemptRef, now time.T
 	return idSet(held), err
 }
 
-func (s sqliteStore) release(ctx context.Context, refs []AttemptRef, now time.Time, errText string) (map[int64]bool, error) {
+func (s sqliteStore) heldAttempts(ctx context.Context, refs []AttemptRef) ([]*JobRow, error) {
+	ids, toks := refLists(refs)
+	rows, err := busyRetry(ctx, func() ([]sqlitegen.Job, error) {
+		return s.qs().SelectHeldAttempts(ctx, sqlitegen.SelectHeldAttemptsParams{Ids: jsonList(ids), Tokens: jsonList(toks)})
+	})
+	return sqliteRows(rows), err
+}
+
+func (s sqliteStore) abandoned(ctx context.Context, now time.Time, limit int) ([]*JobRow, error) {
+	rows, err := busyRetry(ctx, func() ([]sqlitegen.Job, error) {
+		return s.qs().SelectAbandoned(ctx, sqlitegen.SelectAbandonedParams{Now: nullTime(&now), MaxRows: int64(limit)})
+	})
+	return sqliteRows(rows), err
+}
+
+func (s sqliteStore) endAttempts(ctx context.Context, refs []AttemptRef, e attemptEnd) (map[int64]bool, error) {
 	ids, toks := refLists(refs)
 	held, err := busyRetry(ctx, func() ([]int64, error) {
-		return s.qs().ReleaseJobs(ctx, sqlitegen.ReleaseJobsParams{Now: nullTime(&now), Error: nullString(errText), Ids: jsonList(ids), Tokens: jsonList(toks)})
+		return s.qs().EndAttempts(ctx, sqlitegen.EndAttemptsParams{
+			Status: string(e.status), Error: nullString(e.errText),
+			RetryAt: nullTime(nullableTime(e.retryAt)), FinishedAt: nullTime(nullableTime(e.finishedAt)),
+			Ids: jsonList(ids), Tokens: jsonList(toks),
+		})
 	})
 	return idSet(held), err
 }
 
-func (s sqliteStore) fail(ctx context.Context, ref AttemptRef, o failOutcome) (bool, error) {
+func (s sqliteStore) endAbandoned(ctx context.Context, refs []AttemptRef, e attemptEnd, now time.Time) (int64, error) {
+	ids, toks := refLists(refs)
+	return busyRetry(ctx, func() (int64, error) {
+		return s.qs().EndAbandonedAttempts(ctx, sqlitegen.EndAbandonedAttemptsParams{
+			Status: string(e.status), Error: nullString(e.errText),
+			RetryAt: nullTime(nullableTime(e.retryAt)), FinishedAt: nullTime(nullableTime(e.finishedAt)),
+			Ids: jsonList(ids), Tokens: jsonList(toks), Now: nullTime(&now),
+		})
+	})
+}
+
+func (s sqliteStore) fail(ctx context.Context, ref AttemptRef, e attemptEnd) (bool, error) {
 	n, err := busyRetry(ctx, func() (int64, error) {
 		return s.qs().FailJob(ctx, sqlitegen.FailJobParams{
-			Status: string(o.status), Error: nullString(o.errText), ScheduledAt: o.scheduledAt,
-			FinishedAt: nullTime(o.finishedAt), ID: ref.ID, Token: nullString(ref.Token),
+			Status: string(e.status), Error: nullString(e.errText),
+			RetryAt: nullTime(nullableTime(e.retryAt)), FinishedAt: nullTime(nullableTime(e.finishedAt)),
+			ID: ref.ID, Token: nullString(ref.Token),
 		})
 	})
 	return n == 1, err
@@ -184,12 +215,6 @@ func (s sqliteStore) expire(ctx context.Context, now time.Time) (int64, error) {
 	return busyRetry(ctx, func() (int64, error) { return s.qs().ExpireOverdue(ctx, nullTime(&now)) })
 }
 
-func (s sqliteStore) reclaim(ctx context.Context, now time.Time, errText string) (int64, error) {
-	return busyRetry(ctx, func() (int64, error) {
-		return s.qs().ReclaimAbandoned(ctx, sqlitegen.ReclaimAbandonedParams{Now: nullTime(&now), Error: nullString(errText)})
-	})
-}
-
 func (s sqliteStore) prune(ctx context.Context, cutoff time.Time, batch int) (int64, error) {
 	return busyRetry(ctx, func() (int64, error) {
 		return s.qs().PruneFinished(ctx, sqlitegen.PruneFinishedParams{Cutoff: nullTime(&cutoff), MaxRows: int64(batch)})
@@ -232,10 +257,10 @@ func nullable(s string) any {
 	return s
 }
 
-func (s sqliteStore) cancel(ctx context.Context, ids []int64, o failOutcome) (map[int64]bool, map[int64]Status, error) {
+func (s sqliteStore) cancel(ctx context.Context, ids []int64, o attemptEnd) (map[int64]bool, map[int64]Status, error) {
 	done, err := busyRetry(ctx, func() ([]int64, error) {
 		return s.qs().CancelJobs(ctx, sqlitegen.CancelJobsParams{
-			Status: string(o.status), Error: nullString(o.errText), FinishedAt: nullTime(o.finishedAt), Ids: jsonList(ids),
+			Status: string(o.status), Error: nullString(o.errText), FinishedAt: nullTime(nullableTime(o.finishedAt)), Ids: jsonList(ids),
 		})
 	})
 	if err != nil {

@@ -26,9 +26,15 @@ type Querier interface {
 	DeleteCompletedJobs(ctx context.Context, arg DeleteCompletedJobsParams) (int64, error)
 	// DeleteJobs deletes the jobs among the ids that are not in_progress.
 	DeleteJobs(ctx context.Context, ids []uint64) (int64, error)
+	// EndAbandonedAttempts is EndAttempts for reclaimed attempts: only those
+	// whose lease is still passed (a heartbeat may have come in between).
+	EndAbandonedAttempts(ctx context.Context, arg EndAbandonedAttemptsParams) (int64, error)
+	// EndAttempts writes one decided end to the given attempts; run after
+	// LockHeldJobs in one transaction when some attempts may be stale.
+	EndAttempts(ctx context.Context, arg EndAttemptsParams) (int64, error)
 	ExpireOverdue(ctx context.Context, arg ExpireOverdueParams) (int64, error)
 	ExtendLeases(ctx context.Context, arg ExtendLeasesParams) (int64, error)
-	// FailJob records a failed attempt; the queue decides the new status.
+	// FailJob records one failed attempt as the queue decided.
 	FailJob(ctx context.Context, arg FailJobParams) (int64, error)
 	// The dashboard's overview (queue/overview.go). Each statement reads one
 	// of the table's indexes and stops early, so that it stays fast on a table
@@ -79,18 +85,12 @@ type Querier interface {
 	// status_scheduled read backwards; a failed job's scheduled_at is when its
 	// last attempt was due).
 	RecentFailures(ctx context.Context, limit int32) ([]Job, error)
-	// ReclaimAbandoned ends abandoned attempts (in_progress, lease passed) in one
-	// statement: deadline passed -> expired; attempts used up -> failed; else
-	// pending again at once. The CASEs read only columns the statement does not
-	// change (MySQL applies assignments from left to right). finish_time and
-	// retry_time are both now (sqlc types them after their columns).
-	ReclaimAbandoned(ctx context.Context, arg ReclaimAbandonedParams) (int64, error)
-	// ReleaseJobs ends the given attempts now, by Reclaim's rule (the worker
-	// gives them up at shutdown); run after LockHeldJobs in one transaction.
-	ReleaseJobs(ctx context.Context, arg ReleaseJobsParams) (int64, error)
 	// RetryJob assigns expires_at before status: MySQL applies assignments from
 	// left to right, so the CASE must still see the old status.
 	RetryJob(ctx context.Context, arg RetryJobParams) (int64, error)
+	// SelectAbandoned reads at most a batch of abandoned attempts (in_progress,
+	// lease passed; index lease_until).
+	SelectAbandoned(ctx context.Context, arg SelectAbandonedParams) ([]Job, error)
 	// SelectDueJobs locks due jobs of every type for a claim (index
 	// status_scheduled), skipping rows other claims hold.
 	SelectDueJobs(ctx context.Context, arg SelectDueJobsParams) ([]Job, error)
@@ -98,6 +98,16 @@ type Querier interface {
 	SelectDueJobsOfType(ctx context.Context, arg SelectDueJobsOfTypeParams) ([]Job, error)
 	// SelectDueJobsOfTypes is SelectDueJobs for several types.
 	SelectDueJobsOfTypes(ctx context.Context, arg SelectDueJobsOfTypesParams) ([]Job, error)
+	// The end of an attempt that did not succeed (handler failure, release at
+	// shutdown, reclaim of an abandoned attempt) is decided in Go, by one rule
+	// (queue/outcome.go). The statements below only read the attempts the rule
+	// needs (SelectHeldAttempts, SelectAbandoned: bounded) and write what it
+	// decided (EndAttempts, EndAbandonedAttempts, FailJob), fenced by
+	// claim_token. sqlc.narg(retry_at) is when the job runs again, or NULL to
+	// leave scheduled_at as it is (MySQL applies assignments from left to right;
+	// COALESCE reads scheduled_at before it is assigned).
+	// SelectHeldAttempts reads the jobs that the given attempts still hold.
+	SelectHeldAttempts(ctx context.Context, arg SelectHeldAttemptsParams) ([]Job, error)
 	// SelectTokens reads the current tokens of jobs (to tell which attempts lost
 	// their job).
 	SelectTokens(ctx context.Context, ids []uint64) ([]SelectTokensRow, error)

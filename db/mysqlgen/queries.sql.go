@@ -317,6 +317,108 @@ func (q *Queries) DeleteJobs(ctx context.Context, ids []uint64) (int64, error) {
 	return result.RowsAffected()
 }
 
+const endAbandonedAttempts = `-- name: EndAbandonedAttempts :execrows
+UPDATE jobs
+SET status = ?, error = ?,
+    scheduled_at = COALESCE(?, scheduled_at),
+    finished_at = ?, claim_token = NULL, lease_until = NULL
+WHERE id IN (/*SLICE:ids*/?) AND claim_token IN (/*SLICE:tokens*/?)
+  AND status = 'in_progress' AND lease_until < ?
+`
+
+type EndAbandonedAttemptsParams struct {
+	Status     JobsStatus
+	Error      sql.NullString
+	RetryAt    sql.NullTime
+	FinishedAt sql.NullTime
+	Ids        []uint64
+	Tokens     []sql.NullString
+	Now        sql.NullTime
+}
+
+// EndAbandonedAttempts is EndAttempts for reclaimed attempts: only those
+// whose lease is still passed (a heartbeat may have come in between).
+func (q *Queries) EndAbandonedAttempts(ctx context.Context, arg EndAbandonedAttemptsParams) (int64, error) {
+	query := endAbandonedAttempts
+	var queryParams []interface{}
+	queryParams = append(queryParams, arg.Status)
+	queryParams = append(queryParams, arg.Error)
+	queryParams = append(queryParams, arg.RetryAt)
+	queryParams = append(queryParams, arg.FinishedAt)
+	if len(arg.Ids) > 0 {
+		for _, v := range arg.Ids {
+			queryParams = append(queryParams, v)
+		}
+		query = strings.Replace(query, "/*SLICE:ids*/?", strings.Repeat(",?", len(arg.Ids))[1:], 1)
+	} else {
+		query = strings.Replace(query, "/*SLICE:ids*/?", "NULL", 1)
+	}
+	if len(arg.Tokens) > 0 {
+		for _, v := range arg.Tokens {
+			queryParams = append(queryParams, v)
+		}
+		query = strings.Replace(query, "/*SLICE:tokens*/?", strings.Repeat(",?", len(arg.Tokens))[1:], 1)
+	} else {
+		query = strings.Replace(query, "/*SLICE:tokens*/?", "NULL", 1)
+	}
+	queryParams = append(queryParams, arg.Now)
+	result, err := q.db.ExecContext(ctx, query, queryParams...)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected()
+}
+
+const endAttempts = `-- name: EndAttempts :execrows
+UPDATE jobs
+SET status = ?, error = ?,
+    scheduled_at = COALESCE(?, scheduled_at),
+    finished_at = ?, claim_token = NULL, lease_until = NULL
+WHERE id IN (/*SLICE:ids*/?) AND claim_token IN (/*SLICE:tokens*/?)
+  AND status = 'in_progress'
+`
+
+type EndAttemptsParams struct {
+	Status     JobsStatus
+	Error      sql.NullString
+	RetryAt    sql.NullTime
+	FinishedAt sql.NullTime
+	Ids        []uint64
+	Tokens     []sql.NullString
+}
+
+// EndAttempts writes one decided end to the given attempts; run after
+// LockHeldJobs in one transaction when some attempts may be stale.
+func (q *Queries) EndAttempts(ctx context.Context, arg EndAttemptsParams) (int64, error) {
+	query := endAttempts
+	var queryParams []interface{}
+	queryParams = append(queryParams, arg.Status)
+	queryParams = append(queryParams, arg.Error)
+	queryParams = append(queryParams, arg.RetryAt)
+	queryParams = append(queryParams, arg.FinishedAt)
+	if len(arg.Ids) > 0 {
+		for _, v := range arg.Ids {
+			queryParams = append(queryParams, v)
+		}
+		query = strings.Replace(query, "/*SLICE:ids*/?", strings.Repeat(",?", len(arg.Ids))[1:], 1)
+	} else {
+		query = strings.Replace(query, "/*SLICE:ids*/?", "NULL", 1)
+	}
+	if len(arg.Tokens) > 0 {
+		for _, v := range arg.Tokens {
+			queryParams = append(queryParams, v)
+		}
+		query = strings.Replace(query, "/*SLICE:tokens*/?", strings.Repeat(",?", len(arg.Tokens))[1:], 1)
+	} else {
+		query = strings.Replace(query, "/*SLICE:tokens*/?", "NULL", 1)
+	}
+	result, err := q.db.ExecContext(ctx, query, queryParams...)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected()
+}
+
 const expireOverdue = `-- name: ExpireOverdue :execrows
 UPDATE jobs
 SET status = 'expired', finished_at = ?
@@ -377,26 +479,27 @@ func (q *Queries) ExtendLeases(ctx context.Context, arg ExtendLeasesParams) (int
 
 const failJob = `-- name: FailJob :execrows
 UPDATE jobs
-SET status = ?, error = ?, scheduled_at = ?,
+SET status = ?, error = ?,
+    scheduled_at = COALESCE(?, scheduled_at),
     finished_at = ?, claim_token = NULL, lease_until = NULL
 WHERE id = ? AND claim_token = ? AND status = 'in_progress'
 `
 
 type FailJobParams struct {
-	Status      JobsStatus
-	Error       sql.NullString
-	ScheduledAt time.Time
-	FinishedAt  sql.NullTime
-	ID          uint64
-	Token       sql.NullString
+	Status     JobsStatus
+	Error      sql.NullString
+	RetryAt    sql.NullTime
+	FinishedAt sql.NullTime
+	ID         uint64
+	Token      sql.NullString
 }
 
-// FailJob records a failed attempt; the queue decides the new status.
+// FailJob records one failed attempt as the queue decided.
 func (q *Queries) FailJob(ctx context.Context, arg FailJobParams) (int64, error) {
 	result, err := q.db.ExecContext(ctx, failJob,
 		arg.Status,
 		arg.Error,
-		arg.ScheduledAt,
+		arg.RetryAt,
 		arg.FinishedAt,
 		arg.ID,
 		arg.Token,
@@ -1009,116 +1112,6 @@ func (q *Queries) RecentFailures(ctx context.Context, limit int32) ([]Job, error
 	return items, nil
 }
 
-const reclaimAbandoned = `-- name: ReclaimAbandoned :execrows
-UPDATE jobs
-SET finished_at = CASE
-        WHEN expires_at IS NOT NULL AND expires_at <= ? THEN ?
-        WHEN attempts >= max_attempts THEN ?
-        ELSE NULL END,
-    scheduled_at = CASE
-        WHEN expires_at IS NOT NULL AND expires_at <= ? THEN scheduled_at
-        WHEN attempts >= max_attempts THEN scheduled_at
-        ELSE ? END,
-    error = ?, claim_token = NULL, lease_until = NULL,
-    status = CASE
-        WHEN expires_at IS NOT NULL AND expires_at <= ? THEN 'expired'
-        WHEN attempts >= max_attempts THEN 'failed'
-        ELSE 'pending' END
-WHERE status = 'in_progress' AND lease_until < ?
-`
-
-type ReclaimAbandonedParams struct {
-	Now        sql.NullTime
-	FinishTime sql.NullTime
-	RetryTime  time.Time
-	Error      sql.NullString
-}
-
-// ReclaimAbandoned ends abandoned attempts (in_progress, lease passed) in one
-// statement: deadline passed -> expired; attempts used up -> failed; else
-// pending again at once. The CASEs read only columns the statement does not
-// change (MySQL applies assignments from left to right). finish_time and
-// retry_time are both now (sqlc types them after their columns).
-func (q *Queries) ReclaimAbandoned(ctx context.Context, arg ReclaimAbandonedParams) (int64, error) {
-	result, err := q.db.ExecContext(ctx, reclaimAbandoned,
-		arg.Now,
-		arg.FinishTime,
-		arg.FinishTime,
-		arg.Now,
-		arg.RetryTime,
-		arg.Error,
-		arg.Now,
-		arg.Now,
-	)
-	if err != nil {
-		return 0, err
-	}
-	return result.RowsAffected()
-}
-
-const releaseJobs = `-- name: ReleaseJobs :execrows
-UPDATE jobs
-SET finished_at = CASE
-        WHEN expires_at IS NOT NULL AND expires_at <= ? THEN ?
-        WHEN attempts >= max_attempts THEN ?
-        ELSE NULL END,
-    scheduled_at = CASE
-        WHEN expires_at IS NOT NULL AND expires_at <= ? THEN scheduled_at
-        WHEN attempts >= max_attempts THEN scheduled_at
-        ELSE ? END,
-    error = ?, claim_token = NULL, lease_until = NULL,
-    status = CASE
-        WHEN expires_at IS NOT NULL AND expires_at <= ? THEN 'expired'
-        WHEN attempts >= max_attempts THEN 'failed'
-        ELSE 'pending' END
-WHERE id IN (/*SLICE:ids*/?) AND claim_token IN (/*SLICE:tokens*/?)
-  AND status = 'in_progress'
-`
-
-type ReleaseJobsParams struct {
-	Now        sql.NullTime
-	FinishTime sql.NullTime
-	RetryTime  time.Time
-	Error      sql.NullString
-	Ids        []uint64
-	Tokens     []sql.NullString
-}
-
-// ReleaseJobs ends the given attempts now, by Reclaim's rule (the worker
-// gives them up at shutdown); run after LockHeldJobs in one transaction.
-func (q *Queries) ReleaseJobs(ctx context.Context, arg ReleaseJobsParams) (int64, error) {
-	query := releaseJobs
-	var queryParams []interface{}
-	queryParams = append(queryParams, arg.Now)
-	queryParams = append(queryParams, arg.FinishTime)
-	queryParams = append(queryParams, arg.FinishTime)
-	queryParams = append(queryParams, arg.Now)
-	queryParams = append(queryParams, arg.RetryTime)
-	queryParams = append(queryParams, arg.Error)
-	queryParams = append(queryParams, arg.Now)
-	if len(arg.Ids) > 0 {
-		for _, v := range arg.Ids {
-			queryParams = append(queryParams, v)
-		}
-		query = strings.Replace(query, "/*SLICE:ids*/?", strings.Repeat(",?", len(arg.Ids))[1:], 1)
-	} else {
-		query = strings.Replace(query, "/*SLICE:ids*/?", "NULL", 1)
-	}
-	if len(arg.Tokens) > 0 {
-		for _, v := range arg.Tokens {
-			queryParams = append(queryParams, v)
-		}
-		query = strings.Replace(query, "/*SLICE:tokens*/?", strings.Repeat(",?", len(arg.Tokens))[1:], 1)
-	} else {
-		query = strings.Replace(query, "/*SLICE:tokens*/?", "NULL", 1)
-	}
-	result, err := q.db.ExecContext(ctx, query, queryParams...)
-	if err != nil {
-		return 0, err
-	}
-	return result.RowsAffected()
-}
-
 const retryJob = `-- name: RetryJob :execrows
 UPDATE jobs
 SET expires_at = CASE WHEN status = 'expired' OR expires_at <= ? THEN NULL ELSE expires_at END,
@@ -1141,6 +1134,60 @@ func (q *Queries) RetryJob(ctx context.Context, arg RetryJobParams) (int64, erro
 		return 0, err
 	}
 	return result.RowsAffected()
+}
+
+const selectAbandoned = `-- name: SelectAbandoned :many
+SELECT id, name, type, payload, status, attempts, claim_token, lease_until, max_attempts, base_delay, max_delay, error, scheduled_at, expires_at, finished_at, created_at FROM jobs
+WHERE lease_until < ? AND status = 'in_progress'
+ORDER BY lease_until, id
+LIMIT ?
+`
+
+type SelectAbandonedParams struct {
+	Now   sql.NullTime
+	Limit int32
+}
+
+// SelectAbandoned reads at most a batch of abandoned attempts (in_progress,
+// lease passed; index lease_until).
+func (q *Queries) SelectAbandoned(ctx context.Context, arg SelectAbandonedParams) ([]Job, error) {
+	rows, err := q.db.QueryContext(ctx, selectAbandoned, arg.Now, arg.Limit)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []Job
+	for rows.Next() {
+		var i Job
+		if err := rows.Scan(
+			&i.ID,
+			&i.Name,
+			&i.Type,
+			&i.Payload,
+			&i.Status,
+			&i.Attempts,
+			&i.ClaimToken,
+			&i.LeaseUntil,
+			&i.MaxAttempts,
+			&i.BaseDelay,
+			&i.MaxDelay,
+			&i.Error,
+			&i.ScheduledAt,
+			&i.ExpiresAt,
+			&i.FinishedAt,
+			&i.CreatedAt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Close(); err != nil {
+		return nil, err
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }
 
 const selectDueJobs = `-- name: SelectDueJobs :many
@@ -1293,6 +1340,85 @@ func (q *Queries) SelectDueJobsOfTypes(ctx context.Context, arg SelectDueJobsOfT
 	queryParams = append(queryParams, arg.Now)
 	queryParams = append(queryParams, arg.DeadlineAfter)
 	queryParams = append(queryParams, arg.Limit)
+	rows, err := q.db.QueryContext(ctx, query, queryParams...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []Job
+	for rows.Next() {
+		var i Job
+		if err := rows.Scan(
+			&i.ID,
+			&i.Name,
+			&i.Type,
+			&i.Payload,
+			&i.Status,
+			&i.Attempts,
+			&i.ClaimToken,
+			&i.LeaseUntil,
+			&i.MaxAttempts,
+			&i.BaseDelay,
+			&i.MaxDelay,
+			&i.Error,
+			&i.ScheduledAt,
+			&i.ExpiresAt,
+			&i.FinishedAt,
+			&i.CreatedAt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Close(); err != nil {
+		return nil, err
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const selectHeldAttempts = `-- name: SelectHeldAttempts :many
+
+SELECT id, name, type, payload, status, attempts, claim_token, lease_until, max_attempts, base_delay, max_delay, error, scheduled_at, expires_at, finished_at, created_at FROM jobs
+WHERE id IN (/*SLICE:ids*/?) AND claim_token IN (/*SLICE:tokens*/?)
+  AND status = 'in_progress'
+`
+
+type SelectHeldAttemptsParams struct {
+	Ids    []uint64
+	Tokens []sql.NullString
+}
+
+// The end of an attempt that did not succeed (handler failure, release at
+// shutdown, reclaim of an abandoned attempt) is decided in Go, by one rule
+// (queue/outcome.go). The statements below only read the attempts the rule
+// needs (SelectHeldAttempts, SelectAbandoned: bounded) and write what it
+// decided (EndAttempts, EndAbandonedAttempts, FailJob), fenced by
+// claim_token. sqlc.narg(retry_at) is when the job runs again, or NULL to
+// leave scheduled_at as it is (MySQL applies assignments from left to right;
+// COALESCE reads scheduled_at before it is assigned).
+// SelectHeldAttempts reads the jobs that the given attempts still hold.
+func (q *Queries) SelectHeldAttempts(ctx context.Context, arg SelectHeldAttemptsParams) ([]Job, error) {
+	query := selectHeldAttempts
+	var queryParams []interface{}
+	if len(arg.Ids) > 0 {
+		for _, v := range arg.Ids {
+			queryParams = append(queryParams, v)
+		}
+		query = strings.Replace(query, "/*SLICE:ids*/?", strings.Repeat(",?", len(arg.Ids))[1:], 1)
+	} else {
+		query = strings.Replace(query, "/*SLICE:ids*/?", "NULL", 1)
+	}
+	if len(arg.Tokens) > 0 {
+		for _, v := range arg.Tokens {
+			queryParams = append(queryParams, v)
+		}
+		query = strings.Replace(query, "/*SLICE:tokens*/?", strings.Repeat(",?", len(arg.Tokens))[1:], 1)
+	} else {
+		query = strings.Replace(query, "/*SLICE:tokens*/?", "NULL", 1)
+	}
 	rows, err := q.db.QueryContext(ctx, query, queryParams...)
 	if err != nil {
 		return nil, err

@@ -42,9 +42,15 @@ type Querier interface {
 	// DeleteJobs deletes the jobs among the ids that are not in_progress and
 	// returns the ids it deleted.
 	DeleteJobs(ctx context.Context, ids json.RawMessage) ([]int64, error)
+	// EndAbandonedAttempts is EndAttempts for reclaimed attempts: only those
+	// whose lease is still passed (a heartbeat may have come in between).
+	EndAbandonedAttempts(ctx context.Context, arg EndAbandonedAttemptsParams) (int64, error)
+	// EndAttempts writes one decided end to the given attempts and returns the
+	// ids it changed.
+	EndAttempts(ctx context.Context, arg EndAttemptsParams) ([]int64, error)
 	ExpireOverdue(ctx context.Context, now sql.NullTime) (int64, error)
 	// The statements of attempts (ExtendLeases, CompleteJobs,
-	// DeleteCompletedJobs, ReleaseJobs) find their rows by primary key
+	// DeleteCompletedJobs, SelectHeldAttempts, EndAttempts) find their rows by primary key
 	// (id = ANY (ARRAY(…)), which the planner turns into a primary key lookup
 	// even on a table without statistics) and fence them by claim_token. They
 	// need no status test: a row has a claim token only while in_progress
@@ -54,7 +60,7 @@ type Querier interface {
 	// ids and tokens (a token names one job, so the pair is matched) and
 	// returns the ids that still held their job.
 	ExtendLeases(ctx context.Context, arg ExtendLeasesParams) ([]int64, error)
-	// FailJob records a failed attempt; the queue decides the new status.
+	// FailJob records one failed attempt as the queue decided.
 	FailJob(ctx context.Context, arg FailJobParams) (int64, error)
 	// The dashboard's overview (queue/overview.go). Each statement reads one
 	// of the table's indexes and stops early, so that it stays fast on a table
@@ -122,15 +128,19 @@ type Querier interface {
 	// status_scheduled read backwards; a failed job's scheduled_at is when its
 	// last attempt was due).
 	RecentFailures(ctx context.Context, maxRows int32) ([]Job, error)
-	// ReclaimAbandoned ends abandoned attempts (in_progress, lease passed) in one
-	// statement: deadline passed -> expired; attempts used up -> failed; else
-	// pending again at once. The CASEs read only columns the statement does not
-	// change, so the order of assignments cannot matter.
-	ReclaimAbandoned(ctx context.Context, arg ReclaimAbandonedParams) (int64, error)
-	// ReleaseJobs ends the given attempts now, by Reclaim's rule (the worker
-	// gives them up at shutdown), and returns the ids it changed.
-	ReleaseJobs(ctx context.Context, arg ReleaseJobsParams) ([]int64, error)
 	RetryJob(ctx context.Context, arg RetryJobParams) (int64, error)
+	// SelectAbandoned reads at most @max_rows abandoned attempts (in_progress,
+	// lease passed; index lease_until).
+	SelectAbandoned(ctx context.Context, arg SelectAbandonedParams) ([]Job, error)
+	// The end of an attempt that did not succeed (handler failure, release at
+	// shutdown, reclaim of an abandoned attempt) is decided in Go, by one rule
+	// (queue/outcome.go). The statements below only read the attempts the rule
+	// needs (SelectHeldAttempts, SelectAbandoned: bounded) and write what it
+	// decided (EndAttempts, EndAbandonedAttempts, FailJob), fenced by
+	// claim_token. sqlc.narg(retry_at) is when the job runs again, or NULL to
+	// leave scheduled_at as it is.
+	// SelectHeldAttempts reads the jobs that the given attempts still hold.
+	SelectHeldAttempts(ctx context.Context, arg SelectHeldAttemptsParams) ([]Job, error)
 }
 
 var _ Querier = (*Queries)(nil)

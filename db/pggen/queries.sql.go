@@ -518,6 +518,95 @@ func (q *Queries) DeleteJobs(ctx context.Context, ids json.RawMessage) ([]int64,
 	return items, nil
 }
 
+const endAbandonedAttempts = `-- name: EndAbandonedAttempts :execrows
+UPDATE jobs
+SET status = $1, error = $2,
+    scheduled_at = COALESCE($3::timestamp, scheduled_at),
+    finished_at = $4, claim_token = NULL, lease_until = NULL
+WHERE id = ANY (ARRAY(SELECT jsonb_array_elements_text($5::jsonb)::bigint))
+  AND claim_token = ANY (ARRAY(SELECT jsonb_array_elements_text($6::jsonb)))
+  AND lease_until < $7
+`
+
+type EndAbandonedAttemptsParams struct {
+	Status     string
+	Error      sql.NullString
+	RetryAt    sql.NullTime
+	FinishedAt sql.NullTime
+	Ids        json.RawMessage
+	Tokens     json.RawMessage
+	Now        sql.NullTime
+}
+
+// EndAbandonedAttempts is EndAttempts for reclaimed attempts: only those
+// whose lease is still passed (a heartbeat may have come in between).
+func (q *Queries) EndAbandonedAttempts(ctx context.Context, arg EndAbandonedAttemptsParams) (int64, error) {
+	result, err := q.db.ExecContext(ctx, endAbandonedAttempts,
+		arg.Status,
+		arg.Error,
+		arg.RetryAt,
+		arg.FinishedAt,
+		arg.Ids,
+		arg.Tokens,
+		arg.Now,
+	)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected()
+}
+
+const endAttempts = `-- name: EndAttempts :many
+UPDATE jobs
+SET status = $1, error = $2,
+    scheduled_at = COALESCE($3::timestamp, scheduled_at),
+    finished_at = $4, claim_token = NULL, lease_until = NULL
+WHERE id = ANY (ARRAY(SELECT jsonb_array_elements_text($5::jsonb)::bigint))
+  AND claim_token = ANY (ARRAY(SELECT jsonb_array_elements_text($6::jsonb)))
+RETURNING id
+`
+
+type EndAttemptsParams struct {
+	Status     string
+	Error      sql.NullString
+	RetryAt    sql.NullTime
+	FinishedAt sql.NullTime
+	Ids        json.RawMessage
+	Tokens     json.RawMessage
+}
+
+// EndAttempts writes one decided end to the given attempts and returns the
+// ids it changed.
+func (q *Queries) EndAttempts(ctx context.Context, arg EndAttemptsParams) ([]int64, error) {
+	rows, err := q.db.QueryContext(ctx, endAttempts,
+		arg.Status,
+		arg.Error,
+		arg.RetryAt,
+		arg.FinishedAt,
+		arg.Ids,
+		arg.Tokens,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []int64
+	for rows.Next() {
+		var id int64
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		items = append(items, id)
+	}
+	if err := rows.Close(); err != nil {
+		return nil, err
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const expireOverdue = `-- name: ExpireOverdue :execrows
 UPDATE jobs
 SET status = 'expired', finished_at = $1
@@ -548,7 +637,7 @@ type ExtendLeasesParams struct {
 }
 
 // The statements of attempts (ExtendLeases, CompleteJobs,
-// DeleteCompletedJobs, ReleaseJobs) find their rows by primary key
+// DeleteCompletedJobs, SelectHeldAttempts, EndAttempts) find their rows by primary key
 // (id = ANY (ARRAY(…)), which the planner turns into a primary key lookup
 // even on a table without statistics) and fence them by claim_token. They
 // need no status test: a row has a claim token only while in_progress
@@ -582,26 +671,27 @@ func (q *Queries) ExtendLeases(ctx context.Context, arg ExtendLeasesParams) ([]i
 
 const failJob = `-- name: FailJob :execrows
 UPDATE jobs
-SET status = $1, error = $2, scheduled_at = $3,
+SET status = $1, error = $2,
+    scheduled_at = COALESCE($3::timestamp, scheduled_at),
     finished_at = $4, claim_token = NULL, lease_until = NULL
 WHERE id = $5 AND claim_token = $6 AND status = 'in_progress'
 `
 
 type FailJobParams struct {
-	Status      string
-	Error       sql.NullString
-	ScheduledAt time.Time
-	FinishedAt  sql.NullTime
-	ID          int64
-	Token       sql.NullString
+	Status     string
+	Error      sql.NullString
+	RetryAt    sql.NullTime
+	FinishedAt sql.NullTime
+	ID         int64
+	Token      sql.NullString
 }
 
-// FailJob records a failed attempt; the queue decides the new status.
+// FailJob records one failed attempt as the queue decided.
 func (q *Queries) FailJob(ctx context.Context, arg FailJobParams) (int64, error) {
 	result, err := q.db.ExecContext(ctx, failJob,
 		arg.Status,
 		arg.Error,
-		arg.ScheduledAt,
+		arg.RetryAt,
 		arg.FinishedAt,
 		arg.ID,
 		arg.Token,
@@ -1246,98 +1336,6 @@ func (q *Queries) RecentFailures(ctx context.Context, maxRows int32) ([]Job, err
 	return items, nil
 }
 
-const reclaimAbandoned = `-- name: ReclaimAbandoned :execrows
-UPDATE jobs
-SET finished_at = CASE
-        WHEN expires_at IS NOT NULL AND expires_at <= $1 THEN $1
-        WHEN attempts >= max_attempts THEN $1
-        ELSE NULL END,
-    scheduled_at = CASE
-        WHEN expires_at IS NOT NULL AND expires_at <= $1 THEN scheduled_at
-        WHEN attempts >= max_attempts THEN scheduled_at
-        ELSE $1 END,
-    error = $2, claim_token = NULL, lease_until = NULL,
-    status = CASE
-        WHEN expires_at IS NOT NULL AND expires_at <= $1 THEN 'expired'
-        WHEN attempts >= max_attempts THEN 'failed'
-        ELSE 'pending' END
-WHERE status = 'in_progress' AND lease_until < $1
-`
-
-type ReclaimAbandonedParams struct {
-	Now   sql.NullTime
-	Error sql.NullString
-}
-
-// ReclaimAbandoned ends abandoned attempts (in_progress, lease passed) in one
-// statement: deadline passed -> expired; attempts used up -> failed; else
-// pending again at once. The CASEs read only columns the statement does not
-// change, so the order of assignments cannot matter.
-func (q *Queries) ReclaimAbandoned(ctx context.Context, arg ReclaimAbandonedParams) (int64, error) {
-	result, err := q.db.ExecContext(ctx, reclaimAbandoned, arg.Now, arg.Error)
-	if err != nil {
-		return 0, err
-	}
-	return result.RowsAffected()
-}
-
-const releaseJobs = `-- name: ReleaseJobs :many
-UPDATE jobs
-SET finished_at = CASE
-        WHEN expires_at IS NOT NULL AND expires_at <= $1 THEN $1
-        WHEN attempts >= max_attempts THEN $1
-        ELSE NULL END,
-    scheduled_at = CASE
-        WHEN expires_at IS NOT NULL AND expires_at <= $1 THEN scheduled_at
-        WHEN attempts >= max_attempts THEN scheduled_at
-        ELSE $1 END,
-    error = $2, claim_token = NULL, lease_until = NULL,
-    status = CASE
-        WHEN expires_at IS NOT NULL AND expires_at <= $1 THEN 'expired'
-        WHEN attempts >= max_attempts THEN 'failed'
-        ELSE 'pending' END
-WHERE id = ANY (ARRAY(SELECT jsonb_array_elements_text($3::jsonb)::bigint))
-  AND claim_token = ANY (ARRAY(SELECT jsonb_array_elements_text($4::jsonb)))
-RETURNING id
-`
-
-type ReleaseJobsParams struct {
-	Now    sql.NullTime
-	Error  sql.NullString
-	Ids    json.RawMessage
-	Tokens json.RawMessage
-}
-
-// ReleaseJobs ends the given attempts now, by Reclaim's rule (the worker
-// gives them up at shutdown), and returns the ids it changed.
-func (q *Queries) ReleaseJobs(ctx context.Context, arg ReleaseJobsParams) ([]int64, error) {
-	rows, err := q.db.QueryContext(ctx, releaseJobs,
-		arg.Now,
-		arg.Error,
-		arg.Ids,
-		arg.Tokens,
-	)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var items []int64
-	for rows.Next() {
-		var id int64
-		if err := rows.Scan(&id); err != nil {
-			return nil, err
-		}
-		items = append(items, id)
-	}
-	if err := rows.Close(); err != nil {
-		return nil, err
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	return items, nil
-}
-
 const retryJob = `-- name: RetryJob :execrows
 UPDATE jobs
 SET status = 'pending', attempts = 0, error = NULL, finished_at = NULL,
@@ -1357,4 +1355,118 @@ func (q *Queries) RetryJob(ctx context.Context, arg RetryJobParams) (int64, erro
 		return 0, err
 	}
 	return result.RowsAffected()
+}
+
+const selectAbandoned = `-- name: SelectAbandoned :many
+SELECT id, name, type, payload, status, attempts, claim_token, lease_until, max_attempts, base_delay, max_delay, error, scheduled_at, expires_at, finished_at, created_at FROM jobs
+WHERE lease_until < $1 AND status = 'in_progress'
+ORDER BY lease_until, id
+LIMIT $2
+`
+
+type SelectAbandonedParams struct {
+	Now     sql.NullTime
+	MaxRows int32
+}
+
+// SelectAbandoned reads at most @max_rows abandoned attempts (in_progress,
+// lease passed; index lease_until).
+func (q *Queries) SelectAbandoned(ctx context.Context, arg SelectAbandonedParams) ([]Job, error) {
+	rows, err := q.db.QueryContext(ctx, selectAbandoned, arg.Now, arg.MaxRows)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []Job
+	for rows.Next() {
+		var i Job
+		if err := rows.Scan(
+			&i.ID,
+			&i.Name,
+			&i.Type,
+			&i.Payload,
+			&i.Status,
+			&i.Attempts,
+			&i.ClaimToken,
+			&i.LeaseUntil,
+			&i.MaxAttempts,
+			&i.BaseDelay,
+			&i.MaxDelay,
+			&i.Error,
+			&i.ScheduledAt,
+			&i.ExpiresAt,
+			&i.FinishedAt,
+			&i.CreatedAt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Close(); err != nil {
+		return nil, err
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const selectHeldAttempts = `-- name: SelectHeldAttempts :many
+
+SELECT id, name, type, payload, status, attempts, claim_token, lease_until, max_attempts, base_delay, max_delay, error, scheduled_at, expires_at, finished_at, created_at FROM jobs
+WHERE id = ANY (ARRAY(SELECT jsonb_array_elements_text($1::jsonb)::bigint))
+  AND claim_token = ANY (ARRAY(SELECT jsonb_array_elements_text($2::jsonb)))
+`
+
+type SelectHeldAttemptsParams struct {
+	Ids    json.RawMessage
+	Tokens json.RawMessage
+}
+
+// The end of an attempt that did not succeed (handler failure, release at
+// shutdown, reclaim of an abandoned attempt) is decided in Go, by one rule
+// (queue/outcome.go). The statements below only read the attempts the rule
+// needs (SelectHeldAttempts, SelectAbandoned: bounded) and write what it
+// decided (EndAttempts, EndAbandonedAttempts, FailJob), fenced by
+// claim_token. sqlc.narg(retry_at) is when the job runs again, or NULL to
+// leave scheduled_at as it is.
+// SelectHeldAttempts reads the jobs that the given attempts still hold.
+func (q *Queries) SelectHeldAttempts(ctx context.Context, arg SelectHeldAttemptsParams) ([]Job, error) {
+	rows, err := q.db.QueryContext(ctx, selectHeldAttempts, arg.Ids, arg.Tokens)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []Job
+	for rows.Next() {
+		var i Job
+		if err := rows.Scan(
+			&i.ID,
+			&i.Name,
+			&i.Type,
+			&i.Payload,
+			&i.Status,
+			&i.Attempts,
+			&i.ClaimToken,
+			&i.LeaseUntil,
+			&i.MaxAttempts,
+			&i.BaseDelay,
+			&i.MaxDelay,
+			&i.Error,
+			&i.ScheduledAt,
+			&i.ExpiresAt,
+			&i.FinishedAt,
+			&i.CreatedAt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Close(); err != nil {
+		return nil, err
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }

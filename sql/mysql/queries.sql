@@ -90,30 +90,54 @@ DELETE FROM jobs
 WHERE id IN (sqlc.slice(ids)) AND claim_token IN (sqlc.slice(tokens))
   AND status = 'in_progress';
 
--- name: ReleaseJobs :execrows
--- ReleaseJobs ends the given attempts now, by Reclaim's rule (the worker
--- gives them up at shutdown); run after LockHeldJobs in one transaction.
-UPDATE jobs
-SET finished_at = CASE
-        WHEN expires_at IS NOT NULL AND expires_at <= sqlc.arg(now) THEN sqlc.arg(finish_time)
-        WHEN attempts >= max_attempts THEN sqlc.arg(finish_time)
-        ELSE NULL END,
-    scheduled_at = CASE
-        WHEN expires_at IS NOT NULL AND expires_at <= sqlc.arg(now) THEN scheduled_at
-        WHEN attempts >= max_attempts THEN scheduled_at
-        ELSE sqlc.arg(retry_time) END,
-    error = sqlc.arg(error), claim_token = NULL, lease_until = NULL,
-    status = CASE
-        WHEN expires_at IS NOT NULL AND expires_at <= sqlc.arg(now) THEN 'expired'
-        WHEN attempts >= max_attempts THEN 'failed'
-        ELSE 'pending' END
+-- The end of an attempt that did not succeed (handler failure, release at
+-- shutdown, reclaim of an abandoned attempt) is decided in Go, by one rule
+-- (queue/outcome.go). The statements below only read the attempts the rule
+-- needs (SelectHeldAttempts, SelectAbandoned: bounded) and write what it
+-- decided (EndAttempts, EndAbandonedAttempts, FailJob), fenced by
+-- claim_token. sqlc.narg(retry_at) is when the job runs again, or NULL to
+-- leave scheduled_at as it is (MySQL applies assignments from left to right;
+-- COALESCE reads scheduled_at before it is assigned).
+
+-- name: SelectHeldAttempts :many
+-- SelectHeldAttempts reads the jobs that the given attempts still hold.
+SELECT * FROM jobs
 WHERE id IN (sqlc.slice(ids)) AND claim_token IN (sqlc.slice(tokens))
   AND status = 'in_progress';
 
--- name: FailJob :execrows
--- FailJob records a failed attempt; the queue decides the new status.
+-- name: SelectAbandoned :many
+-- SelectAbandoned reads at most a batch of abandoned attempts (in_progress,
+-- lease passed; index lease_until).
+SELECT * FROM jobs
+WHERE lease_until < sqlc.arg(now) AND status = 'in_progress'
+ORDER BY lease_until, id
+LIMIT ?;
+
+-- name: EndAttempts :execrows
+-- EndAttempts writes one decided end to the given attempts; run after
+-- LockHeldJobs in one transaction when some attempts may be stale.
 UPDATE jobs
-SET status = sqlc.arg(status), error = sqlc.arg(error), scheduled_at = sqlc.arg(scheduled_at),
+SET status = sqlc.arg(status), error = sqlc.arg(error),
+    scheduled_at = COALESCE(sqlc.narg(retry_at), scheduled_at),
+    finished_at = sqlc.narg(finished_at), claim_token = NULL, lease_until = NULL
+WHERE id IN (sqlc.slice(ids)) AND claim_token IN (sqlc.slice(tokens))
+  AND status = 'in_progress';
+
+-- name: EndAbandonedAttempts :execrows
+-- EndAbandonedAttempts is EndAttempts for reclaimed attempts: only those
+-- whose lease is still passed (a heartbeat may have come in between).
+UPDATE jobs
+SET status = sqlc.arg(status), error = sqlc.arg(error),
+    scheduled_at = COALESCE(sqlc.narg(retry_at), scheduled_at),
+    finished_at = sqlc.narg(finished_at), claim_token = NULL, lease_until = NULL
+WHERE id IN (sqlc.slice(ids)) AND claim_token IN (sqlc.slice(tokens))
+  AND status = 'in_progress' AND lease_until < sqlc.arg(now);
+
+-- name: FailJob :execrows
+-- FailJob records one failed attempt as the queue decided.
+UPDATE jobs
+SET status = sqlc.arg(status), error = sqlc.arg(error),
+    scheduled_at = COALESCE(sqlc.narg(retry_at), scheduled_at),
     finished_at = sqlc.narg(finished_at), claim_token = NULL, lease_until = NULL
 WHERE id = sqlc.arg(id) AND claim_token = sqlc.arg(token) AND status = 'in_progress';
 
@@ -151,28 +175,6 @@ WHERE id = sqlc.arg(id) AND status IN ('failed', 'expired');
 UPDATE jobs
 SET status = 'expired', finished_at = sqlc.arg(now)
 WHERE status = 'pending' AND expires_at <= sqlc.arg(now);
-
--- name: ReclaimAbandoned :execrows
--- ReclaimAbandoned ends abandoned attempts (in_progress, lease passed) in one
--- statement: deadline passed -> expired; attempts used up -> failed; else
--- pending again at once. The CASEs read only columns the statement does not
--- change (MySQL applies assignments from left to right). finish_time and
--- retry_time are both now (sqlc types them after their columns).
-UPDATE jobs
-SET finished_at = CASE
-        WHEN expires_at IS NOT NULL AND expires_at <= sqlc.arg(now) THEN sqlc.arg(finish_time)
-        WHEN attempts >= max_attempts THEN sqlc.arg(finish_time)
-        ELSE NULL END,
-    scheduled_at = CASE
-        WHEN expires_at IS NOT NULL AND expires_at <= sqlc.arg(now) THEN scheduled_at
-        WHEN attempts >= max_attempts THEN scheduled_at
-        ELSE sqlc.arg(retry_time) END,
-    error = sqlc.arg(error), claim_token = NULL, lease_until = NULL,
-    status = CASE
-        WHEN expires_at IS NOT NULL AND expires_at <= sqlc.arg(now) THEN 'expired'
-        WHEN attempts >= max_attempts THEN 'failed'
-        ELSE 'pending' END
-WHERE status = 'in_progress' AND lease_until < sqlc.arg(now);
 
 -- name: PruneFinished :execrows
 -- PruneFinished deletes one bounded batch (MySQL allows LIMIT on DELETE).

@@ -101,32 +101,57 @@ WHERE id IN (SELECT i.value FROM json_each(sqlc.arg(ids)) AS i)
   AND status = 'in_progress'
 RETURNING id;
 
--- name: ReleaseJobs :many
--- ReleaseJobs ends the given attempts now, by Reclaim's rule (the worker
--- gives them up at shutdown), and returns the ids it changed.
+-- The end of an attempt that did not succeed (handler failure, release at
+-- shutdown, reclaim of an abandoned attempt) is decided in Go, by one rule
+-- (queue/outcome.go). The statements below only read the attempts the rule
+-- needs (SelectHeldAttempts, SelectAbandoned: bounded) and write what it
+-- decided (EndAttempts, EndAbandonedAttempts, FailJob), fenced by
+-- claim_token. sqlc.narg(retry_at) is when the job runs again, or NULL to
+-- leave scheduled_at as it is.
+
+-- name: SelectHeldAttempts :many
+-- SelectHeldAttempts reads the jobs that the given attempts still hold.
+SELECT * FROM jobs
+WHERE id IN (SELECT i.value FROM json_each(sqlc.arg(ids)) AS i)
+  AND claim_token IN (SELECT t.value FROM json_each(sqlc.arg(tokens)) AS t)
+  AND status = 'in_progress';
+
+-- name: SelectAbandoned :many
+-- SelectAbandoned reads at most @max_rows abandoned attempts (in_progress,
+-- lease passed; index lease_until).
+SELECT * FROM jobs
+WHERE lease_until < @now AND status = 'in_progress'
+ORDER BY lease_until, id
+LIMIT @max_rows;
+
+-- name: EndAttempts :many
+-- EndAttempts writes one decided end to the given attempts and returns the
+-- ids it changed.
 UPDATE jobs
-SET finished_at = CASE
-        WHEN expires_at IS NOT NULL AND expires_at <= @now THEN @now
-        WHEN attempts >= max_attempts THEN @now
-        ELSE NULL END,
-    scheduled_at = CASE
-        WHEN expires_at IS NOT NULL AND expires_at <= @now THEN scheduled_at
-        WHEN attempts >= max_attempts THEN scheduled_at
-        ELSE @now END,
-    error = @error, claim_token = NULL, lease_until = NULL,
-    status = CASE
-        WHEN expires_at IS NOT NULL AND expires_at <= @now THEN 'expired'
-        WHEN attempts >= max_attempts THEN 'failed'
-        ELSE 'pending' END
+SET status = @status, error = @error,
+    scheduled_at = COALESCE(sqlc.narg(retry_at), scheduled_at),
+    finished_at = sqlc.narg(finished_at), claim_token = NULL, lease_until = NULL
 WHERE id IN (SELECT i.value FROM json_each(sqlc.arg(ids)) AS i)
   AND claim_token IN (SELECT t.value FROM json_each(sqlc.arg(tokens)) AS t)
   AND status = 'in_progress'
 RETURNING id;
 
--- name: FailJob :execrows
--- FailJob records a failed attempt; the queue decides the new status.
+-- name: EndAbandonedAttempts :execrows
+-- EndAbandonedAttempts is EndAttempts for reclaimed attempts: only those
+-- whose lease is still passed (a heartbeat may have come in between).
 UPDATE jobs
-SET status = @status, error = @error, scheduled_at = @scheduled_at,
+SET status = @status, error = @error,
+    scheduled_at = COALESCE(sqlc.narg(retry_at), scheduled_at),
+    finished_at = sqlc.narg(finished_at), claim_token = NULL, lease_until = NULL
+WHERE id IN (SELECT i.value FROM json_each(sqlc.arg(ids)) AS i)
+  AND claim_token IN (SELECT t.value FROM json_each(sqlc.arg(tokens)) AS t)
+  AND status = 'in_progress' AND lease_until < @now;
+
+-- name: FailJob :execrows
+-- FailJob records one failed attempt as the queue decided.
+UPDATE jobs
+SET status = @status, error = @error,
+    scheduled_at = COALESCE(sqlc.narg(retry_at), scheduled_at),
     finished_at = sqlc.narg(finished_at), claim_token = NULL, lease_until = NULL
 WHERE id = @id AND claim_token = @token AND status = 'in_progress';
 
@@ -162,26 +187,6 @@ WHERE id = @id AND status IN ('failed', 'expired');
 UPDATE jobs
 SET status = 'expired', finished_at = @now
 WHERE status = 'pending' AND expires_at <= @now;
-
--- name: ReclaimAbandoned :execrows
--- ReclaimAbandoned ends abandoned attempts (in_progress, lease passed) in one
--- statement: deadline passed -> expired; attempts used up -> failed; else
--- pending again at once.
-UPDATE jobs
-SET finished_at = CASE
-        WHEN expires_at IS NOT NULL AND expires_at <= @now THEN @now
-        WHEN attempts >= max_attempts THEN @now
-        ELSE NULL END,
-    scheduled_at = CASE
-        WHEN expires_at IS NOT NULL AND expires_at <= @now THEN scheduled_at
-        WHEN attempts >= max_attempts THEN scheduled_at
-        ELSE @now END,
-    error = @error, claim_token = NULL, lease_until = NULL,
-    status = CASE
-        WHEN expires_at IS NOT NULL AND expires_at <= @now THEN 'expired'
-        WHEN attempts >= max_attempts THEN 'failed'
-        ELSE 'pending' END
-WHERE status = 'in_progress' AND lease_until < @now;
 
 -- name: PruneFinished :execrows
 DELETE FROM jobs

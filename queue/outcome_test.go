@@ -1,0 +1,240 @@
+package queue
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jobqueue/jobqueue/internal/engine"
+)
+
+// TestDecideOutcome is the table of the one outcome rule: a pure function
+// of the job, the cause and the clock.
+func TestDecideOutcome(t *testing.T) {
+	now := time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
+	past, future := now.Add(-time.Second), now.Add(time.Hour)
+	job := func(attempts, max int, expires *time.Time) *JobRow {
+		return &JobRow{ID: 1, Attempts: attempts, MaxAttempts: max, BaseDelay: time.Minute, MaxDelay: time.Hour,
+			ScheduledAt: now.Add(-time.Hour), ExpiresAt: expires}
+	}
+	plain := errors.New("boom")
+	released, reclaimed, cancelled := endCause{kind: causeReleased}, endCause{kind: causeReclaimed}, endCause{kind: causeCancelled}
+	cases := []struct {
+		name    string
+		job     *JobRow
+		cause   endCause
+		outcome outcome
+		next    time.Duration // for retried: scheduled_at − now
+		errText string        // "" for the handler's error text
+	}{
+		{"first failure waits base", job(1, 5, nil), handlerFailed(plain), outcomeRetried, time.Minute, ""},
+		{"second waits twice base", job(2, 5, nil), handlerFailed(plain), outcomeRetried, 2 * time.Minute, ""},
+		{"fourth waits 8×base", job(4, 10, nil), handlerFailed(plain), outcomeRetried, 8 * time.Minute, ""},
+		{"capped at max", job(9, 10, nil), handlerFailed(plain), outcomeRetried, time.Hour, ""},
+		{"huge attempts do not overflow", job(500, 1000, nil), handlerFailed(plain), outcomeRetried, time.Hour, ""},
+		{"last attempt fails", job(5, 5, nil), handlerFailed(plain), outcomeFailed, 0, ""},
+		{"beyond max fails", job(6, 5, nil), handlerFailed(plain), outcomeFailed, 0, ""},
+		{"permanent fails at once", job(1, 5, nil), handlerFailed(Permanent(plain)), outcomeFailed, 0, ""},
+		{"wrapped permanent", job(1, 5, nil), handlerFailed(fmt.Errorf("ctx: %w", Permanent(plain))), outcomeFailed, 0, ""},
+		{"retry after", job(1, 5, nil), handlerFailed(RetryAfter(5*time.Second, plain)), outcomeRetried, 5 * time.Second, ""},
+		{"negative retry after is now", job(1, 5, nil), handlerFailed(RetryAfter(-time.Minute, plain)), outcomeRetried, 0, ""},
+		{"retry after on the last attempt fails", job(5, 5, nil), handlerFailed(RetryAfter(5*time.Second, plain)), outcomeFailed, 0, ""},
+		{"deadline passed expires", job(1, 5, &past), handlerFailed(plain), outcomeExpired, 0, ""},
+		{"deadline now expires", job(1, 5, &now), handlerFailed(plain), outcomeExpired, 0, ""},
+		{"deadline passed beats permanent", job(1, 5, &past), handlerFailed(Permanent(plain)), outcomeExpired, 0, ""},
+		{"deadline passed beats used-up", job(5, 5, &past), handlerFailed(plain), outcomeExpired, 0, ""},
+		{"future deadline retries", job(1, 5, &future), handlerFailed(plain), outcomeRetried, time.Minute, ""},
+		{"nil error still fails", job(1, 5, nil), handlerFailed(nil), outcomeRetried, time.Minute, ""},
+
+		{"released retries at once", job(1, 5, &future), released, outcomeRetried, 0, releaseError},
+		{"released last attempt fails", job(5, 5, nil), released, outcomeFailed, 0, releaseError},
+		{"released past deadline expires", job(5, 5, &past), released, outcomeExpired, 0, releaseError},
+		{"reclaimed retries at once", job(4, 5, nil), reclaimed, outcomeRetried, 0, reclaimError},
+		{"reclaimed last attempt fails", job(5, 5, &future), reclaimed, outcomeFailed, 0, reclaimError},
+		{"reclaimed past deadline expires", job(1, 5, &now), reclaimed, outcomeExpired, 0, reclaimError},
+		{"cancelled fails", job(1, 5, nil), cancelled, outcomeCancelled, 0, cancelError},
+		{"cancelled beats a passed deadline", job(1, 5, &past), cancelled, outcomeCancelled, 0, cancelError},
+		{"cancelled beats used-up", job(5, 5, nil), cancelled, outcomeCancelled, 0, cancelError},
+	}
+	statusOf := map[outcome]Status{outcomeRetried: StatusPending, outcomeFailed: StatusFailed,
+		outcomeExpired: StatusExpired, outcomeCancelled: StatusFailed}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			e := decideOutcome(c.job, c.cause, now)
+			if e.outcome != c.outcome || e.status != statusOf[c.outcome] {
+				t.Fatalf("outcome %s (status %s), want %s (%s)", e.outcome, e.status, c.outcome, statusOf[c.outcome])
+			}
+			switch c.outcome {
+			case outcomeRetried:
+				if got := e.retryAt.Sub(now); e.retryAt.IsZero() || got != c.next || !e.finishedAt.IsZero() {
+					t.Errorf("next in %v (retry at %v, finished %v), want %v", got, e.retryAt, e.finishedAt, c.next)
+				}
+			default: // finished now; scheduled_at kept
+				if !e.finishedAt.Equal(now) || !e.retryAt.IsZero() {
+					t.Errorf("finished_at %v retry at %v; want finished now, scheduled_at kept", e.finishedAt, e.retryAt)
+				}
+			}
+			want := c.errText
+			if want == "" {
+				want = errorText(c.cause.err)
+			}
+			if e.errText == "" || e.errText != want {
+				t.Errorf("error text %q, want %q", e.errText, want)
+			}
+			if again := decideOutcome(c.job, c.cause, now); again != e {
+				t.Errorf("not a pure function: %+v then %+v", e, again)
+			}
+		})
+	}
+}
+
+// TestEndPathsAgree puts jobs in one state each and ends their attempts by
+// every path that ends an attempt without success (a handler's failure,
+// release at shutdown, reclaim of an abandoned attempt): each row is the
+// job as it was with the outcome rule's decision applied, so the paths
+// agree wherever the rule gives them the same end.
+func TestEndPathsAgree(t *testing.T) {
+	forEachEngine(t, func(t *testing.T, kind engine.Kind) {
+		ctx := context.Background()
+		env := coreEnv(t, kind)
+		q, clock := coreQueue(t, env)
+		one := Policy(RetryPolicy{MaxAttempts: 1, BaseDelay: time.Second, MaxDelay: time.Second})
+		states := []struct {
+			name string
+			opts []EnqueueOption
+			want outcome // of a release or reclaim; a handler's RetryAfter(0) too
+		}{
+			{"attempts left", nil, outcomeRetried},
+			{"attempts used up", []EnqueueOption{one}, outcomeFailed},
+			{"deadline passed", []EnqueueOption{ExpiresIn(time.Second)}, outcomeExpired},
+		}
+		paths := []string{"fail", "release", "reclaim"}
+		type key struct{ state, path string }
+		before := map[key]*JobRow{}
+		for _, s := range states {
+			for _, p := range paths {
+				typ := strings.ReplaceAll(s.name, " ", "_") + "_" + p
+				mustEnqueue(t, q, testArgs{N: 1}, append([]EnqueueOption{Type(typ)}, s.opts...)...)
+				jobs := mustClaim(t, q, []string{typ}, 1, 30*time.Second)
+				if len(jobs) != 1 {
+					t.Fatalf("%s: claimed %d jobs", typ, len(jobs))
+				}
+				before[key{s.name, p}] = jobs[0]
+			}
+		}
+		clock.add(time.Minute) // deadlines and leases have passed
+		now := clock.now()
+		for _, s := range states {
+			if _, _, err := q.fail(ctx, before[key{s.name, "fail"}], RetryAfter(0, errors.New("handler broke"))); err != nil {
+				t.Fatalf("%s: fail: %v", s.name, err)
+			}
+			if stale, err := q.release(ctx, []AttemptRef{before[key{s.name, "release"}].Ref()}); err != nil || len(stale) != 0 {
+				t.Fatalf("%s: release: stale %v, %v", s.name, stale, err)
+			}
+		}
+		if n, err := q.Reclaim(ctx); err != nil || n != int64(len(states)) {
+			t.Fatalf("Reclaim = %d, %v; want %d", n, err, len(states))
+		}
+		causes := map[string]endCause{"fail": handlerFailed(RetryAfter(0, errors.New("handler broke"))),
+			"release": {kind: causeReleased}, "reclaim": {kind: causeReclaimed}}
+		for _, s := range states {
+			for _, p := range paths {
+				t.Run(s.name+"/"+p, func(t *testing.T) {
+					b := before[key{s.name, p}]
+					e := decideOutcome(b, causes[p], now)
+					if e.outcome != s.want {
+						t.Fatalf("the rule says %s, the test expects %s", e.outcome, s.want)
+					}
+					want := *b
+					want.Status, want.Error, want.ClaimToken, want.LeaseUntil = e.status, e.errText, "", nil
+					want.FinishedAt = nullableTime(e.finishedAt)
+					if !e.retryAt.IsZero() {
+						want.ScheduledAt = e.retryAt
+					}
+					got := getJob(t, q, b.ID)
+					if g, w := fmt.Sprintf("%+v", rowValues(got)), fmt.Sprintf("%+v", rowValues(&want)); g != w {
+						t.Fatalf("row after %s:\n got %s\nwant %s", p, g, w)
+					}
+				})
+			}
+		}
+	})
+}
+
+// rowValues is a row with its pointers read, for comparing rows.
+func rowValues(j *JobRow) []any {
+	deref := func(t *time.Time) any {
+		if t == nil {
+			return nil
+		}
+		return t.UTC()
+	}
+	return []any{j.ID, j.Name, j.Type, string(j.Payload), j.Status, j.Attempts, j.ClaimToken, deref(j.LeaseUntil),
+		j.MaxAttempts, j.BaseDelay, j.MaxDelay, j.Error, j.ScheduledAt.UTC(), deref(j.ExpiresAt), deref(j.FinishedAt), j.CreatedAt.UTC()}
+}
+
+// TestReclaimInBatches: more abandoned attempts than one round reads are
+// all ended by one Reclaim, each once.
+func TestReclaimInBatches(t *testing.T) {
+	forEachEngine(t, func(t *testing.T, kind engine.Kind) {
+		ctx := context.Background()
+		env := coreEnv(t, kind)
+		q, clock := coreQueue(t, env)
+		const jobs = 2*reclaimBatch + 7
+		args := make([]JobArgs, jobs)
+		for i := range args {
+			args[i] = testArgs{N: i}
+		}
+		if _, err := q.EnqueueMany(ctx, args); err != nil {
+			t.Fatal(err)
+		}
+		for claimed := 0; claimed < jobs; {
+			got := mustClaim(t, q, nil, maxClaim, time.Minute)
+			if len(got) == 0 {
+				t.Fatalf("claimed %d of %d jobs", claimed, jobs)
+			}
+			claimed += len(got)
+		}
+		clock.add(2 * time.Minute)
+		if n, err := q.Reclaim(ctx); err != nil || n != jobs {
+			t.Fatalf("Reclaim = %d, %v; want %d", n, err, jobs)
+		}
+		if n := env.countWhere(t, "status = 'pending' AND attempts = 1 AND claim_token IS NULL AND error = ?", reclaimError); n != jobs {
+			t.Fatalf("%d reclaimed rows, want %d", n, jobs)
+		}
+		if n, err := q.Reclaim(ctx); err != nil || n != 0 {
+			t.Fatalf("second Reclaim = %d, %v; want 0", n, err)
+		}
+	})
+}
+
+// TestReclaimSparesARenewedLease: an attempt read as abandoned whose lease
+// is renewed before its end is written keeps its job.
+func TestReclaimSparesARenewedLease(t *testing.T) {
+	forEachEngine(t, func(t *testing.T, kind engine.Kind) {
+		ctx := context.Background()
+		env := coreEnv(t, kind)
+		q, clock := coreQueue(t, env)
+		id := mustEnqueue(t, q, testArgs{N: 1})
+		claimed := mustClaim(t, q, nil, 1, time.Minute)
+		clock.add(2 * time.Minute)
+		now := clock.now()
+		jobs, err := q.st.abandoned(ctx, now, reclaimBatch)
+		if err != nil || len(jobs) != 1 || jobs[0].ID != id {
+			t.Fatalf("abandoned = %v, %v", ids(jobs), err)
+		}
+		if lost, err := q.heartbeat(ctx, []AttemptRef{claimed[0].Ref()}, time.Minute); err != nil || len(lost) != 0 {
+			t.Fatalf("heartbeat: lost %v, %v", lost, err)
+		}
+		e := decideOutcome(jobs[0], endCause{kind: causeReclaimed}, now)
+		if n, err := q.st.endAbandoned(ctx, []AttemptRef{jobs[0].Ref()}, e, now); err != nil || n != 0 {
+			t.Fatalf("endAbandoned after a heartbeat = %d, %v; want 0", n, err)
+		}
+		if j := getJob(t, q, id); j.Status != StatusInProgress || j.ClaimToken != claimed[0].ClaimToken {
+			t.Fatalf("renewed attempt's job: %+v", j)
+		}
+	})
+}
