@@ -51,6 +51,11 @@ func TestWorkWakeUp(t *testing.T) {
 					t.Fatalf("the first command read n=%d on stdin, want 0", n)
 				}
 				if tc.listen {
+					// The worker claims once more right after LISTEN
+					// succeeds (jobs enqueued before were not heard);
+					// that claim starts within a moment of this line,
+					// long before the enqueue below, a new process,
+					// has connected.
 					waitStderr(t, stderr, "listening for enqueues", 20*time.Second)
 				}
 				second := strings.TrimSpace(c.ok(t, "enqueue", "--name", "wake", "--payload", `{"n":1}`))
