@@ -33,7 +33,7 @@ func ExampleGooseSQL() {
 		log.Fatal(err)
 	}
 	for _, line := range strings.Split(text, "\n") {
-		if strings.HasPrefix(line, "-- +goose") {
+		if line == "-- +goose Up" || line == "-- +goose Down" {
 			fmt.Println(line)
 		}
 	}

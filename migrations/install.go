@@ -31,7 +31,8 @@ type execQueryer interface {
 //
 // The table name must match [a-zA-Z_][a-zA-Z0-9_]* (ErrInvalidTableName,
 // before any SQL runs); PostgreSQL folds it to lower case and allows at
-// most 50 characters. The engine is detected from db's driver
+// most 50 characters, MySQL and SQLite 56 (room for the side tables'
+// <table>_<suffix>). The engine is detected from db's driver
 // (ErrUnsupportedDatabase for others).
 //
 // A version 1 table, or one whose migration was interrupted, is refused

@@ -14,6 +14,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/jobqueue/jobqueue/internal/ddl"
 	"github.com/jobqueue/jobqueue/internal/engine"
 	"github.com/jobqueue/jobqueue/internal/testdb"
 )
@@ -158,12 +159,12 @@ WHERE CONSTRAINT_SCHEMA = DATABASE() AND TABLE_NAME = ?`, name).Scan(&check); er
 				}
 			}
 		case engine.SQLite:
-			var ddl string
-			if err := db.QueryRow(`SELECT sql FROM sqlite_master WHERE type = 'table' AND name = ?`, name).Scan(&ddl); err != nil {
+			var create string
+			if err := db.QueryRow(`SELECT sql FROM sqlite_master WHERE type = 'table' AND name = ?`, name).Scan(&create); err != nil {
 				t.Fatal(err)
 			}
-			if !strings.Contains(ddl, "INTEGER PRIMARY KEY AUTOINCREMENT") {
-				t.Errorf("id is not INTEGER PRIMARY KEY AUTOINCREMENT: %s", ddl)
+			if !strings.Contains(create, "INTEGER PRIMARY KEY AUTOINCREMENT") {
+				t.Errorf("id is not INTEGER PRIMARY KEY AUTOINCREMENT: %s", create)
 			}
 			// The database is this test's own: Install ran through goose
 			// with versioning disabled, so no goose version table exists.
@@ -180,7 +181,12 @@ WHERE CONSTRAINT_SCHEMA = DATABASE() AND TABLE_NAME = ?`, name).Scan(&check); er
 				}
 				tables = append(tables, n)
 			}
-			if diff := cmp.Diff([]string{"sqlite_sequence", name}, tables); diff != "" {
+			want := []string{"sqlite_sequence", name}
+			for _, st := range ddl.SideTables() {
+				want = append(want, ddl.Side(tb, st.Suffix).Name)
+			}
+			slices.Sort(want)
+			if diff := cmp.Diff(want, tables); diff != "" {
 				t.Errorf("tables after Install (-want +got):\n%s", diff)
 			}
 		}
@@ -446,6 +452,7 @@ func TestInstallRejectsBadTableNamesBeforeAnySQL(t *testing.T) {
 		{`jo"bs`, testdb.Kinds},
 		{"jöbs", testdb.Kinds},
 		{long51, []engine.Kind{engine.Postgres}},
+		{strings.Repeat("a", 57), testdb.Kinds}, // no room left for the side tables' <table>_<suffix>
 		{strings.Repeat("a", 65), testdb.Kinds},
 	}
 	testdb.ForEachKind(t, func(t *testing.T, k engine.Kind) {
@@ -652,6 +659,43 @@ func TestInstallWithSingleConnectionPool(t *testing.T) {
 		}
 		if diff := cmp.Diff(wantIndexes(k, name), testIndexes(t, db, tableOf(t, k, name))); diff != "" {
 			t.Errorf("indexes (-want +got):\n%s", diff)
+		}
+	})
+}
+
+// TestInstallLongestNames: with the longest table name each engine accepts
+// (PostgreSQL 50, MySQL and SQLite 56), Install creates the table and
+// every side table, and runs again; one more character is refused.
+func TestInstallLongestNames(t *testing.T) {
+	t.Parallel()
+	testdb.ForEachEngine(t, func(t *testing.T, e *testdb.Env) {
+		ctx := context.Background()
+		max := 56
+		if e.Kind == engine.Postgres {
+			max = 50
+		}
+		name := testdb.Table(t, nil)
+		name += strings.Repeat("x", max-len(name))
+		t.Cleanup(func() { testdb.Drop(t, e.DB, name) })
+		for i := range 2 {
+			if err := Install(ctx, e.DB, name); err != nil {
+				t.Fatalf("Install #%d of a %d-character name: %v", i+1, len(name), err)
+			}
+		}
+		tb := tableOf(t, e.Kind, name)
+		for _, o := range ddl.Objects(tb) {
+			if o.Drop == "" {
+				continue
+			}
+			if st, err := inspect(ctx, e.DB, o.Table); err != nil || st == tableMissing {
+				t.Errorf("%s %s: %v (%v); want it created", o.Kind, o.Name, st, err)
+			}
+			if got := testColumns(t, e.DB, o.Table); len(got) == 0 {
+				t.Errorf("%s %s has no columns", o.Kind, o.Name)
+			}
+		}
+		if err := Install(ctx, e.DB, name+"y"); !errors.Is(err, ErrInvalidTableName) {
+			t.Errorf("Install of a %d-character name: %v; want ErrInvalidTableName", len(name)+1, err)
 		}
 	})
 }

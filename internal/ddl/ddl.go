@@ -33,9 +33,10 @@
 //     CREATE INDEX IF NOT EXISTS) and end it with MySQLTableOptions;
 //   - name indexes with IndexName(side, suffix), so that they stay within
 //     PostgreSQL's 63 bytes;
-//   - the suffix has at most MaxSideSuffix characters: with the longest
-//     table name PostgreSQL allows (50), <table>_<suffix>_pkey must fit in
-//     63 bytes, since PostgreSQL would cut it silently (TestNamesFit checks
+//   - the suffix has at most MaxSideSuffix (7) characters: with the longest
+//     table names engine.ParseTable allows (PostgreSQL 50, elsewhere 56),
+//     <table>_<suffix>_pkey must fit in PostgreSQL's 63 bytes (it would cut
+//     it silently) and <table>_<suffix> in MySQL's 64 (TestNamesFit checks
 //     every name);
 //   - a statement may contain semicolons (a trigger body): the goose file
 //     wraps such statements in StatementBegin/StatementEnd.
@@ -56,8 +57,10 @@ import (
 const MySQLTableOptions = "ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin"
 
 // MaxSideSuffix is the longest side-table suffix: a 50-character PostgreSQL
-// table name + "_" + suffix + "_pkey" must fit in 63 bytes.
-const MaxSideSuffix = 7
+// table name + "_" + suffix + "_pkey" must fit in 63 bytes, and a
+// 56-character MySQL one + "_" + suffix in 64 (engine.ParseTable's limits
+// leave that room).
+const MaxSideSuffix = engine.MaxSideSuffix
 
 // Column is one column of the version 2 jobs table, with its type and
 // constraints per engine, as in sql/<engine>/schema.sql.

@@ -13,7 +13,7 @@ var kinds = []engine.Kind{engine.Postgres, engine.MySQL, engine.SQLite}
 // longest is the longest table name engine k accepts.
 func longest(t *testing.T, k engine.Kind) engine.Table {
 	t.Helper()
-	n := 64
+	n := 56
 	if k == engine.Postgres {
 		n = 50
 	}

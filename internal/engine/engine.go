@@ -77,9 +77,16 @@ func Detect(db *sql.DB) (Kind, error) {
 // idx_<table>_status_scheduled cut to 63 bytes would be the same name.
 const maxPostgresTableName = 50
 
-// maxTableName is the longest name MySQL (64) and PostgreSQL (63) allow for
-// any identifier; SQLite has no limit, but the same bound keeps tables portable.
-const maxTableName = 64
+// MaxSideSuffix is the longest suffix of a side table's name,
+// <table>_<suffix> (internal/ddl): the name limits below leave room for it.
+const MaxSideSuffix = 7
+
+// maxTableName is the longest table name on MySQL and SQLite: MySQL allows
+// 64 characters for any identifier, and the side tables' names
+// (<table>_<suffix>) must fit too; SQLite has no limit, but the same bound
+// keeps tables portable. (PostgreSQL's 50 leaves room for
+// <table>_<suffix>_pkey within its 63 bytes.)
+const maxTableName = 64 - 1 - MaxSideSuffix
 
 var tableNameRE = regexp.MustCompile(`^[a-zA-Z_][a-zA-Z0-9_]*$`)
 
@@ -92,7 +99,7 @@ type Table struct {
 
 // ParseTable checks name for engine k before any SQL runs: it must match
 // [a-zA-Z_][a-zA-Z0-9_]*; on PostgreSQL it is folded to lower case and must
-// be shorter than 51 characters.
+// be shorter than 51 characters, elsewhere shorter than 57.
 func ParseTable(k Kind, name string) (Table, error) {
 	if !tableNameRE.MatchString(name) {
 		return Table{}, fmt.Errorf("%w: %q; use letters, digits and underscores, not starting with a digit", ErrInvalidTableName, name)
@@ -105,7 +112,7 @@ func ParseTable(k Kind, name string) (Table, error) {
 		return Table{Kind: k, Name: strings.ToLower(name)}, nil
 	case MySQL, SQLite:
 		if len(name) > maxTableName {
-			return Table{}, fmt.Errorf("%w: %q has %d characters; at most %d are allowed", ErrInvalidTableName, name, len(name), maxTableName)
+			return Table{}, fmt.Errorf("%w: %q has %d characters; at most %d are allowed, so that its side tables' names (<table>_<suffix>) stay within MySQL's 64", ErrInvalidTableName, name, len(name), maxTableName)
 		}
 		return Table{Kind: k, Name: name}, nil
 	default:
