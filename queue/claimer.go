@@ -14,7 +14,8 @@ const claimGather = 500 * time.Microsecond
 // claimer is the goroutine of Run: it claims jobs into the run's free slots
 // and hands them to the executors. It owns the count of free slots, the
 // poll timer and the wake-ups; it adds every attempt it claims to the
-// inflightSet before handing it out, and writes nothing but claims.
+// inflightSet before handing it out, reads how full the completer is
+// (and claims nothing while it is full), and writes nothing but claims.
 type claimer struct {
 	q     *Queue
 	cfg   WorkerConfig
@@ -22,9 +23,10 @@ type claimer struct {
 	dbCtx context.Context // the worker's statements (see run.dbCtx)
 	jobs  context.Context // parent of the handlers' contexts
 
-	attempts *inflightSet
-	work     chan<- *attempt // to the executors; room for every slot
-	freed    <-chan struct{} // from the executors: a slot is free
+	attempts  *inflightSet
+	completer *completer
+	work      chan<- *attempt // to the executors; room for every slot
+	freed     <-chan struct{} // from the executors: a slot is free
 }
 
 // loop claims jobs into the free slots until stop ends or MaxJobs jobs were
@@ -65,6 +67,19 @@ func (c *claimer) loop(stop context.Context) int {
 			case <-stop.Done():
 				return claimed
 			}
+		}
+		if c.completer.full() {
+			// The completer holds more results than it could write yet
+			// (the database is slow or failing): claim no more until it
+			// catches up, so that its backlog stays bounded.
+			select {
+			case <-c.completer.drained:
+			case <-c.freed:
+				free++
+			case <-stop.Done():
+				return claimed
+			}
+			continue
 		}
 		// One claim takes at most maxClaim jobs: ask for no more, so that a
 		// full claim is told from a short one (nothing more due).

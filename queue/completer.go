@@ -3,115 +3,238 @@ package queue
 import (
 	"context"
 	"log/slog"
+	"sync"
+	"sync/atomic"
 	"time"
 )
 
-// Tuning of the completer's batches.
+// Tuning of the completer.
 const (
 	// completeBatch is the most attempts one complete statement finishes.
+	// It also bounds the completer's backlog: while it holds more than
+	// completeBatch results it could not write yet, the claimer claims no
+	// more, so the backlog stays under completeBatch + Concurrency.
 	completeBatch = 500
 	// completeLinger is how long the first finished attempt of a batch
 	// waits for others before the batch is written; while a batch is being
 	// written, the next one gathers.
 	completeLinger = 2 * time.Millisecond
+	// completeTries is how many times the completer tries to write a
+	// result before it gives up on it (the job then stays in_progress
+	// until Reclaim runs it again); completeRetryWait is the wait before
+	// the second try, multiplied by 4 before each further one.
+	completeTries     = 4
+	completeRetryWait = 50 * time.Millisecond
 )
 
 // completion is an attempt whose handler succeeded, waiting to be written.
 type completion struct {
 	a   *attempt
 	dur time.Duration
+	// tries is how many writes of it have failed.
+	tries int
 }
 
 // completer writes the succeeded attempts of one run in batches (fenced by
-// their claim tokens) and emits their EventCompleted. It owns the
-// completions from the moment an executor hands one over (add) until it is
-// written or given up; it touches nothing else of the run.
+// their claim tokens) and emits their EventCompleted. It owns each result
+// from the moment an executor hands it over (add, which never blocks)
+// until it is written or given up; it touches nothing else of the run.
+//
+// Its loop (run) never waits on the database itself: a batch is written by
+// a goroutine of its own, and a failed batch goes back to the head of the
+// pending results to be tried again after a backoff timer, together with
+// what arrived meanwhile. So an executor hands over its result at once
+// whatever the database does, and memory stays bounded because the claimer
+// stops claiming while the backlog is over completeBatch (full, drained).
 type completer struct {
 	q     *Queue
 	log   *slog.Logger
 	dbCtx context.Context // the worker's statements (see run.dbCtx)
-	in    chan completion
+
+	mu       sync.Mutex
+	incoming []completion // handed over, not yet seen by the loop
+	closed   bool         // run returned: results handed over now are dropped
+	arrived  chan struct{}
+	// unwritten counts the results handed over and not yet written or
+	// given up; drained is told (without blocking) whenever it goes down.
+	unwritten atomic.Int64
+	drained   chan struct{}
 }
 
-// add hands over a succeeded attempt.
-func (c *completer) add(done completion) {
-	c.in <- done
-}
-
-// run waits for the first succeeded attempt, gathers more for up to
-// completeLinger (or until completeBatch), and writes them in one
-// statement; finished attempts gather while it writes. When stop is closed
-// it writes what has arrived and returns.
-func (c *completer) run(stop <-chan struct{}) {
-	batch := make([]completion, 0, completeBatch)
-	for {
-		batch = batch[:0]
-		select {
-		case done := <-c.in:
-			batch = append(batch, done)
-		case <-stop:
-			for {
-				select {
-				case done := <-c.in:
-					batch = append(batch, done)
-					if len(batch) == completeBatch {
-						c.write(batch)
-						batch = batch[:0]
-					}
-				default:
-					if len(batch) > 0 {
-						c.write(batch)
-					}
-					return
-				}
-			}
-		}
-		linger := time.NewTimer(completeLinger)
-	gather:
-		for len(batch) < completeBatch {
-			select {
-			case done := <-c.in:
-				batch = append(batch, done)
-			case <-linger.C:
-				break gather
-			}
-		}
-		linger.Stop()
-		c.write(batch)
+// newCompleter returns the completer of one run.
+func newCompleter(q *Queue, log *slog.Logger, dbCtx context.Context) *completer {
+	return &completer{
+		q: q, log: log, dbCtx: dbCtx,
+		arrived: make(chan struct{}, 1),
+		drained: make(chan struct{}, 1),
 	}
 }
 
-// write completes one batch, trying a few times when the database fails;
-// attempts it cannot write stay in_progress until Reclaim.
-func (c *completer) write(batch []completion) {
+// add hands over a succeeded attempt. It never blocks. After run has
+// returned (only a handler the shutdown abandoned finishes that late) the
+// result is dropped and the job left to Reclaim.
+func (c *completer) add(done completion) {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		c.log.Warn("job finished after the worker stopped; completion not written, the job is left to Reclaim",
+			"job_id", done.a.ref.ID, "kind", done.a.row.Name)
+		return
+	}
+	c.incoming = append(c.incoming, done)
+	c.unwritten.Add(1)
+	c.mu.Unlock()
+	notify(c.arrived)
+}
+
+// full reports whether the completer holds more than completeBatch results
+// not yet written; the claimer then waits for drained.
+func (c *completer) full() bool { return c.unwritten.Load() > completeBatch }
+
+// take returns the results handed over since the last take.
+func (c *completer) take() []completion {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	got := c.incoming
+	c.incoming = nil
+	return got
+}
+
+// closeIfIdle closes the completer when nothing was handed over since the
+// last take, and reports whether it did.
+func (c *completer) closeIfIdle() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.incoming) > 0 {
+		return false
+	}
+	c.closed = true
+	return true
+}
+
+// settled records that n results were written or given up.
+func (c *completer) settled(n int) {
+	c.unwritten.Add(-int64(n))
+	notify(c.drained)
+}
+
+// writeResult is the outcome of writing one batch.
+type writeResult struct {
+	batch []completion
+	stale []AttemptRef
+	err   error
+}
+
+// run gathers the results handed over: the first of a batch waits up to
+// completeLinger for others (or until there are completeBatch), then they
+// are written in one statement while the next batch gathers. A batch that
+// fails is tried again after a backoff, at the head of what gathered
+// meanwhile. When stop is closed it writes what has arrived, without
+// lingering, and returns once everything is written or given up.
+func (c *completer) run(stop <-chan struct{}) {
+	var (
+		pending  []completion // oldest first; retried results at the head
+		writing  bool
+		results  = make(chan writeResult, 1)
+		lingerC  <-chan time.Time // running while the head of pending lingers
+		lingered bool             // the head of pending has waited long enough
+		backoffC <-chan time.Time // running while a failed write backs off
+		stopping bool
+	)
+	linger := time.NewTimer(completeLinger)
+	linger.Stop()
+	defer linger.Stop()
+	for {
+		if !writing && backoffC == nil && len(pending) > 0 && (lingered || stopping || len(pending) >= completeBatch) {
+			n := min(len(pending), completeBatch)
+			batch := append([]completion(nil), pending[:n]...)
+			pending = pending[n:]
+			if len(pending) == 0 {
+				linger.Stop()
+				lingerC, lingered = nil, false
+			}
+			writing = true
+			go func() { results <- c.write(batch) }()
+		}
+		if stopping && !writing && len(pending) == 0 {
+			if c.closeIfIdle() {
+				return
+			}
+			pending = c.take()
+			continue
+		}
+		select {
+		case <-c.arrived:
+			got := c.take()
+			if len(got) > 0 && len(pending) == 0 && lingerC == nil && !lingered {
+				linger.Reset(completeLinger)
+				lingerC = linger.C
+			}
+			pending = append(pending, got...)
+		case <-lingerC:
+			lingerC, lingered = nil, true
+		case <-backoffC:
+			backoffC = nil
+		case res := <-results:
+			writing = false
+			retry, wait := c.settle(res)
+			if len(retry) > 0 {
+				pending = append(retry, pending...)
+				lingered = true // they have waited already
+				backoffC = time.After(wait)
+			}
+		case <-stop:
+			stop, stopping = nil, true
+		}
+	}
+}
+
+// write completes one batch, once.
+func (c *completer) write(batch []completion) writeResult {
 	refs := make([]AttemptRef, len(batch))
 	for i, done := range batch {
 		refs[i] = done.a.ref
 	}
-	var stale []AttemptRef
-	var err error
-	for try, wait := 0, 50*time.Millisecond; try < 4; try, wait = try+1, wait*4 {
-		if try > 0 {
-			time.Sleep(wait)
+	ctx, cancel := context.WithTimeout(c.dbCtx, dbCallTimeout)
+	defer cancel()
+	stale, err := c.q.complete(ctx, refs)
+	return writeResult{batch: batch, stale: stale, err: err}
+}
+
+// settle acts on a written batch: it emits EventCompleted for each attempt
+// completed, or, when the write failed, returns the results to try again
+// and how long to wait first (giving up on those tried completeTries
+// times).
+func (c *completer) settle(res writeResult) (retry []completion, wait time.Duration) {
+	if res.err != nil {
+		tries := 0
+		for _, done := range res.batch {
+			done.tries++
+			if done.tries < completeTries {
+				retry = append(retry, done)
+				tries = max(tries, done.tries)
+			}
 		}
-		ctx, cancel := context.WithTimeout(c.dbCtx, dbCallTimeout)
-		stale, err = c.q.complete(ctx, refs)
-		cancel()
-		if err == nil {
-			break
+		if given := len(res.batch) - len(retry); given > 0 {
+			c.log.Error("completing jobs failed; they stay in_progress until Reclaim runs them again", "jobs", given, "err", res.err)
+			c.settled(given)
 		}
-		c.log.Warn("completing jobs failed; trying again", "jobs", len(refs), "err", err)
+		if len(retry) == 0 {
+			return nil, 0
+		}
+		wait = completeRetryWait
+		for range tries - 1 {
+			wait *= 4
+		}
+		c.log.Warn("completing jobs failed; trying again", "jobs", len(retry), "retry_in", wait, "err", res.err)
+		return retry, wait
 	}
-	if err != nil {
-		c.log.Error("completing jobs failed; they stay in_progress until Reclaim runs them again", "jobs", len(refs), "err", err)
-		return
-	}
-	lost := make(map[AttemptRef]bool, len(stale))
-	for _, s := range stale {
+	lost := make(map[AttemptRef]bool, len(res.stale))
+	for _, s := range res.stale {
 		lost[s] = true
 	}
 	now := c.q.now()
-	for _, done := range batch {
+	for _, done := range res.batch {
 		row := done.a.row
 		if lost[done.a.ref] {
 			c.log.Warn("job finished but its attempt had lost the job (lease passed and it was reclaimed, retried or deleted); completion refused",
@@ -122,5 +245,16 @@ func (c *completer) write(batch []completion) {
 		ev.Status, ev.ClaimToken, ev.LeaseUntil, ev.FinishedAt = StatusCompleted, "", nil, &now
 		c.log.Debug("job completed", "job_id", row.ID, "kind", row.Name, "duration", done.dur)
 		c.q.emit(Event{Kind: EventCompleted, Job: &ev, Duration: done.dur})
+	}
+	c.settled(len(res.batch))
+	return nil, 0
+}
+
+// notify tells ch without blocking (ch has a buffer of one, so a burst of
+// notices becomes one).
+func notify(ch chan struct{}) {
+	select {
+	case ch <- struct{}{}:
+	default:
 	}
 }

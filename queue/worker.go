@@ -290,7 +290,7 @@ func (r *run) run(ctx context.Context) error {
 		m := &maintainer{q: r.q, log: r.log, interval: r.cfg.MaintenanceInterval}
 		bg.Go(func() { m.run(maintCtx) })
 	}
-	c := &completer{q: r.q, log: r.log, dbCtx: r.dbCtx, in: make(chan completion, completeBatch)}
+	c := newCompleter(r.q, r.log, r.dbCtx)
 	completerDone, stopCompleter := make(chan struct{}), make(chan struct{})
 	go func() { defer close(completerDone); c.run(stopCompleter) }()
 	ex := &executors{
@@ -310,7 +310,7 @@ func (r *run) run(ctx context.Context) error {
 	stopListening := r.startListener(stop) // PostgreSQL: LISTEN feeds the Waker
 	cl := &claimer{
 		q: r.q, cfg: r.cfg, log: r.log, dbCtx: r.dbCtx, jobs: r.jobs,
-		attempts: r.attempts, work: work, freed: freed,
+		attempts: r.attempts, completer: c, work: work, freed: freed,
 	}
 	claimed := cl.loop(stop)
 	stopListening()

@@ -1,0 +1,278 @@
+package queue
+
+import (
+	"context"
+	"database/sql"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jobqueue/jobqueue/internal/engine"
+)
+
+// refusal makes the env's table refuse, by a trigger, every update that
+// completes a job while it is on: a database whose completion writes fail
+// for a while, on every engine, with everything else working.
+type refusal struct {
+	env *testEnv
+	ctl string // the quoted control table
+}
+
+// refuseCompletions installs the trigger (off) on the env's table; it is
+// removed when t ends.
+func refuseCompletions(t *testing.T, env *testEnv) *refusal {
+	t.Helper()
+	quoted := func(suffix string) string {
+		tbl, err := engine.ParseTable(env.kind, env.table+suffix)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tbl.Quoted()
+	}
+	ctl, trg, fn := quoted("_ctl"), quoted("_trg"), quoted("_fn")
+	const msg = "completion refused by the test"
+	var ddl, drop []string
+	switch env.kind {
+	case engine.Postgres:
+		ddl = []string{
+			"CREATE TABLE " + ctl + " (refuse INT NOT NULL)",
+			"INSERT INTO " + ctl + " VALUES (0)",
+			"CREATE FUNCTION " + fn + "() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN IF NEW.status = 'completed' AND (SELECT refuse FROM " + ctl + ") = 1 THEN RAISE EXCEPTION '" + msg + "'; END IF; RETURN NEW; END $$",
+			"CREATE TRIGGER " + trg + " BEFORE UPDATE ON {t} FOR EACH ROW EXECUTE FUNCTION " + fn + "()",
+		}
+		drop = []string{"DROP TRIGGER IF EXISTS " + trg + " ON {t}", "DROP FUNCTION IF EXISTS " + fn + "()", "DROP TABLE IF EXISTS " + ctl}
+	case engine.MySQL:
+		ddl = []string{
+			"CREATE TABLE " + ctl + " (refuse INT NOT NULL)",
+			"INSERT INTO " + ctl + " VALUES (0)",
+			"CREATE TRIGGER " + trg + " BEFORE UPDATE ON {t} FOR EACH ROW BEGIN IF NEW.status = 'completed' AND (SELECT refuse FROM " + ctl + ") = 1 THEN SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = '" + msg + "'; END IF; END",
+		}
+		drop = []string{"DROP TRIGGER IF EXISTS " + trg, "DROP TABLE IF EXISTS " + ctl}
+	case engine.SQLite:
+		ddl = []string{
+			"CREATE TABLE " + ctl + " (refuse INTEGER NOT NULL)",
+			"INSERT INTO " + ctl + " VALUES (0)",
+			"CREATE TRIGGER " + trg + " BEFORE UPDATE ON {t} FOR EACH ROW WHEN NEW.status = 'completed' AND (SELECT refuse FROM " + ctl + ") = 1 BEGIN SELECT RAISE(ABORT, '" + msg + "'); END",
+		}
+		drop = []string{"DROP TRIGGER IF EXISTS " + trg, "DROP TABLE IF EXISTS " + ctl}
+	default:
+		t.Fatalf("no completion refusal for engine %s", env.kind)
+	}
+	t.Cleanup(func() {
+		for _, q := range drop {
+			if _, err := env.db.ExecContext(context.Background(), env.sql(q)); err != nil {
+				t.Errorf("%s: %v", q, err)
+			}
+		}
+	})
+	for _, q := range ddl {
+		env.exec(t, q)
+	}
+	return &refusal{env: env, ctl: ctl}
+}
+
+// set turns the refusal on or off, in tx when it is not nil.
+func (r *refusal) set(t *testing.T, tx *sql.Tx, on bool) {
+	t.Helper()
+	v := 0
+	if on {
+		v = 1
+	}
+	q := r.env.sql("UPDATE " + r.ctl + " SET refuse = ?")
+	var err error
+	if tx != nil {
+		_, err = tx.ExecContext(context.Background(), q, v)
+	} else {
+		_, err = r.env.db.ExecContext(context.Background(), q, v)
+	}
+	if err != nil {
+		t.Fatalf("turning the completion refusal to %v: %v", on, err)
+	}
+}
+
+// logWatch is a slog handler that keeps every record's message, for tests
+// that wait for the worker to log something.
+type logWatch struct {
+	mu   sync.Mutex
+	msgs []string
+}
+
+func (h *logWatch) Enabled(context.Context, slog.Level) bool { return true }
+func (h *logWatch) Handle(_ context.Context, r slog.Record) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.msgs = append(h.msgs, r.Message)
+	return nil
+}
+func (h *logWatch) WithAttrs([]slog.Attr) slog.Handler { return h }
+func (h *logWatch) WithGroup(string) slog.Handler      { return h }
+
+// count is how many records' messages contain part.
+func (h *logWatch) count(part string) int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	n := 0
+	for _, m := range h.msgs {
+		if strings.Contains(m, part) {
+			n++
+		}
+	}
+	return n
+}
+
+// Messages of the completer that the tests wait for.
+const (
+	logCompleteRetry  = "completing jobs failed; trying again"
+	logCompleteGiveUp = "completing jobs failed; they stay in_progress"
+)
+
+// claimN claims n jobs (in claims of up to maxClaim), failing the test if
+// fewer are due.
+func claimN(t *testing.T, q *Queue, n int) []*JobRow {
+	t.Helper()
+	var rows []*JobRow
+	for len(rows) < n {
+		got, err := q.claim(context.Background(), nil, min(n-len(rows), maxClaim), time.Minute)
+		if err != nil {
+			t.Fatalf("claim: %v", err)
+		}
+		if len(got) == 0 {
+			t.Fatalf("claimed %d jobs, want %d", len(rows), n)
+		}
+		rows = append(rows, got...)
+	}
+	return rows
+}
+
+// holdJob opens a transaction on another pool that holds the job's row
+// (on SQLite: the database's write lock), so that a completion of it waits
+// until the transaction ends.
+func holdJob(t *testing.T, env *testEnv, id int64) *sql.Tx {
+	t.Helper()
+	tx, err := env.newPool(t).BeginTx(context.Background(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { tx.Rollback() })
+	if _, err := tx.ExecContext(context.Background(), env.sql("UPDATE {t} SET error = error WHERE id = ?"), id); err != nil {
+		t.Fatalf("holding job %d: %v", id, err)
+	}
+	return tx
+}
+
+// TestCompleterTakesResultsWhileItsWriteIsRetried: an executor hands its
+// result to the completer and goes on, even while the completer's write
+// fails and is retried. Before, the completer slept between tries, and once
+// its channel (completeBatch results) was full every executor waited for
+// the sleeps to end. Here the first write fails, the retry is held (the
+// job's row locked), and more than twice completeBatch results are handed
+// over meanwhile: each is taken at once, and all are written once the
+// database accepts completions again.
+func TestCompleterTakesResultsWhileItsWriteIsRetried(t *testing.T) {
+	forEachEngine(t, func(t *testing.T, kind engine.Kind) {
+		env := newTestEnv(t, kind)
+		refuse := refuseCompletions(t, env)
+		logs := &logWatch{}
+		events := newEventLog()
+		q := env.queue(t, nil, WithLogger(slog.New(logs)), WithListener(events.listen))
+		const n = 2*completeBatch + 2
+		enqueueSeq(t, q, n)
+		rows := claimN(t, q, n)
+		refuse.set(t, nil, true)
+
+		c := newCompleter(q, q.logger, context.Background())
+		stop, done := make(chan struct{}), make(chan struct{})
+		go func() { defer close(done); c.run(stop) }()
+		defer func() {
+			close(stop)
+			waitFor(t, done, 30*time.Second, "the completer to return")
+		}()
+		c.add(completion{a: &attempt{row: rows[0], ref: rows[0].Ref()}})
+		waitUntil(t, 10*time.Second, "the first write to fail and be retried", func() bool { return logs.count(logCompleteRetry) > 0 })
+		hold := holdJob(t, env, rows[0].ID)
+
+		added := make(chan struct{})
+		go func() {
+			defer close(added)
+			for _, row := range rows[1:] {
+				c.add(completion{a: &attempt{row: row, ref: row.Ref()}})
+			}
+		}()
+		waitFor(t, added, 10*time.Second, "the completer to take every result while its write is retried")
+		if given := logs.count(logCompleteGiveUp); given != 0 {
+			t.Fatalf("the completer gave up on a write before the results were handed over (%d times): the test did not hold its retry", given)
+		}
+		if got := c.unwritten.Load(); got != n {
+			t.Errorf("the completer holds %d unwritten results, want %d", got, n)
+		}
+		if !c.full() {
+			t.Errorf("with %d results unwritten the completer is not full; the claimer would claim on", n)
+		}
+		if got := env.countWhere(t, "status = 'completed'"); got != 0 {
+			t.Errorf("%d jobs completed while completions were refused", got)
+		}
+
+		refuse.set(t, hold, false)
+		if err := hold.Commit(); err != nil {
+			t.Fatal(err)
+		}
+		waitUntil(t, 30*time.Second, "every job to be completed", func() bool { return env.countWhere(t, "status = 'completed'") == n })
+		waitUntil(t, 10*time.Second, "the completer to settle every result", func() bool { return c.unwritten.Load() == 0 })
+		if c.full() {
+			t.Error("the completer is still full after writing everything")
+		}
+		if got := events.count(EventCompleted); got != n {
+			t.Errorf("%d completed events, want %d", got, n)
+		}
+	})
+}
+
+// TestWorkerCompletesAfterRefusedWrites: while the database refuses
+// completions the worker keeps the results and tries again (with what
+// finished meanwhile); once it accepts them, every job ends completed,
+// each with one completed event, having run once.
+func TestWorkerCompletesAfterRefusedWrites(t *testing.T) {
+	forEachEngine(t, func(t *testing.T, kind engine.Kind) {
+		env := newTestEnv(t, kind)
+		refuse := refuseCompletions(t, env)
+		refuse.set(t, nil, true)
+		logs := &logWatch{}
+		events := newEventLog()
+		q := env.queue(t, nil, WithLogger(slog.New(logs)), WithListener(events.listen))
+		const n = 20
+		enqueueSeq(t, q, n)
+		cfg := fastConfig()
+		cfg.MaintenanceInterval = -1
+		w := q.NewWorker(cfg)
+		var mu sync.Mutex
+		runs := map[int]int{}
+		Handle(w, func(ctx context.Context, job *Job[seqArgs]) error {
+			mu.Lock()
+			runs[job.Args.N]++
+			mu.Unlock()
+			return nil
+		})
+		stop, _ := startWorker(t, w)
+		waitUntil(t, 10*time.Second, "a completion to be refused and retried", func() bool { return logs.count(logCompleteRetry) > 0 })
+		refuse.set(t, nil, false)
+		waitUntil(t, 30*time.Second, "every job to be completed", func() bool { return env.countWhere(t, "status = 'completed'") == n })
+		if err := stop(10 * time.Second); err != nil {
+			t.Fatalf("Run: %v", err)
+		}
+		if given := logs.count(logCompleteGiveUp); given != 0 {
+			t.Errorf("the worker gave up on %d completion writes", given)
+		}
+		if got := events.count(EventCompleted); got != n {
+			t.Errorf("%d completed events, want %d", got, n)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		for i := range n {
+			if runs[i] != 1 {
+				t.Errorf("job %d ran %d times, want once", i, runs[i])
+			}
+		}
+	})
+}
