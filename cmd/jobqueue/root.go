@@ -166,6 +166,7 @@ Exit status: 0 on success, 1 on failure, 2 on bad usage.`,
 		a.workCommand(),
 		a.demoCommand(),
 		a.benchCommand(),
+		a.webCommand(),
 		a.benchWorkerCommand(),
 		a.gooseFileCommand(),
 	)

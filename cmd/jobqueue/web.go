@@ -1,0 +1,136 @@
+package main
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/jobqueue/jobqueue/queue"
+	"github.com/jobqueue/jobqueue/web"
+)
+
+// Environment variables that turn on the dashboard's basic auth.
+const (
+	envWebUser     = "JOBQUEUE_WEB_USER"
+	envWebPassword = "JOBQUEUE_WEB_PASSWORD"
+)
+
+func (a *app) webCommand() *cobra.Command {
+	var (
+		addr               string
+		readOnly, insecure bool
+	)
+	cmd := &cobra.Command{
+		Use:   "web [--addr ADDR] [--read-only] [--insecure]",
+		Short: "Serve the dashboard (pages and JSON API) until stopped",
+		Long: `web serves the dashboard of the table: an overview (jobs per status and type,
+the oldest due job's age, recent failures), the jobs with filters, each job,
+and actions (retry, cancel, delete, expire, reclaim, prune), with the JSON API
+the pages use under /api.
+
+Basic auth is on when ` + envWebUser + ` and ` + envWebPassword + ` are set. On an
+address other than loopback the dashboard refuses to start without basic auth
+or --read-only, since anyone who reaches it could delete jobs; --insecure
+starts it anyway (when something in front of it authenticates). --read-only
+hides the actions and refuses them. SIGINT or SIGTERM stops it.`,
+		Args: cobra.NoArgs,
+		RunE: runE(func(cmd *cobra.Command, args []string) error {
+			user, pass := os.Getenv(envWebUser), os.Getenv(envWebPassword)
+			if (user == "") != (pass == "") {
+				return usagef("set both %s and %s for basic auth, or neither", envWebUser, envWebPassword)
+			}
+			host, _, err := net.SplitHostPort(addr)
+			if err != nil {
+				return usagef("bad --addr %q: give HOST:PORT, such as 127.0.0.1:8080", addr)
+			}
+			if !isLoopback(host) && user == "" && !readOnly && !insecure {
+				return usagef("refusing to serve the dashboard's actions on %s without authentication: set %s and %s, or add --read-only, or --insecure if something in front of it authenticates", addr, envWebUser, envWebPassword)
+			}
+			ctx := cmd.Context()
+			logger := a.logger(slog.LevelInfo)
+			return a.withQueue(ctx, func(q *queue.Queue) error {
+				var h http.Handler = web.NewHandler(q, web.Options{ReadOnly: readOnly, Logger: logger})
+				if user != "" {
+					h = basicAuth(h, user, pass, logger)
+				}
+				return serve(ctx, addr, h, a, readOnly, user != "")
+			})
+		}),
+	}
+	cmd.Flags().StringVar(&addr, "addr", "127.0.0.1:8080", "address to listen on (HOST:PORT)")
+	cmd.Flags().BoolVar(&readOnly, "read-only", false, "hide the actions and refuse them (403)")
+	cmd.Flags().BoolVar(&insecure, "insecure", false, "serve actions on a non-loopback address without basic auth")
+	return cmd
+}
+
+// serve listens on addr and serves h until ctx ends, then shuts down,
+// giving requests in flight 5 seconds.
+func serve(ctx context.Context, addr string, h http.Handler, a *app, readOnly, auth bool) error {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w; pick another --addr", addr, err)
+	}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	mode := ""
+	if readOnly {
+		mode += ", read-only"
+	}
+	if auth {
+		mode += ", basic auth"
+	}
+	fmt.Fprintf(a.out, "dashboard of table %s on http://%s/%s\n", a.table, ln.Addr(), mode)
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ln) }()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil {
+		return fmt.Errorf("shut down the dashboard: %w", err)
+	}
+	if err := <-done; !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}
+
+// isLoopback tells whether host (of --addr) only accepts local
+// connections: localhost or a loopback IP. An empty host listens on every
+// interface.
+func isLoopback(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// basicAuth asks for user and pass (compared in constant time) before h.
+func basicAuth(h http.Handler, user, pass string, logger *slog.Logger) http.Handler {
+	wantU, wantP := sha256.Sum256([]byte(user)), sha256.Sum256([]byte(pass))
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		u, p, ok := r.BasicAuth()
+		gotU, gotP := sha256.Sum256([]byte(u)), sha256.Sum256([]byte(p))
+		if !ok || subtle.ConstantTimeCompare(gotU[:], wantU[:])&subtle.ConstantTimeCompare(gotP[:], wantP[:]) != 1 {
+			if ok {
+				logger.Warn("web: wrong user or password", "user", u, "remote", r.RemoteAddr)
+			}
+			w.Header().Set("WWW-Authenticate", `Basic realm="jobqueue", charset="UTF-8"`)
+			http.Error(w, "authentication required", http.StatusUnauthorized)
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
+}

@@ -1,0 +1,207 @@
+// Package web is a dashboard for a jobqueue table: pages to see what is
+// waiting, what failed and why, and to retry, cancel or delete jobs, and the
+// JSON API the pages use.
+//
+// NewHandler returns an http.Handler with nothing to start or stop; mount it
+// at the root of a server or under a prefix of any Go service:
+//
+//	mux.Handle("/jobs/", http.StripPrefix("/jobs", web.NewHandler(q, web.Options{})))
+//
+// Links follow the prefix the handler was mounted under. Pages are rendered
+// on the server with html/template; a little JavaScript (live refresh,
+// selections, actions) and CSS are embedded in the binary.
+//
+// Safety: Options.ReadOnly hides the action buttons and refuses every
+// mutating route with 403; Options.Authorize lets the embedding application
+// decide per request and action; POSTs from another origin are refused
+// (http.CrossOriginProtection); every action is logged.
+package web
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strings"
+
+	"github.com/jobqueue/jobqueue/queue"
+)
+
+// Action names what a request wants to do, for Options.Authorize.
+type Action string
+
+// The actions of the dashboard.
+const (
+	// ActionView: any page or GET of the API.
+	ActionView Action = "view"
+	// ActionRetry, ActionCancel, ActionDelete: the job actions.
+	ActionRetry  Action = "retry"
+	ActionCancel Action = "cancel"
+	ActionDelete Action = "delete"
+	// ActionExpire, ActionReclaim, ActionPrune: the maintenance actions.
+	ActionExpire  Action = "expire"
+	ActionReclaim Action = "reclaim"
+	ActionPrune   Action = "prune"
+)
+
+// Options configures the dashboard. The zero value is a working dashboard
+// with every action allowed.
+type Options struct {
+	// ReadOnly hides the action buttons and answers every mutating route
+	// with 403.
+	ReadOnly bool
+	// Authorize, when set, is asked before every request is served; an
+	// error refuses it with 403 and the error's text.
+	Authorize func(r *http.Request, action Action) error
+	// HidePayloads leaves payloads out of pages and API answers (they may
+	// hold personal data or secrets).
+	HidePayloads bool
+	// Logger hears every action (who, what, which ids) and every error
+	// (default slog.Default()).
+	Logger *slog.Logger
+	// User names who made a request, for the log (default: the basic auth
+	// user name, else "anonymous").
+	User func(r *http.Request) string
+	// CountLimit is where the overview's counts stop (default 10000): a
+	// count equal to it means "that many or more". Counting a million rows
+	// takes a while; counting up to a limit does not.
+	CountLimit int64
+	// PageSize is how many jobs a jobs page shows (default 50, at most
+	// MaxPageSize).
+	PageSize int
+	// Title is the name shown in the header (default "jobqueue").
+	Title string
+}
+
+// MaxPageSize is the largest limit the jobs page and GET /api/jobs accept.
+const MaxPageSize = 1000
+
+// maxTypes is how many types the overview shows.
+const maxTypes = 50
+
+// handler serves the dashboard of one queue.
+type handler struct {
+	q    *queue.Queue
+	opts Options
+	log  *slog.Logger
+	mux  *http.ServeMux
+	tmpl *templates
+}
+
+// NewHandler returns the dashboard of q as an http.Handler.
+func NewHandler(q *queue.Queue, opts Options) http.Handler {
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	if opts.CountLimit <= 0 {
+		opts.CountLimit = 10000
+	}
+	if opts.PageSize <= 0 {
+		opts.PageSize = 50
+	}
+	if opts.PageSize > MaxPageSize {
+		opts.PageSize = MaxPageSize
+	}
+	if opts.Title == "" {
+		opts.Title = "jobqueue"
+	}
+	h := &handler{q: q, opts: opts, log: opts.Logger, mux: http.NewServeMux(), tmpl: loadTemplates()}
+	h.routes()
+	cop := http.NewCrossOriginProtection()
+	cop.SetDenyHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h.log.Warn("web: cross-origin request refused", "method", r.Method, "path", r.URL.Path,
+			"origin", r.Header.Get("Origin"), "user", h.user(r))
+		writeError(w, http.StatusForbidden, "cross-origin request refused: post from the dashboard's own pages")
+	}))
+	return cop.Handler(h)
+}
+
+func (h *handler) routes() {
+	m := h.mux
+	m.HandleFunc("GET /{$}", h.pageOverview)
+	m.HandleFunc("GET /jobs", h.pageJobs)
+	m.HandleFunc("GET /jobs/{id}", h.pageJob)
+	m.Handle("GET /static/", staticHandler())
+
+	m.HandleFunc("GET /api/health", h.apiHealth)
+	m.HandleFunc("GET /api/stats", h.apiStats)
+	m.HandleFunc("GET /api/overview", h.apiOverview)
+	m.HandleFunc("GET /api/jobs", h.apiJobs)
+	m.HandleFunc("GET /api/jobs/{id}", h.apiJob)
+	m.HandleFunc("POST /api/jobs/retry", h.apiAction(ActionRetry))
+	m.HandleFunc("POST /api/jobs/cancel", h.apiAction(ActionCancel))
+	m.HandleFunc("POST /api/jobs/delete", h.apiAction(ActionDelete))
+	m.HandleFunc("POST /api/maintenance/expire", h.apiMaintenance(ActionExpire))
+	m.HandleFunc("POST /api/maintenance/reclaim", h.apiMaintenance(ActionReclaim))
+	m.HandleFunc("POST /api/maintenance/prune", h.apiMaintenance(ActionPrune))
+	m.HandleFunc("/api/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, http.StatusNotFound, fmt.Sprintf("no API route %s %s; see the package documentation for the routes", r.Method, r.URL.Path))
+	})
+}
+
+// ServeHTTP checks that the request is allowed, then routes it.
+func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	action := ActionView
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		action = mutatingAction(r.URL.Path)
+		if h.opts.ReadOnly {
+			h.log.Warn("web: action refused, read-only", "user", h.user(r), "action", action, "path", r.URL.Path)
+			writeError(w, http.StatusForbidden, "the dashboard is read-only: actions are disabled")
+			return
+		}
+	}
+	if h.opts.Authorize != nil {
+		if err := h.opts.Authorize(r, action); err != nil {
+			h.log.Warn("web: request not authorized", "user", h.user(r), "action", action, "path", r.URL.Path, "reason", err)
+			if isAPI(r) || action != ActionView {
+				writeError(w, http.StatusForbidden, "not authorized: "+err.Error())
+			} else {
+				http.Error(w, "not authorized: "+err.Error(), http.StatusForbidden)
+			}
+			return
+		}
+	}
+	h.mux.ServeHTTP(w, r)
+}
+
+// mutatingAction is the action of a POST to path ("" for unknown routes,
+// which the mux answers with 404 or 405).
+func mutatingAction(path string) Action {
+	i := strings.LastIndexByte(path, '/')
+	switch a := Action(path[i+1:]); a {
+	case ActionRetry, ActionCancel, ActionDelete, ActionExpire, ActionReclaim, ActionPrune:
+		return a
+	}
+	return ""
+}
+
+func isAPI(r *http.Request) bool { return strings.HasPrefix(r.URL.Path, "/api/") }
+
+// user names who made the request, for the log.
+func (h *handler) user(r *http.Request) string {
+	if h.opts.User != nil {
+		return h.opts.User(r)
+	}
+	if u, _, ok := r.BasicAuth(); ok && u != "" {
+		return u
+	}
+	return "anonymous"
+}
+
+// base is the path prefix the handler is mounted under (by
+// http.StripPrefix), found by comparing the request's original URI with
+// the path it was given; "" at the root.
+func base(r *http.Request) string {
+	uri := r.RequestURI
+	if i := strings.IndexAny(uri, "?#"); i >= 0 {
+		uri = uri[:i]
+	}
+	p := r.URL.EscapedPath()
+	if p == "" || !strings.HasSuffix(uri, p) {
+		return ""
+	}
+	return strings.TrimSuffix(uri, p)
+}
+
+// errBadRequest marks user input errors (answered with 400).
+var errBadRequest = errors.New("bad request")

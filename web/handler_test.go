@@ -1,0 +1,524 @@
+package web_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/jobqueue/jobqueue/internal/testdb"
+	"github.com/jobqueue/jobqueue/queue"
+	"github.com/jobqueue/jobqueue/web"
+)
+
+// call sends one request to h and returns the response's code and body.
+func call(t *testing.T, h http.Handler, method, target, body string, hdr ...string) (int, string) {
+	t.Helper()
+	var r *http.Request
+	if body != "" {
+		r = httptest.NewRequest(method, target, strings.NewReader(body))
+		r.Header.Set("Content-Type", "application/json")
+	} else {
+		r = httptest.NewRequest(method, target, nil)
+	}
+	for i := 0; i+1 < len(hdr); i += 2 {
+		r.Header.Set(hdr[i], hdr[i+1])
+	}
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, r)
+	return w.Code, w.Body.String()
+}
+
+// decode parses a JSON body, failing the test when it is not JSON.
+func decode[T any](t *testing.T, body string) T {
+	t.Helper()
+	var v T
+	if err := json.Unmarshal([]byte(body), &v); err != nil {
+		t.Fatalf("body is not the JSON expected (%v): %s", err, body)
+	}
+	return v
+}
+
+type stats struct {
+	Pending    int64 `json:"pending"`
+	InProgress int64 `json:"in_progress"`
+	Completed  int64 `json:"completed"`
+	Failed     int64 `json:"failed"`
+	Expired    int64 `json:"expired"`
+}
+
+type jobJSON struct {
+	ID      int64           `json:"id"`
+	Name    string          `json:"name"`
+	Type    string          `json:"type"`
+	Status  string          `json:"status"`
+	Payload json.RawMessage `json:"payload"`
+	Error   *string         `json:"error"`
+}
+
+type jobsPage struct {
+	Jobs        []jobJSON `json:"jobs"`
+	NextAfterID *int64    `json:"next_after_id"`
+}
+
+type results struct {
+	Results []struct {
+		ID    int64  `json:"id"`
+		OK    bool   `json:"ok"`
+		Error string `json:"error"`
+	} `json:"results"`
+}
+
+func ids(js []jobJSON) []int64 {
+	out := []int64{}
+	for _, j := range js {
+		out = append(out, j.ID)
+	}
+	return out
+}
+
+// logBuffer collects log lines for assertions.
+type logBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (l *logBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.Write(p)
+}
+
+func (l *logBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.String()
+}
+
+func TestAPI(t *testing.T) {
+	testdb.ForEachEngine(t, func(t *testing.T, e *testdb.Env) {
+		q := newQueue(t, e)
+		s := seed(t, q)
+		logs := &logBuffer{}
+		h := web.NewHandler(q, web.Options{Logger: slog.New(slog.NewTextHandler(logs, nil))})
+		all := []int64{s.expired, s.completed, s.failed[1], s.failed[0], s.pending[2], s.pending[1], s.pending[0]}
+
+		t.Run("health", func(t *testing.T) {
+			code, body := call(t, h, "GET", "/api/health", "")
+			if code != 200 || decode[map[string]string](t, body)["status"] != "ok" {
+				t.Fatalf("GET /api/health = %d %s", code, body)
+			}
+		})
+
+		statsCases := []struct {
+			name, target string
+			want         stats
+		}{
+			{"all", "/api/stats", stats{Pending: 3, Completed: 1, Failed: 2, Expired: 1}},
+			{"type", "/api/stats?type=email", stats{Pending: 3}},
+			{"unknown type", "/api/stats?type=none", stats{}},
+		}
+		for _, c := range statsCases {
+			t.Run("stats "+c.name, func(t *testing.T) {
+				code, body := call(t, h, "GET", c.target, "")
+				if code != 200 {
+					t.Fatalf("GET %s = %d %s", c.target, code, body)
+				}
+				if diff := cmp.Diff(c.want, decode[stats](t, body)); diff != "" {
+					t.Fatalf("GET %s (-want +got):\n%s", c.target, diff)
+				}
+				if !strings.Contains(body, `"in_progress":0`) {
+					t.Fatalf("stats lack a key: %s", body)
+				}
+			})
+		}
+
+		t.Run("overview", func(t *testing.T) {
+			code, body := call(t, h, "GET", "/api/overview", "")
+			if code != 200 {
+				t.Fatalf("GET /api/overview = %d %s", code, body)
+			}
+			ov := decode[struct {
+				Totals stats `json:"totals"`
+				Types  []struct {
+					Type   string `json:"type"`
+					Counts stats  `json:"counts"`
+				} `json:"types"`
+				OldestDue *struct {
+					ID int64 `json:"id"`
+				} `json:"oldest_due"`
+				RecentFailures []jobJSON `json:"recent_failures"`
+			}](t, body)
+			if diff := cmp.Diff(stats{Pending: 3, Completed: 1, Failed: 2, Expired: 1}, ov.Totals); diff != "" {
+				t.Fatalf("totals (-want +got):\n%s", diff)
+			}
+			var types []string
+			for _, ty := range ov.Types {
+				types = append(types, ty.Type)
+			}
+			if diff := cmp.Diff([]string{"email", "images", "maintenance", "reports"}, types); diff != "" {
+				t.Fatalf("types (-want +got):\n%s", diff)
+			}
+			if ov.Types[1].Counts != (stats{Failed: 2}) {
+				t.Fatalf("images counts = %+v", ov.Types[1].Counts)
+			}
+			if ov.OldestDue == nil || ov.OldestDue.ID != s.pending[0] {
+				t.Fatalf("oldest due = %+v, want job %d", ov.OldestDue, s.pending[0])
+			}
+			if diff := cmp.Diff([]int64{s.failed[1], s.failed[0]}, ids(ov.RecentFailures)); diff != "" {
+				t.Fatalf("recent failures (-want +got):\n%s", diff)
+			}
+		})
+
+		listCases := []struct {
+			name, target string
+			want         []int64
+			next         bool
+		}{
+			{"all", "/api/jobs", all, false},
+			{"failed", "/api/jobs?status=failed", []int64{s.failed[1], s.failed[0]}, false},
+			{"type", "/api/jobs?type=email", []int64{s.pending[2], s.pending[1], s.pending[0]}, false},
+			{"status and type", "/api/jobs?status=pending&type=images", []int64{}, false},
+			{"first page", "/api/jobs?limit=3", all[:3], true},
+			{"exact page", "/api/jobs?limit=7", all, false},
+		}
+		for _, c := range listCases {
+			t.Run("list "+c.name, func(t *testing.T) {
+				code, body := call(t, h, "GET", c.target, "")
+				if code != 200 {
+					t.Fatalf("GET %s = %d %s", c.target, code, body)
+				}
+				page := decode[jobsPage](t, body)
+				if diff := cmp.Diff(c.want, ids(page.Jobs)); diff != "" {
+					t.Fatalf("GET %s ids (-want +got):\n%s", c.target, diff)
+				}
+				if (page.NextAfterID != nil) != c.next {
+					t.Fatalf("GET %s next_after_id = %v, want one: %v", c.target, page.NextAfterID, c.next)
+				}
+				if c.next && *page.NextAfterID != c.want[len(c.want)-1] {
+					t.Fatalf("next_after_id = %d, want the last id %d", *page.NextAfterID, c.want[len(c.want)-1])
+				}
+			})
+		}
+
+		t.Run("job", func(t *testing.T) {
+			code, body := call(t, h, "GET", fmt.Sprintf("/api/jobs/%d", s.failed[0]), "")
+			if code != 200 {
+				t.Fatalf("GET job = %d %s", code, body)
+			}
+			j := decode[jobJSON](t, body)
+			if j.ID != s.failed[0] || j.Status != "failed" || j.Name != "resize_image" || j.Error == nil ||
+				!strings.Contains(*j.Error, "cannot open /img/cat.png") {
+				t.Fatalf("job = %+v", j)
+			}
+			if diff := cmp.Diff(`{"path":"/img/cat.png","width":640}`, compact(t, j.Payload)); diff != "" {
+				t.Fatalf("payload (-want +got):\n%s", diff)
+			}
+		})
+
+		badCases := []struct {
+			name, method, target, body string
+			code                       int
+			msg                        string
+		}{
+			{"unknown status", "GET", "/api/jobs?status=bogus", "", 400, "unknown status"},
+			{"limit zero", "GET", "/api/jobs?limit=0", "", 400, "bad limit"},
+			{"limit too big", "GET", "/api/jobs?limit=1001", "", 400, "bad limit"},
+			{"limit not a number", "GET", "/api/jobs?limit=ten", "", 400, "bad limit"},
+			{"after_id negative", "GET", "/api/jobs?after_id=-3", "", 400, "bad after_id"},
+			{"after_id not a number", "GET", "/api/jobs?after_id=x", "", 400, "bad after_id"},
+			{"long type", "GET", "/api/jobs?type=" + strings.Repeat("t", 65), "", 400, "type"},
+			{"long type in stats", "GET", "/api/stats?type=" + strings.Repeat("t", 65), "", 400, "type"},
+			{"long name", "GET", "/api/jobs?name=" + strings.Repeat("n", 256), "", 400, "name"},
+			{"bad id", "GET", "/api/jobs/abc", "", 400, "bad job id"},
+			{"zero id", "GET", "/api/jobs/0", "", 400, "bad job id"},
+			{"huge id", "GET", "/api/jobs/99999999999999999999", "", 400, "bad job id"},
+			{"missing job", "GET", "/api/jobs/987654321", "", 404, "no job 987654321"},
+			{"unknown route", "GET", "/api/nothing", "", 404, "no API route"},
+			{"malformed body", "POST", "/api/jobs/retry", `{"ids":[1,`, 400, "malformed JSON"},
+			{"wrong type in body", "POST", "/api/jobs/retry", `{"ids":["1"]}`, 400, "malformed JSON"},
+			{"unknown field", "POST", "/api/jobs/retry", `{"ids":[1],"force":true}`, 400, "unknown field"},
+			{"trailing data", "POST", "/api/jobs/retry", `{"ids":[1]} {}`, 400, "data after"},
+			{"empty body", "POST", "/api/jobs/cancel", "", 400, "body is empty"},
+			{"no ids", "POST", "/api/jobs/delete", `{"ids":[]}`, 400, "no ids"},
+			{"negative id", "POST", "/api/jobs/retry", `{"ids":[-1]}`, 400, "bad id -1"},
+			{"too many ids", "POST", "/api/jobs/retry", `{"ids":[` + strings.Repeat("1,", 1000) + `1]}`, 400, "at most 1000"},
+			{"prune without age", "POST", "/api/maintenance/prune", `{}`, 400, "bad older_than"},
+			{"prune bad age", "POST", "/api/maintenance/prune", `{"older_than":"a month"}`, 400, "bad older_than"},
+			{"prune negative age", "POST", "/api/maintenance/prune", `{"older_than":"-1h"}`, 400, "bad older_than"},
+			{"expire with junk", "POST", "/api/maintenance/expire", `[1]`, 400, "malformed JSON"},
+		}
+		for _, c := range badCases {
+			t.Run("bad "+c.name, func(t *testing.T) {
+				code, body := call(t, h, c.method, c.target, c.body)
+				if code != c.code {
+					t.Fatalf("%s %s = %d %s, want %d", c.method, c.target, code, body, c.code)
+				}
+				msg := decode[map[string]string](t, body)["error"]
+				if !strings.Contains(msg, c.msg) {
+					t.Fatalf("%s %s error %q, want it to say %q", c.method, c.target, msg, c.msg)
+				}
+			})
+		}
+		// Nothing changed through the bad requests.
+		if code, body := call(t, h, "GET", "/api/stats", ""); decode[stats](t, body) != (stats{Pending: 3, Completed: 1, Failed: 2, Expired: 1}) {
+			t.Fatalf("stats after bad requests = %d %s", code, body)
+		}
+
+		t.Run("retry", func(t *testing.T) {
+			body := fmt.Sprintf(`{"ids":[%d,%d,987654321]}`, s.failed[0], s.pending[0])
+			code, resp := call(t, h, "POST", "/api/jobs/retry", body, "Authorization", basic("alice", "x"))
+			if code != 200 {
+				t.Fatalf("retry = %d %s", code, resp)
+			}
+			r := decode[results](t, resp)
+			if len(r.Results) != 3 || !r.Results[0].OK || r.Results[1].OK || r.Results[2].OK ||
+				!strings.Contains(r.Results[1].Error, "is pending") || !strings.Contains(r.Results[2].Error, "no job 987654321") {
+				t.Fatalf("retry results = %+v", r)
+			}
+			if j, err := q.Get(context.Background(), s.failed[0]); err != nil || j.Status != queue.StatusPending {
+				t.Fatalf("retried job = %+v, %v; want pending", j, err)
+			}
+			line := logs.String()
+			if !strings.Contains(line, "user=alice") || !strings.Contains(line, "action=retry") ||
+				!strings.Contains(line, fmt.Sprintf("ids=\"[%d %d 987654321]\"", s.failed[0], s.pending[0])) {
+				t.Fatalf("the retry was not logged with who, what and ids:\n%s", line)
+			}
+		})
+
+		t.Run("maintenance", func(t *testing.T) {
+			for _, op := range []string{"expire", "reclaim"} {
+				code, body := call(t, h, "POST", "/api/maintenance/"+op, "")
+				if code != 200 || decode[map[string]int64](t, body)["count"] != 0 {
+					t.Fatalf("%s = %d %s, want count 0", op, code, body)
+				}
+			}
+			// No job finished over an hour ago (Prune's rule is tested in
+			// package queue).
+			code, body := call(t, h, "POST", "/api/maintenance/prune", `{"older_than":"1h"}`)
+			if code != 200 || decode[map[string]int64](t, body)["count"] != 0 {
+				t.Fatalf("prune = %d %s, want count 0", code, body)
+			}
+			if !strings.Contains(logs.String(), "action=prune") {
+				t.Fatalf("prune not logged:\n%s", logs.String())
+			}
+		})
+	})
+}
+
+func compact(t *testing.T, b []byte) string {
+	t.Helper()
+	var buf bytes.Buffer
+	if err := json.Compact(&buf, b); err != nil {
+		t.Fatalf("not JSON: %s", b)
+	}
+	return buf.String()
+}
+
+func basic(user, pass string) string {
+	r := httptest.NewRequest("GET", "/", nil)
+	r.SetBasicAuth(user, pass)
+	return r.Header.Get("Authorization")
+}
+
+// TestSafety checks read-only mode, Authorize and cross-origin refusal;
+// nothing they refuse changes the table.
+func TestSafety(t *testing.T) {
+	testdb.ForEachEngine(t, func(t *testing.T, e *testdb.Env) {
+		q := newQueue(t, e)
+		s := seed(t, q)
+		retryBody := fmt.Sprintf(`{"ids":[%d]}`, s.failed[0])
+		posts := []struct{ path, body string }{
+			{"/api/jobs/retry", retryBody},
+			{"/api/jobs/cancel", retryBody},
+			{"/api/jobs/delete", retryBody},
+			{"/api/maintenance/expire", ""},
+			{"/api/maintenance/reclaim", ""},
+			{"/api/maintenance/prune", `{"older_than":"0s"}`},
+		}
+		unchanged := func(t *testing.T) {
+			t.Helper()
+			st, err := q.Stats(context.Background(), "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := map[queue.Status]int64{queue.StatusPending: 3, queue.StatusInProgress: 0, queue.StatusCompleted: 1, queue.StatusFailed: 2, queue.StatusExpired: 1}
+			if diff := cmp.Diff(want, st); diff != "" {
+				t.Fatalf("the table changed (-want +got):\n%s", diff)
+			}
+		}
+
+		t.Run("read-only", func(t *testing.T) {
+			h := web.NewHandler(q, web.Options{ReadOnly: true, Logger: slog.New(slog.DiscardHandler)})
+			for _, p := range posts {
+				code, body := call(t, h, "POST", p.path, p.body)
+				if code != 403 || !strings.Contains(decode[map[string]string](t, body)["error"], "read-only") {
+					t.Fatalf("read-only POST %s = %d %s, want 403", p.path, code, body)
+				}
+			}
+			unchanged(t)
+			for _, page := range []string{"/", "/jobs", fmt.Sprintf("/jobs/%d", s.failed[0])} {
+				code, body := call(t, h, "GET", page, "")
+				if code != 200 {
+					t.Fatalf("read-only GET %s = %d", page, code)
+				}
+				for _, button := range []string{"data-action", "data-maint", `class="pick"`} {
+					if strings.Contains(body, button) {
+						t.Fatalf("read-only page %s has an action (%s)", page, button)
+					}
+				}
+				if !strings.Contains(body, "read-only") {
+					t.Fatalf("read-only page %s does not say so", page)
+				}
+			}
+			// The pages of a writable dashboard do have the buttons.
+			code, body := call(t, web.NewHandler(q, web.Options{}), "GET", fmt.Sprintf("/jobs/%d", s.failed[0]), "")
+			if code != 200 || !strings.Contains(body, `data-action="retry"`) || !strings.Contains(body, `data-action="delete"`) {
+				t.Fatalf("writable job page = %d, lacks its buttons", code)
+			}
+		})
+
+		t.Run("authorize", func(t *testing.T) {
+			var seen []web.Action
+			var mu sync.Mutex
+			h := web.NewHandler(q, web.Options{Logger: slog.New(slog.DiscardHandler),
+				Authorize: func(r *http.Request, a web.Action) error {
+					mu.Lock()
+					seen = append(seen, a)
+					mu.Unlock()
+					if r.Header.Get("X-Role") == "viewer" && a != web.ActionView {
+						return errors.New("viewers cannot change jobs")
+					}
+					if r.Header.Get("X-Role") == "" {
+						return errors.New("log in first")
+					}
+					return nil
+				}})
+			for _, p := range posts {
+				code, body := call(t, h, "POST", p.path, p.body, "X-Role", "viewer")
+				if code != 403 || !strings.Contains(body, "viewers cannot change jobs") {
+					t.Fatalf("viewer POST %s = %d %s, want 403", p.path, code, body)
+				}
+			}
+			unchanged(t)
+			if code, _ := call(t, h, "GET", "/api/stats", "", "X-Role", "viewer"); code != 200 {
+				t.Fatalf("viewer GET /api/stats = %d, want 200", code)
+			}
+			for _, target := range []string{"/api/stats", "/", "/jobs"} {
+				if code, _ := call(t, h, "GET", target, ""); code != 403 {
+					t.Fatalf("anonymous GET %s = %d, want 403", target, code)
+				}
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			want := []web.Action{web.ActionRetry, web.ActionCancel, web.ActionDelete, web.ActionExpire, web.ActionReclaim, web.ActionPrune}
+			if diff := cmp.Diff(want, seen[:len(want)]); diff != "" {
+				t.Fatalf("actions asked of Authorize (-want +got):\n%s", diff)
+			}
+		})
+
+		t.Run("cross-origin", func(t *testing.T) {
+			h := web.NewHandler(q, web.Options{Logger: slog.New(slog.DiscardHandler)})
+			headers := [][]string{
+				{"Sec-Fetch-Site", "cross-site"},
+				{"Origin", "https://evil.example"},
+			}
+			for _, hd := range headers {
+				code, body := call(t, h, "POST", "/api/jobs/retry", retryBody, hd...)
+				if code != 403 || !strings.Contains(body, "cross-origin") {
+					t.Fatalf("POST with %v = %d %s, want 403", hd, code, body)
+				}
+			}
+			unchanged(t)
+			// The same request from the dashboard's own origin goes through.
+			code, body := call(t, h, "POST", "/api/jobs/retry", retryBody, "Sec-Fetch-Site", "same-origin")
+			if code != 200 || !decode[results](t, body).Results[0].OK {
+				t.Fatalf("same-origin retry = %d %s", code, body)
+			}
+		})
+	})
+}
+
+// TestPages checks the HTML pages: what they show, escaping, hidden
+// payloads, errors and links under a prefix.
+func TestPages(t *testing.T) {
+	testdb.ForEachEngine(t, func(t *testing.T, e *testdb.Env) {
+		q := newQueue(t, e)
+		s := seed(t, q)
+		h := web.NewHandler(q, web.Options{Logger: slog.New(slog.DiscardHandler)})
+		cases := []struct {
+			name, target string
+			code         int
+			has, hasNot  []string
+		}{
+			{"overview", "/", 200, []string{`data-count="3"`, `data-count="2"`, `data-type="images"`, "cannot open /img/dog.png", "Oldest due job", `data-maint="prune"`}, nil},
+			{"jobs", "/jobs", 200, []string{fmt.Sprintf(`data-id="%d"`, s.expired), fmt.Sprintf(`data-id="%d"`, s.pending[0])}, []string{"older →"}},
+			{"failed jobs", "/jobs?status=failed", 200, []string{fmt.Sprintf(`data-id="%d"`, s.failed[0]), `data-action="retry"`}, []string{fmt.Sprintf(`data-id="%d"`, s.pending[0])}},
+			{"paged", "/jobs?limit=2", 200, []string{fmt.Sprintf(`after_id=%d`, s.completed), "older →"}, nil},
+			{"escaped", fmt.Sprintf("/jobs/%d", s.pending[1]), 200, []string{"Invoice ", "send_email", "grace@example.com"}, []string{"<42>"}},
+			{"job", fmt.Sprintf("/jobs/%d", s.failed[0]), 200, []string{"Job #", "&#34;width&#34;: 640", "no such file or directory", "enqueued", `data-action="retry"`, `data-action="delete"`}, []string{`data-action="cancel"`}},
+			{"bad status", "/jobs?status=bogus", 400, []string{"unknown status"}, nil},
+			{"bad limit", "/jobs?limit=-1", 400, []string{"bad limit"}, nil},
+			{"missing job", "/jobs/987654321", 404, []string{"There is no job 987654321"}, nil},
+			{"bad id", "/jobs/x", 400, []string{"bad job id"}, nil},
+		}
+		for _, c := range cases {
+			t.Run(c.name, func(t *testing.T) {
+				code, body := call(t, h, "GET", c.target, "")
+				if code != c.code {
+					t.Fatalf("GET %s = %d, want %d:\n%s", c.target, code, c.code, body)
+				}
+				for _, s := range c.has {
+					if !strings.Contains(body, s) {
+						t.Errorf("GET %s lacks %q", c.target, s)
+					}
+				}
+				for _, s := range c.hasNot {
+					if strings.Contains(body, s) {
+						t.Errorf("GET %s has %q", c.target, s)
+					}
+				}
+			})
+		}
+
+		t.Run("hidden payloads", func(t *testing.T) {
+			hh := web.NewHandler(q, web.Options{HidePayloads: true, Logger: slog.New(slog.DiscardHandler)})
+			for _, target := range []string{fmt.Sprintf("/jobs/%d", s.failed[0]), fmt.Sprintf("/api/jobs/%d", s.failed[0]), "/api/jobs", "/api/overview"} {
+				code, body := call(t, hh, "GET", target, "")
+				if code != 200 || strings.Contains(body, "cat.png\"") || strings.Contains(body, "640") {
+					t.Fatalf("GET %s with hidden payloads = %d and shows the payload:\n%s", target, code, body)
+				}
+			}
+			_, body := call(t, hh, "GET", fmt.Sprintf("/api/jobs/%d", s.failed[0]), "")
+			if decode[map[string]any](t, body)["payload"] != nil {
+				t.Fatalf("hidden payload is not null: %s", body)
+			}
+		})
+
+		t.Run("prefix", func(t *testing.T) {
+			mux := http.NewServeMux()
+			mux.Handle("/admin/queue/", http.StripPrefix("/admin/queue", h))
+			code, body := call(t, mux, "GET", "/admin/queue/jobs?status=failed", "")
+			if code != 200 {
+				t.Fatalf("GET under a prefix = %d", code)
+			}
+			for _, link := range []string{`href="/admin/queue/static/app.css"`, fmt.Sprintf(`href="/admin/queue/jobs/%d"`, s.failed[0]), `data-base="/admin/queue"`} {
+				if !strings.Contains(body, link) {
+					t.Errorf("page under a prefix lacks %s", link)
+				}
+			}
+			if code, _ := call(t, mux, "GET", "/admin/queue/static/app.js", ""); code != 200 {
+				t.Fatalf("GET the script under a prefix = %d", code)
+			}
+		})
+	})
+}

@@ -1,0 +1,8 @@
+package web
+
+import "github.com/jobqueue/jobqueue/queue"
+
+// listFilter is f as the queue's filter, asking for limit jobs.
+func listFilter(f jobsFilter, limit int) queue.ListFilter {
+	return queue.ListFilter{Status: f.Status, Type: f.Type, Limit: limit}
+}

@@ -1,0 +1,270 @@
+package web
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"sort"
+	"strconv"
+	"time"
+	"unicode/utf8"
+
+	"github.com/jobqueue/jobqueue/queue"
+)
+
+// pageData is what every page's template gets.
+type pageData struct {
+	Title    string
+	Base     string
+	Page     string // "overview", "jobs" or "job": the active tab
+	ReadOnly bool
+	Now      time.Time
+	Table    string
+	// One of these, by page.
+	Overview *overview
+	Jobs     *jobsView
+	Job      *jobView
+}
+
+// jobsFilter is the filter of the jobs page and GET /api/jobs.
+type jobsFilter struct {
+	Status  queue.Status
+	Type    string
+	Name    string
+	Limit   int
+	AfterID int64
+}
+
+// jobsView is the jobs page.
+type jobsView struct {
+	Filter    jobsFilter
+	Rows      []*queue.JobRow
+	NextAfter *int64
+	// Query is the filter as URL values (without after_id), for links.
+	Query    url.Values
+	Statuses []queue.Status
+	Error    string
+}
+
+// jobView is one job's page.
+type jobView struct {
+	Job          *queue.JobRow
+	Payload      string
+	HidePayload  bool
+	Timeline     []timelineEntry
+	CanRetry     bool
+	CanCancel    bool
+	CanDelete    bool
+	StatusReason string
+}
+
+// timelineEntry is one moment of a job's life.
+type timelineEntry struct {
+	At     time.Time
+	What   string
+	Future bool
+}
+
+func (h *handler) page(r *http.Request, name string) *pageData {
+	return &pageData{
+		Title: h.opts.Title, Base: base(r), Page: name, ReadOnly: h.opts.ReadOnly,
+		Now: time.Now().UTC(), Table: h.q.Table(),
+	}
+}
+
+// render executes the page's template into a buffer first, so that an
+// error never leaves half a page.
+func (h *handler) render(w http.ResponseWriter, r *http.Request, code int, name string, data *pageData) {
+	var buf bytes.Buffer
+	if err := h.tmpl.execute(&buf, name, data); err != nil {
+		h.serverError(w, r, fmt.Errorf("render %s: %w", name, err))
+		return
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.Header().Set("X-Frame-Options", "DENY")
+	w.Header().Set("Content-Security-Policy", "default-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'self'; frame-ancestors 'none'")
+	w.WriteHeader(code)
+	_, _ = w.Write(buf.Bytes())
+}
+
+func (h *handler) pageOverview(w http.ResponseWriter, r *http.Request) {
+	ov, err := h.overview(r.Context())
+	if err != nil {
+		h.serverError(w, r, err)
+		return
+	}
+	d := h.page(r, "overview")
+	d.Overview = ov
+	h.render(w, r, http.StatusOK, "overview", d)
+}
+
+func (h *handler) pageJobs(w http.ResponseWriter, r *http.Request) {
+	d := h.page(r, "jobs")
+	v := &jobsView{Statuses: queue.Statuses}
+	d.Jobs = v
+	f, err := h.listFilter(r.URL.Query())
+	v.Filter = f
+	v.Query = filterQuery(f)
+	if err != nil {
+		v.Error = err.Error()
+		h.render(w, r, http.StatusBadRequest, "jobs", d)
+		return
+	}
+	v.Rows, v.NextAfter, err = h.list(r.Context(), f)
+	if err != nil {
+		h.serverError(w, r, err)
+		return
+	}
+	h.render(w, r, http.StatusOK, "jobs", d)
+}
+
+func (h *handler) pageJob(w http.ResponseWriter, r *http.Request) {
+	d := h.page(r, "job")
+	id, err := parseID(r.PathValue("id"))
+	if err != nil {
+		h.renderMessage(w, r, http.StatusBadRequest, err.Error())
+		return
+	}
+	job, err := h.q.Get(r.Context(), id)
+	if errors.Is(err, queue.ErrJobNotFound) {
+		h.renderMessage(w, r, http.StatusNotFound, fmt.Sprintf("There is no job %d: it never existed, or it was deleted or pruned.", id))
+		return
+	}
+	if err != nil {
+		h.serverError(w, r, err)
+		return
+	}
+	v := &jobView{
+		Job:         job,
+		HidePayload: h.opts.HidePayloads,
+		Timeline:    timeline(job, d.Now),
+		CanRetry:    job.Status == queue.StatusFailed || job.Status == queue.StatusExpired,
+		CanCancel:   job.Status == queue.StatusPending || job.Status == queue.StatusInProgress,
+		CanDelete:   job.Status != queue.StatusInProgress,
+	}
+	if !v.HidePayload {
+		v.Payload = prettyJSON(job.Payload)
+	}
+	d.Job = v
+	h.render(w, r, http.StatusOK, "job", d)
+}
+
+// renderMessage shows a page with only a message (a missing job, a bad id).
+func (h *handler) renderMessage(w http.ResponseWriter, r *http.Request, code int, msg string) {
+	d := h.page(r, "message")
+	d.Jobs = &jobsView{Error: msg}
+	h.render(w, r, code, "message", d)
+}
+
+// prettyJSON indents a payload; one that is not JSON is shown as it is.
+func prettyJSON(b []byte) string {
+	var out bytes.Buffer
+	if err := json.Indent(&out, b, "", "  "); err != nil {
+		return string(b)
+	}
+	return out.String()
+}
+
+// timeline lists the moments of a job's life that its row records, in
+// time order.
+func timeline(j *queue.JobRow, now time.Time) []timelineEntry {
+	es := []timelineEntry{{At: j.CreatedAt, What: "enqueued"}}
+	if !j.ScheduledAt.Equal(j.CreatedAt) || j.Status == queue.StatusPending {
+		what := "due"
+		if j.Attempts > 0 {
+			what = fmt.Sprintf("attempt %d due", j.Attempts)
+			if j.Status == queue.StatusPending {
+				what = fmt.Sprintf("attempt %d due (retry)", j.Attempts+1)
+			}
+		}
+		es = append(es, timelineEntry{At: j.ScheduledAt, What: what})
+	}
+	if j.LeaseUntil != nil {
+		es = append(es, timelineEntry{At: *j.LeaseUntil, What: fmt.Sprintf("lease of attempt %d ends", j.Attempts)})
+	}
+	if j.ExpiresAt != nil {
+		es = append(es, timelineEntry{At: *j.ExpiresAt, What: "deadline"})
+	}
+	if j.FinishedAt != nil {
+		es = append(es, timelineEntry{At: *j.FinishedAt, What: string(j.Status)})
+	}
+	sort.SliceStable(es, func(a, b int) bool { return es[a].At.Before(es[b].At) })
+	for i := range es {
+		es[i].Future = es[i].At.After(now)
+	}
+	return es
+}
+
+// listFilter reads the jobs filter from query values: status, type, name,
+// limit (1 to MaxPageSize, default Options.PageSize) and after_id (the
+// last id of the previous page).
+func (h *handler) listFilter(v url.Values) (jobsFilter, error) {
+	f := jobsFilter{Limit: h.opts.PageSize}
+	if s := v.Get("status"); s != "" {
+		f.Status = queue.Status(s)
+		if !validStatus(f.Status) {
+			return f, fmt.Errorf("unknown status %q: use one of pending, in_progress, completed, failed, expired", s)
+		}
+	}
+	var err error
+	if f.Type, err = typeParam(v); err != nil {
+		return f, err
+	}
+	f.Name = v.Get("name")
+	if utf8.RuneCountInString(f.Name) > 255 {
+		return f, errors.New("the name is over 255 characters, longer than any job's")
+	}
+	if s := v.Get("limit"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 || n > MaxPageSize {
+			return f, fmt.Errorf("bad limit %q: give a number from 1 to %d", s, MaxPageSize)
+		}
+		f.Limit = n
+	}
+	if s := v.Get("after_id"); s != "" {
+		id, err := strconv.ParseInt(s, 10, 64)
+		if err != nil || id <= 0 {
+			return f, fmt.Errorf("bad after_id %q: give the last id of the previous page (a positive integer)", s)
+		}
+		f.AfterID = id
+	}
+	return f, nil
+}
+
+// typeParam reads the type filter.
+func typeParam(v url.Values) (string, error) {
+	t := v.Get("type")
+	if utf8.RuneCountInString(t) > 64 {
+		return "", errors.New("the type is over 64 characters, longer than any job's")
+	}
+	return t, nil
+}
+
+// filterQuery is f as URL values, without after_id, for links.
+func filterQuery(f jobsFilter) url.Values {
+	v := url.Values{}
+	if f.Status != "" {
+		v.Set("status", string(f.Status))
+	}
+	if f.Type != "" {
+		v.Set("type", f.Type)
+	}
+	if f.Name != "" {
+		v.Set("name", f.Name)
+	}
+	return v
+}
+
+func validStatus(s queue.Status) bool {
+	for _, x := range queue.Statuses {
+		if s == x {
+			return true
+		}
+	}
+	return false
+}
