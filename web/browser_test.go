@@ -61,9 +61,11 @@ func browser(t *testing.T) context.Context {
 // do runs browser steps or fails the test, saying what it was doing.
 func do(t *testing.T, ctx context.Context, what string, steps ...chromedp.Action[chromedp.Void]) {
 	t.Helper()
+	start := time.Now()
 	if err := chromedp.Do(ctx, steps...); err != nil {
 		t.Fatalf("browser: %s: %v", what, err)
 	}
+	t.Logf("%s (%v)", what, time.Since(start).Round(time.Millisecond))
 }
 
 // eval evaluates a JavaScript expression in the page.
@@ -208,11 +210,12 @@ func TestBrowser(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitJS(t, ctx, "the refresh shows the new job", fmt.Sprintf(`document.querySelector('.card[data-status="pending"] .n').textContent.trim() !== %q`, before))
-	eval[bool](t, ctx, `localStorage.setItem("jobqueue.refresh", "0") || true`)
+	eval[bool](t, ctx, `(() => { const s = document.querySelector("#refresh"); s.value = "0"; s.dispatchEvent(new Event("change")); return true })()`)
 
 	// Read-only: no action buttons, and the API refuses actions.
 	for _, page := range []string{"/", "/jobs", fmt.Sprintf("/jobs/%d", s.failed[1])} {
-		do(t, ctx, "open a read-only page", chromedp.Navigate(ro.URL+page), chromedp.WaitVisible("main"))
+		do(t, ctx, "open a read-only page "+page, chromedp.Navigate(ro.URL+page))
+		do(t, ctx, "wait for it", chromedp.WaitVisible("#content"))
 		if n := eval[int](t, ctx, `document.querySelectorAll("[data-action], [data-maint], input.pick").length`); n != 0 {
 			t.Fatalf("read-only page %s shows %d action controls", page, n)
 		}

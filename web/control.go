@@ -2,14 +2,31 @@ package web
 
 import (
 	"context"
-	"fmt"
+	"strings"
+
+	"github.com/jobqueue/jobqueue/queue"
 )
 
-// control cancels or deletes jobs (waiting for the queue's Cancel/Delete).
+// control cancels or deletes jobs, in batches (queue.CancelMany,
+// DeleteMany), with a result per id.
 func (h *handler) control(ctx context.Context, a Action, ids []int64) ([]idResult, error) {
-	out := make([]idResult, 0, len(ids))
-	for _, id := range ids {
-		out = append(out, idResult{ID: id, Error: fmt.Sprintf("%s is not available yet", a)})
+	var res []queue.IDResult
+	var err error
+	if a == ActionCancel {
+		res, err = h.q.CancelMany(ctx, ids)
+	} else {
+		res, err = h.q.DeleteMany(ctx, ids)
+	}
+	if err != nil {
+		return nil, err
+	}
+	out := make([]idResult, 0, len(res))
+	for _, r := range res {
+		x := idResult{ID: r.ID, OK: r.Err == nil}
+		if r.Err != nil {
+			x.Error = strings.TrimPrefix(r.Err.Error(), "jobqueue: ")
+		}
+		out = append(out, x)
 	}
 	return out, nil
 }

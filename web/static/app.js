@@ -102,21 +102,33 @@
     flashTimer = setTimeout(function () { flash.hidden = true; }, bad ? 12000 : 5000);
   }
 
+  // confirmDelete asks in the page's dialog; it answers from the button
+  // pressed (or Escape), never from a close event that an earlier dialog
+  // may still have queued.
   function confirmDelete(n) {
+    var text = "Delete " + n + " job" + (n === 1 ? "" : "s") + "? This cannot be undone.";
     return new Promise(function (resolve) {
       if (!dialog || typeof dialog.showModal !== "function") {
-        resolve(window.confirm("Delete " + n + " job" + (n === 1 ? "" : "s") + "? This cannot be undone."));
+        resolve(window.confirm(text));
         return;
       }
-      document.getElementById("confirm-text").textContent =
-        "Delete " + n + " job" + (n === 1 ? "" : "s") + "? This cannot be undone.";
-      dialog.returnValue = "";
-      dialog.addEventListener("close", function done() {
-        dialog.removeEventListener("close", done);
-        resolve(dialog.returnValue === "ok");
-      });
+      var yesBtn = document.getElementById("confirm-ok");
+      var noBtn = document.getElementById("confirm-cancel");
+      function finish(answer) {
+        yesBtn.removeEventListener("click", yes);
+        noBtn.removeEventListener("click", no);
+        dialog.removeEventListener("cancel", no);
+        if (dialog.open) dialog.close();
+        resolve(answer);
+      }
+      function yes(ev) { ev.preventDefault(); finish(true); }
+      function no(ev) { ev.preventDefault(); finish(false); }
+      document.getElementById("confirm-text").textContent = text;
+      yesBtn.addEventListener("click", yes);
+      noBtn.addEventListener("click", no);
+      dialog.addEventListener("cancel", no);
       dialog.showModal();
-      document.getElementById("confirm-cancel").focus();
+      noBtn.focus();
     });
   }
 

@@ -1,0 +1,147 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestWebRefusals: the dashboard does not start where anyone could act
+// without a password, nor with half the credentials or a bad address.
+func TestWebRefusals(t *testing.T) {
+	t.Parallel()
+	c := sqliteCLI(t)
+	c.ok(t, "install")
+	cases := []struct {
+		name string
+		env  []string
+		args []string
+		want string
+	}{
+		{"all interfaces without auth", nil, []string{"--addr", "0.0.0.0:0"}, "refusing to serve"},
+		{"empty host without auth", nil, []string{"--addr", ":0"}, "refusing to serve"},
+		{"public name without auth", nil, []string{"--addr", "example.com:8080"}, "JOBQUEUE_WEB_USER"},
+		{"user without password", []string{envWebUser + "=alice"}, nil, "set both"},
+		{"password without user", []string{envWebPassword + "=x"}, nil, "set both"},
+		{"no port", nil, []string{"--addr", "127.0.0.1"}, "bad --addr"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			c := c
+			c.env = tc.env
+			c.timeout = 20 * time.Second
+			r := c.run(t, append([]string{"web"}, tc.args...)...)
+			assertOneLineError(t, r, exitUsage, tc.want)
+		})
+	}
+}
+
+// startWeb starts `jobqueue web` and returns its base URL, read from the
+// line it prints, and the process.
+func startWeb(t *testing.T, c cli, env []string, args ...string) (string, *exec.Cmd) {
+	t.Helper()
+	cmd := exec.Command(binary, append([]string{"--db", c.db, "--table", c.table, "web"}, args...)...)
+	cmd.Env = append(cleanEnv(), env...)
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stderr := &syncBuffer{}
+	cmd.Stderr = stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	line := make(chan string, 1)
+	go func() {
+		b := make([]byte, 512)
+		n, _ := io.ReadAtLeast(stdout, b, 1)
+		line <- string(b[:n])
+		io.Copy(io.Discard, stdout)
+	}()
+	select {
+	case l := <-line:
+		m := regexp.MustCompile(`http://(\S+?)/`).FindStringSubmatch(l)
+		if m == nil {
+			t.Fatalf("web printed %q, no URL; stderr: %s", l, stderr.String())
+		}
+		return "http://" + strings.Replace(m[1], "0.0.0.0", "127.0.0.1", 1), cmd
+	case <-time.After(30 * time.Second):
+		t.Fatalf("web printed nothing within 30s; stderr: %s", stderr.String())
+	}
+	return "", nil
+}
+
+func httpDo(t *testing.T, method, url, body string, auth ...string) int {
+	t.Helper()
+	req, err := http.NewRequest(method, url, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(auth) == 2 {
+		req.SetBasicAuth(auth[0], auth[1])
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := (&http.Client{Timeout: 20 * time.Second}).Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, url, err)
+	}
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
+// TestWebServes runs the dashboard with basic auth, then read-only on every
+// interface, and stops it with SIGINT.
+func TestWebServes(t *testing.T) {
+	t.Parallel()
+	c := sqliteCLI(t)
+	c.ok(t, "install")
+	id := strings.TrimSpace(c.ok(t, "enqueue", "--name", "hello"))
+	retry := fmt.Sprintf(`{"ids":[%s]}`, id)
+
+	t.Run("basic auth", func(t *testing.T) {
+		base, cmd := startWeb(t, c, []string{envWebUser + "=alice", envWebPassword + "=s3cret"}, "--addr", "127.0.0.1:0")
+		cases := []struct {
+			name, method, path, body string
+			auth                     []string
+			code                     int
+		}{
+			{"no credentials", "GET", "/api/health", "", nil, 401},
+			{"wrong password", "GET", "/", "", []string{"alice", "nope"}, 401},
+			{"health", "GET", "/api/health", "", []string{"alice", "s3cret"}, 200},
+			{"page", "GET", "/jobs/" + id, "", []string{"alice", "s3cret"}, 200},
+			{"action", "POST", "/api/jobs/retry", retry, []string{"alice", "s3cret"}, 200},
+			{"action without credentials", "POST", "/api/jobs/delete", retry, nil, 401},
+		}
+		for _, tc := range cases {
+			if got := httpDo(t, tc.method, base+tc.path, tc.body, tc.auth...); got != tc.code {
+				t.Errorf("%s: %s %s = %d, want %d", tc.name, tc.method, tc.path, got, tc.code)
+			}
+		}
+		if err := cmd.Process.Signal(os.Interrupt); err != nil {
+			t.Fatal(err)
+		}
+		if code := waitExit(t, cmd, 20*time.Second); code != 0 {
+			t.Fatalf("web exited %d after SIGINT, want 0", code)
+		}
+	})
+
+	t.Run("read-only on every interface", func(t *testing.T) {
+		base, _ := startWeb(t, c, nil, "--addr", "0.0.0.0:0", "--read-only")
+		if got := httpDo(t, "GET", base+"/api/stats", ""); got != 200 {
+			t.Fatalf("GET /api/stats = %d", got)
+		}
+		if got := httpDo(t, "POST", base+"/api/jobs/delete", retry); got != 403 {
+			t.Fatalf("read-only delete = %d, want 403", got)
+		}
+		if out := c.ok(t, "show", id); !strings.Contains(out, "pending") {
+			t.Fatalf("the job changed: %s", out)
+		}
+	})
+}
