@@ -190,6 +190,10 @@ func TestAPI(t *testing.T) {
 			{"status and type", "/api/jobs?status=pending&type=images", []int64{}, false},
 			{"first page", "/api/jobs?limit=3", all[:3], true},
 			{"exact page", "/api/jobs?limit=7", all, false},
+			{"second page", fmt.Sprintf("/api/jobs?limit=3&after_id=%d", all[2]), all[3:6], true},
+			{"last page", fmt.Sprintf("/api/jobs?limit=3&after_id=%d", all[5]), all[6:], false},
+			{"name", "/api/jobs?name=resize_image", []int64{s.failed[1], s.failed[0]}, false},
+			{"name and status", "/api/jobs?name=send_email&status=failed", []int64{}, false},
 		}
 		for _, c := range listCases {
 			t.Run("list "+c.name, func(t *testing.T) {
