@@ -21,13 +21,24 @@ type AttemptRef struct {
 // Ref is the attempt of a claimed job.
 func (j *JobRow) Ref() AttemptRef { return AttemptRef{ID: j.ID, Token: j.ClaimToken} }
 
-// wellFormed reports whether ref's token has the form <prefix>-<id> of the
-// tokens claims hand out. Batched statements match "id in the ids and token
-// in the tokens"; with well-formed refs and no id twice in a statement
-// (chunkRefs) that is the same as matching each (id, token) pair.
+// attemptToken is the claim token of the attempt of job id started by the
+// claim batch whose random token is batch: "<batch>-<id>", fresh and unique
+// per attempt. This is the one definition of the format. The claim
+// statements write it in SQL, where the job's id is known (PostgreSQL and
+// SQLite: sqlc.arg(token) || '-' || id; MySQL: CONCAT(sqlc.arg(token), '-',
+// id)); TestClaimTokenFormat checks on every engine that each of them
+// writes exactly attemptToken(batch, id).
+func attemptToken(batch string, id int64) string {
+	return batch + "-" + strconv.FormatInt(id, 10)
+}
+
+// wellFormed reports whether ref's token is an attemptToken of its job.
+// Batched statements match "id in the ids and token in the tokens"; with
+// well-formed refs and no id twice in a statement (chunkRefs) that is the
+// same as matching each (id, token) pair.
 func (r AttemptRef) wellFormed() bool {
-	suffix := "-" + strconv.FormatInt(r.ID, 10)
-	return len(r.Token) > len(suffix) && strings.HasSuffix(r.Token, suffix)
+	i := strings.LastIndexByte(r.Token, '-')
+	return i > 0 && r.Token == attemptToken(r.Token[:i], r.ID)
 }
 
 // splitRefs separates refs that can hold a job from those that cannot.
@@ -49,8 +60,8 @@ const maxClaim = 1000
 // character boundary).
 const maxErrorLen = 4000
 
-// newClaimToken is a random prefix for one claim batch; each job's token is
-// <prefix>-<id>, fresh and unique per attempt.
+// newClaimToken is the random token of one claim batch; each job's token is
+// attemptToken(batch token, id).
 func newClaimToken() string {
 	var b [16]byte
 	rand.Read(b[:])

@@ -696,3 +696,46 @@ func TestMySQLMaintenanceDoesNotBlockEnqueues(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestClaimTokenFormat: every claim statement (every type, one type,
+// several types) writes the token attemptToken(batch, id), and those
+// tokens are well formed while others are not.
+func TestClaimTokenFormat(t *testing.T) {
+	forEachEngine(t, func(t *testing.T, kind engine.Kind) {
+		ctx := context.Background()
+		env := coreEnv(t, kind)
+		q, clock := coreQueue(t, env)
+		for i := 0; i < 3; i++ {
+			for _, typ := range []string{"a", "b", "c"} {
+				mustEnqueue(t, q, testArgs{N: i}, Type(typ))
+			}
+		}
+		for i, types := range [][]string{{"a"}, {"b", "c"}, nil} {
+			t.Run(fmt.Sprintf("types %v", types), func(t *testing.T) {
+				batch := fmt.Sprintf("%032x", i+1)
+				now := clock.now()
+				jobs, err := q.st.claim(ctx, types, 3, batch, now, now.Add(time.Minute))
+				if err != nil || len(jobs) != 3 {
+					t.Fatalf("claim(%v) = %d jobs, %v; want 3", types, len(jobs), err)
+				}
+				for _, j := range jobs {
+					want := attemptToken(batch, j.ID)
+					if j.ClaimToken != want || getJob(t, q, j.ID).ClaimToken != want {
+						t.Fatalf("job %d: claim returned token %q, row holds %q; want %q", j.ID, j.ClaimToken, getJob(t, q, j.ID).ClaimToken, want)
+					}
+					if !j.Ref().wellFormed() {
+						t.Fatalf("token %q of job %d is not well formed", j.ClaimToken, j.ID)
+					}
+				}
+			})
+		}
+	})
+	for _, r := range []AttemptRef{{ID: 12, Token: "-12"}, {ID: 12, Token: "x-2"}, {ID: 12, Token: "x-012"}, {ID: 12, Token: "12"}, {ID: 12, Token: ""}} {
+		if r.wellFormed() {
+			t.Errorf("%+v is well formed", r)
+		}
+	}
+	if r := (AttemptRef{ID: 12, Token: attemptToken("a-b", 12)}); !r.wellFormed() || r.Token != "a-b-12" {
+		t.Errorf("%+v is not well formed", r)
+	}
+}

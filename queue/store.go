@@ -24,7 +24,8 @@ type store interface {
 	// insertMany writes jobs in multi-row statements; d is a transaction.
 	insertMany(ctx context.Context, d dbtx, jobs []*newJob, now time.Time) error
 	// claim marks up to max due jobs in_progress, each with the claim token
-	// token-<id> and lease_until, and returns them as they are now.
+	// attemptToken(token, id) and lease_until, and returns them as they are
+	// now.
 	claim(ctx context.Context, types []string, max int, token string, now, leaseUntil time.Time) ([]*JobRow, error)
 	// extend moves the lease of the attempts that still hold their job and
 	// returns the ids of those.

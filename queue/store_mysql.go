@@ -140,7 +140,7 @@ func (s mysqlStore) claim(ctx context.Context, types []string, max int, token st
 	for _, j := range out {
 		j.Status = StatusInProgress
 		j.Attempts++
-		j.ClaimToken = fmt.Sprintf("%s-%d", token, j.ID)
+		j.ClaimToken = attemptToken(token, j.ID)
 		l := lease
 		j.LeaseUntil = &l
 	}

@@ -56,7 +56,11 @@ type Querier interface {
 	// (LockJobStatuses), then changes them, in one short READ COMMITTED
 	// transaction.
 	LockJobStatuses(ctx context.Context, ids []uint64) ([]LockJobStatusesRow, error)
-	// MarkClaimed marks the locked jobs in_progress; each gets token-id as its
+	// The claim (MarkClaimed) writes the claim token of the attempt it starts,
+	// attemptToken(batch token, id) of queue/attempt.go, spelled here as
+	// CONCAT(sqlc.arg(token), '-', id) (TestClaimTokenFormat checks it against
+	// the Go function).
+	// MarkClaimed marks the locked jobs in_progress, each with its attempt's
 	// claim token.
 	MarkClaimed(ctx context.Context, arg MarkClaimedParams) (int64, error)
 	// NextType is the smallest type after the given one (index

@@ -796,6 +796,7 @@ func (q *Queries) LockJobStatuses(ctx context.Context, ids []uint64) ([]LockJobS
 }
 
 const markClaimed = `-- name: MarkClaimed :execrows
+
 UPDATE jobs
 SET status = 'in_progress', attempts = attempts + 1,
     claim_token = CONCAT(?, '-', id), lease_until = ?
@@ -808,7 +809,11 @@ type MarkClaimedParams struct {
 	Ids        []uint64
 }
 
-// MarkClaimed marks the locked jobs in_progress; each gets token-id as its
+// The claim (MarkClaimed) writes the claim token of the attempt it starts,
+// attemptToken(batch token, id) of queue/attempt.go, spelled here as
+// CONCAT(sqlc.arg(token), '-', id) (TestClaimTokenFormat checks it against
+// the Go function).
+// MarkClaimed marks the locked jobs in_progress, each with its attempt's
 // claim token.
 func (q *Queries) MarkClaimed(ctx context.Context, arg MarkClaimedParams) (int64, error) {
 	query := markClaimed

@@ -76,6 +76,7 @@ func (q *Queries) CancelJobs(ctx context.Context, arg CancelJobsParams) ([]int64
 }
 
 const claimJobs = `-- name: ClaimJobs :many
+
 UPDATE jobs
 SET status = 'in_progress', attempts = attempts + 1,
     claim_token = $1::text || '-' || id::text, lease_until = $2
@@ -96,6 +97,9 @@ type ClaimJobsParams struct {
 	MaxJobs    int32
 }
 
+// Each claim statement writes the claim token of the attempt it starts,
+// attemptToken(batch token, id) of queue/attempt.go, spelled here as
+// sqlc.arg(token)::text || '-' || id::text (TestClaimTokenFormat checks each one against the Go function).
 // ClaimJobs claims due jobs of every type (index status_scheduled).
 func (q *Queries) ClaimJobs(ctx context.Context, arg ClaimJobsParams) ([]Job, error) {
 	rows, err := q.db.QueryContext(ctx, claimJobs,

@@ -18,6 +18,9 @@ type Querier interface {
 	// claim token of a running attempt so that the attempt is fenced off, and
 	// returns the ids it changed.
 	CancelJobs(ctx context.Context, arg CancelJobsParams) ([]int64, error)
+	// Each claim statement writes the claim token of the attempt it starts,
+	// attemptToken(batch token, id) of queue/attempt.go, spelled here as
+	// sqlc.arg(token) || '-' || id (TestClaimTokenFormat checks each one against the Go function).
 	// ClaimJobs claims due jobs of every type (index status_scheduled). SQLite
 	// has one writer at a time, so no row is claimed twice.
 	ClaimJobs(ctx context.Context, arg ClaimJobsParams) ([]Job, error)

@@ -63,6 +63,7 @@ func (q *Queries) CancelJobs(ctx context.Context, arg CancelJobsParams) ([]int64
 }
 
 const claimJobs = `-- name: ClaimJobs :many
+
 UPDATE jobs
 SET status = 'in_progress', attempts = attempts + 1,
     claim_token = ?1 || '-' || id, lease_until = ?2
@@ -82,6 +83,9 @@ type ClaimJobsParams struct {
 	MaxJobs    int64
 }
 
+// Each claim statement writes the claim token of the attempt it starts,
+// attemptToken(batch token, id) of queue/attempt.go, spelled here as
+// sqlc.arg(token) || '-' || id (TestClaimTokenFormat checks each one against the Go function).
 // ClaimJobs claims due jobs of every type (index status_scheduled). SQLite
 // has one writer at a time, so no row is claimed twice.
 func (q *Queries) ClaimJobs(ctx context.Context, arg ClaimJobsParams) ([]Job, error) {

@@ -52,8 +52,13 @@ ORDER BY scheduled_at, id
 LIMIT ?
 FOR UPDATE SKIP LOCKED;
 
+-- The claim (MarkClaimed) writes the claim token of the attempt it starts,
+-- attemptToken(batch token, id) of queue/attempt.go, spelled here as
+-- CONCAT(sqlc.arg(token), '-', id) (TestClaimTokenFormat checks it against
+-- the Go function).
+
 -- name: MarkClaimed :execrows
--- MarkClaimed marks the locked jobs in_progress; each gets token-id as its
+-- MarkClaimed marks the locked jobs in_progress, each with its attempt's
 -- claim token.
 UPDATE jobs
 SET status = 'in_progress', attempts = attempts + 1,

@@ -80,6 +80,10 @@ ORDER BY r.ord;
 SELECT pg_notify(sqlc.arg(channel)::text, t.value)
 FROM jsonb_array_elements_text(sqlc.arg(types)::jsonb) AS t(value);
 
+-- Each claim statement writes the claim token of the attempt it starts,
+-- attemptToken(batch token, id) of queue/attempt.go, spelled here as
+-- sqlc.arg(token)::text || '-' || id::text (TestClaimTokenFormat checks each one against the Go function).
+
 -- name: ClaimJobs :many
 -- ClaimJobs claims due jobs of every type (index status_scheduled).
 UPDATE jobs

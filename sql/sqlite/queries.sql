@@ -34,6 +34,10 @@ SELECT json_extract(r.value, '$.name'), json_extract(r.value, '$.type'),
 FROM json_each(sqlc.arg(rows)) AS r
 ORDER BY r.key;
 
+-- Each claim statement writes the claim token of the attempt it starts,
+-- attemptToken(batch token, id) of queue/attempt.go, spelled here as
+-- sqlc.arg(token) || '-' || id (TestClaimTokenFormat checks each one against the Go function).
+
 -- name: ClaimJobs :many
 -- ClaimJobs claims due jobs of every type (index status_scheduled). SQLite
 -- has one writer at a time, so no row is claimed twice.
