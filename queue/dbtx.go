@@ -3,6 +3,7 @@ package queue
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"sync"
 	"time"
 
@@ -11,9 +12,10 @@ import (
 
 // The generated queries (db/*gen) name the table `jobs`. The queue sends them
 // to the table chosen at run time through runner, which gives each generated
-// package its DBTX: every query text is rewritten once (the identifier jobs,
-// as a whole word outside string literals, quoted identifiers and comments,
-// becomes the quoted table name) and the result is cached; time arguments
+// package its DBTX: every query text is rewritten once (rewriteTable: the
+// identifier jobs, as a whole word of the engine's SQL, becomes the quoted
+// table name; a query that names no such table is an error and is never
+// sent) and the result is cached; time arguments
 // are converted to the engine's UTC form (engine.Kind.TimeArg) in one place;
 // and on MySQL and SQLite the rewritten statements are prepared once per
 // connection and reused.
@@ -57,15 +59,39 @@ func (r *runner) on(tx *sql.Tx) dbtx { return dbtx{r: r, tx: tx} }
 // prepared (a statement prepared on the queue's pool cannot run there).
 func (r *runner) onCallers(tx *sql.Tx) dbtx { return dbtx{r: r, tx: tx, unprepared: true} }
 
-// text is query rewritten for the table, cached.
-func (r *runner) text(query string) string {
+// text is query rewritten for the table (rewriteTable), cached; an error
+// wrapping errNotRewritten when the query cannot be rewritten (it is then
+// never sent).
+func (r *runner) text(query string) (string, error) {
 	if v, ok := r.texts.Load(query); ok {
-		return v.(string)
+		return v.(string), nil
 	}
-	s := rewriteTable(query, r.quoted)
+	s, _, err := rewriteTable(r.kind, query, r.quoted)
+	if err != nil {
+		return "", err
+	}
 	r.texts.Store(query, s)
-	return s
+	return s, nil
 }
+
+// failedRow is a *sql.Row whose Scan returns err, for QueryRowContext
+// (database/sql has no constructor for one): it comes from a pool whose
+// connector fails with err, so nothing is sent to any database.
+func failedRow(ctx context.Context, err error) *sql.Row {
+	db := sql.OpenDB(failingConnector{err})
+	defer db.Close()
+	return db.QueryRowContext(ctx, "")
+}
+
+// failingConnector is a driver.Connector whose connections fail with err.
+type failingConnector struct{ err error }
+
+func (c failingConnector) Connect(context.Context) (driver.Conn, error) { return nil, c.err }
+func (c failingConnector) Driver() driver.Driver                        { return failingDriver{c.err} }
+
+type failingDriver struct{ err error }
+
+func (d failingDriver) Open(string) (driver.Conn, error) { return nil, d.err }
 
 // stmt is the prepared statement for a rewritten query (nil when the
 // runner does not prepare, or the statement cannot be prepared: the query
@@ -173,7 +199,10 @@ func (d dbtx) seen(text string) {
 
 // ExecContext runs a generated statement.
 func (d dbtx) ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error) {
-	text := d.r.text(query)
+	text, err := d.r.text(query)
+	if err != nil {
+		return nil, err
+	}
 	args = d.r.args(args)
 	d.seen(text)
 	if st := d.prepared(ctx, text); st != nil {
@@ -199,7 +228,10 @@ func (d dbtx) execOnce(ctx context.Context, text string, args ...any) (sql.Resul
 
 // PrepareContext prepares a generated statement.
 func (d dbtx) PrepareContext(ctx context.Context, query string) (*sql.Stmt, error) {
-	text := d.r.text(query)
+	text, err := d.r.text(query)
+	if err != nil {
+		return nil, err
+	}
 	if d.tx != nil {
 		return d.tx.PrepareContext(ctx, text)
 	}
@@ -208,7 +240,10 @@ func (d dbtx) PrepareContext(ctx context.Context, query string) (*sql.Stmt, erro
 
 // QueryContext runs a generated query.
 func (d dbtx) QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
-	text := d.r.text(query)
+	text, err := d.r.text(query)
+	if err != nil {
+		return nil, err
+	}
 	args = d.r.args(args)
 	d.seen(text)
 	if st := d.prepared(ctx, text); st != nil {
@@ -222,7 +257,10 @@ func (d dbtx) QueryContext(ctx context.Context, query string, args ...any) (*sql
 
 // QueryRowContext runs a generated query that returns one row.
 func (d dbtx) QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row {
-	text := d.r.text(query)
+	text, err := d.r.text(query)
+	if err != nil {
+		return failedRow(ctx, err)
+	}
 	args = d.r.args(args)
 	d.seen(text)
 	if st := d.prepared(ctx, text); st != nil {
@@ -232,92 +270,4 @@ func (d dbtx) QueryRowContext(ctx context.Context, query string, args ...any) *s
 		return d.tx.QueryRowContext(ctx, text, args...)
 	}
 	return d.r.db.QueryRowContext(ctx, text, args...)
-}
-
-// rewriteTable replaces the identifier jobs (any case), where it stands as a
-// whole word outside string literals, quoted identifiers and comments, with
-// quoted. The generated queries keep `jobs` out of column aliases, so every
-// such word is the table.
-func rewriteTable(query, quoted string) string {
-	const word = "jobs"
-	out := make([]byte, 0, len(query)+8*len(quoted))
-	for i := 0; i < len(query); {
-		c := query[i]
-		switch {
-		case c == '\'' || c == '"' || c == '`':
-			// A literal or quoted identifier; a doubled quote stays inside
-			// it, and so does a backslash escape (MySQL string literals).
-			j := i + 1
-			for j < len(query) {
-				if query[j] == '\\' && c == '\'' && j+1 < len(query) {
-					j += 2
-					continue
-				}
-				if query[j] == c {
-					if j+1 < len(query) && query[j+1] == c {
-						j += 2
-						continue
-					}
-					j++
-					break
-				}
-				j++
-			}
-			out = append(out, query[i:j]...)
-			i = j
-		case c == '-' && i+1 < len(query) && query[i+1] == '-':
-			j := i
-			for j < len(query) && query[j] != '\n' {
-				j++
-			}
-			out = append(out, query[i:j]...)
-			i = j
-		case c == '/' && i+1 < len(query) && query[i+1] == '*':
-			j := i + 2
-			for j+1 < len(query) && !(query[j] == '*' && query[j+1] == '/') {
-				j++
-			}
-			j = min(j+2, len(query))
-			out = append(out, query[i:j]...)
-			i = j
-		case isIdentByte(c):
-			j := i
-			for j < len(query) && isIdentByte(query[j]) {
-				j++
-			}
-			if j-i == len(word) && equalFoldASCII(query[i:j], word) {
-				out = append(out, quoted...)
-			} else {
-				out = append(out, query[i:j]...)
-			}
-			i = j
-		default:
-			out = append(out, c)
-			i++
-		}
-	}
-	return string(out)
-}
-
-func isIdentByte(c byte) bool {
-	return c == '_' || c == '$' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c >= 0x80
-}
-
-func equalFoldASCII(a, b string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := 0; i < len(a); i++ {
-		x, y := a[i], b[i]
-		if 'A' <= x && x <= 'Z' {
-			x += 'a' - 'A'
-		}
-		if 'A' <= y && y <= 'Z' {
-			y += 'a' - 'A'
-		}
-		if x != y {
-			return false
-		}
-	}
-	return true
 }

@@ -13,29 +13,6 @@ import (
 	"github.com/jobqueue/jobqueue/internal/testdb"
 )
 
-func TestRewriteTable(t *testing.T) {
-	cases := []struct{ in, want string }{
-		{"SELECT * FROM jobs WHERE id = $1", `SELECT * FROM "t" WHERE id = $1`},
-		{"UPDATE jobs SET x = 1 WHERE id IN (SELECT j.id FROM jobs j)", `UPDATE "t" SET x = 1 WHERE id IN (SELECT j.id FROM "t" j)`},
-		{"SELECT jobs.id FROM jobs", `SELECT "t".id FROM "t"`},
-		{"INSERT INTO jobs(name) VALUES ('jobs')", `INSERT INTO "t"(name) VALUES ('jobs')`},
-		{"SELECT 'it''s jobs' FROM JOBS", `SELECT 'it''s jobs' FROM "t"`},
-		{`SELECT 'a\'jobs' FROM jobs`, `SELECT 'a\'jobs' FROM "t"`},
-		{`SELECT "jobs" FROM jobs`, `SELECT "jobs" FROM "t"`},
-		{"SELECT `jobs` FROM jobs", "SELECT `jobs` FROM \"t\""},
-		{"-- name: ListJobs :many jobs\nSELECT * FROM jobs", "-- name: ListJobs :many jobs\nSELECT * FROM \"t\""},
-		{"SELECT /* jobs */ x FROM jobs", `SELECT /* jobs */ x FROM "t"`},
-		{"SELECT myjobs, jobs_x, x_jobs, jobs2, $jobs FROM jobs;", `SELECT myjobs, jobs_x, x_jobs, jobs2, $jobs FROM "t";`},
-		{"DELETE FROM jobs", `DELETE FROM "t"`},
-		{"SELECT 'unterminated jobs", "SELECT 'unterminated jobs"},
-	}
-	for _, c := range cases {
-		if got := rewriteTable(c.in, `"t"`); got != c.want {
-			t.Errorf("rewriteTable(%q) = %q, want %q", c.in, got, c.want)
-		}
-	}
-}
-
 // TestTwoTablesInOneDatabase runs every generated query the queue has
 // against two differently named tables of one database: what is written
 // into one never shows in the other.

@@ -345,17 +345,33 @@ type rawDBTX struct {
 }
 
 func (d rawDBTX) ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error) {
-	return d.db.ExecContext(ctx, d.r.text(query), d.r.args(args)...)
+	text, err := d.r.text(query)
+	if err != nil {
+		return nil, err
+	}
+	return d.db.ExecContext(ctx, text, d.r.args(args)...)
 }
 
 func (d rawDBTX) PrepareContext(ctx context.Context, query string) (*sql.Stmt, error) {
-	return d.db.PrepareContext(ctx, d.r.text(query))
+	text, err := d.r.text(query)
+	if err != nil {
+		return nil, err
+	}
+	return d.db.PrepareContext(ctx, text)
 }
 
 func (d rawDBTX) QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
-	return d.db.QueryContext(ctx, d.r.text(query), d.r.args(args)...)
+	text, err := d.r.text(query)
+	if err != nil {
+		return nil, err
+	}
+	return d.db.QueryContext(ctx, text, d.r.args(args)...)
 }
 
 func (d rawDBTX) QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row {
-	return d.db.QueryRowContext(ctx, d.r.text(query), d.r.args(args)...)
+	text, err := d.r.text(query)
+	if err != nil {
+		return failedRow(ctx, err)
+	}
+	return d.db.QueryRowContext(ctx, text, d.r.args(args)...)
 }

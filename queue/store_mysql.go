@@ -80,7 +80,11 @@ func (s mysqlStore) insertMany(ctx context.Context, d dbtx, jobs []*newJob, now 
 			return err
 		}
 		if text == "" {
-			text, perRow = d.r.text(rec.query), len(rec.args)
+			var err error
+			if text, err = d.r.text(rec.query); err != nil {
+				return err
+			}
+			perRow = len(rec.args)
 		}
 		if rows > 0 && ((rows+1)*perRow > maxPlaceholders || bytes+len(j.payload) > maxChunkBytes) {
 			if err := flush(); err != nil {

@@ -80,6 +80,7 @@ type Querier interface {
 	ProbeTable(ctx context.Context) ([]Job, error)
 	// ProbeTime returns a DATETIME, which go-sql-driver/mysql turns into a
 	// time only when the DSN has parseTime=true (else it is bytes).
+	// It names no table, and says so to the table rewriting.
 	ProbeTime(ctx context.Context, probe time.Time) (time.Time, error)
 	// PruneFinished deletes one bounded batch (MySQL allows LIMIT on DELETE).
 	PruneFinished(ctx context.Context, arg PruneFinishedParams) (int64, error)

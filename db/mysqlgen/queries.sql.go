@@ -1022,11 +1022,12 @@ func (q *Queries) ProbeTable(ctx context.Context) ([]Job, error) {
 }
 
 const probeTime = `-- name: ProbeTime :one
-SELECT CAST(? AS DATETIME) AS probe_time
+SELECT /* jobqueue:no-table */ CAST(? AS DATETIME) AS probe_time
 `
 
 // ProbeTime returns a DATETIME, which go-sql-driver/mysql turns into a
 // time only when the DSN has parseTime=true (else it is bytes).
+// It names no table, and says so to the table rewriting.
 func (q *Queries) ProbeTime(ctx context.Context, probe time.Time) (time.Time, error) {
 	row := q.db.QueryRowContext(ctx, probeTime, probe)
 	var probe_time time.Time

@@ -111,7 +111,8 @@ type Querier interface {
 	// NextType is the smallest type after @after (index type_status_scheduled).
 	NextType(ctx context.Context, after string) ([]string, error)
 	// NotifyTypes notifies each type of a JSON array of types (the queue sends
-	// it after the enqueues it committed itself).
+	// it after the enqueues it committed itself). It names no table (the
+	// channel is a parameter), and says so to the table rewriting.
 	NotifyTypes(ctx context.Context, arg NotifyTypesParams) error
 	// OldestDuePending is the pending job due longest ago (index status_scheduled).
 	OldestDuePending(ctx context.Context, now time.Time) ([]Job, error)

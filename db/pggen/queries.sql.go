@@ -1084,7 +1084,7 @@ func (q *Queries) NextType(ctx context.Context, after string) ([]string, error) 
 }
 
 const notifyTypes = `-- name: NotifyTypes :exec
-SELECT pg_notify($1::text, t.value)
+SELECT /* jobqueue:no-table */ pg_notify($1::text, t.value)
 FROM jsonb_array_elements_text($2::jsonb) AS t(value)
 `
 
@@ -1094,7 +1094,8 @@ type NotifyTypesParams struct {
 }
 
 // NotifyTypes notifies each type of a JSON array of types (the queue sends
-// it after the enqueues it committed itself).
+// it after the enqueues it committed itself). It names no table (the
+// channel is a parameter), and says so to the table rewriting.
 func (q *Queries) NotifyTypes(ctx context.Context, arg NotifyTypesParams) error {
 	_, err := q.db.ExecContext(ctx, notifyTypes, arg.Channel, arg.Types)
 	return err

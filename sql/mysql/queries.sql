@@ -17,7 +17,8 @@ LIMIT 0;
 -- name: ProbeTime :one
 -- ProbeTime returns a DATETIME, which go-sql-driver/mysql turns into a
 -- time only when the DSN has parseTime=true (else it is bytes).
-SELECT CAST(sqlc.arg(probe) AS DATETIME) AS probe_time;
+-- It names no table, and says so to the table rewriting.
+SELECT /* jobqueue:no-table */ CAST(sqlc.arg(probe) AS DATETIME) AS probe_time;
 
 -- name: InsertJob :execlastid
 INSERT INTO jobs (name, type, payload, status, attempts, max_attempts, base_delay,
