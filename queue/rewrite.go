@@ -28,8 +28,9 @@ const noTableMark = "/* jobqueue:no-table */"
 // it stands as a whole word of SQL, and returns the result with how many it
 // replaced. It reads query as kind's SQL: string literals, quoted
 // identifiers and comments are kept as they are —
-//   - PostgreSQL: '…' (” inside; backslash escapes only in E'…'), "…",
-//     dollar quotes $$…$$ and $tag$…$tag$, -- and nested /* */ comments;
+//   - PostgreSQL: '…' (a doubled quote inside; backslash escapes only in
+//     E'…'), "…", dollar quotes $$…$$ and $tag$…$tag$, -- and nested /* */
+//     comments;
 //   - MySQL: '…' and "…" (both with backslash escapes and doubled quotes),
 //     `…`, -- (followed by a space) and # and /* */ comments;
 //   - SQLite: '…', "…", `…` and […], -- and /* */ comments.
