@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 	"unicode/utf8"
@@ -435,7 +436,14 @@ func TestSQLiteBusyIsRetriedThenReturned(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	q := env.queue(t, db, WithLogger(quietTestLogger()))
+	// onClaim, when set, runs before each claim statement is sent.
+	var onClaim atomic.Pointer[func()]
+	hook := func(query string, _ *sql.Tx) {
+		if f := onClaim.Load(); f != nil && strings.Contains(query, "-- name: ClaimJobs") {
+			(*f)()
+		}
+	}
+	q := env.queue(t, db, WithLogger(quietTestLogger()), withStatementHook(hook))
 	mustEnqueue(t, q, testArgs{N: 1})
 	lock := func() *sql.Conn {
 		c, err := env.db.Conn(ctx)
@@ -459,16 +467,26 @@ func TestSQLiteBusyIsRetriedThenReturned(t *testing.T) {
 	}
 	c.ExecContext(ctx, "ROLLBACK")
 	c.Close()
-	// Released during the retries: the claim succeeds.
+	// Released during the retries (just before the second try, once the
+	// first has failed busy): the claim succeeds.
 	c = lock()
-	go func() {
-		time.Sleep(2 * sqliteBusyWait)
-		c.ExecContext(ctx, "ROLLBACK")
-		c.Close()
-	}()
+	tries := 0
+	release := func() {
+		tries++
+		if tries == 2 {
+			if _, err := c.ExecContext(ctx, "ROLLBACK"); err != nil {
+				t.Errorf("ROLLBACK: %v", err)
+			}
+			c.Close()
+		}
+	}
+	onClaim.Store(&release)
 	jobs, err := q.claim(ctx, nil, 1, time.Minute)
 	if err != nil || len(jobs) != 1 {
 		t.Fatalf("claim after the lock went = %v, %v", jobs, err)
+	}
+	if tries < 2 {
+		t.Fatalf("the claim succeeded at try %d, while the lock was held", tries)
 	}
 }
 
@@ -677,7 +695,15 @@ func TestMySQLMaintenanceDoesNotBlockEnqueues(t *testing.T) {
 		}
 		expired <- err
 	}()
-	time.Sleep(300 * time.Millisecond)
+	waitUntil(t, 10*time.Second, "ExpireOverdue to wait for the held row", func() bool {
+		var n int
+		if err := env.db.QueryRowContext(ctx,
+			"SELECT COUNT(*) FROM information_schema.INNODB_TRX WHERE trx_state = 'LOCK WAIT' AND trx_query LIKE ?",
+			"%"+env.table+"%").Scan(&n); err != nil {
+			t.Fatalf("reading INNODB_TRX: %v", err)
+		}
+		return n > 0
+	})
 
 	// A producer whose lock waits end after a second enqueues a job
 	// without a deadline meanwhile.

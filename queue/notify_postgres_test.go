@@ -31,7 +31,8 @@ const wakeTimeout = 3 * time.Second
 type claimCounter struct{ n atomic.Int64 }
 
 func (c *claimCounter) observe(query string, _ *sql.Tx) {
-	if strings.Contains(query, "SKIP LOCKED") {
+	// PostgreSQL and MySQL claim with SKIP LOCKED; SQLite with ClaimJobs….
+	if strings.Contains(query, "SKIP LOCKED") || strings.Contains(query, "-- name: ClaimJobs") {
 		c.n.Add(1)
 	}
 }
@@ -74,7 +75,7 @@ type notifySetup struct {
 	stop     func(time.Duration) error
 }
 
-func newNotifySetup(t *testing.T, edit func(*WorkerConfig)) *notifySetup {
+func newNotifySetup(t *testing.T, edit func(*testEnv, *WorkerConfig)) *notifySetup {
 	t.Helper()
 	env := newTestEnv(t, engine.Postgres)
 	s := &notifySetup{env: env, claims: &claimCounter{}, ran: make(chan int64, 10000), warns: &warnRecorder{}}
@@ -85,7 +86,7 @@ func newNotifySetup(t *testing.T, edit func(*WorkerConfig)) *notifySetup {
 	cfg.PollInterval = time.Minute
 	cfg.MaintenanceInterval = -1
 	if edit != nil {
-		edit(&cfg)
+		edit(env, &cfg)
 	}
 	w := wq.NewWorker(cfg)
 	Handle(w, func(ctx context.Context, job *Job[emailArgs]) error { s.ran <- job.ID; return nil })
@@ -138,6 +139,15 @@ func waitRan(t *testing.T, ran <-chan int64, n int, what string) {
 	}
 }
 
+// waitClaims waits until the worker has sent at least n claims. The worker
+// claims once when it starts and once after each LISTEN (for what it may
+// have missed), so waitClaims(t, 2) after the LISTEN waits until it is
+// idle.
+func (s *notifySetup) waitClaims(t *testing.T, n int64) {
+	t.Helper()
+	waitUntil(t, 5*time.Second, fmt.Sprintf("the worker to claim %d times", n), func() bool { return s.claims.n.Load() >= n })
+}
+
 // quiet checks that for d no job starts and the worker sends no claim.
 func (s *notifySetup) quiet(t *testing.T, d time.Duration, what string) {
 	t.Helper()
@@ -161,7 +171,7 @@ func TestNotifyWakesWorkersOfOtherPools(t *testing.T) {
 	s := newNotifySetup(t, nil)
 	ctx := context.Background()
 	listenerPID(t, s.env, 0)
-	time.Sleep(200 * time.Millisecond) // the claim after listening
+	s.waitClaims(t, 2) // the claim at start and the one after listening
 	p := s.producer
 	inTx := func(commit bool, fn func(tx *sql.Tx) error) {
 		t.Helper()
@@ -256,7 +266,7 @@ func TestListenerReconnects(t *testing.T) {
 	s := newNotifySetup(t, nil)
 	ctx := context.Background()
 	pid := listenerPID(t, s.env, 0)
-	time.Sleep(200 * time.Millisecond)
+	s.waitClaims(t, 2) // the claim at start and the one after listening
 	var killed bool
 	if err := s.env.db.QueryRowContext(ctx, "SELECT pg_terminate_backend($1)", pid).Scan(&killed); err != nil || !killed {
 		t.Fatalf("pg_terminate_backend(%d) = %v, %v", pid, killed, err)
@@ -271,7 +281,7 @@ func TestListenerReconnects(t *testing.T) {
 	if !s.warns.has("listening for enqueues failed") {
 		t.Errorf("no warning about the lost session; warnings: %q", s.warns.msgs)
 	}
-	time.Sleep(200 * time.Millisecond)
+	s.waitClaims(t, 3) // and the one after listening again
 	s.quiet(t, 300*time.Millisecond, "idle after reconnecting")
 	t0 := time.Now()
 	if _, err := s.producer.Enqueue(ctx, emailArgs{}, Type("email")); err != nil {
@@ -295,8 +305,19 @@ func TestPollOnly(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
-			s := newNotifySetup(t, func(cfg *WorkerConfig) { cfg.PollOnly = true; cfg.PollInterval = c.poll })
-			time.Sleep(300 * time.Millisecond)
+			// A job enqueued before the worker starts is taken by its first
+			// claim; once it ran, that claim has returned and the worker
+			// waits for its next poll.
+			var seed int64
+			s := newNotifySetup(t, func(env *testEnv, cfg *WorkerConfig) {
+				cfg.PollOnly = true
+				cfg.PollInterval = c.poll
+				producer := env.queue(t, nil, WithLogger(quietTestLogger()))
+				seed = enqueue(t, producer, emailArgs{}, Type("email"))
+			})
+			if got := waitFor(t, s.ran, wakeTimeout, "the job of the first claim"); got != seed {
+				t.Fatalf("ran job %d, want %d", got, seed)
+			}
 			if _, err := s.producer.Enqueue(context.Background(), emailArgs{}, Type("email")); err != nil {
 				t.Fatal(err)
 			}
@@ -340,9 +361,9 @@ func TestListenerEndsWithRun(t *testing.T) {
 	t.Run("Waker too", func(t *testing.T) {
 		t.Parallel()
 		waker := &chanWaker{ch: make(chan struct{}, 1)}
-		s := newNotifySetup(t, func(cfg *WorkerConfig) { cfg.Waker = waker })
+		s := newNotifySetup(t, func(_ *testEnv, cfg *WorkerConfig) { cfg.Waker = waker })
 		listenerPID(t, s.env, 0)
-		time.Sleep(200 * time.Millisecond)
+		s.waitClaims(t, 2) // the claim at start and the one after listening
 		// A row written without the queue notifies nobody...
 		s.env.exec(t, `INSERT INTO {t} (name, type, payload, status, attempts, max_attempts, base_delay, max_delay, scheduled_at, created_at)
 			VALUES ('email', 'email', '{}', 'pending', 0, 3, 1, 1, now() AT TIME ZONE 'UTC' - interval '1 second', now() AT TIME ZONE 'UTC')`)

@@ -210,7 +210,8 @@ func TestWorkerRetriesWithBackoff(t *testing.T) {
 		env := newTestEnv(t, kind)
 		clock := &testClock{}
 		events := newEventLog()
-		q := env.queue(t, nil, withClock(clock.now), WithListener(events.listen))
+		claims := &claimCounter{}
+		q := env.queue(t, nil, withClock(clock.now), WithListener(events.listen), withStatementHook(claims.observe))
 		cfg := fastConfig()
 		cfg.MaintenanceInterval = -1 // moving the clock must not reclaim anything
 		w := q.NewWorker(cfg)
@@ -236,10 +237,12 @@ func TestWorkerRetriesWithBackoff(t *testing.T) {
 			if wait := ev.Job.ScheduledAt.Sub(failedAt); wait < want-time.Second || wait > want+time.Second {
 				t.Errorf("attempt %d: next attempt in %v, want %v", ev.Job.Attempts, wait, want)
 			}
-			// Nothing runs before the backoff passes.
-			time.Sleep(100 * time.Millisecond)
-			if got := getJob(t, q, id); got.Status != StatusPending {
-				t.Fatalf("job is %s during its backoff, want pending", got.Status)
+			// Nothing runs before the backoff passes: the worker claims
+			// twice more (it polls every 20 ms) and leaves the job alone.
+			seen := claims.n.Load()
+			waitUntil(t, 10*time.Second, "the worker to claim twice more during the backoff", func() bool { return claims.n.Load() >= seen+2 })
+			if got := getJob(t, q, id); got.Status != StatusPending || got.Attempts != ev.Job.Attempts {
+				t.Fatalf("job is %s after %d attempts during its backoff, want pending after %d", got.Status, got.Attempts, ev.Job.Attempts)
 			}
 			clock.advance(want + time.Second)
 		}
@@ -407,16 +410,20 @@ func TestWorkerGracefulShutdown(t *testing.T) {
 		shutdownTimeout time.Duration
 		maxAttempts     int
 		// obeysCancel: the handler returns ctx's error once cancelled; else
-		// it finishes its 400 ms of work and returns nil.
+		// it finishes its work and returns nil.
 		obeysCancel bool
-		wantStatus  Status
-		wantErr     string // in the row's error; "" means none
-		wantCause   error
+		// finishesInTime: the test lets the handler finish its work once
+		// the worker is stopping (before ShutdownTimeout); else the work
+		// only ends when its context is cancelled.
+		finishesInTime bool
+		wantStatus     Status
+		wantErr        string // in the row's error; "" means none
+		wantCause      error
 	}{
-		{name: "in-flight job finishes within the timeout", shutdownTimeout: 5 * time.Second, maxAttempts: 3,
+		{name: "in-flight job finishes within the timeout", shutdownTimeout: 5 * time.Second, maxAttempts: 3, finishesInTime: true,
 			wantStatus: StatusCompleted},
 		{name: "job that finishes its work after the cancel completes", shutdownTimeout: 50 * time.Millisecond, maxAttempts: 3,
-			wantStatus: StatusCompleted},
+			wantStatus: StatusCompleted, wantCause: ErrWorkerShutdown},
 		{name: "job cut off by the timeout is released", shutdownTimeout: 50 * time.Millisecond, maxAttempts: 3, obeysCancel: true,
 			wantStatus: StatusPending, wantErr: "interrupted", wantCause: ErrWorkerShutdown},
 		{name: "no grace cancels at once and releases", shutdownTimeout: -1, maxAttempts: 3, obeysCancel: true,
@@ -429,25 +436,26 @@ func TestWorkerGracefulShutdown(t *testing.T) {
 			t.Parallel()
 			forEachEngine(t, func(t *testing.T, kind engine.Kind) {
 				env := newTestEnv(t, kind)
-				q := env.queue(t, nil)
+				logs := &logWatch{}
+				q := env.queue(t, nil, WithLogger(slog.New(logs)))
 				cfg := fastConfig()
 				cfg.Concurrency = 1
 				cfg.ShutdownTimeout = tc.shutdownTimeout
 				w := q.NewWorker(cfg)
 				started := make(chan int64, 10)
+				finish := make(chan struct{}) // the test lets the work end
 				var cause atomic.Value
 				Handle(w, func(ctx context.Context, job *Job[emailArgs]) error {
 					started <- job.ID
 					select {
-					case <-time.After(400 * time.Millisecond):
+					case <-finish:
 						return nil
 					case <-ctx.Done():
 						cause.Store(context.Cause(ctx))
 						if tc.obeysCancel {
 							return ctx.Err()
 						}
-						<-time.After(400 * time.Millisecond)
-						return nil
+						return nil // the rest of its work, done after the cancel
 					}
 				})
 				policy := Policy(RetryPolicy{MaxAttempts: tc.maxAttempts, BaseDelay: time.Hour, MaxDelay: time.Hour})
@@ -458,8 +466,19 @@ func TestWorkerGracefulShutdown(t *testing.T) {
 					t.Fatalf("first job run is %d, want %d", id, first)
 				}
 				t0 := time.Now()
-				if err := stop(10 * time.Second); err != nil {
+				stopped := make(chan error, 1)
+				go func() { stopped <- stop(10 * time.Second) }()
+				if tc.finishesInTime {
+					waitUntil(t, 5*time.Second, "the worker to wait for its running handler", func() bool {
+						return logs.count("worker stopping: waiting for running handlers") > 0
+					})
+					close(finish)
+				}
+				if err := waitFor(t, stopped, 15*time.Second, "Run to return"); err != nil {
 					t.Fatalf("Run after shutdown: %v", err)
+				}
+				if c, _ := cause.Load().(error); tc.finishesInTime && c != nil {
+					t.Errorf("handler context cancelled (cause %v) although it finished within ShutdownTimeout", c)
 				}
 				if took := time.Since(t0); tc.shutdownTimeout < time.Second && took > 2*time.Second {
 					t.Errorf("shutdown took %v with ShutdownTimeout %v", took, tc.shutdownTimeout)
@@ -550,17 +569,24 @@ func TestWorkerWakesAtOnce(t *testing.T) {
 		w := q.NewWorker(cfg)
 		ran := make(chan int64, 10)
 		Handle(w, func(ctx context.Context, job *Job[emailArgs]) error { ran <- job.ID; return nil })
+		// A job from another pool (no wake-up) that the first claim takes:
+		// once it runs, that claim has returned and the worker, having
+		// found less than it asked for, waits for its poll (an hour) or a
+		// wake-up.
+		other := env.queue(t, env.newPool(t))
+		id := enqueue(t, other, emailArgs{})
 		startWorker(t, w)
-		time.Sleep(100 * time.Millisecond) // let the worker go idle
+		if got := waitFor(t, ran, 5*time.Second, "the first claim's job"); got != id {
+			t.Fatalf("ran job %d, want %d", got, id)
+		}
 
-		id := enqueue(t, q, emailArgs{})
+		id = enqueue(t, q, emailArgs{})
 		if got := waitFor(t, ran, 3*time.Second, "the enqueue to wake the worker"); got != id {
 			t.Errorf("ran job %d, want %d", got, id)
 		}
 
 		// A producer elsewhere (another pool, so no in-process wake-up): only
 		// the Waker tells the worker.
-		other := env.queue(t, env.newPool(t))
 		id = enqueue(t, other, emailArgs{})
 		select {
 		case got := <-ran:
@@ -684,6 +710,10 @@ func TestWorkerTypesConcurrencyAndDeleteOnSuccess(t *testing.T) {
 		cfg.Concurrency = 3
 		w := q.NewWorker(cfg)
 		var running, peak atomic.Int32
+		// The first handlers wait until all three slots are busy at once,
+		// so that the peak shows the worker runs 3 and no more.
+		full := make(chan struct{})
+		var fullOnce sync.Once
 		Handle(w, func(ctx context.Context, job *Job[emailArgs]) error {
 			n := running.Add(1)
 			defer running.Add(-1)
@@ -696,8 +726,15 @@ func TestWorkerTypesConcurrencyAndDeleteOnSuccess(t *testing.T) {
 			if job.Type != "mail" && job.Type != "sms" {
 				t.Errorf("worker of types mail, sms ran a job of type %q", job.Type)
 			}
-			time.Sleep(30 * time.Millisecond)
-			return nil
+			if n == 3 {
+				fullOnce.Do(func() { close(full) })
+			}
+			select {
+			case <-full:
+				return nil
+			case <-ctx.Done():
+				return ctx.Err()
+			}
 		})
 		for i := range 12 {
 			enqueue(t, q, emailArgs{Retries: i}, Type([]string{"mail", "sms"}[i%2]))
@@ -707,8 +744,8 @@ func TestWorkerTypesConcurrencyAndDeleteOnSuccess(t *testing.T) {
 		waitUntil(t, 10*time.Second, "the 12 jobs of the worker's types to be done", func() bool {
 			return events.count(EventCompleted) == 12
 		})
-		if p := peak.Load(); p > 3 || p < 2 {
-			t.Errorf("at most %d handlers ran at once with Concurrency 3; want 2 or 3", p)
+		if p := peak.Load(); p != 3 {
+			t.Errorf("at most %d handlers ran at once with Concurrency 3; want 3", p)
 		}
 		if n := env.countWhere(t, "1 = 1"); n != 1 {
 			t.Errorf("%d rows left, want only the job of the other type (completed rows deleted)", n)
@@ -725,17 +762,17 @@ func TestWorkerTypesConcurrencyAndDeleteOnSuccess(t *testing.T) {
 func TestWorkerAbandonsHandlersIgnoringCancel(t *testing.T) {
 	forEachEngine(t, func(t *testing.T, kind engine.Kind) {
 		env := newTestEnv(t, kind)
-		q := env.queue(t, nil)
+		logs := &logWatch{}
+		q := env.queue(t, nil, WithLogger(slog.New(logs)))
 		cfg := fastConfig()
 		cfg.ShutdownTimeout = -1
 		w := q.NewWorker(cfg)
 		w.abandonGrace = 100 * time.Millisecond
 		started := make(chan struct{})
-		finished := make(chan struct{})
+		release := make(chan struct{})
 		Handle(w, func(ctx context.Context, job *Job[emailArgs]) error {
 			close(started)
-			defer close(finished)
-			time.Sleep(700 * time.Millisecond) // deaf to ctx
+			<-release // deaf to ctx
 			return errors.New("too late")
 		})
 		id := enqueue(t, q, emailArgs{})
@@ -745,8 +782,12 @@ func TestWorkerAbandonsHandlersIgnoringCancel(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), "still running") {
 			t.Errorf("Run: %v; want an error about handlers still running", err)
 		}
-		waitFor(t, finished, 5*time.Second, "the deaf handler to return")
-		time.Sleep(100 * time.Millisecond) // its late result must change nothing
+		// Its late result must change nothing: once the executor has
+		// taken it (it logs so), the row is as the attempt left it.
+		close(release)
+		waitUntil(t, 5*time.Second, "the executor to take the late result", func() bool {
+			return logs.count("handler cancelled by shutdown") > 0
+		})
 		if row := getJob(t, q, id); row.Status != StatusInProgress || row.Error != "" {
 			t.Errorf("abandoned job: %s, error %q; want in_progress, untouched", row.Status, row.Error)
 		}
@@ -817,7 +858,7 @@ func TestWorkerCancelsAttemptWhoseLeaseRunsOut(t *testing.T) {
 				return nil
 			}
 		})
-		startWorker(t, w)
+		stop, _ := startWorker(t, w)
 		waitFor(t, started, 10*time.Second, "the handler to start")
 
 		// Lock the job's row from another pool so that every heartbeat
@@ -839,10 +880,15 @@ func TestWorkerCancelsAttemptWhoseLeaseRunsOut(t *testing.T) {
 		if waited := time.Since(lockedAt); waited > cfg.Lease+time.Second {
 			t.Errorf("cancelled %v after heartbeats began to fail; the lease is %v", waited, cfg.Lease)
 		}
-		tx.Rollback()
-		// Nothing was recorded for the attempt: the job is still in_progress,
+		if err := tx.Rollback(); err != nil {
+			t.Fatal(err)
+		}
+		// Nothing was recorded for the attempt: once the worker has stopped
+		// (every result it had is settled), the job is still in_progress,
 		// left for Reclaim.
-		time.Sleep(300 * time.Millisecond)
+		if err := stop(10 * time.Second); err != nil {
+			t.Fatalf("Run: %v", err)
+		}
 		if row := getJob(t, q, id); row.Status != StatusInProgress || row.Error != "" || row.Attempts != 1 {
 			t.Errorf("row after the cancelled attempt: %+v; want it in_progress and untouched", row)
 		}
@@ -911,13 +957,14 @@ func TestWorkerMaintenanceLogsOnce(t *testing.T) {
 	forEachEngine(t, func(t *testing.T, kind engine.Kind) {
 		env := newTestEnv(t, kind)
 		var logs logCounter
-		q := env.queue(t, nil, WithLogger(slog.New(&logs)))
+		clock := &testClock{}
+		q := env.queue(t, nil, WithLogger(slog.New(&logs)), withClock(clock.now))
 		enqueue(t, q, emailArgs{To: "abandoned"})
 		enqueue(t, q, otherArgs{N: 1}, ExpiresIn(time.Second))
-		if _, err := q.claim(context.Background(), nil, 1, time.Second); err != nil {
-			t.Fatal(err)
+		if rows, err := q.claim(context.Background(), nil, 1, time.Second); err != nil || len(rows) != 1 {
+			t.Fatalf("claim: %d rows, %v; want 1", len(rows), err)
 		}
-		time.Sleep(2100 * time.Millisecond) // the lease and the deadline pass
+		clock.advance(3 * time.Second) // the lease and the deadline pass
 		cfg := fastConfig()
 		cfg.Types = []string{"none"}
 		w := q.NewWorker(cfg)
