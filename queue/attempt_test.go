@@ -695,7 +695,10 @@ func TestMySQLMaintenanceDoesNotBlockEnqueues(t *testing.T) {
 		}
 		expired <- err
 	}()
-	waitUntil(t, 10*time.Second, "ExpireOverdue to wait for the held row", func() bool {
+	waitUntil(t, 30*time.Second, "ExpireOverdue to wait for the held row", func() bool {
+		if len(expired) > 0 {
+			t.Fatalf("ExpireOverdue returned (%v) without waiting for the row another transaction holds", <-expired)
+		}
 		var n int
 		if err := env.db.QueryRowContext(ctx,
 			"SELECT COUNT(*) FROM information_schema.INNODB_TRX WHERE trx_state = 'LOCK WAIT' AND trx_query LIKE ?",
