@@ -2,6 +2,7 @@ package queue
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -15,7 +16,7 @@ import (
 
 // TestTwoTablesInOneDatabase runs every generated query the queue has
 // against two differently named tables of one database: what is written
-// into one never shows in the other.
+// into one never shows in the other, and each numbers its jobs itself.
 func TestTwoTablesInOneDatabase(t *testing.T) {
 	forEachEngine(t, func(t *testing.T, kind engine.Kind) {
 		ctx := context.Background()
@@ -33,14 +34,33 @@ func TestTwoTablesInOneDatabase(t *testing.T) {
 		if qa.Table() == qb.Table() || qb.Engine() != string(kind) {
 			t.Fatalf("tables %s and %s, engine %s", qa.Table(), qb.Table(), qb.Engine())
 		}
+		// Table b's ids start past 10 (10 jobs enqueued and purged), table
+		// a's at 1: no id of one table is an id of the other, so that an
+		// operation that reached the wrong table would find a job there.
+		dummies := make([]JobArgs, 10)
+		for i := range dummies {
+			dummies[i] = testArgs{N: 1000 + i}
+		}
+		if n, err := qb.EnqueueMany(ctx, dummies); err != nil || n != len(dummies) {
+			t.Fatalf("EnqueueMany on b = %d, %v; want %d", n, err, len(dummies))
+		}
+		if n, err := qb.Purge(ctx); err != nil || n != int64(len(dummies)) {
+			t.Fatalf("Purge on b = %d, %v; want %d", n, err, len(dummies))
+		}
 		// Table a: 3 jobs; table b: 1 job.
 		a1 := mustEnqueue(t, qa, testArgs{N: 1})
-		if _, err := qa.EnqueueMany(ctx, []JobArgs{testArgs{N: 2}, testArgs{N: 3}}); err != nil {
-			t.Fatal(err)
+		if n, err := qa.EnqueueMany(ctx, []JobArgs{testArgs{N: 2}, testArgs{N: 3}}); err != nil || n != 2 {
+			t.Fatalf("EnqueueMany on a = %d, %v; want 2", n, err)
 		}
 		b1 := mustEnqueue(t, qb, testArgs{N: 100}, Type("b"))
-		if a1 != b1 {
-			t.Logf("ids differ (%d, %d): each table has its own sequence", a1, b1)
+		if a1 != 1 || b1 <= a1+2 {
+			t.Fatalf("ids: a's first %d, b's %d; want a's from 1 (its own sequence, untouched by b's 10 jobs) and b's past a's 3", a1, b1)
+		}
+		if row, err := qa.Get(ctx, b1); !errors.Is(err, ErrJobNotFound) {
+			t.Fatalf("Get of b's job %d on a = %+v, %v; want ErrJobNotFound", b1, row, err)
+		}
+		if row, err := qb.Get(ctx, a1); !errors.Is(err, ErrJobNotFound) {
+			t.Fatalf("Get of a's job %d on b = %+v, %v; want ErrJobNotFound", a1, row, err)
 		}
 		count := func(q *Queue) map[Status]int64 {
 			s, err := q.Stats(ctx, "")
@@ -54,7 +74,7 @@ func TestTwoTablesInOneDatabase(t *testing.T) {
 		}
 		// Claims on b see only b's job.
 		jb := mustClaim(t, qb, nil, 10, time.Minute)
-		if len(jb) != 1 || jb[0].Type != "b" {
+		if len(jb) != 1 || jb[0].Type != "b" || jb[0].ID != b1 {
 			t.Fatalf("claim on b: %+v", jb)
 		}
 		// Completing b's attempt through a's queue finds nothing there.
@@ -74,32 +94,45 @@ func TestTwoTablesInOneDatabase(t *testing.T) {
 		if _, _, err := qa.fail(ctx, ja[0], Permanent(fmt.Errorf("x"))); err != nil {
 			t.Fatal(err)
 		}
-		if rows, _ := qb.List(ctx, ListFilter{}); len(rows) != 1 || rows[0].Type != "b" {
-			t.Fatalf("List on b: %v", ids(rows))
+		rows, err := qb.List(ctx, ListFilter{})
+		if err != nil {
+			t.Fatalf("List on b: %v", err)
 		}
-		if rows, _ := qa.List(ctx, ListFilter{Type: "b"}); len(rows) != 0 {
+		if len(rows) != 1 || rows[0].ID != b1 || rows[0].Type != "b" {
+			t.Fatalf("List on b: %v, want [%d]", ids(rows), b1)
+		}
+		rows, err = qa.List(ctx, ListFilter{Type: "b"})
+		if err != nil {
+			t.Fatalf("List on a: %v", err)
+		}
+		if len(rows) != 0 {
 			t.Fatalf("List on a shows b's type: %v", ids(rows))
 		}
 		clock.add(time.Hour)
-		if n, _ := qb.Reclaim(ctx); n != 0 {
-			t.Fatalf("Reclaim on b reclaimed %d of a's attempts", n)
+		if n, err := qb.Reclaim(ctx); err != nil || n != 0 {
+			t.Fatalf("Reclaim on b = %d, %v; want 0 (a's attempts are not b's)", n, err)
 		}
-		if n, _ := qa.Reclaim(ctx); n != 2 {
-			t.Fatalf("Reclaim on a = %d, want 2", n)
+		if n, err := qa.Reclaim(ctx); err != nil || n != 2 {
+			t.Fatalf("Reclaim on a = %d, %v; want 2", n, err)
 		}
-		if ok, _ := qb.Retry(ctx, ja[0].ID); ok && ja[0].ID != jb[0].ID {
-			t.Fatal("Retry on b retried a's job")
+		// a's failed job is not in b: Retry on b finds nothing and a's job
+		// stays failed.
+		if ok, err := qb.Retry(ctx, ja[0].ID); err != nil || ok {
+			t.Fatalf("Retry on b of a's failed job %d = %v, %v; want false", ja[0].ID, ok, err)
 		}
-		if n, _ := qb.Prune(ctx, 0); n != 1 {
-			t.Fatalf("Prune on b = %d, want 1", n)
+		if row := getJob(t, qa, ja[0].ID); row == nil || row.Status != StatusFailed {
+			t.Fatalf("a's failed job after Retry on b: %+v; want it failed", row)
+		}
+		if n, err := qb.Prune(ctx, 0); err != nil || n != 1 {
+			t.Fatalf("Prune on b = %d, %v; want 1", n, err)
 		}
 		if sa := count(qa); sa[StatusPending] != 2 || sa[StatusFailed] != 1 {
 			t.Fatalf("a after b's prune: %v", sa)
 		}
-		if n, _ := qb.Purge(ctx); n != 0 {
-			t.Fatalf("Purge on an empty b deleted %d", n)
+		if n, err := qb.Purge(ctx); err != nil || n != 0 {
+			t.Fatalf("Purge on an empty b = %d, %v; want 0", n, err)
 		}
-		if sa := count(qa); sa[StatusPending]+sa[StatusFailed] != 3 {
+		if sa := count(qa); sa[StatusPending] != 2 || sa[StatusFailed] != 1 {
 			t.Fatalf("a after b's purge: %v", sa)
 		}
 	})
