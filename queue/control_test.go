@@ -251,3 +251,86 @@ func checkResults(t *testing.T, what string, ids []int64, res []IDResult, want [
 		}
 	}
 }
+
+// TestCancelRunningHandler cancels a job whose handler runs: the handler's
+// context is cancelled with a cause wrapping ErrLeaseLost (on PostgreSQL
+// through NOTIFY: the heartbeat interval there is far longer than the
+// test's deadline), its result changes nothing, and the job stays failed
+// with the error "cancelled"; the worker goes on with other jobs.
+func TestCancelRunningHandler(t *testing.T) {
+	forEachEngine(t, func(t *testing.T, kind engine.Kind) {
+		ctx := context.Background()
+		env := newTestEnv(t, kind)
+		q := env.queue(t, nil, WithLogger(quietTestLogger()))
+		cfg := fastConfig()
+		cfg.Lease, cfg.HeartbeatInterval = 3*time.Second, time.Second
+		if kind == engine.Postgres {
+			cfg.Lease, cfg.HeartbeatInterval = 10*time.Minute, 5*time.Minute
+		}
+		w := q.NewWorker(cfg)
+		started := make(chan int64, 10)
+		stopped := make(chan error, 10)
+		Handle(w, func(ctx context.Context, job *Job[emailArgs]) error {
+			started <- job.ID
+			if job.Args.To != "block" {
+				return nil
+			}
+			<-ctx.Done()
+			stopped <- context.Cause(ctx)
+			return nil // a success that must change nothing
+		})
+		id := enqueue(t, q, emailArgs{To: "block"})
+		stop, _ := startWorker(t, w)
+		if got := waitFor(t, started, 20*time.Second, "the handler to start"); got != id {
+			t.Fatalf("started job %d, want %d", got, id)
+		}
+		if err := q.Cancel(ctx, id); err != nil {
+			t.Fatal(err)
+		}
+		cause := waitFor(t, stopped, 30*time.Second, "the cancelled handler's context to end")
+		if !errors.Is(cause, ErrLeaseLost) {
+			t.Errorf("the handler's context ended with %v, want a cause wrapping ErrLeaseLost", cause)
+		}
+		other := enqueue(t, q, emailArgs{To: "other"})
+		if got := waitFor(t, started, 20*time.Second, "the next job"); got != other {
+			t.Fatalf("next job %d, want %d", got, other)
+		}
+		waitUntil(t, 10*time.Second, "the other job completed", func() bool { return getJob(t, q, other).Status == StatusCompleted })
+		if err := stop(10 * time.Second); err != nil {
+			t.Fatal(err)
+		}
+		if row := getJob(t, q, id); row.Status != StatusFailed || row.Error != "cancelled" || row.ClaimToken != "" {
+			t.Errorf("the cancelled job ended %+v", row)
+		}
+	})
+}
+
+func TestCancelPayloads(t *testing.T) {
+	var ids []int64
+	for i := range 2000 {
+		ids = append(ids, int64(1_000_000_000+i))
+	}
+	payloads := cancelPayloads(ids)
+	if len(payloads) < 2 {
+		t.Fatalf("%d payloads for 2000 long ids, want them split", len(payloads))
+	}
+	var back []int64
+	for _, p := range payloads {
+		if len(p) > maxNotifyPayload {
+			t.Errorf("payload of %d bytes", len(p))
+		}
+		got, ok := parseCancelPayload(p)
+		if !ok {
+			t.Fatalf("parseCancelPayload(%.40q…) failed", p)
+		}
+		back = append(back, got...)
+	}
+	if fmt.Sprint(back) != fmt.Sprint(ids) {
+		t.Errorf("the payloads carry other ids")
+	}
+	for _, p := range []string{"", "default", "jobqueue:cancel:", "jobqueue:cancel:1,x"} {
+		if _, ok := parseCancelPayload(p); ok {
+			t.Errorf("parseCancelPayload(%q) took it for a cancel", p)
+		}
+	}
+}

@@ -31,9 +31,23 @@ type heartbeater struct {
 	lease    time.Duration
 	interval time.Duration
 	attempts *inflightSet
+	// poke asks for a renewal round at once (buffer of one): the listener
+	// pokes it when jobs the worker runs were cancelled (Queue.Cancel), so
+	// that their handlers stop now rather than at the next tick.
+	poke chan struct{}
 }
 
-// run renews the leases of every running attempt each interval, and
+// checkNow asks the heartbeater for a renewal round at once, without
+// blocking.
+func (h *heartbeater) checkNow() {
+	select {
+	case h.poke <- struct{}{}:
+	default:
+	}
+}
+
+// run renews the leases of every running attempt each interval (and when
+// poked), and
 // cancels the handlers of attempts that lost their job, until ctx ends. It
 // also cancels the handler of an attempt whose renewal failed when its
 // lease ends before the next heartbeat: past its lease another worker may
@@ -46,6 +60,7 @@ func (h *heartbeater) run(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-tick.C:
+		case <-h.poke:
 		}
 		refs := h.attempts.refs()
 		for len(refs) > 0 {
@@ -78,7 +93,7 @@ func (h *heartbeater) renew(ctx context.Context, chunk []AttemptRef) {
 		}
 	})
 	h.attempts.each(lost, func(a *attempt) {
-		h.log.Warn("attempt lost its job (lease passed and it was reclaimed, retried or deleted); cancelling its handler",
+		h.log.Warn("attempt lost its job (cancelled, or its lease passed and it was reclaimed, retried or deleted); cancelling its handler",
 			"job_id", a.ref.ID, "kind", a.row.Name)
 		a.cancel(errLostJob)
 	})

@@ -66,6 +66,20 @@ func (s *inflightSet) refs() []AttemptRef {
 	return refs
 }
 
+// holdsAny reports whether an attempt of a job among ids is in the set.
+func (s *inflightSet) holdsAny(ids []int64) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for ref := range s.m {
+		for _, id := range ids {
+			if ref.ID == id {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // each calls fn, under the set's lock, for each attempt of refs still in
 // the set; fn may read and move its leaseEnd and cancel it.
 func (s *inflightSet) each(refs []AttemptRef, fn func(a *attempt)) {

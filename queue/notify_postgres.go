@@ -75,6 +75,9 @@ type pgListener struct {
 	// types the worker takes; nil means every type.
 	types map[string]bool
 	ch    chan struct{}
+	// cancelled hears the ids of the notifications of Queue.Cancel, and
+	// nil (any job may have been cancelled) when listening starts.
+	cancelled func(ids []int64)
 }
 
 // Wakeups is the channel of wake-ups (buffer of one: a burst of
@@ -99,8 +102,10 @@ func (l *pgListener) wants(payload string) bool {
 // the listener, and makes it the Waker of the run (forwarding the wake-ups
 // of cfg.Waker, if one was given, into it). It returns a function that
 // stops the listener and waits until its connection is closed. ctx ending
-// stops it too.
-func (r *run) startListener(ctx context.Context) (stop func()) {
+// stops it too. cancelled hears the ids of cancelled jobs (Queue.Cancel
+// notifies the same channel), and nil whenever listening (re)starts, since
+// notifications sent while nobody listened are lost.
+func (r *run) startListener(ctx context.Context, cancelled func(ids []int64)) (stop func()) {
 	if r.q.kind != engine.Postgres || r.cfg.PollOnly {
 		return func() {}
 	}
@@ -109,10 +114,11 @@ func (r *run) startListener(ctx context.Context) (stop func()) {
 		return func() {}
 	}
 	l := &pgListener{
-		db:  r.q.db,
-		run: r.q.run,
-		log: r.log.With("channel", r.q.table.Name),
-		ch:  make(chan struct{}, 1),
+		db:        r.q.db,
+		run:       r.q.run,
+		log:       r.log.With("channel", r.q.table.Name),
+		ch:        make(chan struct{}, 1),
+		cancelled: cancelled,
 	}
 	if len(r.cfg.Types) > 0 {
 		l.types = make(map[string]bool, len(r.cfg.Types))
@@ -206,12 +212,26 @@ func (l *pgListener) session(ctx context.Context) error {
 		}
 		pc := sc.Conn()
 		l.log.Debug("listening for enqueues", "pid", pc.PgConn().PID())
-		// Jobs enqueued while nobody listened were not heard: claim once.
+		// Jobs enqueued while nobody listened were not heard: claim once;
+		// and jobs cancelled meanwhile: check the running attempts once.
 		l.wake()
+		if l.cancelled != nil {
+			l.cancelled(nil)
+		}
 		for {
 			n, err := pc.WaitForNotification(ctx)
 			if err != nil {
 				return err
+			}
+			if n != nil {
+				if ids, ok := parseCancelPayload(n.Payload); ok {
+					if l.cancelled != nil {
+						l.cancelled(ids)
+					}
+					if !l.types[n.Payload] { // not a type this worker takes
+						continue
+					}
+				}
 			}
 			if n == nil || l.wants(n.Payload) {
 				l.wake()

@@ -302,12 +302,18 @@ func (r *run) run(ctx context.Context) error {
 	for range r.cfg.Concurrency {
 		execs.Go(func() { ex.loop(work, freed) })
 	}
-	hb := &heartbeater{q: r.q, log: r.log, lease: r.cfg.Lease, interval: r.cfg.HeartbeatInterval, attempts: r.attempts}
+	hb := &heartbeater{q: r.q, log: r.log, lease: r.cfg.Lease, interval: r.cfg.HeartbeatInterval, attempts: r.attempts, poke: make(chan struct{}, 1)}
 	hbCtx, stopHeartbeats := context.WithCancel(r.dbCtx)
 	hbDone := make(chan struct{})
 	go func() { defer close(hbDone); hb.run(hbCtx) }()
 
-	stopListening := r.startListener(stop) // PostgreSQL: LISTEN feeds the Waker
+	// PostgreSQL: LISTEN feeds the Waker, and a cancel of a job running here
+	// makes the heartbeater check the leases at once.
+	stopListening := r.startListener(stop, func(ids []int64) {
+		if ids == nil || r.attempts.holdsAny(ids) {
+			hb.checkNow()
+		}
+	})
 	cl := &claimer{
 		q: r.q, cfg: r.cfg, log: r.log, dbCtx: r.dbCtx, jobs: r.jobs,
 		attempts: r.attempts, completer: c, work: work, freed: freed,
