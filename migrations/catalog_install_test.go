@@ -342,8 +342,9 @@ func dumpRows(t *testing.T, db *sql.DB, tb engine.Table) []string {
 	return dump(t, db, tb.Kind, tb.Name)
 }
 
-// schemaSQL is sql/<engine>/schema.sql with the table jobs renamed to name,
-// as separate statements.
+// schemaSQL is sql/<engine>/schema.sql with the table jobs renamed to name
+// (and its side tables jobs_<suffix> to name_<suffix>), as separate
+// statements.
 func schemaSQL(t *testing.T, k engine.Kind, name string) []string {
 	t.Helper()
 	b, err := os.ReadFile("../sql/" + string(k) + "/schema.sql")
@@ -359,6 +360,7 @@ func schemaSQL(t *testing.T, k engine.Kind, name string) []string {
 	s := strings.Join(lines, "\n")
 	s = strings.ReplaceAll(s, "idx_jobs_", "idx_"+name+"_")
 	s = regexp.MustCompile(`\bjobs\b`).ReplaceAllString(s, name)
+	s = regexp.MustCompile(`\bjobs_`).ReplaceAllString(s, name+"_") // side tables
 	var stmts []string
 	for st := range strings.SplitSeq(s, ";") {
 		if strings.TrimSpace(st) != "" {

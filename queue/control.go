@@ -84,7 +84,8 @@ func (q *Queue) CancelMany(ctx context.Context, ids []int64) ([]IDResult, error)
 
 // Delete removes the job with the given id, whatever its status but
 // in_progress: a running job is refused with an error wrapping
-// ErrJobRunning (cancel it first). A missing id gives ErrJobNotFound.
+// ErrJobRunning (cancel it first). A missing id gives ErrJobNotFound. The
+// job's unique key, if it had one, is free again.
 func (q *Queue) Delete(ctx context.Context, id int64) error {
 	res, err := q.DeleteMany(ctx, []int64{id})
 	if err != nil {
@@ -96,10 +97,12 @@ func (q *Queue) Delete(ctx context.Context, id int64) error {
 // DeleteMany is Delete for many ids, one statement per batch of at most
 // 1000 ids, and returns a result per id as CancelMany does.
 func (q *Queue) DeleteMany(ctx context.Context, ids []int64) ([]IDResult, error) {
-	deleted := 0
+	var deleted []int64
 	res, err := q.control(ctx, ids, func(ctx context.Context, batch []int64) (map[int64]bool, map[int64]Status, error) {
 		done, others, err := q.st.deleteJobs(ctx, batch)
-		deleted += len(done)
+		for id := range done {
+			deleted = append(deleted, id)
+		}
 		return done, others, err
 	}, func(id int64, st Status) error {
 		if st == StatusInProgress {
@@ -109,8 +112,9 @@ func (q *Queue) DeleteMany(ctx context.Context, ids []int64) ([]IDResult, error)
 		// changed meanwhile: the job is not there as it was.
 		return fmt.Errorf("jobqueue: job %d was not deleted: it changed meanwhile (now %s); try again", id, st)
 	})
-	if deleted > 0 {
-		q.logger.Info("jobs deleted", "count", deleted)
+	if len(deleted) > 0 {
+		q.logger.Info("jobs deleted", "count", len(deleted))
+		q.tidyKeys(ctx, deleted)
 	}
 	return res, err
 }

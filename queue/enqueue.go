@@ -25,6 +25,8 @@ type enqueueOpts struct {
 	expiresAt *time.Time
 	expiresIn *time.Duration
 	policy    *RetryPolicy
+	uniqueKey *string
+	uniqueFor *time.Duration
 }
 
 // Type puts the job in the named queue (default "default"); workers claim
@@ -58,7 +60,7 @@ const DefaultType = "default"
 
 // resolve checks the options against each other and returns the job's
 // type, schedule, deadline and policy as of now.
-func (q *Queue) resolve(opts []EnqueueOption, now time.Time) (typ string, at time.Time, expires *time.Time, p RetryPolicy, err error) {
+func (q *Queue) resolve(opts []EnqueueOption, now time.Time) (typ string, at time.Time, expires *time.Time, p RetryPolicy, key *uniqueKey, err error) {
 	var o enqueueOpts
 	for _, fn := range opts {
 		if fn != nil {
@@ -70,16 +72,16 @@ func (q *Queue) resolve(opts []EnqueueOption, now time.Time) (typ string, at tim
 		typ = *o.typ
 	}
 	if typ == "" {
-		return "", at, nil, p, fmt.Errorf("%w: the type is empty; leave Type out for %q", ErrInvalidJob, DefaultType)
+		return "", at, nil, p, nil, fmt.Errorf("%w: the type is empty; leave Type out for %q", ErrInvalidJob, DefaultType)
 	}
 	if problem := typeProblem(typ); problem != "" {
-		return "", at, nil, p, fmt.Errorf("%w: %s", ErrInvalidJob, problem)
+		return "", at, nil, p, nil, fmt.Errorf("%w: %s", ErrInvalidJob, problem)
 	}
 	if o.at != nil && o.delay != nil {
-		return "", at, nil, p, fmt.Errorf("%w: both At and Delay are given; use one", ErrInvalidJob)
+		return "", at, nil, p, nil, fmt.Errorf("%w: both At and Delay are given; use one", ErrInvalidJob)
 	}
 	if o.expiresAt != nil && o.expiresIn != nil {
-		return "", at, nil, p, fmt.Errorf("%w: both ExpiresAt and ExpiresIn are given; use one", ErrInvalidJob)
+		return "", at, nil, p, nil, fmt.Errorf("%w: both ExpiresAt and ExpiresIn are given; use one", ErrInvalidJob)
 	}
 	at = now
 	switch {
@@ -97,24 +99,27 @@ func (q *Queue) resolve(opts []EnqueueOption, now time.Time) (typ string, at tim
 		expires = &t
 	}
 	if err := checkYear("scheduled time", at); err != nil {
-		return "", at, nil, p, err
+		return "", at, nil, p, nil, err
 	}
 	if expires != nil {
 		if err := checkYear("deadline", *expires); err != nil {
-			return "", at, nil, p, err
+			return "", at, nil, p, nil, err
 		}
 	}
 	if expires != nil && expires.Before(at) {
-		return "", at, nil, p, fmt.Errorf("%w: the deadline %s is before the scheduled time %s", ErrInvalidJob, expires.Format(time.RFC3339), at.Format(time.RFC3339))
+		return "", at, nil, p, nil, fmt.Errorf("%w: the deadline %s is before the scheduled time %s", ErrInvalidJob, expires.Format(time.RFC3339), at.Format(time.RFC3339))
 	}
 	p = q.policy
 	if o.policy != nil {
 		p = *o.policy
 		if err := p.Validate(); err != nil {
-			return "", at, nil, p, err
+			return "", at, nil, p, nil, err
 		}
 	}
-	return typ, at, expires, p, nil
+	if key, err = resolveUnique(&o, now); err != nil {
+		return "", at, nil, p, nil, err
+	}
+	return typ, at, expires, p, key, nil
 }
 
 // typeProblem says what is wrong with a type name, or "" when nothing is:
@@ -235,7 +240,8 @@ func (q *Queue) EnqueueTx(ctx context.Context, tx *sql.Tx, args JobArgs, opts ..
 
 func (q *Queue) enqueue(ctx context.Context, tx *sql.Tx, args JobArgs, opts []EnqueueOption) (int64, error) {
 	now := q.now()
-	typ, at, expires, p, err := q.resolve(opts, now)
+	args, opts = unwrapOptions(args, opts)
+	typ, at, expires, p, key, err := q.resolve(opts, now)
 	if err != nil {
 		return 0, err
 	}
@@ -243,11 +249,19 @@ func (q *Queue) enqueue(ctx context.Context, tx *sql.Tx, args JobArgs, opts []En
 	if err != nil {
 		return 0, err
 	}
-	d := q.run.on(nil)
-	if tx != nil {
-		d = q.run.onCallers(tx)
+	var id int64
+	if key != nil {
+		id, err = q.enqueueKeyed(ctx, tx, j, key, now)
+		if errors.Is(err, ErrDuplicate) || errors.Is(err, ErrSideTableMissing) {
+			return id, err
+		}
+	} else {
+		d := q.run.on(nil)
+		if tx != nil {
+			d = q.run.onCallers(tx)
+		}
+		id, err = q.st.insert(ctx, d, j, now)
 	}
-	id, err := q.st.insert(ctx, d, j, now)
 	if err != nil {
 		return 0, fmt.Errorf("jobqueue: enqueue %s: %w", j.name, err)
 	}
@@ -256,6 +270,38 @@ func (q *Queue) enqueue(ctx context.Context, tx *sql.Tx, args JobArgs, opts []En
 	}
 	q.logger.Debug("job enqueued", "id", id, "kind", j.name, "type", j.typ, "scheduled_at", at)
 	return id, nil
+}
+
+// WithOptions gives one job of EnqueueMany (or EnqueueManyTx) options of
+// its own, applied after the call's: a unique key per job, say
+// (queue.WithOptions(args, queue.UniqueKey("report:42"))). With Enqueue it
+// adds to the call's options likewise.
+func WithOptions(args JobArgs, opts ...EnqueueOption) JobArgs {
+	return withOptions{args: args, opts: opts}
+}
+
+// withOptions is a job with options of its own (WithOptions).
+type withOptions struct {
+	args JobArgs
+	opts []EnqueueOption
+}
+
+// Kind is the kind of the job's args.
+func (w withOptions) Kind() string {
+	if w.args == nil {
+		return ""
+	}
+	return w.args.Kind()
+}
+
+// unwrapOptions returns the args inside a WithOptions and the options of
+// the call followed by the job's.
+func unwrapOptions(args JobArgs, opts []EnqueueOption) (JobArgs, []EnqueueOption) {
+	w, ok := args.(withOptions)
+	if !ok {
+		return args, opts
+	}
+	return w.args, append(append([]EnqueueOption(nil), opts...), w.opts...)
 }
 
 // EnqueueMany adds jobs in multi-row statements (chunks within the
@@ -283,41 +329,122 @@ func (q *Queue) enqueueMany(ctx context.Context, tx *sql.Tx, args []JobArgs, opt
 		return 0, nil
 	}
 	now := q.now()
-	typ, at, expires, p, err := q.resolve(opts, now)
+	typ, at, expires, p, key, err := q.resolve(opts, now)
 	if err != nil {
 		return 0, err
 	}
 	jobs := make([]*newJob, len(args))
+	var keyed []keyedJob // the jobs with a unique key, written one by one
 	for i, a := range args {
-		j, err := q.prepareJob(a, typ, at, expires, p)
+		k := key
+		if w, ok := a.(withOptions); ok {
+			// Options of its own: resolve the call's and the job's.
+			var typ string
+			var at time.Time
+			var expires *time.Time
+			var p RetryPolicy
+			all := append(append([]EnqueueOption(nil), opts...), w.opts...)
+			if typ, at, expires, p, k, err = q.resolve(all, now); err == nil {
+				jobs[i], err = q.prepareJob(w.args, typ, at, expires, p)
+			}
+		} else {
+			jobs[i], err = q.prepareJob(a, typ, at, expires, p)
+		}
 		if err != nil {
 			return 0, fmt.Errorf("job %d of %d: %w (no job was written)", i, len(args), err)
 		}
-		jobs[i] = j
+		if k != nil {
+			keyed = append(keyed, keyedJob{jobs[i], k})
+			jobs[i] = nil
+		}
+	}
+	if len(keyed) > 0 {
+		plain := jobs[:0]
+		for _, j := range jobs {
+			if j != nil {
+				plain = append(plain, j)
+			}
+		}
+		jobs = plain
 	}
 	if tx != nil {
-		if err := q.st.insertMany(ctx, q.run.onCallers(tx), jobs, now); err != nil {
-			return 0, fmt.Errorf("jobqueue: enqueue %d jobs: %w", len(jobs), err)
+		if len(keyed) > 0 {
+			if err := q.needUnique(ctx); err != nil {
+				return 0, err
+			}
 		}
-		return len(jobs), nil
+		n, err := q.insertAll(ctx, q.run.onCallers(tx), jobs, keyed, now)
+		if err != nil {
+			return 0, fmt.Errorf("jobqueue: enqueue %d jobs: %w", len(args), err)
+		}
+		return n, nil
 	}
-	own, err := q.db.BeginTx(ctx, nil)
+	var n int
+	if len(keyed) > 0 {
+		if err := q.needUnique(ctx); err != nil {
+			return 0, err
+		}
+		err = q.inOwnTx(ctx, func(d dbtx) error {
+			n, err = q.insertAll(ctx, d, jobs, keyed, now)
+			return err
+		})
+	} else {
+		n, err = q.insertOwn(ctx, jobs, now)
+	}
 	if err != nil {
-		return 0, fmt.Errorf("jobqueue: enqueue %d jobs: %w", len(jobs), err)
+		return 0, fmt.Errorf("jobqueue: enqueue %d jobs (none written): %w", len(args), err)
 	}
-	defer own.Rollback()
-	if err := q.st.insertMany(ctx, q.run.on(own), jobs, now); err != nil {
-		return 0, fmt.Errorf("jobqueue: enqueue %d jobs (none written): %w", len(jobs), err)
+	all := jobs
+	for _, k := range keyed {
+		all = append(all[:len(all):len(all)], k.j)
 	}
-	if err := own.Commit(); err != nil {
-		return 0, fmt.Errorf("jobqueue: enqueue %d jobs (none written): %w", len(jobs), err)
-	}
-	q.notifyEnqueued(typ) // PostgreSQL: wake workers everywhere
-	q.logger.Debug("jobs enqueued", "count", len(jobs), "type", typ)
+	q.notifyEnqueued(notifyPayload(all)) // PostgreSQL: wake workers everywhere
+	q.logger.Debug("jobs enqueued", "count", n, "type", typ)
 	if len(jobs) >= analyzeAfter {
 		q.analyzeOnce(ctx)
 	}
-	return len(jobs), nil
+	return n, nil
+}
+
+// insertOwn writes jobs (without keys) in a transaction of the queue's own.
+func (q *Queue) insertOwn(ctx context.Context, jobs []*newJob, now time.Time) (int, error) {
+	own, err := q.db.BeginTx(ctx, nil)
+	if err != nil {
+		return 0, err
+	}
+	defer own.Rollback()
+	if err := q.st.insertMany(ctx, q.run.on(own), jobs, now); err != nil {
+		return 0, err
+	}
+	return len(jobs), own.Commit()
+}
+
+// keyedJob is a job of EnqueueMany with a unique key.
+type keyedJob struct {
+	j   *newJob
+	key *uniqueKey
+}
+
+// insertAll writes jobs in multi-row statements and the keyed jobs one by
+// one (a duplicate is skipped), on d, and returns how many it wrote.
+func (q *Queue) insertAll(ctx context.Context, d dbtx, jobs []*newJob, keyed []keyedJob, now time.Time) (int, error) {
+	if len(jobs) > 0 {
+		if err := q.st.insertMany(ctx, d, jobs, now); err != nil {
+			return 0, err
+		}
+	}
+	n := len(jobs)
+	for _, k := range keyed {
+		_, err := q.takeKey(ctx, d, k.j, k.key, now)
+		switch {
+		case errors.Is(err, ErrDuplicate):
+		case err != nil:
+			return 0, err
+		default:
+			n++
+		}
+	}
+	return n, nil
 }
 
 // analyzeAfter is the size of the first bulk enqueue after which the queue

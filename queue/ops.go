@@ -2,6 +2,7 @@ package queue
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"time"
@@ -97,7 +98,16 @@ func (q *Queue) Get(ctx context.Context, id int64) (*JobRow, error) {
 // It returns false, and changes nothing, for a job in any other status or
 // a missing id.
 func (q *Queue) Retry(ctx context.Context, id int64) (bool, error) {
-	ok, err := q.st.retry(ctx, id, q.now())
+	var ok bool
+	var err error
+	if q.hasUnique(ctx) {
+		ok, err = q.retryKeyed(ctx, id, q.now())
+		if errors.Is(err, ErrDuplicate) {
+			return false, err
+		}
+	} else {
+		ok, err = q.st.retry(ctx, id, q.now())
+	}
 	if err != nil {
 		return false, fmt.Errorf("jobqueue: retry job %d: %w", id, err)
 	}
@@ -203,6 +213,11 @@ func (q *Queue) Prune(ctx context.Context, olderThan time.Duration) (int64, erro
 	if total > 0 {
 		q.logger.Info("finished jobs pruned", "count", total, "older_than", olderThan)
 	}
+	// The unique keys of pruned jobs (and of jobs deleted on success) are
+	// free already; delete their rows.
+	if _, err := q.pruneKeys(ctx); err != nil {
+		return total, fmt.Errorf("jobqueue: prune: deleting the unique keys of deleted jobs (after deleting %d jobs): %w", total, err)
+	}
 	return total, nil
 }
 
@@ -215,5 +230,8 @@ func (q *Queue) Purge(ctx context.Context) (int64, error) {
 		return 0, fmt.Errorf("jobqueue: purge: %w", err)
 	}
 	q.logger.Warn("all jobs purged", "count", n)
+	if _, err := q.pruneKeys(ctx); err != nil {
+		return n, fmt.Errorf("jobqueue: purge: deleting the unique keys: %w", err)
+	}
 	return n, nil
 }

@@ -65,6 +65,8 @@ type Queue struct {
 	// analyzed is set once the queue has refreshed the table's planner
 	// statistics after a first bulk enqueue (see analyzeOnce).
 	analyzed atomic.Bool
+	// unique knows whether the side table of unique keys exists.
+	unique uniqueState
 }
 
 // Option configures a Queue in New.

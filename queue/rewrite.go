@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/jobqueue/jobqueue/internal/ddl"
 	"github.com/jobqueue/jobqueue/internal/engine"
 )
 
@@ -25,7 +26,8 @@ const tableWord = "jobs"
 const noTableMark = "/* jobqueue:no-table */"
 
 // rewriteTable replaces the identifier jobs (any case) with quoted wherever
-// it stands as a whole word of SQL, and returns the result with how many it
+// it stands as a whole word of SQL, and a side table's jobs_<suffix> with
+// the quoted <table>_<suffix>, and returns the result with how many it
 // replaced. It reads query as kind's SQL: string literals, quoted
 // identifiers and comments are kept as they are —
 //   - PostgreSQL: '…' (a doubled quote inside; backslash escapes only in
@@ -55,6 +57,12 @@ func rewriteTable(kind engine.Kind, query, quoted string) (string, int, error) {
 			n++
 			continue
 		}
+		if suffix, ok := sideTableWord(query[start:lx.i]); word && ok {
+			// A side table, jobs_<suffix>: <table>_<suffix>, quoted alike.
+			b.WriteString(quoted[:len(quoted)-1] + "_" + suffix + quoted[len(quoted)-1:])
+			n++
+			continue
+		}
 		b.WriteString(query[start:lx.i])
 	}
 	switch {
@@ -64,6 +72,23 @@ func rewriteTable(kind engine.Kind, query, quoted string) (string, int, error) {
 		return "", 0, fmt.Errorf("%w: it names no table %s (mark a query that needs none with %s): %q", errNotRewritten, tableWord, noTableMark, query)
 	}
 	return b.String(), n, nil
+}
+
+// sideTableWord reports whether w names one of the side tables
+// (internal/ddl.SideTables) the way the generated queries do,
+// jobs_<suffix>, and returns the suffix. Other words that start with jobs_
+// are not tables of ours and stay as they are.
+func sideTableWord(w string) (string, bool) {
+	if len(w) <= len(tableWord)+1 || !strings.EqualFold(w[:len(tableWord)+1], tableWord+"_") {
+		return "", false
+	}
+	suffix := w[len(tableWord)+1:]
+	for _, st := range ddl.SideTables() {
+		if st.Suffix == suffix {
+			return suffix, true
+		}
+	}
+	return "", false
 }
 
 // lexer steps through a query one token at a time: a word, a literal, a

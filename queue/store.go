@@ -64,6 +64,35 @@ type store interface {
 	// deleteJobs deletes the jobs among ids that are not in_progress and
 	// returns the ids it deleted and the status of the others that exist.
 	deleteJobs(ctx context.Context, ids []int64) (map[int64]bool, map[int64]Status, error)
+
+	// Unique keys (unique.go), in the side table <table>_unique. d may be
+	// a transaction; where a method locks, the lock lasts until it ends.
+
+	// probeUnique checks that the side table exists.
+	probeUnique(ctx context.Context) error
+	// insertUnique writes job j holding key k; false (and nothing written)
+	// when another job holds the key. On MySQL and SQLite d is a
+	// transaction.
+	insertUnique(ctx context.Context, d dbtx, j *newJob, k uniqueKey, now time.Time) (int64, bool, error)
+	// keyHolder returns the key row holding key (found false: none), read
+	// so that it is the latest committed one; lock locks it.
+	keyHolder(ctx context.Context, d dbtx, key string, lock bool) (holder keyRow, found bool, err error)
+	// holderStatus returns the status of job id ("" when it is gone);
+	// lock locks its row against changes.
+	holderStatus(ctx context.Context, d dbtx, id int64, lock bool) (Status, error)
+	// freeKey lets the key of job id go.
+	freeKey(ctx context.Context, d dbtx, id int64) error
+	// jobKey returns the key row of job id, locked (found false: the job
+	// has no key).
+	jobKey(ctx context.Context, d dbtx, id int64) (k keyRow, found bool, err error)
+	// retakeKey makes job id hold its key again.
+	retakeKey(ctx context.Context, d dbtx, id int64) error
+	// deleteKeys deletes the key rows of jobs.
+	deleteKeys(ctx context.Context, ids []int64) error
+	// deleteOrphanKeys deletes up to max key rows whose job is gone.
+	deleteOrphanKeys(ctx context.Context, max int) (int64, error)
+	// retryIn is retry on d.
+	retryIn(ctx context.Context, d dbtx, id int64, now time.Time) (bool, error)
 	// analyze refreshes the planner's statistics where the engine needs it
 	// (PostgreSQL); it is a no-op elsewhere.
 	analyze(ctx context.Context) error

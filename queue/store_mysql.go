@@ -486,3 +486,82 @@ func (s mysqlStore) deleteJobs(ctx context.Context, ids []int64) (map[int64]bool
 	return s.control(ctx, ids, func(st Status) bool { return st != StatusInProgress },
 		func(qs *mysqlgen.Queries, ids []uint64) (int64, error) { return qs.DeleteJobs(ctx, ids) })
 }
+
+func (s mysqlStore) probeUnique(ctx context.Context) error {
+	_, err := s.qs().ProbeUnique(ctx)
+	return err
+}
+
+// insertUnique inserts the job, then its key row (d is a transaction);
+// when another job holds the key it deletes the job again.
+func (s mysqlStore) insertUnique(ctx context.Context, d dbtx, j *newJob, k uniqueKey, now time.Time) (int64, bool, error) {
+	qs := mysqlgen.New(d)
+	id, err := qs.InsertJob(ctx, s.insertParams(j, now))
+	if err != nil {
+		return 0, false, err
+	}
+	n, err := qs.InsertKey(ctx, mysqlgen.InsertKeyParams{JobID: uint64(id), UniqueKey: k.key, LiveKey: nullString(k.key), HeldUntil: k.heldUntil})
+	if err != nil || n == 1 {
+		return id, err == nil, err
+	}
+	return 0, false, qs.DeleteJob(ctx, uint64(id))
+}
+
+// keyHolder always locks: a locking read sees the latest committed row
+// whatever the transaction's snapshot (REPEATABLE READ in a caller's).
+func (s mysqlStore) keyHolder(ctx context.Context, d dbtx, key string, lock bool) (keyRow, bool, error) {
+	rows, err := mysqlgen.New(d).KeyHolderForUpdate(ctx, nullString(key))
+	if err != nil || len(rows) == 0 {
+		return keyRow{}, false, err
+	}
+	return keyRow{jobID: int64(rows[0].JobID), heldUntil: engine.AsUTC(rows[0].HeldUntil)}, true, nil
+}
+
+func (s mysqlStore) holderStatus(ctx context.Context, d dbtx, id int64, lock bool) (Status, error) {
+	qs := mysqlgen.New(d)
+	var st []mysqlgen.JobsStatus
+	var err error
+	if lock {
+		st, err = qs.HolderStatusForUpdate(ctx, uint64(id))
+	} else {
+		st, err = qs.HolderStatus(ctx, uint64(id))
+	}
+	if err != nil || len(st) == 0 {
+		return "", err
+	}
+	return Status(st[0]), nil
+}
+
+func (s mysqlStore) freeKey(ctx context.Context, d dbtx, id int64) error {
+	return mysqlgen.New(d).FreeKey(ctx, uint64(id))
+}
+
+func (s mysqlStore) jobKey(ctx context.Context, d dbtx, id int64) (keyRow, bool, error) {
+	rows, err := mysqlgen.New(d).JobKeyForUpdate(ctx, uint64(id))
+	if err != nil || len(rows) == 0 {
+		return keyRow{}, false, err
+	}
+	r := rows[0]
+	return keyRow{jobID: id, key: r.UniqueKey, live: r.LiveKey.Valid, heldUntil: engine.AsUTC(r.HeldUntil)}, true, nil
+}
+
+func (s mysqlStore) retakeKey(ctx context.Context, d dbtx, id int64) error {
+	_, err := mysqlgen.New(d).RetakeKey(ctx, uint64(id))
+	return err
+}
+
+func (s mysqlStore) deleteKeys(ctx context.Context, ids []int64) error {
+	return s.qs().DeleteKeys(ctx, padIDs(uids(ids)))
+}
+
+func (s mysqlStore) deleteOrphanKeys(ctx context.Context, max int) (int64, error) {
+	return s.readCommitted(ctx, func(qs *mysqlgen.Queries) (int64, error) { return qs.DeleteOrphanKeys(ctx, int32(max)) })
+}
+
+func (s mysqlStore) retryIn(ctx context.Context, d dbtx, id int64, now time.Time) (bool, error) {
+	if id <= 0 {
+		return false, nil
+	}
+	n, err := mysqlgen.New(d).RetryJob(ctx, mysqlgen.RetryJobParams{RetriedAt: nullTime(&now), Now: now, ID: uint64(id)})
+	return n > 0, err
+}

@@ -274,3 +274,90 @@ func (s pgStore) notifyCancelled(ctx context.Context, ids []int64) error {
 		Channel: s.channel(), Types: json.RawMessage(jsonList(cancelPayloads(ids))),
 	})
 }
+
+func (s pgStore) probeUnique(ctx context.Context) error {
+	_, err := s.qs().ProbeUnique(ctx)
+	return err
+}
+
+// insertUnique runs InsertUniqueJob: one statement takes the key and
+// inserts the job. In a caller's transaction it then notifies, as insert
+// does (the notification rides the commit).
+func (s pgStore) insertUnique(ctx context.Context, d dbtx, j *newJob, k uniqueKey, now time.Time) (int64, bool, error) {
+	qs := pggen.New(d)
+	ids, err := qs.InsertUniqueJob(ctx, pggen.InsertUniqueJobParams{
+		Name: j.name, Type: j.typ, Payload: json.RawMessage(j.payload),
+		MaxAttempts: int32(j.maxAttempts), BaseDelay: int32(j.baseDelay), MaxDelay: int32(j.maxDelay),
+		ScheduledAt: j.scheduledAt, ExpiresAt: nullTime(j.expiresAt), CreatedAt: now,
+		TableName: s.r.quoted, UniqueKey: k.key, HeldUntil: k.heldUntil,
+	})
+	if err != nil || len(ids) == 0 {
+		return 0, false, err
+	}
+	if d.callers() {
+		err = qs.NotifyTypes(ctx, pggen.NotifyTypesParams{Channel: s.channel(), Types: json.RawMessage(jsonList([]string{j.typ}))})
+	}
+	return ids[0], err == nil, err
+}
+
+func (s pgStore) keyHolder(ctx context.Context, d dbtx, key string, lock bool) (keyRow, bool, error) {
+	qs := pggen.New(d)
+	if lock {
+		rows, err := qs.KeyHolderForUpdate(ctx, nullString(key))
+		if err != nil || len(rows) == 0 {
+			return keyRow{}, false, err
+		}
+		return keyRow{jobID: rows[0].JobID, heldUntil: engine.AsUTC(rows[0].HeldUntil)}, true, nil
+	}
+	rows, err := qs.KeyHolder(ctx, nullString(key))
+	if err != nil || len(rows) == 0 {
+		return keyRow{}, false, err
+	}
+	return keyRow{jobID: rows[0].JobID, heldUntil: engine.AsUTC(rows[0].HeldUntil)}, true, nil
+}
+
+func (s pgStore) holderStatus(ctx context.Context, d dbtx, id int64, lock bool) (Status, error) {
+	qs := pggen.New(d)
+	var st []string
+	var err error
+	if lock {
+		st, err = qs.HolderStatusForShare(ctx, id)
+	} else {
+		st, err = qs.HolderStatus(ctx, id)
+	}
+	if err != nil || len(st) == 0 {
+		return "", err
+	}
+	return Status(st[0]), nil
+}
+
+func (s pgStore) freeKey(ctx context.Context, d dbtx, id int64) error {
+	return pggen.New(d).FreeKey(ctx, id)
+}
+
+func (s pgStore) jobKey(ctx context.Context, d dbtx, id int64) (keyRow, bool, error) {
+	rows, err := pggen.New(d).JobKeyForUpdate(ctx, id)
+	if err != nil || len(rows) == 0 {
+		return keyRow{}, false, err
+	}
+	r := rows[0]
+	return keyRow{jobID: id, key: r.UniqueKey, live: r.LiveKey.Valid, heldUntil: engine.AsUTC(r.HeldUntil)}, true, nil
+}
+
+func (s pgStore) retakeKey(ctx context.Context, d dbtx, id int64) error {
+	_, err := pggen.New(d).RetakeKey(ctx, id)
+	return err
+}
+
+func (s pgStore) deleteKeys(ctx context.Context, ids []int64) error {
+	return s.qs().DeleteKeys(ctx, json.RawMessage(jsonList(ids)))
+}
+
+func (s pgStore) deleteOrphanKeys(ctx context.Context, max int) (int64, error) {
+	return s.qs().DeleteOrphanKeys(ctx, int32(max))
+}
+
+func (s pgStore) retryIn(ctx context.Context, d dbtx, id int64, now time.Time) (bool, error) {
+	n, err := pggen.New(d).RetryJob(ctx, pggen.RetryJobParams{Now: now, ID: id})
+	return n > 0, err
+}

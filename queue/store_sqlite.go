@@ -293,3 +293,75 @@ func (s sqliteStore) rest(ctx context.Context, ids []int64, done map[int64]bool)
 	}
 	return done, others, nil
 }
+
+func (s sqliteStore) probeUnique(ctx context.Context) error {
+	_, err := s.qs().ProbeUnique(ctx)
+	return err
+}
+
+// insertUnique inserts the job, then its key row (d is a transaction);
+// when another job holds the key it deletes the job again.
+func (s sqliteStore) insertUnique(ctx context.Context, d dbtx, j *newJob, k uniqueKey, now time.Time) (int64, bool, error) {
+	qs := sqlitegen.New(d)
+	id, err := qs.InsertJob(ctx, sqlitegen.InsertJobParams{
+		Name: j.name, Type: j.typ, Payload: string(j.payload),
+		MaxAttempts: j.maxAttempts, BaseDelay: j.baseDelay, MaxDelay: j.maxDelay,
+		ScheduledAt: j.scheduledAt, ExpiresAt: nullTime(j.expiresAt), CreatedAt: now,
+	})
+	if err != nil {
+		return 0, false, err
+	}
+	n, err := qs.InsertKey(ctx, sqlitegen.InsertKeyParams{JobID: id, UniqueKey: k.key, HeldUntil: k.heldUntil})
+	if err != nil || n == 1 {
+		return id, err == nil, err
+	}
+	return 0, false, qs.DeleteJob(ctx, id)
+}
+
+func (s sqliteStore) keyHolder(ctx context.Context, d dbtx, key string, lock bool) (keyRow, bool, error) {
+	rows, err := sqlitegen.New(d).KeyHolder(ctx, nullString(key))
+	if err != nil || len(rows) == 0 {
+		return keyRow{}, false, err
+	}
+	return keyRow{jobID: rows[0].JobID, heldUntil: engine.AsUTC(rows[0].HeldUntil)}, true, nil
+}
+
+func (s sqliteStore) holderStatus(ctx context.Context, d dbtx, id int64, lock bool) (Status, error) {
+	st, err := sqlitegen.New(d).HolderStatus(ctx, id)
+	if err != nil || len(st) == 0 {
+		return "", err
+	}
+	return Status(st[0]), nil
+}
+
+func (s sqliteStore) freeKey(ctx context.Context, d dbtx, id int64) error {
+	return sqlitegen.New(d).FreeKey(ctx, id)
+}
+
+func (s sqliteStore) jobKey(ctx context.Context, d dbtx, id int64) (keyRow, bool, error) {
+	rows, err := sqlitegen.New(d).JobKey(ctx, id)
+	if err != nil || len(rows) == 0 {
+		return keyRow{}, false, err
+	}
+	r := rows[0]
+	return keyRow{jobID: id, key: r.UniqueKey, live: r.LiveKey.Valid, heldUntil: engine.AsUTC(r.HeldUntil)}, true, nil
+}
+
+func (s sqliteStore) retakeKey(ctx context.Context, d dbtx, id int64) error {
+	_, err := sqlitegen.New(d).RetakeKey(ctx, id)
+	return err
+}
+
+func (s sqliteStore) deleteKeys(ctx context.Context, ids []int64) error {
+	_, err := busyRetry(ctx, func() (struct{}, error) { return struct{}{}, s.qs().DeleteKeys(ctx, jsonList(ids)) })
+	return err
+}
+
+func (s sqliteStore) deleteOrphanKeys(ctx context.Context, max int) (int64, error) {
+	return busyRetry(ctx, func() (int64, error) { return s.qs().DeleteOrphanKeys(ctx, int64(max)) })
+}
+
+func (s sqliteStore) retryIn(ctx context.Context, d dbtx, id int64, now time.Time) (bool, error) {
+	n, err := sqlitegen.New(d).RetryJob(ctx, sqlitegen.RetryJobParams{Now: now, ID: id})
+	return n > 0, err
+}

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jobqueue/jobqueue/internal/ddl"
+	"github.com/jobqueue/jobqueue/internal/engine"
 	"github.com/jobqueue/jobqueue/internal/testdb"
 )
 
@@ -113,5 +115,57 @@ func TestCancelRunningExec(t *testing.T) {
 			t.Errorf("the cancelled job after its command was killed: %v", job)
 		}
 		assertStats(t, c, "", map[string]int64{"failed": 1, "completed": 1})
+	})
+}
+
+// TestEnqueueUniqueCLI checks `enqueue --unique-key` on every engine: a
+// duplicate prints the existing id, says "duplicate of ID" on stderr and
+// exits 0; bad keys and periods are usage errors; a table without the side
+// table fails saying to run install.
+func TestEnqueueUniqueCLI(t *testing.T) {
+	t.Parallel()
+	testdb.ForEachEngine(t, func(t *testing.T, e *testdb.Env) {
+		c := envCLI(t, e)
+		c.ok(t, "install")
+		id := strings.TrimSpace(c.ok(t, "enqueue", "--name", "a", "--unique-key", "k"))
+		r := c.run(t, "enqueue", "--name", "b", "--unique-key", "k")
+		if r.code != 0 || strings.TrimSpace(r.stdout) != id || !strings.Contains(r.stderr, "duplicate of "+id) {
+			t.Errorf("duplicate enqueue: exit %d, stdout %q, stderr %q; want 0, %s, \"duplicate of %s\"", r.code, r.stdout, r.stderr, id, id)
+		}
+		assertStats(t, c, "", map[string]int64{"pending": 1})
+		for _, bad := range [][]string{
+			{"--unique-key", ""},
+			{"--unique-for", "1h"},
+			{"--unique-key", "x", "--unique-for", "-1s"},
+			{"--unique-key", "x", "--unique-for", "soon"},
+			{"--unique-key", strings.Repeat("x", 256)},
+		} {
+			r := c.run(t, append([]string{"enqueue", "--name", "c"}, bad...)...)
+			if r.code != 2 {
+				t.Errorf("enqueue %q: exit %d, want 2; stderr %q", bad, r.code, r.stderr)
+			}
+		}
+		// Delete frees the key, even within its period.
+		c.ok(t, "delete", id)
+		id2 := strings.TrimSpace(c.ok(t, "enqueue", "--name", "a", "--unique-key", "k", "--unique-for", "1h"))
+		if id2 == id {
+			t.Errorf("enqueue after delete returned the deleted id %s", id)
+		}
+		assertStats(t, c, "", map[string]int64{"pending": 1})
+
+		// A table installed before unique keys: the rest works, a keyed
+		// enqueue says to install.
+		tbl, err := engine.ParseTable(e.Kind, c.table)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := e.DB.Exec(ddl.DropTable(ddl.Side(tbl, "unique"))); err != nil {
+			t.Fatal(err)
+		}
+		assertOneLineError(t, c.run(t, "enqueue", "--name", "a", "--unique-key", "z"), 1, "jobqueue install --table "+c.table)
+		c.ok(t, "enqueue", "--name", "plain")
+		c.ok(t, "install")
+		c.ok(t, "enqueue", "--name", "a", "--unique-key", "z")
+		assertStats(t, c, "", map[string]int64{"pending": 3})
 	})
 }

@@ -18,10 +18,11 @@ func (a *app) enqueueCommand() *cobra.Command {
 	var (
 		name, typ, payload, at, expiresAt string
 		delay, expiresIn                  string
+		uniqueKey, uniqueFor              string
 		maxAttempts, baseDelay, maxDelay  int
 	)
 	cmd := &cobra.Command{
-		Use:   "enqueue --name KIND [--type T] [--payload JSON] [--at RFC3339 | --delay DUR] [--expires-at RFC3339 | --expires-in DUR] [--max-attempts N --base-delay S --max-delay S]",
+		Use:   "enqueue --name KIND [--type T] [--payload JSON] [--at RFC3339 | --delay DUR] [--expires-at RFC3339 | --expires-in DUR] [--max-attempts N --base-delay S --max-delay S] [--unique-key KEY [--unique-for DUR]]",
 		Short: "Add a job and print its id",
 		Long: `enqueue adds one job to the table and prints its id.
 
@@ -30,9 +31,15 @@ at --at (RFC 3339, e.g. 2030-01-02T15:04:05Z) or after --delay (e.g. 90s,
 15m, 2h, 1d). With --expires-at or --expires-in it expires, unrun, when its
 deadline passes. Its retry policy is the queue default (3 attempts, base
 delay 60 s, max delay 3600 s) unless all three of --max-attempts,
---base-delay and --max-delay (seconds) are given.`,
+--base-delay and --max-delay (seconds) are given.
+
+With --unique-key the job is enqueued only if no job with the same key is
+pending or running (or, with --unique-for, was enqueued less than DUR ago
+and still exists): otherwise nothing is written, the existing job's id is
+printed, "duplicate of ID" goes to stderr, and the exit status is 0.`,
 		Example: `  jobqueue enqueue --name send_email --type email --payload '{"to":"a@example.com"}'
-  jobqueue enqueue --name report --delay 1h --expires-in 2h`,
+  jobqueue enqueue --name report --delay 1h --expires-in 2h
+  jobqueue enqueue --name nightly_report --unique-key report:2030-01-02 --unique-for 24h`,
 		Args: cobra.NoArgs,
 		RunE: runE(func(cmd *cobra.Command, args []string) error {
 			if name == "" {
@@ -96,6 +103,19 @@ delay 60 s, max delay 3600 s) unless all three of --max-attempts,
 				}
 				opts = append(opts, queue.ExpiresIn(d))
 			}
+			if set("unique-for") && !set("unique-key") {
+				return usagef("--unique-for needs --unique-key; give the key the period keeps taken")
+			}
+			if set("unique-key") {
+				opts = append(opts, queue.UniqueKey(uniqueKey))
+			}
+			if set("unique-for") {
+				d, err := parseDuration("--unique-for", uniqueFor)
+				if err != nil {
+					return err
+				}
+				opts = append(opts, queue.UniqueFor(d))
+			}
 			if len(given) > 0 {
 				p, err := policyFromFlags(maxAttempts, baseDelay, maxDelay)
 				if err != nil {
@@ -106,6 +126,11 @@ delay 60 s, max delay 3600 s) unless all three of --max-attempts,
 			ctx := cmd.Context()
 			return a.withQueue(ctx, func(q *queue.Queue) error {
 				id, err := q.Enqueue(ctx, queue.RawArgs{Name: name, Payload: json.RawMessage(payload)}, opts...)
+				if errors.Is(err, queue.ErrDuplicate) {
+					fmt.Fprintln(a.out, id)
+					fmt.Fprintf(a.err, "duplicate of %d: job %d holds the unique key %q; nothing was enqueued\n", id, id, uniqueKey)
+					return nil
+				}
 				if errors.Is(err, queue.ErrInvalidJob) || errors.Is(err, queue.ErrPayloadRejected) || errors.Is(err, queue.ErrInvalidPolicy) {
 					return &usageError{err: err}
 				}
@@ -128,6 +153,8 @@ delay 60 s, max delay 3600 s) unless all three of --max-attempts,
 	f.IntVar(&maxAttempts, "max-attempts", 0, "attempts, the first included (with --base-delay and --max-delay)")
 	f.IntVar(&baseDelay, "base-delay", 0, "seconds to wait after the first failed attempt; doubles after each")
 	f.IntVar(&maxDelay, "max-delay", 0, "longest wait between attempts, in seconds")
+	f.StringVar(&uniqueKey, "unique-key", "", "enqueue only if no pending or running job has this key (1 to 255 characters)")
+	f.StringVar(&uniqueFor, "unique-for", "", "keep the key taken this long after the enqueue, finished or not (with --unique-key)")
 	cmd.MarkFlagRequired("name")
 	return cmd
 }

@@ -75,3 +75,10 @@ type Job struct {
 	FinishedAt  sql.NullTime
 	CreatedAt   time.Time
 }
+
+type JobsUnique struct {
+	JobID     uint64
+	UniqueKey string
+	LiveKey   sql.NullString
+	HeldUntil time.Time
+}

@@ -6,6 +6,7 @@ package mysqlgen
 
 import (
 	"context"
+	"database/sql"
 	"time"
 )
 
@@ -24,8 +25,14 @@ type Querier interface {
 	// the limits given (the same five times; index status_scheduled).
 	CountStatusesUpTo(ctx context.Context, arg CountStatusesUpToParams) (CountStatusesUpToRow, error)
 	DeleteCompletedJobs(ctx context.Context, arg DeleteCompletedJobsParams) (int64, error)
+	// DeleteJob removes a job just inserted whose key was taken.
+	DeleteJob(ctx context.Context, id uint64) error
 	// DeleteJobs deletes the jobs among the ids that are not in_progress.
 	DeleteJobs(ctx context.Context, ids []uint64) (int64, error)
+	DeleteKeys(ctx context.Context, ids []uint64) error
+	// DeleteOrphanKeys deletes up to ? key rows whose job is gone (MySQL takes
+	// no LIMIT in an IN subquery, but does in a derived table).
+	DeleteOrphanKeys(ctx context.Context, limit int32) (int64, error)
 	// EndAbandonedAttempts is EndAttempts for reclaimed attempts: only those
 	// whose lease is still passed (a heartbeat may have come in between).
 	EndAbandonedAttempts(ctx context.Context, arg EndAbandonedAttemptsParams) (int64, error)
@@ -42,8 +49,17 @@ type Querier interface {
 	// found one index probe each (a loose index scan), and the oldest due job
 	// and the latest failures are the first entries of an index range.
 	FirstType(ctx context.Context) ([]string, error)
+	FreeKey(ctx context.Context, jobID uint64) error
 	GetJob(ctx context.Context, id uint64) ([]Job, error)
+	HolderStatus(ctx context.Context, id uint64) ([]JobsStatus, error)
+	HolderStatusForUpdate(ctx context.Context, id uint64) ([]JobsStatus, error)
 	InsertJob(ctx context.Context, arg InsertJobParams) (int64, error)
+	// InsertKey takes a key for a job just inserted; 0 rows: another job
+	// holds it (the no-op update takes an exclusive lock on the holder's row,
+	// so concurrent inserters of one key queue up instead of deadlocking).
+	InsertKey(ctx context.Context, arg InsertKeyParams) (int64, error)
+	JobKeyForUpdate(ctx context.Context, jobID uint64) ([]JobKeyForUpdateRow, error)
+	KeyHolderForUpdate(ctx context.Context, liveKey sql.NullString) ([]KeyHolderForUpdateRow, error)
 	// ListJobs pages newest first on the primary key: the jobs with ids below
 	// before_id (the last id of the previous page, or the largest id for the
 	// first), so every page is one backward range scan, never an OFFSET.
@@ -82,6 +98,14 @@ type Querier interface {
 	// time only when the DSN has parseTime=true (else it is bytes).
 	// It names no table, and says so to the table rewriting.
 	ProbeTime(ctx context.Context, probe time.Time) (time.Time, error)
+	// Unique jobs (queue/unique.go): the side table jobs_unique holds one row
+	// per job enqueued with a key; the unique index on live_key lets one job
+	// hold a key at a time. The queue decides in Go whether a holder is still
+	// live (its job pending or in_progress, or UniqueFor's period running).
+	// A keyed enqueue inserts the job, then its key row, in one READ
+	// COMMITTED transaction; reads of the key rows lock them, so that they see
+	// the latest committed rows whatever the transaction's snapshot.
+	ProbeUnique(ctx context.Context) ([]JobsUnique, error)
 	// PruneFinished deletes one bounded batch (MySQL allows LIMIT on DELETE).
 	PruneFinished(ctx context.Context, arg PruneFinishedParams) (int64, error)
 	// PurgeJobs deletes every job, whatever its status (Queue.Purge).
@@ -90,6 +114,7 @@ type Querier interface {
 	// status_scheduled read backwards; a failed job's scheduled_at is when its
 	// last attempt was due).
 	RecentFailures(ctx context.Context, limit int32) ([]Job, error)
+	RetakeKey(ctx context.Context, jobID uint64) (int64, error)
 	// RetryJob assigns expires_at before status: MySQL applies assignments from
 	// left to right, so the CASE must still see the old status.
 	RetryJob(ctx context.Context, arg RetryJobParams) (int64, error)

@@ -294,6 +294,16 @@ func (q *Queries) DeleteCompletedJobs(ctx context.Context, arg DeleteCompletedJo
 	return result.RowsAffected()
 }
 
+const deleteJob = `-- name: DeleteJob :exec
+DELETE FROM jobs WHERE id = ?
+`
+
+// DeleteJob removes a job just inserted whose key was taken.
+func (q *Queries) DeleteJob(ctx context.Context, id uint64) error {
+	_, err := q.db.ExecContext(ctx, deleteJob, id)
+	return err
+}
+
 const deleteJobs = `-- name: DeleteJobs :execrows
 DELETE FROM jobs WHERE id IN (/*SLICE:ids*/?) AND status <> 'in_progress'
 `
@@ -311,6 +321,44 @@ func (q *Queries) DeleteJobs(ctx context.Context, ids []uint64) (int64, error) {
 		query = strings.Replace(query, "/*SLICE:ids*/?", "NULL", 1)
 	}
 	result, err := q.db.ExecContext(ctx, query, queryParams...)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected()
+}
+
+const deleteKeys = `-- name: DeleteKeys :exec
+DELETE FROM jobs_unique WHERE job_id IN (/*SLICE:ids*/?)
+`
+
+func (q *Queries) DeleteKeys(ctx context.Context, ids []uint64) error {
+	query := deleteKeys
+	var queryParams []interface{}
+	if len(ids) > 0 {
+		for _, v := range ids {
+			queryParams = append(queryParams, v)
+		}
+		query = strings.Replace(query, "/*SLICE:ids*/?", strings.Repeat(",?", len(ids))[1:], 1)
+	} else {
+		query = strings.Replace(query, "/*SLICE:ids*/?", "NULL", 1)
+	}
+	_, err := q.db.ExecContext(ctx, query, queryParams...)
+	return err
+}
+
+const deleteOrphanKeys = `-- name: DeleteOrphanKeys :execrows
+DELETE FROM jobs_unique
+WHERE job_id IN (
+    SELECT o.job_id FROM (
+        SELECT u.job_id FROM jobs_unique u
+        WHERE NOT EXISTS (SELECT 1 FROM jobs j WHERE j.id = u.job_id)
+        LIMIT ?) AS o)
+`
+
+// DeleteOrphanKeys deletes up to ? key rows whose job is gone (MySQL takes
+// no LIMIT in an IN subquery, but does in a derived table).
+func (q *Queries) DeleteOrphanKeys(ctx context.Context, limit int32) (int64, error) {
+	result, err := q.db.ExecContext(ctx, deleteOrphanKeys, limit)
 	if err != nil {
 		return 0, err
 	}
@@ -543,6 +591,15 @@ func (q *Queries) FirstType(ctx context.Context) ([]string, error) {
 	return items, nil
 }
 
+const freeKey = `-- name: FreeKey :exec
+UPDATE jobs_unique SET live_key = NULL WHERE job_id = ?
+`
+
+func (q *Queries) FreeKey(ctx context.Context, jobID uint64) error {
+	_, err := q.db.ExecContext(ctx, freeKey, jobID)
+	return err
+}
+
 const getJob = `-- name: GetJob :many
 SELECT id, name, type, payload, status, attempts, claim_token, lease_until, max_attempts, base_delay, max_delay, error, scheduled_at, expires_at, finished_at, created_at FROM jobs WHERE id = ?
 `
@@ -587,6 +644,60 @@ func (q *Queries) GetJob(ctx context.Context, id uint64) ([]Job, error) {
 	return items, nil
 }
 
+const holderStatus = `-- name: HolderStatus :many
+SELECT status FROM jobs WHERE id = ?
+`
+
+func (q *Queries) HolderStatus(ctx context.Context, id uint64) ([]JobsStatus, error) {
+	rows, err := q.db.QueryContext(ctx, holderStatus, id)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []JobsStatus
+	for rows.Next() {
+		var status JobsStatus
+		if err := rows.Scan(&status); err != nil {
+			return nil, err
+		}
+		items = append(items, status)
+	}
+	if err := rows.Close(); err != nil {
+		return nil, err
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const holderStatusForUpdate = `-- name: HolderStatusForUpdate :many
+SELECT status FROM jobs WHERE id = ? FOR UPDATE
+`
+
+func (q *Queries) HolderStatusForUpdate(ctx context.Context, id uint64) ([]JobsStatus, error) {
+	rows, err := q.db.QueryContext(ctx, holderStatusForUpdate, id)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []JobsStatus
+	for rows.Next() {
+		var status JobsStatus
+		if err := rows.Scan(&status); err != nil {
+			return nil, err
+		}
+		items = append(items, status)
+	}
+	if err := rows.Close(); err != nil {
+		return nil, err
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const insertJob = `-- name: InsertJob :execlastid
 INSERT INTO jobs (name, type, payload, status, attempts, max_attempts, base_delay,
                   max_delay, scheduled_at, expires_at, created_at)
@@ -621,6 +732,100 @@ func (q *Queries) InsertJob(ctx context.Context, arg InsertJobParams) (int64, er
 		return 0, err
 	}
 	return result.LastInsertId()
+}
+
+const insertKey = `-- name: InsertKey :execrows
+INSERT INTO jobs_unique (job_id, unique_key, live_key, held_until)
+VALUES (?, ?, ?, ?)
+ON DUPLICATE KEY UPDATE live_key = live_key
+`
+
+type InsertKeyParams struct {
+	JobID     uint64
+	UniqueKey string
+	LiveKey   sql.NullString
+	HeldUntil time.Time
+}
+
+// InsertKey takes a key for a job just inserted; 0 rows: another job
+// holds it (the no-op update takes an exclusive lock on the holder's row,
+// so concurrent inserters of one key queue up instead of deadlocking).
+func (q *Queries) InsertKey(ctx context.Context, arg InsertKeyParams) (int64, error) {
+	result, err := q.db.ExecContext(ctx, insertKey,
+		arg.JobID,
+		arg.UniqueKey,
+		arg.LiveKey,
+		arg.HeldUntil,
+	)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected()
+}
+
+const jobKeyForUpdate = `-- name: JobKeyForUpdate :many
+SELECT unique_key, live_key, held_until FROM jobs_unique WHERE job_id = ? FOR UPDATE
+`
+
+type JobKeyForUpdateRow struct {
+	UniqueKey string
+	LiveKey   sql.NullString
+	HeldUntil time.Time
+}
+
+func (q *Queries) JobKeyForUpdate(ctx context.Context, jobID uint64) ([]JobKeyForUpdateRow, error) {
+	rows, err := q.db.QueryContext(ctx, jobKeyForUpdate, jobID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []JobKeyForUpdateRow
+	for rows.Next() {
+		var i JobKeyForUpdateRow
+		if err := rows.Scan(&i.UniqueKey, &i.LiveKey, &i.HeldUntil); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Close(); err != nil {
+		return nil, err
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const keyHolderForUpdate = `-- name: KeyHolderForUpdate :many
+SELECT job_id, held_until FROM jobs_unique WHERE live_key = ? FOR UPDATE
+`
+
+type KeyHolderForUpdateRow struct {
+	JobID     uint64
+	HeldUntil time.Time
+}
+
+func (q *Queries) KeyHolderForUpdate(ctx context.Context, liveKey sql.NullString) ([]KeyHolderForUpdateRow, error) {
+	rows, err := q.db.QueryContext(ctx, keyHolderForUpdate, liveKey)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []KeyHolderForUpdateRow
+	for rows.Next() {
+		var i KeyHolderForUpdateRow
+		if err := rows.Scan(&i.JobID, &i.HeldUntil); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Close(); err != nil {
+		return nil, err
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }
 
 const listJobs = `-- name: ListJobs :many
@@ -1035,6 +1240,46 @@ func (q *Queries) ProbeTime(ctx context.Context, probe time.Time) (time.Time, er
 	return probe_time, err
 }
 
+const probeUnique = `-- name: ProbeUnique :many
+
+SELECT job_id, unique_key, live_key, held_until FROM jobs_unique LIMIT 0
+`
+
+// Unique jobs (queue/unique.go): the side table jobs_unique holds one row
+// per job enqueued with a key; the unique index on live_key lets one job
+// hold a key at a time. The queue decides in Go whether a holder is still
+// live (its job pending or in_progress, or UniqueFor's period running).
+// A keyed enqueue inserts the job, then its key row, in one READ
+// COMMITTED transaction; reads of the key rows lock them, so that they see
+// the latest committed rows whatever the transaction's snapshot.
+func (q *Queries) ProbeUnique(ctx context.Context) ([]JobsUnique, error) {
+	rows, err := q.db.QueryContext(ctx, probeUnique)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []JobsUnique
+	for rows.Next() {
+		var i JobsUnique
+		if err := rows.Scan(
+			&i.JobID,
+			&i.UniqueKey,
+			&i.LiveKey,
+			&i.HeldUntil,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Close(); err != nil {
+		return nil, err
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const pruneFinished = `-- name: PruneFinished :execrows
 DELETE FROM jobs
 WHERE status IN ('completed', 'failed', 'expired') AND finished_at < ?
@@ -1116,6 +1361,18 @@ func (q *Queries) RecentFailures(ctx context.Context, limit int32) ([]Job, error
 		return nil, err
 	}
 	return items, nil
+}
+
+const retakeKey = `-- name: RetakeKey :execrows
+UPDATE jobs_unique SET live_key = unique_key WHERE job_id = ? AND live_key IS NULL
+`
+
+func (q *Queries) RetakeKey(ctx context.Context, jobID uint64) (int64, error) {
+	result, err := q.db.ExecContext(ctx, retakeKey, jobID)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected()
 }
 
 const retryJob = `-- name: RetryJob :execrows

@@ -45,6 +45,11 @@ type Querier interface {
 	// DeleteJobs deletes the jobs among the ids that are not in_progress and
 	// returns the ids it deleted.
 	DeleteJobs(ctx context.Context, ids json.RawMessage) ([]int64, error)
+	// DeleteKeys deletes the key rows of jobs (Delete).
+	DeleteKeys(ctx context.Context, ids json.RawMessage) error
+	// DeleteOrphanKeys deletes up to @max_rows key rows whose job is gone
+	// (Prune, and jobs deleted on success): such a key is free already.
+	DeleteOrphanKeys(ctx context.Context, maxRows int32) (int64, error)
 	// EndAbandonedAttempts is EndAttempts for reclaimed attempts: only those
 	// whose lease is still passed (a heartbeat may have come in between).
 	EndAbandonedAttempts(ctx context.Context, arg EndAbandonedAttemptsParams) (int64, error)
@@ -71,7 +76,13 @@ type Querier interface {
 	// found one index probe each (a loose index scan), and the oldest due job
 	// and the latest failures are the first entries of an index range.
 	FirstType(ctx context.Context) ([]string, error)
+	// FreeKey lets a job's key go (its job is no longer live).
+	FreeKey(ctx context.Context, jobID int64) error
 	GetJob(ctx context.Context, id int64) ([]Job, error)
+	HolderStatus(ctx context.Context, id int64) ([]string, error)
+	// HolderStatusForShare is HolderStatus, the job's row locked against
+	// changes (Retry) until the transaction ends.
+	HolderStatusForShare(ctx context.Context, id int64) ([]string, error)
 	// Enqueues NOTIFY the channel named like the table (@channel: the name as
 	// the database stores it) with the job type as payload, so that idle
 	// workers LISTENing there (ListenJobs) wake at once. PostgreSQL delivers a
@@ -97,9 +108,21 @@ type Querier interface {
 	// one call share the caller's transaction, so their notifications arrive
 	// as one.
 	InsertJobsJSONNotify(ctx context.Context, arg InsertJobsJSONNotifyParams) (int64, error)
+	// InsertUniqueJob takes the key for a new job and inserts the job, in one
+	// statement: the key row gets the job's id from the table's sequence, and
+	// the job is inserted only if the key row was (no row returned: another
+	// job holds the key, and nothing was written). @table_name is the quoted
+	// table name, for pg_get_serial_sequence.
+	InsertUniqueJob(ctx context.Context, arg InsertUniqueJobParams) ([]int64, error)
+	// JobKeyForUpdate is the key row of a job, locked (Retry).
+	JobKeyForUpdate(ctx context.Context, jobID int64) ([]JobKeyForUpdateRow, error)
 	// JobStatuses reads the status of the jobs among the ids (to tell the ids
 	// that a control statement left alone: missing, finished or running).
 	JobStatuses(ctx context.Context, ids json.RawMessage) ([]JobStatusesRow, error)
+	// KeyHolder is the row that holds a key.
+	KeyHolder(ctx context.Context, uniqueKey sql.NullString) ([]KeyHolderRow, error)
+	// KeyHolderForUpdate is KeyHolder, locked until the transaction ends.
+	KeyHolderForUpdate(ctx context.Context, uniqueKey sql.NullString) ([]KeyHolderForUpdateRow, error)
 	// ListJobs pages newest first on the primary key: the jobs with ids below
 	// @before_id (the last id of the previous page, or the largest id for the
 	// first), so every page is one backward range scan, never an OFFSET.
@@ -125,6 +148,11 @@ type Querier interface {
 	// ProbeTable names every version 2 column, so that a missing table or an
 	// outdated one fails here.
 	ProbeTable(ctx context.Context) ([]Job, error)
+	// Unique jobs (queue/unique.go): the side table jobs_unique holds one row
+	// per job enqueued with a key; the unique index on live_key lets one job
+	// hold a key at a time. The queue decides in Go whether a holder is still
+	// live (its job pending or in_progress, or UniqueFor's period running).
+	ProbeUnique(ctx context.Context) ([]JobsUnique, error)
 	PruneFinished(ctx context.Context, arg PruneFinishedParams) (int64, error)
 	// PurgeJobs deletes every job, whatever its status (Queue.Purge).
 	PurgeJobs(ctx context.Context) (int64, error)
@@ -132,6 +160,8 @@ type Querier interface {
 	// status_scheduled read backwards; a failed job's scheduled_at is when its
 	// last attempt was due).
 	RecentFailures(ctx context.Context, maxRows int32) ([]Job, error)
+	// RetakeKey makes a job hold its key again (Retry).
+	RetakeKey(ctx context.Context, jobID int64) (int64, error)
 	RetryJob(ctx context.Context, arg RetryJobParams) (int64, error)
 	// SelectAbandoned reads at most @max_rows abandoned attempts (in_progress,
 	// lease passed; index lease_until).

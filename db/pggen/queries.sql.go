@@ -522,6 +522,35 @@ func (q *Queries) DeleteJobs(ctx context.Context, ids json.RawMessage) ([]int64,
 	return items, nil
 }
 
+const deleteKeys = `-- name: DeleteKeys :exec
+DELETE FROM jobs_unique
+WHERE job_id = ANY (ARRAY(SELECT jsonb_array_elements_text($1::jsonb)::bigint))
+`
+
+// DeleteKeys deletes the key rows of jobs (Delete).
+func (q *Queries) DeleteKeys(ctx context.Context, ids json.RawMessage) error {
+	_, err := q.db.ExecContext(ctx, deleteKeys, ids)
+	return err
+}
+
+const deleteOrphanKeys = `-- name: DeleteOrphanKeys :execrows
+DELETE FROM jobs_unique
+WHERE job_id IN (
+    SELECT u.job_id FROM jobs_unique u
+    WHERE NOT EXISTS (SELECT 1 FROM jobs j WHERE j.id = u.job_id)
+    LIMIT $1)
+`
+
+// DeleteOrphanKeys deletes up to @max_rows key rows whose job is gone
+// (Prune, and jobs deleted on success): such a key is free already.
+func (q *Queries) DeleteOrphanKeys(ctx context.Context, maxRows int32) (int64, error) {
+	result, err := q.db.ExecContext(ctx, deleteOrphanKeys, maxRows)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected()
+}
+
 const endAbandonedAttempts = `-- name: EndAbandonedAttempts :execrows
 UPDATE jobs
 SET status = $1, error = $2,
@@ -739,6 +768,16 @@ func (q *Queries) FirstType(ctx context.Context) ([]string, error) {
 	return items, nil
 }
 
+const freeKey = `-- name: FreeKey :exec
+UPDATE jobs_unique SET live_key = NULL WHERE job_id = $1
+`
+
+// FreeKey lets a job's key go (its job is no longer live).
+func (q *Queries) FreeKey(ctx context.Context, jobID int64) error {
+	_, err := q.db.ExecContext(ctx, freeKey, jobID)
+	return err
+}
+
 const getJob = `-- name: GetJob :many
 SELECT id, name, type, payload, status, attempts, claim_token, lease_until, max_attempts, base_delay, max_delay, error, scheduled_at, expires_at, finished_at, created_at FROM jobs WHERE id = $1
 `
@@ -773,6 +812,62 @@ func (q *Queries) GetJob(ctx context.Context, id int64) ([]Job, error) {
 			return nil, err
 		}
 		items = append(items, i)
+	}
+	if err := rows.Close(); err != nil {
+		return nil, err
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const holderStatus = `-- name: HolderStatus :many
+SELECT status FROM jobs WHERE id = $1
+`
+
+func (q *Queries) HolderStatus(ctx context.Context, id int64) ([]string, error) {
+	rows, err := q.db.QueryContext(ctx, holderStatus, id)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []string
+	for rows.Next() {
+		var status string
+		if err := rows.Scan(&status); err != nil {
+			return nil, err
+		}
+		items = append(items, status)
+	}
+	if err := rows.Close(); err != nil {
+		return nil, err
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const holderStatusForShare = `-- name: HolderStatusForShare :many
+SELECT status FROM jobs WHERE id = $1 FOR SHARE
+`
+
+// HolderStatusForShare is HolderStatus, the job's row locked against
+// changes (Retry) until the transaction ends.
+func (q *Queries) HolderStatusForShare(ctx context.Context, id int64) ([]string, error) {
+	rows, err := q.db.QueryContext(ctx, holderStatusForShare, id)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []string
+	for rows.Next() {
+		var status string
+		if err := rows.Scan(&status); err != nil {
+			return nil, err
+		}
+		items = append(items, status)
 	}
 	if err := rows.Close(); err != nil {
 		return nil, err
@@ -941,6 +1036,112 @@ func (q *Queries) InsertJobsJSONNotify(ctx context.Context, arg InsertJobsJSONNo
 	return result.RowsAffected()
 }
 
+const insertUniqueJob = `-- name: InsertUniqueJob :many
+WITH k AS (
+    INSERT INTO jobs_unique (job_id, unique_key, live_key, held_until)
+    VALUES (nextval(pg_get_serial_sequence($10::text, 'id')),
+            $11::text, $11::text, $12::timestamp)
+    ON CONFLICT (live_key) DO NOTHING
+    RETURNING job_id)
+INSERT INTO jobs (id, name, type, payload, status, attempts, max_attempts, base_delay,
+                  max_delay, scheduled_at, expires_at, created_at)
+SELECT k.job_id, $1::text, $2::text, $3::jsonb, 'pending', 0,
+       $4::int, $5::int, $6::int,
+       $7::timestamp, $8::timestamp, $9::timestamp
+FROM k
+RETURNING id
+`
+
+type InsertUniqueJobParams struct {
+	Name        string
+	Type        string
+	Payload     json.RawMessage
+	MaxAttempts int32
+	BaseDelay   int32
+	MaxDelay    int32
+	ScheduledAt time.Time
+	ExpiresAt   sql.NullTime
+	CreatedAt   time.Time
+	TableName   string
+	UniqueKey   string
+	HeldUntil   time.Time
+}
+
+// InsertUniqueJob takes the key for a new job and inserts the job, in one
+// statement: the key row gets the job's id from the table's sequence, and
+// the job is inserted only if the key row was (no row returned: another
+// job holds the key, and nothing was written). @table_name is the quoted
+// table name, for pg_get_serial_sequence.
+func (q *Queries) InsertUniqueJob(ctx context.Context, arg InsertUniqueJobParams) ([]int64, error) {
+	rows, err := q.db.QueryContext(ctx, insertUniqueJob,
+		arg.Name,
+		arg.Type,
+		arg.Payload,
+		arg.MaxAttempts,
+		arg.BaseDelay,
+		arg.MaxDelay,
+		arg.ScheduledAt,
+		arg.ExpiresAt,
+		arg.CreatedAt,
+		arg.TableName,
+		arg.UniqueKey,
+		arg.HeldUntil,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []int64
+	for rows.Next() {
+		var id int64
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		items = append(items, id)
+	}
+	if err := rows.Close(); err != nil {
+		return nil, err
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const jobKeyForUpdate = `-- name: JobKeyForUpdate :many
+SELECT unique_key, live_key, held_until FROM jobs_unique WHERE job_id = $1 FOR UPDATE
+`
+
+type JobKeyForUpdateRow struct {
+	UniqueKey string
+	LiveKey   sql.NullString
+	HeldUntil time.Time
+}
+
+// JobKeyForUpdate is the key row of a job, locked (Retry).
+func (q *Queries) JobKeyForUpdate(ctx context.Context, jobID int64) ([]JobKeyForUpdateRow, error) {
+	rows, err := q.db.QueryContext(ctx, jobKeyForUpdate, jobID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []JobKeyForUpdateRow
+	for rows.Next() {
+		var i JobKeyForUpdateRow
+		if err := rows.Scan(&i.UniqueKey, &i.LiveKey, &i.HeldUntil); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Close(); err != nil {
+		return nil, err
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const jobStatuses = `-- name: JobStatuses :many
 SELECT id, status FROM jobs
 WHERE id = ANY (ARRAY(SELECT jsonb_array_elements_text($1::jsonb)::bigint))
@@ -963,6 +1164,72 @@ func (q *Queries) JobStatuses(ctx context.Context, ids json.RawMessage) ([]JobSt
 	for rows.Next() {
 		var i JobStatusesRow
 		if err := rows.Scan(&i.ID, &i.Status); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Close(); err != nil {
+		return nil, err
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const keyHolder = `-- name: KeyHolder :many
+SELECT job_id, held_until FROM jobs_unique WHERE live_key = $1
+`
+
+type KeyHolderRow struct {
+	JobID     int64
+	HeldUntil time.Time
+}
+
+// KeyHolder is the row that holds a key.
+func (q *Queries) KeyHolder(ctx context.Context, uniqueKey sql.NullString) ([]KeyHolderRow, error) {
+	rows, err := q.db.QueryContext(ctx, keyHolder, uniqueKey)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []KeyHolderRow
+	for rows.Next() {
+		var i KeyHolderRow
+		if err := rows.Scan(&i.JobID, &i.HeldUntil); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Close(); err != nil {
+		return nil, err
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const keyHolderForUpdate = `-- name: KeyHolderForUpdate :many
+SELECT job_id, held_until FROM jobs_unique WHERE live_key = $1 FOR UPDATE
+`
+
+type KeyHolderForUpdateRow struct {
+	JobID     int64
+	HeldUntil time.Time
+}
+
+// KeyHolderForUpdate is KeyHolder, locked until the transaction ends.
+func (q *Queries) KeyHolderForUpdate(ctx context.Context, uniqueKey sql.NullString) ([]KeyHolderForUpdateRow, error) {
+	rows, err := q.db.QueryContext(ctx, keyHolderForUpdate, uniqueKey)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []KeyHolderForUpdateRow
+	for rows.Next() {
+		var i KeyHolderForUpdateRow
+		if err := rows.Scan(&i.JobID, &i.HeldUntil); err != nil {
 			return nil, err
 		}
 		items = append(items, i)
@@ -1257,6 +1524,43 @@ func (q *Queries) ProbeTable(ctx context.Context) ([]Job, error) {
 	return items, nil
 }
 
+const probeUnique = `-- name: ProbeUnique :many
+
+SELECT job_id, unique_key, live_key, held_until FROM jobs_unique LIMIT 0
+`
+
+// Unique jobs (queue/unique.go): the side table jobs_unique holds one row
+// per job enqueued with a key; the unique index on live_key lets one job
+// hold a key at a time. The queue decides in Go whether a holder is still
+// live (its job pending or in_progress, or UniqueFor's period running).
+func (q *Queries) ProbeUnique(ctx context.Context) ([]JobsUnique, error) {
+	rows, err := q.db.QueryContext(ctx, probeUnique)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []JobsUnique
+	for rows.Next() {
+		var i JobsUnique
+		if err := rows.Scan(
+			&i.JobID,
+			&i.UniqueKey,
+			&i.LiveKey,
+			&i.HeldUntil,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Close(); err != nil {
+		return nil, err
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const pruneFinished = `-- name: PruneFinished :execrows
 DELETE FROM jobs
 WHERE id IN (
@@ -1339,6 +1643,19 @@ func (q *Queries) RecentFailures(ctx context.Context, maxRows int32) ([]Job, err
 		return nil, err
 	}
 	return items, nil
+}
+
+const retakeKey = `-- name: RetakeKey :execrows
+UPDATE jobs_unique SET live_key = unique_key WHERE job_id = $1 AND live_key IS NULL
+`
+
+// RetakeKey makes a job hold its key again (Retry).
+func (q *Queries) RetakeKey(ctx context.Context, jobID int64) (int64, error) {
+	result, err := q.db.ExecContext(ctx, retakeKey, jobID)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected()
 }
 
 const retryJob = `-- name: RetryJob :execrows

@@ -27,3 +27,10 @@ type Job struct {
 	FinishedAt  sql.NullTime
 	CreatedAt   time.Time
 }
+
+type JobsUnique struct {
+	JobID     int64
+	UniqueKey string
+	LiveKey   sql.NullString
+	HeldUntil time.Time
+}

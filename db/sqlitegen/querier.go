@@ -38,9 +38,13 @@ type Querier interface {
 	// @max_rows (index status_scheduled).
 	CountStatusesUpTo(ctx context.Context, maxRows int64) (CountStatusesUpToRow, error)
 	DeleteCompletedJobs(ctx context.Context, arg DeleteCompletedJobsParams) ([]int64, error)
+	// DeleteJob removes a job just inserted whose key was taken.
+	DeleteJob(ctx context.Context, id int64) error
 	// DeleteJobs deletes the jobs among the ids that are not in_progress and
 	// returns the ids it deleted.
 	DeleteJobs(ctx context.Context, ids interface{}) ([]int64, error)
+	DeleteKeys(ctx context.Context, ids interface{}) error
+	DeleteOrphanKeys(ctx context.Context, maxRows int64) (int64, error)
 	// EndAbandonedAttempts is EndAttempts for reclaimed attempts: only those
 	// whose lease is still passed (a heartbeat may have come in between).
 	EndAbandonedAttempts(ctx context.Context, arg EndAbandonedAttemptsParams) (int64, error)
@@ -60,15 +64,22 @@ type Querier interface {
 	// found one index probe each (a loose index scan), and the oldest due job
 	// and the latest failures are the first entries of an index range.
 	FirstType(ctx context.Context) ([]string, error)
+	FreeKey(ctx context.Context, jobID int64) error
 	GetJob(ctx context.Context, id int64) ([]Job, error)
+	HolderStatus(ctx context.Context, id int64) ([]string, error)
 	InsertJob(ctx context.Context, arg InsertJobParams) (int64, error)
 	// InsertJobsJSON inserts every job of a JSON array of objects in one
 	// statement (one parameter, so no placeholder limit). Times in the JSON are
 	// already in the fixed-width UTC form.
 	InsertJobsJSON(ctx context.Context, arg InsertJobsJSONParams) (int64, error)
+	// InsertKey takes a key for a job just inserted; 0 rows: another job
+	// holds it.
+	InsertKey(ctx context.Context, arg InsertKeyParams) (int64, error)
+	JobKey(ctx context.Context, jobID int64) ([]JobKeyRow, error)
 	// JobStatuses reads the status of the jobs among the ids (to tell the ids
 	// that a control statement left alone: missing, finished or running).
 	JobStatuses(ctx context.Context, ids interface{}) ([]JobStatusesRow, error)
+	KeyHolder(ctx context.Context, uniqueKey sql.NullString) ([]KeyHolderRow, error)
 	// ListJobs pages newest first on the primary key: the jobs with ids below
 	// @before_id (the last id of the previous page, or the largest id for the
 	// first), so every page is one backward range scan, never an OFFSET.
@@ -86,6 +97,12 @@ type Querier interface {
 	// ProbeTable names every version 2 column, so that a missing table or an
 	// outdated one fails here.
 	ProbeTable(ctx context.Context) ([]Job, error)
+	// Unique jobs (queue/unique.go): the side table jobs_unique holds one row
+	// per job enqueued with a key; the unique index on live_key lets one job
+	// hold a key at a time. The queue decides in Go whether a holder is still
+	// live (its job pending or in_progress, or UniqueFor's period running).
+	// A keyed enqueue inserts the job, then its key row, in one transaction.
+	ProbeUnique(ctx context.Context) ([]JobsUnique, error)
 	PruneFinished(ctx context.Context, arg PruneFinishedParams) (int64, error)
 	// PurgeJobs deletes every job, whatever its status (Queue.Purge).
 	PurgeJobs(ctx context.Context) (int64, error)
@@ -93,6 +110,7 @@ type Querier interface {
 	// status_scheduled read backwards; a failed job's scheduled_at is when its
 	// last attempt was due).
 	RecentFailures(ctx context.Context, maxRows int64) ([]Job, error)
+	RetakeKey(ctx context.Context, jobID int64) (int64, error)
 	RetryJob(ctx context.Context, arg RetryJobParams) (int64, error)
 	// SelectAbandoned reads at most @max_rows abandoned attempts (in_progress,
 	// lease passed; index lease_until).

@@ -477,6 +477,16 @@ func (q *Queries) DeleteCompletedJobs(ctx context.Context, arg DeleteCompletedJo
 	return items, nil
 }
 
+const deleteJob = `-- name: DeleteJob :exec
+DELETE FROM jobs WHERE id = ?1
+`
+
+// DeleteJob removes a job just inserted whose key was taken.
+func (q *Queries) DeleteJob(ctx context.Context, id int64) error {
+	_, err := q.db.ExecContext(ctx, deleteJob, id)
+	return err
+}
+
 const deleteJobs = `-- name: DeleteJobs :many
 DELETE FROM jobs
 WHERE id IN (SELECT i.value FROM json_each(?1) AS i)
@@ -507,6 +517,31 @@ func (q *Queries) DeleteJobs(ctx context.Context, ids interface{}) ([]int64, err
 		return nil, err
 	}
 	return items, nil
+}
+
+const deleteKeys = `-- name: DeleteKeys :exec
+DELETE FROM jobs_unique WHERE job_id IN (SELECT i.value FROM json_each(?1) AS i)
+`
+
+func (q *Queries) DeleteKeys(ctx context.Context, ids interface{}) error {
+	_, err := q.db.ExecContext(ctx, deleteKeys, ids)
+	return err
+}
+
+const deleteOrphanKeys = `-- name: DeleteOrphanKeys :execrows
+DELETE FROM jobs_unique
+WHERE job_id IN (
+    SELECT u.job_id FROM jobs_unique u
+    WHERE NOT EXISTS (SELECT 1 FROM jobs j WHERE j.id = u.job_id)
+    LIMIT ?1)
+`
+
+func (q *Queries) DeleteOrphanKeys(ctx context.Context, maxRows int64) (int64, error) {
+	result, err := q.db.ExecContext(ctx, deleteOrphanKeys, maxRows)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected()
 }
 
 const endAbandonedAttempts = `-- name: EndAbandonedAttempts :execrows
@@ -720,6 +755,15 @@ func (q *Queries) FirstType(ctx context.Context) ([]string, error) {
 	return items, nil
 }
 
+const freeKey = `-- name: FreeKey :exec
+UPDATE jobs_unique SET live_key = NULL WHERE job_id = ?1
+`
+
+func (q *Queries) FreeKey(ctx context.Context, jobID int64) error {
+	_, err := q.db.ExecContext(ctx, freeKey, jobID)
+	return err
+}
+
 const getJob = `-- name: GetJob :many
 SELECT id, name, type, payload, status, attempts, claim_token, lease_until, max_attempts, base_delay, max_delay, error, scheduled_at, expires_at, finished_at, created_at FROM jobs WHERE id = ?1
 `
@@ -754,6 +798,33 @@ func (q *Queries) GetJob(ctx context.Context, id int64) ([]Job, error) {
 			return nil, err
 		}
 		items = append(items, i)
+	}
+	if err := rows.Close(); err != nil {
+		return nil, err
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const holderStatus = `-- name: HolderStatus :many
+SELECT status FROM jobs WHERE id = ?1
+`
+
+func (q *Queries) HolderStatus(ctx context.Context, id int64) ([]string, error) {
+	rows, err := q.db.QueryContext(ctx, holderStatus, id)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []string
+	for rows.Next() {
+		var status string
+		if err := rows.Scan(&status); err != nil {
+			return nil, err
+		}
+		items = append(items, status)
 	}
 	if err := rows.Close(); err != nil {
 		return nil, err
@@ -829,6 +900,61 @@ func (q *Queries) InsertJobsJSON(ctx context.Context, arg InsertJobsJSONParams) 
 	return result.RowsAffected()
 }
 
+const insertKey = `-- name: InsertKey :execrows
+INSERT INTO jobs_unique (job_id, unique_key, live_key, held_until)
+VALUES (?1, ?2, ?2, ?3)
+ON CONFLICT (live_key) DO NOTHING
+`
+
+type InsertKeyParams struct {
+	JobID     int64
+	UniqueKey string
+	HeldUntil time.Time
+}
+
+// InsertKey takes a key for a job just inserted; 0 rows: another job
+// holds it.
+func (q *Queries) InsertKey(ctx context.Context, arg InsertKeyParams) (int64, error) {
+	result, err := q.db.ExecContext(ctx, insertKey, arg.JobID, arg.UniqueKey, arg.HeldUntil)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected()
+}
+
+const jobKey = `-- name: JobKey :many
+SELECT unique_key, live_key, held_until FROM jobs_unique WHERE job_id = ?1
+`
+
+type JobKeyRow struct {
+	UniqueKey string
+	LiveKey   sql.NullString
+	HeldUntil time.Time
+}
+
+func (q *Queries) JobKey(ctx context.Context, jobID int64) ([]JobKeyRow, error) {
+	rows, err := q.db.QueryContext(ctx, jobKey, jobID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []JobKeyRow
+	for rows.Next() {
+		var i JobKeyRow
+		if err := rows.Scan(&i.UniqueKey, &i.LiveKey, &i.HeldUntil); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Close(); err != nil {
+		return nil, err
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const jobStatuses = `-- name: JobStatuses :many
 SELECT id, status FROM jobs
 WHERE id IN (SELECT i.value FROM json_each(?1) AS i)
@@ -851,6 +977,38 @@ func (q *Queries) JobStatuses(ctx context.Context, ids interface{}) ([]JobStatus
 	for rows.Next() {
 		var i JobStatusesRow
 		if err := rows.Scan(&i.ID, &i.Status); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Close(); err != nil {
+		return nil, err
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const keyHolder = `-- name: KeyHolder :many
+SELECT job_id, held_until FROM jobs_unique WHERE live_key = ?1
+`
+
+type KeyHolderRow struct {
+	JobID     int64
+	HeldUntil time.Time
+}
+
+func (q *Queries) KeyHolder(ctx context.Context, uniqueKey sql.NullString) ([]KeyHolderRow, error) {
+	rows, err := q.db.QueryContext(ctx, keyHolder, uniqueKey)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []KeyHolderRow
+	for rows.Next() {
+		var i KeyHolderRow
+		if err := rows.Scan(&i.JobID, &i.HeldUntil); err != nil {
 			return nil, err
 		}
 		items = append(items, i)
@@ -1115,6 +1273,44 @@ func (q *Queries) ProbeTable(ctx context.Context) ([]Job, error) {
 	return items, nil
 }
 
+const probeUnique = `-- name: ProbeUnique :many
+
+SELECT job_id, unique_key, live_key, held_until FROM jobs_unique LIMIT 0
+`
+
+// Unique jobs (queue/unique.go): the side table jobs_unique holds one row
+// per job enqueued with a key; the unique index on live_key lets one job
+// hold a key at a time. The queue decides in Go whether a holder is still
+// live (its job pending or in_progress, or UniqueFor's period running).
+// A keyed enqueue inserts the job, then its key row, in one transaction.
+func (q *Queries) ProbeUnique(ctx context.Context) ([]JobsUnique, error) {
+	rows, err := q.db.QueryContext(ctx, probeUnique)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []JobsUnique
+	for rows.Next() {
+		var i JobsUnique
+		if err := rows.Scan(
+			&i.JobID,
+			&i.UniqueKey,
+			&i.LiveKey,
+			&i.HeldUntil,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Close(); err != nil {
+		return nil, err
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const pruneFinished = `-- name: PruneFinished :execrows
 DELETE FROM jobs
 WHERE id IN (
@@ -1197,6 +1393,18 @@ func (q *Queries) RecentFailures(ctx context.Context, maxRows int64) ([]Job, err
 		return nil, err
 	}
 	return items, nil
+}
+
+const retakeKey = `-- name: RetakeKey :execrows
+UPDATE jobs_unique SET live_key = unique_key WHERE job_id = ?1 AND live_key IS NULL
+`
+
+func (q *Queries) RetakeKey(ctx context.Context, jobID int64) (int64, error) {
+	result, err := q.db.ExecContext(ctx, retakeKey, jobID)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected()
 }
 
 const retryJob = `-- name: RetryJob :execrows

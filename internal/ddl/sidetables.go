@@ -17,7 +17,50 @@ type SideTable struct {
 // SideTables are the side tables every jobs table has, in creation order.
 // Append new ones at the end (see the package doc).
 func SideTables() []SideTable {
-	return []SideTable{}
+	return []SideTable{uniqueTable}
+}
+
+// uniqueTable is <table>_unique, the unique keys of jobs (queue.UniqueKey,
+// SPEC section 8): one row per job enqueued with a key, job_id its job.
+// live_key is the key while the row holds it and NULL once another job
+// took the key over; its unique index is the constraint that lets one job
+// hold a key at a time. unique_key keeps the key for Retry. held_until is
+// when UniqueFor's period ends (the enqueue time without one).
+var uniqueTable = SideTable{
+	Suffix: "unique",
+	Create: func(side engine.Table) []string {
+		live := QuoteIdent(side.Kind, IndexName(side, "live_key"))
+		switch side.Kind {
+		case engine.Postgres:
+			return []string{
+				`CREATE TABLE IF NOT EXISTS ` + side.Quoted() + ` (
+    job_id     BIGINT       PRIMARY KEY,
+    unique_key VARCHAR(255) NOT NULL,
+    live_key   VARCHAR(255) NULL,
+    held_until TIMESTAMP    NOT NULL
+)`,
+				`CREATE UNIQUE INDEX IF NOT EXISTS ` + live + ` ON ` + side.Quoted() + ` (live_key)`,
+			}
+		case engine.MySQL:
+			return []string{"CREATE TABLE IF NOT EXISTS " + side.Quoted() + ` (
+    job_id     BIGINT UNSIGNED NOT NULL PRIMARY KEY,
+    unique_key VARCHAR(255)    NOT NULL,
+    live_key   VARCHAR(255)    NULL,
+    held_until DATETIME        NOT NULL,
+    UNIQUE INDEX ` + live + ` (live_key)
+) ` + MySQLTableOptions}
+		default:
+			return []string{
+				`CREATE TABLE IF NOT EXISTS ` + side.Quoted() + ` (
+    job_id     INTEGER      PRIMARY KEY,
+    unique_key VARCHAR(255) NOT NULL,
+    live_key   VARCHAR(255),
+    held_until DATETIME     NOT NULL
+)`,
+				`CREATE UNIQUE INDEX IF NOT EXISTS ` + live + ` ON ` + side.Quoted() + ` (live_key)`,
+			}
+		}
+	},
 }
 
 // Side is the side table with suffix of the jobs table t, on t's engine.

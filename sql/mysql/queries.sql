@@ -268,3 +268,57 @@ WHERE id IN (sqlc.slice(ids)) AND status IN ('pending', 'in_progress');
 -- name: DeleteJobs :execrows
 -- DeleteJobs deletes the jobs among the ids that are not in_progress.
 DELETE FROM jobs WHERE id IN (sqlc.slice(ids)) AND status <> 'in_progress';
+
+-- Unique jobs (queue/unique.go): the side table jobs_unique holds one row
+-- per job enqueued with a key; the unique index on live_key lets one job
+-- hold a key at a time. The queue decides in Go whether a holder is still
+-- live (its job pending or in_progress, or UniqueFor's period running).
+-- A keyed enqueue inserts the job, then its key row, in one READ
+-- COMMITTED transaction; reads of the key rows lock them, so that they see
+-- the latest committed rows whatever the transaction's snapshot.
+
+-- name: ProbeUnique :many
+SELECT job_id, unique_key, live_key, held_until FROM jobs_unique LIMIT 0;
+
+-- name: InsertKey :execrows
+-- InsertKey takes a key for a job just inserted; 0 rows: another job
+-- holds it (the no-op update takes an exclusive lock on the holder's row,
+-- so concurrent inserters of one key queue up instead of deadlocking).
+INSERT INTO jobs_unique (job_id, unique_key, live_key, held_until)
+VALUES (?, ?, ?, ?)
+ON DUPLICATE KEY UPDATE live_key = live_key;
+
+-- name: DeleteJob :exec
+-- DeleteJob removes a job just inserted whose key was taken.
+DELETE FROM jobs WHERE id = ?;
+
+-- name: KeyHolderForUpdate :many
+SELECT job_id, held_until FROM jobs_unique WHERE live_key = ? FOR UPDATE;
+
+-- name: HolderStatus :many
+SELECT status FROM jobs WHERE id = ?;
+
+-- name: HolderStatusForUpdate :many
+SELECT status FROM jobs WHERE id = ? FOR UPDATE;
+
+-- name: FreeKey :exec
+UPDATE jobs_unique SET live_key = NULL WHERE job_id = ?;
+
+-- name: JobKeyForUpdate :many
+SELECT unique_key, live_key, held_until FROM jobs_unique WHERE job_id = ? FOR UPDATE;
+
+-- name: RetakeKey :execrows
+UPDATE jobs_unique SET live_key = unique_key WHERE job_id = ? AND live_key IS NULL;
+
+-- name: DeleteKeys :exec
+DELETE FROM jobs_unique WHERE job_id IN (sqlc.slice(ids));
+
+-- name: DeleteOrphanKeys :execrows
+-- DeleteOrphanKeys deletes up to ? key rows whose job is gone (MySQL takes
+-- no LIMIT in an IN subquery, but does in a derived table).
+DELETE FROM jobs_unique
+WHERE job_id IN (
+    SELECT o.job_id FROM (
+        SELECT u.job_id FROM jobs_unique u
+        WHERE NOT EXISTS (SELECT 1 FROM jobs j WHERE j.id = u.job_id)
+        LIMIT ?) AS o);

@@ -23,3 +23,13 @@ CREATE TABLE jobs (
     INDEX idx_status_expires (status, expires_at),
     INDEX idx_lease_until (lease_until)
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin;
+
+-- The side table of unique keys, <table>_unique (internal/ddl builds it for
+-- the table chosen at run time): one row per job enqueued with a key.
+CREATE TABLE jobs_unique (
+    job_id     BIGINT UNSIGNED NOT NULL PRIMARY KEY,
+    unique_key VARCHAR(255)    NOT NULL,
+    live_key   VARCHAR(255)    NULL,
+    held_until DATETIME        NOT NULL,
+    UNIQUE INDEX idx_live_key (live_key)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin;

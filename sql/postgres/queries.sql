@@ -350,3 +350,73 @@ RETURNING id;
 -- that a control statement left alone: missing, finished or running).
 SELECT id, status FROM jobs
 WHERE id = ANY (ARRAY(SELECT jsonb_array_elements_text(sqlc.arg(ids)::jsonb)::bigint));
+
+-- Unique jobs (queue/unique.go): the side table jobs_unique holds one row
+-- per job enqueued with a key; the unique index on live_key lets one job
+-- hold a key at a time. The queue decides in Go whether a holder is still
+-- live (its job pending or in_progress, or UniqueFor's period running).
+
+-- name: ProbeUnique :many
+SELECT job_id, unique_key, live_key, held_until FROM jobs_unique LIMIT 0;
+
+-- name: InsertUniqueJob :many
+-- InsertUniqueJob takes the key for a new job and inserts the job, in one
+-- statement: the key row gets the job's id from the table's sequence, and
+-- the job is inserted only if the key row was (no row returned: another
+-- job holds the key, and nothing was written). @table_name is the quoted
+-- table name, for pg_get_serial_sequence.
+WITH k AS (
+    INSERT INTO jobs_unique (job_id, unique_key, live_key, held_until)
+    VALUES (nextval(pg_get_serial_sequence(sqlc.arg(table_name)::text, 'id')),
+            sqlc.arg(unique_key)::text, sqlc.arg(unique_key)::text, sqlc.arg(held_until)::timestamp)
+    ON CONFLICT (live_key) DO NOTHING
+    RETURNING job_id)
+INSERT INTO jobs (id, name, type, payload, status, attempts, max_attempts, base_delay,
+                  max_delay, scheduled_at, expires_at, created_at)
+SELECT k.job_id, sqlc.arg(name)::text, sqlc.arg(type)::text, sqlc.arg(payload)::jsonb, 'pending', 0,
+       sqlc.arg(max_attempts)::int, sqlc.arg(base_delay)::int, sqlc.arg(max_delay)::int,
+       sqlc.arg(scheduled_at)::timestamp, sqlc.narg(expires_at)::timestamp, sqlc.arg(created_at)::timestamp
+FROM k
+RETURNING id;
+
+-- name: KeyHolder :many
+-- KeyHolder is the row that holds a key.
+SELECT job_id, held_until FROM jobs_unique WHERE live_key = @unique_key;
+
+-- name: KeyHolderForUpdate :many
+-- KeyHolderForUpdate is KeyHolder, locked until the transaction ends.
+SELECT job_id, held_until FROM jobs_unique WHERE live_key = @unique_key FOR UPDATE;
+
+-- name: HolderStatus :many
+SELECT status FROM jobs WHERE id = @id;
+
+-- name: HolderStatusForShare :many
+-- HolderStatusForShare is HolderStatus, the job's row locked against
+-- changes (Retry) until the transaction ends.
+SELECT status FROM jobs WHERE id = @id FOR SHARE;
+
+-- name: FreeKey :exec
+-- FreeKey lets a job's key go (its job is no longer live).
+UPDATE jobs_unique SET live_key = NULL WHERE job_id = @job_id;
+
+-- name: JobKeyForUpdate :many
+-- JobKeyForUpdate is the key row of a job, locked (Retry).
+SELECT unique_key, live_key, held_until FROM jobs_unique WHERE job_id = @job_id FOR UPDATE;
+
+-- name: RetakeKey :execrows
+-- RetakeKey makes a job hold its key again (Retry).
+UPDATE jobs_unique SET live_key = unique_key WHERE job_id = @job_id AND live_key IS NULL;
+
+-- name: DeleteKeys :exec
+-- DeleteKeys deletes the key rows of jobs (Delete).
+DELETE FROM jobs_unique
+WHERE job_id = ANY (ARRAY(SELECT jsonb_array_elements_text(sqlc.arg(ids)::jsonb)::bigint));
+
+-- name: DeleteOrphanKeys :execrows
+-- DeleteOrphanKeys deletes up to @max_rows key rows whose job is gone
+-- (Prune, and jobs deleted on success): such a key is free already.
+DELETE FROM jobs_unique
+WHERE job_id IN (
+    SELECT u.job_id FROM jobs_unique u
+    WHERE NOT EXISTS (SELECT 1 FROM jobs j WHERE j.id = u.job_id)
+    LIMIT @max_rows);

@@ -286,3 +286,48 @@ RETURNING id;
 -- that a control statement left alone: missing, finished or running).
 SELECT id, status FROM jobs
 WHERE id IN (SELECT i.value FROM json_each(sqlc.arg(ids)) AS i);
+
+-- Unique jobs (queue/unique.go): the side table jobs_unique holds one row
+-- per job enqueued with a key; the unique index on live_key lets one job
+-- hold a key at a time. The queue decides in Go whether a holder is still
+-- live (its job pending or in_progress, or UniqueFor's period running).
+-- A keyed enqueue inserts the job, then its key row, in one transaction.
+
+-- name: ProbeUnique :many
+SELECT job_id, unique_key, live_key, held_until FROM jobs_unique LIMIT 0;
+
+-- name: InsertKey :execrows
+-- InsertKey takes a key for a job just inserted; 0 rows: another job
+-- holds it.
+INSERT INTO jobs_unique (job_id, unique_key, live_key, held_until)
+VALUES (@job_id, @unique_key, @unique_key, @held_until)
+ON CONFLICT (live_key) DO NOTHING;
+
+-- name: DeleteJob :exec
+-- DeleteJob removes a job just inserted whose key was taken.
+DELETE FROM jobs WHERE id = @id;
+
+-- name: KeyHolder :many
+SELECT job_id, held_until FROM jobs_unique WHERE live_key = @unique_key;
+
+-- name: HolderStatus :many
+SELECT status FROM jobs WHERE id = @id;
+
+-- name: FreeKey :exec
+UPDATE jobs_unique SET live_key = NULL WHERE job_id = @job_id;
+
+-- name: JobKey :many
+SELECT unique_key, live_key, held_until FROM jobs_unique WHERE job_id = @job_id;
+
+-- name: RetakeKey :execrows
+UPDATE jobs_unique SET live_key = unique_key WHERE job_id = @job_id AND live_key IS NULL;
+
+-- name: DeleteKeys :exec
+DELETE FROM jobs_unique WHERE job_id IN (SELECT i.value FROM json_each(sqlc.arg(ids)) AS i);
+
+-- name: DeleteOrphanKeys :execrows
+DELETE FROM jobs_unique
+WHERE job_id IN (
+    SELECT u.job_id FROM jobs_unique u
+    WHERE NOT EXISTS (SELECT 1 FROM jobs j WHERE j.id = u.job_id)
+    LIMIT @max_rows);

@@ -25,3 +25,14 @@ CREATE INDEX idx_jobs_status_scheduled ON jobs (status, scheduled_at, id);
 CREATE INDEX idx_jobs_type_status_scheduled ON jobs (type, status, scheduled_at, id);
 CREATE INDEX idx_jobs_status_expires ON jobs (status, expires_at);
 CREATE INDEX idx_jobs_lease_until ON jobs (lease_until);
+
+-- The side table of unique keys, <table>_unique (internal/ddl builds it for
+-- the table chosen at run time): one row per job enqueued with a key.
+CREATE TABLE jobs_unique (
+    job_id     INTEGER      PRIMARY KEY,
+    unique_key VARCHAR(255) NOT NULL,
+    live_key   VARCHAR(255),
+    held_until DATETIME     NOT NULL
+);
+
+CREATE UNIQUE INDEX idx_jobs_unique_live_key ON jobs_unique (live_key);

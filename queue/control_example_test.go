@@ -1,0 +1,144 @@
+package queue_test
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"log"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/jobqueue/jobqueue/migrations"
+	"github.com/jobqueue/jobqueue/queue"
+)
+
+// exampleQueue opens a queue on a new SQLite database in a temp dir; the
+// returned func removes it.
+func exampleQueue(ctx context.Context) (*queue.Queue, func()) {
+	dir, err := os.MkdirTemp("", "jobqueue-example-")
+	if err != nil {
+		log.Fatal(err)
+	}
+	db, err := sql.Open("sqlite", "file:"+filepath.Join(dir, "app.db")+
+		"?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)&_txlock=immediate")
+	if err != nil {
+		log.Fatal(err)
+	}
+	if err := migrations.Install(ctx, db, "jobs"); err != nil {
+		log.Fatal(err)
+	}
+	q, err := queue.New(db, queue.WithTable("jobs"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	return q, func() { q.Close(); db.Close(); os.RemoveAll(dir) }
+}
+
+// ExampleQueue_Cancel stops a job and runs it again with Retry; a finished
+// job cannot be cancelled, and a missing one is told apart.
+func ExampleQueue_Cancel() {
+	ctx := context.Background()
+	q, done := exampleQueue(ctx)
+	defer done()
+
+	id, err := q.Enqueue(ctx, SendEmail{To: "ada@example.com"})
+	if err != nil {
+		log.Fatal(err)
+	}
+	if err := q.Cancel(ctx, id); err != nil {
+		log.Fatal(err)
+	}
+	job, err := q.Get(ctx, id)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(job.Status, job.Error)
+
+	// Cancelling it again: it has finished (failed) already.
+	err = q.Cancel(ctx, id)
+	fmt.Println(errors.Is(err, queue.ErrJobFinished))
+
+	// Retry runs a cancelled job again.
+	ok, err := q.Retry(ctx, id)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("retried:", ok)
+
+	// The bulk form gives a result per id.
+	res, err := q.CancelMany(ctx, []int64{id, 999})
+	if err != nil {
+		log.Fatal(err)
+	}
+	for _, r := range res {
+		fmt.Println(r.ID, r.Err == nil, errors.Is(r.Err, queue.ErrJobNotFound))
+	}
+	// Output:
+	// failed cancelled
+	// true
+	// retried: true
+	// 1 true false
+	// 999 false true
+}
+
+// ExampleQueue_Delete removes jobs that are not running.
+func ExampleQueue_Delete() {
+	ctx := context.Background()
+	q, done := exampleQueue(ctx)
+	defer done()
+
+	id, err := q.Enqueue(ctx, SendEmail{To: "ada@example.com"})
+	if err != nil {
+		log.Fatal(err)
+	}
+	if err := q.Delete(ctx, id); err != nil {
+		log.Fatal(err)
+	}
+	_, err = q.Get(ctx, id)
+	fmt.Println(errors.Is(err, queue.ErrJobNotFound))
+	// Output:
+	// true
+}
+
+// ExampleUniqueKey enqueues a job once per key: while it is pending or
+// running, another enqueue with the key writes nothing and returns the
+// existing job's id with an error wrapping ErrDuplicate.
+func ExampleUniqueKey() {
+	ctx := context.Background()
+	q, done := exampleQueue(ctx)
+	defer done()
+
+	report := SendEmail{To: "boss@example.com", Subject: "daily report"}
+	first, err := q.Enqueue(ctx, report, queue.UniqueKey("report:2030-01-02"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	again, err := q.Enqueue(ctx, report, queue.UniqueKey("report:2030-01-02"))
+	var dup *queue.DuplicateError
+	if errors.As(err, &dup) {
+		fmt.Println("duplicate of the first:", again == first, dup.ID == first)
+	}
+
+	// UniqueFor keeps the key taken for a period after the enqueue, even
+	// once the job has finished.
+	if _, err := q.Enqueue(ctx, report, queue.UniqueKey("hourly"), queue.UniqueFor(time.Hour)); err != nil {
+		log.Fatal(err)
+	}
+
+	// EnqueueMany takes a key per job with WithOptions; duplicates are
+	// skipped and not counted.
+	n, err := q.EnqueueMany(ctx, []queue.JobArgs{
+		queue.WithOptions(report, queue.UniqueKey("report:2030-01-02")), // held: skipped
+		queue.WithOptions(report, queue.UniqueKey("report:2030-01-03")),
+		SendEmail{To: "ada@example.com"}, // no key
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("written:", n)
+	// Output:
+	// duplicate of the first: true true
+	// written: 2
+}

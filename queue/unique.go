@@ -1,0 +1,383 @@
+package queue
+
+// Unique jobs (SPEC section 8). A job enqueued with UniqueKey gets a row in
+// the side table <table>_unique (created by migrations.Install): its job id,
+// its key, and live_key, which is the key while the job holds it. A unique
+// index on live_key is the constraint: one row at a time holds a key, on
+// every engine, whatever the number of concurrent enqueuers; no read
+// before the write decides it.
+//
+// A row keeps holding its key after its job finished, until an enqueue of
+// the same key finds it no longer live (the rule is liveKey below) and
+// lets it go (live_key NULL) to take the key itself. So finishing a job
+// costs nothing more, and the jobs table and its statements are untouched:
+// jobs without a key never read or write the side table.
+//
+// A keyed enqueue:
+//   - tries to insert the job holding the key (PostgreSQL: one statement,
+//     the key row first, with the job's id from the table's sequence;
+//     MySQL and SQLite: in a transaction, the job then the key row, the
+//     job deleted again when the key row conflicts);
+//   - on a conflict reads the holder: live → a duplicate, nothing written;
+//     not live → in a transaction it locks the holder's key row and job
+//     row, checks again, lets the key go and tries the insert again.
+//
+// Retry locks the job's key row first and, when another job took the key
+// meanwhile, refuses while that job is live; enqueues lock the same rows in
+// the same order, so a retried job and a new one never hold one key.
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+	"sync/atomic"
+	"time"
+	"unicode/utf8"
+
+	"github.com/go-sql-driver/mysql"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/jobqueue/jobqueue/internal/engine"
+)
+
+// maxUniqueKeyLen is the longest unique key, in characters (the side
+// table's VARCHAR(255)).
+const maxUniqueKeyLen = 255
+
+// UniqueKey makes the job unique by key: while a job enqueued with the same
+// key is pending or in_progress (or within its UniqueFor period), the
+// enqueue writes nothing and returns that job's id with an error wrapping
+// ErrDuplicate (a *DuplicateError). Once that job has finished, the key is
+// free again. The key is one per table, whatever the job's kind or type
+// (put them in the key to scope it); 1 to 255 characters of valid UTF-8.
+// It needs the side table <table>_unique, which migrations.Install creates.
+func UniqueKey(key string) EnqueueOption {
+	return func(o *enqueueOpts) { o.uniqueKey = &key }
+}
+
+// UniqueFor keeps the key of UniqueKey taken for d after the job was
+// enqueued, whether the job has finished or not (while its row exists: a
+// job deleted, pruned or deleted on success frees its key). d must not be
+// negative; 0 is no period.
+func UniqueFor(d time.Duration) EnqueueOption {
+	return func(o *enqueueOpts) { o.uniqueFor = &d }
+}
+
+// ErrDuplicate is wrapped by the error of an enqueue whose unique key
+// another live job holds (nothing was written; the returned id is that
+// job's), and of a Retry refused because another live job took the
+// retried job's key.
+var ErrDuplicate = errors.New("jobqueue: duplicate unique key")
+
+// ErrSideTableMissing is wrapped by the error of a call that needs a side
+// table the table was installed without (it predates the feature): run
+// migrations.Install (or `jobqueue install`), which adds it. Nothing was
+// written.
+var ErrSideTableMissing = errors.New("jobqueue: side table missing")
+
+// DuplicateError is the error of an enqueue whose unique key is held by
+// the live job ID; errors.Is(err, ErrDuplicate) holds for it.
+type DuplicateError struct {
+	Key string
+	ID  int64
+}
+
+// Error says which job holds the key.
+func (e *DuplicateError) Error() string {
+	return fmt.Sprintf("jobqueue: duplicate unique key %q: job %d holds it (pending, running, or within its UniqueFor period); nothing was enqueued", e.Key, e.ID)
+}
+
+// Is makes errors.Is(err, ErrDuplicate) true.
+func (e *DuplicateError) Is(target error) bool { return target == ErrDuplicate }
+
+// uniqueKey is a job's key as validated at enqueue.
+type uniqueKey struct {
+	key       string
+	heldUntil time.Time // the end of UniqueFor's period (now without one)
+}
+
+// keyRow is a row of the side table: the job holding (or, for jobKey,
+// owning) a key.
+type keyRow struct {
+	jobID     int64
+	key       string
+	live      bool // live_key is set (jobKey only)
+	heldUntil time.Time
+}
+
+// resolveUnique checks the unique options and returns the key, or nil
+// when none was given.
+func resolveUnique(o *enqueueOpts, now time.Time) (*uniqueKey, error) {
+	if o.uniqueKey == nil {
+		if o.uniqueFor != nil {
+			return nil, fmt.Errorf("%w: UniqueFor is given without UniqueKey; give the key too", ErrInvalidJob)
+		}
+		return nil, nil
+	}
+	key := *o.uniqueKey
+	switch n := utf8.RuneCountInString(key); {
+	case key == "":
+		return nil, fmt.Errorf("%w: the unique key is empty; give 1 to %d characters", ErrInvalidJob, maxUniqueKeyLen)
+	case !utf8.ValidString(key):
+		return nil, fmt.Errorf("%w: the unique key %q is not valid UTF-8", ErrInvalidJob, key)
+	case n > maxUniqueKeyLen:
+		return nil, fmt.Errorf("%w: the unique key %.20q… has %d characters; at most %d are allowed", ErrInvalidJob, key, n, maxUniqueKeyLen)
+	}
+	k := &uniqueKey{key: key, heldUntil: now}
+	if o.uniqueFor != nil {
+		if *o.uniqueFor < 0 {
+			return nil, fmt.Errorf("%w: the UniqueFor period %v is negative", ErrInvalidJob, *o.uniqueFor)
+		}
+		k.heldUntil = now.Add(*o.uniqueFor)
+		if err := checkYear("end of the UniqueFor period", k.heldUntil); err != nil {
+			return nil, err
+		}
+	}
+	return k, nil
+}
+
+// liveKey is the rule of a key's life: the key row of a job holds its key
+// while the job exists and is pending or in_progress, or UniqueFor's
+// period has not ended. status is "" when the job is gone.
+func liveKey(status Status, heldUntil, now time.Time) bool {
+	switch status {
+	case "":
+		return false
+	case StatusPending, StatusInProgress:
+		return true
+	}
+	return heldUntil.After(now)
+}
+
+// uniqueState tells whether the table's side table of unique keys is known
+// to exist (checked lazily, and again while it is missing, since Install
+// may add it while the queue runs).
+type uniqueState struct{ ok atomic.Bool }
+
+// needUnique returns nil when the side table exists, else an error
+// wrapping ErrSideTableMissing that says to run Install.
+func (q *Queue) needUnique(ctx context.Context) error {
+	if q.unique.ok.Load() {
+		return nil
+	}
+	err := q.st.probeUnique(ctx)
+	if err == nil {
+		q.unique.ok.Store(true)
+		return nil
+	}
+	if isMissingTable(err) {
+		name := q.table.Name
+		return fmt.Errorf("%w: table %q has no side table %s_unique for unique keys (it was installed before them); run migrations.Install(ctx, db, %q) or `jobqueue install --table %s`, which adds it and changes nothing else", ErrSideTableMissing, name, name, name, name)
+	}
+	return fmt.Errorf("jobqueue: checking the side table %s_unique: %w", q.table.Name, err)
+}
+
+// hasUnique reports whether the side table exists (false on any error: the
+// callers only tidy it).
+func (q *Queue) hasUnique(ctx context.Context) bool { return q.needUnique(ctx) == nil }
+
+// isMissingTable reports the engine's "no such table" error.
+func isMissingTable(err error) bool {
+	var pe *pgconn.PgError
+	var me *mysql.MySQLError
+	switch {
+	case errors.As(err, &pe):
+		return pe.Code == "42P01"
+	case errors.As(err, &me):
+		return me.Number == 1146
+	}
+	return err != nil && strings.Contains(err.Error(), "no such table")
+}
+
+// maxKeyTries bounds the rounds of one keyed enqueue: each round that does
+// not end it saw the key change hands concurrently.
+const maxKeyTries = 8
+
+// enqueueKeyed writes job j holding key k, in the caller's transaction tx
+// or its own, and returns its id, or the id of the live job holding the
+// key with a *DuplicateError.
+func (q *Queue) enqueueKeyed(ctx context.Context, tx *sql.Tx, j *newJob, k *uniqueKey, now time.Time) (int64, error) {
+	if err := q.needUnique(ctx); err != nil {
+		return 0, err
+	}
+	if tx != nil {
+		return q.takeKey(ctx, q.run.onCallers(tx), j, k, now)
+	}
+	if q.kind == engine.Postgres {
+		// One statement, committed on its own, for a free key.
+		id, ok, err := q.st.insertUnique(ctx, q.run.on(nil), j, *k, now)
+		if err != nil || ok {
+			return id, err
+		}
+	}
+	var id int64
+	err := q.inOwnTx(ctx, func(d dbtx) error {
+		var err error
+		id, err = q.takeKey(ctx, d, j, k, now)
+		return err
+	})
+	return id, err
+}
+
+// takeKey inserts j holding k on d, or finds the live job holding k: when
+// the holder is not live any more it locks the holder's rows, checks again
+// and lets the key go, then tries again.
+func (q *Queue) takeKey(ctx context.Context, d dbtx, j *newJob, k *uniqueKey, now time.Time) (int64, error) {
+	for range maxKeyTries {
+		id, ok, err := q.st.insertUnique(ctx, d, j, *k, now)
+		if err != nil || ok {
+			return id, err
+		}
+		holder, live, err := q.keyHolder(ctx, d, k.key, now, false)
+		if err != nil {
+			return 0, err
+		}
+		if holder == 0 {
+			continue // the holder went away meanwhile
+		}
+		if live {
+			return holder, &DuplicateError{Key: k.key, ID: holder}
+		}
+		if holder, live, err = q.keyHolder(ctx, d, k.key, now, true); err != nil {
+			return 0, err
+		}
+		if live {
+			return holder, &DuplicateError{Key: k.key, ID: holder}
+		}
+		if holder != 0 {
+			if err := q.st.freeKey(ctx, d, holder); err != nil {
+				return 0, err
+			}
+		}
+	}
+	return 0, fmt.Errorf("jobqueue: the unique key %q changed hands %d times during the enqueue; try again", k.key, maxKeyTries)
+}
+
+// keyHolder returns the job holding key (0: none) and whether it is live;
+// lock locks the holder's key row and job row until d's transaction ends.
+func (q *Queue) keyHolder(ctx context.Context, d dbtx, key string, now time.Time, lock bool) (int64, bool, error) {
+	h, found, err := q.st.keyHolder(ctx, d, key, lock)
+	if err != nil || !found {
+		return 0, false, err
+	}
+	st, err := q.st.holderStatus(ctx, d, h.jobID, lock)
+	if err != nil {
+		return 0, false, err
+	}
+	return h.jobID, liveKey(st, h.heldUntil, now), nil
+}
+
+// retryKeyed is Retry on a table with unique keys, in one transaction: a
+// job that owns a key takes it again, unless another live job holds it.
+func (q *Queue) retryKeyed(ctx context.Context, id int64, now time.Time) (bool, error) {
+	var ok bool
+	err := q.inOwnTx(ctx, func(d dbtx) error {
+		k, found, err := q.st.jobKey(ctx, d, id)
+		if err != nil {
+			return err
+		}
+		if found && !k.live {
+			holder, live, err := q.keyHolder(ctx, d, k.key, now, true)
+			if err != nil {
+				return err
+			}
+			if live && holder != id {
+				return fmt.Errorf("%w: job %d's unique key %q is held by job %d now; retrying it would make two live jobs with the key (retry it once job %d has finished)", ErrDuplicate, id, k.key, holder, holder)
+			}
+			if holder != 0 && holder != id {
+				if err := q.st.freeKey(ctx, d, holder); err != nil {
+					return err
+				}
+			}
+		}
+		if ok, err = q.st.retryIn(ctx, d, id, now); err != nil {
+			return err
+		}
+		if !ok {
+			return errRollback // not failed or expired: nothing to do
+		}
+		if found && !k.live {
+			return q.st.retakeKey(ctx, d, id)
+		}
+		return nil
+	})
+	if errors.Is(err, errRollback) {
+		return false, nil
+	}
+	return ok, err
+}
+
+// errRollback makes inOwnTx roll back without an error.
+var errRollback = errors.New("rollback")
+
+// inOwnTx runs fn in a transaction of the queue's own (READ COMMITTED on
+// MySQL) and commits when it returns nil. A deadlock (MySQL) or a busy
+// database (SQLite) runs it again, a few times.
+func (q *Queue) inOwnTx(ctx context.Context, fn func(d dbtx) error) error {
+	var err error
+	for try := 1; ; try++ {
+		err = q.tryTx(ctx, fn)
+		if err == nil || try == 5 || !retryableTx(err) || ctx.Err() != nil {
+			return err
+		}
+		time.Sleep(time.Duration(try) * 5 * time.Millisecond)
+	}
+}
+
+func (q *Queue) tryTx(ctx context.Context, fn func(d dbtx) error) error {
+	var opts *sql.TxOptions
+	if q.kind == engine.MySQL {
+		opts = &sql.TxOptions{Isolation: sql.LevelReadCommitted}
+	}
+	tx, err := q.db.BeginTx(ctx, opts)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	if err := fn(q.run.on(tx)); err != nil {
+		return err
+	}
+	return tx.Commit()
+}
+
+// retryableTx reports a transaction that failed only because of others:
+// a MySQL deadlock, or SQLite busy.
+func retryableTx(err error) bool {
+	var me *mysql.MySQLError
+	if errors.As(err, &me) {
+		return me.Number == 1213
+	}
+	return isSQLiteBusy(err)
+}
+
+// tidyKeys deletes the key rows of deleted jobs (their keys are free
+// already: a key whose job is gone is not live); a failure is logged.
+func (q *Queue) tidyKeys(ctx context.Context, ids []int64) {
+	if len(ids) == 0 || !q.hasUnique(ctx) {
+		return
+	}
+	for start := 0; start < len(ids); start += controlBatch {
+		if err := q.st.deleteKeys(ctx, ids[start:min(len(ids), start+controlBatch)]); err != nil {
+			q.logger.Warn("deleting the unique keys of deleted jobs failed; Prune deletes them later", "err", err)
+			return
+		}
+	}
+}
+
+// pruneKeys deletes the key rows whose jobs are gone (pruned, deleted on
+// success), in batches, and returns how many.
+func (q *Queue) pruneKeys(ctx context.Context) (int64, error) {
+	if !q.hasUnique(ctx) {
+		return 0, nil
+	}
+	var total int64
+	for {
+		n, err := q.st.deleteOrphanKeys(ctx, pruneBatch)
+		total += n
+		if err != nil || n < pruneBatch {
+			return total, err
+		}
+	}
+}
