@@ -46,7 +46,7 @@ func TestMigratedTableWorksWithQueue(t *testing.T) {
 		// or a day away).
 		migrated := map[int64]v2Job{}
 		wantStats := map[queue.Status]int64{}
-		for _, s := range queue.Statuses {
+		for _, s := range queue.Statuses() {
 			wantStats[s] = 0
 		}
 		for _, j := range jobs {

@@ -14,6 +14,8 @@ import (
 // name column and picks the handler); the codec turns the value into the
 // payload.
 type JobArgs interface {
+	// Kind names the job: at most 255 characters, never empty. Jobs of one
+	// Go type should return one constant kind.
 	Kind() string
 }
 
@@ -22,7 +24,9 @@ type JobArgs interface {
 // other languages). The payload is stored as given, bypassing the codec; it
 // must be valid JSON, and empty means {}.
 type RawArgs struct {
-	Name    string
+	// Name is the job's kind.
+	Name string
+	// Payload is the job's JSON payload, stored as it is ({} when empty).
 	Payload json.RawMessage
 }
 
@@ -31,7 +35,10 @@ func (r RawArgs) Kind() string { return r.Name }
 
 // Codec turns job args into the payload and back. The default is JSON.
 type Codec interface {
+	// Marshal encodes job args into the payload, which must be JSON (the
+	// table's payload column holds JSON on every engine).
 	Marshal(v any) ([]byte, error)
+	// Unmarshal decodes a payload into the args of a typed handler.
 	Unmarshal(data []byte, v any) error
 }
 
@@ -56,40 +63,85 @@ const (
 	StatusExpired    Status = "expired"
 )
 
-// Statuses lists every status, in the order of a job's life.
-var Statuses = []Status{StatusPending, StatusInProgress, StatusCompleted, StatusFailed, StatusExpired}
+// Statuses returns every status, in the order of a job's life (a new
+// slice each time).
+func Statuses() []Status {
+	return []Status{StatusPending, StatusInProgress, StatusCompleted, StatusFailed, StatusExpired}
+}
 
 // RetryPolicy says how often a job is attempted and how long it waits
-// between attempts: min(BaseDelay × 2^(attempts−1), MaxDelay).
-type RetryPolicy = policy.RetryPolicy
-
-// DefaultRetryPolicy is used when neither the queue nor the job sets one:
-// 3 attempts, base delay 1 minute, max delay 1 hour.
-var DefaultRetryPolicy = policy.Default
-
-// JobRow is one row of the jobs table. Times are UTC.
-type JobRow struct {
-	ID          int64
-	Name        string // the kind
-	Type        string // the queue it belongs to
-	Payload     json.RawMessage
-	Status      Status
-	Attempts    int // attempts started, the current one included
-	ClaimToken  string
-	LeaseUntil  *time.Time
+// between attempts: after attempt n fails, it waits
+// min(BaseDelay × 2^(n−1), MaxDelay). The table stores the delays in whole
+// seconds; a policy with a zero or negative field, delays that are not
+// whole seconds, or numbers beyond the table's INT columns is refused with
+// ErrInvalidPolicy.
+type RetryPolicy struct {
+	// MaxAttempts is the number of attempts, the first one included.
 	MaxAttempts int
-	BaseDelay   time.Duration
-	MaxDelay    time.Duration
-	Error       string
+	// BaseDelay is the wait after the first failed attempt; each later
+	// failure doubles it.
+	BaseDelay time.Duration
+	// MaxDelay caps the wait between attempts.
+	MaxDelay time.Duration
+}
+
+// Validate reports a policy the table cannot store, as an error wrapping
+// ErrInvalidPolicy that says which field and why.
+func (p RetryPolicy) Validate() error { return p.internal().Validate() }
+
+// internal is p as the internal/policy package (shared with migrations)
+// takes it.
+func (p RetryPolicy) internal() policy.RetryPolicy { return policy.RetryPolicy(p) }
+
+// DefaultRetryPolicy returns the policy of jobs when neither the queue
+// (WithRetryPolicy) nor the job (Policy) sets one: 3 attempts, base delay 1
+// minute, max delay 1 hour.
+func DefaultRetryPolicy() RetryPolicy { return RetryPolicy(policy.Default) }
+
+// JobRow is one row of the jobs table (SPEC section 2), as List, Get and
+// handlers see it. Times are UTC; a nil time is NULL in the table.
+type JobRow struct {
+	// ID is the job's id, given by the table when it was enqueued.
+	ID int64
+	// Name is the job's kind (JobArgs.Kind).
+	Name string
+	// Type is the queue the job belongs to ("default" unless given).
+	Type string
+	// Payload is the job's args as the codec encoded them (JSON).
+	Payload json.RawMessage
+	// Status is where the job is in its life.
+	Status Status
+	// Attempts counts the attempts started, the current one included.
+	Attempts int
+	// ClaimToken names the current attempt while the job is in_progress
+	// ("" when none runs); the attempt's writes are fenced by it.
+	ClaimToken string
+	// LeaseUntil is when the current attempt's lease ends, unless its
+	// worker renews it; after that the attempt counts as abandoned.
+	LeaseUntil *time.Time
+	// MaxAttempts, BaseDelay and MaxDelay are the job's retry policy.
+	MaxAttempts int
+	// BaseDelay is the wait after the first failed attempt (whole seconds).
+	BaseDelay time.Duration
+	// MaxDelay caps the wait between attempts (whole seconds).
+	MaxDelay time.Duration
+	// Error is the text of the last failed attempt's error ("" if none).
+	Error string
+	// ScheduledAt is the earliest time the job may run next.
 	ScheduledAt time.Time
-	ExpiresAt   *time.Time
-	FinishedAt  *time.Time
-	CreatedAt   time.Time
+	// ExpiresAt is the job's deadline: a job that has not completed by
+	// then expires.
+	ExpiresAt *time.Time
+	// FinishedAt is when the job completed, failed or expired.
+	FinishedAt *time.Time
+	// CreatedAt is when the job was enqueued.
+	CreatedAt time.Time
 }
 
 // Job is a claimed job with its decoded, typed args, as a handler sees it.
 type Job[T JobArgs] struct {
 	*JobRow
+	// Args are the job's args, decoded from JobRow.Payload by the codec.
 	Args T
 }
 
@@ -191,8 +243,10 @@ const (
 // Event is what a listener hears. Job is the row as the event left it where
 // known (for EventReclaimed, the number of jobs is in Count and Job is nil).
 type Event struct {
+	// Kind says what happened.
 	Kind EventKind
-	Job  *JobRow
+	// Job is the job as the event left it (nil for EventReclaimed).
+	Job *JobRow
 	// Err is the attempt's error, for EventFailed.
 	Err error
 	// Permanent is true for EventFailed when the job will not be retried

@@ -12,14 +12,14 @@ import (
 	"unicode/utf8"
 )
 
-// AttemptRef names one attempt: the job and the token of the attempt.
-type AttemptRef struct {
+// attemptRef names one attempt: the job and the token of the attempt.
+type attemptRef struct {
 	ID    int64
 	Token string
 }
 
-// Ref is the attempt of a claimed job.
-func (j *JobRow) Ref() AttemptRef { return AttemptRef{ID: j.ID, Token: j.ClaimToken} }
+// ref is the attempt of a claimed job.
+func (j *JobRow) ref() attemptRef { return attemptRef{ID: j.ID, Token: j.ClaimToken} }
 
 // attemptToken is the claim token of the attempt of job id started by the
 // claim batch whose random token is batch: "<batch>-<id>", fresh and unique
@@ -36,13 +36,13 @@ func attemptToken(batch string, id int64) string {
 // Batched statements match "id in the ids and token in the tokens"; with
 // well-formed refs and no id twice in a statement (chunkRefs) that is the
 // same as matching each (id, token) pair.
-func (r AttemptRef) wellFormed() bool {
+func (r attemptRef) wellFormed() bool {
 	i := strings.LastIndexByte(r.Token, '-')
 	return i > 0 && r.Token == attemptToken(r.Token[:i], r.ID)
 }
 
 // splitRefs separates refs that can hold a job from those that cannot.
-func splitRefs(refs []AttemptRef) (ok, bad []AttemptRef) {
+func splitRefs(refs []attemptRef) (ok, bad []attemptRef) {
 	for _, r := range refs {
 		if r.wellFormed() {
 			ok = append(ok, r)
@@ -105,7 +105,7 @@ func (q *Queue) claim(ctx context.Context, types []string, max int, lease time.D
 
 // heartbeat extends the leases of running attempts to now + lease; it
 // returns the refs that no longer hold their job (lease lost).
-func (q *Queue) heartbeat(ctx context.Context, refs []AttemptRef, lease time.Duration) (lost []AttemptRef, err error) {
+func (q *Queue) heartbeat(ctx context.Context, refs []attemptRef, lease time.Duration) (lost []attemptRef, err error) {
 	if lease <= 0 {
 		return nil, fmt.Errorf("jobqueue: heartbeat: the lease must be positive, not %v", lease)
 	}
@@ -131,7 +131,7 @@ func (q *Queue) heartbeat(ctx context.Context, refs []AttemptRef, lease time.Dur
 // complete finishes attempts as completed (or deletes the rows when the queue
 // deletes on success), fenced by token; it returns the refs that no longer
 // held their job (stale; nothing changed for them).
-func (q *Queue) complete(ctx context.Context, refs []AttemptRef) (stale []AttemptRef, err error) {
+func (q *Queue) complete(ctx context.Context, refs []attemptRef) (stale []attemptRef, err error) {
 	now := q.now()
 	refs, stale = splitRefs(refs)
 	for _, chunk := range chunkRefs(refs) {
@@ -158,7 +158,7 @@ func (q *Queue) complete(ctx context.Context, refs []AttemptRef) (stale []Attemp
 // still hold, then writes each group of equal ends in one statement fenced
 // by token, like complete; it returns the refs that no longer held their
 // job (nothing changed for them).
-func (q *Queue) release(ctx context.Context, refs []AttemptRef) (stale []AttemptRef, err error) {
+func (q *Queue) release(ctx context.Context, refs []attemptRef) (stale []attemptRef, err error) {
 	now := q.now()
 	refs, stale = splitRefs(refs)
 	released := 0
@@ -199,7 +199,7 @@ func (q *Queue) release(ctx context.Context, refs []AttemptRef) (stale []Attempt
 // wrapping ErrLeaseLost when the attempt was stale (nothing changed).
 func (q *Queue) fail(ctx context.Context, job *JobRow, handlerErr error) (Status, time.Time, error) {
 	e := decideOutcome(job, handlerFailed(handlerErr), q.now())
-	ok, err := q.st.fail(ctx, job.Ref(), e)
+	ok, err := q.st.fail(ctx, job.ref(), e)
 	if err != nil {
 		return "", time.Time{}, fmt.Errorf("jobqueue: recording the failure of job %d: %w", job.ID, err)
 	}

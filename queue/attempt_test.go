@@ -159,8 +159,8 @@ func TestFencingRefusesStaleAttempts(t *testing.T) {
 		before := getJob(t, q, cur.ID)
 		clock.add(time.Second)
 
-		lost, err := q.heartbeat(ctx, []AttemptRef{old.Ref(), cur.Ref()}, time.Hour)
-		if err != nil || len(lost) != 1 || lost[0] != old.Ref() {
+		lost, err := q.heartbeat(ctx, []attemptRef{old.ref(), cur.ref()}, time.Hour)
+		if err != nil || len(lost) != 1 || lost[0] != old.ref() {
 			t.Fatalf("heartbeat: lost %v, %v; want the old attempt", lost, err)
 		}
 		// Only the current attempt's lease moved.
@@ -169,8 +169,8 @@ func TestFencingRefusesStaleAttempts(t *testing.T) {
 		}
 		before = getJob(t, q, cur.ID)
 
-		stale, err := q.complete(ctx, []AttemptRef{old.Ref()})
-		if err != nil || len(stale) != 1 || stale[0] != old.Ref() {
+		stale, err := q.complete(ctx, []attemptRef{old.ref()})
+		if err != nil || len(stale) != 1 || stale[0] != old.ref() {
 			t.Fatalf("complete(old): stale %v, %v", stale, err)
 		}
 		if _, _, err := q.fail(ctx, old, errors.New("late")); !errors.Is(err, ErrLeaseLost) {
@@ -180,12 +180,12 @@ func TestFencingRefusesStaleAttempts(t *testing.T) {
 			t.Fatalf("stale attempts changed the job:\n%+v\n%+v", before, after)
 		}
 		// Unknown ids and tokens are stale too.
-		stale, err = q.complete(ctx, []AttemptRef{{ID: cur.ID + 100, Token: cur.ClaimToken}, {ID: cur.ID, Token: ""}})
+		stale, err = q.complete(ctx, []attemptRef{{ID: cur.ID + 100, Token: cur.ClaimToken}, {ID: cur.ID, Token: ""}})
 		if err != nil || len(stale) != 2 {
 			t.Fatalf("complete(unknown): stale %v, %v", stale, err)
 		}
 		// The current attempt still completes.
-		stale, err = q.complete(ctx, []AttemptRef{cur.Ref()})
+		stale, err = q.complete(ctx, []attemptRef{cur.ref()})
 		if err != nil || len(stale) != 0 {
 			t.Fatalf("complete(current): stale %v, %v", stale, err)
 		}
@@ -194,7 +194,7 @@ func TestFencingRefusesStaleAttempts(t *testing.T) {
 			t.Fatalf("completed job %+v", done)
 		}
 		// Completing twice is stale, and so is failing after completing.
-		if stale, _ := q.complete(ctx, []AttemptRef{cur.Ref()}); len(stale) != 1 {
+		if stale, _ := q.complete(ctx, []attemptRef{cur.ref()}); len(stale) != 1 {
 			t.Fatal("a second completion was not stale")
 		}
 		if _, _, err := q.fail(ctx, cur, errors.New("x")); !errors.Is(err, ErrLeaseLost) {
@@ -223,9 +223,9 @@ func TestHeartbeatAndCompleteInBatches(t *testing.T) {
 			}
 			jobs = append(jobs, got...)
 		}
-		refs := make([]AttemptRef, len(jobs))
+		refs := make([]attemptRef, len(jobs))
 		for i, j := range jobs {
-			refs[i] = j.Ref()
+			refs[i] = j.ref()
 		}
 		// A heartbeat at the claim's own second changes no lease (MySQL
 		// counts changed rows): nothing is lost all the same.
@@ -257,7 +257,7 @@ func TestDeleteOnSuccess(t *testing.T) {
 		mustEnqueue(t, q, testArgs{N: 1})
 		mustEnqueue(t, q, testArgs{N: 2})
 		jobs := mustClaim(t, q, nil, 2, time.Minute)
-		stale, err := q.complete(ctx, []AttemptRef{jobs[0].Ref(), {ID: jobs[1].ID, Token: "stale"}})
+		stale, err := q.complete(ctx, []attemptRef{jobs[0].ref(), {ID: jobs[1].ID, Token: "stale"}})
 		if err != nil || len(stale) != 1 || stale[0].ID != jobs[1].ID {
 			t.Fatalf("complete: stale %v, %v", stale, err)
 		}
@@ -491,11 +491,11 @@ func TestSQLiteBusyIsRetriedThenReturned(t *testing.T) {
 }
 
 func TestChunkRefsKeepsIDsApart(t *testing.T) {
-	var refs []AttemptRef
+	var refs []attemptRef
 	for i := 0; i < 2500; i++ {
-		refs = append(refs, AttemptRef{ID: int64(i), Token: fmt.Sprint("a-", i)})
+		refs = append(refs, attemptRef{ID: int64(i), Token: fmt.Sprint("a-", i)})
 	}
-	refs = append(refs, AttemptRef{ID: 7, Token: "b-7"}, AttemptRef{ID: 7, Token: "c-7"})
+	refs = append(refs, attemptRef{ID: 7, Token: "b-7"}, attemptRef{ID: 7, Token: "c-7"})
 	chunks := chunkRefs(refs)
 	total := 0
 	for _, c := range chunks {
@@ -528,13 +528,13 @@ func TestRelease(t *testing.T) {
 		other := mustEnqueue(t, q, testArgs{N: 4})
 		jobs := mustClaim(t, q, nil, 4, time.Hour)
 		clock.add(time.Second)
-		var refs []AttemptRef
+		var refs []attemptRef
 		for _, j := range jobs {
 			if j.ID != other {
-				refs = append(refs, j.Ref())
+				refs = append(refs, j.ref())
 			}
 		}
-		bogus := AttemptRef{ID: other, Token: "x-" + fmt.Sprint(other)}
+		bogus := attemptRef{ID: other, Token: "x-" + fmt.Sprint(other)}
 		stale, err := q.release(ctx, append(refs, bogus))
 		if err != nil || len(stale) != 1 || stale[0] != bogus {
 			t.Fatalf("release: stale %v, %v", stale, err)
@@ -606,9 +606,9 @@ func BenchmarkClaimBatch(b *testing.B) {
 						continue
 					}
 					t1 := time.Now()
-					refs := make([]AttemptRef, len(rows))
+					refs := make([]attemptRef, len(rows))
 					for i, r := range rows {
-						refs[i] = r.Ref()
+						refs[i] = r.ref()
 					}
 					if stale, err := q.complete(ctx, refs); err != nil || len(stale) > 0 {
 						b.Fatal(err, len(stale))
@@ -637,8 +637,8 @@ func TestReleaseWithMalformedRefsWakesWorkers(t *testing.T) {
 		id := mustEnqueue(t, q, testArgs{N: 1})
 		job := mustClaim(t, q, nil, 1, time.Hour)[0]
 		woken := q.wake.wait()
-		malformed := AttemptRef{ID: id, Token: "not-a-token"}
-		stale, err := q.release(ctx, []AttemptRef{malformed, job.Ref()})
+		malformed := attemptRef{ID: id, Token: "not-a-token"}
+		stale, err := q.release(ctx, []attemptRef{malformed, job.ref()})
 		if err != nil || len(stale) != 1 || stale[0] != malformed {
 			t.Fatalf("release: stale %v, %v; want only the malformed ref", stale, err)
 		}
@@ -752,19 +752,19 @@ func TestClaimTokenFormat(t *testing.T) {
 					if j.ClaimToken != want || getJob(t, q, j.ID).ClaimToken != want {
 						t.Fatalf("job %d: claim returned token %q, row holds %q; want %q", j.ID, j.ClaimToken, getJob(t, q, j.ID).ClaimToken, want)
 					}
-					if !j.Ref().wellFormed() {
+					if !j.ref().wellFormed() {
 						t.Fatalf("token %q of job %d is not well formed", j.ClaimToken, j.ID)
 					}
 				}
 			})
 		}
 	})
-	for _, r := range []AttemptRef{{ID: 12, Token: "-12"}, {ID: 12, Token: "x-2"}, {ID: 12, Token: "x-012"}, {ID: 12, Token: "12"}, {ID: 12, Token: ""}} {
+	for _, r := range []attemptRef{{ID: 12, Token: "-12"}, {ID: 12, Token: "x-2"}, {ID: 12, Token: "x-012"}, {ID: 12, Token: "12"}, {ID: 12, Token: ""}} {
 		if r.wellFormed() {
 			t.Errorf("%+v is well formed", r)
 		}
 	}
-	if r := (AttemptRef{ID: 12, Token: attemptToken("a-b", 12)}); !r.wellFormed() || r.Token != "a-b-12" {
+	if r := (attemptRef{ID: 12, Token: attemptToken("a-b", 12)}); !r.wellFormed() || r.Token != "a-b-12" {
 		t.Errorf("%+v is not well formed", r)
 	}
 }

@@ -81,9 +81,9 @@ func BenchmarkClaimComplete(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
-				refs := make([]AttemptRef, len(rows))
+				refs := make([]attemptRef, len(rows))
 				for i, r := range rows {
-					refs[i] = AttemptRef{ID: r.ID, Token: r.ClaimToken}
+					refs[i] = attemptRef{ID: r.ID, Token: r.ClaimToken}
 				}
 				stale, err := q.complete(ctx, refs)
 				if err != nil || len(stale) != 0 {

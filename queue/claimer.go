@@ -179,7 +179,7 @@ func (c *claimer) claim(n int) ([]*JobRow, error) {
 // (the channel has room for every slot, so this never blocks).
 func (c *claimer) dispatch(row *JobRow) {
 	ctx, cancel := context.WithCancelCause(c.jobs)
-	a := &attempt{row: row, ref: AttemptRef{ID: row.ID, Token: row.ClaimToken}, ctx: ctx, cancel: cancel}
+	a := &attempt{row: row, ref: attemptRef{ID: row.ID, Token: row.ClaimToken}, ctx: ctx, cancel: cancel}
 	if row.LeaseUntil != nil {
 		a.leaseEnd = *row.LeaseUntil
 	} else {

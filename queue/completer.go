@@ -121,7 +121,7 @@ func (c *completer) settled(n int) {
 // writeResult is the outcome of writing one batch.
 type writeResult struct {
 	batch []completion
-	stale []AttemptRef
+	stale []attemptRef
 	err   error
 }
 
@@ -191,7 +191,7 @@ func (c *completer) run(stop <-chan struct{}) {
 
 // write completes one batch, once.
 func (c *completer) write(batch []completion) writeResult {
-	refs := make([]AttemptRef, len(batch))
+	refs := make([]attemptRef, len(batch))
 	for i, done := range batch {
 		refs[i] = done.a.ref
 	}
@@ -229,7 +229,7 @@ func (c *completer) settle(res writeResult) (retry []completion, wait time.Durat
 		c.log.Warn("completing jobs failed; trying again", "jobs", len(retry), "retry_in", wait, "err", res.err)
 		return retry, wait
 	}
-	lost := make(map[AttemptRef]bool, len(res.stale))
+	lost := make(map[attemptRef]bool, len(res.stale))
 	for _, s := range res.stale {
 		lost[s] = true
 	}

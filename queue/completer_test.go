@@ -189,7 +189,7 @@ func TestCompleterTakesResultsWhileItsWriteIsRetried(t *testing.T) {
 			close(stop)
 			waitFor(t, done, 30*time.Second, "the completer to return")
 		}()
-		c.add(completion{a: &attempt{row: rows[0], ref: rows[0].Ref()}})
+		c.add(completion{a: &attempt{row: rows[0], ref: rows[0].ref()}})
 		waitUntil(t, 10*time.Second, "the first write to fail and be retried", func() bool { return logs.count(logCompleteRetry) > 0 })
 		hold := holdJob(t, env, rows[0].ID)
 
@@ -197,7 +197,7 @@ func TestCompleterTakesResultsWhileItsWriteIsRetried(t *testing.T) {
 		go func() {
 			defer close(added)
 			for _, row := range rows[1:] {
-				c.add(completion{a: &attempt{row: row, ref: row.Ref()}})
+				c.add(completion{a: &attempt{row: row, ref: row.ref()}})
 			}
 		}()
 		waitFor(t, added, 10*time.Second, "the completer to take every result while its write is retried")

@@ -26,7 +26,9 @@ var (
 // Err wraps ErrJobNotFound, ErrJobFinished or ErrJobRunning (test with
 // errors.Is) and says what to do.
 type IDResult struct {
-	ID  int64
+	// ID is the job id the result is for.
+	ID int64
+	// Err is nil when the action was done, else why not.
 	Err error
 }
 

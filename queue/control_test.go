@@ -26,7 +26,7 @@ func newControlFixture(t *testing.T, q *Queue, clock *fixedClock) controlFixture
 	f.attempt = mustClaim(t, q, []string{"r"}, 1, time.Minute)[0]
 	f.completed = mustEnqueue(t, q, testArgs{N: 3}, Type("c"))
 	c := mustClaim(t, q, []string{"c"}, 1, time.Minute)[0]
-	if stale, err := q.complete(ctx, []AttemptRef{c.Ref()}); err != nil || len(stale) != 0 {
+	if stale, err := q.complete(ctx, []attemptRef{c.ref()}); err != nil || len(stale) != 0 {
 		t.Fatalf("complete = %v, %v", stale, err)
 	}
 	f.failed = mustEnqueue(t, q, testArgs{N: 4}, Type("f"))
@@ -89,13 +89,13 @@ func TestCancel(t *testing.T) {
 
 		// The cancelled attempt is fenced off: its completion, failure and
 		// heartbeat change nothing.
-		if stale, err := q.complete(ctx, []AttemptRef{f.attempt.Ref()}); err != nil || len(stale) != 1 {
+		if stale, err := q.complete(ctx, []attemptRef{f.attempt.ref()}); err != nil || len(stale) != 1 {
 			t.Fatalf("complete of the cancelled attempt = %v, %v; want it stale", stale, err)
 		}
 		if _, _, err := q.fail(ctx, f.attempt, errors.New("boom")); !errors.Is(err, ErrLeaseLost) {
 			t.Fatalf("fail of the cancelled attempt = %v, want ErrLeaseLost", err)
 		}
-		if lost, err := q.heartbeat(ctx, []AttemptRef{f.attempt.Ref()}, time.Minute); err != nil || len(lost) != 1 {
+		if lost, err := q.heartbeat(ctx, []attemptRef{f.attempt.ref()}, time.Minute); err != nil || len(lost) != 1 {
 			t.Fatalf("heartbeat of the cancelled attempt = %v, %v; want it lost", lost, err)
 		}
 		if row := getJob(t, q, f.running); row.Status != StatusFailed || row.Error != "cancelled" {

@@ -30,7 +30,7 @@ func TestCrashedAttemptIsReclaimed(t *testing.T) {
 			t.Fatalf("claim returned %+v, want job %d at attempt 1", rows, id)
 		}
 		old := rows[0]
-		oldRef := AttemptRef{ID: old.ID, Token: old.ClaimToken}
+		oldRef := attemptRef{ID: old.ID, Token: old.ClaimToken}
 
 		events := newEventLog()
 		live := env.queue(t, env.newPool(t), WithListener(events.listen))
@@ -50,15 +50,15 @@ func TestCrashedAttemptIsReclaimed(t *testing.T) {
 		}
 
 		// The vanished attempt comes back: everything it tries is refused.
-		stale, err := vanished.complete(ctx, []AttemptRef{oldRef})
-		if err != nil || !slices.Equal(stale, []AttemptRef{oldRef}) {
+		stale, err := vanished.complete(ctx, []attemptRef{oldRef})
+		if err != nil || !slices.Equal(stale, []attemptRef{oldRef}) {
 			t.Errorf("late complete: stale %v, err %v; want the old attempt refused", stale, err)
 		}
 		if _, _, err := vanished.fail(ctx, old, errors.New("late failure")); !errors.Is(err, ErrLeaseLost) {
 			t.Errorf("late fail: %v, want ErrLeaseLost", err)
 		}
-		lost, err := vanished.heartbeat(ctx, []AttemptRef{oldRef}, time.Minute)
-		if err != nil || !slices.Equal(lost, []AttemptRef{oldRef}) {
+		lost, err := vanished.heartbeat(ctx, []attemptRef{oldRef}, time.Minute)
+		if err != nil || !slices.Equal(lost, []attemptRef{oldRef}) {
 			t.Errorf("late heartbeat: lost %v, err %v; want the old attempt lost", lost, err)
 		}
 		row := getJob(t, live, id)

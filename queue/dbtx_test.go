@@ -78,13 +78,13 @@ func TestTwoTablesInOneDatabase(t *testing.T) {
 			t.Fatalf("claim on b: %+v", jb)
 		}
 		// Completing b's attempt through a's queue finds nothing there.
-		if stale, err := qa.complete(ctx, []AttemptRef{jb[0].Ref()}); err != nil || len(stale) != 1 {
+		if stale, err := qa.complete(ctx, []attemptRef{jb[0].ref()}); err != nil || len(stale) != 1 {
 			t.Fatalf("complete of b's attempt on a: stale %v, %v", stale, err)
 		}
-		if lost, err := qa.heartbeat(ctx, []AttemptRef{jb[0].Ref()}, time.Minute); err != nil || len(lost) != 1 {
+		if lost, err := qa.heartbeat(ctx, []attemptRef{jb[0].ref()}, time.Minute); err != nil || len(lost) != 1 {
 			t.Fatalf("heartbeat of b's attempt on a: lost %v, %v", lost, err)
 		}
-		if stale, err := qb.complete(ctx, []AttemptRef{jb[0].Ref()}); err != nil || len(stale) != 0 {
+		if stale, err := qb.complete(ctx, []attemptRef{jb[0].ref()}); err != nil || len(stale) != 0 {
 			t.Fatalf("complete on b: stale %v, %v", stale, err)
 		}
 		ja := mustClaim(t, qa, nil, 10, time.Minute)

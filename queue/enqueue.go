@@ -190,7 +190,7 @@ func (q *Queue) prepareJob(args JobArgs, typ string, at time.Time, expires *time
 	if q.kind == engine.Postgres && hasNULEscape(payload) {
 		return nil, fmt.Errorf("%w: the %s payload contains \\u0000, which PostgreSQL's JSONB cannot store; remove NUL characters from the args", ErrPayloadRejected, kind)
 	}
-	ma, bd, md := p.Seconds()
+	ma, bd, md := p.internal().Seconds()
 	return &newJob{
 		name: kind, typ: typ, payload: payload,
 		maxAttempts: ma, baseDelay: bd, maxDelay: md,

@@ -72,7 +72,7 @@ func (h *heartbeater) run(ctx context.Context) {
 }
 
 // renew renews the leases of one chunk of attempts and acts on the result.
-func (h *heartbeater) renew(ctx context.Context, chunk []AttemptRef) {
+func (h *heartbeater) renew(ctx context.Context, chunk []attemptRef) {
 	cctx, cancel := context.WithTimeout(ctx, min(h.interval, dbCallTimeout))
 	sent := h.q.now()
 	lost, err := h.q.heartbeat(cctx, chunk, h.lease)
@@ -101,7 +101,7 @@ func (h *heartbeater) renew(ctx context.Context, chunk []AttemptRef) {
 
 // cancelUnrenewed cancels the handlers of the attempts of refs, whose
 // renewal just failed, when their leases end before the next heartbeat.
-func (h *heartbeater) cancelUnrenewed(refs []AttemptRef) {
+func (h *heartbeater) cancelUnrenewed(refs []attemptRef) {
 	next := h.q.now().Add(h.interval)
 	h.attempts.each(refs, func(a *attempt) {
 		if a.leaseEnd.Before(next) {

@@ -11,7 +11,7 @@ import (
 // while it is in the run's inflightSet.
 type attempt struct {
 	row    *JobRow
-	ref    AttemptRef
+	ref    attemptRef
 	ctx    context.Context
 	cancel context.CancelCauseFunc
 	// leaseEnd is when the attempt's lease ends at the latest, as far as
@@ -26,12 +26,12 @@ type attempt struct {
 // shutdown counts it. Its lock guards the set and every leaseEnd in it.
 type inflightSet struct {
 	mu sync.Mutex
-	m  map[AttemptRef]*attempt
+	m  map[attemptRef]*attempt
 }
 
 // newInflightSet returns an empty set.
 func newInflightSet() *inflightSet {
-	return &inflightSet{m: map[AttemptRef]*attempt{}}
+	return &inflightSet{m: map[attemptRef]*attempt{}}
 }
 
 // add registers a claimed attempt.
@@ -42,7 +42,7 @@ func (s *inflightSet) add(a *attempt) {
 }
 
 // remove forgets an attempt whose handler returned.
-func (s *inflightSet) remove(ref AttemptRef) {
+func (s *inflightSet) remove(ref attemptRef) {
 	s.mu.Lock()
 	delete(s.m, ref)
 	s.mu.Unlock()
@@ -56,10 +56,10 @@ func (s *inflightSet) len() int {
 }
 
 // refs returns the refs of every attempt in the set.
-func (s *inflightSet) refs() []AttemptRef {
+func (s *inflightSet) refs() []attemptRef {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	refs := make([]AttemptRef, 0, len(s.m))
+	refs := make([]attemptRef, 0, len(s.m))
 	for ref := range s.m {
 		refs = append(refs, ref)
 	}
@@ -82,7 +82,7 @@ func (s *inflightSet) holdsAny(ids []int64) bool {
 
 // each calls fn, under the set's lock, for each attempt of refs still in
 // the set; fn may read and move its leaseEnd and cancel it.
-func (s *inflightSet) each(refs []AttemptRef, fn func(a *attempt)) {
+func (s *inflightSet) each(refs []attemptRef, fn func(a *attempt)) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, ref := range refs {

@@ -16,8 +16,8 @@ func (q *Queue) Stats(ctx context.Context, typ string) (map[Status]int64, error)
 	if err != nil {
 		return nil, fmt.Errorf("jobqueue: stats: %w", err)
 	}
-	out := make(map[Status]int64, len(Statuses))
-	for _, s := range Statuses {
+	out := make(map[Status]int64, len(Statuses()))
+	for _, s := range Statuses() {
 		out[s] = got[s]
 	}
 	return out, nil
@@ -42,7 +42,7 @@ const (
 // MaxListLimit is an error wrapping ErrInvalidFilter, and nothing is read.
 func (q *Queue) List(ctx context.Context, f ListFilter) ([]*JobRow, error) {
 	if f.Status != "" && !validStatus(f.Status) {
-		return nil, fmt.Errorf("%w (%w): unknown status %q; use one of %v", ErrInvalidFilter, ErrInvalidJob, f.Status, Statuses)
+		return nil, fmt.Errorf("%w (%w): unknown status %q; use one of %v", ErrInvalidFilter, ErrInvalidJob, f.Status, Statuses())
 	}
 	limit := f.Limit
 	switch {
@@ -69,7 +69,7 @@ func (q *Queue) List(ctx context.Context, f ListFilter) ([]*JobRow, error) {
 }
 
 func validStatus(s Status) bool {
-	for _, x := range Statuses {
+	for _, x := range Statuses() {
 		if s == x {
 			return true
 		}
@@ -156,7 +156,7 @@ func (q *Queue) Reclaim(ctx context.Context) (int64, error) {
 		}
 		var held []*JobRow
 		for _, j := range jobs {
-			if j.Ref().wellFormed() {
+			if j.ref().wellFormed() {
 				held = append(held, j)
 			}
 		}

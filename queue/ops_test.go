@@ -19,7 +19,7 @@ func TestStatsListGet(t *testing.T) {
 		if err != nil || len(empty) != 5 {
 			t.Fatalf("Stats on an empty table = %v, %v", empty, err)
 		}
-		for _, s := range Statuses {
+		for _, s := range Statuses() {
 			if v, ok := empty[s]; !ok || v != 0 {
 				t.Fatalf("empty stats %v lack %s", empty, s)
 			}
@@ -30,7 +30,7 @@ func TestStatsListGet(t *testing.T) {
 		}
 		other := mustEnqueue(t, q, testArgs{N: 9})
 		jobs := mustClaim(t, q, []string{"email"}, 1, time.Minute)
-		if _, err := q.complete(ctx, []AttemptRef{jobs[0].Ref()}); err != nil {
+		if _, err := q.complete(ctx, []attemptRef{jobs[0].ref()}); err != nil {
 			t.Fatal(err)
 		}
 		mustClaim(t, q, []string{"email"}, 1, time.Minute)
@@ -49,7 +49,7 @@ func TestStatsListGet(t *testing.T) {
 			if err != nil || len(got) != 5 {
 				t.Fatalf("Stats(%q) = %v, %v", c.typ, got, err)
 			}
-			for _, s := range Statuses {
+			for _, s := range Statuses() {
 				if got[s] != c.want[s] {
 					t.Fatalf("Stats(%q) = %v, want %v", c.typ, got, c.want)
 				}
@@ -123,7 +123,7 @@ func TestRetry(t *testing.T) {
 		failForGood(t, q, "fo")
 		done := mustEnqueue(t, q, testArgs{N: 5}, Type("d"))
 		dj := mustClaim(t, q, []string{"d"}, 1, time.Minute)
-		q.complete(ctx, []AttemptRef{dj[0].Ref()})
+		q.complete(ctx, []attemptRef{dj[0].ref()})
 		clock.add(2 * time.Minute)
 		if n, err := q.ExpireOverdue(ctx); err != nil || n != 1 {
 			t.Fatalf("ExpireOverdue = %d, %v", n, err)
@@ -285,9 +285,9 @@ func TestPrune(t *testing.T) {
 			if len(jobs) == 0 {
 				break
 			}
-			refs := make([]AttemptRef, len(jobs))
+			refs := make([]attemptRef, len(jobs))
 			for i, j := range jobs {
-				refs[i] = j.Ref()
+				refs[i] = j.ref()
 			}
 			if _, err := q.complete(ctx, refs); err != nil {
 				t.Fatal(err)
@@ -301,7 +301,7 @@ func TestPrune(t *testing.T) {
 		clock.add(48 * time.Hour)
 		recent := mustEnqueue(t, q, testArgs{}, Type("r"))
 		rj := mustClaim(t, q, []string{"r"}, 1, time.Minute)
-		q.complete(ctx, []AttemptRef{rj[0].Ref()})
+		q.complete(ctx, []attemptRef{rj[0].ref()})
 		pending := mustEnqueue(t, q, testArgs{})
 		running := mustEnqueue(t, q, testArgs{}, Type("run"))
 		mustClaim(t, q, []string{"run"}, 1, time.Minute)

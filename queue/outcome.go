@@ -124,15 +124,15 @@ func causeText(cause endCause) string {
 // groupEnds decides the end of each job's attempt and groups the attempts
 // by equal ends (a handful per batch, since the jobs share now and cause),
 // in a stable order, so that each group is written by one statement.
-func groupEnds(jobs []*JobRow, cause endCause, now time.Time) ([]attemptEnd, map[attemptEnd][]AttemptRef) {
+func groupEnds(jobs []*JobRow, cause endCause, now time.Time) ([]attemptEnd, map[attemptEnd][]attemptRef) {
 	var order []attemptEnd
-	groups := map[attemptEnd][]AttemptRef{}
+	groups := map[attemptEnd][]attemptRef{}
 	for _, j := range jobs {
 		e := decideOutcome(j, cause, now)
 		if _, ok := groups[e]; !ok {
 			order = append(order, e)
 		}
-		groups[e] = append(groups[e], j.Ref())
+		groups[e] = append(groups[e], j.ref())
 	}
 	return order, groups
 }

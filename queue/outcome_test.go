@@ -131,7 +131,7 @@ func TestEndPathsAgree(t *testing.T) {
 			if _, _, err := q.fail(ctx, before[key{s.name, "fail"}], RetryAfter(0, errors.New("handler broke"))); err != nil {
 				t.Fatalf("%s: fail: %v", s.name, err)
 			}
-			if stale, err := q.release(ctx, []AttemptRef{before[key{s.name, "release"}].Ref()}); err != nil || len(stale) != 0 {
+			if stale, err := q.release(ctx, []attemptRef{before[key{s.name, "release"}].ref()}); err != nil || len(stale) != 0 {
 				t.Fatalf("%s: release: stale %v, %v", s.name, stale, err)
 			}
 		}
@@ -226,11 +226,11 @@ func TestReclaimSparesARenewedLease(t *testing.T) {
 		if err != nil || len(jobs) != 1 || jobs[0].ID != id {
 			t.Fatalf("abandoned = %v, %v", ids(jobs), err)
 		}
-		if lost, err := q.heartbeat(ctx, []AttemptRef{claimed[0].Ref()}, time.Minute); err != nil || len(lost) != 0 {
+		if lost, err := q.heartbeat(ctx, []attemptRef{claimed[0].ref()}, time.Minute); err != nil || len(lost) != 0 {
 			t.Fatalf("heartbeat: lost %v, %v", lost, err)
 		}
 		e := decideOutcome(jobs[0], endCause{kind: causeReclaimed}, now)
-		if n, err := q.st.endAbandoned(ctx, []AttemptRef{jobs[0].Ref()}, e, now); err != nil || n != 0 {
+		if n, err := q.st.endAbandoned(ctx, []attemptRef{jobs[0].ref()}, e, now); err != nil || n != 0 {
 			t.Fatalf("endAbandoned after a heartbeat = %d, %v; want 0", n, err)
 		}
 		if j := getJob(t, q, id); j.Status != StatusInProgress || j.ClaimToken != claimed[0].ClaimToken {

@@ -61,8 +61,8 @@ func (q *Queue) StatsUpTo(ctx context.Context, typ string, limit int64) (map[Sta
 	if limit < 1 {
 		return nil, fmt.Errorf("jobqueue: stats: the limit %d must be at least 1", limit)
 	}
-	out := make(map[Status]int64, len(Statuses))
-	for _, s := range Statuses {
+	out := make(map[Status]int64, len(Statuses()))
+	for _, s := range Statuses() {
 		out[s] = 0
 	}
 	if utf8.RuneCountInString(typ) > maxTypeLen {
@@ -72,7 +72,7 @@ func (q *Queue) StatsUpTo(ctx context.Context, typ string, limit int64) (map[Sta
 	if err != nil {
 		return nil, fmt.Errorf("jobqueue: stats: %w", err)
 	}
-	for _, s := range Statuses {
+	for _, s := range Statuses() {
 		out[s] = got[s]
 	}
 	return out, nil

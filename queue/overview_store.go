@@ -25,7 +25,7 @@ func firstOf(xs []string, err error) (string, bool, error) {
 	return xs[0], true, nil
 }
 
-// statusCounts builds a count map from the five counts in Statuses order.
+// statusCounts builds a count map from the five counts in Statuses() order.
 func statusCounts(pending, inProgress, completed, failed, expired int64) map[Status]int64 {
 	return map[Status]int64{
 		StatusPending: pending, StatusInProgress: inProgress, StatusCompleted: completed,

@@ -80,7 +80,7 @@ func TestOverviewReads(t *testing.T) {
 					t.Fatal(err)
 				}
 				want := map[Status]int64{}
-				for _, s := range Statuses {
+				for _, s := range Statuses() {
 					want[s] = c.want[s]
 				}
 				if diff := cmp.Diff(want, got); diff != "" {

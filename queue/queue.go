@@ -89,7 +89,7 @@ func WithTable(name string) Option {
 }
 
 // WithRetryPolicy sets the retry policy of jobs enqueued without their own
-// (default DefaultRetryPolicy).
+// (default DefaultRetryPolicy()).
 func WithRetryPolicy(p RetryPolicy) Option {
 	return func(c *config) error {
 		if err := p.Validate(); err != nil {
@@ -164,7 +164,7 @@ func New(db *sql.DB, opts ...Option) (*Queue, error) {
 	if err != nil {
 		return nil, err
 	}
-	cfg := config{table: "jobs", policy: DefaultRetryPolicy, codec: JSONCodec{}}
+	cfg := config{table: "jobs", policy: DefaultRetryPolicy(), codec: JSONCodec{}}
 	for _, o := range opts {
 		if err := o(&cfg); err != nil {
 			return nil, err

@@ -251,7 +251,7 @@ func TestSmokeLifecycle(t *testing.T) {
 		if jobs[0].ID != id || jobs[0].Status != StatusInProgress || jobs[0].Attempts != 1 || jobs[0].ClaimToken == "" {
 			t.Fatalf("claimed %+v", jobs[0])
 		}
-		stale, err := q.complete(ctx, []AttemptRef{jobs[0].Ref(), {ID: jobs[1].ID, Token: "nope"}})
+		stale, err := q.complete(ctx, []attemptRef{jobs[0].ref(), {ID: jobs[1].ID, Token: "nope"}})
 		if err != nil || len(stale) != 1 || stale[0].ID != jobs[1].ID {
 			t.Fatalf("complete: stale %v, %v", stale, err)
 		}

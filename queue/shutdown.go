@@ -28,18 +28,18 @@ var errShutdown = fmt.Errorf("%w (ShutdownTimeout passed)", ErrWorkerShutdown)
 // returned an error after errShutdown), to release in one batch.
 type releaseList struct {
 	mu   sync.Mutex
-	refs []AttemptRef
+	refs []attemptRef
 }
 
 // add puts an attempt on the list.
-func (l *releaseList) add(ref AttemptRef) {
+func (l *releaseList) add(ref attemptRef) {
 	l.mu.Lock()
 	l.refs = append(l.refs, ref)
 	l.mu.Unlock()
 }
 
 // take empties the list and returns what it held.
-func (l *releaseList) take() []AttemptRef {
+func (l *releaseList) take() []attemptRef {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	refs := l.refs

@@ -29,23 +29,23 @@ type store interface {
 	claim(ctx context.Context, types []string, max int, token string, now, leaseUntil time.Time) ([]*JobRow, error)
 	// extend moves the lease of the attempts that still hold their job and
 	// returns the ids of those.
-	extend(ctx context.Context, refs []AttemptRef, leaseUntil time.Time) (map[int64]bool, error)
+	extend(ctx context.Context, refs []attemptRef, leaseUntil time.Time) (map[int64]bool, error)
 	// complete marks the attempts that still hold their job completed (or
 	// deletes their rows) and returns their ids.
-	complete(ctx context.Context, refs []AttemptRef, now time.Time, del bool) (map[int64]bool, error)
+	complete(ctx context.Context, refs []attemptRef, now time.Time, del bool) (map[int64]bool, error)
 	// heldAttempts reads the jobs that refs (no id twice) still hold.
-	heldAttempts(ctx context.Context, refs []AttemptRef) ([]*JobRow, error)
+	heldAttempts(ctx context.Context, refs []attemptRef) ([]*JobRow, error)
 	// abandoned reads at most limit abandoned attempts: in_progress jobs
 	// whose lease ended before now.
 	abandoned(ctx context.Context, now time.Time, limit int) ([]*JobRow, error)
 	// endAttempts writes e to the jobs that refs (no id twice) still hold
 	// and returns their ids.
-	endAttempts(ctx context.Context, refs []AttemptRef, e attemptEnd) (map[int64]bool, error)
+	endAttempts(ctx context.Context, refs []attemptRef, e attemptEnd) (map[int64]bool, error)
 	// endAbandoned writes e to the jobs that refs (no id twice) still hold
 	// with a lease that ended before now, and returns how many.
-	endAbandoned(ctx context.Context, refs []AttemptRef, e attemptEnd, now time.Time) (int64, error)
+	endAbandoned(ctx context.Context, refs []attemptRef, e attemptEnd, now time.Time) (int64, error)
 	// fail writes the end of a failed attempt if it still holds its job.
-	fail(ctx context.Context, ref AttemptRef, e attemptEnd) (bool, error)
+	fail(ctx context.Context, ref attemptRef, e attemptEnd) (bool, error)
 	stats(ctx context.Context, typ string) (map[Status]int64, error)
 	// list returns the jobs matching f with ids below beforeID, newest
 	// first, at most limit (f is validated; its AfterID and Limit are not
@@ -200,8 +200,8 @@ const maxListLen = 1024
 // chunkRefs splits refs into batches of at most maxListLen in which no id
 // appears twice (two attempts of one job, an old and a current one, go to
 // different statements, so that a statement's result tells them apart).
-func chunkRefs(refs []AttemptRef) [][]AttemptRef {
-	var out [][]AttemptRef
+func chunkRefs(refs []attemptRef) [][]attemptRef {
+	var out [][]attemptRef
 	var seen []map[int64]bool
 next:
 	for _, r := range refs {
@@ -212,14 +212,14 @@ next:
 				continue next
 			}
 		}
-		out = append(out, []AttemptRef{r})
+		out = append(out, []attemptRef{r})
 		seen = append(seen, map[int64]bool{r.ID: true})
 	}
 	return out
 }
 
 // refLists returns the ids and tokens of refs.
-func refLists(refs []AttemptRef) ([]int64, []string) {
+func refLists(refs []attemptRef) ([]int64, []string) {
 	ids := make([]int64, len(refs))
 	toks := make([]string, len(refs))
 	for i, r := range refs {

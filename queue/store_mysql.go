@@ -183,7 +183,7 @@ func uids(ids []int64) []uint64 {
 	return out
 }
 
-func (s mysqlStore) extend(ctx context.Context, refs []AttemptRef, leaseUntil time.Time) (map[int64]bool, error) {
+func (s mysqlStore) extend(ctx context.Context, refs []attemptRef, leaseUntil time.Time) (map[int64]bool, error) {
 	ids, toks := refLists(refs)
 	qs := s.qs()
 	n, err := qs.ExtendLeases(ctx, mysqlgen.ExtendLeasesParams{
@@ -223,7 +223,7 @@ func (s mysqlStore) extend(ctx context.Context, refs []AttemptRef, leaseUntil ti
 // refs; when every ref matched (the usual case) it commits. Otherwise it
 // rolls back and, in a second transaction, locks the rows the refs still
 // hold (LockHeldJobs), updates those and commits.
-func (s mysqlStore) lockedUpdate(ctx context.Context, refs []AttemptRef, what string, update func(qs *mysqlgen.Queries, ids []uint64, toks []sql.NullString) (int64, error)) (map[int64]bool, error) {
+func (s mysqlStore) lockedUpdate(ctx context.Context, refs []attemptRef, what string, update func(qs *mysqlgen.Queries, ids []uint64, toks []sql.NullString) (int64, error)) (map[int64]bool, error) {
 	ids, toks := refLists(refs)
 	all := make(map[int64]bool, len(ids))
 	for _, id := range ids {
@@ -279,7 +279,7 @@ func (s mysqlStore) inTx(ctx context.Context, fn func(qs *mysqlgen.Queries) (map
 	return res, nil
 }
 
-func (s mysqlStore) complete(ctx context.Context, refs []AttemptRef, now time.Time, del bool) (map[int64]bool, error) {
+func (s mysqlStore) complete(ctx context.Context, refs []attemptRef, now time.Time, del bool) (map[int64]bool, error) {
 	return s.lockedUpdate(ctx, refs, "completing", func(qs *mysqlgen.Queries, ids []uint64, toks []sql.NullString) (int64, error) {
 		if del {
 			return qs.DeleteCompletedJobs(ctx, mysqlgen.DeleteCompletedJobsParams{Ids: ids, Tokens: toks})
@@ -288,7 +288,7 @@ func (s mysqlStore) complete(ctx context.Context, refs []AttemptRef, now time.Ti
 	})
 }
 
-func (s mysqlStore) heldAttempts(ctx context.Context, refs []AttemptRef) ([]*JobRow, error) {
+func (s mysqlStore) heldAttempts(ctx context.Context, refs []attemptRef) ([]*JobRow, error) {
 	ids, toks := refLists(refs)
 	rows, err := s.qs().SelectHeldAttempts(ctx, mysqlgen.SelectHeldAttemptsParams{Ids: padIDs(uids(ids)), Tokens: padIDs(mysqlTokens(toks))})
 	return mysqlRows(rows), err
@@ -299,7 +299,7 @@ func (s mysqlStore) abandoned(ctx context.Context, now time.Time, limit int) ([]
 	return mysqlRows(rows), err
 }
 
-func (s mysqlStore) endAttempts(ctx context.Context, refs []AttemptRef, e attemptEnd) (map[int64]bool, error) {
+func (s mysqlStore) endAttempts(ctx context.Context, refs []attemptRef, e attemptEnd) (map[int64]bool, error) {
 	return s.lockedUpdate(ctx, refs, "ending attempts", func(qs *mysqlgen.Queries, ids []uint64, toks []sql.NullString) (int64, error) {
 		return qs.EndAttempts(ctx, mysqlgen.EndAttemptsParams{
 			Status: mysqlgen.JobsStatus(e.status), Error: nullString(e.errText),
@@ -310,7 +310,7 @@ func (s mysqlStore) endAttempts(ctx context.Context, refs []AttemptRef, e attemp
 }
 
 // endAbandoned runs at READ COMMITTED (see readCommitted).
-func (s mysqlStore) endAbandoned(ctx context.Context, refs []AttemptRef, e attemptEnd, now time.Time) (int64, error) {
+func (s mysqlStore) endAbandoned(ctx context.Context, refs []attemptRef, e attemptEnd, now time.Time) (int64, error) {
 	ids, toks := refLists(refs)
 	return s.readCommitted(ctx, func(qs *mysqlgen.Queries) (int64, error) {
 		return qs.EndAbandonedAttempts(ctx, mysqlgen.EndAbandonedAttemptsParams{
@@ -321,7 +321,7 @@ func (s mysqlStore) endAbandoned(ctx context.Context, refs []AttemptRef, e attem
 	})
 }
 
-func (s mysqlStore) fail(ctx context.Context, ref AttemptRef, e attemptEnd) (bool, error) {
+func (s mysqlStore) fail(ctx context.Context, ref attemptRef, e attemptEnd) (bool, error) {
 	n, err := s.qs().FailJob(ctx, mysqlgen.FailJobParams{
 		Status: mysqlgen.JobsStatus(e.status), Error: nullString(e.errText),
 		RetryAt: nullTime(nullableTime(e.retryAt)), FinishedAt: nullTime(nullableTime(e.finishedAt)),

@@ -91,7 +91,7 @@ func (s pgStore) claim(ctx context.Context, types []string, max int, token strin
 	return pgRows(rows), nil
 }
 
-func (s pgStore) extend(ctx context.Context, refs []AttemptRef, leaseUntil time.Time) (map[int64]bool, error) {
+func (s pgStore) extend(ctx context.Context, refs []attemptRef, leaseUntil time.Time) (map[int64]bool, error) {
 	ids, toks := refLists(refs)
 	held, err := s.qs().ExtendLeases(ctx, pggen.ExtendLeasesParams{
 		LeaseUntil: nullTime(&leaseUntil), Ids: json.RawMessage(jsonList(ids)), Tokens: json.RawMessage(jsonList(toks)),
@@ -99,7 +99,7 @@ func (s pgStore) extend(ctx context.Context, refs []AttemptRef, leaseUntil time.
 	return idSet(held), err
 }
 
-func (s pgStore) complete(ctx context.Context, refs []AttemptRef, now time.Time, del bool) (map[int64]bool, error) {
+func (s pgStore) complete(ctx context.Context, refs []attemptRef, now time.Time, del bool) (map[int64]bool, error) {
 	ids, toks := refLists(refs)
 	var held []int64
 	var err error
@@ -111,7 +111,7 @@ func (s pgStore) complete(ctx context.Context, refs []AttemptRef, now time.Time,
 	return idSet(held), err
 }
 
-func (s pgStore) heldAttempts(ctx context.Context, refs []AttemptRef) ([]*JobRow, error) {
+func (s pgStore) heldAttempts(ctx context.Context, refs []attemptRef) ([]*JobRow, error) {
 	ids, toks := refLists(refs)
 	rows, err := s.qs().SelectHeldAttempts(ctx, pggen.SelectHeldAttemptsParams{
 		Ids: json.RawMessage(jsonList(ids)), Tokens: json.RawMessage(jsonList(toks)),
@@ -124,7 +124,7 @@ func (s pgStore) abandoned(ctx context.Context, now time.Time, limit int) ([]*Jo
 	return pgRows(rows), err
 }
 
-func (s pgStore) endAttempts(ctx context.Context, refs []AttemptRef, e attemptEnd) (map[int64]bool, error) {
+func (s pgStore) endAttempts(ctx context.Context, refs []attemptRef, e attemptEnd) (map[int64]bool, error) {
 	ids, toks := refLists(refs)
 	held, err := s.qs().EndAttempts(ctx, pggen.EndAttemptsParams{
 		Status: string(e.status), Error: nullString(e.errText),
@@ -134,7 +134,7 @@ func (s pgStore) endAttempts(ctx context.Context, refs []AttemptRef, e attemptEn
 	return idSet(held), err
 }
 
-func (s pgStore) endAbandoned(ctx context.Context, refs []AttemptRef, e attemptEnd, now time.Time) (int64, error) {
+func (s pgStore) endAbandoned(ctx context.Context, refs []attemptRef, e attemptEnd, now time.Time) (int64, error) {
 	ids, toks := refLists(refs)
 	return s.qs().EndAbandonedAttempts(ctx, pggen.EndAbandonedAttemptsParams{
 		Status: string(e.status), Error: nullString(e.errText),
@@ -143,7 +143,7 @@ func (s pgStore) endAbandoned(ctx context.Context, refs []AttemptRef, e attemptE
 	})
 }
 
-func (s pgStore) fail(ctx context.Context, ref AttemptRef, e attemptEnd) (bool, error) {
+func (s pgStore) fail(ctx context.Context, ref attemptRef, e attemptEnd) (bool, error) {
 	n, err := s.qs().FailJob(ctx, pggen.FailJobParams{
 		Status: string(e.status), Error: nullString(e.errText),
 		RetryAt: nullTime(nullableTime(e.retryAt)), FinishedAt: nullTime(nullableTime(e.finishedAt)),

@@ -107,7 +107,7 @@ func (s sqliteStore) claim(ctx context.Context, types []string, max int, token s
 	return sqliteRows(rows), nil
 }
 
-func (s sqliteStore) extend(ctx context.Context, refs []AttemptRef, leaseUntil time.Time) (map[int64]bool, error) {
+func (s sqliteStore) extend(ctx context.Context, refs []attemptRef, leaseUntil time.Time) (map[int64]bool, error) {
 	ids, toks := refLists(refs)
 	held, err := busyRetry(ctx, func() ([]int64, error) {
 		return s.qs().ExtendLeases(ctx, sqlitegen.ExtendLeasesParams{LeaseUntil: nullTime(&leaseUntil), Ids: jsonList(ids), Tokens: jsonList(toks)})
@@ -115,7 +115,7 @@ func (s sqliteStore) extend(ctx context.Context, refs []AttemptRef, leaseUntil t
 	return idSet(held), err
 }
 
-func (s sqliteStore) complete(ctx context.Context, refs []AttemptRef, now time.Time, del bool) (map[int64]bool, error) {
+func (s sqliteStore) complete(ctx context.Context, refs []attemptRef, now time.Time, del bool) (map[int64]bool, error) {
 	ids, toks := refLists(refs)
 	held, err := busyRetry(ctx, func() ([]int64, error) {
 		if del {
@@ -126,7 +126,7 @@ func (s sqliteStore) complete(ctx context.Context, refs []AttemptRef, now time.T
 	return idSet(held), err
 }
 
-func (s sqliteStore) heldAttempts(ctx context.Context, refs []AttemptRef) ([]*JobRow, error) {
+func (s sqliteStore) heldAttempts(ctx context.Context, refs []attemptRef) ([]*JobRow, error) {
 	ids, toks := refLists(refs)
 	rows, err := busyRetry(ctx, func() ([]sqlitegen.Job, error) {
 		return s.qs().SelectHeldAttempts(ctx, sqlitegen.SelectHeldAttemptsParams{Ids: jsonList(ids), Tokens: jsonList(toks)})
@@ -141,7 +141,7 @@ func (s sqliteStore) abandoned(ctx context.Context, now time.Time, limit int) ([
 	return sqliteRows(rows), err
 }
 
-func (s sqliteStore) endAttempts(ctx context.Context, refs []AttemptRef, e attemptEnd) (map[int64]bool, error) {
+func (s sqliteStore) endAttempts(ctx context.Context, refs []attemptRef, e attemptEnd) (map[int64]bool, error) {
 	ids, toks := refLists(refs)
 	held, err := busyRetry(ctx, func() ([]int64, error) {
 		return s.qs().EndAttempts(ctx, sqlitegen.EndAttemptsParams{
@@ -153,7 +153,7 @@ func (s sqliteStore) endAttempts(ctx context.Context, refs []AttemptRef, e attem
 	return idSet(held), err
 }
 
-func (s sqliteStore) endAbandoned(ctx context.Context, refs []AttemptRef, e attemptEnd, now time.Time) (int64, error) {
+func (s sqliteStore) endAbandoned(ctx context.Context, refs []attemptRef, e attemptEnd, now time.Time) (int64, error) {
 	ids, toks := refLists(refs)
 	return busyRetry(ctx, func() (int64, error) {
 		return s.qs().EndAbandonedAttempts(ctx, sqlitegen.EndAbandonedAttemptsParams{
@@ -164,7 +164,7 @@ func (s sqliteStore) endAbandoned(ctx context.Context, refs []AttemptRef, e atte
 	})
 }
 
-func (s sqliteStore) fail(ctx context.Context, ref AttemptRef, e attemptEnd) (bool, error) {
+func (s sqliteStore) fail(ctx context.Context, ref attemptRef, e attemptEnd) (bool, error) {
 	n, err := busyRetry(ctx, func() (int64, error) {
 		return s.qs().FailJob(ctx, sqlitegen.FailJobParams{
 			Status: string(e.status), Error: nullString(e.errText),

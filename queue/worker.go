@@ -103,6 +103,7 @@ type WorkerConfig struct {
 // notifications becomes one wake-up; closing the channel stops the worker
 // from listening to it (it then relies on polling).
 type Waker interface {
+	// Wakeups returns the channel the worker waits on for wake-ups.
 	Wakeups() <-chan struct{}
 }
 

@@ -105,7 +105,7 @@ func (h *handler) pageOverview(w http.ResponseWriter, r *http.Request) {
 
 func (h *handler) pageJobs(w http.ResponseWriter, r *http.Request) {
 	d := h.page(r, "jobs")
-	v := &jobsView{Statuses: queue.Statuses}
+	v := &jobsView{Statuses: queue.Statuses()}
 	d.Jobs = v
 	f, err := h.listFilter(r.URL.Query())
 	v.Filter = f
@@ -261,7 +261,7 @@ func filterQuery(f jobsFilter) url.Values {
 }
 
 func validStatus(s queue.Status) bool {
-	for _, x := range queue.Statuses {
+	for _, x := range queue.Statuses() {
 		if s == x {
 			return true
 		}

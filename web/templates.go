@@ -68,7 +68,7 @@ var funcs = template.FuncMap{
 	"age":      func(now, t time.Time) string { return humanDuration(now.Sub(t)) },
 	"short":    shorten,
 	"label":    statusLabel,
-	"statuses": func() []queue.Status { return queue.Statuses },
+	"statuses": func() []queue.Status { return queue.Statuses() },
 	"get":      func(m map[queue.Status]int64, s queue.Status) int64 { return m[s] },
 	"seconds":  func(d time.Duration) int64 { return int64(d / time.Second) },
 	"deref":    func(t *time.Time) time.Time { return *t },

@@ -223,7 +223,7 @@ func (a *app) demo(ctx context.Context) error {
 	say("")
 	tw := tabwriter.NewWriter(a.out, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "STATUS\tJOBS")
-	for _, s := range queue.Statuses {
+	for _, s := range queue.Statuses() {
 		fmt.Fprintf(tw, "%s\t%d\n", s, stats[s])
 	}
 	tw.Flush()

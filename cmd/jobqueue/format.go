@@ -42,7 +42,7 @@ func writeStats(w io.Writer, stats map[queue.Status]int64, asJSON bool) error {
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	var total int64
-	for _, s := range queue.Statuses {
+	for _, s := range queue.Statuses() {
 		fmt.Fprintf(tw, "%s\t%d\t\n", s, stats[s])
 		total += stats[s]
 	}

@@ -51,7 +51,7 @@ the last id printed as --after-id, which lists only older jobs. With --json it
 prints a JSON array of jobs whose keys are the table's column names.`,
 		Args: cobra.NoArgs,
 		RunE: runE(func(cmd *cobra.Command, args []string) error {
-			if status != "" && !slices.Contains(queue.Statuses, queue.Status(status)) {
+			if status != "" && !slices.Contains(queue.Statuses(), queue.Status(status)) {
 				return usagef("--status %q is not a status; use pending, in_progress, completed, failed or expired", status)
 			}
 			if limit < 1 || limit > queue.MaxListLimit {

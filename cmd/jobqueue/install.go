@@ -60,7 +60,7 @@ The operator's guide is docs/upgrading.md.`,
 				return err
 			}
 			defer db.Close()
-			if err := migrations.Migrate(ctx, db, p, name); err != nil {
+			if err := migrations.Migrate(ctx, db, migrations.RetryPolicy(p), name); err != nil {
 				// The error says what to do next (on MySQL: run the same
 				// command again, which resumes).
 				return err
