@@ -73,7 +73,7 @@ func completeJob(t *testing.T, q *Queue, typ string) {
 	if len(jobs) != 1 {
 		t.Fatalf("nothing to claim of type %s", typ)
 	}
-	if stale, err := q.complete(context.Background(), []AttemptRef{jobs[0].Ref()}); err != nil || len(stale) != 0 {
+	if stale, err := q.complete(context.Background(), []attemptRef{jobs[0].ref()}); err != nil || len(stale) != 0 {
 		t.Fatalf("complete = %v, %v", stale, err)
 	}
 }
