@@ -1,0 +1,234 @@
+package queue
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+
+	"github.com/jobqueue/jobqueue/db/mysqlgen"
+)
+
+// The MySQL statements of attempts: the claim that starts them, their
+// heartbeats and completions, and the writes of the ends that the outcome
+// rule decided (outcome.go), each fenced by the attempts' claim tokens.
+
+func (s mysqlStore) claim(ctx context.Context, types []string, max int, token string, now, leaseUntil time.Time) ([]*JobRow, error) {
+	// READ COMMITTED whatever the session's level: under REPEATABLE READ the
+	// locking SELECT takes gap locks and concurrent claims deadlock.
+	tx, err := s.r.db.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
+	if err != nil {
+		return nil, err
+	}
+	defer tx.Rollback()
+	qs := mysqlgen.New(s.r.on(tx))
+	alive := nullTime(&now)
+	var rows []mysqlgen.Job
+	switch len(types) {
+	case 0:
+		rows, err = qs.SelectDueJobs(ctx, mysqlgen.SelectDueJobsParams{Now: now, DeadlineAfter: alive, Limit: int32(max)})
+	case 1:
+		rows, err = qs.SelectDueJobsOfType(ctx, mysqlgen.SelectDueJobsOfTypeParams{Type: types[0], Now: now, DeadlineAfter: alive, Limit: int32(max)})
+	default:
+		rows, err = qs.SelectDueJobsOfTypes(ctx, mysqlgen.SelectDueJobsOfTypesParams{Types: types, Now: now, DeadlineAfter: alive, Limit: int32(max)})
+	}
+	if err != nil {
+		return nil, explainMySQLClaim(err)
+	}
+	if len(rows) == 0 {
+		return nil, tx.Commit()
+	}
+	ids := make([]uint64, len(rows))
+	for i, r := range rows {
+		ids[i] = r.ID
+	}
+	n, err := qs.MarkClaimed(ctx, mysqlgen.MarkClaimedParams{Token: token, LeaseUntil: nullTime(&leaseUntil), Ids: padIDs(ids)})
+	if err != nil {
+		return nil, explainMySQLClaim(err)
+	}
+	if n != int64(len(rows)) {
+		return nil, fmt.Errorf("jobqueue: claim marked %d of the %d jobs it locked; nothing was claimed", n, len(rows))
+	}
+	if err := tx.Commit(); err != nil {
+		return nil, explainMySQLClaim(err)
+	}
+	// The rows were locked from SELECT to COMMIT, so they are what the
+	// SELECT read plus what MarkClaimed set (DATETIME keeps whole seconds).
+	lease := leaseUntil.UTC().Truncate(time.Second)
+	out := mysqlRows(rows)
+	for _, j := range out {
+		j.Status = StatusInProgress
+		j.Attempts++
+		j.ClaimToken = attemptToken(token, j.ID)
+		l := lease
+		j.LeaseUntil = &l
+	}
+	return out, nil
+}
+
+// binlogStatementErr is ER_BINLOG_STMT_MODE_AND_ROW_ENGINE (MySQL and
+// MariaDB): a write at READ COMMITTED cannot be logged as a statement.
+const binlogStatementErr = 1665
+
+// explainMySQLClaim says what to do when a claim fails because the binary
+// log is statement-based. MySQL refuses every claim then (claims run at READ
+// COMMITTED, which InnoDB logs only as rows). MariaDB with the binary log
+// off (log_bin=0) ignores binlog_format and claims work.
+func explainMySQLClaim(err error) error {
+	var me *mysql.MySQLError
+	if errors.As(err, &me) && (me.Number == binlogStatementErr || strings.Contains(me.Message, "BINLOG_FORMAT = STATEMENT")) {
+		return fmt.Errorf("jobqueue: claiming jobs needs binlog_format=ROW or MIXED, but this connection uses STATEMENT: claims run at READ COMMITTED, which InnoDB can only log as rows; run SET GLOBAL binlog_format = 'ROW' (and set it in the server's configuration), or SET SESSION binlog_format = 'ROW' on the queue's connections: %w", err)
+	}
+	return err
+}
+
+func (s mysqlStore) extend(ctx context.Context, refs []attemptRef, leaseUntil time.Time) (map[int64]bool, error) {
+	ids, toks := refLists(refs)
+	qs := s.qs()
+	n, err := qs.ExtendLeases(ctx, mysqlgen.ExtendLeasesParams{
+		LeaseUntil: nullTime(&leaseUntil), Ids: padIDs(uids(ids)), Tokens: padIDs(mysqlTokens(toks)),
+	})
+	if err != nil {
+		return nil, err
+	}
+	held := make(map[int64]bool, len(refs))
+	if n == int64(len(refs)) {
+		for _, id := range ids {
+			held[id] = true
+		}
+		return held, nil
+	}
+	// Fewer rows changed: some attempts lost their job, or a lease already
+	// ended at that second (MySQL counts changed rows). Read the tokens.
+	cur, err := qs.SelectTokens(ctx, padIDs(uids(ids)))
+	if err != nil {
+		return nil, err
+	}
+	tokenOf := make(map[int64]string, len(cur))
+	for _, c := range cur {
+		tokenOf[int64(c.ID)] = c.ClaimToken.String
+	}
+	for _, r := range refs {
+		if t, ok := tokenOf[r.ID]; ok && t == r.Token {
+			held[r.ID] = true
+		}
+	}
+	return held, nil
+}
+
+// lockedUpdate changes the jobs that refs still hold and returns their ids.
+// MySQL has no RETURNING, so a batch learns which attempts were stale like
+// this: in a short READ COMMITTED transaction it first runs update on all
+// refs; when every ref matched (the usual case) it commits. Otherwise it
+// rolls back and, in a second transaction, locks the rows the refs still
+// hold (LockHeldJobs), updates those and commits.
+func (s mysqlStore) lockedUpdate(ctx context.Context, refs []attemptRef, what string, update func(qs *mysqlgen.Queries, ids []uint64, toks []sql.NullString) (int64, error)) (map[int64]bool, error) {
+	ids, toks := refLists(refs)
+	all := make(map[int64]bool, len(ids))
+	for _, id := range ids {
+		all[id] = true
+	}
+	held, err := s.inTx(ctx, func(qs *mysqlgen.Queries) (map[int64]bool, bool, error) {
+		n, err := update(qs, padIDs(uids(ids)), padIDs(mysqlTokens(toks)))
+		return all, n == int64(len(ids)), err
+	})
+	if err != nil || held != nil {
+		return held, err
+	}
+	return s.inTx(ctx, func(qs *mysqlgen.Queries) (map[int64]bool, bool, error) {
+		locked, err := qs.LockHeldJobs(ctx, mysqlgen.LockHeldJobsParams{Ids: padIDs(uids(ids)), Tokens: padIDs(mysqlTokens(toks))})
+		if err != nil {
+			return nil, false, err
+		}
+		held := idSet(locked)
+		if len(held) == 0 {
+			return held, true, nil
+		}
+		var hIDs []uint64
+		var hToks []sql.NullString
+		for _, r := range refs {
+			if held[r.ID] {
+				hIDs = append(hIDs, uint64(r.ID))
+				hToks = append(hToks, nullString(r.Token))
+			}
+		}
+		n, err := update(qs, padIDs(hIDs), padIDs(hToks))
+		if err == nil && n != int64(len(hIDs)) {
+			err = fmt.Errorf("jobqueue: %s: %d of the %d locked jobs changed; nothing was changed", what, n, len(hIDs))
+		}
+		return held, err == nil, err
+	})
+}
+
+// inTx runs fn in a READ COMMITTED transaction and commits when fn says so
+// (returning its result), else rolls back and returns nil.
+func (s mysqlStore) inTx(ctx context.Context, fn func(qs *mysqlgen.Queries) (map[int64]bool, bool, error)) (map[int64]bool, error) {
+	tx, err := s.r.db.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
+	if err != nil {
+		return nil, err
+	}
+	defer tx.Rollback()
+	res, commit, err := fn(mysqlgen.New(s.r.on(tx)))
+	if err != nil || !commit {
+		return nil, err
+	}
+	if err := tx.Commit(); err != nil {
+		return nil, err
+	}
+	return res, nil
+}
+
+func (s mysqlStore) complete(ctx context.Context, refs []attemptRef, now time.Time, del bool) (map[int64]bool, error) {
+	return s.lockedUpdate(ctx, refs, "completing", func(qs *mysqlgen.Queries, ids []uint64, toks []sql.NullString) (int64, error) {
+		if del {
+			return qs.DeleteCompletedJobs(ctx, mysqlgen.DeleteCompletedJobsParams{Ids: ids, Tokens: toks})
+		}
+		return qs.CompleteJobs(ctx, mysqlgen.CompleteJobsParams{Now: nullTime(&now), Ids: ids, Tokens: toks})
+	})
+}
+
+func (s mysqlStore) heldAttempts(ctx context.Context, refs []attemptRef) ([]*JobRow, error) {
+	ids, toks := refLists(refs)
+	rows, err := s.qs().SelectHeldAttempts(ctx, mysqlgen.SelectHeldAttemptsParams{Ids: padIDs(uids(ids)), Tokens: padIDs(mysqlTokens(toks))})
+	return mysqlRows(rows), err
+}
+
+func (s mysqlStore) abandoned(ctx context.Context, now time.Time, limit int) ([]*JobRow, error) {
+	rows, err := s.qs().SelectAbandoned(ctx, mysqlgen.SelectAbandonedParams{Now: nullTime(&now), Limit: int32(limit)})
+	return mysqlRows(rows), err
+}
+
+func (s mysqlStore) endAttempts(ctx context.Context, refs []attemptRef, e attemptEnd) (map[int64]bool, error) {
+	return s.lockedUpdate(ctx, refs, "ending attempts", func(qs *mysqlgen.Queries, ids []uint64, toks []sql.NullString) (int64, error) {
+		return qs.EndAttempts(ctx, mysqlgen.EndAttemptsParams{
+			Status: mysqlgen.JobsStatus(e.status), Error: nullString(e.errText),
+			RetryAt: nullTime(nullableTime(e.retryAt)), FinishedAt: nullTime(nullableTime(e.finishedAt)),
+			Ids: ids, Tokens: toks,
+		})
+	})
+}
+
+// endAbandoned runs at READ COMMITTED (see readCommitted).
+func (s mysqlStore) endAbandoned(ctx context.Context, refs []attemptRef, e attemptEnd, now time.Time) (int64, error) {
+	ids, toks := refLists(refs)
+	return s.readCommitted(ctx, func(qs *mysqlgen.Queries) (int64, error) {
+		return qs.EndAbandonedAttempts(ctx, mysqlgen.EndAbandonedAttemptsParams{
+			Status: mysqlgen.JobsStatus(e.status), Error: nullString(e.errText),
+			RetryAt: nullTime(nullableTime(e.retryAt)), FinishedAt: nullTime(nullableTime(e.finishedAt)),
+			Ids: padIDs(uids(ids)), Tokens: padIDs(mysqlTokens(toks)), Now: nullTime(&now),
+		})
+	})
+}
+
+func (s mysqlStore) fail(ctx context.Context, ref attemptRef, e attemptEnd) (bool, error) {
+	n, err := s.qs().FailJob(ctx, mysqlgen.FailJobParams{
+		Status: mysqlgen.JobsStatus(e.status), Error: nullString(e.errText),
+		RetryAt: nullTime(nullableTime(e.retryAt)), FinishedAt: nullTime(nullableTime(e.finishedAt)),
+		ID: uint64(ref.ID), Token: nullString(ref.Token),
+	})
+	return n == 1, err
+}
