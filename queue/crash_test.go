@@ -13,9 +13,10 @@ import (
 )
 
 // TestCrashedAttemptIsReclaimed claims a job as a worker that then vanishes
-// (it never heartbeats, completes or fails), lets its 1 s lease pass, and
-// expects a live worker in another process to reclaim and run the job
-// again, and the vanished attempt's late results to be refused.
+// (it never heartbeats, completes or fails) and expects a live worker in
+// another process, whose clock is past the vanished attempt's 1 s lease, to
+// reclaim and run the job again, and the vanished attempt's late results to
+// be refused.
 func TestCrashedAttemptIsReclaimed(t *testing.T) {
 	forEachEngine(t, func(t *testing.T, kind engine.Kind) {
 		env := newTestEnv(t, kind)
@@ -33,7 +34,9 @@ func TestCrashedAttemptIsReclaimed(t *testing.T) {
 		oldRef := attemptRef{ID: old.ID, Token: old.ClaimToken}
 
 		events := newEventLog()
-		live := env.queue(t, env.newPool(t), WithListener(events.listen))
+		clock := &testClock{}
+		clock.advance(2 * time.Second) // the vanished attempt's lease has passed
+		live := env.queue(t, env.newPool(t), WithListener(events.listen), withClock(clock.now))
 		cfg := fastConfig()
 		cfg.Lease = 5 * time.Second
 		w := live.NewWorker(cfg)
