@@ -293,47 +293,49 @@ func TestFailWritesTheOutcome(t *testing.T) {
 			{name: "long error trimmed", opts: []EnqueueOption{pol}, err: errors.New(strings.Repeat("é", 5000)), status: StatusPending, next: 10 * time.Second},
 		}
 		for _, c := range cases {
-			id := mustEnqueue(t, q, testArgs{N: 1}, append([]EnqueueOption{Type(strings.ReplaceAll(c.name, " ", "_"))}, c.opts...)...)
-			for r := 0; r <= c.runs; r++ {
-				if r > 0 {
-					clock.add(time.Minute)
-				}
-				jobs := mustClaim(t, q, []string{strings.ReplaceAll(c.name, " ", "_")}, 1, time.Minute)
-				if len(jobs) != 1 || jobs[0].ID != id {
-					t.Fatalf("%s: claimed %v", c.name, ids(jobs))
-				}
-				if c.status == StatusExpired {
-					clock.add(2 * time.Second)
-				}
-				err := c.err
-				if r < c.runs {
-					err = errors.New("earlier")
-				}
-				st, next, ferr := q.fail(ctx, jobs[0], err)
-				if ferr != nil {
-					t.Fatalf("%s: fail: %v", c.name, ferr)
-				}
-				if r < c.runs {
-					continue
-				}
-				j := getJob(t, q, id)
-				if st != c.status || j.Status != c.status || j.ClaimToken != "" || j.LeaseUntil != nil {
-					t.Fatalf("%s: fail → %s, row %+v; want %s", c.name, st, j, c.status)
-				}
-				if c.status == StatusPending {
-					if !next.Equal(clock.now().Add(c.next)) || !j.ScheduledAt.Equal(next) || j.FinishedAt != nil {
-						t.Errorf("%s: next %v, scheduled_at %v, finished_at %v; want %v", c.name, next, j.ScheduledAt, j.FinishedAt, clock.now().Add(c.next))
+			t.Run(c.name, func(t *testing.T) {
+				id := mustEnqueue(t, q, testArgs{N: 1}, append([]EnqueueOption{Type(strings.ReplaceAll(c.name, " ", "_"))}, c.opts...)...)
+				for r := 0; r <= c.runs; r++ {
+					if r > 0 {
+						clock.add(time.Minute)
 					}
-				} else if j.FinishedAt == nil || !j.FinishedAt.Equal(clock.now()) || !next.IsZero() {
-					t.Errorf("%s: finished_at %v, next %v", c.name, j.FinishedAt, next)
+					jobs := mustClaim(t, q, []string{strings.ReplaceAll(c.name, " ", "_")}, 1, time.Minute)
+					if len(jobs) != 1 || jobs[0].ID != id {
+						t.Fatalf("%s: claimed %v", c.name, ids(jobs))
+					}
+					if c.status == StatusExpired {
+						clock.add(2 * time.Second)
+					}
+					err := c.err
+					if r < c.runs {
+						err = errors.New("earlier")
+					}
+					st, next, ferr := q.fail(ctx, jobs[0], err)
+					if ferr != nil {
+						t.Fatalf("%s: fail: %v", c.name, ferr)
+					}
+					if r < c.runs {
+						continue
+					}
+					j := getJob(t, q, id)
+					if st != c.status || j.Status != c.status || j.ClaimToken != "" || j.LeaseUntil != nil {
+						t.Fatalf("%s: fail → %s, row %+v; want %s", c.name, st, j, c.status)
+					}
+					if c.status == StatusPending {
+						if !next.Equal(clock.now().Add(c.next)) || !j.ScheduledAt.Equal(next) || j.FinishedAt != nil {
+							t.Errorf("%s: next %v, scheduled_at %v, finished_at %v; want %v", c.name, next, j.ScheduledAt, j.FinishedAt, clock.now().Add(c.next))
+						}
+					} else if j.FinishedAt == nil || !j.FinishedAt.Equal(clock.now()) || !next.IsZero() {
+						t.Errorf("%s: finished_at %v, next %v", c.name, j.FinishedAt, next)
+					}
+					if c.errText != "" && j.Error != c.errText {
+						t.Errorf("%s: error %q, want %q", c.name, j.Error, c.errText)
+					}
+					if c.errText == "" && (len(j.Error) > maxErrorLen || len(j.Error) < maxErrorLen-8 || !utf8.ValidString(j.Error)) {
+						t.Errorf("%s: stored error of %d bytes (valid UTF-8: %v), want about %d", c.name, len(j.Error), utf8.ValidString(j.Error), maxErrorLen)
+					}
 				}
-				if c.errText != "" && j.Error != c.errText {
-					t.Errorf("%s: error %q, want %q", c.name, j.Error, c.errText)
-				}
-				if c.errText == "" && (len(j.Error) > maxErrorLen || len(j.Error) < maxErrorLen-8 || !utf8.ValidString(j.Error)) {
-					t.Errorf("%s: stored error of %d bytes (valid UTF-8: %v), want about %d", c.name, len(j.Error), utf8.ValidString(j.Error), maxErrorLen)
-				}
-			}
+			})
 		}
 	})
 }

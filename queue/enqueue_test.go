@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"math"
 	"strings"
 	"testing"
@@ -41,29 +42,31 @@ func TestEnqueueStoresTheJob(t *testing.T) {
 			{name: "raw empty payload", args: RawArgs{Name: "raw"}, kind: "raw", typ: "default", sched: now, pol: RetryPolicy{MaxAttempts: 5, BaseDelay: 2 * time.Second, MaxDelay: 30 * time.Second}, payload: `{}`},
 		}
 		for _, c := range cases {
-			id := mustEnqueue(t, q, c.args, c.opts...)
-			j := getJob(t, q, id)
-			if j.Name != c.kind || j.Type != c.typ || j.Status != StatusPending || j.Attempts != 0 || j.ClaimToken != "" ||
-				j.LeaseUntil != nil || j.FinishedAt != nil || j.Error != "" {
-				t.Errorf("%s: got %+v", c.name, j)
-			}
-			if !j.ScheduledAt.Equal(c.sched) || j.ScheduledAt.Location() != time.UTC || !j.CreatedAt.Equal(now) {
-				t.Errorf("%s: scheduled_at %v created_at %v, want %v and %v (UTC)", c.name, j.ScheduledAt, j.CreatedAt, c.sched, now)
-			}
-			if (j.ExpiresAt == nil) != (c.expires == nil) || j.ExpiresAt != nil && !j.ExpiresAt.Equal(*c.expires) {
-				t.Errorf("%s: expires_at %v, want %v", c.name, j.ExpiresAt, c.expires)
-			}
-			if j.MaxAttempts != c.pol.MaxAttempts || j.BaseDelay != c.pol.BaseDelay || j.MaxDelay != c.pol.MaxDelay {
-				t.Errorf("%s: policy %d/%v/%v, want %+v", c.name, j.MaxAttempts, j.BaseDelay, j.MaxDelay, c.pol)
-			}
-			var got, want any
-			if err := json.Unmarshal(j.Payload, &got); err != nil {
-				t.Fatalf("%s: payload %s: %v", c.name, j.Payload, err)
-			}
-			json.Unmarshal([]byte(c.payload), &want)
-			if gb, _ := json.Marshal(got); string(gb) != mustJSON(want) {
-				t.Errorf("%s: payload %s, want %s", c.name, j.Payload, c.payload)
-			}
+			t.Run(c.name, func(t *testing.T) {
+				id := mustEnqueue(t, q, c.args, c.opts...)
+				j := getJob(t, q, id)
+				if j.Name != c.kind || j.Type != c.typ || j.Status != StatusPending || j.Attempts != 0 || j.ClaimToken != "" ||
+					j.LeaseUntil != nil || j.FinishedAt != nil || j.Error != "" {
+					t.Errorf("%s: got %+v", c.name, j)
+				}
+				if !j.ScheduledAt.Equal(c.sched) || j.ScheduledAt.Location() != time.UTC || !j.CreatedAt.Equal(now) {
+					t.Errorf("%s: scheduled_at %v created_at %v, want %v and %v (UTC)", c.name, j.ScheduledAt, j.CreatedAt, c.sched, now)
+				}
+				if (j.ExpiresAt == nil) != (c.expires == nil) || j.ExpiresAt != nil && !j.ExpiresAt.Equal(*c.expires) {
+					t.Errorf("%s: expires_at %v, want %v", c.name, j.ExpiresAt, c.expires)
+				}
+				if j.MaxAttempts != c.pol.MaxAttempts || j.BaseDelay != c.pol.BaseDelay || j.MaxDelay != c.pol.MaxDelay {
+					t.Errorf("%s: policy %d/%v/%v, want %+v", c.name, j.MaxAttempts, j.BaseDelay, j.MaxDelay, c.pol)
+				}
+				var got, want any
+				if err := json.Unmarshal(j.Payload, &got); err != nil {
+					t.Fatalf("%s: payload %s: %v", c.name, j.Payload, err)
+				}
+				json.Unmarshal([]byte(c.payload), &want)
+				if gb, _ := json.Marshal(got); string(gb) != mustJSON(want) {
+					t.Errorf("%s: payload %s, want %s", c.name, j.Payload, c.payload)
+				}
+			})
 		}
 	})
 }
@@ -115,31 +118,33 @@ func TestEnqueueRejectsBadInput(t *testing.T) {
 			{name: "nil pointer args", args: (*testArgs)(nil), want: ErrInvalidJob},
 		}
 		for _, c := range cases {
-			if c.only != "" && c.only != kind {
-				continue
-			}
-			for _, many := range []bool{false, true} {
-				var err error
-				if many {
-					var n int
-					n, err = q.EnqueueMany(ctx, []JobArgs{testArgs{N: 1}, testArgs{N: 2}, c.args}, c.opts...)
-					if n != 0 {
-						t.Errorf("%s: EnqueueMany wrote %d", c.name, n)
+			t.Run(c.name, func(t *testing.T) {
+				if c.only != "" && c.only != kind {
+					t.Skipf("only on %s", c.only)
+				}
+				for _, many := range []bool{false, true} {
+					var err error
+					if many {
+						var n int
+						n, err = q.EnqueueMany(ctx, []JobArgs{testArgs{N: 1}, testArgs{N: 2}, c.args}, c.opts...)
+						if n != 0 {
+							t.Errorf("%s: EnqueueMany wrote %d", c.name, n)
+						}
+					} else {
+						_, err = q.Enqueue(ctx, c.args, c.opts...)
 					}
-				} else {
-					_, err = q.Enqueue(ctx, c.args, c.opts...)
+					if !errors.Is(err, c.want) {
+						t.Errorf("%s (many=%v): error %v, want %v", c.name, many, err, c.want)
+					}
+					// A per-job error of EnqueueMany names the job's index.
+					if many && err != nil && c.want != ErrInvalidPolicy && !strings.Contains(err.Error(), "job 2 of 3") && !isOptionError(c.name) {
+						t.Errorf("%s: EnqueueMany error %q does not name job 2", c.name, err)
+					}
 				}
-				if !errors.Is(err, c.want) {
-					t.Errorf("%s (many=%v): error %v, want %v", c.name, many, err, c.want)
+				if n := rowCount(t, env); n != 0 {
+					t.Fatalf("%s: %d rows written", c.name, n)
 				}
-				// A per-job error of EnqueueMany names the job's index.
-				if many && err != nil && c.want != ErrInvalidPolicy && !strings.Contains(err.Error(), "job 2 of 3") && !isOptionError(c.name) {
-					t.Errorf("%s: EnqueueMany error %q does not name job 2", c.name, err)
-				}
-			}
-			if n := rowCount(t, env); n != 0 {
-				t.Fatalf("%s: %d rows written", c.name, n)
-			}
+			})
 		}
 		// Text that merely looks like the escape is fine everywhere.
 		if _, err := q.Enqueue(ctx, testArgs{Text: `\u0000`}); err != nil {
@@ -246,22 +251,24 @@ func TestEnqueueManyFewStatements(t *testing.T) {
 		q, _ := coreQueue(t, env, withStatementHook(sc.observe))
 		analyzed := 0
 		for _, c := range []struct{ jobs, maxStatements int }{{5000, 1}, {12000, 3}} {
-			sc.reset()
-			args := make([]JobArgs, c.jobs)
-			for i := range args {
-				args[i] = testArgs{N: i}
-			}
-			n, err := q.EnqueueMany(ctx, args, Type("bulk"))
-			if err != nil || n != c.jobs {
-				t.Fatalf("EnqueueMany(%d) = %d, %v", c.jobs, n, err)
-			}
-			analyzed += sc.countWith("ANALYZE")
-			if got := sc.countWith("INSERT"); got > c.maxStatements || got == 0 {
-				t.Errorf("%d jobs took %d statements, want at most %d", c.jobs, got, c.maxStatements)
-			}
-			if other := sc.count() - sc.countWith("INSERT") - sc.countWith("ANALYZE"); other != 0 {
-				t.Errorf("%d other statements: %q", other, sc.texts)
-			}
+			t.Run(fmt.Sprintf("%d jobs", c.jobs), func(t *testing.T) {
+				sc.reset()
+				args := make([]JobArgs, c.jobs)
+				for i := range args {
+					args[i] = testArgs{N: i}
+				}
+				n, err := q.EnqueueMany(ctx, args, Type("bulk"))
+				if err != nil || n != c.jobs {
+					t.Fatalf("EnqueueMany(%d) = %d, %v", c.jobs, n, err)
+				}
+				analyzed += sc.countWith("ANALYZE")
+				if got := sc.countWith("INSERT"); got > c.maxStatements || got == 0 {
+					t.Errorf("%d jobs took %d statements, want at most %d", c.jobs, got, c.maxStatements)
+				}
+				if other := sc.count() - sc.countWith("INSERT") - sc.countWith("ANALYZE"); other != 0 {
+					t.Errorf("%d other statements: %q", other, sc.texts)
+				}
+			})
 		}
 		// PostgreSQL: the first large EnqueueMany gave the new table planner
 		// statistics, once.
@@ -326,18 +333,22 @@ func TestEnqueueWakesWorkers(t *testing.T) {
 		{"Enqueue", func() error { _, err := q.Enqueue(ctx, testArgs{}); return err }},
 		{"EnqueueMany", func() error { _, err := q.EnqueueMany(ctx, []JobArgs{testArgs{}}); return err }},
 	} {
-		woken := q.wake.wait()
-		if err := c.do(); err != nil {
-			t.Fatal(err)
-		}
-		select {
-		case <-woken:
-		default:
-			t.Errorf("%s did not wake idle workers", c.name)
-		}
+		t.Run(c.name, func(t *testing.T) {
+			woken := q.wake.wait()
+			if err := c.do(); err != nil {
+				t.Fatal(err)
+			}
+			select {
+			case <-woken:
+			default:
+				t.Errorf("%s did not wake idle workers", c.name)
+			}
+		})
 	}
 	woken := q.wake.wait()
-	q.Enqueue(ctx, kindArgs{}) // rejected
+	if _, err := q.Enqueue(ctx, kindArgs{}); err == nil {
+		t.Fatal("Enqueue of an empty kind: no error")
+	}
 	select {
 	case <-woken:
 		t.Error("a rejected Enqueue woke workers")

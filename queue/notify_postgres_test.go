@@ -417,7 +417,7 @@ func TestEnqueueNotifications(t *testing.T) {
 	}
 	// next returns the notifications that arrive within 2s or until n
 	// arrived, and then within 300ms more (extra ones).
-	next := func(n int) []string {
+	next := func(t *testing.T, n int) []string {
 		t.Helper()
 		var got []string
 		deadline := time.Now().Add(2 * time.Second)
@@ -497,13 +497,15 @@ func TestEnqueueNotifications(t *testing.T) {
 		}, nil},
 		{"another table", func() error { _, err := oq.Enqueue(ctx, testArgs{}, Type("a")); return err }, nil},
 	} {
-		if err := c.do(); err != nil {
-			t.Fatalf("%s: %v", c.name, err)
-		}
-		got := next(len(c.want))
-		if fmt.Sprint(got) != fmt.Sprint(c.want) {
-			t.Errorf("%s: notifications %q, want %q", c.name, got, c.want)
-		}
+		t.Run(c.name, func(t *testing.T) {
+			if err := c.do(); err != nil {
+				t.Fatal(err)
+			}
+			got := next(t, len(c.want))
+			if fmt.Sprint(got) != fmt.Sprint(c.want) {
+				t.Errorf("notifications %q, want %q", got, c.want)
+			}
+		})
 	}
 
 	// A burst of Enqueues: the queue sends one notification at a time, so
@@ -518,7 +520,7 @@ func TestEnqueueNotifications(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	got := next(1)
+	got := next(t, 1)
 	if len(got) == 0 || len(got) >= burst {
 		t.Errorf("%d concurrent Enqueues sent %d notifications, want at least 1 and fewer than %d", burst, len(got), burst)
 	}
@@ -534,19 +536,22 @@ func TestListenerWants(t *testing.T) {
 	all := &pgListener{}
 	some := &pgListener{types: map[string]bool{"a": true, "b": true}}
 	for _, c := range []struct {
+		name    string
 		l       *pgListener
 		payload string
 		want    bool
 	}{
-		{all, "a", true},
-		{all, "", true},
-		{some, "a", true},
-		{some, "b", true},
-		{some, "c", false},
-		{some, "", true}, // jobs of several types
+		{"every type, a", all, "a", true},
+		{"every type, several types", all, "", true},
+		{"a and b, a", some, "a", true},
+		{"a and b, b", some, "b", true},
+		{"a and b, c", some, "c", false},
+		{"a and b, several types", some, "", true},
 	} {
-		if got := c.l.wants(c.payload); got != c.want {
-			t.Errorf("wants(%q) with types %v = %v, want %v", c.payload, c.l.types, got, c.want)
-		}
+		t.Run(c.name, func(t *testing.T) {
+			if got := c.l.wants(c.payload); got != c.want {
+				t.Errorf("wants(%q) with types %v = %v, want %v", c.payload, c.l.types, got, c.want)
+			}
+		})
 	}
 }

@@ -45,15 +45,17 @@ func TestStatsListGet(t *testing.T) {
 			{"none", map[Status]int64{}},
 		}
 		for _, c := range statsCases {
-			got, err := q.Stats(ctx, c.typ)
-			if err != nil || len(got) != 5 {
-				t.Fatalf("Stats(%q) = %v, %v", c.typ, got, err)
-			}
-			for _, s := range Statuses() {
-				if got[s] != c.want[s] {
-					t.Fatalf("Stats(%q) = %v, want %v", c.typ, got, c.want)
+			t.Run(fmt.Sprintf("type %q", c.typ), func(t *testing.T) {
+				got, err := q.Stats(ctx, c.typ)
+				if err != nil || len(got) != 5 {
+					t.Fatalf("Stats(%q) = %v, %v", c.typ, got, err)
 				}
-			}
+				for _, s := range Statuses() {
+					if got[s] != c.want[s] {
+						t.Fatalf("Stats(%q) = %v, want %v", c.typ, got, c.want)
+					}
+				}
+			})
 		}
 
 		listCases := []struct {
@@ -68,10 +70,12 @@ func TestStatsListGet(t *testing.T) {
 			{ListFilter{Status: StatusFailed}, []int64{}},
 		}
 		for _, c := range listCases {
-			got, err := q.List(ctx, c.f)
-			if err != nil || fmt.Sprint(ids(got)) != fmt.Sprint(c.want) {
-				t.Fatalf("List(%+v) = %v, %v; want %v", c.f, ids(got), err, c.want)
-			}
+			t.Run(fmt.Sprintf("%+v", c.f), func(t *testing.T) {
+				got, err := q.List(ctx, c.f)
+				if err != nil || fmt.Sprint(ids(got)) != fmt.Sprint(c.want) {
+					t.Fatalf("List(%+v) = %v, %v; want %v", c.f, ids(got), err, c.want)
+				}
+			})
 		}
 		if _, err := q.List(ctx, ListFilter{Status: "weird"}); err == nil {
 			t.Fatal("List with an unknown status: no error")
@@ -123,7 +127,9 @@ func TestRetry(t *testing.T) {
 		failForGood(t, q, "fo")
 		done := mustEnqueue(t, q, testArgs{N: 5}, Type("d"))
 		dj := mustClaim(t, q, []string{"d"}, 1, time.Minute)
-		q.complete(ctx, []attemptRef{dj[0].ref()})
+		if stale, err := q.complete(ctx, []attemptRef{dj[0].ref()}); err != nil || len(stale) != 0 {
+			t.Fatalf("complete = stale %v, %v", stale, err)
+		}
 		clock.add(2 * time.Minute)
 		if n, err := q.ExpireOverdue(ctx); err != nil || n != 1 {
 			t.Fatalf("ExpireOverdue = %d, %v", n, err)
@@ -146,28 +152,36 @@ func TestRetry(t *testing.T) {
 			{"missing", done + 100, false, false},
 		}
 		for _, c := range cases {
-			before, _ := q.Get(ctx, c.id)
-			ok, err := q.Retry(ctx, c.id)
-			if err != nil || ok != c.want {
-				t.Fatalf("Retry(%s) = %v, %v; want %v", c.name, ok, err, c.want)
-			}
-			after, _ := q.Get(ctx, c.id)
-			if !c.want {
-				if fmt.Sprintf("%+v", before) != fmt.Sprintf("%+v", after) {
-					t.Fatalf("Retry(%s) changed the job", c.name)
+			t.Run(c.name, func(t *testing.T) {
+				before, err := q.Get(ctx, c.id)
+				if err != nil && !(errors.Is(err, ErrJobNotFound) && c.name == "missing") {
+					t.Fatalf("Get(%s): %v", c.name, err)
 				}
-				continue
-			}
-			if after.Status != StatusPending || after.Attempts != 0 || after.Error != "" || after.FinishedAt != nil ||
-				!after.ScheduledAt.Equal(clock.now()) || after.ClaimToken != "" {
-				t.Fatalf("Retry(%s) left %+v", c.name, after)
-			}
-			switch {
-			case c.keepsDeadline && (after.ExpiresAt == nil || !after.ExpiresAt.Equal(*before.ExpiresAt)):
-				t.Fatalf("Retry(%s) changed the deadline %v to %v", c.name, before.ExpiresAt, after.ExpiresAt)
-			case !c.keepsDeadline && after.ExpiresAt != nil:
-				t.Fatalf("Retry(%s) kept the deadline %v", c.name, after.ExpiresAt)
-			}
+				ok, err := q.Retry(ctx, c.id)
+				if err != nil || ok != c.want {
+					t.Fatalf("Retry(%s) = %v, %v; want %v", c.name, ok, err, c.want)
+				}
+				after, err := q.Get(ctx, c.id)
+				if err != nil && !(errors.Is(err, ErrJobNotFound) && c.name == "missing") {
+					t.Fatalf("Get(%s) after Retry: %v", c.name, err)
+				}
+				if !c.want {
+					if fmt.Sprintf("%+v", before) != fmt.Sprintf("%+v", after) {
+						t.Fatalf("Retry(%s) changed the job", c.name)
+					}
+					return
+				}
+				if after.Status != StatusPending || after.Attempts != 0 || after.Error != "" || after.FinishedAt != nil ||
+					!after.ScheduledAt.Equal(clock.now()) || after.ClaimToken != "" {
+					t.Fatalf("Retry(%s) left %+v", c.name, after)
+				}
+				switch {
+				case c.keepsDeadline && (after.ExpiresAt == nil || !after.ExpiresAt.Equal(*before.ExpiresAt)):
+					t.Fatalf("Retry(%s) changed the deadline %v to %v", c.name, before.ExpiresAt, after.ExpiresAt)
+				case !c.keepsDeadline && after.ExpiresAt != nil:
+					t.Fatalf("Retry(%s) kept the deadline %v", c.name, after.ExpiresAt)
+				}
+			})
 		}
 		// All of them run again.
 		if got := mustClaim(t, q, []string{"f", "e", "fl", "fo"}, 10, time.Minute); len(got) != 4 {
@@ -242,19 +256,21 @@ func TestReclaim(t *testing.T) {
 			{healthy, StatusInProgress, false},
 		}
 		for _, c := range cases {
-			j := getJob(t, q, c.id)
-			if j.Status != c.status || (j.FinishedAt != nil) != c.finished {
-				t.Fatalf("job %d: %s finished %v, want %s", c.id, j.Status, j.FinishedAt, c.status)
-			}
-			if c.status == StatusInProgress {
-				continue
-			}
-			if j.ClaimToken != "" || j.LeaseUntil != nil || j.Error != reclaimError {
-				t.Fatalf("reclaimed job %+v", j)
-			}
-			if c.finished && !j.FinishedAt.Equal(clock.now()) || c.status == StatusPending && !j.ScheduledAt.Equal(clock.now()) {
-				t.Fatalf("reclaimed job times %+v (now %v)", j, clock.now())
-			}
+			t.Run(fmt.Sprintf("job %d %s", c.id, c.status), func(t *testing.T) {
+				j := getJob(t, q, c.id)
+				if j.Status != c.status || (j.FinishedAt != nil) != c.finished {
+					t.Fatalf("job %d: %s finished %v, want %s", c.id, j.Status, j.FinishedAt, c.status)
+				}
+				if c.status == StatusInProgress {
+					return
+				}
+				if j.ClaimToken != "" || j.LeaseUntil != nil || j.Error != reclaimError {
+					t.Fatalf("reclaimed job %+v", j)
+				}
+				if c.finished && !j.FinishedAt.Equal(clock.now()) || c.status == StatusPending && !j.ScheduledAt.Equal(clock.now()) {
+					t.Fatalf("reclaimed job times %+v (now %v)", j, clock.now())
+				}
+			})
 		}
 		if got := mustClaim(t, q, []string{"a"}, 10, time.Minute); len(got) != 1 || got[0].ID != retry || got[0].Attempts != 2 {
 			t.Fatalf("after Reclaim claimed %v", ids(got))

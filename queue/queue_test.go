@@ -152,7 +152,10 @@ func TestNewChecksTheTable(t *testing.T) {
 	forEachEngine(t, func(t *testing.T, kind engine.Kind) {
 		ctx := context.Background()
 		db := testdb.Open(t, kind)
-		tbl, _ := engine.ParseTable(kind, testdb.Table(t, db))
+		tbl, err := engine.ParseTable(kind, testdb.Table(t, db))
+		if err != nil {
+			t.Fatal(err)
+		}
 		cases := []struct {
 			name  string
 			setup func(t *testing.T)
@@ -171,18 +174,20 @@ func TestNewChecksTheTable(t *testing.T) {
 				}},
 		}
 		for _, c := range cases {
-			if c.setup != nil {
-				c.setup(t)
-			}
-			q, err := New(db, WithTable(c.table))
-			if !errors.Is(err, c.want) || q != nil {
-				t.Fatalf("%s: New = %v, %v; want error %v", c.name, q, err, c.want)
-			}
-			for _, s := range c.text {
-				if !strings.Contains(err.Error(), s) {
-					t.Errorf("%s: error %q does not mention %q", c.name, err, s)
+			t.Run(c.name, func(t *testing.T) {
+				if c.setup != nil {
+					c.setup(t)
 				}
-			}
+				q, err := New(db, WithTable(c.table))
+				if !errors.Is(err, c.want) || q != nil {
+					t.Fatalf("New = %v, %v; want error %v", q, err, c.want)
+				}
+				for _, s := range c.text {
+					if !strings.Contains(err.Error(), s) {
+						t.Errorf("error %q does not mention %q", err, s)
+					}
+				}
+			})
 		}
 	})
 }
@@ -205,28 +210,33 @@ func TestNewRefusesHalfMigratedTable(t *testing.T) {
 				alter: "ALTER TABLE %s MODIFY status ENUM('pending','in_progress','completed','failed') NOT NULL DEFAULT 'pending'"},
 		}
 		for _, c := range cases {
-			if c.only != "" && c.only != kind {
-				continue
-			}
-			tbl, _ := engine.ParseTable(kind, testdb.Table(t, db))
-			if err := migrations.Install(ctx, db, tbl.Name); err != nil {
-				t.Fatal(err)
-			}
-			if q, err := New(db, WithTable(tbl.Name)); err != nil {
-				t.Fatalf("%s: New on the installed table: %v", c.name, err)
-			} else {
-				q.Close()
-			}
-			if _, err := db.ExecContext(ctx, fmt.Sprintf(c.alter, tbl.Quoted())); err != nil {
-				t.Fatal(err)
-			}
-			q, err := New(db, WithTable(tbl.Name))
-			if !errors.Is(err, ErrOutdatedTable) || q != nil {
-				t.Fatalf("%s: New = %v, %v; want ErrOutdatedTable", c.name, q, err)
-			}
-			if !strings.Contains(err.Error(), "migrations.Migrate") {
-				t.Errorf("%s: error %q does not name migrations.Migrate", c.name, err)
-			}
+			t.Run(c.name, func(t *testing.T) {
+				if c.only != "" && c.only != kind {
+					t.Skipf("only on %s", c.only)
+				}
+				tbl, err := engine.ParseTable(kind, testdb.Table(t, db))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := migrations.Install(ctx, db, tbl.Name); err != nil {
+					t.Fatal(err)
+				}
+				if q, err := New(db, WithTable(tbl.Name)); err != nil {
+					t.Fatalf("New on the installed table: %v", err)
+				} else {
+					q.Close()
+				}
+				if _, err := db.ExecContext(ctx, fmt.Sprintf(c.alter, tbl.Quoted())); err != nil {
+					t.Fatal(err)
+				}
+				q, err := New(db, WithTable(tbl.Name))
+				if !errors.Is(err, ErrOutdatedTable) || q != nil {
+					t.Fatalf("New = %v, %v; want ErrOutdatedTable", q, err)
+				}
+				if !strings.Contains(err.Error(), "migrations.Migrate") {
+					t.Errorf("error %q does not name migrations.Migrate", err)
+				}
+			})
 		}
 	})
 }
@@ -274,7 +284,6 @@ func TestSmokeLifecycle(t *testing.T) {
 				break
 			}
 		}
-		_ = sql.ErrNoRows
 	})
 }
 
@@ -327,10 +336,12 @@ func TestNewRejectsBadOptions(t *testing.T) {
 		{"long name", WithTable(strings.Repeat("x", 65)), ErrInvalidTableName},
 	}
 	for _, c := range cases {
-		q, err := New(db, c.opt)
-		if err == nil || q != nil || c.want != nil && !errors.Is(err, c.want) {
-			t.Errorf("%s: New = %v, %v; want error %v", c.name, q, err, c.want)
-		}
+		t.Run(c.name, func(t *testing.T) {
+			q, err := New(db, c.opt)
+			if err == nil || q != nil || c.want != nil && !errors.Is(err, c.want) {
+				t.Errorf("New = %v, %v; want error %v", q, err, c.want)
+			}
+		})
 	}
 	if _, err := New(nil); !errors.Is(err, ErrUnsupportedDatabase) {
 		t.Errorf("New(nil) = %v", err)
