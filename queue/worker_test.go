@@ -323,21 +323,28 @@ func TestWorkerHandleDefault(t *testing.T) {
 }
 
 // TestWorkerHeartbeatKeepsLongJob runs a job twice as long as its lease
-// while Reclaim runs every 100 ms: heartbeats keep it.
+// while Reclaim runs every 100 ms: heartbeats keep it. The queue's clock
+// moves on in steps of a fifth of the lease, each once a heartbeat has
+// renewed the lease from the clock's new time, so the job outlives its
+// lease without the test waiting for it.
 func TestWorkerHeartbeatKeepsLongJob(t *testing.T) {
 	forEachEngine(t, func(t *testing.T, kind engine.Kind) {
 		env := newTestEnv(t, kind)
 		events := newEventLog()
-		q := env.queue(t, nil, WithListener(events.listen))
+		clock := &testClock{}
+		q := env.queue(t, nil, WithListener(events.listen), withClock(clock.now))
 		cfg := fastConfig()
-		cfg.Lease = 2 * time.Second
+		cfg.Lease = 10 * time.Second
 		cfg.HeartbeatInterval = 300 * time.Millisecond
 		w := q.NewWorker(cfg)
 		var calls atomic.Int32
+		started, finish := make(chan struct{}), make(chan struct{})
 		Handle(w, func(ctx context.Context, job *Job[emailArgs]) error {
-			calls.Add(1)
+			if calls.Add(1) == 1 {
+				close(started)
+			}
 			select {
-			case <-time.After(4 * time.Second):
+			case <-finish:
 				return nil
 			case <-ctx.Done():
 				t.Errorf("handler cancelled: %v", context.Cause(ctx))
@@ -346,17 +353,32 @@ func TestWorkerHeartbeatKeepsLongJob(t *testing.T) {
 		})
 		id := enqueue(t, q, emailArgs{})
 		startWorker(t, w)
+		waitFor(t, started, 10*time.Second, "the handler to start")
+		step := cfg.Lease / 5
+		for moved := time.Duration(0); moved <= 2*cfg.Lease; moved += step {
+			clock.advance(step)
+			// Renewed from the clock's new time: more than Lease-1.5s ahead
+			// (MySQL keeps whole seconds), which the lease before the step,
+			// at most Lease-step+0.5s ahead, is not.
+			waitUntil(t, 10*time.Second, "a heartbeat to renew the lease from the clock's new time", func() bool {
+				row := getJob(t, q, id)
+				return row.LeaseUntil != nil && row.LeaseUntil.Sub(clock.now()) > cfg.Lease-1500*time.Millisecond
+			})
+		}
+		close(finish)
 		events.next(t, EventCompleted, 10*time.Second)
 		row := getJob(t, q, id)
 		if row.Status != StatusCompleted || row.Attempts != 1 || calls.Load() != 1 {
 			t.Errorf("long job: %s after %d attempts and %d calls; want completed after 1", row.Status, row.Attempts, calls.Load())
 		}
 		if n := events.count(EventReclaimed); n != 0 {
+			events.mu.Lock()
 			for _, ev := range events.events {
 				if ev.Kind == EventReclaimed && ev.Count > 0 {
 					t.Errorf("reclaim took %d jobs while the long job ran", ev.Count)
 				}
 			}
+			events.mu.Unlock()
 		}
 	})
 }
