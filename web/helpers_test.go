@@ -37,15 +37,22 @@ type cleanup struct{}
 
 func (cleanup) Kind() string { return "cleanup" }
 
-// newQueue installs a fresh table on the env's database and opens a queue
-// on it, closed when t ends.
-func newQueue(t testing.TB, e *testdb.Env) *queue.Queue {
+func quietLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }
+
+// newQueue installs a table (a fresh one when table is not given) on the
+// env's database and opens a queue on it, closed when t ends.
+func newQueue(t testing.TB, e *testdb.Env, table ...string) *queue.Queue {
 	t.Helper()
-	table := e.Table(t)
-	if err := migrations.Install(context.Background(), e.DB, table); err != nil {
-		t.Fatalf("install %s: %v", table, err)
+	var name string
+	if len(table) > 0 {
+		name = table[0]
+	} else {
+		name = e.Table(t)
 	}
-	q, err := queue.New(e.DB, queue.WithTable(table), queue.WithLogger(slog.New(slog.DiscardHandler)))
+	if err := migrations.Install(context.Background(), e.DB, name); err != nil {
+		t.Fatalf("install %s: %v", name, err)
+	}
+	q, err := queue.New(e.DB, queue.WithTable(name), queue.WithLogger(quietLogger()))
 	if err != nil {
 		t.Fatalf("queue.New: %v", err)
 	}
