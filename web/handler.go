@@ -62,9 +62,10 @@ type Options struct {
 	// User names who made a request, for the log (default: the basic auth
 	// user name, else "anonymous").
 	User func(r *http.Request) string
-	// CountLimit is where the overview's counts stop (default 10000): a
-	// count equal to it means "that many or more". Counting a million rows
-	// takes a while; counting up to a limit does not.
+	// CountLimit is where the overview's counts per status and type stop
+	// (default 1000): a count equal to it means "that many or more", shown
+	// as "1,000+". Counting a million rows takes a while; counting up to a
+	// limit does not. GET /api/stats counts exactly.
 	CountLimit int64
 	// PageSize is how many jobs a jobs page shows (default 50, at most
 	// MaxPageSize).
@@ -94,7 +95,7 @@ func NewHandler(q *queue.Queue, opts Options) http.Handler {
 		opts.Logger = slog.Default()
 	}
 	if opts.CountLimit <= 0 {
-		opts.CountLimit = 10000
+		opts.CountLimit = 1000
 	}
 	if opts.PageSize <= 0 {
 		opts.PageSize = 50

@@ -494,6 +494,24 @@ func TestPages(t *testing.T) {
 			})
 		}
 
+		t.Run("capped counts", func(t *testing.T) {
+			hc := web.NewHandler(q, web.Options{CountLimit: 2, Logger: slog.New(slog.DiscardHandler)})
+			code, body := call(t, hc, "GET", "/", "")
+			// 3 pending emails count as "2+", the 2 failed images as "2+",
+			// the one completed report as "1".
+			if code != 200 || !strings.Contains(body, `data-count="2">2&#43;</span>`) || !strings.Contains(body, `data-count="1">1</span>`) {
+				t.Fatalf("overview with CountLimit 2 = %d, lacks the capped counts:\n%s", code, body)
+			}
+			_, body = call(t, hc, "GET", "/api/overview", "")
+			ov := decode[struct {
+				Totals stats    `json:"totals"`
+				Capped []string `json:"totals_capped"`
+			}](t, body)
+			if ov.Totals != (stats{Pending: 2, Completed: 1, Failed: 2, Expired: 1}) || fmt.Sprint(ov.Capped) != "[pending failed]" {
+				t.Fatalf("capped overview = %+v", ov)
+			}
+		})
+
 		t.Run("hidden payloads", func(t *testing.T) {
 			hh := web.NewHandler(q, web.Options{HidePayloads: true, Logger: slog.New(slog.DiscardHandler)})
 			for _, target := range []string{fmt.Sprintf("/jobs/%d", s.failed[0]), fmt.Sprintf("/api/jobs/%d", s.failed[0]), "/api/jobs", "/api/overview"} {

@@ -10,7 +10,7 @@ import (
 )
 
 // recentFailures is how many failed jobs the overview lists.
-const recentFailures = 10
+const recentFailures = 6
 
 // overview is what the overview page shows. Every read behind it uses an
 // index and stops early (queue.StatsUpTo, Types, OldestDue,
@@ -18,8 +18,10 @@ const recentFailures = 10
 type overview struct {
 	Now        time.Time
 	CountLimit int64
-	// Totals counts the jobs per status, each count stopping at CountLimit.
+	// Totals counts the jobs per status; Capped tells which totals are
+	// lower bounds (a count behind them stopped at CountLimit).
 	Totals map[queue.Status]int64
+	Capped map[queue.Status]bool
 	// Types has a row per type, in byte order; MoreTypes tells that there
 	// were more than maxTypes.
 	Types     []typeRow
@@ -36,13 +38,13 @@ type typeRow struct {
 	OldestDue *queue.JobRow
 }
 
-// overview reads the overview.
+// overview reads the overview. The totals are the sums of the types' rows
+// when every type is shown (one count fewer per status), else counted on
+// their own; either way a total is "capped" when a count behind it
+// stopped at the limit.
 func (h *handler) overview(ctx context.Context) (*overview, error) {
-	ov := &overview{Now: time.Now().UTC(), CountLimit: h.opts.CountLimit}
-	var err error
-	if ov.Totals, err = h.q.StatsUpTo(ctx, "", h.opts.CountLimit); err != nil {
-		return nil, err
-	}
+	ov := &overview{Now: time.Now().UTC(), CountLimit: h.opts.CountLimit,
+		Totals: map[queue.Status]int64{}, Capped: map[queue.Status]bool{}}
 	types, more, err := h.q.Types(ctx, maxTypes)
 	if err != nil {
 		return nil, err
@@ -58,9 +60,22 @@ func (h *handler) overview(ctx context.Context) (*overview, error) {
 				return nil, err
 			}
 		}
+		for s, n := range row.Counts {
+			ov.Totals[s] += n
+			ov.Capped[s] = ov.Capped[s] || n >= h.opts.CountLimit
+		}
+		if row.OldestDue != nil && (ov.OldestDue == nil || dueBefore(row.OldestDue, ov.OldestDue)) {
+			ov.OldestDue = row.OldestDue
+		}
 		ov.Types = append(ov.Types, row)
 	}
-	if ov.Totals[queue.StatusPending] > 0 {
+	if more {
+		if ov.Totals, err = h.q.StatsUpTo(ctx, "", h.opts.CountLimit); err != nil {
+			return nil, err
+		}
+		for s, n := range ov.Totals {
+			ov.Capped[s] = n >= h.opts.CountLimit
+		}
 		if ov.OldestDue, err = h.q.OldestDue(ctx, ""); err != nil {
 			return nil, err
 		}
@@ -73,10 +88,20 @@ func (h *handler) overview(ctx context.Context) (*overview, error) {
 	return ov, nil
 }
 
+// dueBefore orders jobs as the oldest due job is chosen: by scheduled_at,
+// then id.
+func dueBefore(a, b *queue.JobRow) bool {
+	if !a.ScheduledAt.Equal(b.ScheduledAt) {
+		return a.ScheduledAt.Before(b.ScheduledAt)
+	}
+	return a.ID < b.ID
+}
+
 // overviewJSON is the answer of GET /api/overview.
 type overviewJSON struct {
 	CountLimit     int64         `json:"count_limit"`
 	Totals         statsJSON     `json:"totals"`
+	TotalsCapped   []string      `json:"totals_capped"`
 	Types          []typeJSON    `json:"types"`
 	MoreTypes      bool          `json:"more_types"`
 	OldestDue      *oldestJSON   `json:"oldest_due"`
@@ -109,11 +134,17 @@ func (ov *overview) json(hidePayloads bool) overviewJSON {
 	out := overviewJSON{
 		CountLimit:     ov.CountLimit,
 		Totals:         toStatsJSON(ov.Totals),
+		TotalsCapped:   []string{},
 		Types:          make([]typeJSON, 0, len(ov.Types)),
 		MoreTypes:      ov.MoreTypes,
 		OldestDue:      ov.oldest(ov.OldestDue),
 		RecentFailures: make([]jobjson.Job, 0, len(ov.Failures)),
 		Now:            jobjson.Time(ov.Now),
+	}
+	for _, st := range queue.Statuses() {
+		if ov.Capped[st] {
+			out.TotalsCapped = append(out.TotalsCapped, string(st))
+		}
 	}
 	for _, t := range ov.Types {
 		out.Types = append(out.Types, typeJSON{Type: t.Type, Counts: toStatsJSON(t.Counts), OldestDue: ov.oldest(t.OldestDue)})

@@ -61,7 +61,14 @@ func staticHandler() http.Handler {
 
 // funcs are the helpers the templates use.
 var funcs = template.FuncMap{
-	"count":    formatCount,
+	"count": formatCount,
+	"total": func(ov *overview, s queue.Status) string {
+		str := groupDigits(ov.Totals[s])
+		if ov.Capped[s] {
+			str += "+"
+		}
+		return str
+	},
 	"utc":      func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05") },
 	"iso":      func(t time.Time) string { return t.UTC().Format(time.RFC3339) },
 	"ago":      ago,
