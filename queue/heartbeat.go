@@ -24,7 +24,8 @@ var (
 // own; it reads the inflightSet, moves the leaseEnd of the attempts it
 // renewed, and cancels (with a cause wrapping ErrLeaseLost) the handlers of
 // attempts that lost their job or whose lease runs out unrenewed. It writes
-// only the lease_until of rows its attempts hold.
+// only the lease_until of rows its attempts hold. The PostgreSQL listener
+// pokes it (checkNow) when a job running here was cancelled.
 type heartbeater struct {
 	q        *Queue
 	log      *slog.Logger
@@ -46,9 +47,9 @@ func (h *heartbeater) checkNow() {
 	}
 }
 
-// run renews the leases of every running attempt each interval (and when
-// poked), and
-// cancels the handlers of attempts that lost their job, until ctx ends. It
+// run renews the leases of every running attempt each interval (and at
+// once when poked), and cancels the handlers of attempts that lost their
+// job, until ctx ends. It
 // also cancels the handler of an attempt whose renewal failed when its
 // lease ends before the next heartbeat: past its lease another worker may
 // reclaim the job, and the two must not run it at once.

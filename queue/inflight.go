@@ -22,7 +22,8 @@ type attempt struct {
 
 // inflightSet is the register of one run's claimed attempts whose handlers
 // have not returned. The claimer adds to it, the executor that ran an
-// attempt removes it, the heartbeater reads it and moves leaseEnd, and
+// attempt removes it, the heartbeater reads it and moves leaseEnd, the
+// PostgreSQL listener asks whether it holds cancelled jobs (holdsAny), and
 // shutdown counts it. Its lock guards the set and every leaseEnd in it.
 type inflightSet struct {
 	mu sync.Mutex

@@ -109,11 +109,17 @@ type Waker interface {
 
 // Defaults of WorkerConfig.
 const (
-	DefaultConcurrency         = 10
-	DefaultLease               = 5 * time.Minute
-	DefaultPollInterval        = time.Second
+	// DefaultConcurrency is WorkerConfig.Concurrency's default.
+	DefaultConcurrency = 10
+	// DefaultLease is WorkerConfig.Lease's default.
+	DefaultLease = 5 * time.Minute
+	// DefaultPollInterval is WorkerConfig.PollInterval's default.
+	DefaultPollInterval = time.Second
+	// DefaultMaintenanceInterval is WorkerConfig.MaintenanceInterval's
+	// default.
 	DefaultMaintenanceInterval = 30 * time.Second
-	DefaultShutdownTimeout     = 30 * time.Second
+	// DefaultShutdownTimeout is WorkerConfig.ShutdownTimeout's default.
+	DefaultShutdownTimeout = 30 * time.Second
 )
 
 // dbCallTimeout bounds each of the worker's own statements.
