@@ -21,6 +21,8 @@
 package migrations
 
 import (
+	"time"
+
 	"github.com/jobqueue/jobqueue/internal/engine"
 	"github.com/jobqueue/jobqueue/internal/policy"
 )
@@ -46,5 +48,19 @@ var (
 )
 
 // RetryPolicy is the retry policy Migrate stores with every job of a
-// version 1 table (version 1 kept none).
-type RetryPolicy = policy.RetryPolicy
+// version 1 table (version 1 kept none). Its fields are those of
+// queue.RetryPolicy, so one converts to the other:
+// migrations.RetryPolicy(p).
+type RetryPolicy struct {
+	// MaxAttempts is the number of attempts, the first one included.
+	MaxAttempts int
+	// BaseDelay is the wait after the first failed attempt (whole seconds);
+	// each later failure doubles it.
+	BaseDelay time.Duration
+	// MaxDelay caps the wait between attempts (whole seconds).
+	MaxDelay time.Duration
+}
+
+// internal is p as the internal/policy package (shared with the queue)
+// takes it.
+func (p RetryPolicy) internal() policy.RetryPolicy { return policy.RetryPolicy(p) }

@@ -49,7 +49,7 @@ func GooseMigrations(db *sql.DB, table string, p RetryPolicy, version int64) ([]
 		return nil, err
 	}
 	if p != (RetryPolicy{}) {
-		if err := p.Validate(); err != nil {
+		if err := p.internal().Validate(); err != nil {
 			return nil, err
 		}
 	}

@@ -66,7 +66,7 @@ type migrateOptions struct {
 
 // migrate is Migrate with options.
 func migrate(ctx context.Context, db *sql.DB, p RetryPolicy, table string, o migrateOptions) error {
-	if err := p.Validate(); err != nil {
+	if err := p.internal().Validate(); err != nil {
 		return fmt.Errorf("migrate table %q: %w; pass the policy version 2 should store with every job (for example MaxAttempts 3, BaseDelay 2m, MaxDelay 1h)", table, err)
 	}
 	k, err := engine.Detect(db)
@@ -203,7 +203,7 @@ func (a *sqlArgs) add(v any) string {
 // the expression that reads it (SQLite normalizes them).
 func (c *converter) conversion(a *sqlArgs, timeCol func(string) string) map[string]string {
 	now := func() string { return a.add(c.t.Kind.TimeArg(c.now)) }
-	maxAttempts, baseDelay, maxDelay := c.p.Seconds()
+	maxAttempts, baseDelay, maxDelay := c.p.internal().Seconds()
 	started := "(retry_count + CASE WHEN status IN ('in_progress', 'completed') THEN 1 ELSE 0 END)"
 	deadlinePassed := func() string {
 		return "(" + timeCol("expires_at") + " IS NOT NULL AND " + timeCol("expires_at") + " <= " + now() + ")"

@@ -318,7 +318,7 @@ func dbTime(t testing.TB, k engine.Kind, v any) *time.Time {
 // migrated at now with policy p; payload is the text the version 1 table
 // returned for it.
 func expectV2(j v1Job, k engine.Kind, p RetryPolicy, now time.Time, payload string) v2Job {
-	maxA, base, maxD := p.Seconds()
+	maxA, base, maxD := p.internal().Seconds()
 	attempts := j.RetryCount
 	if j.Status == "in_progress" || j.Status == "completed" {
 		attempts++
