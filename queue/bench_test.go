@@ -5,7 +5,9 @@ package queue
 //	BenchmarkEnqueueMany   bulk enqueue in batches of 1000
 //	BenchmarkClaimComplete claim 100 + complete 100, the worker's primitives alone
 //	BenchmarkDrain         one worker (concurrency 8, 64) drains JOBQUEUE_BENCH_JOBS
-//	                       (default 20 000) no-op jobs, completed rows kept
+//	                       (default 20 000) no-op jobs, completed rows kept; it
+//	                       measures claiming ahead (claimer.go): without it a
+//	                       worker of concurrency 8 claims 8 jobs per round trip
 //
 // Each reports jobs/s. A server that cannot be reached skips its engine.
 

@@ -11,11 +11,45 @@ import (
 // trip, long enough for handlers that just finished.
 const claimGather = 500 * time.Microsecond
 
+// Claiming ahead. While handlers are short next to a claim's round trip,
+// the executors finish a batch before the next claim returns and wait idle
+// for it: then the claimer holds up to "ahead" claimed jobs beyond
+// Concurrency in the work channel, so that the next batch is claimed while
+// the current one runs. ahead is the number of jobs the executors are
+// expected to finish during one claim round trip (Concurrency × claim
+// latency / handler duration, both moving averages), capped by
+// claimAheadCap; it is 0 (no buffer, a claim per free slot) while handlers
+// take claimAheadMaxHandler or more, and before any handler has returned.
+// A buffered attempt is in the inflightSet from its claim on, so the
+// heartbeater renews its lease like a running one; it waits about one
+// claim round trip before an executor starts it, and an executor does not
+// start one whose context was cancelled meanwhile (lease lost, shutdown).
+// A process that crashes leaves its buffered jobs in_progress, and Reclaim
+// takes them back once their lease has passed, like any other attempt.
+const (
+	// claimAheadMin is the least cap of the buffer (see claimAheadCap).
+	claimAheadMin = 64
+	// claimAheadMaxHandler: handlers that take this long on average or
+	// longer are not claimed ahead (a claim's round trip is small next to
+	// them, and a buffered job would wait for a slot while another worker
+	// could run it).
+	claimAheadMaxHandler = 20 * time.Millisecond
+)
+
+// claimAheadCap is the most jobs a worker of concurrency conc holds claimed
+// beyond conc: bounded, and sized so that the work channel has room for all.
+func claimAheadCap(conc int) int {
+	return min(max(conc, claimAheadMin), maxClaim)
+}
+
 // claimer is the goroutine of Run: it claims jobs into the run's free slots
-// and hands them to the executors. It owns the count of free slots, the
-// poll timer and the wake-ups; it adds every attempt it claims to the
-// inflightSet before handing it out, reads how full the completer is
-// (and claims nothing while it is full), and writes nothing but claims.
+// (and, for short handlers, a bounded buffer beyond them: see claimAheadMin)
+// and hands them to the executors. It owns the count of claimed jobs whose
+// handlers have not returned, the moving averages of claim latency and
+// handler duration, the poll timer and the wake-ups; it adds every attempt
+// it claims to the inflightSet before handing it out, reads how full the
+// completer is (and claims nothing while it is full), and writes nothing
+// but claims.
 type claimer struct {
 	q     *Queue
 	cfg   WorkerConfig
@@ -25,16 +59,52 @@ type claimer struct {
 
 	attempts  *inflightSet
 	completer *completer
-	work      chan<- *attempt // to the executors; room for every slot
-	freed     <-chan struct{} // from the executors: a slot is free
+	work      chan<- *attempt      // to the executors; room for Concurrency + claimAheadCap
+	freed     <-chan time.Duration // from the executors: a handler returned, after this long
+
+	// Moving averages (see ahead); known once measured.
+	claimRTT, handlerDur time.Duration
+	rttKnown, durKnown   bool
 }
 
-// loop claims jobs into the free slots until stop ends or MaxJobs jobs were
-// claimed, and returns how many it claimed. After a full batch it claims
-// again as soon as a slot is free; after a short one (nothing more was due)
-// it waits for the poll timer or a wake-up.
+// ahead is how many jobs the claimer may hold claimed beyond Concurrency
+// now (see claimAheadMin).
+func (c *claimer) ahead() int {
+	if !c.rttKnown || !c.durKnown || c.handlerDur >= claimAheadMaxHandler {
+		return 0
+	}
+	limit := claimAheadCap(c.cfg.Concurrency)
+	d := max(c.handlerDur, time.Microsecond)
+	want := (int64(c.cfg.Concurrency)*int64(c.claimRTT) + int64(d) - 1) / int64(d)
+	return int(min(want, int64(limit)))
+}
+
+// handlerReturned folds one handler's duration into its moving average.
+func (c *claimer) handlerReturned(d time.Duration) {
+	if !c.durKnown {
+		c.handlerDur, c.durKnown = d, true
+		return
+	}
+	c.handlerDur += (d - c.handlerDur) / 8
+}
+
+// claimTook folds one claim's round trip into its moving average.
+func (c *claimer) claimTook(d time.Duration) {
+	if !c.rttKnown {
+		c.claimRTT, c.rttKnown = d, true
+		return
+	}
+	c.claimRTT += (d - c.claimRTT) / 4
+}
+
+// loop claims jobs until stop ends or MaxJobs jobs were claimed, and
+// returns how many it claimed. It keeps held (claimed jobs whose handlers
+// have not returned) within Concurrency + ahead. After a full batch it
+// claims again as soon as there is room; after a short one (nothing more
+// was due) it waits for the poll timer or a wake-up.
 func (c *claimer) loop(stop context.Context) int {
-	free := c.cfg.Concurrency
+	conc := c.cfg.Concurrency
+	held := 0
 	claimed := 0
 	var wakeups <-chan struct{}
 	if c.cfg.Waker != nil {
@@ -46,8 +116,9 @@ func (c *claimer) loop(stop context.Context) int {
 	drain:
 		for {
 			select {
-			case <-c.freed:
-				free++
+			case d := <-c.freed:
+				held--
+				c.handlerReturned(d)
 			default:
 				break drain
 			}
@@ -59,10 +130,15 @@ func (c *claimer) loop(stop context.Context) int {
 			c.log.Info("worker claimed MaxJobs jobs; finishing them", "max_jobs", c.cfg.MaxJobs)
 			return claimed
 		}
-		if free == 0 {
+		limit := conc + c.ahead()
+		room := limit - held
+		if room <= 0 || (held >= conc && room < limit/2) {
+			// Every slot is busy, or the buffer ahead of them is still
+			// more than half full: wait for a handler to return.
 			select {
-			case <-c.freed:
-				free++
+			case d := <-c.freed:
+				held--
+				c.handlerReturned(d)
 				continue
 			case <-stop.Done():
 				return claimed
@@ -74,32 +150,32 @@ func (c *claimer) loop(stop context.Context) int {
 			// catches up, so that its backlog stays bounded.
 			select {
 			case <-c.completer.drained:
-			case <-c.freed:
-				free++
+			case d := <-c.freed:
+				held--
+				c.handlerReturned(d)
 			case <-stop.Done():
 				return claimed
 			}
 			continue
 		}
+		if held > 0 && held < conc {
+			// Work remains but some slots are busy and nothing is
+			// buffered: give the running handlers a moment to free more,
+			// so that one claim fills several slots rather than one claim
+			// per slot.
+			held = c.gatherSlots(held, stop)
+			room = conc + c.ahead() - held
+		}
 		// One claim takes at most maxClaim jobs: ask for no more, so that a
 		// full claim is told from a short one (nothing more due).
-		n := min(free, maxClaim)
+		n := min(room, maxClaim)
 		if c.cfg.MaxJobs > 0 {
 			n = min(n, c.cfg.MaxJobs-claimed)
-		}
-		if free < c.cfg.Concurrency && n == free {
-			// Work remains but some slots are busy: give the running
-			// handlers a moment to free more, so that one claim fills
-			// several slots rather than one claim per slot.
-			free = c.gatherSlots(free, c.cfg.Concurrency, stop)
-			n = min(free, maxClaim)
-			if c.cfg.MaxJobs > 0 {
-				n = min(n, c.cfg.MaxJobs-claimed)
-			}
 		}
 		// Take the wake channel before claiming, so that an enqueue that
 		// lands while the claim runs wakes the idle wait below.
 		woken := c.q.wake.wait()
+		sent := time.Now()
 		rows, err := c.claim(n)
 		var idle time.Duration
 		switch {
@@ -112,12 +188,13 @@ func (c *claimer) loop(stop context.Context) int {
 			idle = jitter(c.cfg.PollInterval)
 		default:
 			errDelay = 0
+			c.claimTook(time.Since(sent)) // a full claim: the round trip of a busy queue
 		}
 		for _, row := range rows {
 			c.dispatch(row)
 		}
 		claimed += len(rows)
-		free -= len(rows)
+		held += len(rows)
 		if idle == 0 {
 			continue // a full batch: more may be due at once
 		}
@@ -142,29 +219,32 @@ func (c *claimer) loop(stop context.Context) int {
 				}
 				timer.Stop()
 				break wait
-			case <-c.freed:
-				free++
+			case d := <-c.freed:
+				held--
+				c.handlerReturned(d)
 			}
 		}
 	}
 }
 
-// gatherSlots waits up to claimGather for free to reach want, counting the
-// slots that free up, and returns the number free.
-func (c *claimer) gatherSlots(free, want int, stop context.Context) int {
+// gatherSlots waits up to claimGather for every slot to be free (held, the
+// jobs whose handlers have not returned, to reach 0), counting the handlers
+// that return, and returns held.
+func (c *claimer) gatherSlots(held int, stop context.Context) int {
 	timer := time.NewTimer(claimGather)
 	defer timer.Stop()
-	for free < want {
+	for held > 0 {
 		select {
-		case <-c.freed:
-			free++
+		case d := <-c.freed:
+			held--
+			c.handlerReturned(d)
 		case <-timer.C:
-			return free
+			return held
 		case <-stop.Done():
-			return free
+			return held
 		}
 	}
-	return free
+	return held
 }
 
 // claim runs one claim of up to n jobs. It is not cancelled by the worker's
@@ -176,7 +256,8 @@ func (c *claimer) claim(n int) ([]*JobRow, error) {
 }
 
 // dispatch registers a claimed row as in flight and hands it to an executor
-// (the channel has room for every slot, so this never blocks).
+// (the channel has room for every slot and the buffer ahead of them, so
+// this never blocks).
 func (c *claimer) dispatch(row *JobRow) {
 	ctx, cancel := context.WithCancelCause(c.jobs)
 	a := &attempt{row: row, ref: attemptRef{ID: row.ID, Token: row.ClaimToken}, ctx: ctx, cancel: cancel}

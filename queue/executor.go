@@ -28,19 +28,34 @@ type executors struct {
 	released  *releaseList
 }
 
-// loop runs the attempts of work until it is closed, telling freed after
-// each one.
-func (e *executors) loop(work <-chan *attempt, freed chan<- struct{}) {
+// loop runs the attempts of work until it is closed, telling freed how
+// long each handler took once it returned.
+func (e *executors) loop(work <-chan *attempt, freed chan<- time.Duration) {
 	for a := range work {
-		e.execute(a)
-		freed <- struct{}{}
+		freed <- e.execute(a)
 	}
 }
 
-// execute runs one attempt's handler and records its result.
-func (e *executors) execute(a *attempt) {
+// execute runs one attempt's handler, records its result and returns how
+// long the handler ran. An attempt whose context was cancelled before it
+// started (it waited in the claimer's buffer while a heartbeat found its
+// job lost or its lease unrenewable, or while the shutdown cancelled the
+// handlers) is not started: its job is left to Reclaim, or released with
+// the attempts the shutdown cut off.
+func (e *executors) execute(a *attempt) time.Duration {
 	defer a.cancel(context.Canceled)
 	row := a.row
+	if cause := context.Cause(a.ctx); cause != nil {
+		e.attempts.remove(a.ref)
+		if errors.Is(cause, errShutdown) {
+			e.log.Info("claimed job not started before shutdown; releasing it", "job_id", row.ID, "kind", row.Name)
+			e.released.add(a.ref)
+		} else {
+			e.log.Warn("claimed job not started: its attempt lost the job before it began; the job is left to Reclaim",
+				"job_id", row.ID, "kind", row.Name, "cause", cause)
+		}
+		return 0
+	}
 	log := e.log.With("job_id", row.ID, "kind", row.Name, "type", row.Type, "attempt", row.Attempts)
 	start := time.Now()
 	err := e.call(a, log)
@@ -52,16 +67,17 @@ func (e *executors) execute(a *attempt) {
 	case errors.Is(cause, ErrLeaseLost):
 		log.Warn("handler finished after its attempt lost the job (or could not renew its lease); result dropped, the job is left to Reclaim",
 			"handler_err", err, "duration", dur, "cause", cause)
-		return
+		return dur
 	case err == nil:
 		e.completer.add(completion{a: a, dur: dur})
-		return
+		return dur
 	case errors.Is(cause, errShutdown):
 		log.Info("handler cancelled by shutdown; releasing its job", "handler_err", err, "duration", dur)
 		e.released.add(a.ref)
-		return
+		return dur
 	}
 	e.recordFailure(a, err, dur, log)
+	return dur
 }
 
 // recordFailure writes the failed attempt a (handler error err) by the

@@ -287,8 +287,12 @@ func (r *run) run(ctx context.Context) error {
 	}
 	r.log.Info("worker started", "types", r.cfg.Types, "concurrency", r.cfg.Concurrency, "lease", r.cfg.Lease)
 
-	work := make(chan *attempt, r.cfg.Concurrency)  // claimer → executors
-	freed := make(chan struct{}, r.cfg.Concurrency) // executors → claimer: a slot is free
+	// claimer → executors, and back when a handler returned (after how
+	// long): each with room for every slot and the buffer ahead of them,
+	// so neither side ever waits for the other.
+	held := r.cfg.Concurrency + claimAheadCap(r.cfg.Concurrency)
+	work := make(chan *attempt, held)
+	freed := make(chan time.Duration, held)
 
 	// Background loops that end with the claimer.
 	var bg sync.WaitGroup

@@ -1,0 +1,155 @@
+package queue
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jobqueue/jobqueue/internal/engine"
+)
+
+// TestClaimAheadSize: the buffer beyond Concurrency holds about what the
+// executors finish during one claim round trip, within its cap, and
+// nothing for long handlers or before anything was measured.
+func TestClaimAheadSize(t *testing.T) {
+	cases := []struct {
+		name      string
+		conc      int
+		rtt, dur  time.Duration
+		rttKnown  bool
+		durKnown  bool
+		wantAhead int
+	}{
+		{"nothing measured yet", 8, 0, 0, false, false, 0},
+		{"no handler returned yet", 8, 2 * time.Millisecond, 0, true, false, 0},
+		{"no full claim yet", 8, 0, 100 * time.Microsecond, false, true, 0},
+		{"long handlers", 8, 2 * time.Millisecond, claimAheadMaxHandler, true, true, 0},
+		{"handlers as long as a claim", 8, 2 * time.Millisecond, 2 * time.Millisecond, true, true, 8},
+		{"handlers half a claim", 8, 2 * time.Millisecond, time.Millisecond, true, true, 16},
+		{"no-op handlers, capped", 8, 2 * time.Millisecond, 0, true, true, claimAheadMin},
+		{"high concurrency caps at concurrency", 200, 2 * time.Millisecond, 0, true, true, 200},
+		{"cap never above one claim", 5000, 2 * time.Millisecond, 0, true, true, maxClaim},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			c := &claimer{cfg: WorkerConfig{Concurrency: tc.conc},
+				claimRTT: tc.rtt, rttKnown: tc.rttKnown, handlerDur: tc.dur, durKnown: tc.durKnown}
+			if got := c.ahead(); got != tc.wantAhead {
+				t.Errorf("ahead() = %d, want %d", got, tc.wantAhead)
+			}
+			if got := c.ahead(); got > claimAheadCap(tc.conc) {
+				t.Errorf("ahead() = %d above the cap %d", got, claimAheadCap(tc.conc))
+			}
+		})
+	}
+}
+
+// TestExecutorSkipsAttemptCancelledBeforeStart: a claimed attempt that
+// waited in the buffer while its context was cancelled is not started: one
+// that lost its job is left to Reclaim, one the shutdown cut off is
+// released.
+func TestExecutorSkipsAttemptCancelledBeforeStart(t *testing.T) {
+	cases := []struct {
+		name         string
+		cause        error
+		wantReleased bool
+	}{
+		{"lost its job", errLostJob, false},
+		{"lease ran out", errLeaseRanOut, false},
+		{"shutdown", errShutdown, true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			ran := false
+			ex := &executors{
+				log:      quietTestLogger(),
+				handlers: map[string]handlerFunc{"seq": func(context.Context, *JobRow) error { ran = true; return nil }},
+				attempts: newInflightSet(),
+				released: &releaseList{},
+			}
+			ctx, cancel := context.WithCancelCause(context.Background())
+			row := &JobRow{ID: 7, Name: "seq", ClaimToken: "t-7"}
+			a := &attempt{row: row, ref: row.ref(), ctx: ctx, cancel: cancel}
+			ex.attempts.add(a)
+			cancel(tc.cause)
+			if d := ex.execute(a); d != 0 {
+				t.Errorf("execute returned duration %v for an attempt it did not start", d)
+			}
+			if ran {
+				t.Error("the handler ran although the attempt was cancelled before it started")
+			}
+			if n := ex.attempts.len(); n != 0 {
+				t.Errorf("%d attempts left in flight, want 0", n)
+			}
+			released := ex.released.take()
+			if got := len(released) == 1 && released[0] == a.ref; got != tc.wantReleased {
+				t.Errorf("released %v, want released: %v", released, tc.wantReleased)
+			}
+			if !errors.Is(context.Cause(ctx), tc.cause) {
+				t.Errorf("cause %v, want %v", context.Cause(ctx), tc.cause)
+			}
+		})
+	}
+}
+
+// TestWorkerClaimsAheadWithinBound: with short handlers the worker claims
+// the next batch while the current one runs (more jobs claimed and not yet
+// finished than it has slots), never more than Concurrency +
+// claimAheadCap, and every job runs exactly once.
+func TestWorkerClaimsAheadWithinBound(t *testing.T) {
+	forEachEngine(t, func(t *testing.T, kind engine.Kind) {
+		env := newTestEnv(t, kind)
+		const jobs, conc = 1500, 2
+		var claimed, returned, most atomic.Int64
+		q := env.queue(t, nil, WithLogger(quietTestLogger()), WithListener(func(ev Event) {
+			if ev.Kind != EventClaimed {
+				return
+			}
+			out := claimed.Add(1) - returned.Load()
+			for {
+				m := most.Load()
+				if out <= m || most.CompareAndSwap(m, out) {
+					break
+				}
+			}
+		}))
+		enqueueSeq(t, q, jobs)
+		cfg := fastConfig()
+		cfg.Concurrency = conc
+		cfg.PollInterval = time.Hour // only "work remains" may claim again
+		cfg.MaintenanceInterval = -1
+		w := q.NewWorker(cfg)
+		var mu sync.Mutex
+		runs := map[int]int{}
+		Handle(w, func(ctx context.Context, job *Job[seqArgs]) error {
+			mu.Lock()
+			runs[job.Args.N]++
+			mu.Unlock()
+			returned.Add(1)
+			return nil
+		})
+		startWorker(t, w)
+		waitUntil(t, 60*time.Second, "every job to run", func() bool { return returned.Load() == jobs })
+		mu.Lock()
+		defer mu.Unlock()
+		if len(runs) != jobs {
+			t.Errorf("%d distinct jobs ran, want %d", len(runs), jobs)
+		}
+		for n, c := range runs {
+			if c != 1 {
+				t.Errorf("job %d ran %d times", n, c)
+			}
+		}
+		m, bound := most.Load(), int64(conc+claimAheadCap(conc))
+		t.Logf("%s: at most %d jobs claimed and not finished (slots %d, bound %d)", kind, m, conc, bound)
+		if m > bound {
+			t.Errorf("%d jobs claimed and not finished at once, above the bound %d", m, bound)
+		}
+		if m <= conc {
+			t.Errorf("at most %d jobs claimed and not finished at once: the worker never claimed ahead of its %d slots", m, conc)
+		}
+	})
+}
