@@ -80,8 +80,10 @@ var ErrSideTableMissing = errors.New("jobqueue: side table missing")
 // DuplicateError is the error of an enqueue whose unique key is held by
 // the live job ID; errors.Is(err, ErrDuplicate) holds for it.
 type DuplicateError struct {
+	// Key is the unique key of the enqueue.
 	Key string
-	ID  int64
+	// ID is the job that holds the key.
+	ID int64
 }
 
 // Error says which job holds the key.

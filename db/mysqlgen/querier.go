@@ -128,15 +128,16 @@ type Querier interface {
 	SelectDueJobsOfType(ctx context.Context, arg SelectDueJobsOfTypeParams) ([]Job, error)
 	// SelectDueJobsOfTypes is SelectDueJobs for several types.
 	SelectDueJobsOfTypes(ctx context.Context, arg SelectDueJobsOfTypesParams) ([]Job, error)
+	// SelectHeldAttempts reads the jobs that the given attempts still hold.
+	//
 	// The end of an attempt that did not succeed (handler failure, release at
 	// shutdown, reclaim of an abandoned attempt) is decided in Go, by one rule
-	// (queue/outcome.go). The statements below only read the attempts the rule
+	// (queue/outcome.go). These statements only read the attempts the rule
 	// needs (SelectHeldAttempts, SelectAbandoned: bounded) and write what it
 	// decided (EndAttempts, EndAbandonedAttempts, FailJob), fenced by
 	// claim_token. sqlc.narg(retry_at) is when the job runs again, or NULL to
 	// leave scheduled_at as it is (MySQL applies assignments from left to right;
 	// COALESCE reads scheduled_at before it is assigned).
-	// SelectHeldAttempts reads the jobs that the given attempts still hold.
 	SelectHeldAttempts(ctx context.Context, arg SelectHeldAttemptsParams) ([]Job, error)
 	// SelectTokens reads the current tokens of jobs (to tell which attempts lost
 	// their job).

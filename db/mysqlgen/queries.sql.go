@@ -1643,7 +1643,6 @@ func (q *Queries) SelectDueJobsOfTypes(ctx context.Context, arg SelectDueJobsOfT
 }
 
 const selectHeldAttempts = `-- name: SelectHeldAttempts :many
-
 SELECT id, name, type, payload, status, attempts, claim_token, lease_until, max_attempts, base_delay, max_delay, error, scheduled_at, expires_at, finished_at, created_at FROM jobs
 WHERE id IN (/*SLICE:ids*/?) AND claim_token IN (/*SLICE:tokens*/?)
   AND status = 'in_progress'
@@ -1654,15 +1653,16 @@ type SelectHeldAttemptsParams struct {
 	Tokens []sql.NullString
 }
 
+// SelectHeldAttempts reads the jobs that the given attempts still hold.
+//
 // The end of an attempt that did not succeed (handler failure, release at
 // shutdown, reclaim of an abandoned attempt) is decided in Go, by one rule
-// (queue/outcome.go). The statements below only read the attempts the rule
+// (queue/outcome.go). These statements only read the attempts the rule
 // needs (SelectHeldAttempts, SelectAbandoned: bounded) and write what it
 // decided (EndAttempts, EndAbandonedAttempts, FailJob), fenced by
 // claim_token. sqlc.narg(retry_at) is when the job runs again, or NULL to
 // leave scheduled_at as it is (MySQL applies assignments from left to right;
 // COALESCE reads scheduled_at before it is assigned).
-// SelectHeldAttempts reads the jobs that the given attempts still hold.
 func (q *Queries) SelectHeldAttempts(ctx context.Context, arg SelectHeldAttemptsParams) ([]Job, error) {
 	query := selectHeldAttempts
 	var queryParams []interface{}

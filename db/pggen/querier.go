@@ -166,14 +166,15 @@ type Querier interface {
 	// SelectAbandoned reads at most @max_rows abandoned attempts (in_progress,
 	// lease passed; index lease_until).
 	SelectAbandoned(ctx context.Context, arg SelectAbandonedParams) ([]Job, error)
+	// SelectHeldAttempts reads the jobs that the given attempts still hold.
+	//
 	// The end of an attempt that did not succeed (handler failure, release at
 	// shutdown, reclaim of an abandoned attempt) is decided in Go, by one rule
-	// (queue/outcome.go). The statements below only read the attempts the rule
+	// (queue/outcome.go). These statements only read the attempts the rule
 	// needs (SelectHeldAttempts, SelectAbandoned: bounded) and write what it
 	// decided (EndAttempts, EndAbandonedAttempts, FailJob), fenced by
 	// claim_token. sqlc.narg(retry_at) is when the job runs again, or NULL to
 	// leave scheduled_at as it is.
-	// SelectHeldAttempts reads the jobs that the given attempts still hold.
 	SelectHeldAttempts(ctx context.Context, arg SelectHeldAttemptsParams) ([]Job, error)
 }
 

@@ -1734,7 +1734,6 @@ func (q *Queries) SelectAbandoned(ctx context.Context, arg SelectAbandonedParams
 }
 
 const selectHeldAttempts = `-- name: SelectHeldAttempts :many
-
 SELECT id, name, type, payload, status, attempts, claim_token, lease_until, max_attempts, base_delay, max_delay, error, scheduled_at, expires_at, finished_at, created_at FROM jobs
 WHERE id = ANY (ARRAY(SELECT jsonb_array_elements_text($1::jsonb)::bigint))
   AND claim_token = ANY (ARRAY(SELECT jsonb_array_elements_text($2::jsonb)))
@@ -1745,14 +1744,15 @@ type SelectHeldAttemptsParams struct {
 	Tokens json.RawMessage
 }
 
+// SelectHeldAttempts reads the jobs that the given attempts still hold.
+//
 // The end of an attempt that did not succeed (handler failure, release at
 // shutdown, reclaim of an abandoned attempt) is decided in Go, by one rule
-// (queue/outcome.go). The statements below only read the attempts the rule
+// (queue/outcome.go). These statements only read the attempts the rule
 // needs (SelectHeldAttempts, SelectAbandoned: bounded) and write what it
 // decided (EndAttempts, EndAbandonedAttempts, FailJob), fenced by
 // claim_token. sqlc.narg(retry_at) is when the job runs again, or NULL to
 // leave scheduled_at as it is.
-// SelectHeldAttempts reads the jobs that the given attempts still hold.
 func (q *Queries) SelectHeldAttempts(ctx context.Context, arg SelectHeldAttemptsParams) ([]Job, error) {
 	rows, err := q.db.QueryContext(ctx, selectHeldAttempts, arg.Ids, arg.Tokens)
 	if err != nil {

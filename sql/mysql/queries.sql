@@ -96,17 +96,17 @@ DELETE FROM jobs
 WHERE id IN (sqlc.slice(ids)) AND claim_token IN (sqlc.slice(tokens))
   AND status = 'in_progress';
 
+-- name: SelectHeldAttempts :many
+-- SelectHeldAttempts reads the jobs that the given attempts still hold.
+--
 -- The end of an attempt that did not succeed (handler failure, release at
 -- shutdown, reclaim of an abandoned attempt) is decided in Go, by one rule
--- (queue/outcome.go). The statements below only read the attempts the rule
+-- (queue/outcome.go). These statements only read the attempts the rule
 -- needs (SelectHeldAttempts, SelectAbandoned: bounded) and write what it
 -- decided (EndAttempts, EndAbandonedAttempts, FailJob), fenced by
 -- claim_token. sqlc.narg(retry_at) is when the job runs again, or NULL to
 -- leave scheduled_at as it is (MySQL applies assignments from left to right;
 -- COALESCE reads scheduled_at before it is assigned).
-
--- name: SelectHeldAttempts :many
--- SelectHeldAttempts reads the jobs that the given attempts still hold.
 SELECT * FROM jobs
 WHERE id IN (sqlc.slice(ids)) AND claim_token IN (sqlc.slice(tokens))
   AND status = 'in_progress';

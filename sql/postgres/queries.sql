@@ -159,16 +159,16 @@ WHERE id = ANY (ARRAY(SELECT jsonb_array_elements_text(sqlc.arg(ids)::jsonb)::bi
   AND claim_token = ANY (ARRAY(SELECT jsonb_array_elements_text(sqlc.arg(tokens)::jsonb)))
 RETURNING id;
 
+-- name: SelectHeldAttempts :many
+-- SelectHeldAttempts reads the jobs that the given attempts still hold.
+--
 -- The end of an attempt that did not succeed (handler failure, release at
 -- shutdown, reclaim of an abandoned attempt) is decided in Go, by one rule
--- (queue/outcome.go). The statements below only read the attempts the rule
+-- (queue/outcome.go). These statements only read the attempts the rule
 -- needs (SelectHeldAttempts, SelectAbandoned: bounded) and write what it
 -- decided (EndAttempts, EndAbandonedAttempts, FailJob), fenced by
 -- claim_token. sqlc.narg(retry_at) is when the job runs again, or NULL to
 -- leave scheduled_at as it is.
-
--- name: SelectHeldAttempts :many
--- SelectHeldAttempts reads the jobs that the given attempts still hold.
 SELECT * FROM jobs
 WHERE id = ANY (ARRAY(SELECT jsonb_array_elements_text(sqlc.arg(ids)::jsonb)::bigint))
   AND claim_token = ANY (ARRAY(SELECT jsonb_array_elements_text(sqlc.arg(tokens)::jsonb)));

@@ -105,16 +105,16 @@ WHERE id IN (SELECT i.value FROM json_each(sqlc.arg(ids)) AS i)
   AND status = 'in_progress'
 RETURNING id;
 
+-- name: SelectHeldAttempts :many
+-- SelectHeldAttempts reads the jobs that the given attempts still hold.
+--
 -- The end of an attempt that did not succeed (handler failure, release at
 -- shutdown, reclaim of an abandoned attempt) is decided in Go, by one rule
--- (queue/outcome.go). The statements below only read the attempts the rule
+-- (queue/outcome.go). These statements only read the attempts the rule
 -- needs (SelectHeldAttempts, SelectAbandoned: bounded) and write what it
 -- decided (EndAttempts, EndAbandonedAttempts, FailJob), fenced by
 -- claim_token. sqlc.narg(retry_at) is when the job runs again, or NULL to
 -- leave scheduled_at as it is.
-
--- name: SelectHeldAttempts :many
--- SelectHeldAttempts reads the jobs that the given attempts still hold.
 SELECT * FROM jobs
 WHERE id IN (SELECT i.value FROM json_each(sqlc.arg(ids)) AS i)
   AND claim_token IN (SELECT t.value FROM json_each(sqlc.arg(tokens)) AS t)
