@@ -113,9 +113,23 @@ func TestMigratedTableWorksWithQueue(t *testing.T) {
 			t.Errorf("new job id %d, want above %d", newID, last)
 		}
 
+		// Migrate installed the side table of unique keys: a keyed job
+		// takes its id from the migrated table's own sequence, and a
+		// second one with its key is a duplicate.
+		keyedID, err := q.Enqueue(ctx, queue.RawArgs{Name: "after_migration", Payload: json.RawMessage(`{"n":2}`)}, queue.UniqueKey("after"))
+		if err != nil {
+			t.Fatalf("keyed Enqueue on the migrated table: %v", err)
+		}
+		if keyedID <= newID {
+			t.Errorf("keyed job id %d, want above %d", keyedID, newID)
+		}
+		if dup, err := q.Enqueue(ctx, queue.RawArgs{Name: "after_migration"}, queue.UniqueKey("after")); !errors.Is(err, queue.ErrDuplicate) || dup != keyedID {
+			t.Errorf("second keyed Enqueue = %d, %v; want %d, ErrDuplicate", dup, err, keyedID)
+		}
+
 		// A worker runs every due job: the migrated pending ones, the
 		// two retried ones and the new one, each once.
-		due := map[int64]bool{failedID: true, expiredID: true, newID: true}
+		due := map[int64]bool{failedID: true, expiredID: true, newID: true, keyedID: true}
 		for id, w := range migrated {
 			if w.Status == "pending" {
 				due[id] = true
