@@ -203,39 +203,37 @@ func TestGooseCommandRunsGooseSQL(t *testing.T) {
 
 func TestGooseSQLText(t *testing.T) {
 	t.Parallel()
-	for _, k := range testdb.Kinds {
-		t.Run(string(k), func(t *testing.T) {
-			text, err := GooseSQL(string(k), "Jobs")
-			if err != nil {
-				t.Fatal(err)
+	testdb.ForEachKind(t, func(t *testing.T, k engine.Kind) {
+		text, err := GooseSQL(string(k), "Jobs")
+		if err != nil {
+			t.Fatal(err)
+		}
+		name := "Jobs"
+		if k == engine.Postgres {
+			name = "jobs" // folded, as Install folds it
+		}
+		tb := tableOf(t, k, name)
+		up, down, ok := strings.Cut(text, "\n-- +goose Down\n")
+		if !ok || strings.Count(text, "-- +goose Up\n") != 1 || strings.Index(text, "-- +goose Up") > strings.Index(text, "-- +goose Down") {
+			t.Fatalf("want one Up section followed by one Down section:\n%s", text)
+		}
+		for _, o := range ddl.Objects(tb) {
+			if !strings.Contains(up, "\n"+o.Create+";\n") {
+				t.Errorf("Up lacks %s %s:\n%s", o.Kind, o.Name, o.Create)
 			}
-			name := "Jobs"
-			if k == engine.Postgres {
-				name = "jobs" // folded, as Install folds it
+			if o.Drop != "" && !strings.Contains(down, "\n"+o.Drop+";\n") {
+				t.Errorf("Down lacks %q", o.Drop)
 			}
-			tb := tableOf(t, k, name)
-			up, down, ok := strings.Cut(text, "\n-- +goose Down\n")
-			if !ok || strings.Count(text, "-- +goose Up\n") != 1 || strings.Index(text, "-- +goose Up") > strings.Index(text, "-- +goose Down") {
-				t.Fatalf("want one Up section followed by one Down section:\n%s", text)
+		}
+		if strings.Contains(down, "CREATE") || strings.Contains(up, "DROP") {
+			t.Errorf("Up drops or Down creates:\n%s", text)
+		}
+		for _, s := range []string{"Install", "jobqueue migrate --db URL --table " + name, "GooseMigrations(db, \"" + name + "\"", "version 1", "--engine " + string(k)} {
+			if !strings.Contains(up, s) {
+				t.Errorf("header does not mention %q", s)
 			}
-			for _, o := range ddl.Objects(tb) {
-				if !strings.Contains(up, "\n"+o.Create+";\n") {
-					t.Errorf("Up lacks %s %s:\n%s", o.Kind, o.Name, o.Create)
-				}
-				if o.Drop != "" && !strings.Contains(down, "\n"+o.Drop+";\n") {
-					t.Errorf("Down lacks %q", o.Drop)
-				}
-			}
-			if strings.Contains(down, "CREATE") || strings.Contains(up, "DROP") {
-				t.Errorf("Up drops or Down creates:\n%s", text)
-			}
-			for _, s := range []string{"Install", "jobqueue migrate --db URL --table " + name, "GooseMigrations(db, \"" + name + "\"", "version 1", "--engine " + string(k)} {
-				if !strings.Contains(up, s) {
-					t.Errorf("header does not mention %q", s)
-				}
-			}
-		})
-	}
+		}
+	})
 }
 
 func TestGooseSQLRejectsBadInput(t *testing.T) {
