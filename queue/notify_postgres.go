@@ -109,6 +109,10 @@ func (r *run) startListener(ctx context.Context, cancelled func(ids []int64)) (s
 	if r.q.kind != engine.Postgres || r.cfg.PollOnly {
 		return func() {}
 	}
+	if r.q.pooled {
+		r.log.Info("not listening for enqueues (LISTEN): the queue runs through a transaction pooler (see WithTransactionPooling); polling only")
+		return func() {}
+	}
 	if r.q.db.Stats().MaxOpenConnections == 1 {
 		r.log.Info("not listening for enqueues (LISTEN): the pool allows one connection and the worker needs it; polling only (raise SetMaxOpenConns, or set PollOnly)")
 		return func() {}

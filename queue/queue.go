@@ -67,6 +67,9 @@ type Queue struct {
 	analyzed atomic.Bool
 	// unique knows whether the side table of unique keys exists.
 	unique uniqueState
+	// pooled: the connections go through a transaction pooler, so the
+	// queue keeps no session state (pooler.go).
+	pooled bool
 }
 
 // Option configures a Queue in New.
@@ -81,6 +84,7 @@ type config struct {
 	listener        func(Event)
 	now             func() time.Time
 	observe         func(string, *sql.Tx)
+	pooled          *bool // nil: detect (pooler.go)
 }
 
 // WithTable sets the table's name (default "jobs").
@@ -194,6 +198,7 @@ func New(db *sql.DB, opts ...Option) (*Queue, error) {
 		run:             newRunner(db, table),
 	}
 	q.run.observe = cfg.observe
+	q.setPooled(cfg.pooled != nil && *cfg.pooled)
 	switch kind {
 	case engine.Postgres:
 		q.st = pgStore{q.run}
@@ -207,7 +212,7 @@ func New(db *sql.DB, opts ...Option) (*Queue, error) {
 	defer cancel()
 	if err := q.st.probe(ctx); err != nil {
 		q.run.close()
-		return nil, q.explainProbe(err)
+		return nil, engine.ExplainPooler(q.explainProbe(err))
 	}
 	// The probe reads the version 2 columns; a MySQL table whose migration
 	// was interrupted part-way has them too (next to retry_count, or with
@@ -215,6 +220,14 @@ func New(db *sql.DB, opts ...Option) (*Queue, error) {
 	if err := q.checkVersion(ctx); err != nil {
 		q.run.close()
 		return nil, err
+	}
+	if cfg.pooled == nil && kind == engine.Postgres {
+		pooled, err := pgxUnnamedStatements(ctx, db)
+		if err != nil {
+			q.run.close()
+			return nil, fmt.Errorf("jobqueue: reading the pgx settings of the connections: %w", err)
+		}
+		q.setPooled(pooled)
 	}
 	return q, nil
 }
@@ -224,7 +237,7 @@ func New(db *sql.DB, opts ...Option) (*Queue, error) {
 func (q *Queue) checkVersion(ctx context.Context) error {
 	state, err := schema.Inspect(ctx, q.db, q.table)
 	if err != nil {
-		return fmt.Errorf("jobqueue: checking table %q: %w", q.table.Name, err)
+		return engine.ExplainPooler(fmt.Errorf("jobqueue: checking table %q: %w", q.table.Name, err))
 	}
 	name := q.table.Name
 	switch state {

@@ -89,7 +89,7 @@ func run(ctx context.Context, args []string, s streams) int {
 		code = exitUsage
 	}
 	// The URL may hold a password, and some errors quote it.
-	line := redactURL(redactURL(oneLine(err, code, cmd), a.dbURL), os.Getenv("JOBQUEUE_DB"))
+	line := redactURL(redactURL(oneLine(engine.ExplainPooler(err), code, cmd), a.dbURL), os.Getenv("JOBQUEUE_DB"))
 	fmt.Fprintln(s.err, line)
 	return code
 }
@@ -123,6 +123,8 @@ The database is --db URL, else $JOBQUEUE_DB, else ` + defaultDB + `. URLs:
   postgres://user:pass@host:5432/db?sslmode=disable   (also postgresql://)
   mysql://user:pass@host:3306/db                      (also mariadb://)
   sqlite:PATH or sqlite://PATH
+Behind PgBouncer in transaction pooling mode add default_query_exec_mode=exec
+to the postgres URL.
 
 Exit status: 0 on success, 1 on failure, 2 on bad usage.`,
 		SilenceErrors: true,

@@ -39,7 +39,9 @@ not failed but released at once, pending again (failed only if that was its
 last attempt), for the next worker.
 
 An idle worker looks for due jobs every --poll-interval; on PostgreSQL it also
-LISTENs for new jobs, so they start at once (--poll-only turns that off).
+LISTENs for new jobs, so they start at once (--poll-only turns that off; behind
+PgBouncer in transaction mode, with default_query_exec_mode=exec in the URL, the
+worker polls only by itself).
 
 SIGINT or SIGTERM stops claiming; running commands get --grace to finish, then
 the worker exits 0. --max-jobs and --max-runtime stop it on their own.`,
@@ -132,7 +134,7 @@ the worker exits 0. --max-jobs and --max-runtime stop it on their own.`,
 	f.StringVar(&logLevel, "log-level", "info", "log level on stderr: debug, info, warn or error")
 	f.StringVar(&grace, "grace", "30s", "on SIGINT/SIGTERM, how long running commands may finish before they are killed")
 	f.StringVar(&pollInterval, "poll-interval", "1s", "how often an idle worker looks for due jobs (jittered); on PostgreSQL new jobs also wake it at once")
-	f.BoolVar(&pollOnly, "poll-only", false, "PostgreSQL: do not LISTEN for new jobs, only poll (e.g. behind PgBouncer in transaction mode)")
+	f.BoolVar(&pollOnly, "poll-only", false, "PostgreSQL: do not LISTEN for new jobs, only poll (automatic behind PgBouncer with default_query_exec_mode=exec)")
 	cmd.MarkFlagRequired("exec")
 	return cmd
 }

@@ -8,6 +8,11 @@ import (
 	"net/url"
 	"strings"
 	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgconn/ctxwatch"
+	"github.com/jackc/pgx/v5/stdlib"
 )
 
 // ErrBadURL is returned by Open for a database URL it cannot use.
@@ -104,7 +109,12 @@ func Open(ctx context.Context, rawURL string) (*sql.DB, Kind, error) {
 	if err != nil {
 		return nil, "", err
 	}
-	db, err := sql.Open(driver, dsn)
+	var db *sql.DB
+	if k == Postgres {
+		db, err = openPostgres(dsn)
+	} else {
+		db, err = sql.Open(driver, dsn)
+	}
 	if err != nil {
 		return nil, "", fmt.Errorf("open %s database: %w", k, err)
 	}
@@ -117,6 +127,26 @@ func Open(ctx context.Context, rawURL string) (*sql.DB, Kind, error) {
 	return db, k, nil
 }
 
+// openPostgres opens a pgx pool on dsn. When the URL sets a
+// default_query_exec_mode other than cache_statement (what pgx needs behind
+// a transaction pooler such as PgBouncer), a query whose context ends is
+// interrupted by closing its connection instead of by a cancel request:
+// PgBouncer 1.18 (Debian 12's) can crash on cancel requests that cross
+// (pgbouncer/pgbouncer#822, fixed in 1.20), and the connection is of
+// little worth in a client of a pooler.
+func openPostgres(dsn string) (*sql.DB, error) {
+	cfg, err := pgx.ParseConfig(dsn)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.DefaultQueryExecMode != pgx.QueryExecModeCacheStatement {
+		cfg.BuildContextWatcherHandler = func(pc *pgconn.PgConn) ctxwatch.Handler {
+			return &pgconn.DeadlineContextWatcherHandler{Conn: pc.Conn()}
+		}
+	}
+	return stdlib.OpenDB(*cfg), nil
+}
+
 // redact hides the password of a URL for error messages.
 func redact(rawURL string) string {
 	u, err := url.Parse(rawURL)
@@ -125,3 +155,26 @@ func redact(rawURL string) string {
 	}
 	return u.Redacted()
 }
+
+// ExplainPooler adds what to do to err when it is the mark of pgx's
+// statement cache behind a transaction pooler (PgBouncer with
+// pool_mode=transaction): a statement pgx prepared on one server session
+// is missing on the next, or already there for another client. Other
+// errors, and errors it explained already, are returned as they are.
+func ExplainPooler(err error) error {
+	var pe *pgconn.PgError
+	var done *poolerError
+	if errors.As(err, &done) || !errors.As(err, &pe) || (pe.Code != "42P05" && pe.Code != "26000") || !strings.Contains(pe.Message, "stmtcache_") {
+		return err
+	}
+	return &poolerError{err}
+}
+
+// poolerError is an error explained by ExplainPooler.
+type poolerError struct{ err error }
+
+func (e *poolerError) Error() string {
+	return e.err.Error() + "; the connections seem to go through a transaction pooler (PgBouncer with pool_mode=transaction), where pgx cannot keep prepared statements: add default_query_exec_mode=exec to the postgres URL"
+}
+
+func (e *poolerError) Unwrap() error { return e.err }

@@ -1,0 +1,177 @@
+//go:build unix
+
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jobqueue/jobqueue/internal/engine"
+	"github.com/jobqueue/jobqueue/internal/testdb"
+	"github.com/jobqueue/jobqueue/queue"
+)
+
+// TestPgBouncerTransactionPooling runs the queue through a PgBouncer in
+// transaction pooling mode with fewer server connections than clients:
+// install, enqueue (CLI and EnqueueMany), three `work --exec` processes of
+// concurrency 4 draining 3 000 jobs, each run exactly once, a failed job
+// shown, listed and retried, stats; no prepared-statement error anywhere
+// and the workers poll (no LISTEN). Without default_query_exec_mode=exec,
+// the error says to add it.
+func TestPgBouncerTransactionPooling(t *testing.T) {
+	t.Parallel()
+	const jobs, workers = 3000, 3
+	plain := testdb.PgBouncer(t, 4)
+	pooled := plain + "&default_query_exec_mode=exec"
+	direct := testdb.Open(t, engine.Postgres)
+	table := testdb.Table(t, direct)
+	c := cli{db: pooled, table: table, timeout: 2 * time.Minute}
+
+	c.ok(t, "install")
+	c.ok(t, "install") // idempotent, through the pooler too
+
+	db := testdb.OpenURL(t, pooled)
+	q, err := queue.New(db, queue.WithTable(table))
+	if err != nil {
+		t.Fatalf("queue.New through PgBouncer: %v", err)
+	}
+	defer q.Close()
+	for start := 0; start < jobs; start += 1000 {
+		batch := make([]queue.JobArgs, 1000)
+		for i := range batch {
+			batch[i] = queue.RawArgs{Name: "n", Payload: json.RawMessage(fmt.Sprintf(`{"n":%d}`, start+i))}
+		}
+		if n, err := q.EnqueueMany(context.Background(), batch); err != nil || n != len(batch) {
+			t.Fatalf("EnqueueMany through PgBouncer: %d, %v", n, err)
+		}
+	}
+	flaky := strings.TrimSpace(c.ok(t, "enqueue", "--name", "flaky", "--max-attempts", "1", "--base-delay", "1", "--max-delay", "1", "--payload", `{"n":-1}`))
+
+	dir := t.TempDir()
+	ran, retried := filepath.Join(dir, "ran"), filepath.Join(dir, "retried")
+	script := fmt.Sprintf(`echo "$JOB_ID" >> %s; [ "$JOB_NAME" != flaky ] || [ -e %s ]`, ran, retried)
+	var procs []*exec.Cmd
+	var logs []*syncBuffer
+	for range workers {
+		cmd, stderr := startWorker(t, c, "--concurrency", "4", "--poll-interval", "100ms", "--exec", script)
+		procs, logs = append(procs, cmd), append(logs, stderr)
+	}
+
+	waitStats(t, c, 3*time.Minute, map[string]int64{"completed": jobs, "failed": 1})
+	var shown map[string]any
+	decodeJSON(t, c.ok(t, "show", flaky, "--json"), &shown)
+	if shown["status"] != "failed" {
+		t.Errorf("show %s: status %v, want failed", flaky, shown["status"])
+	}
+	var failed []map[string]any
+	decodeJSON(t, c.ok(t, "list", "--status", "failed", "--json"), &failed)
+	if len(failed) != 1 || fmt.Sprint(failed[0]["id"]) != flaky {
+		t.Errorf("list --status failed: %v, want job %s alone", failed, flaky)
+	}
+	if err := os.WriteFile(retried, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c.ok(t, "retry", flaky)
+	// The workers do not LISTEN behind PgBouncer: they find it by polling.
+	waitStats(t, c, time.Minute, map[string]int64{"completed": jobs + 1})
+
+	var listening int
+	if err := direct.QueryRowContext(context.Background(),
+		`SELECT count(*) FROM pg_stat_activity WHERE strpos(query, $1) > 0`, `LISTEN "`+table+`"`).Scan(&listening); err != nil {
+		t.Fatal(err)
+	}
+	if listening != 0 {
+		t.Errorf("%d server sessions LISTENed for the workers behind PgBouncer", listening)
+	}
+	for i, cmd := range procs {
+		if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+			t.Fatal(err)
+		}
+		if code := waitExit(t, cmd, 30*time.Second); code != 0 {
+			t.Errorf("worker %d: exit %d after SIGTERM; stderr:\n%s", i, code, logs[i])
+		}
+	}
+	for i, l := range logs {
+		if !strings.Contains(l.String(), "transaction pooler") {
+			t.Errorf("worker %d did not say it polls behind the pooler:\n%s", i, l)
+		}
+		// The one error expected: the flaky job's first attempt.
+		for _, line := range strings.Split(l.String(), "\n") {
+			for _, bad := range []string{"prepared statement", "SQLSTATE", "level=ERROR", "level=WARN"} {
+				if strings.Contains(line, bad) && !strings.Contains(line, "kind=flaky") {
+					t.Errorf("worker %d logged %q: %s", i, bad, line)
+				}
+			}
+		}
+	}
+
+	runs := map[int64]int{}
+	b, err := os.ReadFile(ran)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Fields(string(b)) {
+		id, err := strconv.ParseInt(line, 10, 64)
+		if err != nil {
+			t.Fatalf("bad line %q in the run log", line)
+		}
+		runs[id]++
+	}
+	flakyID, _ := strconv.ParseInt(flaky, 10, 64)
+	if len(runs) != jobs+1 {
+		t.Errorf("%d distinct jobs ran, want %d", len(runs), jobs+1)
+	}
+	for id, n := range runs {
+		want := 1
+		if id == flakyID {
+			want = 2 // failed once, then retried
+		}
+		if n != want {
+			t.Errorf("job %d ran %d times, want %d", id, n, want)
+		}
+	}
+
+	// Without the exec mode, pgx's statement cache collides with the
+	// pooler's sharing of sessions; the error says what to add. Which
+	// command meets the collision first depends on the pooler, so run a few.
+	bare := cli{db: plain, table: table}
+	failures := 0
+	for range 4 {
+		r := bare.run(t, "stats")
+		if r.code == 0 {
+			continue
+		}
+		failures++
+		assertOneLineError(t, r, 1, "default_query_exec_mode=exec")
+	}
+	if failures == 0 {
+		t.Errorf("4 commands through PgBouncer without default_query_exec_mode=exec all worked; the pooler may not be in transaction mode")
+	}
+}
+
+// waitStats polls `stats --json` until it shows want (missing statuses 0).
+func waitStats(t *testing.T, c cli, within time.Duration, want map[string]int64) {
+	t.Helper()
+	full := map[string]int64{"pending": 0, "in_progress": 0, "completed": 0, "failed": 0, "expired": 0}
+	for k, v := range want {
+		full[k] = v
+	}
+	var got map[string]int64
+	for deadline := time.Now().Add(within); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+		got = nil
+		decodeJSON(t, c.ok(t, "stats", "--json"), &got)
+		if fmt.Sprint(got) == fmt.Sprint(full) {
+			return
+		}
+	}
+	t.Fatalf("stats are %v after %v, want %v", got, within, full)
+}

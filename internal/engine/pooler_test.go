@@ -1,0 +1,40 @@
+package engine
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// TestExplainPooler: the errors of pgx's statement cache behind a
+// transaction pooler say to add default_query_exec_mode=exec, once, and
+// keep their cause; other errors are left as they are.
+func TestExplainPooler(t *testing.T) {
+	exists := &pgconn.PgError{Code: "42P05", Message: `prepared statement "stmtcache_ab12" already exists`}
+	missing := &pgconn.PgError{Code: "26000", Message: `prepared statement "stmtcache_ab12" does not exist`}
+	for _, c := range []struct {
+		name    string
+		err     error
+		explain bool
+	}{
+		{"already exists", fmt.Errorf("checking table: %w", exists), true},
+		{"does not exist", missing, true},
+		{"a statement of the user's", &pgconn.PgError{Code: "42P05", Message: `prepared statement "mine" already exists`}, false},
+		{"another error", &pgconn.PgError{Code: "42P01", Message: `relation "jobs" does not exist`}, false},
+		{"not PostgreSQL", errors.New("stmtcache_ab12"), false},
+		{"explained already", ExplainPooler(exists), true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			got := ExplainPooler(c.err)
+			if n := strings.Count(got.Error(), "default_query_exec_mode=exec"); n != map[bool]int{true: 1, false: 0}[c.explain] {
+				t.Errorf("%q names the URL parameter %d times", got, n)
+			}
+			if !errors.Is(got, c.err) {
+				t.Errorf("the cause is lost: %v", got)
+			}
+		})
+	}
+}

@@ -1,0 +1,62 @@
+package queue
+
+// Transaction poolers (PgBouncer with pool_mode=transaction): each
+// transaction, or each statement outside one, may run on another server
+// session, so nothing may rely on session state: no prepared statements
+// kept from one transaction to the next (pgx's statement cache, the
+// runner's prepared statements), no LISTEN. The user tells pgx with its
+// own URL parameter default_query_exec_mode=exec (any mode but the default
+// cache_statement); New reads that mode and then keeps no session state of
+// its own either. WithTransactionPooling says it explicitly instead.
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/stdlib"
+)
+
+// WithTransactionPooling tells the queue whether its connections go through
+// a transaction pooler such as PgBouncer in transaction pooling mode. A
+// pooled queue keeps no state in a database session: it prepares no
+// statements, and its workers poll instead of LISTENing. By default New
+// detects it on PostgreSQL: a pool whose pgx default_query_exec_mode is not
+// cache_statement (say default_query_exec_mode=exec in the URL, which is
+// what pgx needs behind PgBouncer) is taken as pooled. Elsewhere the
+// default is false.
+func WithTransactionPooling(on bool) Option {
+	return func(c *config) error { c.pooled = &on; return nil }
+}
+
+// setPooled records whether the queue runs through a transaction pooler;
+// a pooled queue prepares no statements.
+func (q *Queue) setPooled(on bool) {
+	q.pooled = on
+	if on {
+		q.run.prepare = false
+	}
+}
+
+// pgxUnnamedStatements reports whether db's pgx connections run statements
+// without keeping them prepared in the session (any exec mode but
+// cache_statement), which is how pgx is told it runs behind a transaction
+// pooler.
+func pgxUnnamedStatements(ctx context.Context, db *sql.DB) (bool, error) {
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		return false, err
+	}
+	defer conn.Close()
+	var mode pgx.QueryExecMode
+	err = conn.Raw(func(dc any) error {
+		sc, ok := dc.(*stdlib.Conn)
+		if !ok {
+			return fmt.Errorf("the driver's connection is %T, not pgx's *stdlib.Conn", dc)
+		}
+		mode = sc.Conn().Config().DefaultQueryExecMode
+		return nil
+	})
+	return err == nil && mode != pgx.QueryExecModeCacheStatement, err
+}

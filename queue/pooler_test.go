@@ -1,0 +1,111 @@
+package queue
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jobqueue/jobqueue/internal/engine"
+	"github.com/jobqueue/jobqueue/internal/testdb"
+)
+
+// lockedLog is a text log that tests read while the queue writes it.
+type lockedLog struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedLog) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedLog) has(part string) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return strings.Contains(l.b.String(), part)
+}
+
+// TestTransactionPooling: a PostgreSQL pool whose pgx exec mode keeps no
+// statements in the session (default_query_exec_mode=exec, what pgx needs
+// behind PgBouncer) makes the queue pooled: its workers poll and do not
+// LISTEN; WithTransactionPooling overrides that either way; jobs run in
+// every case.
+func TestTransactionPooling(t *testing.T) {
+	t.Parallel()
+	on, off := true, false
+	for _, c := range []struct {
+		name    string
+		exec    bool  // default_query_exec_mode=exec in the URL
+		option  *bool // WithTransactionPooling
+		pooled  bool
+		listens bool
+	}{
+		{"default mode", false, nil, false, true},
+		{"exec mode detected", true, nil, true, false},
+		{"exec mode, option false", true, &off, false, true},
+		{"default mode, option true", false, &on, true, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			env := newTestEnv(t, engine.Postgres)
+			url := env.url
+			if c.exec {
+				url += "&default_query_exec_mode=exec"
+			}
+			log := &lockedLog{}
+			opts := []Option{WithLogger(slog.New(slog.NewTextHandler(log, nil)))}
+			if c.option != nil {
+				opts = append(opts, WithTransactionPooling(*c.option))
+			}
+			q := env.queue(t, testdb.OpenURL(t, url), opts...)
+			if q.pooled != c.pooled {
+				t.Fatalf("pooled = %v, want %v", q.pooled, c.pooled)
+			}
+			ran := make(chan int64, 1)
+			w := q.NewWorker(fastConfig())
+			Handle(w, func(ctx context.Context, job *Job[testArgs]) error { ran <- job.ID; return nil })
+			startWorker(t, w)
+			id := enqueue(t, q, testArgs{})
+			if got := waitFor(t, ran, 10*time.Second, "the job to run"); got != id {
+				t.Fatalf("job %d ran, want %d", got, id)
+			}
+			if c.listens {
+				listenerPID(t, env, 0)
+				return
+			}
+			waitUntil(t, 5*time.Second, "the worker to say it polls only", func() bool { return log.has("transaction pooler") })
+			if pid := findListener(t, env, 0); pid != 0 {
+				t.Errorf("session %d LISTENs for a pooled queue's worker", pid)
+			}
+		})
+	}
+}
+
+// TestTransactionPoolingPreparesNothing: WithTransactionPooling(true) turns
+// off the statements MySQL and SQLite queues otherwise prepare; the queue
+// works the same.
+func TestTransactionPoolingPreparesNothing(t *testing.T) {
+	t.Parallel()
+	for _, kind := range []engine.Kind{engine.MySQL, engine.SQLite} {
+		t.Run(string(kind), func(t *testing.T) {
+			t.Parallel()
+			env := newTestEnv(t, kind)
+			q := env.queue(t, nil, WithTransactionPooling(true), WithLogger(quietTestLogger()))
+			id := enqueue(t, q, testArgs{})
+			if got := getJob(t, q, id); got.Status != StatusPending {
+				t.Fatalf("job %d is %s, want pending", id, got.Status)
+			}
+			n := 0
+			q.run.stmts.Range(func(any, any) bool { n++; return true })
+			if q.run.prepare || n != 0 {
+				t.Errorf("a pooled queue prepared %d statements (prepare=%v)", n, q.run.prepare)
+			}
+		})
+	}
+}
