@@ -24,7 +24,7 @@ import (
 // transaction pooling mode with fewer server connections than clients:
 // install, enqueue (CLI and EnqueueMany), three `work --exec` processes of
 // concurrency 4 draining 3 000 jobs, each run exactly once, a failed job
-// shown, listed and retried, stats; no prepared-statement error anywhere
+// shown, listed and retried, a job cancelled and deleted, stats; no prepared-statement error anywhere
 // and the workers poll (no LISTEN). Without default_query_exec_mode=exec,
 // the error says to add it.
 func TestPgBouncerTransactionPooling(t *testing.T) {
@@ -139,6 +139,17 @@ func TestPgBouncerTransactionPooling(t *testing.T) {
 			t.Errorf("job %d ran %d times, want %d", id, n, want)
 		}
 	}
+
+	// Job control through the pooler: cancel a job waiting for later,
+	// then delete it.
+	later := strings.TrimSpace(c.ok(t, "enqueue", "--name", "later", "--delay", "1h"))
+	c.ok(t, "cancel", later)
+	decodeJSON(t, c.ok(t, "show", later, "--json"), &shown)
+	if shown["status"] != "failed" || shown["error"] != "cancelled" {
+		t.Errorf("show %s after cancel: status %v, error %v; want failed, cancelled", later, shown["status"], shown["error"])
+	}
+	c.ok(t, "delete", later)
+	waitStats(t, c, time.Minute, map[string]int64{"completed": jobs + 1})
 
 	// Without the exec mode, pgx's statement cache collides with the
 	// pooler's sharing of sessions; the error says what to add. Which
