@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"flag"
 	"fmt"
 	"os"
 	"os/exec"
@@ -20,6 +21,15 @@ import (
 var binary string
 
 func TestMain(m *testing.M) {
+	// Fuzzing (go test -fuzz, in the coordinator and in each worker
+	// process) runs no test that needs the binary: skip the build.
+	flag.Parse()
+	if f := flag.Lookup("test.fuzz"); f != nil && f.Value.String() != "" {
+		os.Exit(m.Run())
+	}
+	if f := flag.Lookup("test.fuzzworker"); f != nil && f.Value.String() == "true" {
+		os.Exit(m.Run())
+	}
 	dir, err := os.MkdirTemp("", "jobqueue-cli-test-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

@@ -35,16 +35,29 @@ func DriverDSN(rawURL string) (driver, dsn string, k Kind, err error) {
 	}
 	switch strings.ToLower(scheme) {
 	case "postgres", "postgresql":
-		u, err := url.Parse(rawURL)
-		if err != nil {
+		if !strings.HasPrefix(rest, "//") {
+			return "", "", "", fmt.Errorf("%w: %q; use postgres://user@host:port/db", ErrBadURL, redact(rawURL))
+		}
+		if _, err := url.Parse(rawURL); err != nil {
 			return "", "", "", fmt.Errorf("%w: %v", ErrBadURL, err)
 		}
-		q := u.Query()
-		if q.Get("connect_timeout") == "" {
-			q.Set("connect_timeout", "10")
+		// The URL goes to pgx as it is (pgx reads multi-host URLs, and
+		// reads some others unlike net/url), with connect_timeout added
+		// unless the URL or the environment sets one.
+		dsn := rawURL
+		_, query, _ := strings.Cut(rawURL, "?")
+		given, _ := url.ParseQuery(query)
+		if cfg, err := pgconn.ParseConfig(rawURL); (err != nil || cfg.ConnectTimeout == 0) && !given.Has("connect_timeout") {
+			sep := "?"
+			switch {
+			case strings.HasSuffix(rawURL, "?"), strings.Contains(rawURL, "?") && strings.HasSuffix(rawURL, "&"):
+				sep = ""
+			case strings.Contains(rawURL, "?"):
+				sep = "&"
+			}
+			dsn += sep + "connect_timeout=10"
 		}
-		u.RawQuery = q.Encode()
-		return "pgx", u.String(), Postgres, nil
+		return "pgx", dsn, Postgres, nil
 	case "mysql", "mariadb":
 		u, err := url.Parse(rawURL)
 		if err != nil {
@@ -63,6 +76,9 @@ func DriverDSN(rawURL string) (driver, dsn string, k Kind, err error) {
 		}
 		var creds string
 		if u.User != nil {
+			if strings.Contains(u.User.Username(), ":") {
+				return "", "", "", fmt.Errorf("%w: the user name in %q contains ':', which go-sql-driver/mysql cannot take", ErrBadURL, redact(rawURL))
+			}
 			creds = u.User.Username()
 			if p, ok := u.User.Password(); ok {
 				creds += ":" + p
@@ -78,7 +94,8 @@ func DriverDSN(rawURL string) (driver, dsn string, k Kind, err error) {
 		if q.Get("charset") == "" {
 			q.Set("charset", "utf8mb4")
 		}
-		return "mysql", fmt.Sprintf("%stcp(%s)/%s?%s", creds, host, dbName, q.Encode()), MySQL, nil
+		// The driver unescapes the name: a '?' in it would start the options.
+		return "mysql", fmt.Sprintf("%stcp(%s)/%s?%s", creds, host, url.PathEscape(dbName), q.Encode()), MySQL, nil
 	case "sqlite", "sqlite3", "file":
 		path, query, _ := strings.Cut(strings.TrimPrefix(rest, "//"), "?")
 		if path == "" {
