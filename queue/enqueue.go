@@ -263,7 +263,7 @@ func (q *Queue) enqueue(ctx context.Context, tx *sql.Tx, args JobArgs, opts []En
 		id, err = q.st.insert(ctx, d, j, now)
 	}
 	if err != nil {
-		return 0, fmt.Errorf("jobqueue: enqueue %s: %w", j.name, err)
+		return 0, fmt.Errorf("jobqueue: enqueue %s: %w", j.name, refusedPayload(err))
 	}
 	if tx == nil {
 		q.notifyEnqueued(j.typ) // PostgreSQL: wake workers everywhere
@@ -375,7 +375,7 @@ func (q *Queue) enqueueMany(ctx context.Context, tx *sql.Tx, args []JobArgs, opt
 		}
 		n, err := q.insertAll(ctx, q.run.onCallers(tx), jobs, keyed, now)
 		if err != nil {
-			return 0, fmt.Errorf("jobqueue: enqueue %d jobs: %w", len(args), err)
+			return 0, fmt.Errorf("jobqueue: enqueue %d jobs: %w", len(args), refusedPayload(err))
 		}
 		return n, nil
 	}
@@ -392,7 +392,7 @@ func (q *Queue) enqueueMany(ctx context.Context, tx *sql.Tx, args []JobArgs, opt
 		n, err = q.insertOwn(ctx, jobs, now)
 	}
 	if err != nil {
-		return 0, fmt.Errorf("jobqueue: enqueue %d jobs (none written): %w", len(args), err)
+		return 0, fmt.Errorf("jobqueue: enqueue %d jobs (none written): %w", len(args), refusedPayload(err))
 	}
 	all := jobs
 	for _, k := range keyed {

@@ -94,7 +94,7 @@ func FuzzDriverDSN(f *testing.F) {
 			if driver != "pgx" || k != Postgres {
 				t.Fatalf("%q: driver %s, kind %s", raw, driver, k)
 			}
-			want, err := pgconn.ParseConfig(raw)
+			want, err := pgconn.ParseConfig(strings.ToLower(scheme) + raw[len(scheme):])
 			if err != nil {
 				return // pgx refuses the URL itself; so it will the DSN
 			}

@@ -41,6 +41,8 @@ func DriverDSN(rawURL string) (driver, dsn string, k Kind, err error) {
 		if _, err := url.Parse(rawURL); err != nil {
 			return "", "", "", fmt.Errorf("%w: %v", ErrBadURL, err)
 		}
+		// pgx knows the scheme in lower case only.
+		rawURL = strings.ToLower(scheme) + ":" + rest
 		// The URL goes to pgx as it is (pgx reads multi-host URLs, and
 		// reads some others unlike net/url), with connect_timeout added
 		// unless the URL or the environment sets one.

@@ -1,0 +1,38 @@
+package queue
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/go-sql-driver/mysql"
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// refusedPayload marks as ErrPayloadRejected the errors by which the
+// database refuses, in an insert, a payload that encoding/json accepts:
+//   - PostgreSQL's JSONB: a lone surrogate escape (\ud800) or another bad
+//     escape (22P02, 22P05), a number beyond its numeric type (22003),
+//     nesting too deep for its parser (54001);
+//   - MySQL 8.0's JSON: bad text (3140), nesting deeper than 100 (3157);
+//     MariaDB's JSON_VALID check on the payload column (4025), which
+//     refuses nesting of 32 levels or more.
+//
+// Everything else of a job is checked before the insert, so these can only
+// be the payload's. Other errors are returned as they are.
+func refusedPayload(err error) error {
+	var pe *pgconn.PgError
+	var me *mysql.MySQLError
+	switch {
+	case errors.As(err, &pe):
+		switch pe.Code {
+		case "22P02", "22P05", "22003", "54001":
+			return fmt.Errorf("%w: PostgreSQL cannot store it as JSONB: %v", ErrPayloadRejected, err)
+		}
+	case errors.As(err, &me):
+		if me.Number == 3140 || me.Number == 3157 || me.Number == 4025 && strings.Contains(me.Message, "payload") {
+			return fmt.Errorf("%w: the database refuses it as JSON (MariaDB takes at most 31 levels of nesting, MySQL 100): %v", ErrPayloadRejected, err)
+		}
+	}
+	return err
+}
