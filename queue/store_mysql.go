@@ -217,7 +217,19 @@ func mysqlRow(r mysqlgen.Job) *JobRow {
 // control runs one control statement in a short READ COMMITTED
 // transaction: it locks the rows of ids and reads their statuses, lets
 // change pick the ids to change (by status) and change them, and commits.
-func (s mysqlStore) control(ctx context.Context, ids []int64, pick func(Status) bool, change func(qs *mysqlgen.Queries, ids []uint64) (int64, error)) (map[int64]bool, map[int64]Status, error) {
+// A deadlock with a heartbeat or completion of the same rows runs it again
+// (retryTx).
+func (s mysqlStore) control(ctx context.Context, ids []int64, pick func(Status) bool, change func(qs *mysqlgen.Queries, ids []uint64) (int64, error)) (done map[int64]bool, others map[int64]Status, err error) {
+	err = retryTx(ctx, func() error {
+		var err error
+		done, others, err = s.controlOnce(ctx, ids, pick, change)
+		return err
+	})
+	return done, others, err
+}
+
+// controlOnce is one try of control.
+func (s mysqlStore) controlOnce(ctx context.Context, ids []int64, pick func(Status) bool, change func(qs *mysqlgen.Queries, ids []uint64) (int64, error)) (map[int64]bool, map[int64]Status, error) {
 	tx, err := s.r.db.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
 	if err != nil {
 		return nil, nil, err

@@ -165,8 +165,20 @@ func (s mysqlStore) lockedUpdate(ctx context.Context, refs []attemptRef, what st
 }
 
 // inTx runs fn in a READ COMMITTED transaction and commits when fn says so
-// (returning its result), else rolls back and returns nil.
-func (s mysqlStore) inTx(ctx context.Context, fn func(qs *mysqlgen.Queries) (map[int64]bool, bool, error)) (map[int64]bool, error) {
+// (returning its result), else rolls back and returns nil. A deadlock (with
+// a cancel, another worker's write, or a Galera certification conflict)
+// runs the transaction again (retryTx).
+func (s mysqlStore) inTx(ctx context.Context, fn func(qs *mysqlgen.Queries) (map[int64]bool, bool, error)) (res map[int64]bool, err error) {
+	err = retryTx(ctx, func() error {
+		var err error
+		res, err = s.inTxOnce(ctx, fn)
+		return err
+	})
+	return res, err
+}
+
+// inTxOnce is one try of inTx.
+func (s mysqlStore) inTxOnce(ctx context.Context, fn func(qs *mysqlgen.Queries) (map[int64]bool, bool, error)) (map[int64]bool, error) {
 	tx, err := s.r.db.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
 	if err != nil {
 		return nil, err

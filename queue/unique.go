@@ -318,13 +318,27 @@ var errRollback = errors.New("rollback")
 // returns nil. A deadlock (MySQL) or a busy
 // database (SQLite) runs it again, a few times.
 func (q *Queue) inOwnTx(ctx context.Context, fn func(d dbtx) error) error {
+	return retryTx(ctx, func() error { return q.tryTx(ctx, fn) })
+}
+
+// retryTx runs tx, a whole transaction, and runs it again (up to 5 times,
+// with a short growing pause) while it fails only because of others: a
+// MySQL deadlock (also a Galera certification conflict, reported the
+// same way) or SQLite busy. Any other error, or ctx ending, returns at once.
+func retryTx(ctx context.Context, tx func() error) error {
 	var err error
 	for try := 1; ; try++ {
-		err = q.tryTx(ctx, fn)
+		err = tx()
 		if err == nil || try == 5 || !retryableTx(err) || ctx.Err() != nil {
 			return err
 		}
-		time.Sleep(time.Duration(try) * 5 * time.Millisecond)
+		t := time.NewTimer(time.Duration(try) * 5 * time.Millisecond)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return err
+		case <-t.C:
+		}
 	}
 }
 
