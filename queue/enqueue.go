@@ -267,6 +267,7 @@ func (q *Queue) enqueue(ctx context.Context, tx *sql.Tx, args JobArgs, opts []En
 	}
 	if tx == nil {
 		q.notifyEnqueued(j.typ) // PostgreSQL: wake workers everywhere
+		q.countEnqueued(ctx, 1)
 	}
 	q.logger.Debug("job enqueued", "id", id, "kind", j.name, "type", j.typ, "scheduled_at", at)
 	return id, nil
@@ -400,9 +401,7 @@ func (q *Queue) enqueueMany(ctx context.Context, tx *sql.Tx, args []JobArgs, opt
 	}
 	q.notifyEnqueued(notifyPayload(all)) // PostgreSQL: wake workers everywhere
 	q.logger.Debug("jobs enqueued", "count", n, "type", typ)
-	if len(jobs) >= analyzeAfter {
-		q.analyzeOnce(ctx)
-	}
+	q.countEnqueued(ctx, n)
 	return n, nil
 }
 
@@ -447,12 +446,26 @@ func (q *Queue) insertAll(ctx context.Context, d dbtx, jobs []*newJob, keyed []k
 	return n, nil
 }
 
-// analyzeAfter is the size of the first bulk enqueue after which the queue
-// refreshes the table's planner statistics.
+// analyzeAfter is how many jobs a Queue enqueues in transactions of its own
+// (single Enqueues and EnqueueMany alike) before it refreshes the table's
+// planner statistics.
 const analyzeAfter = 1000
 
+// countEnqueued counts n jobs the queue committed itself and refreshes the
+// table's planner statistics (analyzeOnce) once the count reaches
+// analyzeAfter, so that a new table filled by single Enqueues gets them as
+// one filled by EnqueueMany does.
+func (q *Queue) countEnqueued(ctx context.Context, n int) {
+	if q.analyzed.Load() {
+		return
+	}
+	if q.enqueued.Add(int64(n)) >= analyzeAfter {
+		q.analyzeOnce(ctx)
+	}
+}
+
 // analyzeOnce refreshes the table's planner statistics once per Queue,
-// after its first large EnqueueMany. A new PostgreSQL table has none until
+// after it enqueued analyzeAfter jobs. A new PostgreSQL table has none until
 // autovacuum's first analyze (a minute or more later), and meanwhile the
 // planner sorts every pending job on each claim instead of reading the
 // index in order, which makes a burst on a new table slow. A failure (for

@@ -356,3 +356,28 @@ func TestEnqueueWakesWorkers(t *testing.T) {
 	}
 	_ = sql.ErrNoRows
 }
+
+// TestSingleEnqueuesAnalyzeOnce: a new table filled by single Enqueues gets
+// planner statistics on PostgreSQL like one filled by EnqueueMany: once the
+// queue has enqueued analyzeAfter jobs, and only once.
+func TestSingleEnqueuesAnalyzeOnce(t *testing.T) {
+	forEachEngine(t, func(t *testing.T, kind engine.Kind) {
+		ctx := context.Background()
+		env := coreEnv(t, kind)
+		var sc stmtCounter
+		q, _ := coreQueue(t, env, withStatementHook(sc.observe))
+		want := map[engine.Kind]int{engine.Postgres: 1}[kind]
+		for i := range analyzeAfter + 10 {
+			if _, err := q.Enqueue(ctx, testArgs{N: i}); err != nil {
+				t.Fatalf("Enqueue %d: %v", i, err)
+			}
+			got := sc.countWith("ANALYZE")
+			switch {
+			case i < analyzeAfter-1 && got != 0:
+				t.Fatalf("ANALYZE ran after %d enqueues, before %d", i+1, analyzeAfter)
+			case i >= analyzeAfter-1 && got != want:
+				t.Fatalf("ANALYZE ran %d times after %d enqueues on %s, want %d", got, i+1, kind, want)
+			}
+		}
+	})
+}

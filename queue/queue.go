@@ -63,8 +63,10 @@ type Queue struct {
 	// on PostgreSQL (notify_postgres.go); nil elsewhere.
 	notifier *pgNotifier
 	// analyzed is set once the queue has refreshed the table's planner
-	// statistics after a first bulk enqueue (see analyzeOnce).
+	// statistics after its first analyzeAfter enqueued jobs, which enqueued
+	// counts (see countEnqueued).
 	analyzed atomic.Bool
+	enqueued atomic.Int64
 	// unique knows whether the side table of unique keys exists.
 	unique uniqueState
 	// pooled: the connections go through a transaction pooler, so the
