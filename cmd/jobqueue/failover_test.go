@@ -1,0 +1,240 @@
+//go:build unix
+
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jobqueue/jobqueue/internal/engine"
+	"github.com/jobqueue/jobqueue/internal/testdb"
+	"github.com/jobqueue/jobqueue/queue"
+)
+
+// TestPostgresFailover drains jobs with three `work --exec` processes and
+// a producer, all given the multi-host URL of a primary and its streaming
+// standby (target_session_attrs=read-write); a third of the way through,
+// the primary is stopped as if it crashed and the standby promoted. The
+// drain finishes on the new primary with no manual step: every job the
+// producer was told was enqueued exists and is completed or ran. With
+// synchronous replication no completed job is lost and none ran more than
+// twice (an attempt in flight at the failover runs again).
+func TestPostgresFailover(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		name string
+		sync bool
+	}{{"synchronous", true}, {"asynchronous", false}} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			testFailover(t, c.sync)
+		})
+	}
+}
+
+var seqRE = regexp.MustCompile(`"seq": ?(\d+)`)
+
+func testFailover(t *testing.T, synchronous bool) {
+	const jobs, workers = 1500, 3
+	pair := testdb.PostgresPair(t, synchronous)
+	url := pair.URL()
+	table := testdb.Table(t, nil) // the pair is the test's own
+	c := cli{db: url, table: table, timeout: 2 * time.Minute}
+	c.ok(t, "install")
+
+	dir := t.TempDir()
+	ran := filepath.Join(dir, "ran")
+	var procs []*exec.Cmd
+	var logs []*syncBuffer
+	for range workers {
+		cmd, stderr := startWorker(t, c, "--concurrency", "4", "--lease", "5s", "--poll-interval", "100ms",
+			"--log-level", "warn", "--exec", fmt.Sprintf(`echo "$JOB_ID $(cat)" >> %s`, ran))
+		procs, logs = append(procs, cmd), append(logs, stderr)
+	}
+
+	// The producer enqueues jobs one by one and keeps those it was told
+	// were enqueued; a failed enqueue is tried again (it may have been
+	// written all the same: the job then exists twice).
+	db, _, err := engine.Open(context.Background(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	q, err := queue.New(db, queue.WithTable(table), queue.WithLogger(slog.New(slog.DiscardHandler)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer q.Close()
+	acked := make(map[int]int64, jobs)
+	var mu sync.Mutex
+	produced := make(chan error, 1)
+	go func() {
+		deadline := time.Now().Add(3 * time.Minute)
+		for seq := 0; seq < jobs; {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			id, err := q.Enqueue(ctx, queue.RawArgs{Name: "n", Payload: []byte(fmt.Sprintf(`{"seq":%d}`, seq))})
+			cancel()
+			if err != nil {
+				if time.Now().After(deadline) {
+					produced <- fmt.Errorf("enqueue %d: %w", seq, err)
+					return
+				}
+				time.Sleep(50 * time.Millisecond)
+				continue
+			}
+			mu.Lock()
+			acked[seq] = id
+			mu.Unlock()
+			seq++
+		}
+		produced <- nil
+	}()
+
+	// A third of the way: the primary goes down as in a crash, the standby
+	// is promoted.
+	waitLines(t, ran, jobs/3, 3*time.Minute)
+	if err := pair.Primary.Stop(syscall.SIGQUIT); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := pair.Promote(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("failover after %d lines of %d", countLines(t, ran), jobs)
+	if err := <-produced; err != nil {
+		t.Fatalf("the producer gave up: %v", err)
+	}
+
+	// The drain finishes on the new primary.
+	var rows int64
+	deadline := time.Now().Add(3 * time.Minute)
+	for {
+		var done, total int64
+		err := db.QueryRowContext(context.Background(),
+			`SELECT count(*) FILTER (WHERE status = 'completed'), count(*) FROM "`+table+`"`).Scan(&done, &total)
+		if err == nil && done == total && total >= jobs {
+			rows = total
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after the failover: %d of %d jobs completed (%v) within 3m; stats: %s", done, total, err, c.ok(t, "stats", "--json"))
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	complaints := 0
+	for _, l := range logs {
+		complaints += strings.Count(l.String(), "level=ERROR") + strings.Count(l.String(), "level=WARN")
+	}
+	t.Logf("the workers logged %d warnings and errors while the primary was away", complaints)
+	for i, cmd := range procs {
+		if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+			t.Fatalf("worker %d is gone: %v; stderr:\n%s", i, err, logs[i])
+		}
+		if code := waitExit(t, cmd, 30*time.Second); code != 0 {
+			t.Errorf("worker %d: exit %d; stderr:\n%s", i, code, logs[i])
+		}
+	}
+
+	// What ran (job id and seq per line), and what the table holds.
+	runsByID := map[int64]int{}
+	ranSeq := map[int]bool{}
+	b, err := os.ReadFile(ran)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		idText, payload, _ := strings.Cut(line, " ")
+		id, err := strconv.ParseInt(idText, 10, 64)
+		m := seqRE.FindStringSubmatch(payload)
+		if err != nil || m == nil {
+			t.Fatalf("bad line in the run log: %q", line)
+		}
+		seq, _ := strconv.Atoi(m[1])
+		runsByID[id]++
+		ranSeq[seq] = true
+	}
+	inTable := map[int]bool{}
+	res, err := db.QueryContext(context.Background(), `SELECT payload->>'seq' FROM "`+table+`"`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for res.Next() {
+		var s string
+		if err := res.Scan(&s); err != nil {
+			t.Fatal(err)
+		}
+		n, _ := strconv.Atoi(s)
+		inTable[n] = true
+	}
+	if err := res.Err(); err != nil {
+		t.Fatal(err)
+	}
+	lost := 0
+	for seq := range acked {
+		if !inTable[seq] && !ranSeq[seq] {
+			lost++
+			t.Errorf("job seq %d (id %d) was acknowledged, but it is not in the table and never ran", seq, acked[seq])
+		}
+	}
+	twice := 0
+	for _, n := range runsByID {
+		if n > 1 {
+			twice++
+		}
+	}
+	t.Logf("%d rows, %d acknowledged, %d jobs ran twice or more, %d acknowledged not in the table (ran before the failover)",
+		rows, len(acked), twice, countMissing(acked, inTable))
+	if synchronous {
+		for id, n := range runsByID {
+			if n > 2 {
+				t.Errorf("job %d ran %d times; synchronous replication allows two at most", id, n)
+			}
+		}
+		if m := countMissing(acked, inTable); m != 0 {
+			t.Errorf("%d acknowledged jobs are missing from the new primary despite synchronous replication", m)
+		}
+	}
+}
+
+// countMissing counts the acknowledged seqs not in the table.
+func countMissing(acked map[int]int64, inTable map[int]bool) int {
+	n := 0
+	for seq := range acked {
+		if !inTable[seq] {
+			n++
+		}
+	}
+	return n
+}
+
+// countLines counts the lines of path (0 when it does not exist yet).
+func countLines(t *testing.T, path string) int {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil && !os.IsNotExist(err) {
+		t.Fatal(err)
+	}
+	return strings.Count(string(b), "\n")
+}
+
+// waitLines waits until path has at least n lines.
+func waitLines(t *testing.T, path string, n int, within time.Duration) {
+	t.Helper()
+	for deadline := time.Now().Add(within); countLines(t, path) < n; time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s has %d lines after %v, want %d", path, countLines(t, path), within, n)
+		}
+	}
+}
