@@ -11,6 +11,16 @@
 // on the server with html/template; a little JavaScript (live refresh,
 // selections, actions) and CSS are embedded in the binary.
 //
+// Pages: / (overview), /jobs?status=&type=&name=&after_id= and /jobs/{id}.
+// The JSON API, which the pages use too: GET /api/stats[?type=] (the five
+// exact counts), GET /api/jobs?status=&type=&name=&limit=&after_id=
+// ({"jobs":[…],"next_after_id":N|null}, rows as `jobqueue show --json`),
+// GET /api/jobs/{id} (404 when missing), POST /api/jobs/retry, cancel and
+// delete with {"ids":[…]} (a result per id), POST
+// /api/maintenance/expire, reclaim and prune ({"older_than":"720h"}),
+// GET /api/overview and GET /api/health. Bad input gets 400 with
+// {"error":"…"}.
+//
 // Safety: Options.ReadOnly hides the action buttons and refuses every
 // mutating route with 403; Options.Authorize lets the embedding application
 // decide per request and action; POSTs from another origin are refused
