@@ -69,7 +69,11 @@ func TestConcurrentWorkersRunEachJobOnce(t *testing.T) {
 			})
 			wg.Go(func() { errs <- w.Run(ctx) })
 		}
-		waitUntil(t, 60*time.Second, "every job to be completed", func() bool {
+		// Stop the workers before the pools close, also when the test fails.
+		t.Cleanup(func() { cancel(); wg.Wait() })
+		// A bound for a hang, not a speed check: under the race detector on
+		// a shared machine the drain takes over a minute.
+		waitUntil(t, 5*time.Minute, "every job to be completed", func() bool {
 			return env.countWhere(t, "status = 'completed'") == jobs
 		})
 		cancel()
