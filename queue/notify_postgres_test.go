@@ -27,12 +27,16 @@ import (
 const wakeTimeout = 3 * time.Second
 
 // claimCounter counts the claim statements a queue sends
-// (withStatementHook).
-type claimCounter struct{ n atomic.Int64 }
+// (withStatementHook), and keeps when the last one was about to be sent.
+type claimCounter struct {
+	n    atomic.Int64
+	last atomic.Int64 // Unix nanoseconds
+}
 
 func (c *claimCounter) observe(query string, _ *sql.Tx) {
 	// PostgreSQL and MySQL claim with SKIP LOCKED; SQLite with ClaimJobs….
 	if strings.Contains(query, "SKIP LOCKED") || strings.Contains(query, "-- name: ClaimJobs") {
+		c.last.Store(time.Now().UnixNano())
 		c.n.Add(1)
 	}
 }
@@ -139,13 +143,28 @@ func waitRan(t *testing.T, ran <-chan int64, n int, what string) {
 	}
 }
 
-// waitClaims waits until the worker has sent at least n claims. The worker
-// claims once when it starts and once after each LISTEN (for what it may
-// have missed), so waitClaims(t, 2) after the LISTEN waits until it is
-// idle.
+// waitClaims waits until the worker has sent at least n claims and the
+// last one has finished: the server has begun a statement since the
+// statement hook saw it, and runs no claim on the table. The worker claims
+// once when it starts and once after each LISTEN (for what it may have
+// missed), so waitClaims(t, 2) after the LISTEN waits until it is idle.
 func (s *notifySetup) waitClaims(t *testing.T, n int64) {
 	t.Helper()
 	waitUntil(t, 5*time.Second, fmt.Sprintf("the worker to claim %d times", n), func() bool { return s.claims.n.Load() >= n })
+	waitUntil(t, 5*time.Second, "the worker's last claim to finish", func() bool {
+		var done bool
+		sent := time.Unix(0, s.claims.last.Load())
+		if err := s.env.db.QueryRowContext(context.Background(),
+			`SELECT EXISTS (SELECT 1 FROM pg_stat_activity
+			                WHERE datname = current_database() AND pid <> pg_backend_pid() AND query_start >= $1)
+			    AND NOT EXISTS (SELECT 1 FROM pg_stat_activity
+			                WHERE datname = current_database() AND state <> 'idle'
+			                  AND strpos(query, 'SKIP LOCKED') > 0 AND strpos(query, $2) > 0)`,
+			sent, s.env.tbl.Quoted()).Scan(&done); err != nil {
+			t.Fatalf("reading pg_stat_activity: %v", err)
+		}
+		return done
+	})
 }
 
 // quiet checks that for d no job starts and the worker sends no claim.
