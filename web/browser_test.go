@@ -118,7 +118,7 @@ func screenshot(t *testing.T, ctx context.Context, dir, name string) {
 // TestBrowser drives the dashboard in headless chromium: it reads the
 // overview's counts, filters failed jobs, opens one, retries it, selects
 // two pending jobs and cancels them, deletes one with confirmation, sees
-// live refresh, and checks that read-only mode shows no actions and that
+// live refresh and its pause in a hidden tab, and checks that read-only mode shows no actions and that
 // the API refuses them.
 func TestBrowser(t *testing.T) {
 	e := testdb.New(t, engine.SQLite)
@@ -210,6 +210,16 @@ func TestBrowser(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitJS(t, ctx, "the refresh shows the new job", fmt.Sprintf(`document.querySelector('.card[data-status="pending"] .n').textContent.trim() !== %q`, before))
+	// A hidden tab pauses the refresh (the page says so) and refreshes
+	// at once when it is shown again.
+	eval[bool](t, ctx, `(() => { Object.defineProperty(document, "hidden", {configurable: true, get: () => true}); document.dispatchEvent(new Event("visibilitychange")); return true })()`)
+	waitJS(t, ctx, "the page says it is paused", `!document.querySelector("#paused").hidden`)
+	before = eval[string](t, ctx, `document.querySelector('.card[data-status="pending"] .n').textContent.trim()`)
+	if _, err := q.Enqueue(context.Background(), sendEmail{To: "later@example.com"}, queue.Type("email")); err != nil {
+		t.Fatal(err)
+	}
+	eval[bool](t, ctx, `(() => { Object.defineProperty(document, "hidden", {configurable: true, get: () => false}); document.dispatchEvent(new Event("visibilitychange")); return true })()`)
+	waitJS(t, ctx, "the shown tab refreshes", fmt.Sprintf(`document.querySelector('.card[data-status="pending"] .n').textContent.trim() !== %q && document.querySelector("#paused").hidden`, before))
 	eval[bool](t, ctx, `(() => { const s = document.querySelector("#refresh"); s.value = "0"; s.dispatchEvent(new Event("change")); return true })()`)
 
 	// Read-only: no action buttons, and the API refuses actions.
