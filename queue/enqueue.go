@@ -405,8 +405,19 @@ func (q *Queue) enqueueMany(ctx context.Context, tx *sql.Tx, args []JobArgs, opt
 	return n, nil
 }
 
-// insertOwn writes jobs (without keys) in a transaction of the queue's own.
+// insertOwn writes jobs (without keys) in a transaction of the queue's own:
+// on PostgreSQL with COPY (copy_postgres.go), elsewhere (or when the pool's
+// driver has no COPY) in multi-row statements.
 func (q *Queue) insertOwn(ctx context.Context, jobs []*newJob, now time.Time) (int, error) {
+	if pg, ok := q.st.(pgStore); ok {
+		err := pg.copyOwn(ctx, q.db, jobs, now)
+		if !errors.Is(err, errNoCopy) {
+			if err != nil {
+				return 0, err
+			}
+			return len(jobs), nil
+		}
+	}
 	own, err := q.db.BeginTx(ctx, nil)
 	if err != nil {
 		return 0, err
