@@ -2,7 +2,10 @@ package queue
 
 // Benchmarks per engine (go test -run '^$' -bench . ./queue/):
 //
-//	BenchmarkEnqueueMany   bulk enqueue in batches of 1000
+//	BenchmarkEnqueueMany   bulk enqueue in batches of 1000 (PostgreSQL: one COPY
+//	                       each, copy_postgres.go)
+//	BenchmarkEnqueueConcurrent JOBQUEUE_BENCH_JOBS single Enqueues from 16
+//	                       goroutines
 //	BenchmarkClaimComplete claim 100 + complete 100, the worker's primitives alone
 //	BenchmarkDrain         one worker (concurrency 8, 64) drains JOBQUEUE_BENCH_JOBS
 //	                       (default 20 000) no-op jobs, completed rows kept; it
@@ -60,6 +63,41 @@ func BenchmarkEnqueueMany(b *testing.B) {
 					b.Fatal(err)
 				}
 				jobs += len(batch)
+			}
+			b.ReportMetric(float64(jobs)/b.Elapsed().Seconds(), "jobs/s")
+		})
+	}
+}
+
+func BenchmarkEnqueueConcurrent(b *testing.B) {
+	const enqueuers = 16
+	n := benchJobs(b)
+	for _, kind := range testdb.Kinds {
+		b.Run(string(kind), func(b *testing.B) {
+			env := newTestEnv(b, kind)
+			q := env.queue(b, nil, WithLogger(quietLogger()))
+			ctx := context.Background()
+			jobs := 0
+			for b.Loop() {
+				var next atomic.Int64
+				errs := make(chan error, enqueuers)
+				for range enqueuers {
+					go func() {
+						for i := next.Add(1); i <= int64(n); i = next.Add(1) {
+							if _, err := q.Enqueue(ctx, seqArgs{N: int(i)}); err != nil {
+								errs <- err
+								return
+							}
+						}
+						errs <- nil
+					}()
+				}
+				for range enqueuers {
+					if err := <-errs; err != nil {
+						b.Fatal(err)
+					}
+				}
+				jobs += n
 			}
 			b.ReportMetric(float64(jobs)/b.Elapsed().Seconds(), "jobs/s")
 		})
