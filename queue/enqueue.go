@@ -407,9 +407,11 @@ func (q *Queue) enqueueMany(ctx context.Context, tx *sql.Tx, args []JobArgs, opt
 
 // insertOwn writes jobs (without keys) in a transaction of the queue's own:
 // on PostgreSQL with COPY (copy_postgres.go), elsewhere (or when the pool's
-// driver has no COPY) in multi-row statements.
+// driver has no COPY, or the queue runs through a transaction pooler, where
+// pgx's COPY might keep a prepared statement in the session) in multi-row
+// statements.
 func (q *Queue) insertOwn(ctx context.Context, jobs []*newJob, now time.Time) (int, error) {
-	if pg, ok := q.st.(pgStore); ok {
+	if pg, ok := q.st.(pgStore); ok && !q.pooled {
 		err := pg.copyOwn(ctx, q.db, jobs, now)
 		if !errors.Is(err, errNoCopy) {
 			if err != nil {
