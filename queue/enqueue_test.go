@@ -467,3 +467,29 @@ func jobView(j *JobRow) map[string]any {
 		"finished_at": deref(j.FinishedAt), "created_at": j.CreatedAt.UTC().Format(time.RFC3339Nano),
 	}
 }
+
+// TestEnqueueManyPooledNoCopy: behind a transaction pooler EnqueueMany on
+// PostgreSQL keeps the multi-row INSERT (pgx's COPY may leave a prepared
+// statement in the session); without one it uses COPY.
+func TestEnqueueManyPooledNoCopy(t *testing.T) {
+	env := coreEnv(t, engine.Postgres)
+	for _, c := range []struct {
+		name                 string
+		pooled               bool
+		wantInsert, wantCopy int
+	}{
+		{"pooled", true, 1, 0},
+		{"direct", false, 0, 1},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var sc stmtCounter
+			q, _ := coreQueue(t, env, withStatementHook(sc.observe), WithTransactionPooling(c.pooled))
+			if n, err := q.EnqueueMany(context.Background(), []JobArgs{testArgs{N: 1}, testArgs{N: 2}}); err != nil || n != 2 {
+				t.Fatalf("EnqueueMany = %d, %v", n, err)
+			}
+			if ins, cp := sc.countWith("INSERT"), sc.countWith("COPY "); ins != c.wantInsert || cp != c.wantCopy {
+				t.Errorf("%d INSERT and %d COPY statements, want %d and %d", ins, cp, c.wantInsert, c.wantCopy)
+			}
+		})
+	}
+}
