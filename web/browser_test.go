@@ -50,7 +50,7 @@ func browser(t *testing.T) context.Context {
 	)
 	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
 	ctx, cancelTab := chromedp.NewContext(actx)
-	ctx, cancelTime := context.WithTimeout(ctx, 3*time.Minute)
+	ctx, cancelTime := context.WithTimeout(ctx, 5*time.Minute)
 	t.Cleanup(func() { cancelTime(); cancelTab(); cancelAlloc() })
 	if err := chromedp.Do(ctx); err != nil { // starts the browser
 		t.Fatalf("start chromium: %v", err)
@@ -79,10 +79,11 @@ func eval[T any](t *testing.T, ctx context.Context, expr string) T {
 }
 
 // waitJS polls until the expression is true in the page (an evaluation
-// that fails while a page loads is tried again), for at most 30 seconds.
+// that fails while a page loads is tried again), for at most 60 seconds
+// (the machine may be busy).
 func waitJS(t *testing.T, ctx context.Context, what, expr string) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(60 * time.Second)
 	var last error
 	for time.Now().Before(deadline) {
 		ok, err := chromedp.Run(ctx, chromedp.Evaluate[bool]("!!("+expr+")"))
@@ -98,7 +99,7 @@ func waitJS(t *testing.T, ctx context.Context, what, expr string) {
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
-	t.Fatalf("browser: waiting until %s: not true after 30s (last error: %v)", what, last)
+	t.Fatalf("browser: waiting until %s: not true after 60s (last error: %v)", what, last)
 }
 
 // screenshot saves a PNG of the whole page into dir and logs its path.
