@@ -119,11 +119,17 @@ func (q *Queue) Retry(ctx context.Context, id int64) (bool, error) {
 }
 
 // ExpireOverdue marks pending jobs whose deadline has passed expired
-// (finished_at now) and returns how many. Workers run it periodically.
+// (finished_at now) and returns how many. It works in batches of at most
+// MaintenanceBatch rows per statement, each its own short transaction, so a
+// large backlog never makes one huge transaction. Workers run it
+// periodically (the leader only, see WorkerConfig.MaintenanceInterval).
 func (q *Queue) ExpireOverdue(ctx context.Context) (int64, error) {
-	n, err := q.st.expire(ctx, q.now())
+	now := q.now()
+	n, err := q.batches(ctx, "expire", func(ctx context.Context, max int) (int64, error) {
+		return q.st.expire(ctx, now, max)
+	})
 	if err != nil {
-		return 0, fmt.Errorf("jobqueue: expire overdue jobs: %w", err)
+		return n, fmt.Errorf("jobqueue: expire overdue jobs (after expiring %d): %w", n, err)
 	}
 	if n > 0 {
 		q.logger.Info("overdue jobs expired", "count", n)
@@ -188,27 +194,51 @@ func (q *Queue) Reclaim(ctx context.Context) (int64, error) {
 	return total, nil
 }
 
-// pruneBatch is how many rows one Prune statement deletes at most.
-const pruneBatch = 1000
+// MaintenanceBatch is the most rows one statement of ExpireOverdue or Prune
+// changes; they repeat such statements, each its own transaction, until a
+// batch comes back short.
+const MaintenanceBatch = 1000
+
+// batches runs one bounded statement of op (at most q.batchSize rows) again
+// and again until one changes fewer rows than that or fails, and returns
+// the rows changed in all. Each statement is its own transaction.
+func (q *Queue) batches(ctx context.Context, op string, stmt func(ctx context.Context, max int) (int64, error)) (int64, error) {
+	size := q.batchSize
+	if size <= 0 {
+		size = MaintenanceBatch
+	}
+	var total int64
+	for {
+		n, err := stmt(ctx, size)
+		if err != nil {
+			return total, err
+		}
+		if q.onBatch != nil {
+			q.onBatch(op, n)
+		}
+		total += n
+		if n < int64(size) {
+			return total, nil
+		}
+		if err := ctx.Err(); err != nil {
+			return total, err
+		}
+	}
+}
 
 // Prune deletes completed, failed and expired jobs that finished more than
-// olderThan ago, in batches of at most 1000 rows per statement, and returns
-// how many it deleted.
+// olderThan ago, in batches of at most MaintenanceBatch rows per statement
+// (each its own transaction), and returns how many it deleted.
 func (q *Queue) Prune(ctx context.Context, olderThan time.Duration) (int64, error) {
 	if olderThan < 0 {
 		return 0, fmt.Errorf("jobqueue: prune: the age %v is negative", olderThan)
 	}
 	cutoff := q.now().Add(-olderThan)
-	var total int64
-	for {
-		n, err := q.st.prune(ctx, cutoff, pruneBatch)
-		total += n
-		if err != nil {
-			return total, fmt.Errorf("jobqueue: prune (after deleting %d): %w", total, err)
-		}
-		if n < pruneBatch {
-			break
-		}
+	total, err := q.batches(ctx, "prune", func(ctx context.Context, max int) (int64, error) {
+		return q.st.prune(ctx, cutoff, max)
+	})
+	if err != nil {
+		return total, fmt.Errorf("jobqueue: prune (after deleting %d): %w", total, err)
 	}
 	if total > 0 {
 		q.logger.Info("finished jobs pruned", "count", total, "older_than", olderThan)

@@ -330,7 +330,7 @@ func TestPrune(t *testing.T) {
 		// The statements on the side table of unique keys (a look whether it
 		// exists, one batch of its rows whose jobs are gone) come on top.
 		if s := sc.count() - sc.countWith("_unique"); s != 3 {
-			t.Errorf("Prune of 2102 rows took %d statements on the jobs table, want 3 batches of at most %d", s, pruneBatch)
+			t.Errorf("Prune of 2102 rows took %d statements on the jobs table, want 3 batches of at most %d", s, MaintenanceBatch)
 		}
 		if s := sc.countWith("_unique"); s > 2 {
 			t.Errorf("Prune took %d statements on the side table, want at most 2", s)

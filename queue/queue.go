@@ -62,6 +62,10 @@ type Queue struct {
 	// notifier sends the NOTIFY of the enqueues the queue commits itself,
 	// on PostgreSQL (notify_postgres.go); nil elsewhere.
 	notifier *pgNotifier
+	// batchSize overrides MaintenanceBatch and onBatch hears the rows each
+	// batch of ExpireOverdue and Prune changed (tests).
+	batchSize int
+	onBatch   func(op string, n int64)
 	// analyzed is set once the queue has refreshed the table's planner
 	// statistics after its first analyzeAfter enqueued jobs, which enqueued
 	// counts (see countEnqueued).
@@ -87,6 +91,8 @@ type config struct {
 	now             func() time.Time
 	observe         func(string, *sql.Tx)
 	pooled          *bool // nil: detect (pooler.go)
+	batchSize       int
+	onBatch         func(op string, n int64)
 }
 
 // WithTable sets the table's name (default "jobs").
@@ -154,6 +160,12 @@ func withStatementHook(fn func(query string, tx *sql.Tx)) Option {
 	return func(c *config) error { c.observe = fn; return nil }
 }
 
+// withBatchHook sets the batch size of ExpireOverdue and Prune (0: the
+// default) and a function that hears the rows each batch changed (tests).
+func withBatchHook(size int, fn func(op string, n int64)) Option {
+	return func(c *config) error { c.batchSize, c.onBatch = size, fn; return nil }
+}
+
 // newTimeout bounds the checks New runs, since New takes no context.
 const newTimeout = 30 * time.Second
 
@@ -201,6 +213,7 @@ func New(db *sql.DB, opts ...Option) (*Queue, error) {
 	}
 	q.run.observe = cfg.observe
 	q.setPooled(cfg.pooled != nil && *cfg.pooled)
+	q.batchSize, q.onBatch = cfg.batchSize, cfg.onBatch
 	switch kind {
 	case engine.Postgres:
 		q.st = pgStore{q.run}

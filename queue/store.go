@@ -54,7 +54,10 @@ type store interface {
 	// get returns nil, nil for a missing id.
 	get(ctx context.Context, id int64) (*JobRow, error)
 	retry(ctx context.Context, id int64, now time.Time) (bool, error)
-	expire(ctx context.Context, now time.Time) (int64, error)
+	// expire marks at most max overdue pending jobs expired (one statement).
+	expire(ctx context.Context, now time.Time, max int) (int64, error)
+	// prune deletes at most batch finished jobs older than cutoff (one
+	// statement).
 	prune(ctx context.Context, cutoff time.Time, batch int) (int64, error)
 	purge(ctx context.Context) (int64, error)
 	// cancel ends the pending and in_progress jobs among ids (distinct,

@@ -175,9 +175,9 @@ func (s mysqlStore) readCommitted(ctx context.Context, fn func(qs *mysqlgen.Quer
 	return n, tx.Commit()
 }
 
-func (s mysqlStore) expire(ctx context.Context, now time.Time) (int64, error) {
+func (s mysqlStore) expire(ctx context.Context, now time.Time, max int) (int64, error) {
 	return s.readCommitted(ctx, func(qs *mysqlgen.Queries) (int64, error) {
-		return qs.ExpireOverdue(ctx, mysqlgen.ExpireOverdueParams{Now: nullTime(&now)})
+		return qs.ExpireOverdue(ctx, mysqlgen.ExpireOverdueParams{Now: nullTime(&now), Limit: int32(max)})
 	})
 }
 

@@ -188,8 +188,8 @@ func (s pgStore) retry(ctx context.Context, id int64, now time.Time) (bool, erro
 	return n > 0, err
 }
 
-func (s pgStore) expire(ctx context.Context, now time.Time) (int64, error) {
-	return s.qs().ExpireOverdue(ctx, nullTime(&now))
+func (s pgStore) expire(ctx context.Context, now time.Time, max int) (int64, error) {
+	return s.qs().ExpireOverdue(ctx, pggen.ExpireOverdueParams{Now: nullTime(&now), MaxRows: int32(max)})
 }
 
 func (s pgStore) prune(ctx context.Context, cutoff time.Time, batch int) (int64, error) {

@@ -211,8 +211,10 @@ func (s sqliteStore) retry(ctx context.Context, id int64, now time.Time) (bool, 
 	return n > 0, err
 }
 
-func (s sqliteStore) expire(ctx context.Context, now time.Time) (int64, error) {
-	return busyRetry(ctx, func() (int64, error) { return s.qs().ExpireOverdue(ctx, nullTime(&now)) })
+func (s sqliteStore) expire(ctx context.Context, now time.Time, max int) (int64, error) {
+	return busyRetry(ctx, func() (int64, error) {
+		return s.qs().ExpireOverdue(ctx, sqlitegen.ExpireOverdueParams{Now: nullTime(&now), MaxRows: int64(max)})
+	})
 }
 
 func (s sqliteStore) prune(ctx context.Context, cutoff time.Time, batch int) (int64, error) {

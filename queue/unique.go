@@ -393,9 +393,9 @@ func (q *Queue) pruneKeys(ctx context.Context) (int64, error) {
 	}
 	var total int64
 	for {
-		n, err := q.st.deleteOrphanKeys(ctx, pruneBatch)
+		n, err := q.st.deleteOrphanKeys(ctx, MaintenanceBatch)
 		total += n
-		if err != nil || n < pruneBatch {
+		if err != nil || n < MaintenanceBatch {
 			return total, err
 		}
 	}

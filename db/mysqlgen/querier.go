@@ -39,6 +39,8 @@ type Querier interface {
 	// EndAttempts writes one decided end to the given attempts; run after
 	// LockHeldJobs in one transaction when some attempts may be stale.
 	EndAttempts(ctx context.Context, arg EndAttemptsParams) (int64, error)
+	// ExpireOverdue expires one bounded batch of overdue pending jobs (MySQL
+	// allows LIMIT on UPDATE); Queue.ExpireOverdue repeats it.
 	ExpireOverdue(ctx context.Context, arg ExpireOverdueParams) (int64, error)
 	ExtendLeases(ctx context.Context, arg ExtendLeasesParams) (int64, error)
 	// FailJob records one failed attempt as the queue decided.

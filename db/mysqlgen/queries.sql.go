@@ -471,14 +471,18 @@ const expireOverdue = `-- name: ExpireOverdue :execrows
 UPDATE jobs
 SET status = 'expired', finished_at = ?
 WHERE status = 'pending' AND expires_at <= ?
+LIMIT ?
 `
 
 type ExpireOverdueParams struct {
-	Now sql.NullTime
+	Now   sql.NullTime
+	Limit int32
 }
 
+// ExpireOverdue expires one bounded batch of overdue pending jobs (MySQL
+// allows LIMIT on UPDATE); Queue.ExpireOverdue repeats it.
 func (q *Queries) ExpireOverdue(ctx context.Context, arg ExpireOverdueParams) (int64, error) {
-	result, err := q.db.ExecContext(ctx, expireOverdue, arg.Now, arg.Now)
+	result, err := q.db.ExecContext(ctx, expireOverdue, arg.Now, arg.Now, arg.Limit)
 	if err != nil {
 		return 0, err
 	}

@@ -56,7 +56,9 @@ type Querier interface {
 	// EndAttempts writes one decided end to the given attempts and returns the
 	// ids it changed.
 	EndAttempts(ctx context.Context, arg EndAttemptsParams) ([]int64, error)
-	ExpireOverdue(ctx context.Context, now sql.NullTime) (int64, error)
+	// ExpireOverdue expires one bounded batch of overdue pending jobs (at most
+	// max_rows, skipping rows a claim holds); Queue.ExpireOverdue repeats it.
+	ExpireOverdue(ctx context.Context, arg ExpireOverdueParams) (int64, error)
 	// The statements of attempts (ExtendLeases, CompleteJobs,
 	// DeleteCompletedJobs, SelectHeldAttempts, EndAttempts) find their rows by primary key
 	// (id = ANY (ARRAY(…)), which the planner turns into a primary key lookup
@@ -153,6 +155,9 @@ type Querier interface {
 	// hold a key at a time. The queue decides in Go whether a holder is still
 	// live (its job pending or in_progress, or UniqueFor's period running).
 	ProbeUnique(ctx context.Context) ([]JobsUnique, error)
+	// PruneFinished deletes one bounded batch. FOR UPDATE makes the inner
+	// conditions be checked again on the row as it is when locked, so that a
+	// job retried meanwhile is kept.
 	PruneFinished(ctx context.Context, arg PruneFinishedParams) (int64, error)
 	// PurgeJobs deletes every job, whatever its status (Queue.Purge).
 	PurgeJobs(ctx context.Context) (int64, error)

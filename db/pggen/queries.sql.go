@@ -643,11 +643,22 @@ func (q *Queries) EndAttempts(ctx context.Context, arg EndAttemptsParams) ([]int
 const expireOverdue = `-- name: ExpireOverdue :execrows
 UPDATE jobs
 SET status = 'expired', finished_at = $1
-WHERE status = 'pending' AND expires_at <= $1
+WHERE id IN (
+    SELECT j.id FROM jobs j
+    WHERE j.status = 'pending' AND j.expires_at <= $1
+    LIMIT $2
+    FOR UPDATE SKIP LOCKED)
 `
 
-func (q *Queries) ExpireOverdue(ctx context.Context, now sql.NullTime) (int64, error) {
-	result, err := q.db.ExecContext(ctx, expireOverdue, now)
+type ExpireOverdueParams struct {
+	Now     sql.NullTime
+	MaxRows int32
+}
+
+// ExpireOverdue expires one bounded batch of overdue pending jobs (at most
+// max_rows, skipping rows a claim holds); Queue.ExpireOverdue repeats it.
+func (q *Queries) ExpireOverdue(ctx context.Context, arg ExpireOverdueParams) (int64, error) {
+	result, err := q.db.ExecContext(ctx, expireOverdue, arg.Now, arg.MaxRows)
 	if err != nil {
 		return 0, err
 	}
@@ -1566,7 +1577,8 @@ DELETE FROM jobs
 WHERE id IN (
     SELECT j.id FROM jobs j
     WHERE j.status IN ('completed', 'failed', 'expired') AND j.finished_at < $1
-    LIMIT $2)
+    LIMIT $2
+    FOR UPDATE SKIP LOCKED)
 `
 
 type PruneFinishedParams struct {
@@ -1574,6 +1586,9 @@ type PruneFinishedParams struct {
 	MaxRows int32
 }
 
+// PruneFinished deletes one bounded batch. FOR UPDATE makes the inner
+// conditions be checked again on the row as it is when locked, so that a
+// job retried meanwhile is kept.
 func (q *Queries) PruneFinished(ctx context.Context, arg PruneFinishedParams) (int64, error) {
 	result, err := q.db.ExecContext(ctx, pruneFinished, arg.Cutoff, arg.MaxRows)
 	if err != nil {

@@ -51,7 +51,9 @@ type Querier interface {
 	// EndAttempts writes one decided end to the given attempts and returns the
 	// ids it changed.
 	EndAttempts(ctx context.Context, arg EndAttemptsParams) ([]int64, error)
-	ExpireOverdue(ctx context.Context, now sql.NullTime) (int64, error)
+	// ExpireOverdue expires one bounded batch of overdue pending jobs;
+	// Queue.ExpireOverdue repeats it.
+	ExpireOverdue(ctx context.Context, arg ExpireOverdueParams) (int64, error)
 	// ExtendLeases extends the leases of the attempts given as JSON arrays of
 	// ids and tokens (a token names one job, so the pair is matched) and
 	// returns the ids that still held their job.

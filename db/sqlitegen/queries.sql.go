@@ -637,11 +637,21 @@ func (q *Queries) EndAttempts(ctx context.Context, arg EndAttemptsParams) ([]int
 const expireOverdue = `-- name: ExpireOverdue :execrows
 UPDATE jobs
 SET status = 'expired', finished_at = ?1
-WHERE status = 'pending' AND expires_at <= ?1
+WHERE id IN (
+    SELECT j.id FROM jobs j
+    WHERE j.status = 'pending' AND j.expires_at <= ?1
+    LIMIT ?2)
 `
 
-func (q *Queries) ExpireOverdue(ctx context.Context, now sql.NullTime) (int64, error) {
-	result, err := q.db.ExecContext(ctx, expireOverdue, now)
+type ExpireOverdueParams struct {
+	Now     sql.NullTime
+	MaxRows int64
+}
+
+// ExpireOverdue expires one bounded batch of overdue pending jobs;
+// Queue.ExpireOverdue repeats it.
+func (q *Queries) ExpireOverdue(ctx context.Context, arg ExpireOverdueParams) (int64, error) {
+	result, err := q.db.ExecContext(ctx, expireOverdue, arg.Now, arg.MaxRows)
 	if err != nil {
 		return 0, err
 	}

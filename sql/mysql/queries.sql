@@ -178,9 +178,12 @@ SET expires_at = CASE WHEN status = 'expired' OR expires_at <= sqlc.arg(retried_
 WHERE id = sqlc.arg(id) AND status IN ('failed', 'expired');
 
 -- name: ExpireOverdue :execrows
+-- ExpireOverdue expires one bounded batch of overdue pending jobs (MySQL
+-- allows LIMIT on UPDATE); Queue.ExpireOverdue repeats it.
 UPDATE jobs
 SET status = 'expired', finished_at = sqlc.arg(now)
-WHERE status = 'pending' AND expires_at <= sqlc.arg(now);
+WHERE status = 'pending' AND expires_at <= sqlc.arg(now)
+LIMIT ?;
 
 -- name: PruneFinished :execrows
 -- PruneFinished deletes one bounded batch (MySQL allows LIMIT on DELETE).

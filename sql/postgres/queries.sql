@@ -240,16 +240,26 @@ SET status = 'pending', attempts = 0, error = NULL, finished_at = NULL,
 WHERE id = @id AND status IN ('failed', 'expired');
 
 -- name: ExpireOverdue :execrows
+-- ExpireOverdue expires one bounded batch of overdue pending jobs (at most
+-- max_rows, skipping rows a claim holds); Queue.ExpireOverdue repeats it.
 UPDATE jobs
 SET status = 'expired', finished_at = @now
-WHERE status = 'pending' AND expires_at <= @now;
+WHERE id IN (
+    SELECT j.id FROM jobs j
+    WHERE j.status = 'pending' AND j.expires_at <= @now
+    LIMIT @max_rows
+    FOR UPDATE SKIP LOCKED);
 
 -- name: PruneFinished :execrows
+-- PruneFinished deletes one bounded batch. FOR UPDATE makes the inner
+-- conditions be checked again on the row as it is when locked, so that a
+-- job retried meanwhile is kept.
 DELETE FROM jobs
 WHERE id IN (
     SELECT j.id FROM jobs j
     WHERE j.status IN ('completed', 'failed', 'expired') AND j.finished_at < @cutoff
-    LIMIT @max_rows);
+    LIMIT @max_rows
+    FOR UPDATE SKIP LOCKED);
 
 -- name: AnalyzeTable :exec
 -- AnalyzeTable gives a new table planner statistics before autovacuum

@@ -188,9 +188,14 @@ SET status = 'pending', attempts = 0, error = NULL, finished_at = NULL,
 WHERE id = @id AND status IN ('failed', 'expired');
 
 -- name: ExpireOverdue :execrows
+-- ExpireOverdue expires one bounded batch of overdue pending jobs;
+-- Queue.ExpireOverdue repeats it.
 UPDATE jobs
 SET status = 'expired', finished_at = @now
-WHERE status = 'pending' AND expires_at <= @now;
+WHERE id IN (
+    SELECT j.id FROM jobs j
+    WHERE j.status = 'pending' AND j.expires_at <= @now
+    LIMIT @max_rows);
 
 -- name: PruneFinished :execrows
 DELETE FROM jobs
