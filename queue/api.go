@@ -238,6 +238,13 @@ const (
 	EventCompleted EventKind = "completed"
 	EventFailed    EventKind = "failed" // Event.Permanent tells whether it will be retried
 	EventReclaimed EventKind = "reclaimed"
+	// EventLeadershipGained: this worker now leads the table's workers
+	// (runs the maintenance and enqueues the periodic jobs); Event.Leader
+	// says who and since when.
+	EventLeadershipGained EventKind = "leadership_gained"
+	// EventLeadershipLost: this worker no longer leads (its lease passed or
+	// another worker holds it, or the worker stopped); Event.Err says why.
+	EventLeadershipLost EventKind = "leadership_lost"
 )
 
 // Event is what a listener hears. Job is the row as the event left it where
@@ -256,6 +263,9 @@ type Event struct {
 	Count int64
 	// Duration is how long the handler ran, for EventCompleted and EventFailed.
 	Duration time.Duration
+	// Leader is this worker's leadership, for EventLeadershipGained and
+	// EventLeadershipLost (Holder only, for the latter).
+	Leader *Leader
 }
 
 // ListFilter selects jobs for List. Its zero value selects the newest

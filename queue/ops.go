@@ -124,8 +124,14 @@ func (q *Queue) Retry(ctx context.Context, id int64) (bool, error) {
 // large backlog never makes one huge transaction. Workers run it
 // periodically (the leader only, see WorkerConfig.MaintenanceInterval).
 func (q *Queue) ExpireOverdue(ctx context.Context) (int64, error) {
+	return q.expireOverdue(ctx, nil)
+}
+
+// expireOverdue is ExpireOverdue; guard, if set, is asked before each
+// statement and stops it with its error (the leader's maintenance).
+func (q *Queue) expireOverdue(ctx context.Context, guard func() error) (int64, error) {
 	now := q.now()
-	n, err := q.batches(ctx, "expire", func(ctx context.Context, max int) (int64, error) {
+	n, err := q.batches(ctx, "expire", guard, func(ctx context.Context, max int) (int64, error) {
 		return q.st.expire(ctx, now, max)
 	})
 	if err != nil {
@@ -201,14 +207,21 @@ const MaintenanceBatch = 1000
 
 // batches runs one bounded statement of op (at most q.batchSize rows) again
 // and again until one changes fewer rows than that or fails, and returns
-// the rows changed in all. Each statement is its own transaction.
-func (q *Queue) batches(ctx context.Context, op string, stmt func(ctx context.Context, max int) (int64, error)) (int64, error) {
+// the rows changed in all. Each statement is its own transaction. guard,
+// if set, is asked before each statement and stops the loop with its
+// error.
+func (q *Queue) batches(ctx context.Context, op string, guard func() error, stmt func(ctx context.Context, max int) (int64, error)) (int64, error) {
 	size := q.batchSize
 	if size <= 0 {
 		size = MaintenanceBatch
 	}
 	var total int64
 	for {
+		if guard != nil {
+			if err := guard(); err != nil {
+				return total, err
+			}
+		}
 		n, err := stmt(ctx, size)
 		if err != nil {
 			return total, err
@@ -230,11 +243,16 @@ func (q *Queue) batches(ctx context.Context, op string, stmt func(ctx context.Co
 // olderThan ago, in batches of at most MaintenanceBatch rows per statement
 // (each its own transaction), and returns how many it deleted.
 func (q *Queue) Prune(ctx context.Context, olderThan time.Duration) (int64, error) {
+	return q.prune(ctx, olderThan, nil)
+}
+
+// prune is Prune; guard is as for expireOverdue.
+func (q *Queue) prune(ctx context.Context, olderThan time.Duration, guard func() error) (int64, error) {
 	if olderThan < 0 {
 		return 0, fmt.Errorf("jobqueue: prune: the age %v is negative", olderThan)
 	}
 	cutoff := q.now().Add(-olderThan)
-	total, err := q.batches(ctx, "prune", func(ctx context.Context, max int) (int64, error) {
+	total, err := q.batches(ctx, "prune", guard, func(ctx context.Context, max int) (int64, error) {
 		return q.st.prune(ctx, cutoff, max)
 	})
 	if err != nil {

@@ -265,21 +265,26 @@ func (q *Queue) checkVersion(ctx context.Context) error {
 	}
 }
 
-// explainProbe turns the error of the table check into one that says what
-// to do.
-func (q *Queue) explainProbe(err error) error {
-	missingTable, missingColumn := false, false
+// missingObject tells whether err is the engine's error for a table, or a
+// column, that does not exist.
+func missingObject(err error) (table, column bool) {
 	var pe *pgconn.PgError
 	var me *mysql.MySQLError
 	switch {
 	case errors.As(err, &pe):
-		missingTable, missingColumn = pe.Code == "42P01", pe.Code == "42703"
+		return pe.Code == "42P01", pe.Code == "42703"
 	case errors.As(err, &me):
-		missingTable, missingColumn = me.Number == 1146, me.Number == 1054
+		return me.Number == 1146, me.Number == 1054
 	default:
 		msg := err.Error()
-		missingTable, missingColumn = strings.Contains(msg, "no such table"), strings.Contains(msg, "no such column")
+		return strings.Contains(msg, "no such table"), strings.Contains(msg, "no such column")
 	}
+}
+
+// explainProbe turns the error of the table check into one that says what
+// to do.
+func (q *Queue) explainProbe(err error) error {
+	missingTable, missingColumn := missingObject(err)
 	name := q.table.Name
 	switch {
 	case missingTable:

@@ -96,9 +96,31 @@ type store interface {
 	deleteOrphanKeys(ctx context.Context, max int) (int64, error)
 	// retryIn is retry on d.
 	retryIn(ctx context.Context, d dbtx, id int64, now time.Time) (bool, error)
+
+	// The leadership of a role, in the side table <table>_leader
+	// (leader.go), timed by the database server's clock.
+	// leaderEnsure creates the role's row, held by nobody, if missing.
+	leaderEnsure(ctx context.Context, role string) error
+	// leaderAcquire takes the role for holder when its lease has passed,
+	// or renews it when holder holds it, until the server's now + lease;
+	// it reports whether holder holds it now.
+	leaderAcquire(ctx context.Context, role, holder string, lease time.Duration) (bool, error)
+	// leaderRelease ends holder's lease now, if holder holds it.
+	leaderRelease(ctx context.Context, role, holder string) error
+	// leaderGet reads the role's row (nil, nil when it has none).
+	leaderGet(ctx context.Context, role string) (*leaderRow, error)
 	// analyze refreshes the planner's statistics where the engine needs it
 	// (PostgreSQL); it is a no-op elsewhere.
 	analyze(ctx context.Context) error
+}
+
+// leaderRow is the row of a role in <table>_leader, with the server's time
+// when it was read. Times are UTC.
+type leaderRow struct {
+	holder                       string
+	term                         int64
+	since, renewedAt, leaseUntil time.Time
+	dbNow                        time.Time
 }
 
 // newJob is a validated job, ready to be written.

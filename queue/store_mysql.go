@@ -195,6 +195,32 @@ func (s mysqlStore) purge(ctx context.Context) (int64, error) {
 	return s.qs().PurgeJobs(ctx)
 }
 
+func (s mysqlStore) leaderEnsure(ctx context.Context, role string) error {
+	return s.qs().EnsureLeaderRow(ctx, role)
+}
+
+func (s mysqlStore) leaderAcquire(ctx context.Context, role, holder string, lease time.Duration) (bool, error) {
+	n, err := s.qs().AcquireLeader(ctx, mysqlgen.AcquireLeaderParams{Holder: holder, LeaseMicros: int32(lease.Microseconds()), Name: role})
+	return n == 1, err
+}
+
+func (s mysqlStore) leaderRelease(ctx context.Context, role, holder string) error {
+	_, err := s.qs().ReleaseLeader(ctx, mysqlgen.ReleaseLeaderParams{Name: role, Holder: holder})
+	return err
+}
+
+func (s mysqlStore) leaderGet(ctx context.Context, role string) (*leaderRow, error) {
+	r, err := s.qs().GetLeader(ctx, role)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &leaderRow{holder: r.Holder, term: r.Term, since: engine.AsUTC(r.Since), renewedAt: engine.AsUTC(r.RenewedAt),
+		leaseUntil: engine.AsUTC(r.LeaseUntil), dbNow: engine.AsUTC(r.DbNow)}, nil
+}
+
 func mysqlRows(rows []mysqlgen.Job) []*JobRow {
 	out := make([]*JobRow, len(rows))
 	for i, r := range rows {

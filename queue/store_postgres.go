@@ -2,7 +2,9 @@ package queue
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
+	"errors"
 	"strings"
 	"time"
 
@@ -202,6 +204,32 @@ func (s pgStore) analyze(ctx context.Context) error {
 
 func (s pgStore) purge(ctx context.Context) (int64, error) {
 	return s.qs().PurgeJobs(ctx)
+}
+
+func (s pgStore) leaderEnsure(ctx context.Context, role string) error {
+	return s.qs().EnsureLeaderRow(ctx, role)
+}
+
+func (s pgStore) leaderAcquire(ctx context.Context, role, holder string, lease time.Duration) (bool, error) {
+	n, err := s.qs().AcquireLeader(ctx, pggen.AcquireLeaderParams{Holder: holder, LeaseSeconds: lease.Seconds(), Name: role})
+	return n == 1, err
+}
+
+func (s pgStore) leaderRelease(ctx context.Context, role, holder string) error {
+	_, err := s.qs().ReleaseLeader(ctx, pggen.ReleaseLeaderParams{Name: role, Holder: holder})
+	return err
+}
+
+func (s pgStore) leaderGet(ctx context.Context, role string) (*leaderRow, error) {
+	r, err := s.qs().GetLeader(ctx, role)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &leaderRow{holder: r.Holder, term: r.Term, since: engine.AsUTC(r.Since), renewedAt: engine.AsUTC(r.RenewedAt),
+		leaseUntil: engine.AsUTC(r.LeaseUntil), dbNow: engine.AsUTC(r.DbNow)}, nil
 }
 
 func pgRows(rows []pggen.Job) []*JobRow {

@@ -2,7 +2,9 @@ package queue
 
 import (
 	"context"
+	"database/sql"
 	"errors"
+	"fmt"
 	"time"
 
 	"modernc.org/sqlite"
@@ -229,6 +231,48 @@ func (s sqliteStore) analyze(ctx context.Context) error {
 
 func (s sqliteStore) purge(ctx context.Context) (int64, error) {
 	return busyRetry(ctx, func() (int64, error) { return s.qs().PurgeJobs(ctx) })
+}
+
+func (s sqliteStore) leaderEnsure(ctx context.Context, role string) error {
+	_, err := busyRetry(ctx, func() (struct{}, error) { return struct{}{}, s.qs().EnsureLeaderRow(ctx, role) })
+	return err
+}
+
+func (s sqliteStore) leaderAcquire(ctx context.Context, role, holder string, lease time.Duration) (bool, error) {
+	n, err := busyRetry(ctx, func() (int64, error) {
+		return s.qs().AcquireLeader(ctx, sqlitegen.AcquireLeaderParams{
+			Holder: holder, LeaseModifier: fmt.Sprintf("%+.3f seconds", lease.Seconds()), Name: role,
+		})
+	})
+	return n == 1, err
+}
+
+func (s sqliteStore) leaderRelease(ctx context.Context, role, holder string) error {
+	_, err := busyRetry(ctx, func() (int64, error) {
+		return s.qs().ReleaseLeader(ctx, sqlitegen.ReleaseLeaderParams{Name: role, Holder: holder})
+	})
+	return err
+}
+
+// sqliteLeaderTime is the form of the times the leader queries write
+// (strftime's %Y-%m-%d %H:%M:%f).
+const sqliteLeaderTime = "2006-01-02 15:04:05.999"
+
+func (s sqliteStore) leaderGet(ctx context.Context, role string) (*leaderRow, error) {
+	r, err := s.qs().GetLeader(ctx, role)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	text, _ := r.DbNow.(string)
+	now, err := time.Parse(sqliteLeaderTime, text)
+	if err != nil {
+		return nil, fmt.Errorf("reading SQLite's time %v: %w", r.DbNow, err)
+	}
+	return &leaderRow{holder: r.Holder, term: r.Term, since: engine.AsUTC(r.Since), renewedAt: engine.AsUTC(r.RenewedAt),
+		leaseUntil: engine.AsUTC(r.LeaseUntil), dbNow: now}, nil
 }
 
 func sqliteRows(rows []sqlitegen.Job) []*JobRow {

@@ -8,7 +8,9 @@ package queue
 //	executor.go     executors: run handlers, record failures, hand over successes
 //	completer.go    completer: writes succeeded attempts in batches
 //	heartbeat.go    heartbeater: renews leases, cancels attempts that lost their job
-//	maintenance.go  maintainer: runs ExpireOverdue and Reclaim now and then
+//	leader.go       elector: takes and renews the leadership among the table's workers
+//	maintenance.go  maintainer: the leader's ExpireOverdue, Reclaim and Prune now and then
+//	periodic.go     scheduler: the leader enqueues the ticks of the periodic jobs
 //	shutdown.go     the end of a run: grace, cancellation, release of cut-off attempts
 //	inflight.go     attempt and inflightSet: the attempts the run holds, shared by the roles
 
@@ -49,10 +51,35 @@ type WorkerConfig struct {
 	// HeartbeatInterval is how often the leases of running attempts are
 	// renewed, all in one statement (default Lease/3; must be below Lease).
 	HeartbeatInterval time.Duration
-	// MaintenanceInterval is how often the worker runs ExpireOverdue and
-	// Reclaim (default 30 seconds, jittered; negative: never). It also runs
-	// them once when it starts.
+	// MaintenanceInterval is how often the leader among the table's workers
+	// (see LeaderLease) runs the maintenance: ExpireOverdue, Reclaim and,
+	// with a Retention, Prune, each in bounded batches (default 30 seconds;
+	// negative: this worker never runs it). The leader also runs it at once
+	// when it gains the leadership. A worker that does not lead runs none.
 	MaintenanceInterval time.Duration
+	// Retention, if positive, makes the leader's maintenance also Prune the
+	// jobs that finished (completed, failed, expired) more than Retention
+	// ago.
+	Retention time.Duration
+	// LeaderLease is the lease of the leadership among the table's workers
+	// (default 5 seconds, between 2 seconds and 30 minutes): the leader
+	// renews it every LeaderLease/5, and when it stops (crash, kill -9,
+	// partition, pause) another worker leads within LeaderLease +
+	// LeaderLease/5. Only the leader runs the maintenance and enqueues the
+	// periodic jobs; a worker with MaintenanceInterval < 0 and no periodic
+	// job does not take part. The lease is kept in <table>_leader, which
+	// migrations.Install creates: a table installed by an older version
+	// needs Install run once, else Run fails saying so.
+	LeaderLease time.Duration
+	// Periodic are the periodic jobs (see Periodic) that this worker
+	// enqueues while it leads. Give every worker of the table the same
+	// ones. Run refuses invalid ones and two with one name.
+	Periodic []PeriodicJob
+	// RunMissed makes a worker that gains the leadership enqueue the latest
+	// tick of each periodic job that passed while no worker led (at most
+	// one per job; it is a duplicate if the previous leader enqueued it).
+	// Without it, ticks that pass while no worker leads are not made up.
+	RunMissed bool
 	// MaxJobs, if positive, is how many jobs the worker claims in all: then
 	// it claims no more, lets them finish, and Run returns nil.
 	MaxJobs int
@@ -149,8 +176,27 @@ type Worker struct {
 // are checked when Run starts.
 func (q *Queue) NewWorker(cfg WorkerConfig) *Worker {
 	cfg.Types = append([]string(nil), cfg.Types...)
+	cfg.Periodic = append([]PeriodicJob(nil), cfg.Periodic...)
 	return &Worker{q: q, cfg: cfg, handlers: map[string]handlerFunc{}}
 }
+
+// AddPeriodic registers periodic jobs on the worker (see Periodic), for
+// its next Run. It refuses, adding none of them, an invalid one or a name
+// already registered.
+func (w *Worker) AddPeriodic(jobs ...PeriodicJob) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	all := append(append([]PeriodicJob(nil), w.cfg.Periodic...), jobs...)
+	if err := checkPeriodic(w.q, all); err != nil {
+		return err
+	}
+	w.cfg.Periodic = all
+	return nil
+}
+
+// leads reports whether a worker so configured takes part in the
+// leadership: it runs the maintenance or has periodic jobs.
+func (c WorkerConfig) leads() bool { return c.MaintenanceInterval > 0 || len(c.Periodic) > 0 }
 
 // withDefaults fills the zero fields of c and checks it.
 func (c WorkerConfig) withDefaults() (WorkerConfig, error) {
@@ -172,6 +218,9 @@ func (c WorkerConfig) withDefaults() (WorkerConfig, error) {
 	if c.ShutdownTimeout == 0 {
 		c.ShutdownTimeout = DefaultShutdownTimeout
 	}
+	if c.LeaderLease == 0 {
+		c.LeaderLease = DefaultLeaderLease
+	}
 	var problems []error
 	if c.Concurrency < 0 {
 		problems = append(problems, fmt.Errorf("Concurrency %d is negative", c.Concurrency))
@@ -184,6 +233,12 @@ func (c WorkerConfig) withDefaults() (WorkerConfig, error) {
 	}
 	if c.HeartbeatInterval <= 0 || c.HeartbeatInterval >= c.Lease {
 		problems = append(problems, fmt.Errorf("HeartbeatInterval %v must be positive and below Lease %v", c.HeartbeatInterval, c.Lease))
+	}
+	if c.LeaderLease < minLeaderLease || c.LeaderLease > maxLeaderLease {
+		problems = append(problems, fmt.Errorf("LeaderLease %v must be between %v and %v", c.LeaderLease, minLeaderLease, maxLeaderLease))
+	}
+	if c.Retention < 0 {
+		problems = append(problems, fmt.Errorf("Retention %v is negative", c.Retention))
 	}
 	if c.MaxJobs < 0 {
 		problems = append(problems, fmt.Errorf("MaxJobs %d is negative", c.MaxJobs))
@@ -213,6 +268,20 @@ func (w *Worker) Run(ctx context.Context) error {
 	cfg, err := w.cfg.withDefaults()
 	if err != nil {
 		return err
+	}
+	if err := checkPeriodic(w.q, cfg.Periodic); err != nil {
+		return err
+	}
+	if cfg.leads() {
+		if err := w.q.checkLeaderTable(ctx); err != nil {
+			return err
+		}
+	}
+	if len(cfg.Periodic) > 0 {
+		// Each tick is enqueued under a unique key.
+		if err := w.q.needUnique(ctx); errors.Is(err, ErrSideTableMissing) {
+			return err
+		}
 	}
 	w.mu.Lock()
 	if w.running {
@@ -297,9 +366,17 @@ func (r *run) run(ctx context.Context) error {
 	// Background loops that end with the claimer.
 	var bg sync.WaitGroup
 	maintCtx, stopMaint := context.WithCancel(stop)
-	if r.cfg.MaintenanceInterval > 0 {
-		m := &maintainer{q: r.q, log: r.log, interval: r.cfg.MaintenanceInterval}
-		bg.Go(func() { m.run(maintCtx) })
+	if r.cfg.leads() {
+		el := newElector(r.q, r.log, r.cfg.LeaderLease)
+		bg.Go(func() { el.run(maintCtx) })
+		if r.cfg.MaintenanceInterval > 0 {
+			m := &maintainer{q: r.q, log: r.log, el: el, interval: r.cfg.MaintenanceInterval, retention: r.cfg.Retention}
+			bg.Go(func() { m.run(maintCtx) })
+		}
+		if len(r.cfg.Periodic) > 0 {
+			s := &scheduler{q: r.q, log: r.log, el: el, jobs: r.cfg.Periodic, runMissed: r.cfg.RunMissed}
+			bg.Go(func() { s.run(maintCtx) })
+		}
 	}
 	c := newCompleter(r.q, r.log, r.dbCtx)
 	completerDone, stopCompleter := make(chan struct{}), make(chan struct{})

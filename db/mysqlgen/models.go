@@ -76,6 +76,16 @@ type Job struct {
 	CreatedAt   time.Time
 }
 
+type JobsLeader struct {
+	Name       string
+	Holder     string
+	Term       int64
+	Renewals   int64
+	Since      time.Time
+	RenewedAt  time.Time
+	LeaseUntil time.Time
+}
+
 type JobsUnique struct {
 	JobID     uint64
 	UniqueKey string

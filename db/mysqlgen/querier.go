@@ -11,6 +11,13 @@ import (
 )
 
 type Querier interface {
+	// AcquireLeader takes the role for holder for lease_micros from now when
+	// its lease has passed, or renews it when holder holds it; one row changed
+	// means holder leads (renewals changes every time, so that MySQL, which
+	// counts only rows whose values changed, counts the row). A new term (and since) starts whenever the lease had
+	// passed, even for the same holder. MySQL assigns from left to right:
+	// term and since read holder and lease_until before they change.
+	AcquireLeader(ctx context.Context, arg AcquireLeaderParams) (int64, error)
 	// CancelJobs ends the pending and in_progress jobs among the ids with the
 	// outcome the queue decides, clearing the claim token of a running attempt
 	// so that the attempt is fenced off.
@@ -39,6 +46,14 @@ type Querier interface {
 	// EndAttempts writes one decided end to the given attempts; run after
 	// LockHeldJobs in one transaction when some attempts may be stale.
 	EndAttempts(ctx context.Context, arg EndAttemptsParams) (int64, error)
+	// The leader's lease (queue/leader.go) lives in the side table jobs_leader
+	// and is timed by the database server's clock, so that every process
+	// compares it against one clock: now is UTC_TIMESTAMP(), the same all
+	// through one statement. It keeps whole seconds (sqlc knows no
+	// UTC_TIMESTAMP(6), and NOW(6) follows the session's time zone), so a lease
+	// may start up to a second before the statement: the holder allows for it.
+	// EnsureLeaderRow creates the role's row, held by nobody, if it is missing.
+	EnsureLeaderRow(ctx context.Context, name string) error
 	// ExpireOverdue expires one bounded batch of overdue pending jobs (MySQL
 	// allows LIMIT on UPDATE); Queue.ExpireOverdue repeats it.
 	ExpireOverdue(ctx context.Context, arg ExpireOverdueParams) (int64, error)
@@ -53,6 +68,8 @@ type Querier interface {
 	FirstType(ctx context.Context) ([]string, error)
 	FreeKey(ctx context.Context, jobID uint64) error
 	GetJob(ctx context.Context, id uint64) ([]Job, error)
+	// GetLeader reads the role's row and the server's time.
+	GetLeader(ctx context.Context, name string) (GetLeaderRow, error)
 	HolderStatus(ctx context.Context, id uint64) ([]JobsStatus, error)
 	HolderStatusForUpdate(ctx context.Context, id uint64) ([]JobsStatus, error)
 	InsertJob(ctx context.Context, arg InsertJobParams) (int64, error)
@@ -116,6 +133,9 @@ type Querier interface {
 	// status_scheduled read backwards; a failed job's scheduled_at is when its
 	// last attempt was due).
 	RecentFailures(ctx context.Context, limit int32) ([]Job, error)
+	// ReleaseLeader ends holder's lease now, so that another process takes the
+	// role at once.
+	ReleaseLeader(ctx context.Context, arg ReleaseLeaderParams) (int64, error)
 	RetakeKey(ctx context.Context, jobID uint64) (int64, error)
 	// RetryJob assigns expires_at before status: MySQL applies assignments from
 	// left to right, so the CASE must still see the old status.

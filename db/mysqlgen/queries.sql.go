@@ -13,6 +13,47 @@ import (
 	"time"
 )
 
+const acquireLeader = `-- name: AcquireLeader :execrows
+UPDATE jobs_leader
+SET term = CASE WHEN holder = ? AND lease_until >= UTC_TIMESTAMP()
+        THEN term ELSE term + 1 END,
+    since = CASE WHEN holder = ? AND lease_until >= UTC_TIMESTAMP()
+        THEN since ELSE UTC_TIMESTAMP() END,
+    holder = ?,
+    renewals = renewals + 1,
+    renewed_at = UTC_TIMESTAMP(),
+    lease_until = TIMESTAMPADD(MICROSECOND, ?, UTC_TIMESTAMP())
+WHERE name = ?
+  AND (holder = ? OR lease_until < UTC_TIMESTAMP())
+`
+
+type AcquireLeaderParams struct {
+	Holder      string
+	LeaseMicros int32
+	Name        string
+}
+
+// AcquireLeader takes the role for holder for lease_micros from now when
+// its lease has passed, or renews it when holder holds it; one row changed
+// means holder leads (renewals changes every time, so that MySQL, which
+// counts only rows whose values changed, counts the row). A new term (and since) starts whenever the lease had
+// passed, even for the same holder. MySQL assigns from left to right:
+// term and since read holder and lease_until before they change.
+func (q *Queries) AcquireLeader(ctx context.Context, arg AcquireLeaderParams) (int64, error) {
+	result, err := q.db.ExecContext(ctx, acquireLeader,
+		arg.Holder,
+		arg.Holder,
+		arg.Holder,
+		arg.LeaseMicros,
+		arg.Name,
+		arg.Holder,
+	)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected()
+}
+
 const cancelJobs = `-- name: CancelJobs :execrows
 UPDATE jobs
 SET status = ?, error = ?, finished_at = ?,
@@ -467,6 +508,25 @@ func (q *Queries) EndAttempts(ctx context.Context, arg EndAttemptsParams) (int64
 	return result.RowsAffected()
 }
 
+const ensureLeaderRow = `-- name: EnsureLeaderRow :exec
+
+INSERT INTO jobs_leader (name, holder, term, renewals, since, renewed_at, lease_until)
+VALUES (?, '', 0, 0, '1970-01-01 00:00:01', '1970-01-01 00:00:01', '1970-01-01 00:00:01')
+ON DUPLICATE KEY UPDATE name = name
+`
+
+// The leader's lease (queue/leader.go) lives in the side table jobs_leader
+// and is timed by the database server's clock, so that every process
+// compares it against one clock: now is UTC_TIMESTAMP(), the same all
+// through one statement. It keeps whole seconds (sqlc knows no
+// UTC_TIMESTAMP(6), and NOW(6) follows the session's time zone), so a lease
+// may start up to a second before the statement: the holder allows for it.
+// EnsureLeaderRow creates the role's row, held by nobody, if it is missing.
+func (q *Queries) EnsureLeaderRow(ctx context.Context, name string) error {
+	_, err := q.db.ExecContext(ctx, ensureLeaderRow, name)
+	return err
+}
+
 const expireOverdue = `-- name: ExpireOverdue :execrows
 UPDATE jobs
 SET status = 'expired', finished_at = ?
@@ -646,6 +706,36 @@ func (q *Queries) GetJob(ctx context.Context, id uint64) ([]Job, error) {
 		return nil, err
 	}
 	return items, nil
+}
+
+const getLeader = `-- name: GetLeader :one
+SELECT holder, term, since, renewed_at, lease_until, UTC_TIMESTAMP() AS db_now
+FROM jobs_leader
+WHERE name = ?
+`
+
+type GetLeaderRow struct {
+	Holder     string
+	Term       int64
+	Since      time.Time
+	RenewedAt  time.Time
+	LeaseUntil time.Time
+	DbNow      time.Time
+}
+
+// GetLeader reads the role's row and the server's time.
+func (q *Queries) GetLeader(ctx context.Context, name string) (GetLeaderRow, error) {
+	row := q.db.QueryRowContext(ctx, getLeader, name)
+	var i GetLeaderRow
+	err := row.Scan(
+		&i.Holder,
+		&i.Term,
+		&i.Since,
+		&i.RenewedAt,
+		&i.LeaseUntil,
+		&i.DbNow,
+	)
+	return i, err
 }
 
 const holderStatus = `-- name: HolderStatus :many
@@ -1365,6 +1455,28 @@ func (q *Queries) RecentFailures(ctx context.Context, limit int32) ([]Job, error
 		return nil, err
 	}
 	return items, nil
+}
+
+const releaseLeader = `-- name: ReleaseLeader :execrows
+UPDATE jobs_leader
+SET lease_until = UTC_TIMESTAMP()
+WHERE name = ? AND holder = ?
+  AND lease_until > UTC_TIMESTAMP()
+`
+
+type ReleaseLeaderParams struct {
+	Name   string
+	Holder string
+}
+
+// ReleaseLeader ends holder's lease now, so that another process takes the
+// role at once.
+func (q *Queries) ReleaseLeader(ctx context.Context, arg ReleaseLeaderParams) (int64, error) {
+	result, err := q.db.ExecContext(ctx, releaseLeader, arg.Name, arg.Holder)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected()
 }
 
 const retakeKey = `-- name: RetakeKey :execrows

@@ -12,6 +12,12 @@ import (
 )
 
 type Querier interface {
+	// AcquireLeader takes the role for holder for lease_seconds from now when
+	// its lease has passed, or renews it when holder holds it; one row changed
+	// means holder leads (renewals changes every time, so that MySQL, which
+	// counts only rows whose values changed, counts the row). A new term (and since) starts whenever the lease had
+	// passed, even for the same holder.
+	AcquireLeader(ctx context.Context, arg AcquireLeaderParams) (int64, error)
 	// AnalyzeTable gives a new table planner statistics before autovacuum
 	// does: without them the planner sorts every pending job for each claim
 	// instead of reading the status_scheduled index in order.
@@ -56,6 +62,11 @@ type Querier interface {
 	// EndAttempts writes one decided end to the given attempts and returns the
 	// ids it changed.
 	EndAttempts(ctx context.Context, arg EndAttemptsParams) ([]int64, error)
+	// The leader's lease (queue/leader.go) lives in the side table jobs_leader
+	// and is timed by the database server's clock, so that every process
+	// compares it against one clock: now is statement_timestamp() in UTC.
+	// EnsureLeaderRow creates the role's row, held by nobody, if it is missing.
+	EnsureLeaderRow(ctx context.Context, name string) error
 	// ExpireOverdue expires one bounded batch of overdue pending jobs (at most
 	// max_rows, skipping rows a claim holds); Queue.ExpireOverdue repeats it.
 	ExpireOverdue(ctx context.Context, arg ExpireOverdueParams) (int64, error)
@@ -81,6 +92,8 @@ type Querier interface {
 	// FreeKey lets a job's key go (its job is no longer live).
 	FreeKey(ctx context.Context, jobID int64) error
 	GetJob(ctx context.Context, id int64) ([]Job, error)
+	// GetLeader reads the role's row and the server's time.
+	GetLeader(ctx context.Context, name string) (GetLeaderRow, error)
 	HolderStatus(ctx context.Context, id int64) ([]string, error)
 	// HolderStatusForShare is HolderStatus, the job's row locked against
 	// changes (Retry) until the transaction ends.
@@ -165,6 +178,9 @@ type Querier interface {
 	// status_scheduled read backwards; a failed job's scheduled_at is when its
 	// last attempt was due).
 	RecentFailures(ctx context.Context, maxRows int32) ([]Job, error)
+	// ReleaseLeader ends holder's lease now, so that another process takes the
+	// role at once.
+	ReleaseLeader(ctx context.Context, arg ReleaseLeaderParams) (int64, error)
 	// RetakeKey makes a job hold its key again (Retry).
 	RetakeKey(ctx context.Context, jobID int64) (int64, error)
 	RetryJob(ctx context.Context, arg RetryJobParams) (int64, error)

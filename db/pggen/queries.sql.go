@@ -12,6 +12,39 @@ import (
 	"time"
 )
 
+const acquireLeader = `-- name: AcquireLeader :execrows
+UPDATE jobs_leader
+SET term = CASE WHEN holder = $1 AND lease_until >= (statement_timestamp() AT TIME ZONE 'UTC')
+        THEN term ELSE term + 1 END,
+    since = CASE WHEN holder = $1 AND lease_until >= (statement_timestamp() AT TIME ZONE 'UTC')
+        THEN since ELSE (statement_timestamp() AT TIME ZONE 'UTC') END,
+    holder = $1,
+    renewals = renewals + 1,
+    renewed_at = (statement_timestamp() AT TIME ZONE 'UTC'),
+    lease_until = (statement_timestamp() AT TIME ZONE 'UTC') + CAST($2 AS float8) * INTERVAL '1 second'
+WHERE name = $3
+  AND (holder = $1 OR lease_until < (statement_timestamp() AT TIME ZONE 'UTC'))
+`
+
+type AcquireLeaderParams struct {
+	Holder       string
+	LeaseSeconds float64
+	Name         string
+}
+
+// AcquireLeader takes the role for holder for lease_seconds from now when
+// its lease has passed, or renews it when holder holds it; one row changed
+// means holder leads (renewals changes every time, so that MySQL, which
+// counts only rows whose values changed, counts the row). A new term (and since) starts whenever the lease had
+// passed, even for the same holder.
+func (q *Queries) AcquireLeader(ctx context.Context, arg AcquireLeaderParams) (int64, error) {
+	result, err := q.db.ExecContext(ctx, acquireLeader, arg.Holder, arg.LeaseSeconds, arg.Name)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected()
+}
+
 const analyzeTable = `-- name: AnalyzeTable :exec
 ANALYZE jobs
 `
@@ -640,6 +673,22 @@ func (q *Queries) EndAttempts(ctx context.Context, arg EndAttemptsParams) ([]int
 	return items, nil
 }
 
+const ensureLeaderRow = `-- name: EnsureLeaderRow :exec
+
+INSERT INTO jobs_leader (name, holder, term, renewals, since, renewed_at, lease_until)
+VALUES ($1, '', 0, 0, TIMESTAMP '1970-01-01 00:00:00', TIMESTAMP '1970-01-01 00:00:00', TIMESTAMP '1970-01-01 00:00:00')
+ON CONFLICT (name) DO NOTHING
+`
+
+// The leader's lease (queue/leader.go) lives in the side table jobs_leader
+// and is timed by the database server's clock, so that every process
+// compares it against one clock: now is statement_timestamp() in UTC.
+// EnsureLeaderRow creates the role's row, held by nobody, if it is missing.
+func (q *Queries) EnsureLeaderRow(ctx context.Context, name string) error {
+	_, err := q.db.ExecContext(ctx, ensureLeaderRow, name)
+	return err
+}
+
 const expireOverdue = `-- name: ExpireOverdue :execrows
 UPDATE jobs
 SET status = 'expired', finished_at = $1
@@ -831,6 +880,37 @@ func (q *Queries) GetJob(ctx context.Context, id int64) ([]Job, error) {
 		return nil, err
 	}
 	return items, nil
+}
+
+const getLeader = `-- name: GetLeader :one
+SELECT holder, term, since, renewed_at, lease_until,
+    (statement_timestamp() AT TIME ZONE 'UTC')::timestamp AS db_now
+FROM jobs_leader
+WHERE name = $1
+`
+
+type GetLeaderRow struct {
+	Holder     string
+	Term       int64
+	Since      time.Time
+	RenewedAt  time.Time
+	LeaseUntil time.Time
+	DbNow      time.Time
+}
+
+// GetLeader reads the role's row and the server's time.
+func (q *Queries) GetLeader(ctx context.Context, name string) (GetLeaderRow, error) {
+	row := q.db.QueryRowContext(ctx, getLeader, name)
+	var i GetLeaderRow
+	err := row.Scan(
+		&i.Holder,
+		&i.Term,
+		&i.Since,
+		&i.RenewedAt,
+		&i.LeaseUntil,
+		&i.DbNow,
+	)
+	return i, err
 }
 
 const holderStatus = `-- name: HolderStatus :many
@@ -1658,6 +1738,28 @@ func (q *Queries) RecentFailures(ctx context.Context, maxRows int32) ([]Job, err
 		return nil, err
 	}
 	return items, nil
+}
+
+const releaseLeader = `-- name: ReleaseLeader :execrows
+UPDATE jobs_leader
+SET lease_until = (statement_timestamp() AT TIME ZONE 'UTC')
+WHERE name = $1 AND holder = $2
+  AND lease_until > (statement_timestamp() AT TIME ZONE 'UTC')
+`
+
+type ReleaseLeaderParams struct {
+	Name   string
+	Holder string
+}
+
+// ReleaseLeader ends holder's lease now, so that another process takes the
+// role at once.
+func (q *Queries) ReleaseLeader(ctx context.Context, arg ReleaseLeaderParams) (int64, error) {
+	result, err := q.db.ExecContext(ctx, releaseLeader, arg.Name, arg.Holder)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected()
 }
 
 const retakeKey = `-- name: RetakeKey :execrows

@@ -11,6 +11,11 @@ import (
 )
 
 type Querier interface {
+	// AcquireLeader takes the role for holder until 'now' moved by
+	// lease_modifier (such as '+5.000 seconds') when its lease has passed, or
+	// renews it when holder holds it; one row changed means holder leads. A new
+	// term (and since) starts whenever the lease had passed.
+	AcquireLeader(ctx context.Context, arg AcquireLeaderParams) (int64, error)
 	// Job control (Queue.Cancel, Queue.Delete and their bulk forms): one
 	// statement per bounded batch of ids, given as a JSON array.
 	// CancelJobs ends the pending and in_progress jobs among the ids with the
@@ -51,6 +56,12 @@ type Querier interface {
 	// EndAttempts writes one decided end to the given attempts and returns the
 	// ids it changed.
 	EndAttempts(ctx context.Context, arg EndAttemptsParams) ([]int64, error)
+	// The leader's lease (queue/leader.go) lives in the side table jobs_leader
+	// and is timed by SQLite's clock, 'now' (the same all through one
+	// statement), written as text in one fixed format so that text comparisons
+	// order times.
+	// EnsureLeaderRow creates the role's row, held by nobody, if it is missing.
+	EnsureLeaderRow(ctx context.Context, name string) error
 	// ExpireOverdue expires one bounded batch of overdue pending jobs;
 	// Queue.ExpireOverdue repeats it.
 	ExpireOverdue(ctx context.Context, arg ExpireOverdueParams) (int64, error)
@@ -68,6 +79,8 @@ type Querier interface {
 	FirstType(ctx context.Context) ([]string, error)
 	FreeKey(ctx context.Context, jobID int64) error
 	GetJob(ctx context.Context, id int64) ([]Job, error)
+	// GetLeader reads the role's row and SQLite's time.
+	GetLeader(ctx context.Context, name string) (GetLeaderRow, error)
 	HolderStatus(ctx context.Context, id int64) ([]string, error)
 	InsertJob(ctx context.Context, arg InsertJobParams) (int64, error)
 	// InsertJobsJSON inserts every job of a JSON array of objects in one
@@ -112,6 +125,9 @@ type Querier interface {
 	// status_scheduled read backwards; a failed job's scheduled_at is when its
 	// last attempt was due).
 	RecentFailures(ctx context.Context, maxRows int64) ([]Job, error)
+	// ReleaseLeader ends holder's lease now, so that another process takes the
+	// role at once.
+	ReleaseLeader(ctx context.Context, arg ReleaseLeaderParams) (int64, error)
 	RetakeKey(ctx context.Context, jobID int64) (int64, error)
 	RetryJob(ctx context.Context, arg RetryJobParams) (int64, error)
 	// SelectAbandoned reads at most @max_rows abandoned attempts (in_progress,

@@ -11,6 +11,38 @@ import (
 	"time"
 )
 
+const acquireLeader = `-- name: AcquireLeader :execrows
+UPDATE jobs_leader
+SET term = CASE WHEN holder = ?1 AND lease_until >= strftime('%Y-%m-%d %H:%M:%f', 'now')
+        THEN term ELSE term + 1 END,
+    since = CASE WHEN holder = ?1 AND lease_until >= strftime('%Y-%m-%d %H:%M:%f', 'now')
+        THEN since ELSE strftime('%Y-%m-%d %H:%M:%f', 'now') END,
+    holder = ?1,
+    renewals = renewals + 1,
+    renewed_at = strftime('%Y-%m-%d %H:%M:%f', 'now'),
+    lease_until = strftime('%Y-%m-%d %H:%M:%f', 'now', ?2)
+WHERE name = ?3
+  AND (holder = ?1 OR lease_until < strftime('%Y-%m-%d %H:%M:%f', 'now'))
+`
+
+type AcquireLeaderParams struct {
+	Holder        string
+	LeaseModifier interface{}
+	Name          string
+}
+
+// AcquireLeader takes the role for holder until 'now' moved by
+// lease_modifier (such as '+5.000 seconds') when its lease has passed, or
+// renews it when holder holds it; one row changed means holder leads. A new
+// term (and since) starts whenever the lease had passed.
+func (q *Queries) AcquireLeader(ctx context.Context, arg AcquireLeaderParams) (int64, error) {
+	result, err := q.db.ExecContext(ctx, acquireLeader, arg.Holder, arg.LeaseModifier, arg.Name)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected()
+}
+
 const cancelJobs = `-- name: CancelJobs :many
 
 UPDATE jobs
@@ -634,6 +666,23 @@ func (q *Queries) EndAttempts(ctx context.Context, arg EndAttemptsParams) ([]int
 	return items, nil
 }
 
+const ensureLeaderRow = `-- name: EnsureLeaderRow :exec
+
+INSERT INTO jobs_leader (name, holder, term, renewals, since, renewed_at, lease_until)
+VALUES (?1, '', 0, 0, '1970-01-01 00:00:00.000', '1970-01-01 00:00:00.000', '1970-01-01 00:00:00.000')
+ON CONFLICT (name) DO NOTHING
+`
+
+// The leader's lease (queue/leader.go) lives in the side table jobs_leader
+// and is timed by SQLite's clock, 'now' (the same all through one
+// statement), written as text in one fixed format so that text comparisons
+// order times.
+// EnsureLeaderRow creates the role's row, held by nobody, if it is missing.
+func (q *Queries) EnsureLeaderRow(ctx context.Context, name string) error {
+	_, err := q.db.ExecContext(ctx, ensureLeaderRow, name)
+	return err
+}
+
 const expireOverdue = `-- name: ExpireOverdue :execrows
 UPDATE jobs
 SET status = 'expired', finished_at = ?1
@@ -816,6 +865,37 @@ func (q *Queries) GetJob(ctx context.Context, id int64) ([]Job, error) {
 		return nil, err
 	}
 	return items, nil
+}
+
+const getLeader = `-- name: GetLeader :one
+SELECT holder, term, since, renewed_at, lease_until,
+    strftime('%Y-%m-%d %H:%M:%f', 'now') AS db_now
+FROM jobs_leader
+WHERE name = ?1
+`
+
+type GetLeaderRow struct {
+	Holder     string
+	Term       int64
+	Since      time.Time
+	RenewedAt  time.Time
+	LeaseUntil time.Time
+	DbNow      interface{}
+}
+
+// GetLeader reads the role's row and SQLite's time.
+func (q *Queries) GetLeader(ctx context.Context, name string) (GetLeaderRow, error) {
+	row := q.db.QueryRowContext(ctx, getLeader, name)
+	var i GetLeaderRow
+	err := row.Scan(
+		&i.Holder,
+		&i.Term,
+		&i.Since,
+		&i.RenewedAt,
+		&i.LeaseUntil,
+		&i.DbNow,
+	)
+	return i, err
 }
 
 const holderStatus = `-- name: HolderStatus :many
@@ -1403,6 +1483,28 @@ func (q *Queries) RecentFailures(ctx context.Context, maxRows int64) ([]Job, err
 		return nil, err
 	}
 	return items, nil
+}
+
+const releaseLeader = `-- name: ReleaseLeader :execrows
+UPDATE jobs_leader
+SET lease_until = strftime('%Y-%m-%d %H:%M:%f', 'now')
+WHERE name = ?1 AND holder = ?2
+  AND lease_until > strftime('%Y-%m-%d %H:%M:%f', 'now')
+`
+
+type ReleaseLeaderParams struct {
+	Name   string
+	Holder string
+}
+
+// ReleaseLeader ends holder's lease now, so that another process takes the
+// role at once.
+func (q *Queries) ReleaseLeader(ctx context.Context, arg ReleaseLeaderParams) (int64, error) {
+	result, err := q.db.ExecContext(ctx, releaseLeader, arg.Name, arg.Holder)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected()
 }
 
 const retakeKey = `-- name: RetakeKey :execrows

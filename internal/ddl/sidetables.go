@@ -17,7 +17,7 @@ type SideTable struct {
 // SideTables are the side tables every jobs table has, in creation order.
 // Append new ones at the end (see the package doc).
 func SideTables() []SideTable {
-	return []SideTable{uniqueTable}
+	return []SideTable{uniqueTable, leaderTable}
 }
 
 // uniqueTable is <table>_unique, the unique keys of jobs (queue.UniqueKey,
@@ -68,4 +68,48 @@ var uniqueTable = SideTable{
 // TestNamesFit guards.
 func Side(t engine.Table, suffix string) engine.Table {
 	return engine.Table{Kind: t.Kind, Name: t.Name + "_" + suffix}
+}
+
+// leaderTable is <table>_leader: one row per role that one process of all
+// those using the table holds at a time (the worker's "maintenance" role:
+// maintenance and periodic jobs, SPEC section 9), with its holder, a term
+// counting changes of holder, and its lease. Its times are the database
+// server's clock (UTC), with fractions of a second, so that every process
+// compares leases against one clock (queue/leader.go).
+var leaderTable = SideTable{
+	Suffix: "leader",
+	Create: func(side engine.Table) []string {
+		switch side.Kind {
+		case engine.Postgres:
+			return []string{`CREATE TABLE IF NOT EXISTS ` + side.Quoted() + ` (
+    name        VARCHAR(64)  PRIMARY KEY,
+    holder      VARCHAR(255) NOT NULL,
+    term        BIGINT       NOT NULL,
+    renewals    BIGINT       NOT NULL,
+    since       TIMESTAMP    NOT NULL,
+    renewed_at  TIMESTAMP    NOT NULL,
+    lease_until TIMESTAMP    NOT NULL
+)`}
+		case engine.MySQL:
+			return []string{"CREATE TABLE IF NOT EXISTS " + side.Quoted() + ` (
+    name        VARCHAR(64)  NOT NULL PRIMARY KEY,
+    holder      VARCHAR(255) NOT NULL,
+    term        BIGINT       NOT NULL,
+    renewals    BIGINT       NOT NULL,
+    since       DATETIME(6)  NOT NULL,
+    renewed_at  DATETIME(6)  NOT NULL,
+    lease_until DATETIME(6)  NOT NULL
+) ` + MySQLTableOptions}
+		default:
+			return []string{`CREATE TABLE IF NOT EXISTS ` + side.Quoted() + ` (
+    name        VARCHAR(64)  PRIMARY KEY NOT NULL,
+    holder      VARCHAR(255) NOT NULL,
+    term        INTEGER      NOT NULL,
+    renewals    INTEGER      NOT NULL,
+    since       DATETIME     NOT NULL,
+    renewed_at  DATETIME     NOT NULL,
+    lease_until DATETIME     NOT NULL
+)`}
+		}
+	},
 }

@@ -325,3 +325,49 @@ WHERE job_id IN (
         SELECT u.job_id FROM jobs_unique u
         WHERE NOT EXISTS (SELECT 1 FROM jobs j WHERE j.id = u.job_id)
         LIMIT ?) AS o);
+
+-- The leader's lease (queue/leader.go) lives in the side table jobs_leader
+-- and is timed by the database server's clock, so that every process
+-- compares it against one clock: now is UTC_TIMESTAMP(), the same all
+-- through one statement. It keeps whole seconds (sqlc knows no
+-- UTC_TIMESTAMP(6), and NOW(6) follows the session's time zone), so a lease
+-- may start up to a second before the statement: the holder allows for it.
+
+-- name: EnsureLeaderRow :exec
+-- EnsureLeaderRow creates the role's row, held by nobody, if it is missing.
+INSERT INTO jobs_leader (name, holder, term, renewals, since, renewed_at, lease_until)
+VALUES (sqlc.arg(name), '', 0, 0, '1970-01-01 00:00:01', '1970-01-01 00:00:01', '1970-01-01 00:00:01')
+ON DUPLICATE KEY UPDATE name = name;
+
+-- name: AcquireLeader :execrows
+-- AcquireLeader takes the role for holder for lease_micros from now when
+-- its lease has passed, or renews it when holder holds it; one row changed
+-- means holder leads (renewals changes every time, so that MySQL, which
+-- counts only rows whose values changed, counts the row). A new term (and since) starts whenever the lease had
+-- passed, even for the same holder. MySQL assigns from left to right:
+-- term and since read holder and lease_until before they change.
+UPDATE jobs_leader
+SET term = CASE WHEN holder = sqlc.arg(holder) AND lease_until >= UTC_TIMESTAMP()
+        THEN term ELSE term + 1 END,
+    since = CASE WHEN holder = sqlc.arg(holder) AND lease_until >= UTC_TIMESTAMP()
+        THEN since ELSE UTC_TIMESTAMP() END,
+    holder = sqlc.arg(holder),
+    renewals = renewals + 1,
+    renewed_at = UTC_TIMESTAMP(),
+    lease_until = TIMESTAMPADD(MICROSECOND, sqlc.arg(lease_micros), UTC_TIMESTAMP())
+WHERE name = sqlc.arg(name)
+  AND (holder = sqlc.arg(holder) OR lease_until < UTC_TIMESTAMP());
+
+-- name: ReleaseLeader :execrows
+-- ReleaseLeader ends holder's lease now, so that another process takes the
+-- role at once.
+UPDATE jobs_leader
+SET lease_until = UTC_TIMESTAMP()
+WHERE name = sqlc.arg(name) AND holder = sqlc.arg(holder)
+  AND lease_until > UTC_TIMESTAMP();
+
+-- name: GetLeader :one
+-- GetLeader reads the role's row and the server's time.
+SELECT holder, term, since, renewed_at, lease_until, UTC_TIMESTAMP() AS db_now
+FROM jobs_leader
+WHERE name = sqlc.arg(name);

@@ -33,3 +33,15 @@ CREATE TABLE jobs_unique (
     held_until DATETIME        NOT NULL,
     UNIQUE INDEX idx_live_key (live_key)
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin;
+
+-- jobs_leader is the side table <table>_leader (internal/ddl/sidetables.go):
+-- who holds each role among the processes of the table (queue/leader.go).
+CREATE TABLE jobs_leader (
+    name        VARCHAR(64)  NOT NULL PRIMARY KEY,
+    holder      VARCHAR(255) NOT NULL,
+    term        BIGINT       NOT NULL,
+    renewals    BIGINT       NOT NULL,
+    since       DATETIME(6)  NOT NULL,
+    renewed_at  DATETIME(6)  NOT NULL,
+    lease_until DATETIME(6)  NOT NULL
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin;

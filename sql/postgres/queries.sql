@@ -430,3 +430,46 @@ WHERE job_id IN (
     SELECT u.job_id FROM jobs_unique u
     WHERE NOT EXISTS (SELECT 1 FROM jobs j WHERE j.id = u.job_id)
     LIMIT @max_rows);
+
+-- The leader's lease (queue/leader.go) lives in the side table jobs_leader
+-- and is timed by the database server's clock, so that every process
+-- compares it against one clock: now is statement_timestamp() in UTC.
+
+-- name: EnsureLeaderRow :exec
+-- EnsureLeaderRow creates the role's row, held by nobody, if it is missing.
+INSERT INTO jobs_leader (name, holder, term, renewals, since, renewed_at, lease_until)
+VALUES (@name, '', 0, 0, TIMESTAMP '1970-01-01 00:00:00', TIMESTAMP '1970-01-01 00:00:00', TIMESTAMP '1970-01-01 00:00:00')
+ON CONFLICT (name) DO NOTHING;
+
+-- name: AcquireLeader :execrows
+-- AcquireLeader takes the role for holder for lease_seconds from now when
+-- its lease has passed, or renews it when holder holds it; one row changed
+-- means holder leads (renewals changes every time, so that MySQL, which
+-- counts only rows whose values changed, counts the row). A new term (and since) starts whenever the lease had
+-- passed, even for the same holder.
+UPDATE jobs_leader
+SET term = CASE WHEN holder = @holder AND lease_until >= (statement_timestamp() AT TIME ZONE 'UTC')
+        THEN term ELSE term + 1 END,
+    since = CASE WHEN holder = @holder AND lease_until >= (statement_timestamp() AT TIME ZONE 'UTC')
+        THEN since ELSE (statement_timestamp() AT TIME ZONE 'UTC') END,
+    holder = @holder,
+    renewals = renewals + 1,
+    renewed_at = (statement_timestamp() AT TIME ZONE 'UTC'),
+    lease_until = (statement_timestamp() AT TIME ZONE 'UTC') + CAST(@lease_seconds AS float8) * INTERVAL '1 second'
+WHERE name = @name
+  AND (holder = @holder OR lease_until < (statement_timestamp() AT TIME ZONE 'UTC'));
+
+-- name: ReleaseLeader :execrows
+-- ReleaseLeader ends holder's lease now, so that another process takes the
+-- role at once.
+UPDATE jobs_leader
+SET lease_until = (statement_timestamp() AT TIME ZONE 'UTC')
+WHERE name = @name AND holder = @holder
+  AND lease_until > (statement_timestamp() AT TIME ZONE 'UTC');
+
+-- name: GetLeader :one
+-- GetLeader reads the role's row and the server's time.
+SELECT holder, term, since, renewed_at, lease_until,
+    (statement_timestamp() AT TIME ZONE 'UTC')::timestamp AS db_now
+FROM jobs_leader
+WHERE name = @name;

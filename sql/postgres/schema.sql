@@ -35,3 +35,15 @@ CREATE TABLE jobs_unique (
 );
 
 CREATE UNIQUE INDEX idx_jobs_unique_live_key ON jobs_unique (live_key);
+
+-- jobs_leader is the side table <table>_leader (internal/ddl/sidetables.go):
+-- who holds each role among the processes of the table (queue/leader.go).
+CREATE TABLE jobs_leader (
+    name        VARCHAR(64)  PRIMARY KEY,
+    holder      VARCHAR(255) NOT NULL,
+    term        BIGINT       NOT NULL,
+    renewals    BIGINT       NOT NULL,
+    since       TIMESTAMP    NOT NULL,
+    renewed_at  TIMESTAMP    NOT NULL,
+    lease_until TIMESTAMP    NOT NULL
+);

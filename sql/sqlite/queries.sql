@@ -336,3 +336,46 @@ WHERE job_id IN (
     SELECT u.job_id FROM jobs_unique u
     WHERE NOT EXISTS (SELECT 1 FROM jobs j WHERE j.id = u.job_id)
     LIMIT @max_rows);
+
+-- The leader's lease (queue/leader.go) lives in the side table jobs_leader
+-- and is timed by SQLite's clock, 'now' (the same all through one
+-- statement), written as text in one fixed format so that text comparisons
+-- order times.
+
+-- name: EnsureLeaderRow :exec
+-- EnsureLeaderRow creates the role's row, held by nobody, if it is missing.
+INSERT INTO jobs_leader (name, holder, term, renewals, since, renewed_at, lease_until)
+VALUES (@name, '', 0, 0, '1970-01-01 00:00:00.000', '1970-01-01 00:00:00.000', '1970-01-01 00:00:00.000')
+ON CONFLICT (name) DO NOTHING;
+
+-- name: AcquireLeader :execrows
+-- AcquireLeader takes the role for holder until 'now' moved by
+-- lease_modifier (such as '+5.000 seconds') when its lease has passed, or
+-- renews it when holder holds it; one row changed means holder leads. A new
+-- term (and since) starts whenever the lease had passed.
+UPDATE jobs_leader
+SET term = CASE WHEN holder = @holder AND lease_until >= strftime('%Y-%m-%d %H:%M:%f', 'now')
+        THEN term ELSE term + 1 END,
+    since = CASE WHEN holder = @holder AND lease_until >= strftime('%Y-%m-%d %H:%M:%f', 'now')
+        THEN since ELSE strftime('%Y-%m-%d %H:%M:%f', 'now') END,
+    holder = @holder,
+    renewals = renewals + 1,
+    renewed_at = strftime('%Y-%m-%d %H:%M:%f', 'now'),
+    lease_until = strftime('%Y-%m-%d %H:%M:%f', 'now', @lease_modifier)
+WHERE name = @name
+  AND (holder = @holder OR lease_until < strftime('%Y-%m-%d %H:%M:%f', 'now'));
+
+-- name: ReleaseLeader :execrows
+-- ReleaseLeader ends holder's lease now, so that another process takes the
+-- role at once.
+UPDATE jobs_leader
+SET lease_until = strftime('%Y-%m-%d %H:%M:%f', 'now')
+WHERE name = @name AND holder = @holder
+  AND lease_until > strftime('%Y-%m-%d %H:%M:%f', 'now');
+
+-- name: GetLeader :one
+-- GetLeader reads the role's row and SQLite's time.
+SELECT holder, term, since, renewed_at, lease_until,
+    strftime('%Y-%m-%d %H:%M:%f', 'now') AS db_now
+FROM jobs_leader
+WHERE name = @name;

@@ -36,3 +36,15 @@ CREATE TABLE jobs_unique (
 );
 
 CREATE UNIQUE INDEX idx_jobs_unique_live_key ON jobs_unique (live_key);
+
+-- jobs_leader is the side table <table>_leader (internal/ddl/sidetables.go):
+-- who holds each role among the processes of the table (queue/leader.go).
+CREATE TABLE jobs_leader (
+    name        VARCHAR(64)  PRIMARY KEY NOT NULL,
+    holder      VARCHAR(255) NOT NULL,
+    term        INTEGER      NOT NULL,
+    renewals    INTEGER      NOT NULL,
+    since       DATETIME     NOT NULL,
+    renewed_at  DATETIME     NOT NULL,
+    lease_until DATETIME     NOT NULL
+);

@@ -1,0 +1,373 @@
+package queue
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/jobqueue/jobqueue/internal/engine"
+)
+
+// Leadership (SPEC section 9). Among all the workers of one table, in any
+// number of processes, at most one leads at a time: it alone runs the
+// maintenance (ExpireOverdue, Reclaim, Prune) and enqueues periodic jobs.
+//
+// The leader holds a lease in the side table <table>_leader (one row per
+// role, created by migrations.Install), renewed every LeaderLease/5. Every
+// worker tries to take the lease at that pace; a statement takes it only
+// when it has passed, so after a leader stops renewing (crash, kill -9,
+// network partition, a paused process) another worker leads within
+// LeaderLease + LeaderLease/5 (6 s by default) plus a statement's time.
+//
+// One clock decides: the lease is timed by the database server's clock,
+// never a process's, so clock skew between machines cannot let a second
+// process take a lease that the server still counts as held. The holder
+// bounds its own leadership with its monotonic clock: it leads until the
+// moment it SENT its last successful renewal plus LeaderLease, less a
+// slack of LeaderLease/5 (and on MySQL, whose UTC_TIMESTAMP() keeps whole
+// seconds, one second more). The server started that lease no earlier than
+// the send, so the holder stops before the server could give the lease to
+// anyone else, whatever the delays on the way. A process that was paused
+// (SIGSTOP, a long GC or VM pause) finds on waking that its leadership has
+// run out by its own clock and stops acting before it asks the database
+// again. The maintenance checks that it still leads before every
+// statement, and runs under a context that ends with the leadership; a
+// statement sent at the very edge may still land after it (a pause between
+// the check and the send), which is harmless: every maintenance statement
+// is idempotent, and a periodic tick enqueued twice is a duplicate through
+// its unique key.
+
+// leaderRole is the row of <table>_leader that the workers' maintenance
+// role is elected through.
+const leaderRole = "maintenance"
+
+// Bounds of WorkerConfig.LeaderLease.
+const (
+	DefaultLeaderLease = 5 * time.Second
+	minLeaderLease     = 2 * time.Second
+	maxLeaderLease     = 30 * time.Minute // MySQL's statement takes it in int32 microseconds
+)
+
+// Leader is the row of a table's leadership as Queue.Leader reads it. Its
+// times are the database server's clock, in UTC.
+type Leader struct {
+	// Holder names the worker that holds or last held the leadership:
+	// host:pid:random, unique to one Run of one worker.
+	Holder string
+	// Term counts the changes of holder (and the lapses of a lease): a new
+	// term starts each time a worker takes a lease that had passed.
+	Term int64
+	// Since is when Holder's term began.
+	Since time.Time
+	// RenewedAt is when Holder last renewed its lease; LeaseUntil is when
+	// the lease passes unless renewed.
+	RenewedAt, LeaseUntil time.Time
+	// Active is whether the lease had not passed when it was read (by the
+	// server's clock): Holder leads. Inactive means no worker leads now;
+	// the next worker to try takes over.
+	Active bool
+}
+
+// Leader reads who leads the table's workers and since when. It returns
+// nil, nil when no worker has led the table yet, and an error wrapping
+// ErrTableMissing when the table has no <table>_leader (it was installed by
+// an older version: run migrations.Install again).
+func (q *Queue) Leader(ctx context.Context) (*Leader, error) {
+	r, err := q.st.leaderGet(ctx, leaderRole)
+	if err != nil {
+		return nil, q.leaderTableError("reading the leader", err)
+	}
+	if r == nil || r.holder == "" {
+		return nil, nil
+	}
+	return &Leader{
+		Holder: r.holder, Term: r.term, Since: r.since, RenewedAt: r.renewedAt, LeaseUntil: r.leaseUntil,
+		Active: !r.leaseUntil.Before(r.dbNow),
+	}, nil
+}
+
+// leaderTableError wraps err from a statement on <table>_leader, saying to
+// run Install when the side table is missing.
+func (q *Queue) leaderTableError(doing string, err error) error {
+	if missing, _ := missingObject(err); missing {
+		name := q.table.Name
+		return fmt.Errorf("%w: %s: table %q has no leader table %s_leader (it was installed by an older version); run migrations.Install(ctx, db, %q) or `jobqueue install --table %s` once (it is idempotent and keeps the jobs)",
+			ErrTableMissing, doing, name, name, name, name)
+	}
+	return fmt.Errorf("jobqueue: %s: %w", doing, err)
+}
+
+// checkLeaderTable creates the leadership's row if missing, and returns an
+// error saying to run Install when the table has no <table>_leader. Other
+// failures are left to the elector, which tries again.
+func (q *Queue) checkLeaderTable(ctx context.Context) error {
+	cctx, cancel := context.WithTimeout(ctx, dbCallTimeout)
+	defer cancel()
+	if err := q.st.leaderEnsure(cctx, leaderRole); err != nil {
+		if missing, _ := missingObject(err); missing {
+			return q.leaderTableError("starting the worker", err)
+		}
+	}
+	return nil
+}
+
+// errLeadershipEnded is the cause of a term's context once it ended.
+var errLeadershipEnded = errors.New("jobqueue: this worker no longer leads")
+
+// newHolder names one Run of a worker in <table>_leader.
+func newHolder() string {
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		host = "unknown-host"
+	}
+	if len(host) > 200 {
+		host = host[:200]
+	}
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	return fmt.Sprintf("%s:%d:%s", host, os.Getpid(), hex.EncodeToString(b[:]))
+}
+
+// elector takes and renews the leadership for one Run of a worker and
+// tells the roles that act as leader whether they may. It owns the
+// worker's row of <table>_leader and touches nothing else.
+type elector struct {
+	q      *Queue
+	log    *slog.Logger
+	holder string
+	lease  time.Duration
+	every  time.Duration // how often it renews, or tries to take the lease
+	slack  time.Duration // taken off the local end of each lease
+
+	mu sync.Mutex
+	// until is when this process stops leading by its monotonic clock
+	// (zero: it does not lead).
+	until time.Time
+	// termCtx lives as long as the current term; endTerm ends it.
+	termCtx context.Context
+	endTerm context.CancelCauseFunc
+	// expiry ends the term at until unless a renewal moved until on.
+	expiry *time.Timer
+	// changed is closed (and replaced) at each gain or loss.
+	changed chan struct{}
+	// failing is set while attempts fail, so that only the first failure
+	// of a run of them is logged as a warning.
+	failing bool
+}
+
+func newElector(q *Queue, log *slog.Logger, lease time.Duration) *elector {
+	slack := lease / 5
+	if q.kind == engine.MySQL {
+		slack += time.Second // UTC_TIMESTAMP() keeps whole seconds
+	}
+	return &elector{
+		q: q, log: log, holder: newHolder(), lease: lease, every: lease / 5, slack: slack,
+		changed: make(chan struct{}),
+	}
+}
+
+// leads reports whether this process leads now, by its own clock.
+func (e *elector) leads() bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return !e.until.IsZero() && time.Now().Before(e.until)
+}
+
+// term returns the context of the current term, which ends when the
+// leadership does, and true; or false when this process does not lead.
+func (e *elector) term() (context.Context, bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.until.IsZero() || !time.Now().Before(e.until) {
+		return nil, false
+	}
+	return e.termCtx, true
+}
+
+// changes returns a channel that is closed at the next gain or loss of the
+// leadership.
+func (e *elector) changes() <-chan struct{} {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.changed
+}
+
+// notLeading is the error a leader's statement gets when the leadership
+// ran out before it was sent.
+var errNotLeading = errors.New("jobqueue: this worker no longer leads; the next leader takes over")
+
+// guard returns nil while this process leads, else errNotLeading; the
+// maintenance calls it before each statement.
+func (e *elector) guard() error {
+	if !e.leads() {
+		return errNotLeading
+	}
+	return nil
+}
+
+// run takes or renews the lease every e.every until ctx ends, then
+// releases it if held, so that another worker takes over at once.
+func (e *elector) run(ctx context.Context) {
+	dbCtx := context.WithoutCancel(ctx)
+	ensured := false
+	tick := time.NewTicker(e.every)
+	defer tick.Stop()
+	for {
+		if !ensured {
+			ensured = e.ensure(ctx)
+		}
+		if ensured {
+			e.attempt(ctx)
+		}
+		select {
+		case <-ctx.Done():
+			e.release(dbCtx)
+			return
+		case <-tick.C:
+		}
+	}
+}
+
+// ensure creates the role's row if missing, and reports whether it exists.
+func (e *elector) ensure(ctx context.Context) bool {
+	cctx, cancel := context.WithTimeout(ctx, max(e.every, time.Second))
+	defer cancel()
+	if err := e.q.st.leaderEnsure(cctx, leaderRole); err != nil {
+		if ctx.Err() == nil {
+			e.attemptFailed(e.q.leaderTableError("creating the leader row", err))
+		}
+		return false
+	}
+	return true
+}
+
+// attempt sends one renewal (or try to take the lease) and updates the
+// leadership from its result.
+func (e *elector) attempt(ctx context.Context) {
+	if !e.leads() {
+		e.lose("its lease ran out by its own clock before it could renew it (renewals failed or the process was paused)")
+	}
+	sent := time.Now()
+	cctx, cancel := context.WithTimeout(ctx, max(e.every, time.Second))
+	ok, err := e.q.st.leaderAcquire(cctx, leaderRole, e.holder, e.lease)
+	cancel()
+	if err != nil {
+		if ctx.Err() == nil {
+			e.attemptFailed(e.q.leaderTableError("renewing the leadership", err))
+		}
+		return
+	}
+	e.mu.Lock()
+	e.failing = false
+	e.mu.Unlock()
+	if !ok {
+		e.lose("another worker holds the lease")
+		return
+	}
+	e.extend(sent.Add(e.lease - e.slack))
+}
+
+// attemptFailed logs a failed attempt: a warning for the first of a run of
+// failures, then at debug level.
+func (e *elector) attemptFailed(err error) {
+	e.mu.Lock()
+	first := !e.failing
+	e.failing = true
+	e.mu.Unlock()
+	if first {
+		e.log.Warn("leader election: the statement failed; trying again", "err", err, "retry_in", e.every)
+	} else {
+		e.log.Debug("leader election: the statement failed again", "err", err)
+	}
+}
+
+// extend moves the local end of the leadership to until, gaining it if
+// this process did not lead.
+func (e *elector) extend(until time.Time) {
+	e.mu.Lock()
+	gained := e.until.IsZero()
+	if !gained && !until.After(e.until) {
+		e.mu.Unlock()
+		return
+	}
+	e.until = until
+	if gained {
+		e.termCtx, e.endTerm = context.WithCancelCause(context.Background())
+		close(e.changed)
+		e.changed = make(chan struct{})
+	}
+	if e.expiry != nil {
+		e.expiry.Stop()
+	}
+	e.expiry = time.AfterFunc(time.Until(until), e.expire)
+	e.mu.Unlock()
+	if gained {
+		ld := &Leader{Holder: e.holder, Active: true}
+		ctx, cancel := context.WithTimeout(context.Background(), max(e.every, time.Second))
+		if r, err := e.q.st.leaderGet(ctx, leaderRole); err == nil && r != nil && r.holder == e.holder {
+			ld.Term, ld.Since, ld.RenewedAt, ld.LeaseUntil = r.term, r.since, r.renewedAt, r.leaseUntil
+		}
+		cancel()
+		e.log.Info("leadership gained: this worker now runs the maintenance and the periodic jobs",
+			"holder", e.holder, "term", ld.Term, "lease", e.lease)
+		e.q.emit(Event{Kind: EventLeadershipGained, Leader: ld})
+	}
+}
+
+// expire ends the leadership when its local end has come (the timer set by
+// extend; a renewal may have moved the end on meanwhile).
+func (e *elector) expire() {
+	if !e.leads() {
+		e.lose("its lease ran out by its own clock before a renewal succeeded")
+	}
+}
+
+// lose ends the leadership, if held, saying why.
+func (e *elector) lose(why string) { e.end(why, false) }
+
+// end ends the leadership, if held, and reports whether it was; stopping
+// tells a worker that stops (logged at info level) from one that lost it.
+func (e *elector) end(why string, stopping bool) bool {
+	e.mu.Lock()
+	if e.until.IsZero() {
+		e.mu.Unlock()
+		return false
+	}
+	e.until = time.Time{}
+	e.endTerm(errLeadershipEnded)
+	if e.expiry != nil {
+		e.expiry.Stop()
+		e.expiry = nil
+	}
+	close(e.changed)
+	e.changed = make(chan struct{})
+	e.mu.Unlock()
+	if stopping {
+		e.log.Info("leadership given up: the worker stops", "holder", e.holder)
+	} else {
+		e.log.Warn("leadership lost: this worker stopped running the maintenance and the periodic jobs", "holder", e.holder, "reason", why)
+	}
+	e.q.emit(Event{Kind: EventLeadershipLost, Leader: &Leader{Holder: e.holder}, Err: fmt.Errorf("%w: %s", errLeadershipEnded, why)})
+	return true
+}
+
+// release gives the leadership up at the end of a run, if held: it stops
+// acting first, then ends its lease in the table, so that another worker
+// takes over at its next try instead of once the lease has passed.
+func (e *elector) release(ctx context.Context) {
+	held := e.leads()
+	if !e.end("the worker stopped", held) || !held {
+		return
+	}
+	cctx, cancel := context.WithTimeout(ctx, max(e.every, time.Second))
+	defer cancel()
+	if err := e.q.st.leaderRelease(cctx, leaderRole, e.holder); err != nil {
+		e.log.Warn("releasing the leadership failed; another worker takes over once the lease passes", "err", err)
+	}
+}

@@ -1,0 +1,335 @@
+package queue
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jobqueue/jobqueue/internal/ddl"
+	"github.com/jobqueue/jobqueue/internal/engine"
+	"github.com/jobqueue/jobqueue/queue/cron"
+)
+
+// leaderProc is one worker of a leadership test, on its own pool as if in
+// its own process, with its own listener and statement count.
+type leaderProc struct {
+	q      *Queue
+	w      *Worker
+	events *eventLog
+	stop   func(time.Duration) error
+
+	mu      sync.Mutex
+	expires int // ExpireOverdue statements it sent
+}
+
+func (p *leaderProc) observe(query string, _ *sql.Tx) {
+	if strings.Contains(query, "'expired', finished_at") {
+		p.mu.Lock()
+		p.expires++
+		p.mu.Unlock()
+	}
+}
+
+func (p *leaderProc) expireStatements() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.expires
+}
+
+// leading is whether the process's last leadership event was a gain.
+func (p *leaderProc) leading() bool {
+	p.events.mu.Lock()
+	defer p.events.mu.Unlock()
+	for i := len(p.events.events) - 1; i >= 0; i-- {
+		switch p.events.events[i].Kind {
+		case EventLeadershipGained:
+			return true
+		case EventLeadershipLost:
+			return false
+		}
+	}
+	return false
+}
+
+// startLeaderProcs starts n workers of env's table that claim nothing
+// (type "none") and take part in the leadership with cfg.
+func startLeaderProcs(t *testing.T, env *testEnv, n int, cfg WorkerConfig) []*leaderProc {
+	t.Helper()
+	procs := make([]*leaderProc, n)
+	for i := range procs {
+		p := &leaderProc{events: newEventLog()}
+		p.q = env.queue(t, env.newPool(t), WithLogger(quietTestLogger()), WithListener(p.events.listen), withStatementHook(p.observe))
+		c := cfg
+		c.Types = []string{"none"}
+		p.w = p.q.NewWorker(c)
+		p.stop, _ = startWorker(t, p.w)
+		procs[i] = p
+	}
+	return procs
+}
+
+// theLeader waits until exactly one of procs leads and returns it.
+func theLeader(t *testing.T, procs []*leaderProc, timeout time.Duration) *leaderProc {
+	t.Helper()
+	var leader *leaderProc
+	waitUntil(t, timeout, "one worker to lead", func() bool {
+		leader = nil
+		for _, p := range procs {
+			if p.leading() {
+				if leader != nil {
+					t.Fatalf("two workers lead at once")
+				}
+				leader = p
+			}
+		}
+		return leader != nil
+	})
+	return leader
+}
+
+// TestLeadership: of three workers of one table, one leads; Queue.Leader
+// names it; only it runs the maintenance; when it stops, it gives the
+// lease up and another leads at once; never two at a time.
+func TestLeadership(t *testing.T) {
+	forEachEngine(t, func(t *testing.T, kind engine.Kind) {
+		ctx := context.Background()
+		env := newTestEnv(t, kind)
+		if ld, err := env.queue(t, nil, WithLogger(quietTestLogger())).Leader(ctx); err != nil || ld != nil {
+			t.Fatalf("Leader before any worker ran = %+v, %v; want nil, nil", ld, err)
+		}
+		procs := startLeaderProcs(t, env, 3, WorkerConfig{MaintenanceInterval: 200 * time.Millisecond, LeaderLease: 2 * time.Second})
+		first := theLeader(t, procs, 20*time.Second)
+		gained := first.events.next(t, EventLeadershipGained, time.Second)
+		if gained.Leader == nil || gained.Leader.Holder == "" || gained.Leader.Term < 1 {
+			t.Fatalf("gained event %+v", gained.Leader)
+		}
+		ld, err := first.q.Leader(ctx)
+		if err != nil || ld == nil || ld.Holder != gained.Leader.Holder || !ld.Active || ld.Term != gained.Leader.Term || ld.Since.IsZero() || !ld.LeaseUntil.After(ld.Since) {
+			t.Fatalf("Leader = %+v, %v; want %s active in term %d", ld, err, gained.Leader.Holder, gained.Leader.Term)
+		}
+
+		// Only the leader maintains the table: wait for a few of its passes.
+		waitUntil(t, 20*time.Second, "three maintenance passes", func() bool { return first.expireStatements() >= 3 })
+		for _, p := range procs {
+			if p != first && (p.expireStatements() != 0 || p.leading()) {
+				t.Fatalf("a worker that does not lead ran %d maintenance statements", p.expireStatements())
+			}
+		}
+
+		// The leader stops: it gives the lease up, and another takes over
+		// well before the lease would have passed.
+		if err := first.stop(10 * time.Second); err != nil {
+			t.Fatal(err)
+		}
+		lost := first.events.next(t, EventLeadershipLost, time.Second)
+		if !errors.Is(lost.Err, errLeadershipEnded) {
+			t.Fatalf("lost event's Err %v", lost.Err)
+		}
+		var others []*leaderProc
+		for _, p := range procs {
+			if p != first {
+				others = append(others, p)
+			}
+		}
+		// Another tries every LeaderLease/5 (400 ms): well within the
+		// lease of 2 s that a crashed leader would leave behind.
+		second := theLeader(t, others, 10*time.Second)
+		next := second.events.next(t, EventLeadershipGained, time.Second)
+		if next.Leader.Holder == gained.Leader.Holder || next.Leader.Term <= gained.Leader.Term {
+			t.Fatalf("new leader %+v after %+v; want another holder in a later term", next.Leader, gained.Leader)
+		}
+		ld, err = second.q.Leader(ctx)
+		if err != nil || ld == nil || ld.Holder != next.Leader.Holder || !ld.Active {
+			t.Fatalf("Leader = %+v, %v; want %s", ld, err, next.Leader.Holder)
+		}
+		before := second.expireStatements()
+		waitUntil(t, 20*time.Second, "the new leader's maintenance", func() bool { return second.expireStatements() > before })
+	})
+}
+
+// TestLeaderTableMissing: a table installed before the leader table
+// existed keeps working for enqueues and claims, but a worker that would
+// take part in the leadership, and Queue.Leader, fail saying to run Install.
+func TestLeaderTableMissing(t *testing.T) {
+	forEachEngine(t, func(t *testing.T, kind engine.Kind) {
+		ctx := context.Background()
+		env := newTestEnv(t, kind)
+		env.exec(t, ddl.DropTable(ddl.Side(env.tbl, "leader")))
+		q := env.queue(t, nil, WithLogger(quietTestLogger()))
+		id := mustEnqueue(t, q, testArgs{})
+		if got := mustClaim(t, q, nil, 1, time.Minute); len(got) != 1 || got[0].ID != id {
+			t.Fatalf("claim on a table without the leader table: %v", got)
+		}
+		check := func(what string, err error) {
+			t.Helper()
+			if !errors.Is(err, ErrTableMissing) || !strings.Contains(err.Error(), "Install") || !strings.Contains(err.Error(), env.tbl.Name+"_leader") {
+				t.Errorf("%s: %v; want ErrTableMissing naming %s_leader and Install", what, err, env.tbl.Name)
+			}
+		}
+		_, err := q.Leader(ctx)
+		check("Leader", err)
+		w := q.NewWorker(WorkerConfig{Types: []string{"none"}})
+		check("Run", w.Run(ctx))
+		// A worker that takes no part in the leadership runs as before.
+		cctx, cancel := context.WithCancel(ctx)
+		cancel()
+		w = q.NewWorker(WorkerConfig{Types: []string{"none"}, MaintenanceInterval: -1})
+		if err := w.Run(cctx); err != nil {
+			t.Errorf("Run without maintenance or periodic jobs: %v", err)
+		}
+	})
+}
+
+// TestPeriodicOncePerTick: two workers with the same periodic job of
+// @every 1s: its jobs have one tick each, none twice, one a second while
+// the leader runs; a job of @hourly enqueues nothing meanwhile (its last
+// tick passed before anyone led, and RunMissed is off).
+func TestPeriodicOncePerTick(t *testing.T) {
+	forEachEngine(t, func(t *testing.T, kind engine.Kind) {
+		env := newTestEnv(t, kind)
+		cfg := WorkerConfig{
+			MaintenanceInterval: -1, LeaderLease: 2 * time.Second,
+			Periodic: []PeriodicJob{
+				Periodic("tick", cron.MustParse("@every 1s"), kindArgs{K: "tick"}, Type("periodic")),
+				Periodic("hourly", cron.MustParse("@hourly"), kindArgs{K: "hourly"}, Type("periodic")),
+			},
+		}
+		startLeaderProcs(t, env, 2, cfg)
+		waitUntil(t, 30*time.Second, "five ticks", func() bool { return env.countWhere(t, "name = 'tick'") >= 5 })
+		q := env.queue(t, nil, WithLogger(quietTestLogger()))
+		rows, err := q.List(context.Background(), ListFilter{Type: "periodic", Limit: 1000})
+		if err != nil {
+			t.Fatal(err)
+		}
+		seen := map[time.Time]bool{}
+		var first, last time.Time
+		for _, r := range rows {
+			if r.Name != "tick" {
+				t.Fatalf("job %s enqueued; the hourly tick before anyone led must not be made up", r.Name)
+			}
+			at := r.ScheduledAt
+			if at.Truncate(time.Second) != at {
+				t.Errorf("tick at %v: not a whole second", at)
+			}
+			if seen[at] {
+				t.Fatalf("tick %v enqueued twice", at)
+			}
+			seen[at] = true
+			if first.IsZero() || at.Before(first) {
+				first = at
+			}
+			if at.After(last) {
+				last = at
+			}
+		}
+		for at := first; !at.After(last); at = at.Add(time.Second) {
+			if !seen[at] {
+				t.Errorf("tick %v missing between %v and %v while one worker led", at, first, last)
+			}
+		}
+	})
+}
+
+// TestRunMissed: with RunMissed, a worker that gains the leadership
+// enqueues the latest tick that passed while none led (once, whichever
+// worker gains it).
+func TestRunMissed(t *testing.T) {
+	forEachEngine(t, func(t *testing.T, kind engine.Kind) {
+		env := newTestEnv(t, kind)
+		cfg := WorkerConfig{
+			MaintenanceInterval: -1, LeaderLease: 2 * time.Second, RunMissed: true,
+			Periodic: []PeriodicJob{Periodic("hourly", cron.MustParse("@hourly"), kindArgs{K: "hourly"}, Type("periodic"))},
+		}
+		procs := startLeaderProcs(t, env, 2, cfg)
+		theLeader(t, procs, 20*time.Second)
+		waitUntil(t, 10*time.Second, "the missed hourly tick", func() bool { return env.countWhere(t, "name = 'hourly'") == 1 })
+		q := env.queue(t, nil, WithLogger(quietTestLogger()))
+		rows, err := q.List(context.Background(), ListFilter{Type: "periodic"})
+		if err != nil || len(rows) != 1 {
+			t.Fatalf("List = %v, %v", rows, err)
+		}
+		if at := rows[0].ScheduledAt; at.Truncate(time.Hour) != at || time.Since(at) > time.Hour+time.Minute {
+			t.Fatalf("the missed tick is at %v; want the last whole hour", at)
+		}
+	})
+}
+
+// TestPeriodicBadInput: invalid periodic jobs and two with one name are
+// refused when registered, adding nothing, and by Run.
+func TestPeriodicBadInput(t *testing.T) {
+	env := newTestEnv(t, engine.SQLite)
+	q := env.queue(t, nil, WithLogger(quietTestLogger()))
+	every := cron.MustParse("@every 1s")
+	cases := []struct {
+		name string
+		jobs []PeriodicJob
+		want string
+	}{
+		{"empty name", []PeriodicJob{Periodic("", every, testArgs{})}, "name is empty"},
+		{"long name", []PeriodicJob{Periodic(strings.Repeat("n", 201), every, testArgs{})}, "at most 200"},
+		{"nil schedule", []PeriodicJob{Periodic("a", nil, testArgs{})}, "schedule is nil"},
+		{"nil args", []PeriodicJob{Periodic("a", every, nil)}, "args are nil"},
+		{"args that do not encode", []PeriodicJob{Periodic("a", every, badArgs{})}, "payload"},
+		{"bad type", []PeriodicJob{Periodic("a", every, testArgs{}, Type(strings.Repeat("t", 65)))}, "type"},
+		{"no tick", []PeriodicJob{Periodic("a", neverSchedule{}, testArgs{})}, "no tick"},
+		{"two with one name", []PeriodicJob{Periodic("a", every, testArgs{}), Periodic("a", every, testArgs{})}, `two periodic jobs are named "a"`},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			w := q.NewWorker(WorkerConfig{Types: []string{"none"}})
+			if err := w.AddPeriodic(Periodic("ok", every, testArgs{})); err != nil {
+				t.Fatal(err)
+			}
+			err := w.AddPeriodic(c.jobs...)
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("AddPeriodic = %v; want an error saying %q", err, c.want)
+			}
+			if len(w.cfg.Periodic) != 1 {
+				t.Fatalf("%d periodic jobs registered after a refused AddPeriodic; want the 1 from before", len(w.cfg.Periodic))
+			}
+			w = q.NewWorker(WorkerConfig{Types: []string{"none"}, Periodic: c.jobs})
+			if err := w.Run(context.Background()); err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("Run = %v; want an error saying %q", err, c.want)
+			}
+		})
+	}
+	for _, lease := range []time.Duration{time.Second, time.Hour} {
+		w := q.NewWorker(WorkerConfig{Types: []string{"none"}, LeaderLease: lease})
+		if err := w.Run(context.Background()); err == nil || !strings.Contains(err.Error(), "LeaderLease") {
+			t.Errorf("Run with LeaderLease %v = %v; want an error naming LeaderLease", lease, err)
+		}
+	}
+}
+
+// neverSchedule has no tick.
+type neverSchedule struct{}
+
+func (neverSchedule) Next(time.Time) time.Time { return time.Time{} }
+
+func TestLatestTick(t *testing.T) {
+	now := time.Date(2026, 1, 1, 10, 30, 15, 0, time.UTC)
+	cases := []struct {
+		spec string
+		want time.Time
+	}{
+		{"@every 1s", now},
+		{"@every 1m", time.Date(2026, 1, 1, 10, 30, 0, 0, time.UTC)},
+		{"@hourly", time.Date(2026, 1, 1, 10, 0, 0, 0, time.UTC)},
+		{"@monthly", time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)},
+		{"0 0 1 6 *", time.Date(2025, 6, 1, 0, 0, 0, 0, time.UTC)},
+	}
+	for _, c := range cases {
+		t.Run(c.spec, func(t *testing.T) {
+			if got := latestTick(cron.MustParse(c.spec), now); !got.Equal(c.want) {
+				t.Errorf("latestTick = %v, want %v", got, c.want)
+			}
+		})
+	}
+	if got := latestTick(neverSchedule{}, now); !got.IsZero() {
+		t.Errorf("latestTick of a schedule with no tick = %v", got)
+	}
+}

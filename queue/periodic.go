@@ -1,0 +1,309 @@
+package queue
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+	"unicode/utf8"
+)
+
+// Schedule gives the ticks of a periodic job. Next returns the first tick
+// strictly after t, or the zero time when there is none. It must be
+// deterministic (the same t gives the same tick in every process), since
+// each tick is enqueued once under a key built from its time.
+//
+// The sub-package queue/cron parses cron expressions, @hourly-style
+// shorthands and @every DUR into a Schedule.
+type Schedule interface {
+	Next(t time.Time) time.Time
+}
+
+// PeriodicJob is a job that the leader among a table's workers enqueues at
+// each tick of a schedule (see Periodic).
+type PeriodicJob struct {
+	name     string
+	schedule Schedule
+	args     JobArgs
+	opts     []EnqueueOption
+}
+
+// Periodic makes a periodic job named name: at each tick of schedule, the
+// leader among the table's workers enqueues args with opts (Type, Policy,
+// ExpiresIn…), scheduled at the tick unless opts give At or Delay.
+// Register it on a worker with WorkerConfig.Periodic or Worker.AddPeriodic;
+// register the same periodic jobs on every worker of the table, since
+// whichever worker leads enqueues its own.
+//
+// Each tick is enqueued exactly once, whatever the number of worker
+// processes, their restarts and changes of leader: the leader enqueues it
+// with a unique key made of name and the tick's time (UniqueKey), kept for
+// twice the interval to the next tick plus a minute (UniqueFor), so that a
+// second enqueue of the tick, by a new leader or a retry, is a duplicate.
+// Ticks that pass while no worker leads are not made up, except the latest
+// one when WorkerConfig.RunMissed is set.
+//
+// The name is checked when the job is registered: it must be non-empty and
+// at most 200 characters, and unique among the worker's periodic jobs.
+func Periodic(name string, schedule Schedule, args JobArgs, opts ...EnqueueOption) PeriodicJob {
+	return PeriodicJob{name: name, schedule: schedule, args: args, opts: append([]EnqueueOption(nil), opts...)}
+}
+
+// Name is the periodic job's name.
+func (p PeriodicJob) Name() string { return p.name }
+
+// maxPeriodicName bounds a periodic job's name, so that its ticks' unique
+// keys (name and time) fit the unique key's limit.
+const maxPeriodicName = 200
+
+// check reports what is wrong with p, as registered on q's worker, at now.
+func (p PeriodicJob) check(q *Queue, now time.Time) error {
+	switch {
+	case p.name == "":
+		return errors.New("the name is empty")
+	case utf8.RuneCountInString(p.name) > maxPeriodicName:
+		return fmt.Errorf("the name %.40q… has %d characters; at most %d", p.name, utf8.RuneCountInString(p.name), maxPeriodicName)
+	case p.schedule == nil:
+		return fmt.Errorf("%q: the schedule is nil", p.name)
+	case p.args == nil:
+		return fmt.Errorf("%q: the args are nil", p.name)
+	}
+	if next := p.schedule.Next(now); next.IsZero() || !next.After(now) {
+		return fmt.Errorf("%q: the schedule gives no tick after %v", p.name, now.Format(time.RFC3339))
+	}
+	typ, at, expires, policy, _, err := q.resolve(p.opts, now)
+	if err == nil {
+		_, err = q.prepareJob(p.args, typ, at, expires, policy) // the args encode
+	}
+	if err != nil {
+		return fmt.Errorf("%q: %w", p.name, err)
+	}
+	return nil
+}
+
+// checkPeriodic checks a worker's periodic jobs: each valid, no name twice.
+func checkPeriodic(q *Queue, jobs []PeriodicJob) error {
+	now := q.now()
+	seen := map[string]bool{}
+	var problems []error
+	for _, p := range jobs {
+		if err := p.check(q, now); err != nil {
+			problems = append(problems, err)
+			continue
+		}
+		if seen[p.name] {
+			problems = append(problems, fmt.Errorf("two periodic jobs are named %q; give each its own name", p.name))
+		}
+		seen[p.name] = true
+	}
+	if len(problems) > 0 {
+		return fmt.Errorf("jobqueue: invalid periodic job: %w", errors.Join(problems...))
+	}
+	return nil
+}
+
+// tickKey is the unique key of a periodic job's tick: the same in every
+// process for the same tick.
+func tickKey(name string, tick time.Time) string {
+	return "periodic:" + name + "@" + tick.UTC().Format(time.RFC3339Nano)
+}
+
+// tickKeyFor is how long a tick's key stays taken: twice the interval to
+// the next tick, plus a minute. A new leader enqueues a tick only when it
+// is the latest (RunMissed), that is before the next tick, so within that
+// time of the tick.
+func tickKeyFor(tick, next time.Time) time.Duration {
+	if next.IsZero() || !next.After(tick) {
+		return 24 * time.Hour
+	}
+	return 2*next.Sub(tick) + time.Minute
+}
+
+// maxCatchUp is the most ticks of one job the leader enqueues back to
+// back after it fell behind (a pause, a slow database); beyond that it
+// skips to the latest.
+const maxCatchUp = 10
+
+// periodicEnqueueTries is how many times the leader tries to enqueue a
+// tick when the database fails.
+const periodicEnqueueTries = 3
+
+// scheduler enqueues the ticks of a worker's periodic jobs while the
+// worker leads. It owns its jobs' next ticks and touches the table only
+// through Enqueue (with each tick's unique key).
+type scheduler struct {
+	q         *Queue
+	log       *slog.Logger
+	el        *elector
+	jobs      []PeriodicJob
+	runMissed bool
+}
+
+// run waits for the leadership and enqueues ticks while it lasts, until
+// ctx ends.
+func (s *scheduler) run(ctx context.Context) {
+	for {
+		changed := s.el.changes()
+		term, leading := s.el.term()
+		if leading {
+			s.lead(ctx, term, changed)
+		} else {
+			select {
+			case <-ctx.Done():
+			case <-changed:
+			}
+		}
+		if ctx.Err() != nil {
+			return
+		}
+	}
+}
+
+// lead enqueues the ticks that come while this worker leads, until the
+// leadership changes or ctx ends. Ticks before it began are missed, except
+// the latest one of each job with runMissed.
+func (s *scheduler) lead(ctx, term context.Context, changed <-chan struct{}) {
+	now := time.Now()
+	next := make([]time.Time, len(s.jobs))
+	for i, p := range s.jobs {
+		if s.runMissed {
+			if last := latestTick(p.schedule, now); !last.IsZero() {
+				s.enqueue(term, p, last)
+			}
+		}
+		next[i] = p.schedule.Next(now)
+	}
+	for {
+		var first time.Time
+		for _, n := range next {
+			if !n.IsZero() && (first.IsZero() || n.Before(first)) {
+				first = n
+			}
+		}
+		if first.IsZero() {
+			select { // no job has a tick any more
+			case <-ctx.Done():
+			case <-changed:
+			}
+			return
+		}
+		timer := time.NewTimer(time.Until(first))
+		select {
+		case <-ctx.Done():
+			timer.Stop()
+			return
+		case <-changed:
+			timer.Stop()
+			return
+		case <-timer.C:
+		}
+		now = time.Now()
+		for i, p := range s.jobs {
+			for n := 0; !next[i].IsZero() && !next[i].After(now); n++ {
+				if s.el.guard() != nil {
+					return // the leadership ran out: the next leader goes on
+				}
+				if n == maxCatchUp {
+					last := latestTick(p.schedule, now)
+					s.log.Warn("periodic job fell behind; skipping to its latest tick",
+						"periodic", p.name, "from", next[i], "to", last)
+					next[i] = last
+				}
+				tick := next[i]
+				next[i] = p.schedule.Next(tick)
+				s.enqueue(term, p, tick)
+			}
+		}
+	}
+}
+
+// enqueue enqueues one tick of p, trying again a few times when the
+// database fails (the tick's unique key makes that safe).
+func (s *scheduler) enqueue(ctx context.Context, p PeriodicJob, tick time.Time) {
+	var err error
+	for try := 0; try < periodicEnqueueTries; try++ {
+		if s.el.guard() != nil || ctx.Err() != nil {
+			return
+		}
+		var id int64
+		var dup bool
+		cctx, cancel := context.WithTimeout(ctx, dbCallTimeout)
+		id, dup, err = s.q.enqueueTick(cctx, p, tick)
+		cancel()
+		switch {
+		case err == nil && dup:
+			s.log.Info("periodic tick already enqueued", "periodic", p.name, "tick", tick, "job_id", id)
+			return
+		case err == nil:
+			s.log.Info("periodic job enqueued", "periodic", p.name, "tick", tick, "job_id", id)
+			return
+		case errors.Is(err, ErrInvalidJob) || errors.Is(err, ErrPayloadRejected):
+			try = periodicEnqueueTries // no point in trying again
+		}
+	}
+	s.log.Error("enqueuing a periodic job's tick failed; the tick is skipped", "periodic", p.name, "tick", tick, "err", err)
+}
+
+// enqueueTick enqueues the job of one tick of p under the tick's unique
+// key, scheduled at the tick unless p's options say otherwise, and reports
+// whether the tick was already enqueued (dup; id is then that job's).
+func (q *Queue) enqueueTick(ctx context.Context, p PeriodicJob, tick time.Time) (id int64, dup bool, err error) {
+	opts := append([]EnqueueOption(nil), p.opts...)
+	var o enqueueOpts
+	for _, fn := range opts {
+		if fn != nil {
+			fn(&o)
+		}
+	}
+	if o.at == nil && o.delay == nil {
+		opts = append(opts, At(tick))
+	}
+	opts = append(opts, tickUnique(tickKey(p.name, tick), tickKeyFor(tick, p.schedule.Next(tick)))...)
+	return q.enqueueUnique(ctx, p.args, opts...)
+}
+
+// tickUnique returns the enqueue options that make a tick's job unique
+// under key for hold.
+func tickUnique(key string, hold time.Duration) []EnqueueOption {
+	return []EnqueueOption{UniqueKey(key), UniqueFor(hold)}
+}
+
+// enqueueUnique enqueues args and reports whether the job was a duplicate
+// of one that holds its unique key (id is then that job's).
+func (q *Queue) enqueueUnique(ctx context.Context, args JobArgs, opts ...EnqueueOption) (id int64, dup bool, err error) {
+	id, err = q.Enqueue(ctx, args, opts...)
+	var de *DuplicateError
+	if errors.As(err, &de) {
+		return de.ID, true, nil
+	}
+	return id, false, err
+}
+
+// latestTick is the latest tick of s at or before now, or the zero time
+// when there is none within about two years.
+func latestTick(s Schedule, now time.Time) time.Time {
+	n1 := s.Next(now)
+	if n1.IsZero() {
+		return time.Time{}
+	}
+	period := time.Second
+	if n2 := s.Next(n1); !n2.IsZero() {
+		period = max(n2.Sub(n1), time.Second)
+	}
+	for window := 2 * period; window <= 2*366*24*time.Hour; window *= 4 {
+		var last time.Time
+		t := now.Add(-window)
+		for range 100000 {
+			n := s.Next(t)
+			if n.IsZero() || n.After(now) {
+				break
+			}
+			last, t = n, n
+		}
+		if !last.IsZero() {
+			return last
+		}
+	}
+	return time.Time{}
+}
