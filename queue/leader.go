@@ -76,7 +76,7 @@ type Leader struct {
 
 // Leader reads who leads the table's workers and since when. It returns
 // nil, nil when no worker has led the table yet, and an error wrapping
-// ErrTableMissing when the table has no <table>_leader (it was installed by
+// ErrSideTableMissing when the table has no <table>_leader (it was installed by
 // an older version: run migrations.Install again).
 func (q *Queue) Leader(ctx context.Context) (*Leader, error) {
 	r, err := q.st.leaderGet(ctx, leaderRole)
@@ -98,7 +98,7 @@ func (q *Queue) leaderTableError(doing string, err error) error {
 	if missing, _ := missingObject(err); missing {
 		name := q.table.Name
 		return fmt.Errorf("%w: %s: table %q has no leader table %s_leader (it was installed by an older version); run migrations.Install(ctx, db, %q) or `jobqueue install --table %s` once (it is idempotent and keeps the jobs)",
-			ErrTableMissing, doing, name, name, name, name)
+			ErrSideTableMissing, doing, name, name, name, name)
 	}
 	return fmt.Errorf("jobqueue: %s: %w", doing, err)
 }
@@ -290,6 +290,9 @@ func (e *elector) attemptFailed(err error) {
 // extend moves the local end of the leadership to until, gaining it if
 // this process did not lead.
 func (e *elector) extend(until time.Time) {
+	if !time.Now().Before(until) {
+		return // the answer came too late (a pause): leading on it is not safe
+	}
 	e.mu.Lock()
 	gained := e.until.IsZero()
 	if !gained && !until.After(e.until) {

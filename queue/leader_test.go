@@ -166,8 +166,8 @@ func TestLeaderTableMissing(t *testing.T) {
 		}
 		check := func(what string, err error) {
 			t.Helper()
-			if !errors.Is(err, ErrTableMissing) || !strings.Contains(err.Error(), "Install") || !strings.Contains(err.Error(), env.tbl.Name+"_leader") {
-				t.Errorf("%s: %v; want ErrTableMissing naming %s_leader and Install", what, err, env.tbl.Name)
+			if !errors.Is(err, ErrSideTableMissing) || !strings.Contains(err.Error(), "Install") || !strings.Contains(err.Error(), env.tbl.Name+"_leader") {
+				t.Errorf("%s: %v; want ErrSideTableMissing naming %s_leader and Install", what, err, env.tbl.Name)
 			}
 		}
 		_, err := q.Leader(ctx)

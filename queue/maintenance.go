@@ -73,5 +73,11 @@ func (m *maintainer) pass(ctx, term context.Context) {
 			m.log.Warn("pruning finished jobs failed", "err", err)
 		}
 	}
+	if m.el.guard() != nil {
+		// The statements were all sent while this worker led; the pass
+		// stopped when the leadership ran out.
+		m.log.Debug("maintenance pass cut short: the leadership ended", "expired", expired, "reclaimed", reclaimed, "pruned", pruned, "took", time.Since(start))
+		return
+	}
 	m.log.Debug("maintenance pass done", "expired", expired, "reclaimed", reclaimed, "pruned", pruned, "took", time.Since(start))
 }

@@ -232,6 +232,11 @@ func (s *scheduler) enqueue(ctx context.Context, p PeriodicJob, tick time.Time) 
 		id, dup, err = s.q.enqueueTick(cctx, p, tick)
 		cancel()
 		switch {
+		case err == nil && s.el.guard() != nil:
+			// Sent while this worker led (guard checked above); the
+			// leadership ran out while it ran.
+			s.log.Warn("periodic job enqueued as the leadership ran out", "periodic", p.name, "tick", tick, "job_id", id, "duplicate", dup)
+			return
 		case err == nil && dup:
 			s.log.Info("periodic tick already enqueued", "periodic", p.name, "tick", tick, "job_id", id)
 			return

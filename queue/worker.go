@@ -69,7 +69,7 @@ type WorkerConfig struct {
 	// periodic jobs; a worker with MaintenanceInterval < 0 and no periodic
 	// job does not take part. The lease is kept in <table>_leader, which
 	// migrations.Install creates: a table installed by an older version
-	// needs Install run once, else Run fails saying so.
+	// needs Install run once, else Run fails with ErrSideTableMissing.
 	LeaderLease time.Duration
 	// Periodic are the periodic jobs (see Periodic) that this worker
 	// enqueues while it leads. Give every worker of the table the same

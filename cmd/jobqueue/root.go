@@ -166,6 +166,7 @@ Exit status: 0 on success, 1 on failure, 2 on bad usage.`,
 		a.reclaimCommand(),
 		a.pruneCommand(),
 		a.workCommand(),
+		a.leaderCommand(),
 		a.demoCommand(),
 		a.benchCommand(),
 		a.webCommand(),
@@ -267,6 +268,8 @@ func (a *app) logger(level slog.Level) *slog.Logger {
 // explainTableError adds what to do next to errors about the table.
 func explainTableError(err error, table string) error {
 	switch {
+	case errors.Is(err, queue.ErrSideTableMissing):
+		return err // it names the side table and says to run jobqueue install
 	case errors.Is(err, queue.ErrTableMissing):
 		return fmt.Errorf("%w: there is no table %s in this database; create it with 'jobqueue install --table %s' (or pick the right one with --db and --table)", queue.ErrTableMissing, table, table)
 	case errors.Is(err, engine.ErrOutdatedTable):

@@ -21,9 +21,14 @@ func (a *app) workCommand() *cobra.Command {
 		pollInterval         string
 		pollOnly             bool
 		command              string
+		periodic             []string
+		runMissed            bool
+		retention            string
+		leaderLease          string
+		maintenance          string
 	)
 	cmd := &cobra.Command{
-		Use:   "work --exec CMD [--type T …] [--concurrency N] [--lease DUR] [--max-jobs N] [--max-runtime DUR]",
+		Use:   "work --exec CMD [--type T …] [--concurrency N] [--lease DUR] [--max-jobs N] [--max-runtime DUR] [--periodic 'NAME=SCHEDULE' …] [--run-missed] [--retention DUR]",
 		Short: "Run jobs with a shell command until stopped",
 		Long: `work claims jobs of the given types (every type by default) and runs CMD through
 'sh -c' for each: the job's payload on stdin; JOB_ID, JOB_NAME, JOB_TYPE and
@@ -43,10 +48,28 @@ LISTENs for new jobs, so they start at once (--poll-only turns that off; behind
 PgBouncer in transaction mode, with default_query_exec_mode=exec in the URL, the
 worker polls only by itself).
 
+Among all the workers of a table (any number of processes and machines) one
+leads, elected through the table <table>_leader: it alone runs the maintenance
+every --maintenance-interval (expire overdue jobs, reclaim abandoned attempts,
+and with --retention prune finished jobs older than that, all in bounded
+batches) and enqueues the periodic jobs. When it stops, another takes over at
+once; when it dies, within --leader-lease and a fifth of it. 'jobqueue leader'
+shows who leads.
+
+--periodic 'NAME=SCHEDULE' (repeatable) makes the leader enqueue a job of kind
+NAME, of the first --type (or default), with payload {}, at each tick of
+SCHEDULE: 5 cron fields (minute hour day-of-month month day-of-week), @hourly,
+@daily, @weekly, @monthly or @every DUR, in UTC unless prefixed with
+CRON_TZ=ZONE (e.g. 'report=CRON_TZ=Europe/Paris 0 3 * * *'). Each tick is
+enqueued once, whatever the number of workers; ticks that passed while no
+worker led are skipped, except the latest with --run-missed. Give every worker
+of the table the same --periodic flags.
+
 SIGINT or SIGTERM stops claiming; running commands get --grace to finish, then
 the worker exits 0. --max-jobs and --max-runtime stop it on their own.`,
 		Example: `  jobqueue work --type email --concurrency 4 --exec './send-email.py'
-  jobqueue work --exec 'jq -r .to; test "$JOB_ATTEMPT" -gt 1' --max-jobs 10`,
+  jobqueue work --exec 'jq -r .to; test "$JOB_ATTEMPT" -gt 1' --max-jobs 10
+  jobqueue work --type reports --exec ./report.sh --periodic 'nightly=0 3 * * *' --retention 720h`,
 		Args: cobra.NoArgs,
 		RunE: runE(func(cmd *cobra.Command, args []string) error {
 			if strings.TrimSpace(command) == "" {
@@ -87,6 +110,37 @@ the worker exits 0. --max-jobs and --max-runtime stop it on their own.`,
 					return usagef("--type must not be empty")
 				}
 			}
+			jobType := queue.DefaultType
+			if len(types) > 0 {
+				jobType = types[0]
+			}
+			periodicJobs, err := parsePeriodic(periodic, jobType)
+			if err != nil {
+				return err
+			}
+			var retentionD time.Duration
+			if retention != "" {
+				if retentionD, err = parseDuration("--retention", retention); err != nil {
+					return err
+				}
+				if retentionD <= 0 {
+					return usagef("--retention %s must be positive", retention)
+				}
+			}
+			leaderLeaseD, err := parseDuration("--leader-lease", leaderLease)
+			if err != nil {
+				return err
+			}
+			if leaderLeaseD < 2*time.Second || leaderLeaseD > 30*time.Minute {
+				return usagef("--leader-lease %s must be between 2s and 30m", leaderLease)
+			}
+			maintenanceD, err := parseDuration("--maintenance-interval", maintenance)
+			if err != nil {
+				return err
+			}
+			if maintenanceD <= 0 {
+				return usagef("--maintenance-interval %s must be positive", maintenance)
+			}
 			var level slog.Level
 			if err := level.UnmarshalText([]byte(logLevel)); err != nil {
 				return usagef("--log-level %q is not a level; use debug, info, warn or error", logLevel)
@@ -110,6 +164,12 @@ the worker exits 0. --max-jobs and --max-runtime stop it on their own.`,
 				ShutdownTimeout: graceD,
 				PollInterval:    pollD,
 				PollOnly:        pollOnly,
+
+				MaintenanceInterval: maintenanceD,
+				Retention:           retentionD,
+				LeaderLease:         leaderLeaseD,
+				Periodic:            periodicJobs,
+				RunMissed:           runMissed,
 			})
 			runner := &execRunner{command: command, stdout: a.out, stderr: a.err}
 			w.HandleDefault(func(ctx context.Context, job *queue.JobRow) error {
@@ -135,6 +195,11 @@ the worker exits 0. --max-jobs and --max-runtime stop it on their own.`,
 	f.StringVar(&grace, "grace", "30s", "on SIGINT/SIGTERM, how long running commands may finish before they are killed")
 	f.StringVar(&pollInterval, "poll-interval", "1s", "how often an idle worker looks for due jobs (jittered); on PostgreSQL new jobs also wake it at once")
 	f.BoolVar(&pollOnly, "poll-only", false, "PostgreSQL: do not LISTEN for new jobs, only poll (automatic behind PgBouncer with default_query_exec_mode=exec)")
+	f.StringArrayVar(&periodic, "periodic", nil, "enqueue a job of kind NAME at each tick of SCHEDULE while this worker leads: 'NAME=SCHEDULE' (cron fields, @hourly…, @every DUR; CRON_TZ=ZONE prefix); repeatable")
+	f.BoolVar(&runMissed, "run-missed", false, "on gaining the lead, enqueue the latest tick of each periodic job that passed while no worker led")
+	f.StringVar(&retention, "retention", "", "the leader also prunes jobs that finished longer ago than this (e.g. 720h)")
+	f.StringVar(&leaderLease, "leader-lease", "5s", "the leader's lease: a new leader takes over within it and a fifth of it after the leader dies")
+	f.StringVar(&maintenance, "maintenance-interval", "30s", "how often the leader runs the maintenance (expire, reclaim, prune)")
 	cmd.MarkFlagRequired("exec")
 	return cmd
 }

@@ -1,0 +1,376 @@
+//go:build unix
+
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"os/exec"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jobqueue/jobqueue/internal/testdb"
+	"github.com/jobqueue/jobqueue/queue"
+)
+
+// Leadership through the binary: several `jobqueue work` processes of one
+// table with a periodic job of @every 1s and maintenance every second.
+
+// leaderLease is the processes' --leader-lease: the default, so that a
+// loaded machine's slow statements do not cost the leader its lease.
+const leaderLease = 5 * time.Second
+
+// takeoverBound is the documented bound of a takeover after the leader
+// dies: the lease and a fifth of it.
+const takeoverBound = leaderLease + leaderLease/5
+
+// proc is one worker process.
+type proc struct {
+	cmd    *exec.Cmd
+	stderr *syncBuffer
+}
+
+// logLines returns the process's log lines from byte offset from on whose
+// message starts with msg.
+func (p *proc) logLines(from int, msg string) []string {
+	s := p.stderr.String()
+	if from > len(s) {
+		from = len(s)
+	}
+	var out []string
+	for _, line := range strings.Split(s[from:], "\n") {
+		if strings.Contains(line, `msg="`+msg) {
+			out = append(out, line)
+		}
+	}
+	return out
+}
+
+// leads is whether the process's last leadership line is a gain.
+func (p *proc) leads() bool {
+	s := p.stderr.String()
+	gained := strings.LastIndex(s, `msg="leadership gained`)
+	lost := max(strings.LastIndex(s, `msg="leadership lost`), strings.LastIndex(s, `msg="leadership given up`))
+	return gained > lost
+}
+
+// startProcs starts n workers of c's table.
+func startProcs(t *testing.T, c cli, n int) []*proc {
+	t.Helper()
+	procs := make([]*proc, n)
+	for i := range procs {
+		cmd, stderr := startWorker(t, c, "--type", "tick", "--exec", "true", "--poll-interval", "200ms",
+			"--periodic", "tick=@every 1s", "--maintenance-interval", "1s",
+			"--leader-lease", leaderLease.String(), "--log-level", "debug")
+		procs[i] = &proc{cmd: cmd, stderr: stderr}
+	}
+	return procs
+}
+
+// waitLeader waits until exactly one of procs leads and returns it.
+func waitLeader(t *testing.T, procs []*proc, within time.Duration) *proc {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		var leaders []*proc
+		for _, p := range procs {
+			if p.leads() {
+				leaders = append(leaders, p)
+			}
+		}
+		if len(leaders) > 1 {
+			t.Fatalf("%d processes lead at once", len(leaders))
+		}
+		if len(leaders) == 1 {
+			return leaders[0]
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no process leads after %v", within)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// ticks reads the scheduled times of the periodic job's jobs, failing the
+// test if one tick has two jobs.
+func ticks(t *testing.T, q *queue.Queue) []time.Time {
+	t.Helper()
+	rows, err := q.List(context.Background(), queue.ListFilter{Type: "tick", Limit: 10000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[time.Time]int64{}
+	var out []time.Time
+	for _, r := range rows {
+		if other, dup := seen[r.ScheduledAt]; dup {
+			t.Fatalf("tick %v enqueued twice: jobs %d and %d", r.ScheduledAt, other, r.ID)
+		}
+		seen[r.ScheduledAt] = r.ID
+		out = append(out, r.ScheduledAt)
+	}
+	return out
+}
+
+// waitTicks waits until at least n ticks after since were enqueued.
+func waitTicks(t *testing.T, q *queue.Queue, since time.Time, n int, within time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		got := 0
+		for _, at := range ticks(t, q) {
+			if at.After(since) {
+				got++
+			}
+		}
+		if got >= n {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d ticks after %v within %v, want %d", got, since, within, n)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// assertConsecutive checks that every second from the first tick to the
+// last has its job.
+func assertConsecutive(t *testing.T, q *queue.Queue) {
+	t.Helper()
+	all := ticks(t, q)
+	have := map[time.Time]bool{}
+	var first, last time.Time
+	for _, at := range all {
+		have[at] = true
+		if first.IsZero() || at.Before(first) {
+			first = at
+		}
+		if at.After(last) {
+			last = at
+		}
+	}
+	for at := first; !at.After(last); at = at.Add(time.Second) {
+		if !have[at] {
+			t.Errorf("no job for tick %v (ticks from %v to %v, one leader all along)", at, first, last)
+		}
+	}
+}
+
+// openQueue opens the env's table as the test's own reader.
+func openTestQueue(t *testing.T, e *testdb.Env, table string) *queue.Queue {
+	t.Helper()
+	q, err := queue.New(e.DB, queue.WithTable(table))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { q.Close() })
+	return q
+}
+
+// TestWorkPeriodicTwoProcesses: two workers with the same @every 1s job
+// enqueue one job per tick, none twice, about ten of them.
+func TestWorkPeriodicTwoProcesses(t *testing.T) {
+	t.Parallel()
+	testdb.ForEachEngine(t, func(t *testing.T, e *testdb.Env) {
+		c := envCLI(t, e)
+		c.ok(t, "install")
+		q := openTestQueue(t, e, c.table)
+		procs := startProcs(t, c, 2)
+		waitLeader(t, procs, 30*time.Second)
+		waitTicks(t, q, time.Time{}, 10, 60*time.Second)
+		for _, p := range procs {
+			if lost := p.logLines(0, "leadership lost"); len(lost) > 0 {
+				t.Fatalf("a leader lost its lease while both ran: %s", lost[0])
+			}
+		}
+		assertConsecutive(t, q)
+	})
+}
+
+// TestWorkLeaderFailover: three workers. One leads: only it runs the
+// maintenance, and the @every 1s job gets one job per tick. kill -9 of the
+// leader: another leads within the documented bound and the ticks go on.
+// SIGSTOP of that one: the third takes over once the lease passed; resumed,
+// the paused one finds it lost the lead before doing anything as leader.
+// No tick ever has two jobs.
+func TestWorkLeaderFailover(t *testing.T) {
+	t.Parallel()
+	testdb.ForEachEngine(t, func(t *testing.T, e *testdb.Env) {
+		c := envCLI(t, e)
+		c.ok(t, "install")
+		q := openTestQueue(t, e, c.table)
+		procs := startProcs(t, c, 3)
+
+		// One leader; it alone maintains the table.
+		first := waitLeader(t, procs, 30*time.Second)
+		waitTicks(t, q, time.Time{}, 5, 60*time.Second)
+		if n := len(first.logLines(0, "maintenance pass done")); n < 2 {
+			t.Errorf("the leader ran %d maintenance passes in 5 s, want at least 2", n)
+		}
+		for _, p := range procs {
+			if p == first {
+				continue
+			}
+			if n := len(p.logLines(0, "maintenance pass done")); n != 0 {
+				t.Errorf("a process that does not lead ran %d maintenance passes", n)
+			}
+			if n := len(p.logLines(0, "periodic job enqueued")); n != 0 {
+				t.Errorf("a process that does not lead enqueued %d ticks", n)
+			}
+		}
+		assertConsecutive(t, q)
+
+		// kill -9 of the leader.
+		if err := first.cmd.Process.Kill(); err != nil {
+			t.Fatal(err)
+		}
+		killed := time.Now()
+		first.cmd.Wait()
+		rest := []*proc{}
+		for _, p := range procs {
+			if p != first {
+				rest = append(rest, p)
+			}
+		}
+		second := waitLeader(t, rest, takeoverBound+30*time.Second)
+		took := time.Since(killed)
+		t.Logf("a new leader %v after kill -9 (documented bound %v)", took.Round(time.Millisecond), takeoverBound)
+		if took > takeoverBound+5*time.Second {
+			t.Errorf("the new leader took %v after kill -9; the documented bound is %v", took, takeoverBound)
+		}
+		waitTicks(t, q, time.Now().UTC(), 3, 30*time.Second)
+
+		// SIGSTOP of the new leader: the third takes over once its lease
+		// passed. Then SIGCONT: it must notice that it lost the lead
+		// before it acts as leader again.
+		if err := second.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+			t.Fatal(err)
+		}
+		var third *proc
+		for _, p := range rest {
+			if p != second {
+				third = p
+			}
+		}
+		waitLeader(t, []*proc{third}, takeoverBound+30*time.Second)
+		// The stopped process writes nothing: everything it logged before
+		// the stop is in its buffer (give the pipe a moment to drain).
+		var offset int
+		for stable := 0; stable < 5; time.Sleep(20 * time.Millisecond) {
+			if n := len(second.stderr.String()); n == offset {
+				stable++
+			} else {
+				offset, stable = n, 0
+			}
+		}
+		resumed := time.Now().UTC()
+		if err := second.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+			t.Fatal(err)
+		}
+		deadline := time.Now().Add(30 * time.Second)
+		for len(second.logLines(offset, "leadership lost")) == 0 {
+			if time.Now().After(deadline) {
+				t.Fatalf("the resumed process did not log that it lost the lead; its log since:\n%s", second.stderr.String()[offset:])
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		waitTicks(t, q, resumed, 3, 30*time.Second)
+		for _, msg := range []string{"periodic job enqueued", "periodic tick already enqueued", "maintenance pass done", "leadership gained"} {
+			if lines := second.logLines(offset, msg); len(lines) > 0 {
+				t.Errorf("the resumed process acted as leader after its lease had passed: %s\nits log from before the stop:\n%s", lines[0], tail(second.stderr.String(), offset))
+			}
+		}
+		if second.leads() || !third.leads() {
+			t.Errorf("after the resume: the resumed process leads %v, the third %v; want false, true", second.leads(), third.leads())
+		}
+		ticks(t, q) // none twice, all along
+	})
+}
+
+// TestWorkPeriodicBadInput: a malformed --periodic is a usage error (exit
+// 2) naming the flag, before anything runs.
+func TestWorkPeriodicBadInput(t *testing.T) {
+	t.Parallel()
+	c := sqliteCLI(t)
+	c.ok(t, "install")
+	cases := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"no equals sign", []string{"--periodic", "tick"}, "--periodic"},
+		{"no name", []string{"--periodic", "=@hourly"}, "--periodic"},
+		{"bad cron field", []string{"--periodic", "tick=61 * * * *"}, "--periodic"},
+		{"four fields", []string{"--periodic", "tick=* * * *"}, "--periodic"},
+		{"bad time zone", []string{"--periodic", "tick=CRON_TZ=Mars/Phobos 0 3 * * *"}, "Mars/Phobos"},
+		{"bad every", []string{"--periodic", "tick=@every 10ms"}, "--periodic"},
+		{"two with one name", []string{"--periodic", "tick=@hourly", "--periodic", "tick=@daily"}, `two periodic jobs are named "tick"`},
+		{"bad retention", []string{"--retention", "-1h"}, "--retention"},
+		{"bad leader lease", []string{"--leader-lease", "1s"}, "--leader-lease"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			r := c.run(t, append(append([]string{"work", "--exec", "true"}, tc.args...), "--max-runtime", "1s")...)
+			assertOneLineError(t, r, 2, tc.want)
+		})
+	}
+	if got := c.ok(t, "stats", "--json"); !strings.Contains(got, `"pending":0`) {
+		t.Errorf("a refused worker enqueued something: %s", got)
+	}
+}
+
+// TestLeaderCommand: `jobqueue leader` says that none leads before any
+// worker ran, then names the worker that leads, as text and JSON; on a
+// table without the leader table it fails saying to run install.
+func TestLeaderCommand(t *testing.T) {
+	t.Parallel()
+	c := sqliteCLI(t)
+	c.ok(t, "install")
+	if out := c.ok(t, "leader"); !strings.Contains(out, "no leader") {
+		t.Errorf("leader before any worker: %q", out)
+	}
+	var none leaderJSON
+	if err := json.Unmarshal([]byte(c.ok(t, "leader", "--json")), &none); err != nil || none.Leader || none.Since != nil {
+		t.Errorf("leader --json before any worker: %+v, %v", none, err)
+	}
+	cmd, stderr := startWorker(t, c, "--exec", "true", "--poll-interval", "200ms")
+	p := &proc{cmd: cmd, stderr: stderr}
+	waitLeader(t, []*proc{p}, 30*time.Second)
+	var ld leaderJSON
+	if err := json.Unmarshal([]byte(c.ok(t, "leader", "--json")), &ld); err != nil {
+		t.Fatal(err)
+	}
+	if !ld.Leader || ld.Term < 1 || ld.Since == nil || ld.LeaseUntil == nil || !strings.Contains(stderr.String(), "holder="+ld.Holder) {
+		t.Errorf("leader --json = %+v; want the worker's holder (log: %s)", ld, stderr.String())
+	}
+	if out := c.ok(t, "leader"); !strings.Contains(out, "leader "+ld.Holder+" since ") {
+		t.Errorf("leader = %q", out)
+	}
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if code := waitExit(t, cmd, 20*time.Second); code != 0 {
+		t.Fatalf("worker exit %d: %s", code, stderr)
+	}
+	if out := c.ok(t, "leader"); !strings.Contains(out, "no leader: the last one, "+ld.Holder) {
+		t.Errorf("leader after the worker stopped = %q", out)
+	}
+
+	// A table installed before the leader table existed.
+	old := c
+	old.table = "old"
+	old.ok(t, "install")
+	db := testdb.OpenURL(t, c.db)
+	if _, err := db.Exec(`DROP TABLE old_leader`); err != nil {
+		t.Fatal(err)
+	}
+	assertOneLineError(t, old.run(t, "leader"), 1, "old_leader", "jobqueue install --table old")
+	assertOneLineError(t, old.run(t, "work", "--exec", "true"), 1, "old_leader", "jobqueue install --table old")
+}
+
+// tail is the log s from a little before offset on, for failure messages.
+func tail(s string, offset int) string {
+	from := max(0, offset-3000)
+	return s[from:offset] + "\n---- resumed ----\n" + s[offset:]
+}
