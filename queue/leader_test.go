@@ -101,7 +101,7 @@ func TestLeadership(t *testing.T) {
 		if ld, err := env.queue(t, nil, WithLogger(quietTestLogger())).Leader(ctx); err != nil || ld != nil {
 			t.Fatalf("Leader before any worker ran = %+v, %v; want nil, nil", ld, err)
 		}
-		procs := startLeaderProcs(t, env, 3, WorkerConfig{MaintenanceInterval: 200 * time.Millisecond, LeaderLease: 2 * time.Second})
+		procs := startLeaderProcs(t, env, 3, WorkerConfig{MaintenanceInterval: 200 * time.Millisecond})
 		first := theLeader(t, procs, 20*time.Second)
 		gained := first.events.next(t, EventLeadershipGained, time.Second)
 		if gained.Leader == nil || gained.Leader.Holder == "" || gained.Leader.Term < 1 {
@@ -135,8 +135,8 @@ func TestLeadership(t *testing.T) {
 				others = append(others, p)
 			}
 		}
-		// Another tries every LeaderLease/5 (400 ms): well within the
-		// lease of 2 s that a crashed leader would leave behind.
+		// Another tries every LeaderLease/5 (1 s): it leads before the
+		// lease of 5 s that a crashed leader would leave behind passes.
 		second := theLeader(t, others, 10*time.Second)
 		next := second.events.next(t, EventLeadershipGained, time.Second)
 		if next.Leader.Holder == gained.Leader.Holder || next.Leader.Term <= gained.Leader.Term {
@@ -192,7 +192,7 @@ func TestPeriodicOncePerTick(t *testing.T) {
 	forEachEngine(t, func(t *testing.T, kind engine.Kind) {
 		env := newTestEnv(t, kind)
 		cfg := WorkerConfig{
-			MaintenanceInterval: -1, LeaderLease: 2 * time.Second,
+			MaintenanceInterval: -1,
 			Periodic: []PeriodicJob{
 				Periodic("tick", cron.MustParse("@every 1s"), kindArgs{K: "tick"}, Type("periodic")),
 				Periodic("hourly", cron.MustParse("@hourly"), kindArgs{K: "hourly"}, Type("periodic")),
@@ -241,7 +241,7 @@ func TestRunMissed(t *testing.T) {
 	forEachEngine(t, func(t *testing.T, kind engine.Kind) {
 		env := newTestEnv(t, kind)
 		cfg := WorkerConfig{
-			MaintenanceInterval: -1, LeaderLease: 2 * time.Second, RunMissed: true,
+			MaintenanceInterval: -1, RunMissed: true,
 			Periodic: []PeriodicJob{Periodic("hourly", cron.MustParse("@hourly"), kindArgs{K: "hourly"}, Type("periodic"))},
 		}
 		procs := startLeaderProcs(t, env, 2, cfg)
