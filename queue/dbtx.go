@@ -203,6 +203,9 @@ func (d dbtx) ExecContext(ctx context.Context, query string, args ...any) (sql.R
 	if err != nil {
 		return nil, err
 	}
+	if err := fenced(ctx); err != nil {
+		return nil, err
+	}
 	args = d.r.args(args)
 	d.seen(text)
 	if st := d.prepared(ctx, text); st != nil {
@@ -218,6 +221,9 @@ func (d dbtx) ExecContext(ctx context.Context, query string, args ...any) (sql.R
 // multi-row insert) without caching or preparing it. text must already be
 // rewritten.
 func (d dbtx) execOnce(ctx context.Context, text string, args ...any) (sql.Result, error) {
+	if err := fenced(ctx); err != nil {
+		return nil, err
+	}
 	args = d.r.args(args)
 	d.seen(text)
 	if d.tx != nil {
@@ -244,6 +250,9 @@ func (d dbtx) QueryContext(ctx context.Context, query string, args ...any) (*sql
 	if err != nil {
 		return nil, err
 	}
+	if err := fenced(ctx); err != nil {
+		return nil, err
+	}
 	args = d.r.args(args)
 	d.seen(text)
 	if st := d.prepared(ctx, text); st != nil {
@@ -259,6 +268,9 @@ func (d dbtx) QueryContext(ctx context.Context, query string, args ...any) (*sql
 func (d dbtx) QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row {
 	text, err := d.r.text(query)
 	if err != nil {
+		return failedRow(ctx, err)
+	}
+	if err := fenced(ctx); err != nil {
 		return failedRow(ctx, err)
 	}
 	args = d.r.args(args)

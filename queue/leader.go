@@ -36,10 +36,11 @@ import (
 // anyone else, whatever the delays on the way. A process that was paused
 // (SIGSTOP, a long GC or VM pause) finds on waking that its leadership has
 // run out by its own clock and stops acting before it asks the database
-// again. The maintenance checks that it still leads before every
-// statement, and runs under a context that ends with the leadership; a
-// statement sent at the very edge may still land after it (a pause between
-// the check and the send), which is harmless: every maintenance statement
+// again. Every statement it sends as leader checks that it still leads
+// right before it is handed to the driver (fence.go), and runs under a
+// context that ends with the leadership; a statement sent at the very edge
+// may still land after it (a pause between the check and the write to the
+// socket), which is harmless: every maintenance statement
 // is idempotent, and a periodic tick enqueued twice is a duplicate through
 // its unique key.
 

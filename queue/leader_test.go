@@ -372,3 +372,57 @@ func TestTickEnqueuedOnce(t *testing.T) {
 		}
 	})
 }
+
+// TestFence: under a closed fence no statement is sent (the statement
+// hook hears none) and the call fails with the fence's error; under an
+// open one the calls work.
+func TestFence(t *testing.T) {
+	forEachEngine(t, func(t *testing.T, kind engine.Kind) {
+		env := newTestEnv(t, kind)
+		var mu sync.Mutex
+		sent := 0
+		q := env.queue(t, nil, WithLogger(quietTestLogger()), withStatementHook(func(string, *sql.Tx) {
+			mu.Lock()
+			sent++
+			mu.Unlock()
+		}))
+		closed := withFence(context.Background(), func() error { return errNotLeading })
+		calls := []struct {
+			name string
+			call func(ctx context.Context) error
+		}{
+			{"ExpireOverdue", func(ctx context.Context) error { _, err := q.ExpireOverdue(ctx); return err }},
+			{"Reclaim", func(ctx context.Context) error { _, err := q.Reclaim(ctx); return err }},
+			{"Prune", func(ctx context.Context) error { _, err := q.Prune(ctx, time.Hour); return err }},
+			{"Enqueue", func(ctx context.Context) error { _, err := q.Enqueue(ctx, testArgs{}); return err }},
+			{"keyed Enqueue", func(ctx context.Context) error {
+				_, err := q.Enqueue(ctx, testArgs{}, UniqueKey("k"))
+				return err
+			}},
+			{"Get", func(ctx context.Context) error { _, err := q.Get(ctx, 1); return err }},
+		}
+		for _, c := range calls {
+			t.Run(c.name, func(t *testing.T) {
+				mu.Lock()
+				sent = 0
+				mu.Unlock()
+				if err := c.call(closed); !errors.Is(err, errNotLeading) {
+					t.Errorf("under a closed fence: %v; want errNotLeading", err)
+				}
+				mu.Lock()
+				n := sent
+				mu.Unlock()
+				if n != 0 {
+					t.Errorf("%d statements sent under a closed fence", n)
+				}
+				open := withFence(context.Background(), func() error { return nil })
+				if err := c.call(open); err != nil && !errors.Is(err, ErrJobNotFound) {
+					t.Errorf("under an open fence: %v", err)
+				}
+			})
+		}
+		if n := env.countWhere(t, "1 = 1"); n != 2 {
+			t.Errorf("%d jobs; want the 2 enqueued under the open fence", n)
+		}
+	})
+}

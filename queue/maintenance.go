@@ -2,6 +2,7 @@ package queue
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"time"
 )
@@ -52,6 +53,7 @@ func (m *maintainer) run(ctx context.Context) {
 func (m *maintainer) pass(ctx, term context.Context) {
 	cctx, cancel := context.WithCancel(term)
 	defer cancel()
+	cctx = withFence(cctx, m.el.guard) // each statement checks the lead right before it is sent
 	stop := context.AfterFunc(ctx, cancel)
 	defer stop()
 	start := time.Now()
@@ -59,17 +61,17 @@ func (m *maintainer) pass(ctx, term context.Context) {
 	var err error
 	// The operations log what they changed themselves.
 	if m.el.guard() == nil {
-		if expired, err = m.q.expireOverdue(cctx, m.el.guard); err != nil && cctx.Err() == nil {
+		if expired, err = m.q.expireOverdue(cctx, m.el.guard); err != nil && cctx.Err() == nil && !errors.Is(err, errNotLeading) {
 			m.log.Warn("expiring overdue jobs failed", "err", err)
 		}
 	}
 	if m.el.guard() == nil {
-		if reclaimed, err = m.q.Reclaim(cctx); err != nil && cctx.Err() == nil {
+		if reclaimed, err = m.q.Reclaim(cctx); err != nil && cctx.Err() == nil && !errors.Is(err, errNotLeading) {
 			m.log.Warn("reclaiming abandoned attempts failed", "err", err)
 		}
 	}
 	if m.retention > 0 && m.el.guard() == nil {
-		if pruned, err = m.q.prune(cctx, m.retention, m.el.guard); err != nil && cctx.Err() == nil {
+		if pruned, err = m.q.prune(cctx, m.retention, m.el.guard); err != nil && cctx.Err() == nil && !errors.Is(err, errNotLeading) {
 			m.log.Warn("pruning finished jobs failed", "err", err)
 		}
 	}

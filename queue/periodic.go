@@ -228,7 +228,7 @@ func (s *scheduler) enqueue(ctx context.Context, p PeriodicJob, tick time.Time) 
 		}
 		var id int64
 		var dup bool
-		cctx, cancel := context.WithTimeout(ctx, dbCallTimeout)
+		cctx, cancel := context.WithTimeout(withFence(ctx, s.el.guard), dbCallTimeout)
 		id, dup, err = s.q.enqueueTick(cctx, p, tick)
 		cancel()
 		switch {
