@@ -24,6 +24,10 @@ type Process struct {
 	done chan struct{}
 	err  error // set when done is closed
 
+	// stopSig stops the server cleanly at the end of the test (default
+	// os.Interrupt).
+	stopSig os.Signal
+
 	mu       sync.Mutex
 	stopping bool
 }
@@ -70,7 +74,11 @@ func startProcess(t testing.TB, name string, cmd *exec.Cmd) (*Process, error) {
 		if unexpected {
 			t.Errorf("%s exited while the test ran (%v); its output:\n%s", name, p.err, tail(p.out.String(), 4000))
 		}
-		if err := p.Stop(os.Interrupt, 20*time.Second); err != nil {
+		sig := p.stopSig
+		if sig == nil {
+			sig = os.Interrupt
+		}
+		if err := p.Stop(sig, 30*time.Second); err != nil {
 			t.Logf("stopping %s: %v", name, err)
 		}
 		if t.Failed() {
