@@ -1,5 +1,5 @@
 # Developer shortcuts; CI runs `make ci` (bash .ci/run).
-.PHONY: generate test vet bench demo ci
+.PHONY: generate test vet bench demo ci soak
 
 # Regenerate db/pggen, db/mysqlgen and db/sqlitegen with sqlc (pinned in tools.go).
 generate:
@@ -23,3 +23,9 @@ demo:
 # Everything CI checks: servers, gofmt, vet, sqlc output, tests with every engine.
 ci:
 	bash .ci/run
+
+# Soak (not in CI): JOBQUEUE_SOAK_JOBS jobs (default 1 000 000) through 4 `work --exec true`
+# processes on the PostgreSQL test server, completed jobs pruned after 1 minute; prints the
+# workers' RSS, the table's size and dead tuples and the drain rate every 10 s, and checks them.
+soak:
+	go test -tags soak -count=1 -run '^TestSoak$$' -v -timeout 6h ./cmd/jobqueue/
