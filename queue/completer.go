@@ -13,7 +13,8 @@ const (
 	// completeBatch is the most attempts one complete statement finishes.
 	// It also bounds the completer's backlog: while it holds more than
 	// completeBatch results it could not write yet, the claimer claims no
-	// more, so the backlog stays under completeBatch + Concurrency.
+	// more, so the backlog stays under completeBatch plus the attempts the
+	// worker holds (its Concurrency and those it claimed ahead).
 	completeBatch = 500
 	// completeLinger is how long the first finished attempt of a batch
 	// waits for others before the batch is written; while a batch is being
