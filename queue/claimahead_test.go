@@ -22,20 +22,26 @@ func TestClaimAheadSize(t *testing.T) {
 		rttKnown  bool
 		durKnown  bool
 		wantAhead int
+		cancelNow bool // ShutdownTimeout negative
 	}{
-		{"nothing measured yet", 8, 0, 0, false, false, 0},
-		{"no handler returned yet", 8, 2 * time.Millisecond, 0, true, false, 0},
-		{"no full claim yet", 8, 0, 100 * time.Microsecond, false, true, 0},
-		{"long handlers", 8, 2 * time.Millisecond, claimAheadMaxHandler, true, true, 0},
-		{"handlers as long as a claim", 8, 2 * time.Millisecond, 2 * time.Millisecond, true, true, 8},
-		{"handlers half a claim", 8, 2 * time.Millisecond, time.Millisecond, true, true, 16},
-		{"no-op handlers, capped", 8, 2 * time.Millisecond, 0, true, true, claimAheadMin},
-		{"high concurrency caps at concurrency", 200, 2 * time.Millisecond, 0, true, true, 200},
-		{"cap never above one claim", 5000, 2 * time.Millisecond, 0, true, true, maxClaim},
+		{"nothing measured yet", 8, 0, 0, false, false, 0, false},
+		{"no handler returned yet", 8, 2 * time.Millisecond, 0, true, false, 0, false},
+		{"no full claim yet", 8, 0, 100 * time.Microsecond, false, true, 0, false},
+		{"long handlers", 8, 2 * time.Millisecond, claimAheadMaxHandler, true, true, 0, false},
+		{"handlers as long as a claim", 8, 2 * time.Millisecond, 2 * time.Millisecond, true, true, 8, false},
+		{"handlers half a claim", 8, 2 * time.Millisecond, time.Millisecond, true, true, 16, false},
+		{"no-op handlers, capped", 8, 2 * time.Millisecond, 0, true, true, claimAheadMin, false},
+		{"high concurrency caps at concurrency", 200, 2 * time.Millisecond, 0, true, true, 200, false},
+		{"cap never above one claim", 5000, 2 * time.Millisecond, 0, true, true, maxClaim, false},
+		{"shutdown cancels at once", 8, 2 * time.Millisecond, 0, true, true, 0, true},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			c := &claimer{cfg: WorkerConfig{Concurrency: tc.conc},
+			cfg := WorkerConfig{Concurrency: tc.conc}
+			if tc.cancelNow {
+				cfg.ShutdownTimeout = -1
+			}
+			c := &claimer{cfg: cfg,
 				claimRTT: tc.rtt, rttKnown: tc.rttKnown, handlerDur: tc.dur, durKnown: tc.durKnown}
 			if got := c.ahead(); got != tc.wantAhead {
 				t.Errorf("ahead() = %d, want %d", got, tc.wantAhead)

@@ -25,7 +25,12 @@ const claimGather = 500 * time.Microsecond
 // claim round trip before an executor starts it, and an executor does not
 // start one whose context was cancelled meanwhile (lease lost, shutdown).
 // A process that crashes leaves its buffered jobs in_progress, and Reclaim
-// takes them back once their lease has passed, like any other attempt.
+// takes them back once their lease has passed, like any other attempt. At
+// shutdown the executors start the buffered attempts during ShutdownTimeout
+// like the running ones; those it cuts off are released by the shutdown's
+// rule without being started, their attempt counted as a crash would count
+// it. So a worker whose ShutdownTimeout is negative (cancel at once) claims
+// nothing ahead: its buffer would be cut off whole at every shutdown.
 const (
 	// claimAheadMin is the least cap of the buffer (see claimAheadCap).
 	claimAheadMin = 64
@@ -70,7 +75,7 @@ type claimer struct {
 // ahead is how many jobs the claimer may hold claimed beyond Concurrency
 // now (see claimAheadMin).
 func (c *claimer) ahead() int {
-	if !c.rttKnown || !c.durKnown || c.handlerDur >= claimAheadMaxHandler {
+	if !c.rttKnown || !c.durKnown || c.handlerDur >= claimAheadMaxHandler || c.cfg.ShutdownTimeout < 0 {
 		return 0
 	}
 	limit := claimAheadCap(c.cfg.Concurrency)
