@@ -106,7 +106,7 @@ func (q *Queue) Retry(ctx context.Context, id int64) (bool, error) {
 			return false, err
 		}
 	} else {
-		ok, err = q.st.retry(ctx, id, q.now())
+		ok, err = q.retryPlain(ctx, id, q.now())
 	}
 	if err != nil {
 		return false, fmt.Errorf("jobqueue: retry job %d: %w", id, err)

@@ -53,7 +53,6 @@ type store interface {
 	list(ctx context.Context, f ListFilter, beforeID int64, limit int) ([]*JobRow, error)
 	// get returns nil, nil for a missing id.
 	get(ctx context.Context, id int64) (*JobRow, error)
-	retry(ctx context.Context, id int64, now time.Time) (bool, error)
 	// expire marks at most max overdue pending jobs expired (one statement).
 	expire(ctx context.Context, now time.Time, max int) (int64, error)
 	// prune deletes at most batch finished jobs older than cutoff (one
@@ -94,8 +93,13 @@ type store interface {
 	deleteKeys(ctx context.Context, ids []int64) error
 	// deleteOrphanKeys deletes up to max key rows whose job is gone.
 	deleteOrphanKeys(ctx context.Context, max int) (int64, error)
-	// retryIn is retry on d.
-	retryIn(ctx context.Context, d dbtx, id int64, now time.Time) (bool, error)
+	// retryCandidate reads the status and deadline of job id on d,
+	// locking its row until d's transaction ends (found false: no such
+	// job).
+	retryCandidate(ctx context.Context, d dbtx, id int64) (st Status, expiresAt *time.Time, found bool, err error)
+	// retryIn writes w, Retry's decision at now, to job id on d, fenced
+	// by the status it was read with; false when that status changed.
+	retryIn(ctx context.Context, d dbtx, id int64, w retryWrite, now time.Time) (bool, error)
 
 	// The leadership of a role, in the side table <table>_leader
 	// (leader.go), timed by the database server's clock.

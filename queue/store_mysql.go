@@ -148,14 +148,6 @@ func (s mysqlStore) get(ctx context.Context, id int64) (*JobRow, error) {
 	return mysqlRow(rows[0]), nil
 }
 
-func (s mysqlStore) retry(ctx context.Context, id int64, now time.Time) (bool, error) {
-	if id <= 0 {
-		return false, nil
-	}
-	n, err := s.qs().RetryJob(ctx, mysqlgen.RetryJobParams{RetriedAt: nullTime(&now), Now: now, ID: uint64(id)})
-	return n > 0, err
-}
-
 // readCommitted runs one statement in a short READ COMMITTED transaction,
 // whatever the session's level. ExpireOverdue, Reclaim and Prune scan
 // ranges of an index; at REPEATABLE READ (MySQL's default) the scan takes
@@ -378,10 +370,20 @@ func (s mysqlStore) deleteOrphanKeys(ctx context.Context, max int) (int64, error
 	return s.readCommitted(ctx, func(qs *mysqlgen.Queries) (int64, error) { return qs.DeleteOrphanKeys(ctx, int32(max)) })
 }
 
-func (s mysqlStore) retryIn(ctx context.Context, d dbtx, id int64, now time.Time) (bool, error) {
+func (s mysqlStore) retryCandidate(ctx context.Context, d dbtx, id int64) (Status, *time.Time, bool, error) {
 	if id <= 0 {
-		return false, nil
+		return "", nil, false, nil
 	}
-	n, err := mysqlgen.New(d).RetryJob(ctx, mysqlgen.RetryJobParams{RetriedAt: nullTime(&now), Now: now, ID: uint64(id)})
+	rows, err := mysqlgen.New(d).RetryCandidate(ctx, uint64(id))
+	if err != nil || len(rows) == 0 {
+		return "", nil, false, err
+	}
+	return Status(rows[0].Status), timePtr(rows[0].ExpiresAt), true, nil
+}
+
+func (s mysqlStore) retryIn(ctx context.Context, d dbtx, id int64, w retryWrite, now time.Time) (bool, error) {
+	n, err := mysqlgen.New(d).RetryJob(ctx, mysqlgen.RetryJobParams{
+		Now: now, ExpiresAt: nullTime(w.expiresAt), ID: uint64(id), ReadStatus: mysqlgen.JobsStatus(w.from),
+	})
 	return n > 0, err
 }

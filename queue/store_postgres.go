@@ -185,11 +185,6 @@ func (s pgStore) get(ctx context.Context, id int64) (*JobRow, error) {
 	return pgRow(rows[0]), nil
 }
 
-func (s pgStore) retry(ctx context.Context, id int64, now time.Time) (bool, error) {
-	n, err := s.qs().RetryJob(ctx, pggen.RetryJobParams{Now: now, ID: id})
-	return n > 0, err
-}
-
 func (s pgStore) expire(ctx context.Context, now time.Time, max int) (int64, error) {
 	return s.qs().ExpireOverdue(ctx, pggen.ExpireOverdueParams{Now: nullTime(&now), MaxRows: int32(max)})
 }
@@ -385,7 +380,15 @@ func (s pgStore) deleteOrphanKeys(ctx context.Context, max int) (int64, error) {
 	return s.qs().DeleteOrphanKeys(ctx, int32(max))
 }
 
-func (s pgStore) retryIn(ctx context.Context, d dbtx, id int64, now time.Time) (bool, error) {
-	n, err := pggen.New(d).RetryJob(ctx, pggen.RetryJobParams{Now: now, ID: id})
+func (s pgStore) retryCandidate(ctx context.Context, d dbtx, id int64) (Status, *time.Time, bool, error) {
+	rows, err := pggen.New(d).RetryCandidate(ctx, id)
+	if err != nil || len(rows) == 0 {
+		return "", nil, false, err
+	}
+	return Status(rows[0].Status), timePtr(rows[0].ExpiresAt), true, nil
+}
+
+func (s pgStore) retryIn(ctx context.Context, d dbtx, id int64, w retryWrite, now time.Time) (bool, error) {
+	n, err := pggen.New(d).RetryJob(ctx, pggen.RetryJobParams{Now: now, ExpiresAt: nullTime(w.expiresAt), ID: id, ReadStatus: string(w.from)})
 	return n > 0, err
 }

@@ -208,11 +208,6 @@ func (s sqliteStore) get(ctx context.Context, id int64) (*JobRow, error) {
 	return sqliteRow(rows[0]), nil
 }
 
-func (s sqliteStore) retry(ctx context.Context, id int64, now time.Time) (bool, error) {
-	n, err := busyRetry(ctx, func() (int64, error) { return s.qs().RetryJob(ctx, sqlitegen.RetryJobParams{Now: now, ID: id}) })
-	return n > 0, err
-}
-
 func (s sqliteStore) expire(ctx context.Context, now time.Time, max int) (int64, error) {
 	return busyRetry(ctx, func() (int64, error) {
 		return s.qs().ExpireOverdue(ctx, sqlitegen.ExpireOverdueParams{Now: nullTime(&now), MaxRows: int64(max)})
@@ -407,7 +402,15 @@ func (s sqliteStore) deleteOrphanKeys(ctx context.Context, max int) (int64, erro
 	return busyRetry(ctx, func() (int64, error) { return s.qs().DeleteOrphanKeys(ctx, int64(max)) })
 }
 
-func (s sqliteStore) retryIn(ctx context.Context, d dbtx, id int64, now time.Time) (bool, error) {
-	n, err := sqlitegen.New(d).RetryJob(ctx, sqlitegen.RetryJobParams{Now: now, ID: id})
+func (s sqliteStore) retryCandidate(ctx context.Context, d dbtx, id int64) (Status, *time.Time, bool, error) {
+	rows, err := sqlitegen.New(d).RetryCandidate(ctx, id)
+	if err != nil || len(rows) == 0 {
+		return "", nil, false, err
+	}
+	return Status(rows[0].Status), timePtr(rows[0].ExpiresAt), true, nil
+}
+
+func (s sqliteStore) retryIn(ctx context.Context, d dbtx, id int64, w retryWrite, now time.Time) (bool, error) {
+	n, err := sqlitegen.New(d).RetryJob(ctx, sqlitegen.RetryJobParams{Now: now, ExpiresAt: nullTime(w.expiresAt), ID: id, ReadStatus: string(w.from)})
 	return n > 0, err
 }

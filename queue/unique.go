@@ -294,7 +294,7 @@ func (q *Queue) retryKeyed(ctx context.Context, id int64, now time.Time) (bool, 
 				}
 			}
 		}
-		if ok, err = q.st.retryIn(ctx, d, id, now); err != nil {
+		if ok, err = q.retryOn(ctx, d, id, now); err != nil {
 			return err
 		}
 		if !ok {

@@ -137,8 +137,10 @@ type Querier interface {
 	// role at once.
 	ReleaseLeader(ctx context.Context, arg ReleaseLeaderParams) (int64, error)
 	RetakeKey(ctx context.Context, jobID uint64) (int64, error)
-	// RetryJob assigns expires_at before status: MySQL applies assignments from
-	// left to right, so the CASE must still see the old status.
+	// RetryCandidate reads what Retry decides on (queue/retry.go), locked
+	// until the transaction ends.
+	RetryCandidate(ctx context.Context, id uint64) ([]RetryCandidateRow, error)
+	// RetryJob writes what Retry decided, fenced by the status it read.
 	RetryJob(ctx context.Context, arg RetryJobParams) (int64, error)
 	// SelectAbandoned reads at most a batch of abandoned attempts (in_progress,
 	// lease passed; index lease_until).

@@ -1491,24 +1491,63 @@ func (q *Queries) RetakeKey(ctx context.Context, jobID uint64) (int64, error) {
 	return result.RowsAffected()
 }
 
+const retryCandidate = `-- name: RetryCandidate :many
+SELECT status, expires_at FROM jobs WHERE id = ? FOR UPDATE
+`
+
+type RetryCandidateRow struct {
+	Status    JobsStatus
+	ExpiresAt sql.NullTime
+}
+
+// RetryCandidate reads what Retry decides on (queue/retry.go), locked
+// until the transaction ends.
+func (q *Queries) RetryCandidate(ctx context.Context, id uint64) ([]RetryCandidateRow, error) {
+	rows, err := q.db.QueryContext(ctx, retryCandidate, id)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []RetryCandidateRow
+	for rows.Next() {
+		var i RetryCandidateRow
+		if err := rows.Scan(&i.Status, &i.ExpiresAt); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Close(); err != nil {
+		return nil, err
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const retryJob = `-- name: RetryJob :execrows
 UPDATE jobs
-SET expires_at = CASE WHEN status = 'expired' OR expires_at <= ? THEN NULL ELSE expires_at END,
-    status = 'pending', attempts = 0, error = NULL, finished_at = NULL,
-    claim_token = NULL, lease_until = NULL, scheduled_at = ?
-WHERE id = ? AND status IN ('failed', 'expired')
+SET status = 'pending', attempts = 0, error = NULL, finished_at = NULL,
+    claim_token = NULL, lease_until = NULL, scheduled_at = ?,
+    expires_at = ?
+WHERE id = ? AND status = ?
 `
 
 type RetryJobParams struct {
-	RetriedAt sql.NullTime
-	Now       time.Time
-	ID        uint64
+	Now        time.Time
+	ExpiresAt  sql.NullTime
+	ID         uint64
+	ReadStatus JobsStatus
 }
 
-// RetryJob assigns expires_at before status: MySQL applies assignments from
-// left to right, so the CASE must still see the old status.
+// RetryJob writes what Retry decided, fenced by the status it read.
 func (q *Queries) RetryJob(ctx context.Context, arg RetryJobParams) (int64, error) {
-	result, err := q.db.ExecContext(ctx, retryJob, arg.RetriedAt, arg.Now, arg.ID)
+	result, err := q.db.ExecContext(ctx, retryJob,
+		arg.Now,
+		arg.ExpiresAt,
+		arg.ID,
+		arg.ReadStatus,
+	)
 	if err != nil {
 		return 0, err
 	}

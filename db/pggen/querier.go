@@ -183,6 +183,10 @@ type Querier interface {
 	ReleaseLeader(ctx context.Context, arg ReleaseLeaderParams) (int64, error)
 	// RetakeKey makes a job hold its key again (Retry).
 	RetakeKey(ctx context.Context, jobID int64) (int64, error)
+	// RetryCandidate reads what Retry decides on (queue/retry.go), locked
+	// until the transaction ends.
+	RetryCandidate(ctx context.Context, id int64) ([]RetryCandidateRow, error)
+	// RetryJob writes what Retry decided, fenced by the status it read.
 	RetryJob(ctx context.Context, arg RetryJobParams) (int64, error)
 	// SelectAbandoned reads at most @max_rows abandoned attempts (in_progress,
 	// lease passed; index lease_until).

@@ -1775,21 +1775,63 @@ func (q *Queries) RetakeKey(ctx context.Context, jobID int64) (int64, error) {
 	return result.RowsAffected()
 }
 
+const retryCandidate = `-- name: RetryCandidate :many
+SELECT status, expires_at FROM jobs WHERE id = $1 FOR UPDATE
+`
+
+type RetryCandidateRow struct {
+	Status    string
+	ExpiresAt sql.NullTime
+}
+
+// RetryCandidate reads what Retry decides on (queue/retry.go), locked
+// until the transaction ends.
+func (q *Queries) RetryCandidate(ctx context.Context, id int64) ([]RetryCandidateRow, error) {
+	rows, err := q.db.QueryContext(ctx, retryCandidate, id)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []RetryCandidateRow
+	for rows.Next() {
+		var i RetryCandidateRow
+		if err := rows.Scan(&i.Status, &i.ExpiresAt); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Close(); err != nil {
+		return nil, err
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const retryJob = `-- name: RetryJob :execrows
 UPDATE jobs
 SET status = 'pending', attempts = 0, error = NULL, finished_at = NULL,
     claim_token = NULL, lease_until = NULL, scheduled_at = $1,
-    expires_at = CASE WHEN status = 'expired' OR expires_at <= $1 THEN NULL ELSE expires_at END
-WHERE id = $2 AND status IN ('failed', 'expired')
+    expires_at = $2
+WHERE id = $3 AND status = $4
 `
 
 type RetryJobParams struct {
-	Now time.Time
-	ID  int64
+	Now        time.Time
+	ExpiresAt  sql.NullTime
+	ID         int64
+	ReadStatus string
 }
 
+// RetryJob writes what Retry decided, fenced by the status it read.
 func (q *Queries) RetryJob(ctx context.Context, arg RetryJobParams) (int64, error) {
-	result, err := q.db.ExecContext(ctx, retryJob, arg.Now, arg.ID)
+	result, err := q.db.ExecContext(ctx, retryJob,
+		arg.Now,
+		arg.ExpiresAt,
+		arg.ID,
+		arg.ReadStatus,
+	)
 	if err != nil {
 		return 0, err
 	}

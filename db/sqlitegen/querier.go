@@ -129,6 +129,10 @@ type Querier interface {
 	// role at once.
 	ReleaseLeader(ctx context.Context, arg ReleaseLeaderParams) (int64, error)
 	RetakeKey(ctx context.Context, jobID int64) (int64, error)
+	// RetryCandidate reads what Retry decides on (queue/retry.go); the
+	// transaction's write lock keeps it until the transaction ends.
+	RetryCandidate(ctx context.Context, id int64) ([]RetryCandidateRow, error)
+	// RetryJob writes what Retry decided, fenced by the status it read.
 	RetryJob(ctx context.Context, arg RetryJobParams) (int64, error)
 	// SelectAbandoned reads at most @max_rows abandoned attempts (in_progress,
 	// lease passed; index lease_until).

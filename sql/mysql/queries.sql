@@ -168,14 +168,18 @@ LIMIT ?;
 -- name: GetJob :many
 SELECT * FROM jobs WHERE id = ?;
 
+-- name: RetryCandidate :many
+-- RetryCandidate reads what Retry decides on (queue/retry.go), locked
+-- until the transaction ends.
+SELECT status, expires_at FROM jobs WHERE id = ? FOR UPDATE;
+
 -- name: RetryJob :execrows
--- RetryJob assigns expires_at before status: MySQL applies assignments from
--- left to right, so the CASE must still see the old status.
+-- RetryJob writes what Retry decided, fenced by the status it read.
 UPDATE jobs
-SET expires_at = CASE WHEN status = 'expired' OR expires_at <= sqlc.arg(retried_at) THEN NULL ELSE expires_at END,
-    status = 'pending', attempts = 0, error = NULL, finished_at = NULL,
-    claim_token = NULL, lease_until = NULL, scheduled_at = sqlc.arg(now)
-WHERE id = sqlc.arg(id) AND status IN ('failed', 'expired');
+SET status = 'pending', attempts = 0, error = NULL, finished_at = NULL,
+    claim_token = NULL, lease_until = NULL, scheduled_at = sqlc.arg(now),
+    expires_at = sqlc.narg(expires_at)
+WHERE id = sqlc.arg(id) AND status = sqlc.arg(read_status);
 
 -- name: ExpireOverdue :execrows
 -- ExpireOverdue expires one bounded batch of overdue pending jobs (MySQL

@@ -180,12 +180,18 @@ LIMIT @max_rows;
 -- name: GetJob :many
 SELECT * FROM jobs WHERE id = @id;
 
+-- name: RetryCandidate :many
+-- RetryCandidate reads what Retry decides on (queue/retry.go); the
+-- transaction's write lock keeps it until the transaction ends.
+SELECT status, expires_at FROM jobs WHERE id = @id;
+
 -- name: RetryJob :execrows
+-- RetryJob writes what Retry decided, fenced by the status it read.
 UPDATE jobs
 SET status = 'pending', attempts = 0, error = NULL, finished_at = NULL,
     claim_token = NULL, lease_until = NULL, scheduled_at = @now,
-    expires_at = CASE WHEN status = 'expired' OR expires_at <= @now THEN NULL ELSE expires_at END
-WHERE id = @id AND status IN ('failed', 'expired');
+    expires_at = sqlc.narg(expires_at)
+WHERE id = @id AND status = @read_status;
 
 -- name: ExpireOverdue :execrows
 -- ExpireOverdue expires one bounded batch of overdue pending jobs;
