@@ -1,0 +1,79 @@
+package queue
+
+// prepareJob turns one job's args into the row to write: the kind and the
+// payload its codec encodes, checked against what every engine stores.
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"reflect"
+	"time"
+	"unicode/utf8"
+
+	"github.com/jobqueue/jobqueue/internal/engine"
+)
+
+// prepareJob validates args and turns them into a job to write.
+func (q *Queue) prepareJob(args JobArgs, typ string, at time.Time, expires *time.Time, p RetryPolicy) (*newJob, error) {
+	if args == nil {
+		return nil, fmt.Errorf("%w: the args are nil", ErrInvalidJob)
+	}
+	if v := reflect.ValueOf(args); v.Kind() == reflect.Pointer && v.IsNil() {
+		return nil, fmt.Errorf("%w: the args are a nil %T; pass a value", ErrInvalidJob, args)
+	}
+	kind := args.Kind()
+	switch n := utf8.RuneCountInString(kind); {
+	case n == 0:
+		return nil, fmt.Errorf("%w: Kind() of %T is empty; it names the job and must not be", ErrInvalidJob, args)
+	case n > maxKindLen:
+		return nil, fmt.Errorf("%w: Kind() of %T has %d characters; at most %d are allowed", ErrInvalidJob, args, n, maxKindLen)
+	case !utf8.ValidString(kind):
+		return nil, fmt.Errorf("%w: Kind() of %T is not valid UTF-8", ErrInvalidJob, args)
+	}
+	var payload []byte
+	switch raw := args.(type) {
+	case RawArgs:
+		payload = raw.Payload
+	case *RawArgs:
+		payload = raw.Payload
+	default:
+		var err error
+		if payload, err = q.codec.Marshal(args); err != nil {
+			return nil, fmt.Errorf("%w: encoding %s args: %v", ErrPayloadRejected, kind, err)
+		}
+	}
+	if len(bytes.TrimSpace(payload)) == 0 {
+		payload = []byte("{}")
+	}
+	if !utf8.Valid(payload) {
+		return nil, fmt.Errorf("%w: the %s payload is not valid UTF-8", ErrPayloadRejected, kind)
+	}
+	if !json.Valid(payload) {
+		return nil, fmt.Errorf("%w: the codec made no valid JSON for %s args; every engine stores the payload as JSON", ErrPayloadRejected, kind)
+	}
+	if q.kind == engine.Postgres && hasNULEscape(payload) {
+		return nil, fmt.Errorf("%w: the %s payload contains \\u0000, which PostgreSQL's JSONB cannot store; remove NUL characters from the args", ErrPayloadRejected, kind)
+	}
+	ma, bd, md := p.internal().Seconds()
+	return &newJob{
+		name: kind, typ: typ, payload: payload,
+		maxAttempts: ma, baseDelay: bd, maxDelay: md,
+		scheduledAt: at, expiresAt: expires,
+	}, nil
+}
+
+// hasNULEscape reports whether the JSON text holds the escape \u0000 (an
+// escaped backslash followed by "u0000" is not one).
+func hasNULEscape(js []byte) bool {
+	for i := 0; i < len(js); i++ {
+		if js[i] != '\\' {
+			continue
+		}
+		if i+5 < len(js) && js[i+1] == 'u' && string(js[i+2:i+6]) == "0000" {
+			return true
+		}
+		i++ // the escaped character
+	}
+	return false
+}

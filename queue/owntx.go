@@ -1,0 +1,72 @@
+package queue
+
+// Transactions of the queue's own (keyed enqueues, Retry, control
+// statements): run again when they fail only because of others.
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+)
+
+// errRollback makes inOwnTx roll back without an error.
+var errRollback = errors.New("rollback")
+
+// inOwnTx runs fn in a transaction of the queue's own and commits when it
+// returns nil. A deadlock (MySQL) or a busy
+// database (SQLite) runs it again, a few times.
+func (q *Queue) inOwnTx(ctx context.Context, fn func(d dbtx) error) error {
+	return retryTx(ctx, func() error { return q.tryTx(ctx, fn) })
+}
+
+// retryTx runs tx, a whole transaction, and runs it again (up to 5 times,
+// with a short growing pause) while it fails only because of others: a
+// MySQL deadlock (also a Galera certification conflict, reported the
+// same way) or SQLite busy. Any other error, or ctx ending, returns at once.
+func retryTx(ctx context.Context, tx func() error) error {
+	var err error
+	for try := 1; ; try++ {
+		err = tx()
+		if err == nil || try == 5 || !retryableTx(err) || ctx.Err() != nil {
+			return err
+		}
+		t := time.NewTimer(time.Duration(try) * 5 * time.Millisecond)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return err
+		case <-t.C:
+		}
+	}
+}
+
+// tryTx runs fn once in a transaction at the session's isolation level:
+// asking MySQL for READ COMMITTED costs a round trip of its own (SET
+// TRANSACTION before START TRANSACTION), a third of a keyed enqueue's, and
+// is not needed: every read of the key rows and of a holder's job row that
+// decides something locks, so it sees the latest committed rows at any
+// level. A deadlock that REPEATABLE READ's gap locks may cause is retried
+// by inOwnTx.
+func (q *Queue) tryTx(ctx context.Context, fn func(d dbtx) error) error {
+	tx, err := q.db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	if err := fn(q.run.on(tx)); err != nil {
+		return err
+	}
+	return tx.Commit()
+}
+
+// retryableTx reports a transaction that failed only because of others:
+// a MySQL deadlock, or SQLite busy.
+func retryableTx(err error) bool {
+	var me *mysql.MySQLError
+	if errors.As(err, &me) {
+		return me.Number == 1213
+	}
+	return isSQLiteBusy(err)
+}
