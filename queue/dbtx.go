@@ -149,13 +149,18 @@ func (r *runner) args(args []any) []any {
 	return args
 }
 
-// dbtx is the generated packages' DBTX for one Queue's table, on the pool or
-// on a transaction.
+// dbtx is the generated packages' DBTX for one Queue's table, on the pool,
+// on a transaction, or on one connection (conn, unprepared: connTx).
 type dbtx struct {
 	r          *runner
 	tx         *sql.Tx
+	conn       *sql.Conn
 	unprepared bool // never use prepared statements
 }
+
+// onConn returns the DBTX that runs queries unprepared on conn, a
+// connection taken from the queue's pool (connTx).
+func (r *runner) onConn(conn *sql.Conn) dbtx { return dbtx{r: r, conn: conn, unprepared: true} }
 
 // prepared returns the statement for text on this DBTX, or nil to run the
 // text unprepared.
@@ -208,6 +213,9 @@ func (d dbtx) ExecContext(ctx context.Context, query string, args ...any) (sql.R
 	}
 	args = d.r.args(args)
 	d.seen(text)
+	if d.conn != nil {
+		return d.conn.ExecContext(ctx, text, args...)
+	}
 	if st := d.prepared(ctx, text); st != nil {
 		return st.ExecContext(ctx, args...)
 	}
@@ -226,6 +234,9 @@ func (d dbtx) execOnce(ctx context.Context, text string, args ...any) (sql.Resul
 	}
 	args = d.r.args(args)
 	d.seen(text)
+	if d.conn != nil {
+		return d.conn.ExecContext(ctx, text, args...)
+	}
 	if d.tx != nil {
 		return d.tx.ExecContext(ctx, text, args...)
 	}
@@ -237,6 +248,9 @@ func (d dbtx) PrepareContext(ctx context.Context, query string) (*sql.Stmt, erro
 	text, err := d.r.text(query)
 	if err != nil {
 		return nil, err
+	}
+	if d.conn != nil {
+		return d.conn.PrepareContext(ctx, text)
 	}
 	if d.tx != nil {
 		return d.tx.PrepareContext(ctx, text)
@@ -255,6 +269,9 @@ func (d dbtx) QueryContext(ctx context.Context, query string, args ...any) (*sql
 	}
 	args = d.r.args(args)
 	d.seen(text)
+	if d.conn != nil {
+		return d.conn.QueryContext(ctx, text, args...)
+	}
 	if st := d.prepared(ctx, text); st != nil {
 		return st.QueryContext(ctx, args...)
 	}
@@ -275,6 +292,9 @@ func (d dbtx) QueryRowContext(ctx context.Context, query string, args ...any) *s
 	}
 	args = d.r.args(args)
 	d.seen(text)
+	if d.conn != nil {
+		return d.conn.QueryRowContext(ctx, text, args...)
+	}
 	if st := d.prepared(ctx, text); st != nil {
 		return st.QueryRowContext(ctx, args...)
 	}

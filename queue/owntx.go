@@ -5,6 +5,7 @@ package queue
 
 import (
 	"context"
+	"database/sql/driver"
 	"errors"
 	"time"
 
@@ -59,6 +60,38 @@ func (q *Queue) tryTx(ctx context.Context, fn func(d dbtx) error) error {
 		return err
 	}
 	return tx.Commit()
+}
+
+// connTx runs fn once in a transaction on one connection of the pool,
+// begun and ended by BEGIN IMMEDIATE and COMMIT rather than by a
+// database/sql Tx (SQLite only: its keyed enqueue). On a loaded machine
+// it measured about a third cheaper than the same statements in a Tx,
+// which is most of what a keyed enqueue costs over a plain one
+// (BenchmarkEnqueueUnique). IMMEDIATE takes the write lock at once, so
+// the transaction never has to upgrade a read lock (a busy error then is
+// retried as a whole by retryTx). When fn or COMMIT fails it rolls back,
+// even when ctx has ended; a connection that cannot be rolled back is
+// discarded, never handed back to the pool inside a transaction.
+func (q *Queue) connTx(ctx context.Context, fn func(d dbtx) error) (err error) {
+	c, err := q.db.Conn(ctx)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	if _, err := c.ExecContext(ctx, "BEGIN IMMEDIATE"); err != nil {
+		return err
+	}
+	if err = fn(q.run.onConn(c)); err == nil {
+		if _, err = c.ExecContext(ctx, "COMMIT"); err == nil {
+			return nil
+		}
+	}
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), newTimeout)
+	defer cancel()
+	if _, rerr := c.ExecContext(rctx, "ROLLBACK"); rerr != nil {
+		_ = c.Raw(func(any) error { return driver.ErrBadConn }) // discards it
+	}
+	return err
 }
 
 // retryableTx reports a transaction that failed only because of others:

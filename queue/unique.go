@@ -215,11 +215,16 @@ func (q *Queue) enqueueKeyed(ctx context.Context, tx *sql.Tx, j *newJob, k *uniq
 		}
 	}
 	var id int64
-	err := q.inOwnTx(ctx, func(d dbtx) error {
+	take := func(d dbtx) error {
 		var err error
 		id, err = q.takeKey(ctx, d, j, k, now)
 		return err
-	})
+	}
+	if q.kind == engine.SQLite {
+		err := retryTx(ctx, func() error { return q.connTx(ctx, take) })
+		return id, err
+	}
+	err := q.inOwnTx(ctx, take)
 	return id, err
 }
 
