@@ -264,6 +264,20 @@ func jsonList[T any](xs []T) string {
 	return string(b)
 }
 
+// claimFilter is the type filter of the claim statements (ClaimJobs of
+// PostgreSQL and SQLite): one type in one, several as a JSON array in
+// many, and neither for every type.
+func claimFilter(types []string) (one, many sql.NullString) {
+	switch len(types) {
+	case 0:
+	case 1:
+		one = sql.NullString{String: types[0], Valid: true}
+	default:
+		many = sql.NullString{String: jsonList(types), Valid: true}
+	}
+	return one, many
+}
+
 // recorder is a DBTX that runs nothing: it records the text and arguments
 // of the generated statement sent to it, so that the statement can be
 // turned into a multi-row one (expandValues).

@@ -75,18 +75,10 @@ func (s pgStore) insertMany(ctx context.Context, d dbtx, jobs []*newJob, now tim
 }
 
 func (s pgStore) claim(ctx context.Context, types []string, max int, token string, now, leaseUntil time.Time) ([]*JobRow, error) {
-	qs := s.qs()
-	lease := nullTime(&leaseUntil)
-	var rows []pggen.Job
-	var err error
-	switch len(types) {
-	case 0:
-		rows, err = qs.ClaimJobs(ctx, pggen.ClaimJobsParams{Token: token, LeaseUntil: lease, Now: now, MaxJobs: int32(max)})
-	case 1:
-		rows, err = qs.ClaimJobsOfType(ctx, pggen.ClaimJobsOfTypeParams{Token: token, LeaseUntil: lease, Type: types[0], Now: now, MaxJobs: int32(max)})
-	default:
-		rows, err = qs.ClaimJobsOfTypes(ctx, pggen.ClaimJobsOfTypesParams{Token: token, LeaseUntil: lease, Types: json.RawMessage(jsonList(types)), Now: now, MaxJobs: int32(max)})
-	}
+	one, many := claimFilter(types)
+	rows, err := s.qs().ClaimJobs(ctx, pggen.ClaimJobsParams{
+		Token: token, LeaseUntil: nullTime(&leaseUntil), Type: one, Types: many, Now: now, MaxJobs: int32(max),
+	})
 	if err != nil {
 		return nil, err
 	}

@@ -13,18 +13,11 @@ import (
 // retried while the database is busy (busyRetry, store_sqlite.go).
 
 func (s sqliteStore) claim(ctx context.Context, types []string, max int, token string, now, leaseUntil time.Time) ([]*JobRow, error) {
-	qs := s.qs()
-	tok, lease := nullString(token), nullTime(&leaseUntil)
-	rows, err := busyRetry(ctx, func() ([]sqlitegen.Job, error) {
-		switch len(types) {
-		case 0:
-			return qs.ClaimJobs(ctx, sqlitegen.ClaimJobsParams{Token: tok, LeaseUntil: lease, Now: now, MaxJobs: int64(max)})
-		case 1:
-			return qs.ClaimJobsOfType(ctx, sqlitegen.ClaimJobsOfTypeParams{Token: tok, LeaseUntil: lease, Type: types[0], Now: now, MaxJobs: int64(max)})
-		default:
-			return qs.ClaimJobsOfTypes(ctx, sqlitegen.ClaimJobsOfTypesParams{Token: tok, LeaseUntil: lease, Types: jsonList(types), Now: now, MaxJobs: int64(max)})
-		}
-	})
+	one, many := claimFilter(types)
+	arg := sqlitegen.ClaimJobsParams{
+		Token: nullString(token), LeaseUntil: nullTime(&leaseUntil), Type: one, Types: many, Now: now, MaxJobs: int64(max),
+	}
+	rows, err := busyRetry(ctx, func() ([]sqlitegen.Job, error) { return s.qs().ClaimJobs(ctx, arg) })
 	if err != nil {
 		return nil, err
 	}

@@ -23,16 +23,17 @@ type Querier interface {
 	// claim token of a running attempt so that the attempt is fenced off, and
 	// returns the ids it changed.
 	CancelJobs(ctx context.Context, arg CancelJobsParams) ([]int64, error)
-	// Each claim statement writes the claim token of the attempt it starts,
-	// attemptToken(batch token, id) of queue/attempt.go, spelled here as
-	// sqlc.arg(token) || '-' || id (TestClaimTokenFormat checks each one against the Go function).
-	// ClaimJobs claims due jobs of every type (index status_scheduled). SQLite
-	// has one writer at a time, so no row is claimed twice.
+	// ClaimJobs claims due jobs: of every type when sqlc.narg(type) and
+	// sqlc.narg(types) are both NULL (index status_scheduled), of one type when
+	// type is set (index type_status_scheduled), of the types of the JSON array
+	// types when that is set. Each filter is its own candidate query, so that
+	// each keeps its plan; the two whose parameter test is false stop at that
+	// test, evaluated once before any row is read. SQLite has one writer at a
+	// time, so no row is claimed twice. The one UPDATE writes the claim token
+	// of the attempt it starts, attemptToken(batch token, id) of
+	// queue/attempt.go, spelled here as sqlc.arg(token) || '-' || id
+	// (TestClaimTokenFormat checks it against the Go function for each filter).
 	ClaimJobs(ctx context.Context, arg ClaimJobsParams) ([]Job, error)
-	// ClaimJobsOfType claims due jobs of one type (index type_status_scheduled).
-	ClaimJobsOfType(ctx context.Context, arg ClaimJobsOfTypeParams) ([]Job, error)
-	// ClaimJobsOfTypes claims due jobs of several types, given as a JSON array.
-	ClaimJobsOfTypes(ctx context.Context, arg ClaimJobsOfTypesParams) ([]Job, error)
 	CompleteJobs(ctx context.Context, arg CompleteJobsParams) ([]int64, error)
 	CountByStatus(ctx context.Context) ([]CountByStatusRow, error)
 	CountByStatusOfType(ctx context.Context, type_ string) ([]CountByStatusOfTypeRow, error)

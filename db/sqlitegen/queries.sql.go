@@ -95,171 +95,61 @@ func (q *Queries) CancelJobs(ctx context.Context, arg CancelJobsParams) ([]int64
 }
 
 const claimJobs = `-- name: ClaimJobs :many
-
 UPDATE jobs
 SET status = 'in_progress', attempts = attempts + 1,
     claim_token = ?1 || '-' || id, lease_until = ?2
 WHERE id IN (
-    SELECT j.id FROM jobs j
-    WHERE j.status = 'pending' AND j.scheduled_at <= ?3
-      AND (j.expires_at IS NULL OR j.expires_at > ?3)
-    ORDER BY j.scheduled_at, j.id
-    LIMIT ?4)
+    SELECT e.id FROM (
+        SELECT j.id FROM jobs j
+        WHERE CAST(?3 AS TEXT) IS NULL AND CAST(?4 AS TEXT) IS NULL
+          AND j.status = 'pending' AND j.scheduled_at <= ?5
+          AND (j.expires_at IS NULL OR j.expires_at > ?5)
+        ORDER BY j.scheduled_at, j.id
+        LIMIT ?6) e
+    UNION ALL
+    SELECT o.id FROM (
+        SELECT j.id FROM jobs j
+        WHERE ?3 IS NOT NULL AND j.type = ?3
+          AND j.status = 'pending' AND j.scheduled_at <= ?5
+          AND (j.expires_at IS NULL OR j.expires_at > ?5)
+        ORDER BY j.scheduled_at, j.id
+        LIMIT ?6) o
+    UNION ALL
+    SELECT s.id FROM (
+        SELECT j.id FROM jobs j
+        WHERE ?4 IS NOT NULL
+          AND j.type IN (SELECT t.value FROM json_each(?4) AS t)
+          AND j.status = 'pending' AND j.scheduled_at <= ?5
+          AND (j.expires_at IS NULL OR j.expires_at > ?5)
+        ORDER BY j.scheduled_at, j.id
+        LIMIT ?6) s)
 RETURNING id, name, type, payload, status, attempts, claim_token, lease_until, max_attempts, base_delay, max_delay, error, scheduled_at, expires_at, finished_at, created_at
 `
 
 type ClaimJobsParams struct {
 	Token      sql.NullString
 	LeaseUntil sql.NullTime
+	Type       sql.NullString
+	Types      sql.NullString
 	Now        time.Time
 	MaxJobs    int64
 }
 
-// Each claim statement writes the claim token of the attempt it starts,
-// attemptToken(batch token, id) of queue/attempt.go, spelled here as
-// sqlc.arg(token) || '-' || id (TestClaimTokenFormat checks each one against the Go function).
-// ClaimJobs claims due jobs of every type (index status_scheduled). SQLite
-// has one writer at a time, so no row is claimed twice.
+// ClaimJobs claims due jobs: of every type when sqlc.narg(type) and
+// sqlc.narg(types) are both NULL (index status_scheduled), of one type when
+// type is set (index type_status_scheduled), of the types of the JSON array
+// types when that is set. Each filter is its own candidate query, so that
+// each keeps its plan; the two whose parameter test is false stop at that
+// test, evaluated once before any row is read. SQLite has one writer at a
+// time, so no row is claimed twice. The one UPDATE writes the claim token
+// of the attempt it starts, attemptToken(batch token, id) of
+// queue/attempt.go, spelled here as sqlc.arg(token) || '-' || id
+// (TestClaimTokenFormat checks it against the Go function for each filter).
 func (q *Queries) ClaimJobs(ctx context.Context, arg ClaimJobsParams) ([]Job, error) {
 	rows, err := q.db.QueryContext(ctx, claimJobs,
 		arg.Token,
 		arg.LeaseUntil,
-		arg.Now,
-		arg.MaxJobs,
-	)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var items []Job
-	for rows.Next() {
-		var i Job
-		if err := rows.Scan(
-			&i.ID,
-			&i.Name,
-			&i.Type,
-			&i.Payload,
-			&i.Status,
-			&i.Attempts,
-			&i.ClaimToken,
-			&i.LeaseUntil,
-			&i.MaxAttempts,
-			&i.BaseDelay,
-			&i.MaxDelay,
-			&i.Error,
-			&i.ScheduledAt,
-			&i.ExpiresAt,
-			&i.FinishedAt,
-			&i.CreatedAt,
-		); err != nil {
-			return nil, err
-		}
-		items = append(items, i)
-	}
-	if err := rows.Close(); err != nil {
-		return nil, err
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	return items, nil
-}
-
-const claimJobsOfType = `-- name: ClaimJobsOfType :many
-UPDATE jobs
-SET status = 'in_progress', attempts = attempts + 1,
-    claim_token = ?1 || '-' || id, lease_until = ?2
-WHERE id IN (
-    SELECT j.id FROM jobs j
-    WHERE j.type = ?3 AND j.status = 'pending' AND j.scheduled_at <= ?4
-      AND (j.expires_at IS NULL OR j.expires_at > ?4)
-    ORDER BY j.scheduled_at, j.id
-    LIMIT ?5)
-RETURNING id, name, type, payload, status, attempts, claim_token, lease_until, max_attempts, base_delay, max_delay, error, scheduled_at, expires_at, finished_at, created_at
-`
-
-type ClaimJobsOfTypeParams struct {
-	Token      sql.NullString
-	LeaseUntil sql.NullTime
-	Type       string
-	Now        time.Time
-	MaxJobs    int64
-}
-
-// ClaimJobsOfType claims due jobs of one type (index type_status_scheduled).
-func (q *Queries) ClaimJobsOfType(ctx context.Context, arg ClaimJobsOfTypeParams) ([]Job, error) {
-	rows, err := q.db.QueryContext(ctx, claimJobsOfType,
-		arg.Token,
-		arg.LeaseUntil,
 		arg.Type,
-		arg.Now,
-		arg.MaxJobs,
-	)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var items []Job
-	for rows.Next() {
-		var i Job
-		if err := rows.Scan(
-			&i.ID,
-			&i.Name,
-			&i.Type,
-			&i.Payload,
-			&i.Status,
-			&i.Attempts,
-			&i.ClaimToken,
-			&i.LeaseUntil,
-			&i.MaxAttempts,
-			&i.BaseDelay,
-			&i.MaxDelay,
-			&i.Error,
-			&i.ScheduledAt,
-			&i.ExpiresAt,
-			&i.FinishedAt,
-			&i.CreatedAt,
-		); err != nil {
-			return nil, err
-		}
-		items = append(items, i)
-	}
-	if err := rows.Close(); err != nil {
-		return nil, err
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	return items, nil
-}
-
-const claimJobsOfTypes = `-- name: ClaimJobsOfTypes :many
-UPDATE jobs
-SET status = 'in_progress', attempts = attempts + 1,
-    claim_token = ?1 || '-' || id, lease_until = ?2
-WHERE id IN (
-    SELECT j.id FROM jobs j
-    WHERE j.type IN (SELECT t.value FROM json_each(?3) AS t)
-      AND j.status = 'pending' AND j.scheduled_at <= ?4
-      AND (j.expires_at IS NULL OR j.expires_at > ?4)
-    ORDER BY j.scheduled_at, j.id
-    LIMIT ?5)
-RETURNING id, name, type, payload, status, attempts, claim_token, lease_until, max_attempts, base_delay, max_delay, error, scheduled_at, expires_at, finished_at, created_at
-`
-
-type ClaimJobsOfTypesParams struct {
-	Token      sql.NullString
-	LeaseUntil sql.NullTime
-	Types      interface{}
-	Now        time.Time
-	MaxJobs    int64
-}
-
-// ClaimJobsOfTypes claims due jobs of several types, given as a JSON array.
-func (q *Queries) ClaimJobsOfTypes(ctx context.Context, arg ClaimJobsOfTypesParams) ([]Job, error) {
-	rows, err := q.db.QueryContext(ctx, claimJobsOfTypes,
-		arg.Token,
-		arg.LeaseUntil,
 		arg.Types,
 		arg.Now,
 		arg.MaxJobs,

@@ -81,51 +81,47 @@ ORDER BY r.ord;
 SELECT /* jobqueue:no-table */ pg_notify(sqlc.arg(channel)::text, t.value)
 FROM jsonb_array_elements_text(sqlc.arg(types)::jsonb) AS t(value);
 
--- Each claim statement writes the claim token of the attempt it starts,
--- attemptToken(batch token, id) of queue/attempt.go, spelled here as
--- sqlc.arg(token)::text || '-' || id::text (TestClaimTokenFormat checks each one against the Go function).
-
 -- name: ClaimJobs :many
--- ClaimJobs claims due jobs of every type (index status_scheduled).
+-- ClaimJobs claims due jobs: of every type when sqlc.narg(type) and
+-- sqlc.narg(types) are both NULL (index status_scheduled), of one type when
+-- type is set (index type_status_scheduled), of the types of the JSON array
+-- types when that is set. Each filter is its own candidate query, so that
+-- each keeps its plan; the two whose parameter test is false stop at that
+-- test (a one-time filter) without reading a row. The one UPDATE writes the
+-- claim token of the attempt it starts, attemptToken(batch token, id) of
+-- queue/attempt.go, spelled here as sqlc.arg(token)::text || '-' || id::text
+-- (TestClaimTokenFormat checks it against the Go function for each filter).
 UPDATE jobs
 SET status = 'in_progress', attempts = attempts + 1,
     claim_token = sqlc.arg(token)::text || '-' || id::text, lease_until = @lease_until
 WHERE id IN (
-    SELECT j.id FROM jobs j
-    WHERE j.status = 'pending' AND j.scheduled_at <= @now
-      AND (j.expires_at IS NULL OR j.expires_at > @now)
-    ORDER BY j.scheduled_at, j.id
-    LIMIT @max_jobs
-    FOR UPDATE SKIP LOCKED)
-RETURNING *;
-
--- name: ClaimJobsOfType :many
--- ClaimJobsOfType claims due jobs of one type (index type_status_scheduled).
-UPDATE jobs
-SET status = 'in_progress', attempts = attempts + 1,
-    claim_token = sqlc.arg(token)::text || '-' || id::text, lease_until = @lease_until
-WHERE id IN (
-    SELECT j.id FROM jobs j
-    WHERE j.type = @type AND j.status = 'pending' AND j.scheduled_at <= @now
-      AND (j.expires_at IS NULL OR j.expires_at > @now)
-    ORDER BY j.scheduled_at, j.id
-    LIMIT @max_jobs
-    FOR UPDATE SKIP LOCKED)
-RETURNING *;
-
--- name: ClaimJobsOfTypes :many
--- ClaimJobsOfTypes claims due jobs of several types, given as a JSON array.
-UPDATE jobs
-SET status = 'in_progress', attempts = attempts + 1,
-    claim_token = sqlc.arg(token)::text || '-' || id::text, lease_until = @lease_until
-WHERE id IN (
-    SELECT j.id FROM jobs j
-    WHERE j.type IN (SELECT jsonb_array_elements_text(sqlc.arg(types)::jsonb))
-      AND j.status = 'pending' AND j.scheduled_at <= @now
-      AND (j.expires_at IS NULL OR j.expires_at > @now)
-    ORDER BY j.scheduled_at, j.id
-    LIMIT @max_jobs
-    FOR UPDATE SKIP LOCKED)
+    SELECT e.id FROM (
+        SELECT j.id FROM jobs j
+        WHERE sqlc.narg(type)::text IS NULL AND sqlc.narg(types)::text IS NULL
+          AND j.status = 'pending' AND j.scheduled_at <= @now
+          AND (j.expires_at IS NULL OR j.expires_at > @now)
+        ORDER BY j.scheduled_at, j.id
+        LIMIT @max_jobs
+        FOR UPDATE SKIP LOCKED) e
+    UNION ALL
+    SELECT o.id FROM (
+        SELECT j.id FROM jobs j
+        WHERE sqlc.narg(type)::text IS NOT NULL AND j.type = sqlc.narg(type)::text
+          AND j.status = 'pending' AND j.scheduled_at <= @now
+          AND (j.expires_at IS NULL OR j.expires_at > @now)
+        ORDER BY j.scheduled_at, j.id
+        LIMIT @max_jobs
+        FOR UPDATE SKIP LOCKED) o
+    UNION ALL
+    SELECT s.id FROM (
+        SELECT j.id FROM jobs j
+        WHERE sqlc.narg(types)::text IS NOT NULL
+          AND j.type IN (SELECT jsonb_array_elements_text((sqlc.narg(types)::text)::jsonb))
+          AND j.status = 'pending' AND j.scheduled_at <= @now
+          AND (j.expires_at IS NULL OR j.expires_at > @now)
+        ORDER BY j.scheduled_at, j.id
+        LIMIT @max_jobs
+        FOR UPDATE SKIP LOCKED) s)
 RETURNING *;
 
 -- The statements of attempts (ExtendLeases, CompleteJobs,

@@ -34,49 +34,45 @@ SELECT json_extract(r.value, '$.name'), json_extract(r.value, '$.type'),
 FROM json_each(sqlc.arg(rows)) AS r
 ORDER BY r.key;
 
--- Each claim statement writes the claim token of the attempt it starts,
--- attemptToken(batch token, id) of queue/attempt.go, spelled here as
--- sqlc.arg(token) || '-' || id (TestClaimTokenFormat checks each one against the Go function).
-
 -- name: ClaimJobs :many
--- ClaimJobs claims due jobs of every type (index status_scheduled). SQLite
--- has one writer at a time, so no row is claimed twice.
+-- ClaimJobs claims due jobs: of every type when sqlc.narg(type) and
+-- sqlc.narg(types) are both NULL (index status_scheduled), of one type when
+-- type is set (index type_status_scheduled), of the types of the JSON array
+-- types when that is set. Each filter is its own candidate query, so that
+-- each keeps its plan; the two whose parameter test is false stop at that
+-- test, evaluated once before any row is read. SQLite has one writer at a
+-- time, so no row is claimed twice. The one UPDATE writes the claim token
+-- of the attempt it starts, attemptToken(batch token, id) of
+-- queue/attempt.go, spelled here as sqlc.arg(token) || '-' || id
+-- (TestClaimTokenFormat checks it against the Go function for each filter).
 UPDATE jobs
 SET status = 'in_progress', attempts = attempts + 1,
     claim_token = sqlc.arg(token) || '-' || id, lease_until = @lease_until
 WHERE id IN (
-    SELECT j.id FROM jobs j
-    WHERE j.status = 'pending' AND j.scheduled_at <= @now
-      AND (j.expires_at IS NULL OR j.expires_at > @now)
-    ORDER BY j.scheduled_at, j.id
-    LIMIT @max_jobs)
-RETURNING *;
-
--- name: ClaimJobsOfType :many
--- ClaimJobsOfType claims due jobs of one type (index type_status_scheduled).
-UPDATE jobs
-SET status = 'in_progress', attempts = attempts + 1,
-    claim_token = sqlc.arg(token) || '-' || id, lease_until = @lease_until
-WHERE id IN (
-    SELECT j.id FROM jobs j
-    WHERE j.type = @type AND j.status = 'pending' AND j.scheduled_at <= @now
-      AND (j.expires_at IS NULL OR j.expires_at > @now)
-    ORDER BY j.scheduled_at, j.id
-    LIMIT @max_jobs)
-RETURNING *;
-
--- name: ClaimJobsOfTypes :many
--- ClaimJobsOfTypes claims due jobs of several types, given as a JSON array.
-UPDATE jobs
-SET status = 'in_progress', attempts = attempts + 1,
-    claim_token = sqlc.arg(token) || '-' || id, lease_until = @lease_until
-WHERE id IN (
-    SELECT j.id FROM jobs j
-    WHERE j.type IN (SELECT t.value FROM json_each(sqlc.arg(types)) AS t)
-      AND j.status = 'pending' AND j.scheduled_at <= @now
-      AND (j.expires_at IS NULL OR j.expires_at > @now)
-    ORDER BY j.scheduled_at, j.id
-    LIMIT @max_jobs)
+    SELECT e.id FROM (
+        SELECT j.id FROM jobs j
+        WHERE CAST(sqlc.narg(type) AS TEXT) IS NULL AND CAST(sqlc.narg(types) AS TEXT) IS NULL
+          AND j.status = 'pending' AND j.scheduled_at <= @now
+          AND (j.expires_at IS NULL OR j.expires_at > @now)
+        ORDER BY j.scheduled_at, j.id
+        LIMIT @max_jobs) e
+    UNION ALL
+    SELECT o.id FROM (
+        SELECT j.id FROM jobs j
+        WHERE sqlc.narg(type) IS NOT NULL AND j.type = sqlc.narg(type)
+          AND j.status = 'pending' AND j.scheduled_at <= @now
+          AND (j.expires_at IS NULL OR j.expires_at > @now)
+        ORDER BY j.scheduled_at, j.id
+        LIMIT @max_jobs) o
+    UNION ALL
+    SELECT s.id FROM (
+        SELECT j.id FROM jobs j
+        WHERE sqlc.narg(types) IS NOT NULL
+          AND j.type IN (SELECT t.value FROM json_each(sqlc.narg(types)) AS t)
+          AND j.status = 'pending' AND j.scheduled_at <= @now
+          AND (j.expires_at IS NULL OR j.expires_at > @now)
+        ORDER BY j.scheduled_at, j.id
+        LIMIT @max_jobs) s)
 RETURNING *;
 
 -- name: ExtendLeases :many
