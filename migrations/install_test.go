@@ -357,13 +357,13 @@ func TestInstallRefusesHalfMigratedTable(t *testing.T) {
 		kinds []engine.Kind
 		setup setup
 	}{
-		{"v1 plus some v2 columns", testdb.Kinds, v1With(addColumn("attempts INTEGER NOT NULL DEFAULT 0"), addColumn("max_attempts INTEGER NULL"))},
-		{"v1 plus every v2 column", testdb.Kinds, v1With(
+		{"v1 plus some v2 columns", testdb.Kinds(), v1With(addColumn("attempts INTEGER NOT NULL DEFAULT 0"), addColumn("max_attempts INTEGER NULL"))},
+		{"v1 plus every v2 column", testdb.Kinds(), v1With(
 			addColumn("attempts INTEGER NOT NULL DEFAULT 0"), addColumn("claim_token VARCHAR(64)"),
 			addColumn("lease_until TIMESTAMP NULL"), addColumn("max_attempts INTEGER NULL"),
 			addColumn("base_delay INTEGER NULL"), addColumn("max_delay INTEGER NULL"), addColumn("finished_at TIMESTAMP NULL"))},
-		{"v2 with retry_count left", testdb.Kinds, v2With(addColumn("retry_count INTEGER NOT NULL DEFAULT 0"))},
-		{"v2 with locked_at left", testdb.Kinds, v2With(addColumn("locked_at TIMESTAMP NULL"))},
+		{"v2 with retry_count left", testdb.Kinds(), v2With(addColumn("retry_count INTEGER NOT NULL DEFAULT 0"))},
+		{"v2 with locked_at left", testdb.Kinds(), v2With(addColumn("locked_at TIMESTAMP NULL"))},
 		{"mysql status without expired", []engine.Kind{engine.MySQL}, v2With(func(tb engine.Table) string {
 			return "ALTER TABLE " + tb.Quoted() + " MODIFY status ENUM('pending','in_progress','completed','failed') NOT NULL DEFAULT 'pending'"
 		})},
@@ -444,16 +444,16 @@ func TestInstallRejectsBadTableNamesBeforeAnySQL(t *testing.T) {
 		name  string
 		kinds []engine.Kind
 	}{
-		{"", testdb.Kinds},
-		{"1abc", testdb.Kinds},
-		{"a-b", testdb.Kinds},
-		{"x;drop", testdb.Kinds},
-		{"jobs table", testdb.Kinds},
-		{`jo"bs`, testdb.Kinds},
-		{"jöbs", testdb.Kinds},
+		{"", testdb.Kinds()},
+		{"1abc", testdb.Kinds()},
+		{"a-b", testdb.Kinds()},
+		{"x;drop", testdb.Kinds()},
+		{"jobs table", testdb.Kinds()},
+		{`jo"bs`, testdb.Kinds()},
+		{"jöbs", testdb.Kinds()},
 		{long51, []engine.Kind{engine.Postgres}},
-		{strings.Repeat("a", 57), testdb.Kinds}, // no room left for the side tables' <table>_<suffix>
-		{strings.Repeat("a", 65), testdb.Kinds},
+		{strings.Repeat("a", 57), testdb.Kinds()}, // no room left for the side tables' <table>_<suffix>
+		{strings.Repeat("a", 65), testdb.Kinds()},
 	}
 	testdb.ForEachKind(t, func(t *testing.T, k engine.Kind) {
 		db := closedDB(t, k)

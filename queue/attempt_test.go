@@ -567,7 +567,7 @@ func TestRelease(t *testing.T) {
 // BenchmarkClaimBatch measures one claim of up to batch jobs and one
 // batched completion of them, on a table holding 20 000 pending jobs.
 func BenchmarkClaimBatch(b *testing.B) {
-	for _, kind := range testdb.Kinds {
+	for _, kind := range testdb.Kinds() {
 		for _, batch := range []int{8, 64} {
 			b.Run(fmt.Sprintf("%s/batch=%d", kind, batch), func(b *testing.B) {
 				ctx := context.Background()

@@ -48,7 +48,7 @@ func (e *testEnv) emptyTable(b testing.TB) {
 }
 
 func BenchmarkEnqueueMany(b *testing.B) {
-	for _, kind := range testdb.Kinds {
+	for _, kind := range testdb.Kinds() {
 		b.Run(string(kind), func(b *testing.B) {
 			env := newTestEnv(b, kind)
 			q := env.queue(b, nil, WithLogger(quietLogger()))
@@ -72,7 +72,7 @@ func BenchmarkEnqueueMany(b *testing.B) {
 func BenchmarkEnqueueConcurrent(b *testing.B) {
 	const enqueuers = 16
 	n := benchJobs(b)
-	for _, kind := range testdb.Kinds {
+	for _, kind := range testdb.Kinds() {
 		b.Run(string(kind), func(b *testing.B) {
 			env := newTestEnv(b, kind)
 			q := env.queue(b, nil, WithLogger(quietLogger()))
@@ -106,7 +106,7 @@ func BenchmarkEnqueueConcurrent(b *testing.B) {
 
 func BenchmarkClaimComplete(b *testing.B) {
 	const batch = 100
-	for _, kind := range testdb.Kinds {
+	for _, kind := range testdb.Kinds() {
 		b.Run(string(kind), func(b *testing.B) {
 			env := newTestEnv(b, kind)
 			q := env.queue(b, nil, WithLogger(quietLogger()))
@@ -138,7 +138,7 @@ func BenchmarkClaimComplete(b *testing.B) {
 
 func BenchmarkDrain(b *testing.B) {
 	n := benchJobs(b)
-	for _, kind := range testdb.Kinds {
+	for _, kind := range testdb.Kinds() {
 		for _, conc := range []int{8, 64} {
 			b.Run(fmt.Sprintf("%s/concurrency=%d", kind, conc), func(b *testing.B) {
 				env := newTestEnv(b, kind)

@@ -31,7 +31,7 @@ func queueGoroutines() []string {
 // no goroutine of the package is left. It does not run in parallel, so
 // that other tests' workers are not counted.
 func TestWorkerLeavesNoGoroutines(t *testing.T) {
-	for _, kind := range testdb.Kinds {
+	for _, kind := range testdb.Kinds() {
 		t.Run(string(kind), func(t *testing.T) {
 			env := newTestEnv(t, kind)
 			q := env.queue(t, nil, WithLogger(quietTestLogger()))

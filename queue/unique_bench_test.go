@@ -20,7 +20,7 @@ import (
 )
 
 func BenchmarkEnqueueUnique(b *testing.B) {
-	for _, kind := range testdb.Kinds {
+	for _, kind := range testdb.Kinds() {
 		b.Run(string(kind), func(b *testing.B) {
 			env := newTestEnv(b, kind)
 			q := env.queue(b, nil, WithLogger(quietLogger()))

@@ -26,9 +26,10 @@ import (
 	"github.com/jobqueue/jobqueue/internal/engine"
 )
 
-// Kinds lists every engine, for table-driven tests (read it, never change
-// it). Most tests want ForEachEngine or ForEachKind instead of a loop.
-var Kinds = []engine.Kind{engine.Postgres, engine.MySQL, engine.SQLite}
+// Kinds returns every engine, a new slice each call, for table-driven
+// tests and benchmarks. Most tests want ForEachEngine or ForEachKind
+// instead of a loop.
+func Kinds() []engine.Kind { return []engine.Kind{engine.Postgres, engine.MySQL, engine.SQLite} }
 
 // Env is one engine's test database, opened for one test.
 type Env struct {
@@ -58,7 +59,7 @@ func (e *Env) Table(t testing.TB) string {
 // itself; ForEachEngine also opens the database.
 func ForEachKind(t *testing.T, fn func(t *testing.T, k engine.Kind)) {
 	t.Helper()
-	for _, k := range Kinds {
+	for _, k := range Kinds() {
 		t.Run(string(k), func(t *testing.T) {
 			t.Parallel()
 			fn(t, k)
