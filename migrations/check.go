@@ -17,9 +17,10 @@ import (
 // query that only reads those columns does not tell it apart: Check does.
 //
 // The table name and the engine are checked as Install checks them
-// (ErrInvalidTableName, ErrUnsupportedDatabase), before any SQL runs.
-func Check(ctx context.Context, db *sql.DB, table string) error {
-	k, err := engine.Detect(db)
+// (ErrInvalidTableName, ErrUnsupportedDatabase), before any SQL runs;
+// WithEngine names the engine as it does for Install.
+func Check(ctx context.Context, db *sql.DB, table string, opts ...Option) error {
+	k, err := engineOf(db, opts)
 	if err != nil {
 		return err
 	}

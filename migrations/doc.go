@@ -17,7 +17,10 @@
 // definitions.
 //
 // The engine (PostgreSQL, MySQL/MariaDB or SQLite) is detected from the
-// *sql.DB's driver: pgx's stdlib, go-sql-driver/mysql or modernc.org/sqlite.
+// *sql.DB's driver: pgx's stdlib, go-sql-driver/mysql or modernc.org/sqlite,
+// also under a wrapper that keeps the driver in a field (otelsql, sqlhooks
+// and the like); WithEngine names it where detection cannot see through the
+// wrapper.
 package migrations
 
 import (
@@ -36,7 +39,8 @@ var (
 	// room for the side tables' names).
 	ErrInvalidTableName = engine.ErrInvalidTableName
 	// ErrUnsupportedDatabase is returned for a *sql.DB whose driver is not
-	// pgx's stdlib, go-sql-driver/mysql or modernc.org/sqlite.
+	// pgx's stdlib, go-sql-driver/mysql or modernc.org/sqlite (nor a
+	// wrapper of one of them that is detected or named with WithEngine).
 	ErrUnsupportedDatabase = engine.ErrUnsupportedDatabase
 	// ErrOutdatedTable is returned by Install for a version 1 table or one
 	// whose migration was interrupted; Migrate converts it.

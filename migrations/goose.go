@@ -33,14 +33,15 @@ import (
 // chose. The down migration does nothing: the table and its jobs are kept.
 //
 // db must be the database the provider runs on: its driver tells the
-// engine (ErrUnsupportedDatabase for others), and the table name is
+// engine, as for Install (ErrUnsupportedDatabase for others; WithEngine
+// names it), and the table name is
 // checked for it now (ErrInvalidTableName), before any SQL runs. On
 // PostgreSQL and SQLite the migration runs in goose's transaction (with
 // goose's version row); on MySQL, where DDL commits on its own, it runs
 // without one (in one when db allows a single open connection, since goose
 // holds one while the migration runs).
-func GooseMigrations(db *sql.DB, table string, p RetryPolicy, version int64) ([]*goose.Migration, error) {
-	k, err := engine.Detect(db)
+func GooseMigrations(db *sql.DB, table string, p RetryPolicy, version int64, opts ...Option) ([]*goose.Migration, error) {
+	k, err := engineOf(db, opts)
 	if err != nil {
 		return nil, err
 	}

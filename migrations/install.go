@@ -32,8 +32,9 @@ type execQueryer interface {
 // The table name must match [a-zA-Z_][a-zA-Z0-9_]* (ErrInvalidTableName,
 // before any SQL runs); PostgreSQL folds it to lower case and allows at
 // most 50 characters, MySQL and SQLite 56 (room for the side tables'
-// <table>_<suffix>). The engine is detected from db's driver
-// (ErrUnsupportedDatabase for others).
+// <table>_<suffix>). The engine is detected from db's driver, also under a
+// wrapper such as otelsql (ErrUnsupportedDatabase for others), or named with
+// WithEngine.
 //
 // A version 1 table, or one whose migration was interrupted, is refused
 // with an error wrapping ErrOutdatedTable and left unchanged: convert it
@@ -43,8 +44,8 @@ type execQueryer interface {
 // Install runs as a goose Go migration with versioning disabled (no goose
 // version table is written); on PostgreSQL and SQLite it is one
 // transaction.
-func Install(ctx context.Context, db *sql.DB, table string) error {
-	k, err := engine.Detect(db)
+func Install(ctx context.Context, db *sql.DB, table string, opts ...Option) error {
+	k, err := engineOf(db, opts)
 	if err != nil {
 		return err
 	}

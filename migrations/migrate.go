@@ -41,16 +41,25 @@ import (
 // as it is (Migrate then only checks its indexes, like Install). The policy
 // and the table name are checked before any SQL runs (errors wrapping
 // ErrInvalidPolicy and ErrInvalidTableName); a driver other than pgx,
-// go-sql-driver/mysql or modernc.org/sqlite gives ErrUnsupportedDatabase.
+// go-sql-driver/mysql or modernc.org/sqlite, or a wrapper of one of them
+// such as otelsql, gives ErrUnsupportedDatabase (WithEngine names the
+// engine under a wrapper that detection cannot see through).
 // On MySQL the conversion runs on a second connection of db's pool while
 // goose holds one, or, when the pool allows a single connection, on goose's
 // own (each DDL statement still commits on its own).
-func Migrate(ctx context.Context, db *sql.DB, policy RetryPolicy, table string) error {
-	return migrate(ctx, db, policy, table, migrateOptions{})
+func Migrate(ctx context.Context, db *sql.DB, policy RetryPolicy, table string, opts ...Option) error {
+	o, err := applyOptions(opts)
+	if err != nil {
+		return fmt.Errorf("migrate table %q: %w", table, err)
+	}
+	return migrate(ctx, db, policy, table, migrateOptions{kind: o.kind})
 }
 
-// migrateOptions are knobs that only tests turn.
+// migrateOptions are Migrate's options (kind) and knobs that only tests
+// turn.
 type migrateOptions struct {
+	// kind is the engine named with WithEngine; "" detects it.
+	kind engine.Kind
 	// now is the migration time; time.Now when nil.
 	now func() time.Time
 	// afterStep, when set, runs after step n (1-based) of the conversion
@@ -69,7 +78,7 @@ func migrate(ctx context.Context, db *sql.DB, p RetryPolicy, table string, o mig
 	if err := p.internal().Validate(); err != nil {
 		return fmt.Errorf("migrate table %q: %w; pass the policy version 2 should store with every job (for example MaxAttempts 3, BaseDelay 2m, MaxDelay 1h)", table, err)
 	}
-	k, err := engine.Detect(db)
+	k, err := engine.Choose(db, o.kind)
 	if err != nil {
 		return fmt.Errorf("migrate table %q: %w", table, err)
 	}

@@ -14,9 +14,10 @@ import (
 // already missing are skipped, so it can run again. It drops exactly what
 // internal/ddl defines (the goose file's Down drops the same), whatever the
 // table holds: check first that it is the table you mean. It is what
-// `jobqueue bench` uses to start from a fresh table.
-func Uninstall(ctx context.Context, db *sql.DB, table string) error {
-	k, err := engine.Detect(db)
+// `jobqueue bench` uses to start from a fresh table. The engine is found
+// as Install finds it (WithEngine names it).
+func Uninstall(ctx context.Context, db *sql.DB, table string, opts ...Option) error {
+	k, err := engineOf(db, opts)
 	if err != nil {
 		return err
 	}

@@ -151,7 +151,8 @@ var (
 	// or is too long for the engine. No SQL ran.
 	ErrInvalidTableName = engine.ErrInvalidTableName
 	// ErrUnsupportedDatabase: the *sql.DB's driver is not pgx, go-sql-driver/mysql
-	// or modernc.org/sqlite.
+	// or modernc.org/sqlite, nor a wrapper of one of them that New detects
+	// or is told of with WithEngine.
 	ErrUnsupportedDatabase = engine.ErrUnsupportedDatabase
 	// ErrOutdatedTable: the table is version 1 or half migrated; run
 	// migrations.Migrate.

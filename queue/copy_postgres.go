@@ -9,7 +9,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/stdlib"
+
+	"github.com/jobqueue/jobqueue/internal/engine"
 )
 
 // Bulk enqueue on PostgreSQL by COPY. EnqueueMany's own transaction (never a
@@ -19,7 +20,8 @@ import (
 // per chunk and the client building it. COPY is a protocol command, not a
 // query sqlc could generate; its columns are those of InsertJobsJSON, and
 // rows go in the order of the slice, so ids follow it as they do there.
-// A pool whose driver is not pgx's stdlib takes the JSON path.
+// A pool whose driver is not pgx's stdlib (nor a wrapper of it whose
+// connections show pgx's, see engine.PgxConn) takes the JSON path.
 
 // pgCopyColumns are the columns COPY fills, in the order of pgCopyRow.
 var pgCopyColumns = []string{
@@ -52,7 +54,7 @@ func (s pgStore) copyOwn(ctx context.Context, db *sql.DB, jobs []*newJob, now ti
 	}
 	defer conn.Close()
 	return conn.Raw(func(dc any) error {
-		sc, ok := dc.(*stdlib.Conn)
+		sc, ok := engine.PgxConn(dc)
 		if !ok {
 			return errNoCopy
 		}

@@ -48,8 +48,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/jackc/pgx/v5/stdlib"
-
 	"github.com/jobqueue/jobqueue/db/pggen"
 	"github.com/jobqueue/jobqueue/internal/engine"
 )
@@ -211,7 +209,7 @@ func (l *pgListener) session(ctx context.Context) error {
 		return fmt.Errorf("LISTEN: %w", err)
 	}
 	return conn.Raw(func(dc any) error {
-		sc, ok := dc.(*stdlib.Conn)
+		sc, ok := engine.PgxConn(dc)
 		if !ok {
 			return fmt.Errorf("%w (it is %T)", errNotPgx, dc)
 		}

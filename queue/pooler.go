@@ -12,11 +12,17 @@ package queue
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/stdlib"
+
+	"github.com/jobqueue/jobqueue/internal/engine"
 )
+
+// errNotPgxConn: the pool's connections do not show pgx's, so its settings
+// cannot be read (an opaque wrapper given with WithEngine).
+var errNotPgxConn = errors.New("jobqueue: pgx's connection is not at hand")
 
 // WithTransactionPooling tells the queue whether its connections go through
 // a transaction pooler such as PgBouncer in transaction pooling mode. A
@@ -51,9 +57,9 @@ func pgxUnnamedStatements(ctx context.Context, db *sql.DB) (bool, error) {
 	defer conn.Close()
 	var mode pgx.QueryExecMode
 	err = conn.Raw(func(dc any) error {
-		sc, ok := dc.(*stdlib.Conn)
+		sc, ok := engine.PgxConn(dc)
 		if !ok {
-			return fmt.Errorf("the driver's connection is %T, not pgx's *stdlib.Conn", dc)
+			return fmt.Errorf("%w: the driver's connection is %T, neither pgx's *stdlib.Conn nor a wrapper of it with a Raw() method; say whether a transaction pooler is in the way with queue.WithTransactionPooling", errNotPgxConn, dc)
 		}
 		mode = sc.Conn().Config().DefaultQueryExecMode
 		return nil

@@ -90,7 +90,8 @@ type config struct {
 	listener        func(Event)
 	now             func() time.Time
 	observe         func(string, *sql.Tx)
-	pooled          *bool // nil: detect (pooler.go)
+	pooled          *bool       // nil: detect (pooler.go)
+	kind            engine.Kind // "": detect from the driver
 	batchSize       int
 	onBatch         func(op string, n int64)
 }
@@ -98,6 +99,24 @@ type config struct {
 // WithTable sets the table's name (default "jobs").
 func WithTable(name string) Option {
 	return func(c *config) error { c.table = name; return nil }
+}
+
+// WithEngine names the engine db talks to: "postgres", "mysql" (also for
+// MariaDB) or "sqlite". New detects it from db's driver, also through a
+// wrapper that keeps the driver in a field (github.com/XSAM/otelsql,
+// sqlhooks and the like); name it for a wrapper New cannot see through
+// (New says so). The driver under the wrapper must still be pgx's stdlib,
+// go-sql-driver/mysql or modernc.org/sqlite, the drivers whose errors the
+// queue reads.
+func WithEngine(name string) Option {
+	return func(c *config) error {
+		k, err := engine.ParseKind(name)
+		if err != nil {
+			return fmt.Errorf("WithEngine: %w", err)
+		}
+		c.kind = k
+		return nil
+	}
 }
 
 // WithRetryPolicy sets the retry policy of jobs enqueued without their own
@@ -171,22 +190,23 @@ const newTimeout = 30 * time.Second
 
 // New opens the queue kept in db's table (see WithTable; default "jobs").
 // The engine is detected from db's driver (pgx's stdlib,
-// go-sql-driver/mysql or modernc.org/sqlite). The table must exist and be
+// go-sql-driver/mysql or modernc.org/sqlite, also under a wrapper such as
+// otelsql) or named with WithEngine. The table must exist and be
 // version 2: create it with migrations.Install (or `jobqueue install`) and
 // convert a version 1 or half-migrated table with migrations.Migrate (New
 // refuses those with ErrOutdatedTable, reading the catalog as Install does). On MySQL the DSN must
 // have parseTime=true. New keeps no state outside the Queue; open as many
 // queues (on as many tables) as needed.
 func New(db *sql.DB, opts ...Option) (*Queue, error) {
-	kind, err := engine.Detect(db)
-	if err != nil {
-		return nil, err
-	}
 	cfg := config{table: "jobs", policy: DefaultRetryPolicy(), codec: JSONCodec{}}
 	for _, o := range opts {
 		if err := o(&cfg); err != nil {
 			return nil, err
 		}
+	}
+	kind, err := engine.Choose(db, cfg.kind)
+	if err != nil {
+		return nil, err
 	}
 	table, err := engine.ParseTable(kind, cfg.table)
 	if err != nil {
@@ -238,7 +258,9 @@ func New(db *sql.DB, opts ...Option) (*Queue, error) {
 	}
 	if cfg.pooled == nil && kind == engine.Postgres {
 		pooled, err := pgxUnnamedStatements(ctx, db)
-		if err != nil {
+		if errors.Is(err, errNotPgxConn) {
+			q.logger.Warn("jobqueue: taking the connections as not going through a transaction pooler; say so with queue.WithTransactionPooling", "reason", err)
+		} else if err != nil {
 			q.run.close()
 			return nil, fmt.Errorf("jobqueue: reading the pgx settings of the connections: %w", err)
 		}

@@ -5,16 +5,11 @@
 package engine
 
 import (
-	"database/sql"
 	"errors"
 	"fmt"
 	"regexp"
 	"strings"
 	"time"
-
-	"github.com/go-sql-driver/mysql"
-	"github.com/jackc/pgx/v5/stdlib"
-	"modernc.org/sqlite"
 )
 
 // Kind is one of the database engines jobqueue supports.
@@ -30,7 +25,8 @@ const (
 // Errors shared by the public packages (re-exported there).
 var (
 	// ErrUnsupportedDatabase is returned for a *sql.DB whose driver is not
-	// pgx's stdlib, go-sql-driver/mysql or modernc.org/sqlite.
+	// pgx's stdlib, go-sql-driver/mysql or modernc.org/sqlite, nor a
+	// wrapper in which one of them can be found (see Detect and Choose).
 	ErrUnsupportedDatabase = errors.New("jobqueue: unsupported database")
 	// ErrInvalidTableName is returned for a table name that does not match
 	// [a-zA-Z_][a-zA-Z0-9_]* (or is too long for the engine).
@@ -53,23 +49,6 @@ func ParseKind(name string) (Kind, error) {
 		return SQLite, nil
 	}
 	return "", fmt.Errorf("%w: engine %q; use postgres, mysql (also for MariaDB) or sqlite", ErrUnsupportedDatabase, name)
-}
-
-// Detect tells which engine db talks to, from its driver.
-func Detect(db *sql.DB) (Kind, error) {
-	if db == nil {
-		return "", fmt.Errorf("%w: the *sql.DB is nil", ErrUnsupportedDatabase)
-	}
-	switch d := db.Driver().(type) {
-	case *stdlib.Driver:
-		return Postgres, nil
-	case *mysql.MySQLDriver:
-		return MySQL, nil
-	case *sqlite.Driver:
-		return SQLite, nil
-	default:
-		return "", fmt.Errorf("%w: driver %T; open the database with pgx (github.com/jackc/pgx/v5/stdlib, driver \"pgx\"), github.com/go-sql-driver/mysql (\"mysql\") or modernc.org/sqlite (\"sqlite\")", ErrUnsupportedDatabase, d)
-	}
 }
 
 // maxPostgresTableName is the longest table name PostgreSQL accepts: with 51
