@@ -20,7 +20,7 @@ import (
 type hiddenConnector struct{ open func() (driver.Conn, error) }
 
 func (c hiddenConnector) Connect(context.Context) (driver.Conn, error) { return c.open() }
-func (c hiddenConnector) Driver() driver.Driver                     { return nil }
+func (c hiddenConnector) Driver() driver.Driver                        { return nil }
 
 // A *sql.DB whose driver is wrapped, here by otelsql (tracing every
 // statement), works as it is: the engine is found through the wrapper.

@@ -30,7 +30,7 @@ type opaqueConnector struct {
 }
 
 func (c opaqueConnector) Connect(context.Context) (driver.Conn, error) { return c.open(c.dsn) }
-func (c opaqueConnector) Driver() driver.Driver                     { return opaqueDriver(c) }
+func (c opaqueConnector) Driver() driver.Driver                        { return opaqueDriver(c) }
 
 type opaqueDriver opaqueConnector
 
