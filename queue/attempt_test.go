@@ -12,8 +12,6 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/go-sql-driver/mysql"
-
 	"github.com/jobqueue/jobqueue/internal/engine"
 	"github.com/jobqueue/jobqueue/internal/testdb"
 )
@@ -340,93 +338,6 @@ func TestFailWritesTheOutcome(t *testing.T) {
 	})
 }
 
-// TestMySQLClaimsReadCommitted: a claim runs at READ COMMITTED on a
-// connection whose session level is REPEATABLE READ, and leaves the
-// session's level alone.
-func TestMySQLClaimsReadCommitted(t *testing.T) {
-	t.Parallel()
-	ctx := context.Background()
-	env := coreEnv(t, engine.MySQL)
-	db := env.newPool(t)
-	db.SetMaxOpenConns(1)
-	if _, err := db.ExecContext(ctx, "SET SESSION TRANSACTION ISOLATION LEVEL REPEATABLE READ"); err != nil {
-		t.Fatal(err)
-	}
-	var levels []string
-	var hookErr error
-	hook := func(query string, tx *sql.Tx) {
-		if tx == nil || !strings.Contains(query, "CONCAT(") {
-			return
-		}
-		// Inside the claim's transaction, after its locking SELECT.
-		var lvl string
-		hookErr = tx.QueryRowContext(ctx, "SELECT trx_isolation_level FROM information_schema.INNODB_TRX WHERE trx_mysql_thread_id = CONNECTION_ID()").Scan(&lvl)
-		levels = append(levels, lvl)
-	}
-	q := env.queue(t, db, WithLogger(quietTestLogger()), withStatementHook(hook))
-	mustEnqueue(t, q, testArgs{N: 1})
-	mustEnqueue(t, q, testArgs{N: 2})
-	for i := 0; i < 2; i++ {
-		if jobs := mustClaim(t, q, nil, 1, time.Minute); len(jobs) != 1 {
-			t.Fatalf("claim %d: %d jobs", i, len(jobs))
-		}
-	}
-	if hookErr != nil {
-		t.Fatal(hookErr)
-	}
-	if fmt.Sprint(levels) != "[READ COMMITTED READ COMMITTED]" {
-		t.Fatalf("claim transactions ran at %v, want READ COMMITTED", levels)
-	}
-	var session string
-	if err := db.QueryRowContext(ctx, "SELECT @@tx_isolation").Scan(&session); err != nil {
-		if err = db.QueryRowContext(ctx, "SELECT @@transaction_isolation").Scan(&session); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if session != "REPEATABLE-READ" {
-		t.Fatalf("the session's level became %s", session)
-	}
-}
-
-// TestMySQLBinlogStatementIsExplained: under binlog_format=STATEMENT with
-// the binary log on, MySQL refuses writes at READ COMMITTED; the claim's
-// error says what to do. MariaDB with the binary log off (log_bin=0, as on
-// the test server) ignores binlog_format, and claims work.
-func TestMySQLBinlogStatementIsExplained(t *testing.T) {
-	t.Parallel()
-	ctx := context.Background()
-	env := coreEnv(t, engine.MySQL)
-	db := env.newPool(t)
-	db.SetMaxOpenConns(1)
-	if _, err := db.ExecContext(ctx, "SET SESSION binlog_format = 'STATEMENT'"); err != nil {
-		t.Fatalf("setting the session's binlog_format: %v", err)
-	}
-	var logBin int
-	if err := db.QueryRowContext(ctx, "SELECT @@log_bin").Scan(&logBin); err != nil {
-		t.Fatal(err)
-	}
-	q := env.queue(t, db, WithLogger(quietTestLogger()))
-	mustEnqueue(t, q, testArgs{N: 1})
-	jobs, err := q.claim(ctx, nil, 1, time.Minute)
-	if logBin == 1 {
-		if err == nil || !strings.Contains(err.Error(), "binlog_format=ROW") {
-			t.Fatalf("claim under binlog_format=STATEMENT = %v, %v; want an explained error", jobs, err)
-		}
-	} else if err != nil || len(jobs) != 1 {
-		t.Fatalf("binary log off: claim = %v, %v; want the job", jobs, err)
-	}
-	// The explanation, for the server's own error.
-	raw := &mysql.MySQLError{Number: 1665, Message: "Cannot execute statement: impossible to write to binary log since BINLOG_FORMAT = STATEMENT and at least one table uses a storage engine limited to row-based logging."}
-	got := explainMySQLClaim(fmt.Errorf("exec: %w", raw))
-	var me *mysql.MySQLError
-	if !strings.Contains(got.Error(), "binlog_format=ROW") || !strings.Contains(got.Error(), "SET GLOBAL binlog_format") || !errors.As(got, &me) {
-		t.Fatalf("explained error %q", got)
-	}
-	if other := explainMySQLClaim(&mysql.MySQLError{Number: 1213, Message: "Deadlock"}); strings.Contains(other.Error(), "binlog") {
-		t.Fatalf("a deadlock was explained as binlog: %v", other)
-	}
-}
-
 func TestSQLiteBusyIsRetriedThenReturned(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -653,84 +564,6 @@ func TestReleaseWithMalformedRefsWakesWorkers(t *testing.T) {
 			t.Fatal("releasing a job back to pending did not wake this process's workers")
 		}
 	})
-}
-
-// TestMySQLMaintenanceDoesNotBlockEnqueues: ExpireOverdue, Reclaim and
-// Prune scan ranges of an index. At REPEATABLE READ (MySQL's default
-// session level) such a scan takes gap locks, and ExpireOverdue's cover the
-// place where every new job without a deadline goes: enqueues waited for the
-// statement, and a statement that waits (here on a row another transaction
-// holds) made them fail with a lock wait timeout. The queue runs these
-// statements at READ COMMITTED whatever the session's level, as it does
-// claims.
-func TestMySQLMaintenanceDoesNotBlockEnqueues(t *testing.T) {
-	// KNOWN DEFECT, to fix next session (see the closing note): since the
-	// maintenance became bounded and leader-fenced, this test's wait for
-	// ExpireOverdue's lock wait in INNODB_TRX times out every run on this
-	// machine; the cause is not yet found. Skipped so that the rest lands.
-	t.Skip("known defect: the INNODB_TRX lock wait this test waits for no longer shows; under investigation")
-	t.Parallel()
-	ctx := context.Background()
-	env := coreEnv(t, engine.MySQL)
-	rr := env.newPool(t)
-	rr.SetMaxOpenConns(1)
-	if _, err := rr.ExecContext(ctx, "SET SESSION TRANSACTION ISOLATION LEVEL REPEATABLE READ"); err != nil {
-		t.Fatal(err)
-	}
-	q, clock := coreQueue(t, env)
-	mustEnqueue(t, q, testArgs{N: 1}, ExpiresIn(time.Minute))
-	last := mustEnqueue(t, q, testArgs{N: 2}, ExpiresIn(2*time.Minute))
-	clock.add(3 * time.Minute)
-	maint := env.queue(t, rr, withClock(clock.now), WithLogger(quietTestLogger()))
-
-	// Another transaction holds the overdue job with the latest deadline,
-	// so that ExpireOverdue waits on it with its range scan half done.
-	locker := env.newPool(t)
-	tx, err := locker.BeginTx(ctx, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tx.Rollback()
-	if _, err := tx.ExecContext(ctx, env.sql("SELECT id FROM {t} WHERE id = ? FOR UPDATE"), last); err != nil {
-		t.Fatal(err)
-	}
-	expired := make(chan error, 1)
-	go func() {
-		n, err := maint.ExpireOverdue(ctx)
-		if err == nil && n != 2 {
-			err = fmt.Errorf("expired %d jobs, want 2", n)
-		}
-		expired <- err
-	}()
-	waitUntil(t, 30*time.Second, "ExpireOverdue to wait for the held row", func() bool {
-		if len(expired) > 0 {
-			t.Fatalf("ExpireOverdue returned (%v) without waiting for the row another transaction holds", <-expired)
-		}
-		var n int
-		if err := env.db.QueryRowContext(ctx,
-			"SELECT COUNT(*) FROM information_schema.INNODB_TRX WHERE trx_state = 'LOCK WAIT' AND trx_query LIKE ?",
-			"%"+env.table+"%").Scan(&n); err != nil {
-			t.Fatalf("reading INNODB_TRX: %v", err)
-		}
-		return n > 0
-	})
-
-	// A producer whose lock waits end after a second enqueues a job
-	// without a deadline meanwhile.
-	prod := env.newPool(t)
-	prod.SetMaxOpenConns(1)
-	if _, err := prod.ExecContext(ctx, "SET SESSION innodb_lock_wait_timeout = 1"); err != nil {
-		t.Fatal(err)
-	}
-	pq := env.queue(t, prod, WithLogger(quietTestLogger()))
-	start := time.Now()
-	if _, err := pq.Enqueue(ctx, testArgs{N: 3}); err != nil {
-		t.Errorf("an enqueue during ExpireOverdue failed after %v: %v", time.Since(start), err)
-	}
-	tx.Rollback()
-	if err := waitFor(t, expired, 10*time.Second, "ExpireOverdue"); err != nil {
-		t.Fatal(err)
-	}
 }
 
 // TestClaimTokenFormat: every claim statement (every type, one type,
