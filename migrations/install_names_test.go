@@ -1,0 +1,171 @@
+package migrations
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/jobqueue/jobqueue/internal/ddl"
+	"github.com/jobqueue/jobqueue/internal/engine"
+	"github.com/jobqueue/jobqueue/internal/testdb"
+)
+
+func TestInstallRejectsBadTableNamesBeforeAnySQL(t *testing.T) {
+	t.Parallel()
+	long51 := strings.Repeat("a", 51)
+	cases := []struct {
+		name  string
+		kinds []engine.Kind
+	}{
+		{"", testdb.Kinds()},
+		{"1abc", testdb.Kinds()},
+		{"a-b", testdb.Kinds()},
+		{"x;drop", testdb.Kinds()},
+		{"jobs table", testdb.Kinds()},
+		{`jo"bs`, testdb.Kinds()},
+		{"jöbs", testdb.Kinds()},
+		{long51, []engine.Kind{engine.Postgres}},
+		{strings.Repeat("a", 57), testdb.Kinds()}, // no room left for the side tables' <table>_<suffix>
+		{strings.Repeat("a", 65), testdb.Kinds()},
+	}
+	testdb.ForEachKind(t, func(t *testing.T, k engine.Kind) {
+		db := closedDB(t, k)
+		// The control: with a valid name the closed database is reached.
+		if err := Install(context.Background(), db, "jobs"); err == nil || !strings.Contains(err.Error(), "closed") {
+			t.Fatalf("Install on a closed database with a valid name: %v; want a 'closed' error", err)
+		}
+		for _, c := range cases {
+			if !slices.Contains(c.kinds, k) {
+				continue
+			}
+			t.Run(fmt.Sprintf("%q", c.name), func(t *testing.T) {
+				err := Install(context.Background(), db, c.name)
+				if !errors.Is(err, ErrInvalidTableName) {
+					t.Errorf("Install = %v; want ErrInvalidTableName", err)
+				}
+				if _, err := GooseMigrations(db, c.name, RetryPolicy{}, 1); !errors.Is(err, ErrInvalidTableName) {
+					t.Errorf("GooseMigrations = %v; want ErrInvalidTableName", err)
+				}
+			})
+		}
+	})
+}
+
+func TestInstallFoldsNamesToLowerCaseOnPostgres(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := testdb.Open(t, engine.Postgres)
+	name := testdb.Table(t, db) // lower case; dropped at the end
+	upper := strings.ToUpper(name[:1]) + name[1:]
+	if err := Install(ctx, db, upper); err != nil {
+		t.Fatal(err)
+	}
+	if err := Install(ctx, db, name); err != nil {
+		t.Fatalf("Install(%q) after Install(%q): %v", name, upper, err)
+	}
+	if err := Install(ctx, db, strings.ToUpper(name)); err != nil {
+		t.Fatalf("Install(%q): %v", strings.ToUpper(name), err)
+	}
+	var names []string
+	rows, err := db.QueryContext(ctx, `SELECT table_name FROM information_schema.tables
+WHERE table_schema = current_schema() AND lower(table_name) = $1`, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var n string
+		if err := rows.Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		names = append(names, n)
+	}
+	if diff := cmp.Diff([]string{name}, names); diff != "" {
+		t.Errorf("tables (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff(wantIndexes(engine.Postgres, name), testIndexes(t, db, tableOf(t, engine.Postgres, name))); diff != "" {
+		t.Errorf("indexes (-want +got):\n%s", diff)
+	}
+}
+
+func TestInstallLongNamesOnPostgres(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := testdb.Open(t, engine.Postgres)
+	name := testdb.Table(t, nil)
+	name += strings.Repeat("x", 50-len(name))
+	t.Cleanup(func() { db.Exec(`DROP TABLE IF EXISTS "` + name + `"`) })
+	if err := Install(ctx, db, name); err != nil {
+		t.Fatal(err)
+	}
+	got := testIndexes(t, db, tableOf(t, engine.Postgres, name))
+	seen := map[string]bool{}
+	for _, ix := range got {
+		if len(ix.Name) > 63 {
+			t.Errorf("index name %q has %d bytes", ix.Name, len(ix.Name))
+		}
+		if seen[ix.Name] {
+			t.Errorf("index name %q twice", ix.Name)
+		}
+		seen[ix.Name] = true
+	}
+	want := []testIndex{
+		{Name: name + "_pkey", Unique: true, Columns: []string{"id"}},
+		{Name: ("idx_" + name + "_lease_until")[:63], Columns: []string{"lease_until"}},
+		{Name: ("idx_" + name + "_status_expires")[:63], Columns: []string{"status", "expires_at"}},
+		{Name: ("idx_" + name + "_status_scheduled")[:63], Columns: []string{"status", "scheduled_at", "id"}},
+		{Name: ("idx_" + name + "_type_status_scheduled")[:63], Columns: []string{"type", "status", "scheduled_at", "id"}},
+	}
+	sortIndexes(want)
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("indexes (-want +got):\n%s", diff)
+	}
+	if err := Install(ctx, db, name); err != nil {
+		t.Fatalf("second Install: %v", err)
+	}
+	if err := Install(ctx, db, name+"y"); !errors.Is(err, ErrInvalidTableName) {
+		t.Errorf("Install of a 51-character name: %v; want ErrInvalidTableName", err)
+	}
+}
+
+// TestInstallLongestNames: with the longest table name each engine accepts
+// (PostgreSQL 50, MySQL and SQLite 56), Install creates the table and
+// every side table, and runs again; one more character is refused.
+func TestInstallLongestNames(t *testing.T) {
+	t.Parallel()
+	testdb.ForEachEngine(t, func(t *testing.T, e *testdb.Env) {
+		ctx := context.Background()
+		max := 56
+		if e.Kind == engine.Postgres {
+			max = 50
+		}
+		name := testdb.Table(t, nil)
+		name += strings.Repeat("x", max-len(name))
+		t.Cleanup(func() { testdb.Drop(t, e.DB, name) })
+		for i := range 2 {
+			if err := Install(ctx, e.DB, name); err != nil {
+				t.Fatalf("Install #%d of a %d-character name: %v", i+1, len(name), err)
+			}
+		}
+		tb := tableOf(t, e.Kind, name)
+		for _, o := range ddl.Objects(tb) {
+			if o.Drop == "" {
+				continue
+			}
+			if st, err := inspect(ctx, e.DB, o.Table); err != nil || st == tableMissing {
+				t.Errorf("%s %s: %v (%v); want it created", o.Kind, o.Name, st, err)
+			}
+			if got := testColumns(t, e.DB, o.Table); len(got) == 0 {
+				t.Errorf("%s %s has no columns", o.Kind, o.Name)
+			}
+		}
+		if err := Install(ctx, e.DB, name+"y"); !errors.Is(err, ErrInvalidTableName) {
+			t.Errorf("Install of a %d-character name: %v; want ErrInvalidTableName", len(name)+1, err)
+		}
+	})
+}

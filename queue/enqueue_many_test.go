@@ -1,0 +1,202 @@
+package queue
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/jobqueue/jobqueue/internal/engine"
+)
+
+func TestEnqueueManyFewStatements(t *testing.T) {
+	forEachEngine(t, func(t *testing.T, kind engine.Kind) {
+		ctx := context.Background()
+		env := coreEnv(t, kind)
+		var sc stmtCounter
+		q, _ := coreQueue(t, env, withStatementHook(sc.observe))
+		analyzed := 0
+		for _, c := range []struct{ jobs, maxStatements int }{{5000, 1}, {12000, 3}} {
+			t.Run(fmt.Sprintf("%d jobs", c.jobs), func(t *testing.T) {
+				sc.reset()
+				args := make([]JobArgs, c.jobs)
+				for i := range args {
+					args[i] = testArgs{N: i}
+				}
+				n, err := q.EnqueueMany(ctx, args, Type("bulk"))
+				if err != nil || n != c.jobs {
+					t.Fatalf("EnqueueMany(%d) = %d, %v", c.jobs, n, err)
+				}
+				analyzed += sc.countWith("ANALYZE")
+				inserts, copies := sc.countWith("INSERT"), sc.countWith("COPY ")
+				if kind == engine.Postgres {
+					// PostgreSQL: one COPY (copy_postgres.go), whatever the size.
+					if inserts != 0 || copies != 1 {
+						t.Errorf("%d jobs took %d INSERT and %d COPY statements, want one COPY", c.jobs, inserts, copies)
+					}
+				} else if inserts > c.maxStatements || inserts == 0 || copies != 0 {
+					t.Errorf("%d jobs took %d statements (and %d COPY), want at most %d", c.jobs, inserts, copies, c.maxStatements)
+				}
+				if other := sc.count() - inserts - copies - sc.countWith("ANALYZE"); other != 0 {
+					t.Errorf("%d other statements: %q", other, sc.texts)
+				}
+			})
+		}
+		// PostgreSQL: the first large EnqueueMany gave the new table planner
+		// statistics, once.
+		if want := map[engine.Kind]int{engine.Postgres: 1}[kind]; analyzed != want {
+			t.Errorf("ANALYZE ran %d times on %s, want %d", analyzed, kind, want)
+		}
+		if n := env.countWhere(t, "type = 'bulk' AND status = 'pending'"); n != 17000 {
+			t.Fatalf("%d bulk rows, want 17000", n)
+		}
+		// Ids follow the order of the slice.
+		jobs, err := q.List(ctx, ListFilter{Limit: 3})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, j := range jobs {
+			var a testArgs
+			json.Unmarshal(j.Payload, &a)
+			if a.N != 11999-i {
+				t.Fatalf("newest job %d holds n=%d, want %d", j.ID, a.N, 11999-i)
+			}
+		}
+	})
+}
+
+func TestEnqueueManyAllOrNothing(t *testing.T) {
+	forEachEngine(t, func(t *testing.T, kind engine.Kind) {
+		env := coreEnv(t, kind)
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		// The second chunk's statement is sent with a cancelled context, so
+		// it fails after the first chunk was written in the transaction. On
+		// PostgreSQL the jobs go in one COPY, inside the transaction: it
+		// is cancelled likewise.
+		failAt := 2
+		if kind == engine.Postgres {
+			failAt = 1
+		}
+		sc := &stmtCounter{hook: func(n int) {
+			if n == failAt {
+				cancel()
+			}
+		}}
+		q, _ := coreQueue(t, env, withStatementHook(sc.observe))
+		args := make([]JobArgs, 12000)
+		for i := range args {
+			args[i] = testArgs{N: i}
+		}
+		if _, err := q.EnqueueMany(ctx, args); err == nil {
+			t.Fatal("EnqueueMany with a failing second chunk: no error")
+		}
+		if sc.count() < failAt {
+			t.Fatalf("only %d statements sent", sc.count())
+		}
+		if n := rowCount(t, env); n != 0 {
+			t.Fatalf("%d rows written, want none", n)
+		}
+	})
+}
+
+// TestEnqueueManyStoresWhatEnqueueStores: EnqueueMany (on PostgreSQL a
+// COPY) writes each job exactly as Enqueue writes it: kind, type, payload,
+// policy, schedule and deadline to the microsecond, created_at.
+func TestEnqueueManyStoresWhatEnqueueStores(t *testing.T) {
+	forEachEngine(t, func(t *testing.T, kind engine.Kind) {
+		ctx := context.Background()
+		env := coreEnv(t, kind)
+		q, clock := coreQueue(t, env)
+		at := clock.now().Add(90*time.Minute + 123456*time.Microsecond)
+		cases := []struct {
+			name string
+			args JobArgs
+			opts []EnqueueOption
+		}{
+			{"defaults", testArgs{N: 1}, nil},
+			{"unicode payload and a type", testArgs{N: 2, Text: "données 🚀 \"quoted\" \\ back"}, []EnqueueOption{Type("mail")}},
+			{"scheduled and expiring", testArgs{N: 3}, []EnqueueOption{At(at), ExpiresAt(at.Add(time.Hour + 7*time.Microsecond))}},
+			{"own policy", testArgs{N: 4}, []EnqueueOption{Policy(RetryPolicy{MaxAttempts: 9, BaseDelay: 7 * time.Second, MaxDelay: 70 * time.Second})}},
+			{"raw args", RawArgs{Name: "raw", Payload: json.RawMessage(`{"nested":{"a":[1,2,3]},"b":null}`)}, nil},
+		}
+		for _, c := range cases {
+			t.Run(c.name, func(t *testing.T) {
+				one, err := q.Enqueue(ctx, c.args, c.opts...)
+				if err != nil {
+					t.Fatalf("Enqueue: %v", err)
+				}
+				if n, err := q.EnqueueMany(ctx, []JobArgs{c.args}, c.opts...); err != nil || n != 1 {
+					t.Fatalf("EnqueueMany = %d, %v", n, err)
+				}
+				jobs, err := q.List(ctx, ListFilter{Limit: 1})
+				if err != nil || len(jobs) != 1 {
+					t.Fatalf("List: %v (%d jobs)", err, len(jobs))
+				}
+				want, got := getJob(t, q, one), jobs[0]
+				if got.ID == want.ID {
+					t.Fatalf("EnqueueMany's job has the id %d of Enqueue's", got.ID)
+				}
+				got.ID = want.ID
+				var gp, wp any
+				if err := json.Unmarshal(got.Payload, &gp); err != nil {
+					t.Fatalf("payload %s: %v", got.Payload, err)
+				}
+				if err := json.Unmarshal(want.Payload, &wp); err != nil {
+					t.Fatalf("payload %s: %v", want.Payload, err)
+				}
+				if mustJSON(gp) != mustJSON(wp) {
+					t.Errorf("payload %s, want %s", got.Payload, want.Payload)
+				}
+				got.Payload, want.Payload = nil, nil
+				if g, w := fmt.Sprintf("%+v", jobView(got)), fmt.Sprintf("%+v", jobView(want)); g != w {
+					t.Errorf("EnqueueMany wrote\n%s\nEnqueue wrote\n%s", g, w)
+				}
+			})
+		}
+	})
+}
+
+// jobView is a job with its pointers followed, for printing.
+func jobView(j *JobRow) map[string]any {
+	deref := func(t *time.Time) any {
+		if t == nil {
+			return nil
+		}
+		return t.UTC().Format(time.RFC3339Nano)
+	}
+	return map[string]any{
+		"id": j.ID, "name": j.Name, "type": j.Type, "status": j.Status, "attempts": j.Attempts,
+		"token": j.ClaimToken, "lease": deref(j.LeaseUntil), "max_attempts": j.MaxAttempts,
+		"base_delay": j.BaseDelay, "max_delay": j.MaxDelay, "error": j.Error,
+		"scheduled_at": j.ScheduledAt.UTC().Format(time.RFC3339Nano), "expires_at": deref(j.ExpiresAt),
+		"finished_at": deref(j.FinishedAt), "created_at": j.CreatedAt.UTC().Format(time.RFC3339Nano),
+	}
+}
+
+// TestEnqueueManyPooledNoCopy: behind a transaction pooler EnqueueMany on
+// PostgreSQL keeps the multi-row INSERT (pgx's COPY may leave a prepared
+// statement in the session); without one it uses COPY.
+func TestEnqueueManyPooledNoCopy(t *testing.T) {
+	env := coreEnv(t, engine.Postgres)
+	for _, c := range []struct {
+		name                 string
+		pooled               bool
+		wantInsert, wantCopy int
+	}{
+		{"pooled", true, 1, 0},
+		{"direct", false, 0, 1},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var sc stmtCounter
+			q, _ := coreQueue(t, env, withStatementHook(sc.observe), WithTransactionPooling(c.pooled))
+			if n, err := q.EnqueueMany(context.Background(), []JobArgs{testArgs{N: 1}, testArgs{N: 2}}); err != nil || n != 2 {
+				t.Fatalf("EnqueueMany = %d, %v", n, err)
+			}
+			if ins, cp := sc.countWith("INSERT"), sc.countWith("COPY "); ins != c.wantInsert || cp != c.wantCopy {
+				t.Errorf("%d INSERT and %d COPY statements, want %d and %d", ins, cp, c.wantInsert, c.wantCopy)
+			}
+		})
+	}
+}

@@ -1,0 +1,100 @@
+package queue
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jobqueue/jobqueue/internal/engine"
+)
+
+// logCounter is a slog handler that counts the records whose message
+// contains a word.
+type logCounter struct {
+	mu   sync.Mutex
+	msgs []string
+}
+
+func (c *logCounter) Enabled(context.Context, slog.Level) bool { return true }
+
+func (c *logCounter) Handle(_ context.Context, r slog.Record) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if r.Level >= slog.LevelInfo {
+		c.msgs = append(c.msgs, r.Message)
+	}
+	return nil
+}
+
+func (c *logCounter) WithAttrs([]slog.Attr) slog.Handler { return c }
+
+func (c *logCounter) WithGroup(string) slog.Handler { return c }
+
+func (c *logCounter) count(word string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := 0
+	for _, m := range c.msgs {
+		if strings.Contains(strings.ToLower(m), word) {
+			n++
+		}
+	}
+	return n
+}
+
+// TestWorkerMaintenanceLogsOnce: ExpireOverdue and Reclaim log what they
+// did; the worker's maintenance logged it a second time at Info.
+func TestWorkerMaintenanceLogsOnce(t *testing.T) {
+	forEachEngine(t, func(t *testing.T, kind engine.Kind) {
+		env := newTestEnv(t, kind)
+		var logs logCounter
+		clock := &testClock{}
+		q := env.queue(t, nil, WithLogger(slog.New(&logs)), withClock(clock.now))
+		enqueue(t, q, emailArgs{To: "abandoned"})
+		enqueue(t, q, otherArgs{N: 1}, ExpiresIn(time.Second))
+		if rows, err := q.claim(context.Background(), nil, 1, time.Second); err != nil || len(rows) != 1 {
+			t.Fatalf("claim: %d rows, %v; want 1", len(rows), err)
+		}
+		clock.advance(3 * time.Second) // the lease and the deadline pass
+		cfg := fastConfig()
+		cfg.Types = []string{"none"}
+		w := q.NewWorker(cfg)
+		stop, _ := startWorker(t, w)
+		waitUntil(t, 10*time.Second, "the maintenance to expire and reclaim", func() bool {
+			return env.countWhere(t, "status = 'expired'") == 1 && env.countWhere(t, "status = 'pending'") == 1
+		})
+		stop(10 * time.Second)
+		if n := logs.count("reclaim"); n != 1 {
+			t.Errorf("%d log records at Info or above about reclaiming one attempt, want 1: %q", n, logs.msgs)
+		}
+		if n := logs.count("expired"); n != 1 {
+			t.Errorf("%d log records at Info or above about expiring one job, want 1: %q", n, logs.msgs)
+		}
+	})
+}
+
+// TestWorkerFailedEventCarriesTheStoredError: the failed event's Job is
+// the row as the event left it, so its Error is the text stored (valid
+// UTF-8, no NUL), not the handler's raw error text.
+func TestWorkerFailedEventCarriesTheStoredError(t *testing.T) {
+	forEachEngine(t, func(t *testing.T, kind engine.Kind) {
+		env := newTestEnv(t, kind)
+		events := newEventLog()
+		q := env.queue(t, nil, WithLogger(quietTestLogger()), WithListener(events.listen))
+		id := enqueue(t, q, emailArgs{To: "x"})
+		w := q.NewWorker(fastConfig())
+		Handle(w, func(ctx context.Context, job *Job[emailArgs]) error {
+			return errors.New("bad \x00byte \xff")
+		})
+		startWorker(t, w)
+		ev := events.next(t, EventFailed, 10*time.Second)
+		row := getJob(t, q, id)
+		if ev.Job.Error != row.Error || row.Error == "" {
+			t.Errorf("failed event's Job.Error %q, stored error %q; want them equal", ev.Job.Error, row.Error)
+		}
+	})
+}
