@@ -71,6 +71,7 @@ var tableNameRE = regexp.MustCompile(`^[a-zA-Z_][a-zA-Z0-9_]*$`)
 
 // Table is a checked table name for one engine.
 type Table struct {
+	// Kind is the engine the name was checked for.
 	Kind Kind
 	// Name is the name as the engine stores it (lower case on PostgreSQL).
 	Name string

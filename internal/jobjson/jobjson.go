@@ -11,7 +11,9 @@ import (
 	"github.com/jobqueue/jobqueue/queue"
 )
 
-// Job is one job as JSON.
+// Job is one job as JSON: the columns of SPEC section 2 under their own
+// names, times as RFC 3339 text in UTC, delays in whole seconds, and null
+// for a column that is NULL in the table.
 type Job struct {
 	ID          int64           `json:"id"`
 	Name        string          `json:"name"`

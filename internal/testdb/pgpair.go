@@ -32,6 +32,8 @@ func (s *PGServer) Stop(sig os.Signal) error { return s.proc.Stop(sig, 60*time.S
 // PGPair is a PostgreSQL primary with a streaming standby, both the test's
 // own instances (never the system's cluster).
 type PGPair struct {
+	// Primary accepts writes until the test stops it; Standby streams from
+	// it and becomes the primary when promoted.
 	Primary, Standby *PGServer
 }
 
