@@ -41,7 +41,13 @@ Basic auth is on when ` + envWebUser + ` and ` + envWebPassword + ` are set. On 
 address other than loopback the dashboard refuses to start without basic auth
 or --read-only, since anyone who reaches it could delete jobs; --insecure
 starts it anyway (when something in front of it authenticates). --read-only
-hides the actions and refuses them. SIGINT or SIGTERM stops it.`,
+hides the actions and refuses them. SIGINT or SIGTERM stops it.
+
+/metrics, beside the dashboard on the same address (and behind the same
+basic auth when it is on), serves the table's jobs per type and status and
+oldest due pending job's age per type in the Prometheus text format
+(jobqueue_jobs, jobqueue_oldest_pending_age_seconds), read at most once per 5s
+whatever the scrape rate.`,
 		Args: cobra.NoArgs,
 		RunE: runE(func(cmd *cobra.Command, args []string) error {
 			user, pass := os.Getenv(envWebUser), os.Getenv(envWebPassword)
@@ -58,7 +64,24 @@ hides the actions and refuses them. SIGINT or SIGTERM stops it.`,
 			ctx := cmd.Context()
 			logger := a.logger(slog.LevelInfo)
 			return a.withQueue(ctx, func(q *queue.Queue) error {
-				var h http.Handler = web.NewHandler(q, web.Options{ReadOnly: readOnly, Logger: logger})
+				m, err := newPromMetrics(logger)
+				if err != nil {
+					return err
+				}
+				defer func() {
+					sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+					defer cancel()
+					if err := m.close(sctx); err != nil {
+						logger.Warn("metrics: " + err.Error())
+					}
+				}()
+				if err := m.observe(q); err != nil {
+					return err
+				}
+				mux := http.NewServeMux()
+				mux.Handle("/", web.NewHandler(q, web.Options{ReadOnly: readOnly, Logger: logger}))
+				mux.Handle(metricsPath, m.handler)
+				var h http.Handler = mux
 				if user != "" {
 					h = basicAuth(h, user, pass, logger)
 				}

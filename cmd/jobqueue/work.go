@@ -26,9 +26,10 @@ func (a *app) workCommand() *cobra.Command {
 		retention            string
 		leaderLease          string
 		maintenance          string
+		metricsAddr          string
 	)
 	cmd := &cobra.Command{
-		Use:   "work --exec CMD [--type T …] [--concurrency N] [--lease DUR] [--max-jobs N] [--max-runtime DUR] [--periodic 'NAME=SCHEDULE' …] [--run-missed] [--retention DUR]",
+		Use:   "work --exec CMD [--type T …] [--concurrency N] [--lease DUR] [--max-jobs N] [--max-runtime DUR] [--periodic 'NAME=SCHEDULE' …] [--run-missed] [--retention DUR] [--metrics-addr ADDR]",
 		Short: "Run jobs with a shell command until stopped",
 		Long: `work claims jobs of the given types (every type by default) and runs CMD through
 'sh -c' for each: the job's payload on stdin; JOB_ID, JOB_NAME, JOB_TYPE and
@@ -64,6 +65,13 @@ CRON_TZ=ZONE (e.g. 'report=CRON_TZ=Europe/Paris 0 3 * * *'). Each tick is
 enqueued once, whatever the number of workers; ticks that passed while no
 worker led are skipped, except the latest with --run-missed. Give every worker
 of the table the same --periodic flags.
+
+--metrics-addr HOST:PORT serves /metrics there in the Prometheus text format
+while the worker runs: the jobs this process worked (jobqueue_jobs_worked_total
+by type and outcome, their duration and wait), and the table's jobs per type
+and status and oldest due pending job's age per type (jobqueue_jobs,
+jobqueue_oldest_pending_age_seconds), read at most once per 5s whatever the
+scrape rate. Port 0 picks a free port; the URL is logged at start.
 
 SIGINT or SIGTERM stops claiming; running commands get --grace to finish, then
 the worker exits 0. --max-jobs and --max-runtime stop it on their own.`,
@@ -141,6 +149,11 @@ the worker exits 0. --max-jobs and --max-runtime stop it on their own.`,
 			if maintenanceD <= 0 {
 				return usagef("--maintenance-interval %s must be positive", maintenance)
 			}
+			if metricsAddr != "" {
+				if err := checkAddr("--metrics-addr", metricsAddr); err != nil {
+					return err
+				}
+			}
 			var level slog.Level
 			if err := level.UnmarshalText([]byte(logLevel)); err != nil {
 				return usagef("--log-level %q is not a level; use debug, info, warn or error", logLevel)
@@ -155,6 +168,13 @@ the worker exits 0. --max-jobs and --max-runtime stop it on their own.`,
 				return err
 			}
 			defer closeQueue()
+			if metricsAddr != "" {
+				stop, err := startWorkMetrics(q, metricsAddr, log)
+				if err != nil {
+					return err
+				}
+				defer stop()
+			}
 			w := q.NewWorker(queue.WorkerConfig{
 				Types:           types,
 				Concurrency:     concurrency,
@@ -200,8 +220,43 @@ the worker exits 0. --max-jobs and --max-runtime stop it on their own.`,
 	f.StringVar(&retention, "retention", "", "the leader also prunes jobs that finished longer ago than this (e.g. 720h)")
 	f.StringVar(&leaderLease, "leader-lease", "5s", "the leader's lease: a new leader takes over within it and a fifth of it after the leader dies")
 	f.StringVar(&maintenance, "maintenance-interval", "30s", "how often the leader runs the maintenance (expire, reclaim, prune)")
+	f.StringVar(&metricsAddr, "metrics-addr", "", "serve /metrics (Prometheus text format) on this HOST:PORT while working, e.g. 127.0.0.1:9090")
 	cmd.MarkFlagRequired("exec")
 	return cmd
+}
+
+// startWorkMetrics serves q's metrics on addr (--metrics-addr); the
+// returned func stops the server, giving scrapes in flight 5 seconds, and
+// the metrics.
+func startWorkMetrics(q *queue.Queue, addr string, log *slog.Logger) (func(), error) {
+	m, err := newPromMetrics(log)
+	if err != nil {
+		return nil, err
+	}
+	closeMetrics := func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := m.close(ctx); err != nil {
+			log.Warn("metrics: " + err.Error())
+		}
+	}
+	if err := m.observe(q); err != nil {
+		closeMetrics()
+		return nil, err
+	}
+	srv, err := serveMetrics(addr, m.handler, log)
+	if err != nil {
+		closeMetrics()
+		return nil, err
+	}
+	return func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := srv.stop(ctx); err != nil {
+			log.Warn(err.Error())
+		}
+		closeMetrics()
+	}, nil
 }
 
 // logCompleted logs each completed job at info.

@@ -1,0 +1,139 @@
+package main
+
+// /metrics in the Prometheus text format, for `work --metrics-addr` and
+// `web`: an OpenTelemetry MeterProvider whose one reader is the Prometheus
+// exporter, on a registry of its own (no target_info, no otel_scope_*
+// labels, the usual suffixes: _total, _seconds), so that the instruments of
+// SPEC section 11 appear as jobqueue_jobs_enqueued_total,
+// jobqueue_jobs_worked_total, jobqueue_job_duration_seconds,
+// jobqueue_job_wait_seconds, jobqueue_jobs and
+// jobqueue_oldest_pending_age_seconds. Prometheus stays here, in the
+// command: neither queue nor web links it.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/prometheus/otlptranslator"
+	"go.opentelemetry.io/otel"
+	otelprom "go.opentelemetry.io/otel/exporters/prometheus"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+
+	jobqueueotel "github.com/jobqueue/jobqueue/otel"
+	"github.com/jobqueue/jobqueue/queue"
+)
+
+// metricsPath is where the metrics are served.
+const metricsPath = "/metrics"
+
+// promMetrics is a MeterProvider exported as the Prometheus text format.
+type promMetrics struct {
+	provider *sdkmetric.MeterProvider
+	handler  http.Handler // serves the registry's metrics
+	gauges   *jobqueueotel.Gauges
+}
+
+// newPromMetrics creates the provider and its handler; errors of the
+// instruments' callbacks (a table that cannot be read) are logged as
+// warnings.
+func newPromMetrics(log *slog.Logger) (*promMetrics, error) {
+	reg := prometheus.NewRegistry()
+	exp, err := otelprom.New(
+		otelprom.WithRegisterer(reg),
+		otelprom.WithoutTargetInfo(),
+		otelprom.WithoutScopeInfo(),
+		otelprom.WithTranslationStrategy(otlptranslator.UnderscoreEscapingWithSuffixes),
+	)
+	if err != nil {
+		return nil, fmt.Errorf("set up the Prometheus exporter: %w", err)
+	}
+	// The SDK reports a failed callback through otel.Handle; say it in
+	// the command's log rather than through the standard logger.
+	otel.SetErrorHandler(otel.ErrorHandlerFunc(func(err error) {
+		log.Warn("metrics: "+err.Error(), "path", metricsPath)
+	}))
+	return &promMetrics{
+		provider: sdkmetric.NewMeterProvider(sdkmetric.WithReader(exp)),
+		handler:  promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError}),
+	}, nil
+}
+
+// observe registers q's gauges (jobs per type and status, the oldest due
+// pending job's age per type), read at most once per
+// jobqueueotel.DefaultGaugeTTL whatever the scrape rate.
+func (m *promMetrics) observe(q *queue.Queue) error {
+	g, err := jobqueueotel.RegisterGauges(q, jobqueueotel.GaugeOptions{MeterProvider: m.provider})
+	if err != nil {
+		return err
+	}
+	m.gauges = g
+	return nil
+}
+
+// close stops the gauges and the provider.
+func (m *promMetrics) close(ctx context.Context) error {
+	var errs []error
+	if m.gauges != nil {
+		errs = append(errs, m.gauges.Unregister())
+	}
+	errs = append(errs, m.provider.Shutdown(ctx))
+	return errors.Join(errs...)
+}
+
+// checkAddr checks the HOST:PORT of flag (a usage error naming it, before
+// anything is opened): a port from 0 (any free one) to 65535.
+func checkAddr(flag, addr string) error {
+	_, port, err := net.SplitHostPort(addr)
+	if err == nil {
+		var n int
+		if n, err = strconv.Atoi(port); err == nil && (n < 0 || n > 65535) {
+			err = errors.New("the port is out of range")
+		}
+	}
+	if err != nil {
+		return usagef("bad %s %q: give HOST:PORT, such as 127.0.0.1:9090 (port 0 picks a free one)", flag, addr)
+	}
+	return nil
+}
+
+// metricsServer serves /metrics on a listener of its own (work
+// --metrics-addr).
+type metricsServer struct {
+	srv  *http.Server
+	done chan error
+}
+
+// serveMetrics listens on addr (of --metrics-addr) and serves h at
+// /metrics (404 elsewhere) until stop; it logs the URL, with the port
+// picked when addr's is 0.
+func serveMetrics(addr string, h http.Handler, log *slog.Logger) (*metricsServer, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("serve metrics: listen on %s: %w; pick another --metrics-addr (port 0 picks a free one)", addr, err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle(metricsPath, h)
+	s := &metricsServer{srv: &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}, done: make(chan error, 1)}
+	go func() { s.done <- s.srv.Serve(ln) }()
+	log.Info("serving metrics", "url", "http://"+ln.Addr().String()+metricsPath)
+	return s, nil
+}
+
+// stop shuts the server down, giving scrapes in flight until ctx ends.
+func (s *metricsServer) stop(ctx context.Context) error {
+	if err := s.srv.Shutdown(ctx); err != nil {
+		return fmt.Errorf("shut down the metrics server: %w", err)
+	}
+	if err := <-s.done; !errors.Is(err, http.ErrServerClosed) {
+		return fmt.Errorf("metrics server: %w", err)
+	}
+	return nil
+}

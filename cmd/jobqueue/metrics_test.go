@@ -1,0 +1,251 @@
+//go:build unix
+
+package main
+
+// /metrics through the binary (metrics.go): `work --metrics-addr` during
+// and after a drain of exec jobs on every engine, `web` beside the
+// dashboard, and the flag's bad input.
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"regexp"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jobqueue/jobqueue/internal/testdb"
+	"github.com/jobqueue/jobqueue/queue"
+)
+
+// scrape GETs url (with basic auth when auth is user and password) and
+// returns its series, "name{labels}" as the text format writes them →
+// value, and the status code; a failed request is code 0.
+func scrape(t *testing.T, url string, auth ...string) (map[string]float64, int) {
+	t.Helper()
+	req, err := http.NewRequest("GET", url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(auth) == 2 {
+		req.SetBasicAuth(auth[0], auth[1])
+	}
+	resp, err := (&http.Client{Timeout: 20 * time.Second}).Do(req)
+	if err != nil {
+		return nil, 0
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatalf("GET %s: reading the body: %v", url, err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		return nil, resp.StatusCode
+	}
+	series := map[string]float64{}
+	for _, line := range strings.Split(string(body), "\n") {
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		i := strings.LastIndexByte(line, ' ')
+		v, err := strconv.ParseFloat(line[i+1:], 64)
+		if i < 0 || err != nil {
+			t.Fatalf("GET %s: a line that is not \"series value\": %q", url, line)
+		}
+		series[line[:i]] = v
+	}
+	return series, resp.StatusCode
+}
+
+// metricsURL waits for the worker's "serving metrics" log line and returns
+// its URL.
+func metricsURL(t *testing.T, stderr *syncBuffer) string {
+	t.Helper()
+	re := regexp.MustCompile(`msg="serving metrics" url=(\S+)`)
+	var url string
+	eventually(t, 30*time.Second, "the worker's \"serving metrics\" line", func() bool {
+		if m := re.FindStringSubmatch(stderr.String()); m != nil {
+			url = m[1]
+		}
+		return url != ""
+	})
+	return url
+}
+
+// tableCounts is the table's count per "type/status" through q.
+func tableCounts(t *testing.T, q *queue.Queue, types ...string) map[string]int64 {
+	t.Helper()
+	out := map[string]int64{}
+	for _, typ := range types {
+		counts, err := q.Stats(context.Background(), typ)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for s, n := range counts {
+			out[typ+"/"+string(s)] = n
+		}
+	}
+	return out
+}
+
+// gaugeSeries is the jobqueue_jobs series of series per "type/status".
+func gaugeSeries(series map[string]float64, types ...string) map[string]int64 {
+	out := map[string]int64{}
+	for _, typ := range types {
+		for _, s := range queue.Statuses() {
+			if v, ok := series[fmt.Sprintf(`jobqueue_jobs{status="%s",type="%s"}`, s, typ)]; ok {
+				out[typ+"/"+string(s)] = int64(v)
+			}
+		}
+	}
+	return out
+}
+
+// TestWorkMetrics: on every engine, `work --exec … --metrics-addr
+// 127.0.0.1:0` drains jobs of two types, some completing and some failing
+// (one of them after a retry); /metrics, scraped during the drain and at
+// its end, has the gauges jobqueue_jobs per type and status and
+// jobqueue_oldest_pending_age_seconds per type, equal to the table at the
+// end.
+func TestWorkMetrics(t *testing.T) {
+	t.Parallel()
+	testdb.ForEachEngine(t, func(t *testing.T, e *testdb.Env) {
+		c := envCLI(t, e)
+		c.ok(t, "install")
+		const completing, failing = 8, 3
+		for range completing {
+			c.ok(t, "enqueue", "--name", "ok", "--type", "fast")
+		}
+		for range failing {
+			c.ok(t, "enqueue", "--name", "bad", "--type", "slow", "--max-attempts", "1", "--base-delay", "1", "--max-delay", "1")
+		}
+		c.ok(t, "enqueue", "--name", "bad", "--type", "slow", "--max-attempts", "2", "--base-delay", "1", "--max-delay", "1")
+		q := openTestQueue(t, e, c.table)
+
+		cmd, stderr := startWorker(t, c, "--concurrency", "2", "--poll-interval", "100ms", "--metrics-addr", "127.0.0.1:0",
+			"--exec", `case "$JOB_NAME" in ok) sleep 0.2;; *) echo boom >&2; exit 1;; esac`)
+		url := metricsURL(t, stderr)
+
+		// During the drain: the gauges are there, by type and status.
+		var during map[string]float64
+		eventually(t, 30*time.Second, "a first scrape", func() bool {
+			var code int
+			during, code = scrape(t, url)
+			return code == http.StatusOK
+		})
+		if got := gaugeSeries(during, "fast", "slow"); len(got) != 2*len(queue.Statuses()) {
+			t.Errorf("the scrape during the drain has jobqueue_jobs %v, want every status of fast and slow", got)
+		}
+		for _, typ := range []string{"fast", "slow"} {
+			if _, ok := during[`jobqueue_oldest_pending_age_seconds{type="`+typ+`"}`]; !ok {
+				t.Errorf("the scrape during the drain has no jobqueue_oldest_pending_age_seconds{type=%q}", typ)
+			}
+		}
+
+		// The end of the drain, in the table.
+		eventually(t, 60*time.Second, "the drain's end", func() bool {
+			n := tableCounts(t, q, "fast", "slow")
+			return n["fast/completed"] == completing && n["slow/failed"] == failing+1
+		})
+		// At the end: the gauges catch up within their cache's TTL.
+		want := tableCounts(t, q, "fast", "slow")
+		var end map[string]float64
+		eventually(t, 30*time.Second, "jobqueue_jobs equal to the table", func() bool {
+			end, _ = scrape(t, url)
+			got := gaugeSeries(end, "fast", "slow")
+			return fmt.Sprint(got) == fmt.Sprint(want)
+		})
+		for _, typ := range []string{"fast", "slow"} {
+			if v := end[`jobqueue_oldest_pending_age_seconds{type="`+typ+`"}`]; v != 0 {
+				t.Errorf("jobqueue_oldest_pending_age_seconds{type=%q} = %v with no job pending, want 0", typ, v)
+			}
+		}
+
+		if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+			t.Fatal(err)
+		}
+		if code := waitExit(t, cmd, 20*time.Second); code != 0 {
+			t.Fatalf("exit %d after SIGTERM, want 0; stderr:\n%s", code, stderr)
+		}
+		if _, code := scrape(t, url); code != 0 {
+			t.Errorf("/metrics answered %d after the worker exited", code)
+		}
+	})
+}
+
+// TestWorkMetricsBadInput: a malformed --metrics-addr is a usage error
+// naming the flag, found before the database is opened; an address in use
+// fails with an error that names it and says what to do.
+func TestWorkMetricsBadInput(t *testing.T) {
+	t.Parallel()
+	c := sqliteCLI(t)
+	c.ok(t, "install")
+	for _, addr := range []string{"9090", "127.0.0.1", "127.0.0.1:99999", "127.0.0.1:port"} {
+		t.Run("malformed "+addr, func(t *testing.T) {
+			r := c.run(t, "work", "--exec", "true", "--max-runtime", "1s", "--metrics-addr", addr)
+			assertOneLineError(t, r, exitUsage, "--metrics-addr", addr)
+		})
+	}
+	t.Run("in use", func(t *testing.T) {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ln.Close()
+		r := c.run(t, "work", "--exec", "true", "--max-runtime", "10s", "--metrics-addr", ln.Addr().String())
+		assertOneLineError(t, r, exitFailure, ln.Addr().String(), "address already in use", "pick another --metrics-addr")
+	})
+}
+
+// TestWebMetrics: `jobqueue web` serves /metrics beside the dashboard,
+// behind its basic auth when that is on, and the dashboard still works.
+func TestWebMetrics(t *testing.T) {
+	t.Parallel()
+	c := sqliteCLI(t)
+	c.ok(t, "install")
+	c.ok(t, "enqueue", "--name", "hello", "--type", "email")
+	c.ok(t, "enqueue", "--name", "hello", "--type", "email", "--delay", "1h")
+
+	t.Run("basic auth", func(t *testing.T) {
+		base, _ := startWeb(t, c, []string{envWebUser + "=alice", envWebPassword + "=s3cret"}, "--addr", "127.0.0.1:0")
+		if _, code := scrape(t, base+"/metrics"); code != http.StatusUnauthorized {
+			t.Errorf("GET /metrics without credentials = %d, want 401", code)
+		}
+		series, code := scrape(t, base+"/metrics", "alice", "s3cret")
+		if code != http.StatusOK {
+			t.Fatalf("GET /metrics with credentials = %d, want 200", code)
+		}
+		want := map[string]int64{"email/pending": 2, "email/in_progress": 0, "email/completed": 0, "email/failed": 0, "email/expired": 0}
+		if got := gaugeSeries(series, "email"); fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Errorf("jobqueue_jobs = %v, want %v", got, want)
+		}
+		if v, ok := series[`jobqueue_oldest_pending_age_seconds{type="email"}`]; !ok || v < 0 {
+			t.Errorf("jobqueue_oldest_pending_age_seconds{type=\"email\"} = %v (present %v), want a non-negative age", v, ok)
+		}
+		for name := range series {
+			if strings.Contains(name, "otel_scope") || strings.HasPrefix(name, "target_info") {
+				t.Errorf("series %s: the exporter's scope labels or target_info are on", name)
+			}
+		}
+		for _, path := range []string{"/", "/api/health", "/api/stats"} {
+			if got := httpDo(t, "GET", base+path, "", "alice", "s3cret"); got != http.StatusOK {
+				t.Errorf("the dashboard's GET %s = %d, want 200", path, got)
+			}
+		}
+	})
+
+	t.Run("read-only", func(t *testing.T) {
+		base, _ := startWeb(t, c, nil, "--addr", "127.0.0.1:0", "--read-only")
+		if series, code := scrape(t, base+"/metrics"); code != http.StatusOK || len(gaugeSeries(series, "email")) == 0 {
+			t.Errorf("GET /metrics = %d with jobqueue_jobs %v, want 200 and the gauges", code, gaugeSeries(series, "email"))
+		}
+		if got := httpDo(t, "GET", base+"/api/stats", ""); got != http.StatusOK {
+			t.Errorf("GET /api/stats = %d, want 200", got)
+		}
+	})
+}
