@@ -37,8 +37,8 @@ const (
 // The gauges' names, as SPEC section 11 gives them (in the Prometheus text
 // format: jobqueue_jobs and jobqueue_oldest_pending_age_seconds).
 const (
-	JobsGaugeName             = "jobqueue.jobs"
-	OldestPendingAgeGaugeName = "jobqueue.oldest_pending.age"
+	MetricJobs             = "jobqueue.jobs"
+	MetricOldestPendingAge = "jobqueue.oldest_pending.age"
 )
 
 // gaugesScope is the instrumentation scope of the gauges' meter.
@@ -130,15 +130,15 @@ func RegisterGauges(q *queue.Queue, o GaugeOptions) (*Gauges, error) {
 	g := &Gauges{q: q, o: o}
 	m := o.MeterProvider.Meter(gaugesScope)
 	var err error
-	if g.jobs, err = m.Int64ObservableGauge(JobsGaugeName,
+	if g.jobs, err = m.Int64ObservableGauge(MetricJobs,
 		metric.WithDescription("Jobs in the table per type and status, read at most once per cache TTL."),
 		metric.WithUnit("{job}")); err != nil {
-		return nil, fmt.Errorf("jobqueue: gauges: create %s: %w", JobsGaugeName, err)
+		return nil, fmt.Errorf("jobqueue: gauges: create %s: %w", MetricJobs, err)
 	}
-	if g.age, err = m.Float64ObservableGauge(OldestPendingAgeGaugeName,
+	if g.age, err = m.Float64ObservableGauge(MetricOldestPendingAge,
 		metric.WithDescription("Seconds since the oldest due pending job of the type was due (0 when none is), read at most once per cache TTL."),
 		metric.WithUnit("s")); err != nil {
-		return nil, fmt.Errorf("jobqueue: gauges: create %s: %w", OldestPendingAgeGaugeName, err)
+		return nil, fmt.Errorf("jobqueue: gauges: create %s: %w", MetricOldestPendingAge, err)
 	}
 	if g.reg, err = m.RegisterCallback(g.observe, g.jobs, g.age); err != nil {
 		return nil, fmt.Errorf("jobqueue: gauges: register their callback: %w", err)

@@ -79,7 +79,7 @@ func collectGauges(t *testing.T, ctx context.Context, r *sdkmetric.ManualReader)
 	for _, sm := range rm.ScopeMetrics {
 		for _, m := range sm.Metrics {
 			switch m.Name {
-			case jobqueueotel.JobsGaugeName:
+			case jobqueueotel.MetricJobs:
 				if m.Unit != "{job}" {
 					t.Errorf("%s has unit %q, want {job}", m.Name, m.Unit)
 				}
@@ -91,7 +91,7 @@ func collectGauges(t *testing.T, ctx context.Context, r *sdkmetric.ManualReader)
 					}
 					got.jobs[typ.AsString()+"/"+status.AsString()] = p.Value
 				}
-			case jobqueueotel.OldestPendingAgeGaugeName:
+			case jobqueueotel.MetricOldestPendingAge:
 				if m.Unit != "s" {
 					t.Errorf("%s has unit %q, want s", m.Name, m.Unit)
 				}
@@ -218,19 +218,19 @@ func TestGauges(t *testing.T) {
 				}
 				want := tableCounts(t, ctx, e.DB, table)
 				if diff := cmp.Diff(want, got.jobs); diff != "" {
-					t.Errorf("%s differs from the table (-table +gauge):\n%s", jobqueueotel.JobsGaugeName, diff)
+					t.Errorf("%s differs from the table (-table +gauge):\n%s", jobqueueotel.MetricJobs, diff)
 				}
 				if got.jobs["a/completed"] != 3 || got.jobs["a/failed"] != 2 || got.jobs["b/pending"] != 3 {
-					t.Errorf("%s = %v, want a/completed 3, a/failed 2, b/pending 3", jobqueueotel.JobsGaugeName, got.jobs)
+					t.Errorf("%s = %v, want a/completed 3, a/failed 2, b/pending 3", jobqueueotel.MetricJobs, got.jobs)
 				}
 				// b's oldest due job was due 2 h before start; a has no
 				// pending job and c none due yet.
 				maxAge := (2*time.Hour + time.Since(start)).Seconds() + 1
 				if age := got.ages["b"]; age < (2*time.Hour).Seconds() || age > maxAge {
-					t.Errorf("%s{type=b} = %v, want between 7200 and %v", jobqueueotel.OldestPendingAgeGaugeName, age, maxAge)
+					t.Errorf("%s{type=b} = %v, want between 7200 and %v", jobqueueotel.MetricOldestPendingAge, age, maxAge)
 				}
 				if diff := cmp.Diff(map[string]float64{"a": 0, "b": got.ages["b"], "c": 0}, got.ages); diff != "" {
-					t.Errorf("%s per type (-want +got):\n%s", jobqueueotel.OldestPendingAgeGaugeName, diff)
+					t.Errorf("%s per type (-want +got):\n%s", jobqueueotel.MetricOldestPendingAge, diff)
 				}
 
 				// A new job, due a minute ago, then another collect.
@@ -257,10 +257,10 @@ func TestGauges(t *testing.T) {
 						t.Error("a collect after the TTL sent no statement")
 					}
 					if want := tableCounts(t, ctx, e.DB, table); !cmp.Equal(want, again.jobs) {
-						t.Errorf("after the TTL %s = %v, want the table's %v", jobqueueotel.JobsGaugeName, again.jobs, want)
+						t.Errorf("after the TTL %s = %v, want the table's %v", jobqueueotel.MetricJobs, again.jobs, want)
 					}
 					if again.ages["c"] < 60 {
-						t.Errorf("after the TTL %s{type=c} = %v, want 60 or more (a job was due a minute ago)", jobqueueotel.OldestPendingAgeGaugeName, again.ages["c"])
+						t.Errorf("after the TTL %s{type=c} = %v, want 60 or more (a job was due a minute ago)", jobqueueotel.MetricOldestPendingAge, again.ages["c"])
 					}
 				}
 				// Undo the new job for the next case.
@@ -419,7 +419,7 @@ func ExampleRegisterGauges() {
 		log.Fatal(err)
 	}
 	for _, m := range rm.ScopeMetrics[0].Metrics {
-		if m.Name != jobqueueotel.JobsGaugeName {
+		if m.Name != jobqueueotel.MetricJobs {
 			continue
 		}
 		for _, p := range m.Data.(metricdata.Gauge[int64]).DataPoints {
