@@ -239,6 +239,13 @@ const (
 	EventCompleted EventKind = "completed"
 	EventFailed    EventKind = "failed" // Event.Permanent tells whether it will be retried
 	EventReclaimed EventKind = "reclaimed"
+	// EventLost: an attempt that had lost its job ended; its result changed
+	// nothing. Its job was cancelled (Event.Outcome is OutcomeCancelled), or
+	// its lease ran out and the job was reclaimed, retried or deleted
+	// (OutcomeLost). It is heard once its handler returned (Err is the
+	// handler's error, if any; Duration how long it ran), or at once for an
+	// attempt that lost its job before its handler started (Duration 0).
+	EventLost EventKind = "lost"
 	// EventLeadershipGained: this worker now leads the table's workers
 	// (runs the maintenance and enqueues the periodic jobs); Event.Leader
 	// says who and since when.
@@ -260,9 +267,17 @@ type Event struct {
 	// Permanent is true for EventFailed when the job will not be retried
 	// (it is failed or expired now).
 	Permanent bool
+	// Outcome is how the attempt ended, for EventCompleted
+	// (OutcomeCompleted), EventFailed (OutcomeRetried, OutcomeFailed or
+	// OutcomeExpired) and EventLost (OutcomeCancelled or OutcomeLost).
+	// Every claimed attempt ends in exactly one of these events, except
+	// those released at shutdown, those whose worker stopped before writing
+	// their end (left to Reclaim) and those a failed write gave up on.
+	Outcome Outcome
 	// Count is the number of jobs, for EventReclaimed.
 	Count int64
-	// Duration is how long the handler ran, for EventCompleted and EventFailed.
+	// Duration is how long the handler ran, for EventCompleted, EventFailed
+	// and EventLost.
 	Duration time.Duration
 	// Leader is this worker's leadership, for EventLeadershipGained and
 	// EventLeadershipLost (Holder only, for the latter).

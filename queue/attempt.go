@@ -201,18 +201,24 @@ func (q *Queue) release(ctx context.Context, refs []attemptRef) (stale []attempt
 // returns the new status and, for pending, the next scheduled_at; an error
 // wrapping ErrLeaseLost when the attempt was stale (nothing changed).
 func (q *Queue) fail(ctx context.Context, job *JobRow, handlerErr error) (Status, time.Time, error) {
+	e, err := q.failAttempt(ctx, job, handlerErr)
+	return e.status, e.retryAt, err
+}
+
+// failAttempt is fail returning the whole end it wrote (with its outcome).
+func (q *Queue) failAttempt(ctx context.Context, job *JobRow, handlerErr error) (attemptEnd, error) {
 	e := decideOutcome(job, handlerFailed(handlerErr), q.now())
 	ok, err := q.st.fail(ctx, job.ref(), e)
 	if err != nil {
-		return "", time.Time{}, fmt.Errorf("jobqueue: recording the failure of job %d: %w", job.ID, err)
+		return attemptEnd{}, fmt.Errorf("jobqueue: recording the failure of job %d: %w", job.ID, err)
 	}
 	if !ok {
-		return "", time.Time{}, fmt.Errorf("%w: job %d is no longer held by this attempt; its failure was not recorded", ErrLeaseLost, job.ID)
+		return attemptEnd{}, fmt.Errorf("%w: job %d is no longer held by this attempt; its failure was not recorded", ErrLeaseLost, job.ID)
 	}
 	// The worker logs the outcome for users (with the handler's duration);
 	// this line is for tracing the queue itself.
 	q.logger.Debug("failed attempt recorded", "job_id", job.ID, "kind", job.Name, "attempt", job.Attempts, "outcome", e.outcome)
-	return e.status, e.retryAt, nil
+	return e, nil
 }
 
 // errorText is the error's text as stored: never empty, valid UTF-8 without

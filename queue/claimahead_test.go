@@ -71,6 +71,7 @@ func TestExecutorSkipsAttemptCancelledBeforeStart(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			ran := false
 			ex := &executors{
+				q:        &Queue{}, // no listener: nothing to tell of the lost attempt
 				log:      quietTestLogger(),
 				handlers: map[string]handlerFunc{"seq": func(context.Context, *JobRow) error { ran = true; return nil }},
 				attempts: newInflightSet(),

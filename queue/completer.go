@@ -199,11 +199,31 @@ func (c *completer) write(batch []completion) writeResult {
 	ctx, cancel := context.WithTimeout(c.dbCtx, dbCallTimeout)
 	defer cancel()
 	stale, err := c.q.complete(ctx, refs)
+	if err == nil && len(stale) > 0 {
+		c.refused(ctx, batch, stale)
+	}
 	return writeResult{batch: batch, stale: stale, err: err}
 }
 
+// refused logs the attempts of batch whose completion was refused (stale)
+// and emits their EventLost, on the goroutine of the write (lost may read
+// the jobs; the loop never waits on the database).
+func (c *completer) refused(ctx context.Context, batch []completion, stale []attemptRef) {
+	lost := make(map[attemptRef]bool, len(stale))
+	for _, s := range stale {
+		lost[s] = true
+	}
+	for _, done := range batch {
+		if row := done.a.row; lost[done.a.ref] {
+			c.log.Warn("job finished but its attempt had lost the job (cancelled, or its lease passed and it was reclaimed, retried or deleted); completion refused",
+				"job_id", row.ID, "kind", row.Name)
+			c.q.lost(ctx, row, nil, done.dur)
+		}
+	}
+}
+
 // settle acts on a written batch: it emits EventCompleted for each attempt
-// completed, or, when the write failed, returns the results to try again
+// completed (write has logged and told those refused), or, when the write failed, returns the results to try again
 // and how long to wait first (giving up on those tried completeTries
 // times).
 func (c *completer) settle(res writeResult) (retry []completion, wait time.Duration) {
@@ -230,22 +250,20 @@ func (c *completer) settle(res writeResult) (retry []completion, wait time.Durat
 		c.log.Warn("completing jobs failed; trying again", "jobs", len(retry), "retry_in", wait, "err", res.err)
 		return retry, wait
 	}
-	lost := make(map[attemptRef]bool, len(res.stale))
-	for _, s := range res.stale {
-		lost[s] = true
-	}
-	now := c.q.now()
-	for _, done := range res.batch {
-		row := done.a.row
-		if lost[done.a.ref] {
-			c.log.Warn("job finished but its attempt had lost the job (lease passed and it was reclaimed, retried or deleted); completion refused",
-				"job_id", row.ID, "kind", row.Name)
-			continue
+	if c.q.listening() {
+		lost := make(map[attemptRef]bool, len(res.stale))
+		for _, s := range res.stale {
+			lost[s] = true
 		}
-		ev := *row
-		ev.Status, ev.ClaimToken, ev.LeaseUntil, ev.FinishedAt = StatusCompleted, "", nil, &now
-		c.log.Debug("job completed", "job_id", row.ID, "kind", row.Name, "duration", done.dur)
-		c.q.emit(Event{Kind: EventCompleted, Job: &ev, Duration: done.dur})
+		now := c.q.now()
+		for _, done := range res.batch {
+			if lost[done.a.ref] {
+				continue
+			}
+			ev := *done.a.row
+			ev.Status, ev.ClaimToken, ev.LeaseUntil, ev.FinishedAt = StatusCompleted, "", nil, &now
+			c.q.emit(Event{Kind: EventCompleted, Job: &ev, Outcome: OutcomeCompleted, Duration: done.dur})
+		}
 	}
 	c.settled(len(res.batch))
 	return nil, 0

@@ -44,7 +44,20 @@ func (q *Queue) enqueue(ctx context.Context, tx *sql.Tx, args JobArgs, opts []En
 	if err != nil {
 		return 0, err
 	}
+	if q.enqueueMW == nil {
+		return q.writeOne(ctx, tx, j, key, now)
+	}
+	call := &EnqueueCall{Jobs: []EnqueuedJob{j.view()}, Tx: tx, one: j, key: key, tx: tx, now: now}
+	err = q.enqueueMW(ctx, call)
+	return call.id, err
+}
+
+// writeOne writes one checked job, in tx or on its own, and returns its id
+// (for a duplicate of a unique key, the existing job's id with an error
+// wrapping ErrDuplicate).
+func (q *Queue) writeOne(ctx context.Context, tx *sql.Tx, j *newJob, key *uniqueKey, now time.Time) (int64, error) {
 	var id int64
+	var err error
 	if key != nil {
 		id, err = q.enqueueKeyed(ctx, tx, j, key, now)
 		if errors.Is(err, ErrDuplicate) || errors.Is(err, ErrSideTableMissing) {
@@ -64,7 +77,7 @@ func (q *Queue) enqueue(ctx context.Context, tx *sql.Tx, args JobArgs, opts []En
 		q.notifyEnqueued(j.typ) // PostgreSQL: wake workers everywhere
 		q.countEnqueued(ctx, 1)
 	}
-	q.logger.Debug("job enqueued", "id", id, "kind", j.name, "type", j.typ, "scheduled_at", at)
+	q.logger.Debug("job enqueued", "id", id, "kind", j.name, "type", j.typ, "scheduled_at", j.scheduledAt)
 	return id, nil
 }
 
@@ -125,9 +138,34 @@ func (q *Queue) enqueueMany(ctx context.Context, tx *sql.Tx, args []JobArgs, opt
 		return 0, nil
 	}
 	now := q.now()
-	typ, at, expires, p, key, err := q.resolve(opts, now)
+	jobs, keyed, err := q.prepareMany(args, opts, now)
 	if err != nil {
 		return 0, err
+	}
+	if q.enqueueMW == nil {
+		return q.writeMany(ctx, tx, jobs, keyed, len(args), now)
+	}
+	call := &EnqueueCall{Jobs: make([]EnqueuedJob, 0, len(args)), Many: true, Tx: tx, many: true, plain: jobs, keyed: keyed, tx: tx, now: now}
+	for _, j := range jobs {
+		call.Jobs = append(call.Jobs, j.view())
+	}
+	for _, k := range keyed {
+		call.Jobs = append(call.Jobs, k.j.view())
+	}
+	for i := range call.keyed {
+		call.keyed[i].at = len(jobs) + i
+	}
+	err = q.enqueueMW(ctx, call)
+	return call.n, err
+}
+
+// prepareMany checks the jobs of EnqueueMany and splits them into those
+// without a unique key (written in multi-row statements) and those with one
+// (written one by one).
+func (q *Queue) prepareMany(args []JobArgs, opts []EnqueueOption, now time.Time) ([]*newJob, []keyedJob, error) {
+	typ, at, expires, p, key, err := q.resolve(opts, now)
+	if err != nil {
+		return nil, nil, err
 	}
 	jobs := make([]*newJob, len(args))
 	var keyed []keyedJob // the jobs with a unique key, written one by one
@@ -147,10 +185,10 @@ func (q *Queue) enqueueMany(ctx context.Context, tx *sql.Tx, args []JobArgs, opt
 			jobs[i], err = q.prepareJob(a, typ, at, expires, p)
 		}
 		if err != nil {
-			return 0, fmt.Errorf("job %d of %d: %w (no job was written)", i, len(args), err)
+			return nil, nil, fmt.Errorf("job %d of %d: %w (no job was written)", i, len(args), err)
 		}
 		if k != nil {
-			keyed = append(keyed, keyedJob{jobs[i], k})
+			keyed = append(keyed, keyedJob{j: jobs[i], key: k})
 			jobs[i] = nil
 		}
 	}
@@ -163,6 +201,13 @@ func (q *Queue) enqueueMany(ctx context.Context, tx *sql.Tx, args []JobArgs, opt
 		}
 		jobs = plain
 	}
+	return jobs, keyed, nil
+}
+
+// writeMany writes the checked jobs of EnqueueMany (total of them), in tx
+// or in a transaction of its own, and returns how many it wrote (keyed
+// duplicates are skipped and marked dup).
+func (q *Queue) writeMany(ctx context.Context, tx *sql.Tx, jobs []*newJob, keyed []keyedJob, total int, now time.Time) (int, error) {
 	if tx != nil {
 		if len(keyed) > 0 {
 			if err := q.needUnique(ctx); err != nil {
@@ -171,11 +216,12 @@ func (q *Queue) enqueueMany(ctx context.Context, tx *sql.Tx, args []JobArgs, opt
 		}
 		n, err := q.insertAll(ctx, q.run.onCallers(tx), jobs, keyed, now)
 		if err != nil {
-			return 0, fmt.Errorf("jobqueue: enqueue %d jobs: %w", len(args), refusedPayload(err))
+			return 0, fmt.Errorf("jobqueue: enqueue %d jobs: %w", total, refusedPayload(err))
 		}
 		return n, nil
 	}
 	var n int
+	var err error
 	if len(keyed) > 0 {
 		if err := q.needUnique(ctx); err != nil {
 			return 0, err
@@ -188,14 +234,14 @@ func (q *Queue) enqueueMany(ctx context.Context, tx *sql.Tx, args []JobArgs, opt
 		n, err = q.insertOwn(ctx, jobs, now)
 	}
 	if err != nil {
-		return 0, fmt.Errorf("jobqueue: enqueue %d jobs (none written): %w", len(args), refusedPayload(err))
+		return 0, fmt.Errorf("jobqueue: enqueue %d jobs (none written): %w", total, refusedPayload(err))
 	}
 	all := jobs
 	for _, k := range keyed {
 		all = append(all[:len(all):len(all)], k.j)
 	}
 	q.notifyEnqueued(notifyPayload(all)) // PostgreSQL: wake workers everywhere
-	q.logger.Debug("jobs enqueued", "count", n, "type", typ)
+	q.logger.Debug("jobs enqueued", "count", n)
 	q.countEnqueued(ctx, n)
 	return n, nil
 }
@@ -230,6 +276,10 @@ func (q *Queue) insertOwn(ctx context.Context, jobs []*newJob, now time.Time) (i
 type keyedJob struct {
 	j   *newJob
 	key *uniqueKey
+	// at is the job's index in EnqueueCall.Jobs; dup is set when the write
+	// found its key taken.
+	at  int
+	dup bool
 }
 
 // insertAll writes jobs in multi-row statements and the keyed jobs one by
@@ -241,10 +291,12 @@ func (q *Queue) insertAll(ctx context.Context, d dbtx, jobs []*newJob, keyed []k
 		}
 	}
 	n := len(jobs)
-	for _, k := range keyed {
+	for i := range keyed {
+		k := &keyed[i]
 		_, err := q.takeKey(ctx, d, k.j, k.key, now)
+		k.dup = errors.Is(err, ErrDuplicate)
 		switch {
-		case errors.Is(err, ErrDuplicate):
+		case k.dup:
 		case err != nil:
 			return 0, err
 		default:

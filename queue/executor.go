@@ -3,9 +3,7 @@ package queue
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
-	"runtime/debug"
 	"time"
 )
 
@@ -22,6 +20,8 @@ type executors struct {
 	dbCtx    context.Context // the worker's statements (see run.dbCtx)
 	handlers map[string]handlerFunc
 	fallback handlerFunc
+	// work runs an attempt: handle wrapped by the middleware (workChain).
+	work WorkFunc
 
 	attempts  *inflightSet
 	completer *completer
@@ -53,12 +53,13 @@ func (e *executors) execute(a *attempt) time.Duration {
 		} else {
 			e.log.Warn("claimed job not started: its attempt lost the job before it began; the job is left to Reclaim",
 				"job_id", row.ID, "kind", row.Name, "cause", cause)
+			e.q.lost(e.dbCtx, row, nil, 0)
 		}
 		return 0
 	}
 	log := e.log.With("job_id", row.ID, "kind", row.Name, "type", row.Type, "attempt", row.Attempts)
 	start := time.Now()
-	err := e.call(a, log)
+	err := e.work(a.ctx, row)
 	dur := time.Since(start)
 	e.attempts.remove(a.ref)
 
@@ -67,6 +68,7 @@ func (e *executors) execute(a *attempt) time.Duration {
 	case errors.Is(cause, ErrLeaseLost):
 		log.Warn("handler finished after its attempt lost the job (or could not renew its lease); result dropped, the job is left to Reclaim",
 			"handler_err", err, "duration", dur, "cause", cause)
+		e.q.lost(e.dbCtx, row, err, dur)
 		return dur
 	case err == nil:
 		e.completer.add(completion{a: a, dur: dur})
@@ -86,42 +88,42 @@ func (e *executors) recordFailure(a *attempt, err error, dur time.Duration, log 
 	row := a.row
 	ctx, cancel := context.WithTimeout(e.dbCtx, dbCallTimeout)
 	defer cancel()
-	status, next, ferr := e.q.fail(ctx, row, err)
+	end, ferr := e.q.failAttempt(ctx, row, err)
 	if ferr != nil {
 		if errors.Is(ferr, ErrLeaseLost) {
 			log.Warn("handler failed after its attempt lost the job; nothing recorded", "handler_err", err, "duration", dur)
+			e.q.lost(ctx, row, err, dur)
 		} else {
 			log.Error("recording a failed attempt failed; the job stays in_progress until Reclaim", "handler_err", err, "err", ferr)
 		}
 		return
 	}
-	ev := *row
-	ev.Status, ev.Error, ev.ClaimToken, ev.LeaseUntil = status, errorText(err), "", nil
-	permanent := status != StatusPending
+	permanent := end.status != StatusPending
 	if permanent {
-		now := e.q.now()
-		ev.FinishedAt = &now
-		log.Error("job failed for good", "status", status, "err", err, "duration", dur)
+		log.Error("job failed for good", "status", end.status, "err", err, "duration", dur)
 	} else {
-		ev.ScheduledAt = next
-		log.Warn("job attempt failed; will retry", "err", err, "next_at", next, "duration", dur)
+		log.Warn("job attempt failed; will retry", "err", err, "next_at", end.retryAt, "duration", dur)
 	}
-	e.q.emit(Event{Kind: EventFailed, Job: &ev, Err: err, Permanent: permanent, Duration: dur})
+	if !e.q.listening() {
+		return
+	}
+	ev := *row
+	ev.Status, ev.Error, ev.ClaimToken, ev.LeaseUntil = end.status, end.errText, "", nil
+	if permanent {
+		ev.FinishedAt = nullableTime(end.finishedAt)
+	} else {
+		ev.ScheduledAt = end.retryAt
+	}
+	e.q.emit(Event{Kind: EventFailed, Job: &ev, Err: err, Permanent: permanent, Outcome: end.outcome, Duration: dur})
 }
 
-// call runs the attempt's handler, turning a panic into an error.
-func (e *executors) call(a *attempt, log *slog.Logger) (err error) {
-	defer func() {
-		if p := recover(); p != nil {
-			log.Error("handler panicked", "panic", p, "stack", string(debug.Stack()))
-			err = fmt.Errorf("jobqueue: handler panicked: %v", p)
-		}
-	}()
-	if h, ok := e.handlers[a.row.Name]; ok {
-		return h(a.ctx, a.row)
+// handle runs the handler of the job's kind (the end of the work chain).
+func (e *executors) handle(ctx context.Context, row *JobRow) error {
+	if h, ok := e.handlers[row.Name]; ok {
+		return h(ctx, row)
 	}
 	if e.fallback != nil {
-		return e.fallback(a.ctx, a.row)
+		return e.fallback(ctx, row)
 	}
-	return unknownKind(a.row)
+	return unknownKind(row)
 }

@@ -159,7 +159,7 @@ const reclaimBatch = 500
 // periodically.
 func (q *Queue) Reclaim(ctx context.Context) (int64, error) {
 	now := q.now()
-	counts := map[outcome]int64{}
+	counts := map[Outcome]int64{}
 	var total int64
 	for {
 		jobs, err := q.st.abandoned(ctx, now, reclaimBatch)
@@ -191,7 +191,7 @@ func (q *Queue) Reclaim(ctx context.Context) (int64, error) {
 	}
 	if total > 0 {
 		q.logger.Warn("abandoned attempts reclaimed", "count", total,
-			"retried", counts[outcomeRetried], "failed", counts[outcomeFailed], "expired", counts[outcomeExpired])
+			"retried", counts[OutcomeRetried], "failed", counts[OutcomeFailed], "expired", counts[OutcomeExpired])
 		q.emit(Event{Kind: EventReclaimed, Count: total})
 		q.wake.notify()
 	} else {

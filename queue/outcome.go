@@ -7,21 +7,34 @@ import (
 	"github.com/jobqueue/jobqueue/internal/policy"
 )
 
-// outcome names how an attempt ended, so that logs and telemetry can count
-// the ends of attempts by one vocabulary.
-type outcome string
+// Outcome names how an attempt ended, so that logs, listeners (Event.Outcome)
+// and telemetry count the ends of attempts by one vocabulary.
+type Outcome string
 
 // The outcomes of an attempt. decideOutcome gives every one but completed
 // (the handler succeeded) and lost (the attempt no longer held its job when
-// its end was written, so nothing changed).
+// its end was written, so nothing changed; see EventLost).
 const (
-	outcomeCompleted outcome = "completed"
-	outcomeRetried   outcome = "retried"   // pending again, at once or after a delay
-	outcomeFailed    outcome = "failed"    // failed for good: permanent error or attempts used up
-	outcomeExpired   outcome = "expired"   // its deadline had passed
-	outcomeCancelled outcome = "cancelled" // a user cancelled the job
-	outcomeLost      outcome = "lost"
+	// OutcomeCompleted: the handler succeeded and the completion was written.
+	OutcomeCompleted Outcome = "completed"
+	// OutcomeRetried: the job is pending again, at once or after a delay.
+	OutcomeRetried Outcome = "retried"
+	// OutcomeFailed: failed for good (permanent error or attempts used up).
+	OutcomeFailed Outcome = "failed"
+	// OutcomeExpired: the job's deadline had passed.
+	OutcomeExpired Outcome = "expired"
+	// OutcomeCancelled: a user cancelled the job (Queue.Cancel) while the
+	// attempt ran; the attempt was fenced off.
+	OutcomeCancelled Outcome = "cancelled"
+	// OutcomeLost: the attempt had lost its job (its lease ran out and the
+	// job was reclaimed, retried or deleted); its result changed nothing.
+	OutcomeLost Outcome = "lost"
 )
+
+// Outcomes returns every outcome (a new slice each time).
+func Outcomes() []Outcome {
+	return []Outcome{OutcomeCompleted, OutcomeRetried, OutcomeFailed, OutcomeExpired, OutcomeCancelled, OutcomeLost}
+}
 
 // causeKind is why an attempt ended without success.
 type causeKind int
@@ -59,10 +72,10 @@ const (
 // row gets (its claim token and lease are cleared too). It is comparable, so
 // that attempts with equal ends are written by one statement.
 type attemptEnd struct {
-	outcome outcome
+	outcome Outcome
 	status  Status
 	errText string
-	// retryAt is when the job may run again (outcomeRetried); zero leaves
+	// retryAt is when the job may run again (OutcomeRetried); zero leaves
 	// scheduled_at as it was.
 	retryAt time.Time
 	// finishedAt is set for failed, expired and cancelled jobs; zero is NULL.
@@ -88,18 +101,18 @@ func decideOutcome(job *JobRow, cause endCause, now time.Time) attemptEnd {
 	handler := cause.kind == causeHandlerError
 	switch {
 	case cause.kind == causeCancelled:
-		e.outcome, e.status = outcomeCancelled, StatusFailed
+		e.outcome, e.status = OutcomeCancelled, StatusFailed
 	case job.ExpiresAt != nil && !job.ExpiresAt.After(now):
-		e.outcome, e.status = outcomeExpired, StatusExpired
+		e.outcome, e.status = OutcomeExpired, StatusExpired
 	case job.Attempts >= job.MaxAttempts || (handler && IsPermanent(cause.err)):
-		e.outcome, e.status = outcomeFailed, StatusFailed
+		e.outcome, e.status = OutcomeFailed, StatusFailed
 	case handler && errors.As(cause.err, &ra):
-		e.outcome, e.status, e.retryAt = outcomeRetried, StatusPending, now.Add(max(ra.Delay, 0))
+		e.outcome, e.status, e.retryAt = OutcomeRetried, StatusPending, now.Add(max(ra.Delay, 0))
 	case handler:
 		wait := policy.Backoff(int64(job.Attempts), int64(job.BaseDelay/time.Second), int64(job.MaxDelay/time.Second))
-		e.outcome, e.status, e.retryAt = outcomeRetried, StatusPending, now.Add(wait)
+		e.outcome, e.status, e.retryAt = OutcomeRetried, StatusPending, now.Add(wait)
 	default:
-		e.outcome, e.status, e.retryAt = outcomeRetried, StatusPending, now
+		e.outcome, e.status, e.retryAt = OutcomeRetried, StatusPending, now
 	}
 	if e.status != StatusPending {
 		e.finishedAt = now

@@ -26,41 +26,41 @@ func TestDecideOutcome(t *testing.T) {
 		name    string
 		job     *JobRow
 		cause   endCause
-		outcome outcome
+		outcome Outcome
 		next    time.Duration // for retried: scheduled_at − now
 		errText string        // "" for the handler's error text
 	}{
-		{"first failure waits base", job(1, 5, nil), handlerFailed(plain), outcomeRetried, time.Minute, ""},
-		{"second waits twice base", job(2, 5, nil), handlerFailed(plain), outcomeRetried, 2 * time.Minute, ""},
-		{"fourth waits 8×base", job(4, 10, nil), handlerFailed(plain), outcomeRetried, 8 * time.Minute, ""},
-		{"capped at max", job(9, 10, nil), handlerFailed(plain), outcomeRetried, time.Hour, ""},
-		{"huge attempts do not overflow", job(500, 1000, nil), handlerFailed(plain), outcomeRetried, time.Hour, ""},
-		{"last attempt fails", job(5, 5, nil), handlerFailed(plain), outcomeFailed, 0, ""},
-		{"beyond max fails", job(6, 5, nil), handlerFailed(plain), outcomeFailed, 0, ""},
-		{"permanent fails at once", job(1, 5, nil), handlerFailed(Permanent(plain)), outcomeFailed, 0, ""},
-		{"wrapped permanent", job(1, 5, nil), handlerFailed(fmt.Errorf("ctx: %w", Permanent(plain))), outcomeFailed, 0, ""},
-		{"retry after", job(1, 5, nil), handlerFailed(RetryAfter(5*time.Second, plain)), outcomeRetried, 5 * time.Second, ""},
-		{"negative retry after is now", job(1, 5, nil), handlerFailed(RetryAfter(-time.Minute, plain)), outcomeRetried, 0, ""},
-		{"retry after on the last attempt fails", job(5, 5, nil), handlerFailed(RetryAfter(5*time.Second, plain)), outcomeFailed, 0, ""},
-		{"deadline passed expires", job(1, 5, &past), handlerFailed(plain), outcomeExpired, 0, ""},
-		{"deadline now expires", job(1, 5, &now), handlerFailed(plain), outcomeExpired, 0, ""},
-		{"deadline passed beats permanent", job(1, 5, &past), handlerFailed(Permanent(plain)), outcomeExpired, 0, ""},
-		{"deadline passed beats used-up", job(5, 5, &past), handlerFailed(plain), outcomeExpired, 0, ""},
-		{"future deadline retries", job(1, 5, &future), handlerFailed(plain), outcomeRetried, time.Minute, ""},
-		{"nil error still fails", job(1, 5, nil), handlerFailed(nil), outcomeRetried, time.Minute, ""},
+		{"first failure waits base", job(1, 5, nil), handlerFailed(plain), OutcomeRetried, time.Minute, ""},
+		{"second waits twice base", job(2, 5, nil), handlerFailed(plain), OutcomeRetried, 2 * time.Minute, ""},
+		{"fourth waits 8×base", job(4, 10, nil), handlerFailed(plain), OutcomeRetried, 8 * time.Minute, ""},
+		{"capped at max", job(9, 10, nil), handlerFailed(plain), OutcomeRetried, time.Hour, ""},
+		{"huge attempts do not overflow", job(500, 1000, nil), handlerFailed(plain), OutcomeRetried, time.Hour, ""},
+		{"last attempt fails", job(5, 5, nil), handlerFailed(plain), OutcomeFailed, 0, ""},
+		{"beyond max fails", job(6, 5, nil), handlerFailed(plain), OutcomeFailed, 0, ""},
+		{"permanent fails at once", job(1, 5, nil), handlerFailed(Permanent(plain)), OutcomeFailed, 0, ""},
+		{"wrapped permanent", job(1, 5, nil), handlerFailed(fmt.Errorf("ctx: %w", Permanent(plain))), OutcomeFailed, 0, ""},
+		{"retry after", job(1, 5, nil), handlerFailed(RetryAfter(5*time.Second, plain)), OutcomeRetried, 5 * time.Second, ""},
+		{"negative retry after is now", job(1, 5, nil), handlerFailed(RetryAfter(-time.Minute, plain)), OutcomeRetried, 0, ""},
+		{"retry after on the last attempt fails", job(5, 5, nil), handlerFailed(RetryAfter(5*time.Second, plain)), OutcomeFailed, 0, ""},
+		{"deadline passed expires", job(1, 5, &past), handlerFailed(plain), OutcomeExpired, 0, ""},
+		{"deadline now expires", job(1, 5, &now), handlerFailed(plain), OutcomeExpired, 0, ""},
+		{"deadline passed beats permanent", job(1, 5, &past), handlerFailed(Permanent(plain)), OutcomeExpired, 0, ""},
+		{"deadline passed beats used-up", job(5, 5, &past), handlerFailed(plain), OutcomeExpired, 0, ""},
+		{"future deadline retries", job(1, 5, &future), handlerFailed(plain), OutcomeRetried, time.Minute, ""},
+		{"nil error still fails", job(1, 5, nil), handlerFailed(nil), OutcomeRetried, time.Minute, ""},
 
-		{"released retries at once", job(1, 5, &future), released, outcomeRetried, 0, releaseError},
-		{"released last attempt fails", job(5, 5, nil), released, outcomeFailed, 0, releaseError},
-		{"released past deadline expires", job(5, 5, &past), released, outcomeExpired, 0, releaseError},
-		{"reclaimed retries at once", job(4, 5, nil), reclaimed, outcomeRetried, 0, reclaimError},
-		{"reclaimed last attempt fails", job(5, 5, &future), reclaimed, outcomeFailed, 0, reclaimError},
-		{"reclaimed past deadline expires", job(1, 5, &now), reclaimed, outcomeExpired, 0, reclaimError},
-		{"cancelled fails", job(1, 5, nil), cancelled, outcomeCancelled, 0, cancelError},
-		{"cancelled beats a passed deadline", job(1, 5, &past), cancelled, outcomeCancelled, 0, cancelError},
-		{"cancelled beats used-up", job(5, 5, nil), cancelled, outcomeCancelled, 0, cancelError},
+		{"released retries at once", job(1, 5, &future), released, OutcomeRetried, 0, releaseError},
+		{"released last attempt fails", job(5, 5, nil), released, OutcomeFailed, 0, releaseError},
+		{"released past deadline expires", job(5, 5, &past), released, OutcomeExpired, 0, releaseError},
+		{"reclaimed retries at once", job(4, 5, nil), reclaimed, OutcomeRetried, 0, reclaimError},
+		{"reclaimed last attempt fails", job(5, 5, &future), reclaimed, OutcomeFailed, 0, reclaimError},
+		{"reclaimed past deadline expires", job(1, 5, &now), reclaimed, OutcomeExpired, 0, reclaimError},
+		{"cancelled fails", job(1, 5, nil), cancelled, OutcomeCancelled, 0, cancelError},
+		{"cancelled beats a passed deadline", job(1, 5, &past), cancelled, OutcomeCancelled, 0, cancelError},
+		{"cancelled beats used-up", job(5, 5, nil), cancelled, OutcomeCancelled, 0, cancelError},
 	}
-	statusOf := map[outcome]Status{outcomeRetried: StatusPending, outcomeFailed: StatusFailed,
-		outcomeExpired: StatusExpired, outcomeCancelled: StatusFailed}
+	statusOf := map[Outcome]Status{OutcomeRetried: StatusPending, OutcomeFailed: StatusFailed,
+		OutcomeExpired: StatusExpired, OutcomeCancelled: StatusFailed}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			e := decideOutcome(c.job, c.cause, now)
@@ -68,7 +68,7 @@ func TestDecideOutcome(t *testing.T) {
 				t.Fatalf("outcome %s (status %s), want %s (%s)", e.outcome, e.status, c.outcome, statusOf[c.outcome])
 			}
 			switch c.outcome {
-			case outcomeRetried:
+			case OutcomeRetried:
 				if got := e.retryAt.Sub(now); e.retryAt.IsZero() || got != c.next || !e.finishedAt.IsZero() {
 					t.Errorf("next in %v (retry at %v, finished %v), want %v", got, e.retryAt, e.finishedAt, c.next)
 				}
@@ -105,11 +105,11 @@ func TestEndPathsAgree(t *testing.T) {
 		states := []struct {
 			name string
 			opts []EnqueueOption
-			want outcome // of a release or reclaim; a handler's RetryAfter(0) too
+			want Outcome // of a release or reclaim; a handler's RetryAfter(0) too
 		}{
-			{"attempts left", nil, outcomeRetried},
-			{"attempts used up", []EnqueueOption{one}, outcomeFailed},
-			{"deadline passed", []EnqueueOption{ExpiresIn(time.Second)}, outcomeExpired},
+			{"attempts left", nil, OutcomeRetried},
+			{"attempts used up", []EnqueueOption{one}, OutcomeFailed},
+			{"deadline passed", []EnqueueOption{ExpiresIn(time.Second)}, OutcomeExpired},
 		}
 		paths := []string{"fail", "release", "reclaim"}
 		type key struct{ state, path string }

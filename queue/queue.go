@@ -51,8 +51,12 @@ type Queue struct {
 	wake   *wakeHub
 	codec  Codec
 	// now is the queue's clock; it returns UTC times. Tests inject one.
-	now             func() time.Time
-	listener        func(Event)
+	now       func() time.Time
+	listeners []func(Event)
+	// workMW wraps the handlers of every worker (WithWorkMiddleware);
+	// enqueueMW is the enqueue middleware's chain, nil without any.
+	workMW          []WorkMiddleware
+	enqueueMW       EnqueueFunc
 	policy          RetryPolicy
 	deleteOnSuccess bool
 	// run sends the generated queries to the table; st is the engine's
@@ -87,7 +91,9 @@ type config struct {
 	logger          *slog.Logger
 	codec           Codec
 	deleteOnSuccess bool
-	listener        func(Event)
+	listeners       []func(Event)
+	workMW          []WorkMiddleware
+	enqueueMW       []EnqueueMiddleware
 	now             func() time.Time
 	observe         func(string, *sql.Tx)
 	pooled          *bool       // nil: detect (pooler.go)
@@ -160,11 +166,20 @@ func WithDeleteOnSuccess(on bool) Option {
 	return func(c *config) error { c.deleteOnSuccess = on; return nil }
 }
 
-// WithListener sets a function that hears claimed, completed, failed and
-// reclaimed events. It is called synchronously by the goroutine that caused
-// the event, so it must return quickly and be safe for concurrent use.
+// WithListener adds a function that hears the queue's events (claimed,
+// completed, failed, lost, reclaimed, leadership; see EventKind). Each
+// WithListener adds one more (telemetry, say, next to the service's own);
+// they are called in the order given, synchronously by the goroutine that
+// caused the event, so each must return quickly and be safe for concurrent
+// use.
 func WithListener(fn func(Event)) Option {
-	return func(c *config) error { c.listener = fn; return nil }
+	return func(c *config) error {
+		if fn == nil {
+			return errors.New("jobqueue: WithListener: the function is nil")
+		}
+		c.listeners = append(c.listeners, fn)
+		return nil
+	}
 }
 
 // withClock sets the queue's clock (tests only).
@@ -226,12 +241,14 @@ func New(db *sql.DB, opts ...Option) (*Queue, error) {
 		wake:            newWakeHub(),
 		codec:           cfg.codec,
 		now:             func() time.Time { return cfg.now().UTC() },
-		listener:        cfg.listener,
+		listeners:       cfg.listeners,
+		workMW:          cfg.workMW,
 		policy:          cfg.policy,
 		deleteOnSuccess: cfg.deleteOnSuccess,
 		run:             newRunner(db, table),
 	}
 	q.run.observe = cfg.observe
+	q.enqueueMW = enqueueChain(cfg.enqueueMW, q.writeCall)
 	q.setPooled(cfg.pooled != nil && *cfg.pooled)
 	q.batchSize, q.onBatch = cfg.batchSize, cfg.onBatch
 	switch kind {
@@ -338,9 +355,12 @@ func (q *Queue) Table() string { return q.table.Name }
 // Engine is the database engine: "postgres", "mysql" or "sqlite".
 func (q *Queue) Engine() string { return string(q.kind) }
 
-// emit hands ev to the listener, if any.
+// emit hands ev to the listeners, in order.
 func (q *Queue) emit(ev Event) {
-	if q.listener != nil {
-		q.listener(ev)
+	for _, fn := range q.listeners {
+		fn(ev)
 	}
 }
+
+// listening reports whether any listener hears the events.
+func (q *Queue) listening() bool { return len(q.listeners) > 0 }

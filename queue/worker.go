@@ -53,6 +53,7 @@ type Worker struct {
 func (q *Queue) NewWorker(cfg WorkerConfig) *Worker {
 	cfg.Types = append([]string(nil), cfg.Types...)
 	cfg.Periodic = append([]PeriodicJob(nil), cfg.Periodic...)
+	cfg.Middleware = append([]WorkMiddleware(nil), cfg.Middleware...)
 	return &Worker{q: q, cfg: cfg, handlers: map[string]handlerFunc{}}
 }
 
@@ -199,6 +200,7 @@ func (r *run) run(ctx context.Context) error {
 		handlers: r.handlers, fallback: r.fallback,
 		attempts: r.attempts, completer: c, released: r.released,
 	}
+	ex.work = workChain(r.log, append(append([]WorkMiddleware(nil), r.q.workMW...), r.cfg.Middleware...), ex.handle)
 	var execs sync.WaitGroup
 	for range r.cfg.Concurrency {
 		execs.Go(func() { ex.loop(work, freed) })

@@ -87,6 +87,9 @@ type WorkerConfig struct {
 	// job in_progress, for Reclaim once its lease has passed (releasing it
 	// would let the job run twice at once).
 	ShutdownTimeout time.Duration
+	// Middleware wraps every handler call of this worker, inside the
+	// queue's own (WithWorkMiddleware): the first given is outermost.
+	Middleware []WorkMiddleware
 	// Waker, if set, wakes the idle worker when jobs may be ready in other
 	// processes. Enqueues in this process wake it without one, and so do,
 	// on PostgreSQL, enqueues anywhere (see PollOnly).

@@ -1,0 +1,44 @@
+package queue
+
+// The end of an attempt that had lost its job (its result changed
+// nothing): EventLost, with the outcome that tells a cancelled job from
+// one whose lease ran out.
+
+import (
+	"context"
+	"time"
+)
+
+// lost emits EventLost for the attempt of row (as claimed) that ended, its
+// handler having returned err after dur (0: it never started), without
+// holding its job. Only when a listener hears it does it read the job once
+// to tell the outcome (lostOutcome); the attempts that lose their jobs are
+// few, so this costs the hot path nothing.
+func (q *Queue) lost(ctx context.Context, row *JobRow, err error, dur time.Duration) {
+	if !q.listening() {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, dbCallTimeout)
+	defer cancel()
+	now, readErr := q.Get(ctx, row.ID)
+	out := lostOutcome(row, now)
+	if readErr != nil {
+		q.logger.Debug("reading the job of a lost attempt failed; counting it lost", "job_id", row.ID, "err", readErr)
+	}
+	ev := *row
+	if now != nil {
+		ev = *now
+	}
+	q.emit(Event{Kind: EventLost, Job: &ev, Err: err, Outcome: out, Duration: dur})
+}
+
+// lostOutcome is the outcome of the attempt of claimed (as claimed) that
+// lost its job, given the job as it is now (nil: gone or unread): cancelled
+// when Cancel ended that very attempt (the job failed with the cancel
+// error, its attempts unchanged since the claim), else lost.
+func lostOutcome(claimed, now *JobRow) Outcome {
+	if now != nil && now.Status == StatusFailed && now.Error == cancelError && now.Attempts == claimed.Attempts {
+		return OutcomeCancelled
+	}
+	return OutcomeLost
+}

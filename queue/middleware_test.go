@@ -1,0 +1,337 @@
+package queue
+
+// Tests of the middleware (middleware.go) and of the outcome of each
+// attempt heard by listeners (Event.Outcome, EventLost), on the three
+// engines.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jobqueue/jobqueue/internal/engine"
+)
+
+// mwJob is the job of the middleware tests; What says what its handler does.
+type mwJob struct {
+	What string `json:"what"`
+}
+
+func (mwJob) Kind() string { return "mw" }
+
+type ctxKey struct{}
+
+// TestWorkMiddleware: the queue's middleware wraps the worker's, in the
+// order given; a context passed to next reaches the handler; a middleware's
+// error fails the attempt without the handler; a handler's panic reaches
+// the middleware as a *PanicError; a middleware's panic fails the attempt
+// and the worker goes on.
+func TestWorkMiddleware(t *testing.T) {
+	forEachEngine(t, func(t *testing.T, kind engine.Kind) {
+		ctx := context.Background()
+		env := coreEnv(t, kind)
+		var mu sync.Mutex
+		var trace []string
+		var panics []any
+		note := func(s string) { mu.Lock(); trace = append(trace, s); mu.Unlock() }
+		named := func(name string) WorkMiddleware {
+			return func(ctx context.Context, job *JobRow, next WorkFunc) error {
+				var what mwJob
+				if err := (JSONCodec{}).Unmarshal(job.Payload, &what); err != nil {
+					return err
+				}
+				if what.What == "panic-in-mw" && name == "B" {
+					panic("middleware broke")
+				}
+				if what.What == "refuse" && name == "C" {
+					note("C refuses")
+					return Permanent(errors.New("refused by middleware"))
+				}
+				note(name + ">")
+				err := next(context.WithValue(ctx, ctxKey{}, name), job)
+				var pe *PanicError
+				if errors.As(err, &pe) {
+					mu.Lock()
+					panics = append(panics, pe.Value)
+					mu.Unlock()
+				}
+				note("<" + name)
+				return err
+			}
+		}
+		events := newEventLog()
+		q := env.queue(t, nil, WithLogger(quietTestLogger()), WithListener(events.listen),
+			WithWorkMiddleware(named("A")), WithWorkMiddleware(named("B")))
+		ids := map[string]int64{}
+		for _, what := range []string{"ok", "refuse", "panic", "panic-in-mw"} {
+			id, err := q.Enqueue(ctx, mwJob{What: what}, Policy(RetryPolicy{MaxAttempts: 1, BaseDelay: time.Second, MaxDelay: time.Second}))
+			if err != nil {
+				t.Fatal(err)
+			}
+			ids[what] = id
+		}
+		w := q.NewWorker(WorkerConfig{Concurrency: 1, MaxJobs: len(ids), Middleware: []WorkMiddleware{named("C")}})
+		Handle(w, func(ctx context.Context, job *Job[mwJob]) error {
+			note(fmt.Sprintf("handler(%v)", ctx.Value(ctxKey{})))
+			if job.Args.What == "panic" {
+				panic("handler broke")
+			}
+			return nil
+		})
+		if err := w.Run(ctx); err != nil {
+			t.Fatal(err)
+		}
+		want := []string{
+			"A>", "B>", "C>", "handler(C)", "<C", "<B", "<A", // ok
+			"A>", "B>", "C refuses", "<B", "<A", // refuse
+			"A>", "B>", "C>", "handler(C)", "<C", "<B", "<A", // panic
+			"A>", "<A", // panic-in-mw: B panics, A sees it as an error
+		}
+		if !slices.Equal(trace, want) {
+			t.Errorf("calls =\n%q\nwant\n%q", trace, want)
+		}
+		// The handler's panic was seen by C, B and A; B's own panic by A.
+		if want := []any{"handler broke", "handler broke", "handler broke", "middleware broke"}; !slices.Equal(panics, want) {
+			t.Errorf("panics seen by the middleware = %v, want %v", panics, want)
+		}
+		for what, want := range map[string]struct {
+			status Status
+			err    string
+		}{
+			"ok":          {StatusCompleted, ""},
+			"refuse":      {StatusFailed, "refused by middleware"},
+			"panic":       {StatusFailed, "jobqueue: handler panicked: handler broke"},
+			"panic-in-mw": {StatusFailed, "jobqueue: handler panicked: middleware broke"},
+		} {
+			if got := getJob(t, q, ids[what]); got.Status != want.status || got.Error != want.err {
+				t.Errorf("job %q: status %s, error %q; want %s, %q", what, got.Status, got.Error, want.status, want.err)
+			}
+		}
+		if n := events.count(EventFailed); n != 3 {
+			t.Errorf("EventFailed heard %d times, want 3", n)
+		}
+	})
+}
+
+// TestWorkChainAllocs: the chain adds no allocation per attempt, with or
+// without middleware.
+func TestWorkChainAllocs(t *testing.T) {
+	handler := func(ctx context.Context, job *JobRow) error { return nil }
+	pass := func(ctx context.Context, job *JobRow, next WorkFunc) error { return next(ctx, job) }
+	for _, tc := range []struct {
+		name string
+		mw   []WorkMiddleware
+	}{{"none", nil}, {"two", []WorkMiddleware{pass, pass}}} {
+		t.Run(tc.name, func(t *testing.T) {
+			chain := workChain(quietTestLogger(), tc.mw, handler)
+			ctx, row := context.Background(), &JobRow{ID: 1}
+			if n := testing.AllocsPerRun(100, func() {
+				if err := chain(ctx, row); err != nil {
+					t.Fatal(err)
+				}
+			}); n != 0 {
+				t.Errorf("%v allocations per attempt, want 0", n)
+			}
+		})
+	}
+}
+
+// TestEnqueueMiddleware: every enqueue path goes through the middleware
+// once, in order, with its jobs checked; after next the ids and duplicates
+// are set; a middleware that refuses writes nothing.
+func TestEnqueueMiddleware(t *testing.T) {
+	forEachEngine(t, func(t *testing.T, kind engine.Kind) {
+		ctx := context.Background()
+		env := coreEnv(t, kind)
+		var mu sync.Mutex
+		var seen []string
+		record := func(ctx context.Context, call *EnqueueCall, next EnqueueFunc) error {
+			if call.Jobs[0].Kind == "refused" {
+				return errors.New("not today")
+			}
+			err := next(ctx, call)
+			mu.Lock()
+			defer mu.Unlock()
+			for _, j := range call.Jobs {
+				seen = append(seen, fmt.Sprintf("%s/%s many=%t tx=%t id=%t dup=%t err=%v",
+					j.Kind, j.Type, call.Many, call.Tx != nil, j.ID > 0, j.Duplicate, err != nil))
+			}
+			return err
+		}
+		outer := 0
+		count := func(ctx context.Context, call *EnqueueCall, next EnqueueFunc) error {
+			outer++
+			return next(ctx, call)
+		}
+		q, _ := coreQueue(t, env, WithEnqueueMiddleware(count, record))
+
+		id1, err := q.Enqueue(ctx, RawArgs{Name: "one"}, Type("a"), UniqueKey("k"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		dupID, err := q.Enqueue(ctx, RawArgs{Name: "one"}, Type("a"), UniqueKey("k"))
+		if !errors.Is(err, ErrDuplicate) || dupID != id1 {
+			t.Errorf("duplicate Enqueue = %d, %v; want %d, ErrDuplicate", dupID, err, id1)
+		}
+		tx, err := env.db.BeginTx(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := q.EnqueueTx(ctx, tx, RawArgs{Name: "tx"}); err != nil {
+			t.Fatal(err)
+		}
+		if n, err := q.EnqueueManyTx(ctx, tx, []JobArgs{RawArgs{Name: "mtx"}, RawArgs{Name: "mtx"}}, Type("b")); err != nil || n != 2 {
+			t.Fatalf("EnqueueManyTx = %d, %v", n, err)
+		}
+		if err := tx.Commit(); err != nil {
+			t.Fatal(err)
+		}
+		n, err := q.EnqueueMany(ctx, []JobArgs{RawArgs{Name: "many"}, WithOptions(RawArgs{Name: "many"}, UniqueKey("k"))}, Type("c"))
+		if err != nil || n != 1 {
+			t.Fatalf("EnqueueMany = %d, %v; want 1 (one duplicate)", n, err)
+		}
+		if _, err := q.Enqueue(ctx, RawArgs{Name: "refused"}); err == nil || !strings.Contains(err.Error(), "not today") {
+			t.Errorf("refused Enqueue: err %v, want the middleware's", err)
+		}
+		if _, err := q.Enqueue(ctx, RawArgs{Name: ""}); !errors.Is(err, ErrInvalidJob) {
+			t.Errorf("invalid Enqueue: err %v, want ErrInvalidJob before the middleware", err)
+		}
+		want := []string{
+			"one/a many=false tx=false id=true dup=false err=false",
+			"one/a many=false tx=false id=true dup=true err=true",
+			"tx/default many=false tx=true id=true dup=false err=false",
+			"mtx/b many=true tx=true id=false dup=false err=false",
+			"mtx/b many=true tx=true id=false dup=false err=false",
+			"many/c many=true tx=false id=false dup=false err=false",
+			"many/c many=true tx=false id=false dup=true err=false",
+		}
+		if !slices.Equal(seen, want) {
+			t.Errorf("middleware saw\n%q\nwant\n%q", seen, want)
+		}
+		if outer != 6 {
+			t.Errorf("outer middleware called %d times, want 6 (the invalid job never reaches it)", outer)
+		}
+		if got := env.countWhere(t, "1=1"); got != 5 {
+			t.Errorf("table holds %d jobs, want 5", got)
+		}
+		if got := env.countWhere(t, "name = ?", "refused"); got != 0 {
+			t.Errorf("the refused job was written %d times", got)
+		}
+	})
+}
+
+// TestEnqueueMiddlewareOwnCall: a middleware that passes next a call of its
+// own making gets a clear error and nothing is written.
+func TestEnqueueMiddlewareOwnCall(t *testing.T) {
+	forEachEngine(t, func(t *testing.T, kind engine.Kind) {
+		env := coreEnv(t, kind)
+		q, _ := coreQueue(t, env, WithEnqueueMiddleware(func(ctx context.Context, call *EnqueueCall, next EnqueueFunc) error {
+			return next(ctx, &EnqueueCall{Jobs: call.Jobs})
+		}))
+		if _, err := q.Enqueue(context.Background(), RawArgs{Name: "x"}); !errors.Is(err, errNoWrite) {
+			t.Errorf("err %v, want errNoWrite", err)
+		}
+		if got := env.countWhere(t, "1=1"); got != 0 {
+			t.Errorf("table holds %d jobs, want 0", got)
+		}
+	})
+}
+
+// TestEventOutcomes: each attempt's end is heard with its outcome, and the
+// outcomes match the table: completed, retried, failed, expired, and, for
+// attempts fenced off from their jobs (EventLost), cancelled (the handler
+// returns at once, or waits until its context is cancelled) and lost.
+// Every listener added with WithListener hears every event.
+func TestEventOutcomes(t *testing.T) {
+	forEachEngine(t, func(t *testing.T, kind engine.Kind) {
+		ctx := context.Background()
+		env := coreEnv(t, kind)
+		clock := &testClock{}
+		var mu sync.Mutex
+		outcomes := map[int64][]Outcome{}
+		heard := 0
+		q := env.queue(t, nil, WithLogger(quietTestLogger()), withClock(clock.now),
+			WithListener(func(ev Event) {
+				switch ev.Kind {
+				case EventCompleted, EventFailed, EventLost:
+					mu.Lock()
+					outcomes[ev.Job.ID] = append(outcomes[ev.Job.ID], ev.Outcome)
+					mu.Unlock()
+				}
+			}),
+			WithListener(func(ev Event) {
+				if ev.Kind == EventClaimed {
+					mu.Lock()
+					heard++
+					mu.Unlock()
+				}
+			}))
+		one := Policy(RetryPolicy{MaxAttempts: 1, BaseDelay: time.Second, MaxDelay: time.Second})
+		two := Policy(RetryPolicy{MaxAttempts: 2, BaseDelay: time.Hour, MaxDelay: time.Hour})
+		cases := []struct {
+			what   string
+			opts   []EnqueueOption
+			want   Outcome
+			status Status
+		}{
+			{"ok", nil, OutcomeCompleted, StatusCompleted},
+			{"error", []EnqueueOption{two}, OutcomeRetried, StatusPending},
+			{"error-last", []EnqueueOption{one}, OutcomeFailed, StatusFailed},
+			{"expire", []EnqueueOption{ExpiresIn(time.Minute)}, OutcomeExpired, StatusExpired},
+			{"cancel", nil, OutcomeCancelled, StatusFailed},
+			{"cancel-wait", nil, OutcomeCancelled, StatusFailed},
+			{"steal", nil, OutcomeLost, StatusInProgress},
+		}
+		ids := map[string]int64{}
+		for _, c := range cases {
+			id, err := q.Enqueue(ctx, mwJob{What: c.what}, c.opts...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ids[c.what] = id
+		}
+		w := q.NewWorker(WorkerConfig{Concurrency: 2, MaxJobs: len(cases), Lease: 3 * time.Second})
+		Handle(w, func(ctx context.Context, job *Job[mwJob]) error {
+			switch job.Args.What {
+			case "error", "error-last":
+				return errors.New("broke")
+			case "expire":
+				clock.advance(2 * time.Minute) // its deadline passes while it runs
+				return errors.New("too late")
+			case "cancel":
+				return q.Cancel(ctx, job.ID)
+			case "cancel-wait":
+				if err := q.Cancel(ctx, job.ID); err != nil {
+					return err
+				}
+				<-ctx.Done() // within a heartbeat (at once on PostgreSQL)
+				return context.Cause(ctx)
+			case "steal":
+				// Another attempt holds the job now.
+				env.exec(t, "UPDATE {t} SET claim_token = ? WHERE id = ?", "other-"+fmt.Sprint(job.ID), job.ID)
+			}
+			return nil
+		})
+		if err := w.Run(ctx); err != nil {
+			t.Fatal(err)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range cases {
+			if got := outcomes[ids[c.what]]; !slices.Equal(got, []Outcome{c.want}) {
+				t.Errorf("job %q: outcomes heard %v, want [%s]", c.what, got, c.want)
+			}
+			if got := getJob(t, q, ids[c.what]); got.Status != c.status {
+				t.Errorf("job %q: status %s, want %s", c.what, got.Status, c.status)
+			}
+		}
+		if heard != len(cases) {
+			t.Errorf("the second listener heard %d claims, want %d", heard, len(cases))
+		}
+	})
+}
