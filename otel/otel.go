@@ -1,0 +1,138 @@
+// Package jobqueueotel instruments a queue (github.com/jobqueue/jobqueue/queue)
+// with OpenTelemetry: a span per enqueue and per attempt, and the
+// instruments of the queue's contract (SPEC section 11). It is a package of
+// its own so that the queue package does not depend on OpenTelemetry; it
+// uses only the OpenTelemetry API, and the service brings the SDK and the
+// exporters.
+//
+// Open it with New and hand its options to queue.New:
+//
+//	tel, err := jobqueueotel.New(jobqueueotel.Config{}) // the global providers
+//	q, err := queue.New(db, append(tel.QueueOptions(), queue.WithTable("jobs"))...)
+//
+// Spans:
+//   - jobqueue.enqueue (SpanKindProducer), around every Enqueue, EnqueueTx,
+//     EnqueueMany and EnqueueManyTx, with the job's kind, type and id (for
+//     one job), the number of jobs, and the error if the enqueue failed.
+//   - jobqueue.work (SpanKindConsumer), around every handler call, with the
+//     job's id, kind, type and attempt (AttrJobID, AttrJobKind, AttrJobType,
+//     AttrJobAttempt); on failure the error is recorded and the status is
+//     Error. The handler runs in the span's context.
+//
+// Instruments (the meter named ScopeName):
+//   - jobqueue.jobs.enqueued: counter of jobs written, attribute type
+//     (duplicates of a unique key are not counted; jobs enqueued in the
+//     caller's transaction are counted when EnqueueTx returns, whether or
+//     not the transaction then commits).
+//   - jobqueue.jobs.worked: counter of attempts ended, attributes type and
+//     outcome: completed, retried, failed, expired, cancelled or lost (see
+//     queue.Outcome).
+//   - jobqueue.job.duration: histogram of how long the handlers ran,
+//     seconds, attributes type and outcome.
+//   - jobqueue.job.wait: histogram of the time from a job's scheduled_at to
+//     its claim, seconds, attribute type.
+//
+// The gauges jobqueue.jobs and jobqueue.oldest_pending.age, read from the
+// table, are registered apart, with RegisterGauges.
+//
+// A job's id and kind are never metric attributes (their cardinality is
+// unbounded); they are on the spans.
+package jobqueueotel
+
+import (
+	"errors"
+	"fmt"
+
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/jobqueue/jobqueue/queue"
+)
+
+// ScopeName is the instrumentation scope of the tracer and the meter.
+const ScopeName = "github.com/jobqueue/jobqueue/otel"
+
+// The names of the spans and of the instruments.
+const (
+	SpanEnqueue = "jobqueue.enqueue"
+	SpanWork    = "jobqueue.work"
+
+	MetricEnqueued = "jobqueue.jobs.enqueued"
+	MetricWorked   = "jobqueue.jobs.worked"
+	MetricDuration = "jobqueue.job.duration"
+	MetricWait     = "jobqueue.job.wait"
+)
+
+// Config configures the telemetry. Its zero value uses the global
+// providers (otel.GetTracerProvider, otel.GetMeterProvider).
+type Config struct {
+	// TracerProvider makes the tracer of the spans (nil: the global one).
+	TracerProvider trace.TracerProvider
+	// MeterProvider makes the meter of the instruments (nil: the global
+	// one).
+	MeterProvider metric.MeterProvider
+}
+
+// Telemetry instruments queues: its options (QueueOptions) give a queue its
+// spans and metrics. One Telemetry may serve any number of queues; it is
+// safe for concurrent use.
+type Telemetry struct {
+	tracer   trace.Tracer
+	enqueued metric.Int64Counter
+	worked   metric.Int64Counter
+	duration metric.Float64Histogram
+	wait     metric.Float64Histogram
+	attrs    attrCache
+}
+
+// secondsBuckets are the bucket boundaries of the histograms, in seconds:
+// from a millisecond to an hour.
+var secondsBuckets = []float64{0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900, 3600}
+
+// New makes the tracer and the instruments from cfg's providers. It fails
+// only when the meter refuses an instrument.
+func New(cfg Config) (*Telemetry, error) {
+	tp, mp := cfg.TracerProvider, cfg.MeterProvider
+	if tp == nil {
+		tp = otel.GetTracerProvider()
+	}
+	if mp == nil {
+		mp = otel.GetMeterProvider()
+	}
+	m := mp.Meter(ScopeName)
+	t := &Telemetry{tracer: tp.Tracer(ScopeName)}
+	var errs []error
+	var err error
+	t.enqueued, err = m.Int64Counter(MetricEnqueued, metric.WithUnit("{job}"),
+		metric.WithDescription("Jobs enqueued (written), by type."))
+	errs = append(errs, err)
+	t.worked, err = m.Int64Counter(MetricWorked, metric.WithUnit("{attempt}"),
+		metric.WithDescription("Attempts ended, by type and outcome (completed, retried, failed, expired, cancelled, lost)."))
+	errs = append(errs, err)
+	t.duration, err = m.Float64Histogram(MetricDuration, metric.WithUnit("s"),
+		metric.WithDescription("How long handlers ran, by type and outcome."),
+		metric.WithExplicitBucketBoundaries(secondsBuckets...))
+	errs = append(errs, err)
+	t.wait, err = m.Float64Histogram(MetricWait, metric.WithUnit("s"),
+		metric.WithDescription("Time from a job's scheduled_at to its claim, by type."),
+		metric.WithExplicitBucketBoundaries(secondsBuckets...))
+	errs = append(errs, err)
+	if err := errors.Join(errs...); err != nil {
+		return nil, fmt.Errorf("jobqueueotel: making the instruments: %w", err)
+	}
+	return t, nil
+}
+
+// QueueOptions are the options that instrument a queue: pass them to
+// queue.New (with the queue's others). They add the enqueue and work
+// middleware and a listener, after any the caller gives before them; to
+// trace only some workers, use EnqueueMiddleware and Listen as options and
+// put WorkMiddleware in those workers' WorkerConfig.Middleware instead.
+func (t *Telemetry) QueueOptions() []queue.Option {
+	return []queue.Option{
+		queue.WithEnqueueMiddleware(t.EnqueueMiddleware),
+		queue.WithWorkMiddleware(t.WorkMiddleware),
+		queue.WithListener(t.Listen),
+	}
+}

@@ -1,0 +1,365 @@
+package jobqueueotel_test
+
+// The telemetry seen after a drain, on the three engines: spans recorded by
+// tracetest.SpanRecorder and metrics read by a ManualReader equal what the
+// table says afterwards.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/jobqueue/jobqueue/internal/engine"
+	"github.com/jobqueue/jobqueue/internal/testdb"
+	"github.com/jobqueue/jobqueue/migrations"
+	jobqueueotel "github.com/jobqueue/jobqueue/otel"
+	"github.com/jobqueue/jobqueue/queue"
+)
+
+// task is the job of the tests; Do says what its handler does.
+type task struct {
+	Do string `json:"do"`
+}
+
+func (task) Kind() string { return "task" }
+
+// recorded is the telemetry of one test: its providers and what they saw.
+type recorded struct {
+	spans  *tracetest.SpanRecorder
+	reader *sdkmetric.ManualReader
+	tel    *jobqueueotel.Telemetry
+}
+
+// newRecorded makes a Telemetry on an in-memory span recorder and a manual
+// metric reader.
+func newRecorded(t testing.TB) *recorded {
+	t.Helper()
+	r := &recorded{spans: tracetest.NewSpanRecorder(), reader: sdkmetric.NewManualReader()}
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(r.spans))
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(r.reader))
+	t.Cleanup(func() {
+		if err := tp.Shutdown(context.Background()); err != nil {
+			t.Error(err)
+		}
+		if err := mp.Shutdown(context.Background()); err != nil {
+			t.Error(err)
+		}
+	})
+	tel, err := jobqueueotel.New(jobqueueotel.Config{TracerProvider: tp, MeterProvider: mp})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.tel = tel
+	return r
+}
+
+// point is one data point of an instrument: its count (a counter's value,
+// a histogram's number of measurements) under its attributes.
+type point struct {
+	attrs string
+	count int64
+}
+
+// collect reads every instrument: name → attributes ("k=v,k=v") → count,
+// failing the test on an unexpected unit or attribute.
+func (r *recorded) collect(t *testing.T) map[string]map[string]int64 {
+	t.Helper()
+	var rm metricdata.ResourceMetrics
+	if err := r.reader.Collect(context.Background(), &rm); err != nil {
+		t.Fatal(err)
+	}
+	units := map[string]string{
+		jobqueueotel.MetricEnqueued: "{job}", jobqueueotel.MetricWorked: "{attempt}",
+		jobqueueotel.MetricDuration: "s", jobqueueotel.MetricWait: "s",
+	}
+	got := map[string]map[string]int64{}
+	for _, sm := range rm.ScopeMetrics {
+		if sm.Scope.Name != jobqueueotel.ScopeName {
+			t.Errorf("scope %q, want %q", sm.Scope.Name, jobqueueotel.ScopeName)
+		}
+		for _, m := range sm.Metrics {
+			if want, ok := units[m.Name]; !ok || m.Unit != want {
+				t.Errorf("instrument %q has unit %q; want one of the SPEC's with its unit (%q)", m.Name, m.Unit, want)
+			}
+			var pts []point
+			switch d := m.Data.(type) {
+			case metricdata.Sum[int64]:
+				if !d.IsMonotonic {
+					t.Errorf("%s is not monotonic", m.Name)
+				}
+				for _, p := range d.DataPoints {
+					pts = append(pts, point{attrString(p.Attributes), p.Value})
+				}
+			case metricdata.Histogram[float64]:
+				for _, p := range d.DataPoints {
+					pts = append(pts, point{attrString(p.Attributes), int64(p.Count)})
+					if v, ok := p.Min.Value(); ok && v < 0 {
+						t.Errorf("%s{%s} has a negative measurement %v", m.Name, attrString(p.Attributes), v)
+					}
+				}
+			default:
+				t.Errorf("instrument %q is a %T", m.Name, m.Data)
+			}
+			for _, p := range pts {
+				if strings.Contains(p.attrs, "id=") || strings.Contains(p.attrs, "kind=") {
+					t.Errorf("%s has a high-cardinality attribute: %s", m.Name, p.attrs)
+				}
+				if got[m.Name] == nil {
+					got[m.Name] = map[string]int64{}
+				}
+				got[m.Name][p.attrs] += p.count
+			}
+		}
+	}
+	return got
+}
+
+// attrString is a set of attributes as "k=v,k=v", sorted by key.
+func attrString(set attribute.Set) string {
+	var parts []string
+	for _, kv := range set.ToSlice() {
+		parts = append(parts, string(kv.Key)+"="+kv.Value.Emit())
+	}
+	sort.Strings(parts)
+	return strings.Join(parts, ",")
+}
+
+// openQueue installs a fresh table on e and opens a queue on it with opts.
+func openQueue(t testing.TB, e *testdb.Env, opts ...queue.Option) (*queue.Queue, engine.Table) {
+	t.Helper()
+	name := e.Table(t)
+	if err := migrations.Install(context.Background(), e.DB, name); err != nil {
+		t.Fatal(err)
+	}
+	tbl, err := engine.ParseTable(e.Kind, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q, err := queue.New(e.DB, append([]queue.Option{queue.WithTable(name), queue.WithLogger(slog.New(slog.DiscardHandler))}, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { q.Close() })
+	return q, tbl
+}
+
+// stealAttempt gives job id's row a claim token no attempt holds, so that
+// the running attempt is fenced off (lost).
+func stealAttempt(ctx context.Context, e *testdb.Env, tbl engine.Table, id int64) error {
+	query := "UPDATE " + tbl.Quoted() + " SET claim_token = ? WHERE id = ?"
+	if e.Kind == engine.Postgres {
+		query = "UPDATE " + tbl.Quoted() + " SET claim_token = $1 WHERE id = $2"
+	}
+	_, err := e.DB.ExecContext(ctx, query, fmt.Sprintf("stolen-%d", id), id)
+	return err
+}
+
+// TestTelemetryDrain drains successes (of two types), a retry, a permanent
+// failure, an expiry, a cancel of a running job and a lost attempt, then
+// checks that the spans and every counter and histogram equal what the
+// table says: rows per status and type, error texts, attempts.
+func TestTelemetryDrain(t *testing.T) {
+	testdb.ForEachEngine(t, func(t *testing.T, e *testdb.Env) {
+		ctx := context.Background()
+		rec := newRecorded(t)
+		q, tbl := openQueue(t, e, rec.tel.QueueOptions()...)
+
+		enqueueCalls := 0
+		enqueue := func(args queue.JobArgs, opts ...queue.EnqueueOption) int64 {
+			t.Helper()
+			enqueueCalls++
+			id, err := q.Enqueue(ctx, args, opts...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return id
+		}
+		if n, err := q.EnqueueMany(ctx, []queue.JobArgs{task{"ok"}, task{"ok"}, task{"ok"}}, queue.Type("mail")); err != nil || n != 3 {
+			t.Fatalf("EnqueueMany = %d, %v", n, err)
+		}
+		enqueueCalls++
+		enqueue(task{"ok"}, queue.Type("sms"))
+		enqueue(task{"ok"}, queue.Type("sms"), queue.UniqueKey("sms-1"))
+		if _, err := q.Enqueue(ctx, task{"ok"}, queue.Type("sms"), queue.UniqueKey("sms-1")); !errors.Is(err, queue.ErrDuplicate) {
+			t.Fatalf("duplicate enqueue: %v, want ErrDuplicate", err) // not counted: nothing written
+		}
+		enqueueCalls++
+		ids := map[string]int64{
+			"retry":  enqueue(task{"retry"}, queue.Type("mail")),
+			"fail":   enqueue(task{"fail"}, queue.Type("mail")),
+			"expire": enqueue(task{"expire"}, queue.Type("mail"), queue.ExpiresIn(2*time.Second)),
+			"cancel": enqueue(task{"cancel"}, queue.Type("mail")),
+			"lose":   enqueue(task{"lose"}, queue.Type("mail")),
+		}
+		const attempts = 5 + 2 + 1 + 1 + 1 + 1 // the retry runs twice
+
+		w := q.NewWorker(queue.WorkerConfig{Concurrency: 4, MaxJobs: attempts, Lease: 3 * time.Second, MaintenanceInterval: -1})
+		queue.Handle(w, func(ctx context.Context, job *queue.Job[task]) error {
+			switch job.Args.Do {
+			case "retry":
+				if job.Attempts == 1 {
+					return queue.RetryAfter(0, errors.New("try again"))
+				}
+			case "fail":
+				return queue.Permanent(errors.New("broken for good"))
+			case "expire":
+				// Run past the job's deadline, then fail: the attempt expires.
+				select {
+				case <-time.After(time.Until(*job.ExpiresAt) + 50*time.Millisecond):
+				case <-ctx.Done():
+					return context.Cause(ctx)
+				}
+				return errors.New("too slow")
+			case "cancel":
+				if err := q.Cancel(ctx, job.ID); err != nil {
+					return err
+				}
+				<-ctx.Done() // the heartbeat (on PostgreSQL the NOTIFY) ends it
+				return context.Cause(ctx)
+			case "lose":
+				if err := stealAttempt(ctx, e, tbl, job.ID); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		if err := w.Run(ctx); err != nil {
+			t.Fatal(err)
+		}
+
+		// What the table says.
+		type key struct{ typ, outcome string }
+		want := map[key]int64{}
+		claims := map[string]int64{}
+		enqueued := map[string]int64{}
+		rows, err := q.List(ctx, queue.ListFilter{Limit: 100})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range rows {
+			enqueued[r.Type]++
+			claims[r.Type] += int64(r.Attempts)
+			outcome := map[queue.Status]queue.Outcome{
+				queue.StatusCompleted:  queue.OutcomeCompleted,
+				queue.StatusFailed:     queue.OutcomeFailed,
+				queue.StatusExpired:    queue.OutcomeExpired,
+				queue.StatusInProgress: queue.OutcomeLost, // fenced off by another token
+			}[r.Status]
+			if r.Status == queue.StatusFailed && r.Error == "cancelled" {
+				outcome = queue.OutcomeCancelled
+			}
+			if outcome == "" {
+				t.Fatalf("job %d is %s after the drain", r.ID, r.Status)
+			}
+			want[key{r.Type, string(outcome)}]++
+			if r.Attempts > 1 {
+				want[key{r.Type, string(queue.OutcomeRetried)}] += int64(r.Attempts - 1)
+			}
+		}
+		// The drain did what the handlers meant (else the test proves little).
+		for name, status := range map[string]queue.Status{"retry": queue.StatusCompleted, "fail": queue.StatusFailed,
+			"expire": queue.StatusExpired, "cancel": queue.StatusFailed, "lose": queue.StatusInProgress} {
+			if got, err := q.Get(ctx, ids[name]); err != nil || got.Status != status {
+				t.Fatalf("job %q: %v, %v; want %s", name, got, err, status)
+			}
+		}
+		if len(want) != 7 {
+			t.Fatalf("the table shows %d (type, outcome) pairs, want 7 (every outcome, completed in two types): %v", len(want), want)
+		}
+
+		got := rec.collect(t)
+		for k, n := range want {
+			attrs := "outcome=" + k.outcome + ",type=" + k.typ
+			if g := got[jobqueueotel.MetricWorked][attrs]; g != n {
+				t.Errorf("%s{%s} = %d, the table says %d", jobqueueotel.MetricWorked, attrs, g, n)
+			}
+			if g := got[jobqueueotel.MetricDuration][attrs]; g != n {
+				t.Errorf("%s{%s} has %d measurements, the table says %d", jobqueueotel.MetricDuration, attrs, g, n)
+			}
+		}
+		if len(got[jobqueueotel.MetricWorked]) != len(want) {
+			t.Errorf("%s has points %v, want exactly %v", jobqueueotel.MetricWorked, got[jobqueueotel.MetricWorked], want)
+		}
+		for typ, n := range enqueued {
+			if g := got[jobqueueotel.MetricEnqueued]["type="+typ]; g != n {
+				t.Errorf("%s{type=%s} = %d, the table holds %d", jobqueueotel.MetricEnqueued, typ, g, n)
+			}
+		}
+		for typ, n := range claims {
+			if g := got[jobqueueotel.MetricWait]["type="+typ]; g != n {
+				t.Errorf("%s{type=%s} has %d measurements, the table counts %d attempts", jobqueueotel.MetricWait, typ, g, n)
+			}
+		}
+
+		// Spans: one jobqueue.work per attempt, an error for each handler
+		// that failed; one jobqueue.enqueue per enqueue call.
+		var work, enq, workErrors int
+		perJob := map[int64][]int64{}
+		for _, s := range rec.spans.Ended() {
+			attrs := map[attribute.Key]attribute.Value{}
+			for _, kv := range s.Attributes() {
+				attrs[kv.Key] = kv.Value
+			}
+			switch s.Name() {
+			case jobqueueotel.SpanWork:
+				work++
+				if s.SpanKind() != trace.SpanKindConsumer {
+					t.Errorf("work span kind %v", s.SpanKind())
+				}
+				if attrs[jobqueueotel.AttrJobKind].AsString() != "task" || attrs[jobqueueotel.AttrJobType].AsString() == "" {
+					t.Errorf("work span attributes %v", s.Attributes())
+				}
+				id := attrs[jobqueueotel.AttrJobID].AsInt64()
+				perJob[id] = append(perJob[id], attrs[jobqueueotel.AttrJobAttempt].AsInt64())
+				if s.Status().Code == codes.Error {
+					workErrors++
+					if len(s.Events()) == 0 || s.Events()[0].Name != "exception" {
+						t.Errorf("failed work span of job %d has no recorded error", id)
+					}
+				}
+			case jobqueueotel.SpanEnqueue:
+				enq++
+				if s.SpanKind() != trace.SpanKindProducer {
+					t.Errorf("enqueue span kind %v", s.SpanKind())
+				}
+				if s.Status().Code == codes.Error {
+					t.Errorf("enqueue span failed: %v", s.Status())
+				}
+			default:
+				t.Errorf("unexpected span %q", s.Name())
+			}
+		}
+		if work != attempts {
+			t.Errorf("%d work spans, want one per attempt: %d", work, attempts)
+		}
+		if workErrors != 4 {
+			t.Errorf("%d work spans with status Error, want 4 (retry's first, fail, expire, cancel)", workErrors)
+		}
+		if got := perJob[ids["retry"]]; !slices.Equal(sorted(got), []int64{1, 2}) {
+			t.Errorf("retry job's work spans have attempts %v, want [1 2]", got)
+		}
+		if enq != enqueueCalls {
+			t.Errorf("%d enqueue spans, want %d", enq, enqueueCalls)
+		}
+	})
+}
+
+func sorted(s []int64) []int64 {
+	s = slices.Clone(s)
+	slices.Sort(s)
+	return s
+}

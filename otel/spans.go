@@ -1,0 +1,113 @@
+package jobqueueotel
+
+// The spans: jobqueue.enqueue around every enqueue, jobqueue.work around
+// every handler call (the middleware of the queue package).
+
+import (
+	"context"
+	"errors"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/jobqueue/jobqueue/queue"
+)
+
+// The attributes of the spans.
+const (
+	AttrJobID        = attribute.Key("jobqueue.job.id")
+	AttrJobKind      = attribute.Key("jobqueue.job.kind")
+	AttrJobType      = attribute.Key("jobqueue.job.type")
+	AttrJobAttempt   = attribute.Key("jobqueue.job.attempt")
+	AttrJobCount     = attribute.Key("jobqueue.jobs.count")
+	AttrJobDuplicate = attribute.Key("jobqueue.job.duplicate")
+)
+
+// WorkMiddleware is the queue.WorkMiddleware that runs each handler in a
+// jobqueue.work span (SpanKindConsumer) with the job's id, kind, type and
+// attempt; a handler error (or panic) is recorded on the span, whose status
+// is then Error.
+func (t *Telemetry) WorkMiddleware(ctx context.Context, job *queue.JobRow, next queue.WorkFunc) error {
+	ctx, span := t.tracer.Start(ctx, SpanWork, trace.WithSpanKind(trace.SpanKindConsumer), trace.WithAttributes(
+		AttrJobID.Int64(job.ID),
+		AttrJobKind.String(job.Name),
+		AttrJobType.String(job.Type),
+		AttrJobAttempt.Int(job.Attempts),
+	))
+	defer span.End()
+	err := next(ctx, job)
+	if err != nil {
+		span.RecordError(err)
+		span.SetStatus(codes.Error, err.Error())
+	}
+	return err
+}
+
+// EnqueueMiddleware is the queue.EnqueueMiddleware that writes each enqueue
+// in a jobqueue.enqueue span (SpanKindProducer) and counts the jobs written
+// in jobqueue.jobs.enqueued. The span has the number of jobs, the kind and
+// type when all jobs share them, the id of a single job, and the error of a
+// failed enqueue (a duplicate of a unique key is not a failure: it is marked
+// jobqueue.job.duplicate).
+func (t *Telemetry) EnqueueMiddleware(ctx context.Context, call *queue.EnqueueCall, next queue.EnqueueFunc) error {
+	ctx, span := t.tracer.Start(ctx, SpanEnqueue, trace.WithSpanKind(trace.SpanKindProducer))
+	defer span.End()
+	err := next(ctx, call)
+	if span.IsRecording() {
+		attrs := []attribute.KeyValue{AttrJobCount.Int(len(call.Jobs))}
+		if kind, typ, same := shared(call.Jobs); same {
+			attrs = append(attrs, AttrJobKind.String(kind), AttrJobType.String(typ))
+		}
+		if len(call.Jobs) == 1 && call.Jobs[0].ID > 0 {
+			attrs = append(attrs, AttrJobID.Int64(call.Jobs[0].ID))
+		}
+		if len(call.Jobs) == 1 && call.Jobs[0].Duplicate {
+			attrs = append(attrs, AttrJobDuplicate.Bool(true))
+		}
+		span.SetAttributes(attrs...)
+	}
+	if err != nil && !errors.Is(err, queue.ErrDuplicate) {
+		span.RecordError(err)
+		span.SetStatus(codes.Error, err.Error())
+		return err
+	}
+	if err == nil {
+		t.countEnqueued(ctx, call.Jobs)
+	}
+	return err
+}
+
+// shared returns the kind and type of jobs when they all have the same.
+func shared(jobs []queue.EnqueuedJob) (kind, typ string, same bool) {
+	if len(jobs) == 0 {
+		return "", "", false
+	}
+	kind, typ = jobs[0].Kind, jobs[0].Type
+	for _, j := range jobs[1:] {
+		if j.Kind != kind || j.Type != typ {
+			return "", "", false
+		}
+	}
+	return kind, typ, true
+}
+
+// countEnqueued adds the jobs written (not the duplicates) to
+// jobqueue.jobs.enqueued, one Add per run of jobs of one type.
+func (t *Telemetry) countEnqueued(ctx context.Context, jobs []queue.EnqueuedJob) {
+	var n int64
+	typ := ""
+	for i, j := range jobs {
+		if i > 0 && j.Type != typ && n > 0 {
+			t.enqueued.Add(ctx, n, t.attrs.ofType(typ).add...)
+			n = 0
+		}
+		typ = j.Type
+		if !j.Duplicate {
+			n++
+		}
+	}
+	if n > 0 {
+		t.enqueued.Add(ctx, n, t.attrs.ofType(typ).add...)
+	}
+}
