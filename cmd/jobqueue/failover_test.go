@@ -28,8 +28,10 @@ import (
 // the primary is stopped as if it crashed and the standby promoted. The
 // drain finishes on the new primary with no manual step: every job the
 // producer was told was enqueued exists and is completed or ran. With
-// synchronous replication no completed job is lost and none ran more than
-// twice (an attempt in flight at the failover runs again).
+// synchronous replication no completed job is lost (no job whose
+// completion a worker was told of, its "job completed" log line, ran and
+// completed again) and none ran more than twice (an attempt in flight at
+// the failover runs again).
 func TestPostgresFailover(t *testing.T) {
 	t.Parallel()
 	for _, c := range []struct {
@@ -43,7 +45,10 @@ func TestPostgresFailover(t *testing.T) {
 	}
 }
 
-var seqRE = regexp.MustCompile(`"seq": ?(\d+)`)
+var (
+	seqRE       = regexp.MustCompile(`"seq": ?(\d+)`)
+	completedRE = regexp.MustCompile(`msg="job completed" job_id=(\d+) `)
+)
 
 func testFailover(t *testing.T, synchronous bool) {
 	const jobs, workers = 1500, 3
@@ -59,7 +64,7 @@ func testFailover(t *testing.T, synchronous bool) {
 	var logs []*syncBuffer
 	for range workers {
 		cmd, stderr := startWorker(t, c, "--concurrency", "4", "--lease", "5s", "--poll-interval", "100ms",
-			"--log-level", "warn", "--exec", fmt.Sprintf(`echo "$JOB_ID $(cat)" >> %s`, ran))
+			"--log-level", "info", "--exec", fmt.Sprintf(`echo "$JOB_ID $(cat)" >> %s`, ran))
 		procs, logs = append(procs, cmd), append(logs, stderr)
 	}
 
@@ -194,8 +199,28 @@ func testFailover(t *testing.T, synchronous bool) {
 			twice++
 		}
 	}
-	t.Logf("%d rows, %d acknowledged, %d jobs ran twice or more, %d acknowledged not in the table (ran before the failover)",
-		rows, len(acked), twice, countMissing(acked, inTable))
+	// Completions the workers were told of (the database acknowledged them).
+	completions := map[int64]int{}
+	for _, l := range logs {
+		for _, m := range completedRE.FindAllStringSubmatch(l.String(), -1) {
+			id, _ := strconv.ParseInt(m[1], 10, 64)
+			completions[id]++
+		}
+	}
+	if len(completions) == 0 {
+		t.Fatalf("no \"job completed\" line in the workers' logs; the check below would see nothing")
+	}
+	completedTwice := 0
+	for id, n := range completions {
+		if n > 1 {
+			completedTwice++
+			if synchronous {
+				t.Errorf("job %d: %d acknowledged completions; with synchronous replication the first is not lost, so the job never runs again", id, n)
+			}
+		}
+	}
+	t.Logf("%d rows, %d acknowledged, %d jobs ran twice or more, %d completed twice (a completion lost), %d acknowledged not in the table (ran before the failover)",
+		rows, len(acked), twice, completedTwice, countMissing(acked, inTable))
 	if synchronous {
 		for id, n := range runsByID {
 			if n > 2 {
