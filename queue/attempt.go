@@ -126,7 +126,10 @@ func (q *Queue) heartbeat(ctx context.Context, refs []attemptRef, lease time.Dur
 		}
 	}
 	if len(lost) > 0 {
-		q.logger.Warn("attempts lost their jobs", "count", len(lost))
+		// Not a warning: an attempt that finished while the statement ran
+		// (its completion written) is among them too. The heartbeater warns
+		// for each one still running, whose handler it cancels.
+		q.logger.Debug("leases not renewed: the attempts no longer hold their jobs", "count", len(lost))
 	}
 	return lost, nil
 }
