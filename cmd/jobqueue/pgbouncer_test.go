@@ -24,7 +24,9 @@ import (
 // transaction pooling mode with fewer server connections than clients:
 // install, enqueue (CLI and EnqueueMany), three `work --exec` processes of
 // concurrency 4 draining 3 000 jobs, each run exactly once, a failed job
-// shown, listed and retried, a job cancelled and deleted, stats; no prepared-statement error anywhere
+// shown, listed and retried, a job cancelled and deleted, stats, leader,
+// a unique enqueue and its duplicate, expire, reclaim, prune, the dashboard
+// and bench; no prepared-statement error anywhere
 // and the workers poll (no LISTEN). Without default_query_exec_mode=exec,
 // the error says to add it.
 func TestPgBouncerTransactionPooling(t *testing.T) {
@@ -92,6 +94,13 @@ func TestPgBouncerTransactionPooling(t *testing.T) {
 	if listening != 0 {
 		t.Errorf("%d server sessions LISTENed for the workers behind PgBouncer", listening)
 	}
+	// One of the workers leads (its lease lives in the leader side table,
+	// no session state), and `leader` reads it through the pooler.
+	var ld leaderJSON
+	decodeJSON(t, c.ok(t, "leader", "--json"), &ld)
+	if !ld.Leader || ld.Holder == "" {
+		t.Errorf("leader --json through PgBouncer: %+v; want a worker leading", ld)
+	}
 	for i, cmd := range procs {
 		if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
 			t.Fatal(err)
@@ -150,6 +159,43 @@ func TestPgBouncerTransactionPooling(t *testing.T) {
 	}
 	c.ok(t, "delete", later)
 	waitStats(t, c, time.Minute, map[string]int64{"completed": jobs + 1})
+
+	// The other commands through the pooler: a unique enqueue and its
+	// duplicate, expire, reclaim, prune, the dashboard, bench.
+	unique := strings.TrimSpace(c.ok(t, "enqueue", "--name", "u", "--unique-key", "k"))
+	if r := c.run(t, "enqueue", "--name", "u", "--unique-key", "k"); r.code != 0 || strings.TrimSpace(r.stdout) != unique || !strings.Contains(r.stderr, "duplicate of "+unique) {
+		t.Errorf("the duplicate unique enqueue through PgBouncer: exit %d, stdout %q, stderr %q; want 0, %s, duplicate of %s", r.code, r.stdout, r.stderr, unique, unique)
+	}
+	c.ok(t, "enqueue", "--name", "short-lived", "--expires-in", "1ms")
+	if out := c.ok(t, "expire"); out != "expired 1 jobs\n" {
+		t.Errorf("expire through PgBouncer printed %q, want the short-lived job expired", out)
+	}
+	if out := c.ok(t, "reclaim"); out != "reclaimed 0 jobs\n" {
+		t.Errorf("reclaim through PgBouncer printed %q, want nothing reclaimed (no worker runs)", out)
+	}
+	base, web := startWeb(t, c, nil, "--addr", "127.0.0.1:0", "--read-only")
+	for _, path := range []string{"/api/health", "/api/stats"} {
+		if code := httpDo(t, "GET", base+path, ""); code != 200 {
+			t.Errorf("GET %s of the dashboard through PgBouncer: %d", path, code)
+		}
+	}
+	if err := web.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if code := waitExit(t, web, 30*time.Second); code != 0 {
+		t.Errorf("web through PgBouncer: exit %d after SIGTERM", code)
+	}
+	if out := c.ok(t, "prune", "--older-than", "0s"); out != fmt.Sprintf("pruned %d jobs\n", jobs+2) {
+		t.Errorf("prune through PgBouncer printed %q, want the %d completed and expired jobs pruned", out, jobs+2)
+	}
+	waitStats(t, c, time.Minute, map[string]int64{"pending": 1})
+	benchTable := testdb.Table(t, direct)
+	bc := cli{db: pooled, table: benchTable, timeout: 2 * time.Minute}
+	var bench benchResult
+	decodeJSON(t, bc.ok(t, "bench", "--jobs", "500", "--workers", "4", "--latency-jobs", "20"), &bench)
+	if bench.Completed != 520 || bench.Duplicates != 0 {
+		t.Errorf("bench through PgBouncer: completed %d, duplicates %d; want 520 and 0", bench.Completed, bench.Duplicates)
+	}
 
 	// Without the exec mode, pgx's statement cache collides with the
 	// pooler's sharing of sessions; the error says what to add. Which

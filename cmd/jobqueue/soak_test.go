@@ -4,7 +4,7 @@ package main
 
 // The soak (make soak; not in CI): JOBQUEUE_SOAK_JOBS jobs (default
 // 1 000 000) through 4 `work --exec true --retention 1m` processes on
-// PostgreSQL. The workers' leader prunes (its maintenance, every
+// a PostgreSQL server of its own (PostgreSQL's settings: autovacuum on). The workers' leader prunes (its maintenance, every
 // --maintenance-interval, default 30 s); the producer only enqueues, keeping
 // at most 50 000 jobs unfinished. Every 10 seconds it prints the workers'
 // largest RSS, the table's size, its live and dead tuples and autovacuum
@@ -34,7 +34,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jobqueue/jobqueue/internal/engine"
 	"github.com/jobqueue/jobqueue/internal/testdb"
 	"github.com/jobqueue/jobqueue/queue"
 )
@@ -72,8 +71,16 @@ func TestSoak(t *testing.T) {
 		total = n
 	}
 	ctx := context.Background()
-	url := testdb.URL(t, engine.Postgres)
+	// A server of the soak's own, as PostgreSQL comes (the shared test
+	// server runs without autovacuum, which the soak is about), with the
+	// shared server's durability and memory.
+	url := testdb.PostgresServer(t, "fsync=on", "shared_buffers=128MB", "max_connections=100").URL()
 	db := testdb.OpenURL(t, url)
+	var settings string
+	if err := db.QueryRowContext(ctx, `SELECT string_agg(name || '=' || current_setting(name), ' ' ORDER BY name) FROM pg_settings
+		WHERE name IN ('autovacuum', 'autovacuum_naptime', 'autovacuum_vacuum_scale_factor', 'autovacuum_vacuum_cost_delay', 'autovacuum_vacuum_cost_limit', 'shared_buffers', 'fsync')`).Scan(&settings); err != nil {
+		t.Fatal(err)
+	}
 	table := testdb.Table(t, db)
 	c := cli{db: url, table: table}
 	c.ok(t, "install")
@@ -82,7 +89,7 @@ func TestSoak(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer q.Close()
-	fmt.Printf("soak: %d jobs, %d workers, table %s, load at start %s\n", total, soakWorkers, table, loadavg(t))
+	fmt.Printf("soak: %d jobs, %d workers, table %s, load at start %s\nsoak: server %s\n", total, soakWorkers, table, loadavg(t), settings)
 	var procs []*exec.Cmd
 	var logs []*syncBuffer
 	for range soakWorkers {
