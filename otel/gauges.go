@@ -41,8 +41,9 @@ const (
 	MetricOldestPendingAge = "jobqueue.oldest_pending.age"
 )
 
-// gaugesScope is the instrumentation scope of the gauges' meter.
-const gaugesScope = "github.com/jobqueue/jobqueue/otel"
+// AttrStatus is the attribute of jobqueue.jobs that holds a job's status
+// (with AttrType).
+const AttrStatus = attribute.Key("status")
 
 // GaugeOptions configures RegisterGauges; the zero value means the
 // defaults.
@@ -128,7 +129,7 @@ func RegisterGauges(q *queue.Queue, o GaugeOptions) (*Gauges, error) {
 		o.Timeout = DefaultGaugeTimeout
 	}
 	g := &Gauges{q: q, o: o}
-	m := o.MeterProvider.Meter(gaugesScope)
+	m := o.MeterProvider.Meter(ScopeName)
 	var err error
 	if g.jobs, err = m.Int64ObservableGauge(MetricJobs,
 		metric.WithDescription("Jobs in the table per type and status, read at most once per cache TTL."),
@@ -163,9 +164,9 @@ func (g *Gauges) observe(ctx context.Context, o metric.Observer) error {
 		return err
 	}
 	for _, t := range snap {
-		typ := attribute.String("type", t.typ)
+		typ := AttrType.String(t.typ)
 		for _, s := range queue.Statuses() {
-			o.ObserveInt64(g.jobs, t.counts[s], metric.WithAttributes(typ, attribute.String("status", string(s))))
+			o.ObserveInt64(g.jobs, t.counts[s], metric.WithAttributes(typ, AttrStatus.String(string(s))))
 		}
 		o.ObserveFloat64(g.age, t.age, metric.WithAttributes(typ))
 	}

@@ -137,3 +137,58 @@ func (s *metricsServer) stop(ctx context.Context) error {
 	}
 	return nil
 }
+
+// workMetrics are the metrics of `work --metrics-addr`: the telemetry's
+// counters and histograms of the jobs this process enqueues and works, and
+// the table's gauges, on a server of their own.
+type workMetrics struct {
+	m            *promMetrics
+	queueOptions []queue.Option // instrument the queue (jobqueueotel.Telemetry)
+	srv          *metricsServer
+	log          *slog.Logger
+}
+
+// newWorkMetrics makes the provider and the telemetry whose options the
+// queue is opened with.
+func newWorkMetrics(log *slog.Logger) (*workMetrics, error) {
+	m, err := newPromMetrics(log)
+	if err != nil {
+		return nil, err
+	}
+	tel, err := jobqueueotel.New(jobqueueotel.Config{MeterProvider: m.provider})
+	if err != nil {
+		return nil, errors.Join(err, m.close(context.Background()))
+	}
+	return &workMetrics{m: m, queueOptions: tel.QueueOptions(), log: log}, nil
+}
+
+// serve registers q's gauges and serves /metrics on addr.
+func (w *workMetrics) serve(q *queue.Queue, addr string) error {
+	if err := w.m.observe(q); err != nil {
+		return err
+	}
+	srv, err := serveMetrics(addr, w.m.handler, w.log)
+	if err != nil {
+		return err
+	}
+	w.srv = srv
+	return nil
+}
+
+// stop shuts the server down, giving scrapes in flight 5 seconds.
+func (w *workMetrics) stop() {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := w.srv.stop(ctx); err != nil {
+		w.log.Warn(err.Error())
+	}
+}
+
+// close stops the gauges and the provider.
+func (w *workMetrics) close() {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := w.m.close(ctx); err != nil {
+		w.log.Warn("metrics: " + err.Error())
+	}
+}

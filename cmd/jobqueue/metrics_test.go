@@ -108,10 +108,15 @@ func gaugeSeries(series map[string]float64, types ...string) map[string]int64 {
 
 // TestWorkMetrics: on every engine, `work --exec … --metrics-addr
 // 127.0.0.1:0` drains jobs of two types, some completing and some failing
-// (one of them after a retry); /metrics, scraped during the drain and at
-// its end, has the gauges jobqueue_jobs per type and status and
+// (one of them after a retry), while its leader enqueues a periodic job
+// every second; /metrics, scraped during the drain and at its end, has the
+// gauges jobqueue_jobs per type and status and
 // jobqueue_oldest_pending_age_seconds per type, equal to the table at the
-// end.
+// end, and the counters and histograms of what the process worked and
+// enqueued, equal to the table's rows: jobqueue_jobs_worked_total by
+// outcome (completed, failed, retried: attempts that did not end their
+// job), jobqueue_job_duration_seconds_count, jobqueue_job_wait_seconds_count
+// (one per attempt) and jobqueue_jobs_enqueued_total (the periodic jobs).
 func TestWorkMetrics(t *testing.T) {
 	t.Parallel()
 	testdb.ForEachEngine(t, func(t *testing.T, e *testdb.Env) {
@@ -128,7 +133,8 @@ func TestWorkMetrics(t *testing.T) {
 		q := openTestQueue(t, e, c.table)
 
 		cmd, stderr := startWorker(t, c, "--concurrency", "2", "--poll-interval", "100ms", "--metrics-addr", "127.0.0.1:0",
-			"--exec", `case "$JOB_NAME" in ok) sleep 0.2;; *) echo boom >&2; exit 1;; esac`)
+			"--periodic", "tick=@every 1s",
+			"--exec", `case "$JOB_NAME" in ok) sleep 0.2;; tick) ;; *) echo boom >&2; exit 1;; esac`)
 		url := metricsURL(t, stderr)
 
 		// During the drain: the gauges are there, by type and status.
@@ -165,6 +171,21 @@ func TestWorkMetrics(t *testing.T) {
 				t.Errorf("jobqueue_oldest_pending_age_seconds{type=%q} = %v with no job pending, want 0", typ, v)
 			}
 		}
+		// The counters and histograms equal the table, the periodic jobs'
+		// (type default) included: two scrapes around one read of the
+		// table agree with it (a tick may land between them: poll).
+		var mismatch string
+		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+			before, _ := scrape(t, url)
+			want := workedSeries(t, q, "fast", "slow", "default")
+			after, _ := scrape(t, url)
+			if mismatch = seriesMismatch(want, before, after); mismatch == "" {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("/metrics does not match the table: %s", mismatch)
+			}
+		}
 
 		if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
 			t.Fatal(err)
@@ -176,6 +197,64 @@ func TestWorkMetrics(t *testing.T) {
 			t.Errorf("/metrics answered %d after the worker exited", code)
 		}
 	})
+}
+
+// workedSeries is what the counters and histograms of a worker that has
+// worked (and, for type default, enqueued) every job of q's table of the
+// given types must hold, read from the table: attempts completed and failed
+// per type, retried (attempts that did not end their job), handler
+// durations of the completed ones, waits (one per attempt), and jobs
+// enqueued of type default.
+func workedSeries(t *testing.T, q *queue.Queue, types ...string) map[string]float64 {
+	t.Helper()
+	want := map[string]float64{}
+	for _, typ := range types {
+		rows, err := q.List(context.Background(), queue.ListFilter{Type: typ, Limit: queue.MaxListLimit})
+		if err != nil {
+			t.Fatal(err)
+		}
+		counts := map[string]float64{}
+		for _, r := range rows {
+			counts[string(r.Status)]++
+			counts["attempts"] += float64(r.Attempts)
+		}
+		ended := counts["completed"] + counts["failed"]
+		worked := func(outcome string) string {
+			return fmt.Sprintf(`jobqueue_jobs_worked_total{outcome="%s",type="%s"}`, outcome, typ)
+		}
+		for _, outcome := range []string{"completed", "failed"} {
+			if counts[outcome] > 0 {
+				want[worked(outcome)] = counts[outcome]
+			}
+		}
+		if n := counts["attempts"] - ended - counts["in_progress"]; n > 0 {
+			want[worked("retried")] = n
+		}
+		if counts["completed"] > 0 {
+			want[`jobqueue_job_duration_seconds_count{outcome="completed",type="`+typ+`"}`] = counts["completed"]
+		}
+		if counts["attempts"] > 0 {
+			want[`jobqueue_job_wait_seconds_count{type="`+typ+`"}`] = counts["attempts"]
+		}
+		if typ == queue.DefaultType {
+			want[`jobqueue_jobs_enqueued_total{type="`+typ+`"}`] = float64(len(rows))
+		}
+	}
+	return want
+}
+
+// seriesMismatch says how the scrapes differ from want ("" when each has
+// every series of want with its value).
+func seriesMismatch(want map[string]float64, scrapes ...map[string]float64) string {
+	var out []string
+	for i, got := range scrapes {
+		for name, v := range want {
+			if g, ok := got[name]; !ok || g != v {
+				out = append(out, fmt.Sprintf("scrape %d: %s = %v (present %v), the table says %v", i+1, name, g, ok, v))
+			}
+		}
+	}
+	return strings.Join(out, "; ")
 }
 
 // TestWorkMetricsBadInput: a malformed --metrics-addr is a usage error

@@ -67,8 +67,10 @@ worker led are skipped, except the latest with --run-missed. Give every worker
 of the table the same --periodic flags.
 
 --metrics-addr HOST:PORT serves /metrics there in the Prometheus text format
-while the worker runs: the jobs this process worked (jobqueue_jobs_worked_total
-by type and outcome, their duration and wait), and the table's jobs per type
+while the worker runs: the attempts this process worked
+(jobqueue_jobs_worked_total by type and outcome, jobqueue_job_duration_seconds,
+jobqueue_job_wait_seconds) and the jobs it enqueued (periodic ones:
+jobqueue_jobs_enqueued_total), and the table's jobs per type
 and status and oldest due pending job's age per type (jobqueue_jobs,
 jobqueue_oldest_pending_age_seconds), read at most once per 5s whatever the
 scrape rate. Port 0 picks a free port; the URL is logged at start.
@@ -163,17 +165,25 @@ the worker exits 0. --max-jobs and --max-runtime stop it on their own.`,
 			// The queue logs the worker's start and stop, failures and
 			// warnings; completions it logs at debug, so the listener
 			// reports them at info.
-			q, closeQueue, err := a.openQueue(ctx, queue.WithLogger(log), queue.WithListener(logCompleted(log)))
+			opts := []queue.Option{queue.WithLogger(log), queue.WithListener(logCompleted(log))}
+			var metrics *workMetrics
+			if metricsAddr != "" {
+				if metrics, err = newWorkMetrics(log); err != nil {
+					return err
+				}
+				defer metrics.close()
+				opts = append(opts, metrics.queueOptions...)
+			}
+			q, closeQueue, err := a.openQueue(ctx, opts...)
 			if err != nil {
 				return err
 			}
 			defer closeQueue()
-			if metricsAddr != "" {
-				stop, err := startWorkMetrics(q, metricsAddr, log)
-				if err != nil {
+			if metrics != nil {
+				if err := metrics.serve(q, metricsAddr); err != nil {
 					return err
 				}
-				defer stop()
+				defer metrics.stop()
 			}
 			w := q.NewWorker(queue.WorkerConfig{
 				Types:           types,
@@ -223,40 +233,6 @@ the worker exits 0. --max-jobs and --max-runtime stop it on their own.`,
 	f.StringVar(&metricsAddr, "metrics-addr", "", "serve /metrics (Prometheus text format) on this HOST:PORT while working, e.g. 127.0.0.1:9090")
 	cmd.MarkFlagRequired("exec")
 	return cmd
-}
-
-// startWorkMetrics serves q's metrics on addr (--metrics-addr); the
-// returned func stops the server, giving scrapes in flight 5 seconds, and
-// the metrics.
-func startWorkMetrics(q *queue.Queue, addr string, log *slog.Logger) (func(), error) {
-	m, err := newPromMetrics(log)
-	if err != nil {
-		return nil, err
-	}
-	closeMetrics := func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		if err := m.close(ctx); err != nil {
-			log.Warn("metrics: " + err.Error())
-		}
-	}
-	if err := m.observe(q); err != nil {
-		closeMetrics()
-		return nil, err
-	}
-	srv, err := serveMetrics(addr, m.handler, log)
-	if err != nil {
-		closeMetrics()
-		return nil, err
-	}
-	return func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		if err := srv.stop(ctx); err != nil {
-			log.Warn(err.Error())
-		}
-		closeMetrics()
-	}, nil
 }
 
 // logCompleted logs each completed job at info.
