@@ -68,9 +68,10 @@ func newPromMetrics(log *slog.Logger) (*promMetrics, error) {
 
 // observe registers q's gauges (jobs per type and status, the oldest due
 // pending job's age per type), read at most once per
-// jobqueueotel.DefaultGaugeTTL whatever the scrape rate.
-func (m *promMetrics) observe(q *queue.Queue) error {
-	g, err := jobqueueotel.RegisterGauges(q, jobqueueotel.GaugeOptions{MeterProvider: m.provider})
+// jobqueueotel.DefaultGaugeTTL whatever the scrape rate, each count
+// stopping at countLimit when it is above 0 (--metrics-count-limit).
+func (m *promMetrics) observe(q *queue.Queue, countLimit int64) error {
+	g, err := jobqueueotel.RegisterGauges(q, jobqueueotel.GaugeOptions{MeterProvider: m.provider, CountLimit: countLimit})
 	if err != nil {
 		return err
 	}
@@ -100,6 +101,17 @@ func checkAddr(flag, addr string) error {
 	}
 	if err != nil {
 		return usagef("bad %s %q: give HOST:PORT, such as 127.0.0.1:9090 (port 0 picks a free one)", flag, addr)
+	}
+	return nil
+}
+
+// countLimitFlag is the help of --metrics-count-limit.
+const countLimitFlag = "stop each count of the jobqueue_jobs gauge at N jobs (a bounded index read on a table of millions of rows; N means N or more); 0 counts every job"
+
+// checkCountLimit checks --metrics-count-limit.
+func checkCountLimit(n int64) error {
+	if n < 0 {
+		return usagef("--metrics-count-limit %d must not be negative; use 0 to count every job", n)
 	}
 	return nil
 }
@@ -162,9 +174,10 @@ func newWorkMetrics(log *slog.Logger) (*workMetrics, error) {
 	return &workMetrics{m: m, queueOptions: tel.QueueOptions(), log: log}, nil
 }
 
-// serve registers q's gauges and serves /metrics on addr.
-func (w *workMetrics) serve(q *queue.Queue, addr string) error {
-	if err := w.m.observe(q); err != nil {
+// serve registers q's gauges (see promMetrics.observe) and serves /metrics
+// on addr.
+func (w *workMetrics) serve(q *queue.Queue, addr string, countLimit int64) error {
+	if err := w.m.observe(q, countLimit); err != nil {
 		return err
 	}
 	srv, err := serveMetrics(addr, w.m.handler, w.log)

@@ -257,9 +257,10 @@ func seriesMismatch(want map[string]float64, scrapes ...map[string]float64) stri
 	return strings.Join(out, "; ")
 }
 
-// TestWorkMetricsBadInput: a malformed --metrics-addr is a usage error
-// naming the flag, found before the database is opened; an address in use
-// fails with an error that names it and says what to do.
+// TestWorkMetricsBadInput: a malformed --metrics-addr, or a negative
+// --metrics-count-limit (of work or web), is a usage error naming the flag,
+// found before the database is opened; an address in use fails with an
+// error that names it and says what to do.
 func TestWorkMetricsBadInput(t *testing.T) {
 	t.Parallel()
 	c := sqliteCLI(t)
@@ -268,6 +269,12 @@ func TestWorkMetricsBadInput(t *testing.T) {
 		t.Run("malformed "+addr, func(t *testing.T) {
 			r := c.run(t, "work", "--exec", "true", "--max-runtime", "1s", "--metrics-addr", addr)
 			assertOneLineError(t, r, exitUsage, "--metrics-addr", addr)
+		})
+	}
+	for _, cmd := range [][]string{{"work", "--exec", "true", "--max-runtime", "1s"}, {"web"}} {
+		t.Run(cmd[0]+" negative count limit", func(t *testing.T) {
+			r := c.run(t, append(cmd, "--metrics-count-limit", "-1")...)
+			assertOneLineError(t, r, exitUsage, "--metrics-count-limit")
 		})
 	}
 	t.Run("in use", func(t *testing.T) {
@@ -318,10 +325,11 @@ func TestWebMetrics(t *testing.T) {
 		}
 	})
 
-	t.Run("read-only", func(t *testing.T) {
-		base, _ := startWeb(t, c, nil, "--addr", "127.0.0.1:0", "--read-only")
-		if series, code := scrape(t, base+"/metrics"); code != http.StatusOK || len(gaugeSeries(series, "email")) == 0 {
-			t.Errorf("GET /metrics = %d with jobqueue_jobs %v, want 200 and the gauges", code, gaugeSeries(series, "email"))
+	t.Run("read-only, count limit", func(t *testing.T) {
+		base, _ := startWeb(t, c, nil, "--addr", "127.0.0.1:0", "--read-only", "--metrics-count-limit", "1")
+		series, code := scrape(t, base+"/metrics")
+		if got := gaugeSeries(series, "email"); code != http.StatusOK || got["email/pending"] != 1 || len(got) != len(queue.Statuses()) {
+			t.Errorf("GET /metrics = %d with jobqueue_jobs %v, want 200 and every status of email, pending 1 (2 stopped at the limit 1)", code, got)
 		}
 		if got := httpDo(t, "GET", base+"/api/stats", ""); got != http.StatusOK {
 			t.Errorf("GET /api/stats = %d, want 200", got)

@@ -28,9 +28,10 @@ func (a *app) webCommand() *cobra.Command {
 	var (
 		addr               string
 		readOnly, insecure bool
+		countLimit         int64
 	)
 	cmd := &cobra.Command{
-		Use:   "web [--addr ADDR] [--read-only] [--insecure]",
+		Use:   "web [--addr ADDR] [--read-only] [--insecure] [--metrics-count-limit N]",
 		Short: "Serve the dashboard (pages and JSON API) until stopped",
 		Long: `web serves the dashboard of the table: an overview (jobs per status and type,
 the oldest due job's age, recent failures), the jobs with filters, each job,
@@ -47,12 +48,16 @@ hides the actions and refuses them. SIGINT or SIGTERM stops it.
 basic auth when it is on), serves the table's jobs per type and status and
 oldest due pending job's age per type in the Prometheus text format
 (jobqueue_jobs, jobqueue_oldest_pending_age_seconds), read at most once per 5s
-whatever the scrape rate.`,
+whatever the scrape rate (--metrics-count-limit N stops each count at N, for a
+table of millions of rows).`,
 		Args: cobra.NoArgs,
 		RunE: runE(func(cmd *cobra.Command, args []string) error {
 			user, pass := os.Getenv(envWebUser), os.Getenv(envWebPassword)
 			if (user == "") != (pass == "") {
 				return usagef("set both %s and %s for basic auth, or neither", envWebUser, envWebPassword)
+			}
+			if err := checkCountLimit(countLimit); err != nil {
+				return err
 			}
 			host, _, err := net.SplitHostPort(addr)
 			if err != nil {
@@ -75,7 +80,7 @@ whatever the scrape rate.`,
 						logger.Warn("metrics: " + err.Error())
 					}
 				}()
-				if err := m.observe(q); err != nil {
+				if err := m.observe(q, countLimit); err != nil {
 					return err
 				}
 				mux := http.NewServeMux()
@@ -91,6 +96,7 @@ whatever the scrape rate.`,
 	}
 	cmd.Flags().StringVar(&addr, "addr", "127.0.0.1:8080", "address to listen on (HOST:PORT)")
 	cmd.Flags().BoolVar(&readOnly, "read-only", false, "hide the actions and refuse them (403)")
+	cmd.Flags().Int64Var(&countLimit, "metrics-count-limit", 0, countLimitFlag)
 	cmd.Flags().BoolVar(&insecure, "insecure", false, "serve actions on a non-loopback address without basic auth")
 	return cmd
 }

@@ -27,9 +27,10 @@ func (a *app) workCommand() *cobra.Command {
 		leaderLease          string
 		maintenance          string
 		metricsAddr          string
+		countLimit           int64
 	)
 	cmd := &cobra.Command{
-		Use:   "work --exec CMD [--type T …] [--concurrency N] [--lease DUR] [--max-jobs N] [--max-runtime DUR] [--periodic 'NAME=SCHEDULE' …] [--run-missed] [--retention DUR] [--metrics-addr ADDR]",
+		Use:   "work --exec CMD [--type T …] [--concurrency N] [--lease DUR] [--max-jobs N] [--max-runtime DUR] [--periodic 'NAME=SCHEDULE' …] [--run-missed] [--retention DUR] [--metrics-addr ADDR [--metrics-count-limit N]]",
 		Short: "Run jobs with a shell command until stopped",
 		Long: `work claims jobs of the given types (every type by default) and runs CMD through
 'sh -c' for each: the job's payload on stdin; JOB_ID, JOB_NAME, JOB_TYPE and
@@ -73,7 +74,8 @@ jobqueue_job_wait_seconds) and the jobs it enqueued (periodic ones:
 jobqueue_jobs_enqueued_total), and the table's jobs per type
 and status and oldest due pending job's age per type (jobqueue_jobs,
 jobqueue_oldest_pending_age_seconds), read at most once per 5s whatever the
-scrape rate. Port 0 picks a free port; the URL is logged at start.
+scrape rate (--metrics-count-limit N stops each count at N, for a table of
+millions of rows). Port 0 picks a free port; the URL is logged at start.
 
 SIGINT or SIGTERM stops claiming; running commands get --grace to finish, then
 the worker exits 0. --max-jobs and --max-runtime stop it on their own.`,
@@ -156,6 +158,9 @@ the worker exits 0. --max-jobs and --max-runtime stop it on their own.`,
 					return err
 				}
 			}
+			if err := checkCountLimit(countLimit); err != nil {
+				return err
+			}
 			var level slog.Level
 			if err := level.UnmarshalText([]byte(logLevel)); err != nil {
 				return usagef("--log-level %q is not a level; use debug, info, warn or error", logLevel)
@@ -180,7 +185,7 @@ the worker exits 0. --max-jobs and --max-runtime stop it on their own.`,
 			}
 			defer closeQueue()
 			if metrics != nil {
-				if err := metrics.serve(q, metricsAddr); err != nil {
+				if err := metrics.serve(q, metricsAddr, countLimit); err != nil {
 					return err
 				}
 				defer metrics.stop()
@@ -231,6 +236,7 @@ the worker exits 0. --max-jobs and --max-runtime stop it on their own.`,
 	f.StringVar(&leaderLease, "leader-lease", "5s", "the leader's lease: a new leader takes over within it and a fifth of it after the leader dies")
 	f.StringVar(&maintenance, "maintenance-interval", "30s", "how often the leader runs the maintenance (expire, reclaim, prune)")
 	f.StringVar(&metricsAddr, "metrics-addr", "", "serve /metrics (Prometheus text format) on this HOST:PORT while working, e.g. 127.0.0.1:9090")
+	f.Int64Var(&countLimit, "metrics-count-limit", 0, countLimitFlag)
 	cmd.MarkFlagRequired("exec")
 	return cmd
 }
