@@ -270,9 +270,11 @@ type Event struct {
 	// Outcome is how the attempt ended, for EventCompleted
 	// (OutcomeCompleted), EventFailed (OutcomeRetried, OutcomeFailed or
 	// OutcomeExpired) and EventLost (OutcomeCancelled or OutcomeLost).
-	// Every claimed attempt ends in exactly one of these events, except
-	// those released at shutdown, those whose worker stopped before writing
-	// their end (left to Reclaim) and those a failed write gave up on.
+	// Every claimed attempt ends in exactly one of these events (an attempt
+	// the shutdown interrupted and released is an EventFailed whose Err
+	// wraps ErrWorkerShutdown), except those whose worker stopped before
+	// writing their end and those whose write failed (both left to
+	// Reclaim).
 	Outcome Outcome
 	// Count is the number of jobs, for EventReclaimed.
 	Count int64

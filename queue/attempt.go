@@ -165,38 +165,44 @@ func (q *Queue) complete(ctx context.Context, refs []attemptRef) (stale []attemp
 // by token, like complete; it returns the refs that no longer held their
 // job (nothing changed for them).
 func (q *Queue) release(ctx context.Context, refs []attemptRef) (stale []attemptRef, err error) {
+	stale, _, err = q.releaseEnds(ctx, refs)
+	return stale, err
+}
+
+// releaseEnds is release, also returning the end written for each
+// attempt it released.
+func (q *Queue) releaseEnds(ctx context.Context, refs []attemptRef) (stale []attemptRef, ends map[attemptRef]attemptEnd, err error) {
 	now := q.now()
 	refs, stale = splitRefs(refs)
-	released := 0
+	ends = map[attemptRef]attemptEnd{}
 	for _, chunk := range chunkRefs(refs) {
 		jobs, err := q.st.heldAttempts(ctx, chunk)
 		if err != nil {
-			return stale, fmt.Errorf("jobqueue: release: %w", err)
+			return stale, ends, fmt.Errorf("jobqueue: release: %w", err)
 		}
 		order, groups := groupEnds(jobs, endCause{kind: causeReleased}, now)
-		ended := map[int64]bool{}
 		for _, e := range order {
 			held, err := q.st.endAttempts(ctx, groups[e], e)
 			if err != nil {
-				return stale, fmt.Errorf("jobqueue: release: %w", err)
+				return stale, ends, fmt.Errorf("jobqueue: release: %w", err)
 			}
-			for id := range held {
-				ended[id] = true
+			for _, r := range groups[e] {
+				if held[r.ID] {
+					ends[r] = e
+				}
 			}
 		}
 		for _, r := range chunk {
-			if ended[r.ID] {
-				released++
-			} else {
+			if _, ok := ends[r]; !ok {
 				stale = append(stale, r)
 			}
 		}
 	}
-	if n := released; n > 0 {
+	if n := len(ends); n > 0 {
 		q.logger.Warn("interrupted attempts released", "count", n)
 		q.wake.notify()
 	}
-	return stale, nil
+	return stale, ends, nil
 }
 
 // fail records a failed attempt of job (fenced by job.ID and job.ClaimToken)

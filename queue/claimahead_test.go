@@ -92,7 +92,7 @@ func TestExecutorSkipsAttemptCancelledBeforeStart(t *testing.T) {
 				t.Errorf("%d attempts left in flight, want 0", n)
 			}
 			released := ex.released.take()
-			if got := len(released) == 1 && released[0] == a.ref; got != tc.wantReleased {
+			if got := len(released) == 1 && released[0].row == row; got != tc.wantReleased {
 				t.Errorf("released %v, want released: %v", released, tc.wantReleased)
 			}
 			if !errors.Is(context.Cause(ctx), tc.cause) {

@@ -49,7 +49,7 @@ func (e *executors) execute(a *attempt) time.Duration {
 		e.attempts.remove(a.ref)
 		if errors.Is(cause, errShutdown) {
 			e.log.Info("claimed job not started before shutdown; releasing it", "job_id", row.ID, "kind", row.Name)
-			e.released.add(a.ref)
+			e.released.add(row, 0)
 		} else {
 			e.log.Warn("claimed job not started: its attempt lost the job before it began; the job is left to Reclaim",
 				"job_id", row.ID, "kind", row.Name, "cause", cause)
@@ -75,7 +75,7 @@ func (e *executors) execute(a *attempt) time.Duration {
 		return dur
 	case errors.Is(cause, errShutdown):
 		log.Info("handler cancelled by shutdown; releasing its job", "handler_err", err, "duration", dur)
-		e.released.add(a.ref)
+		e.released.add(row, dur)
 		return dur
 	}
 	e.recordFailure(a, err, dur, log)

@@ -335,3 +335,55 @@ func TestEventOutcomes(t *testing.T) {
 		}
 	})
 }
+
+// TestReleasedAttemptOutcome: an attempt the shutdown interrupts and
+// releases is heard as an EventFailed with its outcome (retried, or failed
+// when it was the last attempt) and an error wrapping ErrWorkerShutdown,
+// as the table says.
+func TestReleasedAttemptOutcome(t *testing.T) {
+	forEachEngine(t, func(t *testing.T, kind engine.Kind) {
+		ctx := context.Background()
+		env := coreEnv(t, kind)
+		events := newEventLog()
+		q := env.queue(t, nil, WithLogger(quietTestLogger()), WithListener(events.listen))
+		again, err := q.Enqueue(ctx, mwJob{What: "again"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		last, err := q.Enqueue(ctx, mwJob{What: "last"}, Policy(RetryPolicy{MaxAttempts: 1, BaseDelay: time.Second, MaxDelay: time.Second}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		started := make(chan struct{}, 2)
+		w := q.NewWorker(WorkerConfig{Concurrency: 2, ShutdownTimeout: -1, MaintenanceInterval: -1})
+		Handle(w, func(ctx context.Context, job *Job[mwJob]) error {
+			started <- struct{}{}
+			<-ctx.Done()
+			return context.Cause(ctx)
+		})
+		stop, _ := startWorker(t, w)
+		waitFor(t, started, 10*time.Second, "the first handler")
+		waitFor(t, started, 10*time.Second, "the second handler")
+		if err := stop(10 * time.Second); err != nil {
+			t.Fatal(err)
+		}
+		want := map[int64]struct {
+			outcome Outcome
+			status  Status
+		}{again: {OutcomeRetried, StatusPending}, last: {OutcomeFailed, StatusFailed}}
+		heard := map[int64]Event{}
+		for range 2 {
+			ev := events.next(t, EventFailed, 10*time.Second)
+			heard[ev.Job.ID] = ev
+		}
+		for id, w := range want {
+			ev := heard[id]
+			if ev.Outcome != w.outcome || ev.Job.Status != w.status || !errors.Is(ev.Err, ErrWorkerShutdown) {
+				t.Errorf("job %d: heard outcome %q, status %s, err %v; want %s, %s, ErrWorkerShutdown", id, ev.Outcome, ev.Job.Status, ev.Err, w.outcome, w.status)
+			}
+			if got := getJob(t, q, id); got.Status != w.status {
+				t.Errorf("job %d is %s in the table, want %s", id, got.Status, w.status)
+			}
+		}
+	})
+}

@@ -25,26 +25,34 @@ var errShutdown = fmt.Errorf("%w (ShutdownTimeout passed)", ErrWorkerShutdown)
 // the inflightSet only to count.
 
 // releaseList collects the attempts cut off by shutdown (their handlers
-// returned an error after errShutdown), to release in one batch.
+// returned an error after errShutdown, or never started), to release in one
+// batch.
 type releaseList struct {
-	mu   sync.Mutex
-	refs []attemptRef
+	mu    sync.Mutex
+	items []releasedAttempt
+}
+
+// releasedAttempt is an attempt on the releaseList: its job as claimed and
+// how long its handler ran (0: it never started).
+type releasedAttempt struct {
+	row *JobRow
+	dur time.Duration
 }
 
 // add puts an attempt on the list.
-func (l *releaseList) add(ref attemptRef) {
+func (l *releaseList) add(row *JobRow, dur time.Duration) {
 	l.mu.Lock()
-	l.refs = append(l.refs, ref)
+	l.items = append(l.items, releasedAttempt{row: row, dur: dur})
 	l.mu.Unlock()
 }
 
 // take empties the list and returns what it held.
-func (l *releaseList) take() []attemptRef {
+func (l *releaseList) take() []releasedAttempt {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	refs := l.refs
-	l.refs = nil
-	return refs
+	items := l.items
+	l.items = nil
+	return items
 }
 
 // awaitExecutors waits for the executors (whose work channel is closed) to
@@ -86,20 +94,42 @@ func (r *run) awaitExecutors(stop context.Context, execs *sync.WaitGroup) error 
 }
 
 // releaseInterrupted releases, in one batch, the attempts whose handlers
-// returned an error after the shutdown cancelled them.
+// returned an error after the shutdown cancelled them (or never started),
+// and emits an EventFailed with the outcome of each one released.
 func (r *run) releaseInterrupted() {
-	refs := r.released.take()
-	if len(refs) == 0 {
+	items := r.released.take()
+	if len(items) == 0 {
 		return
+	}
+	refs := make([]attemptRef, len(items))
+	for i, it := range items {
+		refs[i] = it.row.ref()
 	}
 	ctx, cancel := context.WithTimeout(r.dbCtx, dbCallTimeout)
 	defer cancel()
-	stale, err := r.q.release(ctx, refs)
+	stale, ends, err := r.q.releaseEnds(ctx, refs)
 	if err != nil {
 		r.log.Error("releasing interrupted attempts failed; their jobs stay in_progress until Reclaim", "jobs", len(refs), "err", err)
 		return
 	}
-	r.log.Info("released interrupted attempts", "jobs", len(refs)-len(stale), "stale", len(stale))
+	r.log.Info("released interrupted attempts", "jobs", len(ends), "stale", len(stale))
+	if !r.q.listening() {
+		return
+	}
+	for _, it := range items {
+		end, ok := ends[it.row.ref()]
+		if !ok {
+			continue
+		}
+		ev := *it.row
+		ev.Status, ev.Error, ev.ClaimToken, ev.LeaseUntil = end.status, end.errText, "", nil
+		if end.status == StatusPending {
+			ev.ScheduledAt = end.retryAt
+		} else {
+			ev.FinishedAt = nullableTime(end.finishedAt)
+		}
+		r.q.emit(Event{Kind: EventFailed, Job: &ev, Err: errShutdown, Permanent: end.status != StatusPending, Outcome: end.outcome, Duration: it.dur})
+	}
 }
 
 // closedTimeChan is a channel that is ready at once.
