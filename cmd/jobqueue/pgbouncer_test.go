@@ -25,8 +25,9 @@ import (
 // install, enqueue (CLI and EnqueueMany), three `work --exec` processes of
 // concurrency 4 draining 3 000 jobs, each run exactly once, a failed job
 // shown, listed and retried, a job cancelled and deleted, stats, leader,
-// a unique enqueue and its duplicate, expire, reclaim, prune, the dashboard
-// and bench; no prepared-statement error anywhere
+// a unique enqueue and its duplicate, expire, reclaim, prune, the dashboard,
+// bench, a periodic job and migrate (version 1 to 2); no prepared-statement
+// error anywhere
 // and the workers poll (no LISTEN). Without default_query_exec_mode=exec,
 // the error says to add it.
 func TestPgBouncerTransactionPooling(t *testing.T) {
@@ -195,6 +196,42 @@ func TestPgBouncerTransactionPooling(t *testing.T) {
 	decodeJSON(t, bc.ok(t, "bench", "--jobs", "500", "--workers", "4", "--latency-jobs", "20"), &bench)
 	if bench.Completed != 520 || bench.Duplicates != 0 {
 		t.Errorf("bench through PgBouncer: completed %d, duplicates %d; want 520 and 0", bench.Completed, bench.Duplicates)
+	}
+
+	// A periodic job, enqueued by the leader through the pooler, runs.
+	ticks := filepath.Join(dir, "ticks")
+	periodic, plog := startWorker(t, c, "--periodic", "tick=@every 1s", "--poll-interval", "100ms",
+		"--exec", fmt.Sprintf(`[ "$JOB_NAME" != tick ] || echo tick >> %s`, ticks))
+	waitLines(t, ticks, 2, time.Minute)
+	if err := periodic.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if code := waitExit(t, periodic, 30*time.Second); code != 0 || strings.Contains(plog.String(), "prepared statement") {
+		t.Errorf("the periodic worker through PgBouncer: exit %d; stderr:\n%s", code, plog)
+	}
+
+	// migrate: a version 1 table made version 2 through the pooler.
+	v1 := testdb.Table(t, direct)
+	ddl, err := os.ReadFile(filepath.Join("..", "..", "migrations", "testdata", "v1_postgres.sql"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, stmt := range splitSQL(strings.ReplaceAll(string(ddl), "{{table}}", v1)) {
+		if _, err := direct.ExecContext(context.Background(), stmt); err != nil {
+			t.Fatalf("%v\n%s", err, stmt)
+		}
+	}
+	if _, err := direct.ExecContext(context.Background(), `INSERT INTO "`+v1+`" (name, payload) VALUES ('old', '{}')`); err != nil {
+		t.Fatal(err)
+	}
+	mc := cli{db: pooled, table: v1, timeout: time.Minute}
+	if out := mc.ok(t, "migrate", "--max-attempts", "5", "--base-delay", "120", "--max-delay", "3600"); !strings.Contains(out, "version 2") {
+		t.Errorf("migrate through PgBouncer printed %q", out)
+	}
+	var migrated []map[string]any
+	decodeJSON(t, mc.ok(t, "list", "--json"), &migrated)
+	if len(migrated) != 1 || migrated[0]["max_attempts"] != 5.0 || migrated[0]["status"] != "pending" {
+		t.Errorf("list after migrate through PgBouncer: %v; want the one pending job with max_attempts 5", migrated)
 	}
 
 	// Without the exec mode, pgx's statement cache collides with the
