@@ -77,6 +77,13 @@ func newClaimToken() string {
 // claim_token and lease_until = now + lease. It emits no events (the worker
 // does).
 func (q *Queue) claim(ctx context.Context, types []string, max int, lease time.Duration) ([]*JobRow, error) {
+	return q.claimAfter(ctx, q.st, types, max, lease, claimPos{})
+}
+
+// claimAfter is claim on st of the jobs after position after in the claim
+// order (a claimer's watermark: claim_cursor.go); the rows are in claim
+// order.
+func (q *Queue) claimAfter(ctx context.Context, st claimStore, types []string, max int, lease time.Duration, after claimPos) ([]*JobRow, error) {
 	if max <= 0 {
 		return nil, nil
 	}
@@ -85,7 +92,7 @@ func (q *Queue) claim(ctx context.Context, types []string, max int, lease time.D
 	}
 	max = min(max, maxClaim)
 	now := q.now()
-	rows, err := q.st.claim(ctx, types, max, newClaimToken(), now, now.Add(lease))
+	rows, err := st.claim(ctx, types, max, newClaimToken(), now, now.Add(lease), after)
 	if err != nil {
 		if ctx.Err() != nil {
 			q.logger.Debug("claim cancelled", "types", types, "err", err)

@@ -190,7 +190,7 @@ func TestClaimTokenFormat(t *testing.T) {
 			t.Run(fmt.Sprintf("types %v", types), func(t *testing.T) {
 				batch := fmt.Sprintf("%032x", i+1)
 				now := clock.now()
-				jobs, err := q.st.claim(ctx, types, 3, batch, now, now.Add(time.Minute))
+				jobs, err := q.st.claim(ctx, types, 3, batch, now, now.Add(time.Minute), claimPos{})
 				if err != nil || len(jobs) != 3 {
 					t.Fatalf("claim(%v) = %d jobs, %v; want 3", types, len(jobs), err)
 				}

@@ -11,6 +11,10 @@ package queue
 //	                       (default 20 000) no-op jobs, completed rows kept; it
 //	                       measures claiming ahead (claimer.go): without it a
 //	                       worker of concurrency 8 claims 8 jobs per round trip
+//	BenchmarkDrainVacuumBlocked PostgreSQL, concurrency 8: the drain with a
+//	                       transaction held open (vacuum blocked) against one
+//	                       without; it measures the claimer's watermark
+//	                       (claim_cursor.go)
 //
 // Each reports jobs/s. A server that cannot be reached skips its engine.
 
@@ -24,6 +28,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jobqueue/jobqueue/internal/engine"
 	"github.com/jobqueue/jobqueue/internal/testdb"
 )
 
@@ -142,43 +147,92 @@ func BenchmarkDrain(b *testing.B) {
 		for _, conc := range []int{8, 64} {
 			b.Run(fmt.Sprintf("%s/concurrency=%d", kind, conc), func(b *testing.B) {
 				env := newTestEnv(b, kind)
-				var completed atomic.Int64
-				allDone := make(chan struct{}, 1)
-				q := env.queue(b, nil, WithLogger(quietLogger()), WithListener(func(ev Event) {
-					if ev.Kind == EventCompleted && completed.Add(1) == int64(n) {
-						allDone <- struct{}{}
-					}
-				}))
 				var elapsed time.Duration
 				for range b.N {
 					b.StopTimer()
 					env.emptyTable(b)
-					enqueueSeq(b, q, n)
-					completed.Store(0)
-					w := q.NewWorker(WorkerConfig{Concurrency: conc, MaintenanceInterval: -1})
-					Handle(w, func(ctx context.Context, job *Job[seqArgs]) error { return nil })
-					ctx, cancel := context.WithCancel(context.Background())
-					done := make(chan error, 1)
-					b.StartTimer()
-					t0 := time.Now()
-					go func() { done <- w.Run(ctx) }()
-					select {
-					case <-allDone:
-					case <-time.After(5 * time.Minute):
-						b.Fatalf("drain of %d jobs did not finish in 5 minutes (%d completed)", n, completed.Load())
-					}
-					elapsed += time.Since(t0)
-					b.StopTimer()
-					cancel()
-					if err := <-done; err != nil {
-						b.Fatal(err)
-					}
-					if got := env.countWhere(b, "status = 'completed'"); got != n {
-						b.Fatalf("%d jobs completed, want %d", got, n)
-					}
+					enqueueSeq(b, env.queue(b, nil, WithLogger(quietLogger())), n)
+					elapsed += drainOnce(b, env, conc, n)
 				}
 				b.ReportMetric(float64(n*b.N)/elapsed.Seconds(), "jobs/s")
 			})
 		}
 	}
+}
+
+// BenchmarkDrainVacuumBlocked (PostgreSQL): each iteration drains
+// JOBQUEUE_BENCH_JOBS jobs at concurrency 8 from a fresh table twice, once
+// undisturbed and once while another session holds a transaction open (so
+// vacuum can remove none of the dead index entries the claims leave at the
+// head of the pending range), and reports both rates and their ratio
+// (blocked/undisturbed, issue 9's goal: at least 0.8). It guards the
+// claimer's watermark (claim_cursor.go): a claim that started from the
+// beginning of the range would read every entry claimed before it.
+func BenchmarkDrainVacuumBlocked(b *testing.B) {
+	const conc = 8
+	n := benchJobs(b)
+	var free, blocked time.Duration
+	for range b.N {
+		b.StopTimer()
+		for _, hold := range []bool{false, true} {
+			env := newTestEnv(b, engine.Postgres)
+			enqueueSeq(b, env.queue(b, nil, WithLogger(quietLogger())), n)
+			if !hold {
+				free += drainOnce(b, env, conc, n)
+				continue
+			}
+			tx, err := env.newPool(b).BeginTx(context.Background(), nil)
+			if err != nil {
+				b.Fatal(err)
+			}
+			var xid int64
+			if err := tx.QueryRowContext(context.Background(), "SELECT txid_current()").Scan(&xid); err != nil {
+				b.Fatal(err)
+			}
+			blocked += drainOnce(b, env, conc, n)
+			if err := tx.Rollback(); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	b.ReportMetric(float64(n*b.N)/free.Seconds(), "jobs/s")
+	b.ReportMetric(float64(n*b.N)/blocked.Seconds(), "blocked-jobs/s")
+	b.ReportMetric(free.Seconds()/blocked.Seconds(), "blocked/undisturbed")
+}
+
+// drainOnce runs one worker of concurrency conc on env's table until it
+// completed n jobs (the table holds n pending ones), with the benchmark's
+// timer running, and returns how long that took. It fails when not all n
+// ended completed.
+func drainOnce(b *testing.B, env *testEnv, conc, n int) time.Duration {
+	b.Helper()
+	var completed atomic.Int64
+	allDone := make(chan struct{}, 1)
+	q := env.queue(b, nil, WithLogger(quietLogger()), WithListener(func(ev Event) {
+		if ev.Kind == EventCompleted && completed.Add(1) == int64(n) {
+			allDone <- struct{}{}
+		}
+	}))
+	w := q.NewWorker(WorkerConfig{Concurrency: conc, MaintenanceInterval: -1})
+	Handle(w, func(ctx context.Context, job *Job[seqArgs]) error { return nil })
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	b.StartTimer()
+	t0 := time.Now()
+	go func() { done <- w.Run(ctx) }()
+	select {
+	case <-allDone:
+	case <-time.After(5 * time.Minute):
+		b.Fatalf("drain of %d jobs did not finish in 5 minutes (%d completed)", n, completed.Load())
+	}
+	elapsed := time.Since(t0)
+	b.StopTimer()
+	cancel()
+	if err := <-done; err != nil {
+		b.Fatal(err)
+	}
+	if got := env.countWhere(b, "status = 'completed'"); got != n {
+		b.Fatalf("%d jobs completed, want %d", got, n)
+	}
+	return elapsed
 }

@@ -70,6 +70,10 @@ type claimer struct {
 	// Moving averages (see ahead); known once measured.
 	claimRTT, handlerDur time.Duration
 	rttKnown, durKnown   bool
+
+	// cursor holds the watermark and the claim session (made by the
+	// first claim; loop closes its session when it returns).
+	cursor *claimCursor
 }
 
 // ahead is how many jobs the claimer may hold claimed beyond Concurrency
@@ -108,6 +112,11 @@ func (c *claimer) claimTook(d time.Duration) {
 // claims again as soon as there is room; after a short one (nothing more
 // was due) it waits for the poll timer or a wake-up.
 func (c *claimer) loop(stop context.Context) int {
+	defer func() {
+		if c.cursor != nil {
+			c.cursor.closeSession()
+		}
+	}()
 	conc := c.cfg.Concurrency
 	held := 0
 	claimed := 0
@@ -252,12 +261,16 @@ func (c *claimer) gatherSlots(held int, stop context.Context) int {
 	return held
 }
 
-// claim runs one claim of up to n jobs. It is not cancelled by the worker's
-// stop: a claim cut off half-way could leave claimed rows nobody runs.
+// claim runs one claim of up to n jobs, past the claimer's watermark
+// (claim_cursor.go). It is not cancelled by the worker's stop: a claim cut
+// off half-way could leave claimed rows nobody runs.
 func (c *claimer) claim(n int) ([]*JobRow, error) {
 	ctx, cancel := context.WithTimeout(c.dbCtx, dbCallTimeout)
 	defer cancel()
-	return c.q.claim(ctx, c.cfg.Types, n, c.cfg.Lease)
+	if c.cursor == nil {
+		c.cursor = &claimCursor{q: c.q, types: c.cfg.Types, lease: c.cfg.Lease}
+	}
+	return c.cursor.claim(ctx, n)
 }
 
 // dispatch registers a claimed row as in flight and hands it to an executor

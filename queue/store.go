@@ -23,10 +23,11 @@ type store interface {
 	insert(ctx context.Context, d dbtx, j *newJob, now time.Time) (int64, error)
 	// insertMany writes jobs in multi-row statements; d is a transaction.
 	insertMany(ctx context.Context, d dbtx, jobs []*newJob, now time.Time) error
-	// claim marks up to max due jobs in_progress, each with the claim token
-	// attemptToken(token, id) and lease_until, and returns them as they are
-	// now.
-	claim(ctx context.Context, types []string, max int, token string, now, leaseUntil time.Time) ([]*JobRow, error)
+	// claim marks up to max due jobs after the position after in
+	// (scheduled_at, id) order in_progress, each with the claim token
+	// attemptToken(token, id) and lease_until, and returns them as they
+	// are now.
+	claim(ctx context.Context, types []string, max int, token string, now, leaseUntil time.Time, after claimPos) ([]*JobRow, error)
 	// extend moves the lease of the attempts that still hold their job and
 	// returns the ids of those.
 	extend(ctx context.Context, refs []attemptRef, leaseUntil time.Time) (map[int64]bool, error)

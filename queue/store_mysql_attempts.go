@@ -3,6 +3,7 @@ package queue
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"errors"
 	"fmt"
 	"strings"
@@ -17,24 +18,39 @@ import (
 // heartbeats and completions, and the writes of the ends that the outcome
 // rule decided (outcome.go), each fenced by the attempts' claim tokens.
 
-func (s mysqlStore) claim(ctx context.Context, types []string, max int, token string, now, leaseUntil time.Time) ([]*JobRow, error) {
+func (s mysqlStore) claim(ctx context.Context, types []string, max int, token string, now, leaseUntil time.Time, after claimPos) ([]*JobRow, error) {
 	// READ COMMITTED whatever the session's level: under REPEATABLE READ the
-	// locking SELECT takes gap locks and concurrent claims deadlock.
+	// locking SELECT takes gap locks and concurrent claims deadlock. The
+	// driver sets the level before the transaction (one round trip more
+	// than a claim session's claims: mysqlClaimSession).
 	tx, err := s.r.db.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
 	if err != nil {
 		return nil, err
 	}
+	return s.claimIn(ctx, tx, types, max, token, now, leaseUntil, after)
+}
+
+// claimIn runs a claim in tx, a READ COMMITTED transaction, and ends it.
+func (s mysqlStore) claimIn(ctx context.Context, tx *sql.Tx, types []string, max int, token string, now, leaseUntil time.Time, after claimPos) ([]*JobRow, error) {
 	defer tx.Rollback()
 	qs := mysqlgen.New(s.r.on(tx))
 	alive := nullTime(&now)
 	var rows []mysqlgen.Job
+	var afterID uint64
+	if after.id > 0 {
+		afterID = uint64(after.id)
+	}
+	var err error
 	switch len(types) {
 	case 0:
-		rows, err = qs.SelectDueJobs(ctx, mysqlgen.SelectDueJobsParams{Now: now, DeadlineAfter: alive, Limit: int32(max)})
+		rows, err = qs.SelectDueJobs(ctx, mysqlgen.SelectDueJobsParams{
+			Now: now, AfterAt: after.at, AfterID: afterID, DeadlineAfter: alive, Limit: int32(max)})
 	case 1:
-		rows, err = qs.SelectDueJobsOfType(ctx, mysqlgen.SelectDueJobsOfTypeParams{Type: types[0], Now: now, DeadlineAfter: alive, Limit: int32(max)})
+		rows, err = qs.SelectDueJobsOfType(ctx, mysqlgen.SelectDueJobsOfTypeParams{
+			Type: types[0], Now: now, AfterAt: after.at, AfterID: afterID, DeadlineAfter: alive, Limit: int32(max)})
 	default:
-		rows, err = qs.SelectDueJobsOfTypes(ctx, mysqlgen.SelectDueJobsOfTypesParams{Types: types, Now: now, DeadlineAfter: alive, Limit: int32(max)})
+		rows, err = qs.SelectDueJobsOfTypes(ctx, mysqlgen.SelectDueJobsOfTypesParams{
+			Types: types, Now: now, AfterAt: after.at, AfterID: afterID, DeadlineAfter: alive, Limit: int32(max)})
 	}
 	if err != nil {
 		return nil, explainMySQLClaim(err)
@@ -68,6 +84,58 @@ func (s mysqlStore) claim(ctx context.Context, types []string, max int, token st
 		j.LeaseUntil = &l
 	}
 	return out, nil
+}
+
+// claimSessionMinConns is the smallest pool limit (SetMaxOpenConns) under
+// which a claimer holds a connection of its own for its claims: with fewer,
+// the claimer's connection would starve the heartbeats, the completions and
+// the handlers, so claims then run on the pool, setting their level each.
+const claimSessionMinConns = 4
+
+// claimSession holds a connection from the pool for one claimer's claims,
+// its session set to READ COMMITTED once: each claim's transaction then
+// begins with START TRANSACTION alone, a round trip less than a claim on
+// the pool (BeginTx with an isolation level sends SET TRANSACTION first).
+// It returns nil, nil when the pool allows fewer than claimSessionMinConns
+// connections.
+func (s mysqlStore) claimSession(ctx context.Context) (claimSession, error) {
+	if m := s.r.db.Stats().MaxOpenConnections; m > 0 && m < claimSessionMinConns {
+		return nil, nil
+	}
+	conn, err := s.r.db.Conn(ctx)
+	if err != nil {
+		return nil, err
+	}
+	cs := &mysqlClaimSession{s: s, conn: conn}
+	// Session control, like the transaction control the driver sends for
+	// BeginTx, so not a generated query (sqlc drops SET statements).
+	if _, err := conn.ExecContext(ctx, "SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED"); err != nil {
+		cs.close()
+		return nil, fmt.Errorf("setting the claim connection to READ COMMITTED: %w", err)
+	}
+	return cs, nil
+}
+
+// mysqlClaimSession is a claimer's own connection, at READ COMMITTED for
+// the rest of its life (see claimSession). It is never handed back to the
+// pool: close discards it, so no other user of the pool gets a session
+// whose level the queue changed.
+type mysqlClaimSession struct {
+	s    mysqlStore
+	conn *sql.Conn
+}
+
+func (cs *mysqlClaimSession) claim(ctx context.Context, types []string, max int, token string, now, leaseUntil time.Time, after claimPos) ([]*JobRow, error) {
+	tx, err := cs.conn.BeginTx(ctx, nil) // the session's level: READ COMMITTED
+	if err != nil {
+		return nil, err
+	}
+	return cs.s.claimIn(ctx, tx, types, max, token, now, leaseUntil, after)
+}
+
+func (cs *mysqlClaimSession) close() {
+	_ = cs.conn.Raw(func(any) error { return driver.ErrBadConn }) // discards it
+	_ = cs.conn.Close()
 }
 
 // binlogStatementErr is ER_BINLOG_STMT_MODE_AND_ROW_ENGINE (MySQL and

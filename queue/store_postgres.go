@@ -74,10 +74,11 @@ func (s pgStore) insertMany(ctx context.Context, d dbtx, jobs []*newJob, now tim
 	return nil
 }
 
-func (s pgStore) claim(ctx context.Context, types []string, max int, token string, now, leaseUntil time.Time) ([]*JobRow, error) {
+func (s pgStore) claim(ctx context.Context, types []string, max int, token string, now, leaseUntil time.Time, after claimPos) ([]*JobRow, error) {
 	one, many := claimFilter(types)
 	rows, err := s.qs().ClaimJobs(ctx, pggen.ClaimJobsParams{
-		Token: token, LeaseUntil: nullTime(&leaseUntil), Type: one, Types: many, Now: now, MaxJobs: int32(max),
+		Token: token, LeaseUntil: nullTime(&leaseUntil), Type: one, Types: many, Now: now,
+		AfterAt: after.at, AfterID: after.id, MaxJobs: int32(max),
 	})
 	if err != nil {
 		return nil, err

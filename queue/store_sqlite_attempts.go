@@ -12,10 +12,11 @@ import (
 // rule decided (outcome.go), each fenced by the attempts' claim tokens and
 // retried while the database is busy (busyRetry, store_sqlite.go).
 
-func (s sqliteStore) claim(ctx context.Context, types []string, max int, token string, now, leaseUntil time.Time) ([]*JobRow, error) {
+func (s sqliteStore) claim(ctx context.Context, types []string, max int, token string, now, leaseUntil time.Time, after claimPos) ([]*JobRow, error) {
 	one, many := claimFilter(types)
 	arg := sqlitegen.ClaimJobsParams{
-		Token: nullString(token), LeaseUntil: nullTime(&leaseUntil), Type: one, Types: many, Now: now, MaxJobs: int64(max),
+		Token: nullString(token), LeaseUntil: nullTime(&leaseUntil), Type: one, Types: many, Now: now,
+		AfterAt: after.at, AfterID: after.id, MaxJobs: int64(max),
 	}
 	rows, err := busyRetry(ctx, func() ([]sqlitegen.Job, error) { return s.qs().ClaimJobs(ctx, arg) })
 	if err != nil {

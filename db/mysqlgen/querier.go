@@ -146,7 +146,13 @@ type Querier interface {
 	// lease passed; index lease_until).
 	SelectAbandoned(ctx context.Context, arg SelectAbandonedParams) ([]Job, error)
 	// SelectDueJobs locks due jobs of every type for a claim (index
-	// status_scheduled), skipping rows other claims hold.
+	// status_scheduled), skipping rows other claims hold. It and its variants
+	// start after (sqlc.arg(after_at), sqlc.arg(after_id)) in (scheduled_at, id)
+	// order: a claimer's watermark (queue/claim_cursor.go), or the year 1 and
+	// id 0 to scan from the start. MariaDB reads status_scheduled from the start
+	// of the pending range whatever the watermark (ref access on status, with
+	// the rest as index condition), so here the watermark only filters; the
+	// claims keep the same order and results as on the other engines.
 	SelectDueJobs(ctx context.Context, arg SelectDueJobsParams) ([]Job, error)
 	// SelectDueJobsOfType is SelectDueJobs for one type (index type_status_scheduled).
 	SelectDueJobsOfType(ctx context.Context, arg SelectDueJobsOfTypeParams) ([]Job, error)

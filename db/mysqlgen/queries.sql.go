@@ -1611,6 +1611,7 @@ func (q *Queries) SelectAbandoned(ctx context.Context, arg SelectAbandonedParams
 const selectDueJobs = `-- name: SelectDueJobs :many
 SELECT id, name, type, payload, status, attempts, claim_token, lease_until, max_attempts, base_delay, max_delay, error, scheduled_at, expires_at, finished_at, created_at FROM jobs
 WHERE status = 'pending' AND scheduled_at <= ?
+  AND (scheduled_at > ? OR (scheduled_at = ? AND id > ?))
   AND (expires_at IS NULL OR expires_at > ?)
 ORDER BY scheduled_at, id
 LIMIT ?
@@ -1619,14 +1620,29 @@ FOR UPDATE SKIP LOCKED
 
 type SelectDueJobsParams struct {
 	Now           time.Time
+	AfterAt       time.Time
+	AfterID       uint64
 	DeadlineAfter sql.NullTime
 	Limit         int32
 }
 
 // SelectDueJobs locks due jobs of every type for a claim (index
-// status_scheduled), skipping rows other claims hold.
+// status_scheduled), skipping rows other claims hold. It and its variants
+// start after (sqlc.arg(after_at), sqlc.arg(after_id)) in (scheduled_at, id)
+// order: a claimer's watermark (queue/claim_cursor.go), or the year 1 and
+// id 0 to scan from the start. MariaDB reads status_scheduled from the start
+// of the pending range whatever the watermark (ref access on status, with
+// the rest as index condition), so here the watermark only filters; the
+// claims keep the same order and results as on the other engines.
 func (q *Queries) SelectDueJobs(ctx context.Context, arg SelectDueJobsParams) ([]Job, error) {
-	rows, err := q.db.QueryContext(ctx, selectDueJobs, arg.Now, arg.DeadlineAfter, arg.Limit)
+	rows, err := q.db.QueryContext(ctx, selectDueJobs,
+		arg.Now,
+		arg.AfterAt,
+		arg.AfterAt,
+		arg.AfterID,
+		arg.DeadlineAfter,
+		arg.Limit,
+	)
 	if err != nil {
 		return nil, err
 	}
@@ -1668,6 +1684,7 @@ func (q *Queries) SelectDueJobs(ctx context.Context, arg SelectDueJobsParams) ([
 const selectDueJobsOfType = `-- name: SelectDueJobsOfType :many
 SELECT id, name, type, payload, status, attempts, claim_token, lease_until, max_attempts, base_delay, max_delay, error, scheduled_at, expires_at, finished_at, created_at FROM jobs
 WHERE type = ? AND status = 'pending' AND scheduled_at <= ?
+  AND (scheduled_at > ? OR (scheduled_at = ? AND id > ?))
   AND (expires_at IS NULL OR expires_at > ?)
 ORDER BY scheduled_at, id
 LIMIT ?
@@ -1677,6 +1694,8 @@ FOR UPDATE SKIP LOCKED
 type SelectDueJobsOfTypeParams struct {
 	Type          string
 	Now           time.Time
+	AfterAt       time.Time
+	AfterID       uint64
 	DeadlineAfter sql.NullTime
 	Limit         int32
 }
@@ -1686,6 +1705,9 @@ func (q *Queries) SelectDueJobsOfType(ctx context.Context, arg SelectDueJobsOfTy
 	rows, err := q.db.QueryContext(ctx, selectDueJobsOfType,
 		arg.Type,
 		arg.Now,
+		arg.AfterAt,
+		arg.AfterAt,
+		arg.AfterID,
 		arg.DeadlineAfter,
 		arg.Limit,
 	)
@@ -1730,6 +1752,7 @@ func (q *Queries) SelectDueJobsOfType(ctx context.Context, arg SelectDueJobsOfTy
 const selectDueJobsOfTypes = `-- name: SelectDueJobsOfTypes :many
 SELECT id, name, type, payload, status, attempts, claim_token, lease_until, max_attempts, base_delay, max_delay, error, scheduled_at, expires_at, finished_at, created_at FROM jobs
 WHERE type IN (/*SLICE:types*/?) AND status = 'pending' AND scheduled_at <= ?
+  AND (scheduled_at > ? OR (scheduled_at = ? AND id > ?))
   AND (expires_at IS NULL OR expires_at > ?)
 ORDER BY scheduled_at, id
 LIMIT ?
@@ -1739,6 +1762,8 @@ FOR UPDATE SKIP LOCKED
 type SelectDueJobsOfTypesParams struct {
 	Types         []string
 	Now           time.Time
+	AfterAt       time.Time
+	AfterID       uint64
 	DeadlineAfter sql.NullTime
 	Limit         int32
 }
@@ -1756,6 +1781,9 @@ func (q *Queries) SelectDueJobsOfTypes(ctx context.Context, arg SelectDueJobsOfT
 		query = strings.Replace(query, "/*SLICE:types*/?", "NULL", 1)
 	}
 	queryParams = append(queryParams, arg.Now)
+	queryParams = append(queryParams, arg.AfterAt)
+	queryParams = append(queryParams, arg.AfterAt)
+	queryParams = append(queryParams, arg.AfterID)
 	queryParams = append(queryParams, arg.DeadlineAfter)
 	queryParams = append(queryParams, arg.Limit)
 	rows, err := q.db.QueryContext(ctx, query, queryParams...)

@@ -38,6 +38,12 @@ type Querier interface {
 	// claim token of the attempt it starts, attemptToken(batch token, id) of
 	// queue/attempt.go, spelled here as sqlc.arg(token)::text || '-' || id::text
 	// (TestClaimTokenFormat checks it against the Go function for each filter).
+	// Each candidate query starts after (sqlc.arg(after_at), sqlc.arg(after_id))
+	// in (scheduled_at, id) order: a claimer's watermark (queue/claim_cursor.go),
+	// or the year 1 and id 0 to scan from the start. The row comparison is part
+	// of the index condition, so a claim past the watermark does not read the
+	// entries before it (dead ones pile up there while a transaction keeps
+	// vacuum from removing them).
 	ClaimJobs(ctx context.Context, arg ClaimJobsParams) ([]Job, error)
 	CompleteJobs(ctx context.Context, arg CompleteJobsParams) ([]int64, error)
 	CountByStatus(ctx context.Context) ([]CountByStatusRow, error)

@@ -117,18 +117,20 @@ WHERE id IN (
         SELECT j.id FROM jobs j
         WHERE $3::text IS NULL AND $4::text IS NULL
           AND j.status = 'pending' AND j.scheduled_at <= $5
+          AND (j.scheduled_at, j.id) > ($6::timestamptz, $7::bigint)
           AND (j.expires_at IS NULL OR j.expires_at > $5)
         ORDER BY j.scheduled_at, j.id
-        LIMIT $6
+        LIMIT $8
         FOR UPDATE SKIP LOCKED) e
     UNION ALL
     SELECT o.id FROM (
         SELECT j.id FROM jobs j
         WHERE $3::text IS NOT NULL AND j.type = $3::text
           AND j.status = 'pending' AND j.scheduled_at <= $5
+          AND (j.scheduled_at, j.id) > ($6::timestamptz, $7::bigint)
           AND (j.expires_at IS NULL OR j.expires_at > $5)
         ORDER BY j.scheduled_at, j.id
-        LIMIT $6
+        LIMIT $8
         FOR UPDATE SKIP LOCKED) o
     UNION ALL
     SELECT s.id FROM (
@@ -136,9 +138,10 @@ WHERE id IN (
         WHERE $4::text IS NOT NULL
           AND j.type IN (SELECT jsonb_array_elements_text(($4::text)::jsonb))
           AND j.status = 'pending' AND j.scheduled_at <= $5
+          AND (j.scheduled_at, j.id) > ($6::timestamptz, $7::bigint)
           AND (j.expires_at IS NULL OR j.expires_at > $5)
         ORDER BY j.scheduled_at, j.id
-        LIMIT $6
+        LIMIT $8
         FOR UPDATE SKIP LOCKED) s)
 RETURNING id, name, type, payload, status, attempts, claim_token, lease_until, max_attempts, base_delay, max_delay, error, scheduled_at, expires_at, finished_at, created_at
 `
@@ -149,6 +152,8 @@ type ClaimJobsParams struct {
 	Type       sql.NullString
 	Types      sql.NullString
 	Now        time.Time
+	AfterAt    time.Time
+	AfterID    int64
 	MaxJobs    int32
 }
 
@@ -161,6 +166,12 @@ type ClaimJobsParams struct {
 // claim token of the attempt it starts, attemptToken(batch token, id) of
 // queue/attempt.go, spelled here as sqlc.arg(token)::text || '-' || id::text
 // (TestClaimTokenFormat checks it against the Go function for each filter).
+// Each candidate query starts after (sqlc.arg(after_at), sqlc.arg(after_id))
+// in (scheduled_at, id) order: a claimer's watermark (queue/claim_cursor.go),
+// or the year 1 and id 0 to scan from the start. The row comparison is part
+// of the index condition, so a claim past the watermark does not read the
+// entries before it (dead ones pile up there while a transaction keeps
+// vacuum from removing them).
 func (q *Queries) ClaimJobs(ctx context.Context, arg ClaimJobsParams) ([]Job, error) {
 	rows, err := q.db.QueryContext(ctx, claimJobs,
 		arg.Token,
@@ -168,6 +179,8 @@ func (q *Queries) ClaimJobs(ctx context.Context, arg ClaimJobsParams) ([]Job, er
 		arg.Type,
 		arg.Types,
 		arg.Now,
+		arg.AfterAt,
+		arg.AfterID,
 		arg.MaxJobs,
 	)
 	if err != nil {

@@ -33,6 +33,9 @@ type Querier interface {
 	// of the attempt it starts, attemptToken(batch token, id) of
 	// queue/attempt.go, spelled here as sqlc.arg(token) || '-' || id
 	// (TestClaimTokenFormat checks it against the Go function for each filter).
+	// Each candidate query starts after (sqlc.arg(after_at), sqlc.arg(after_id))
+	// in (scheduled_at, id) order: a claimer's watermark (queue/claim_cursor.go),
+	// or the year 1 and id 0 to scan from the start.
 	ClaimJobs(ctx context.Context, arg ClaimJobsParams) ([]Job, error)
 	CompleteJobs(ctx context.Context, arg CompleteJobsParams) ([]int64, error)
 	CountByStatus(ctx context.Context) ([]CountByStatusRow, error)

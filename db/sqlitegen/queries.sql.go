@@ -103,26 +103,29 @@ WHERE id IN (
         SELECT j.id FROM jobs j
         WHERE CAST(?3 AS TEXT) IS NULL AND CAST(?4 AS TEXT) IS NULL
           AND j.status = 'pending' AND j.scheduled_at <= ?5
+          AND (j.scheduled_at, j.id) > (?6, CAST(?7 AS INTEGER))
           AND (j.expires_at IS NULL OR j.expires_at > ?5)
         ORDER BY j.scheduled_at, j.id
-        LIMIT ?6) e
+        LIMIT ?8) e
     UNION ALL
     SELECT o.id FROM (
         SELECT j.id FROM jobs j
         WHERE ?3 IS NOT NULL AND j.type = ?3
           AND j.status = 'pending' AND j.scheduled_at <= ?5
+          AND (j.scheduled_at, j.id) > (?6, CAST(?7 AS INTEGER))
           AND (j.expires_at IS NULL OR j.expires_at > ?5)
         ORDER BY j.scheduled_at, j.id
-        LIMIT ?6) o
+        LIMIT ?8) o
     UNION ALL
     SELECT s.id FROM (
         SELECT j.id FROM jobs j
         WHERE ?4 IS NOT NULL
           AND j.type IN (SELECT t.value FROM json_each(?4) AS t)
           AND j.status = 'pending' AND j.scheduled_at <= ?5
+          AND (j.scheduled_at, j.id) > (?6, CAST(?7 AS INTEGER))
           AND (j.expires_at IS NULL OR j.expires_at > ?5)
         ORDER BY j.scheduled_at, j.id
-        LIMIT ?6) s)
+        LIMIT ?8) s)
 RETURNING id, name, type, payload, status, attempts, claim_token, lease_until, max_attempts, base_delay, max_delay, error, scheduled_at, expires_at, finished_at, created_at
 `
 
@@ -132,6 +135,8 @@ type ClaimJobsParams struct {
 	Type       sql.NullString
 	Types      sql.NullString
 	Now        time.Time
+	AfterAt    time.Time
+	AfterID    int64
 	MaxJobs    int64
 }
 
@@ -145,6 +150,9 @@ type ClaimJobsParams struct {
 // of the attempt it starts, attemptToken(batch token, id) of
 // queue/attempt.go, spelled here as sqlc.arg(token) || '-' || id
 // (TestClaimTokenFormat checks it against the Go function for each filter).
+// Each candidate query starts after (sqlc.arg(after_at), sqlc.arg(after_id))
+// in (scheduled_at, id) order: a claimer's watermark (queue/claim_cursor.go),
+// or the year 1 and id 0 to scan from the start.
 func (q *Queries) ClaimJobs(ctx context.Context, arg ClaimJobsParams) ([]Job, error) {
 	rows, err := q.db.QueryContext(ctx, claimJobs,
 		arg.Token,
@@ -152,6 +160,8 @@ func (q *Queries) ClaimJobs(ctx context.Context, arg ClaimJobsParams) ([]Job, er
 		arg.Type,
 		arg.Types,
 		arg.Now,
+		arg.AfterAt,
+		arg.AfterID,
 		arg.MaxJobs,
 	)
 	if err != nil {

@@ -27,9 +27,16 @@ VALUES (?, ?, ?, 'pending', 0, ?, ?, ?, ?, ?, ?);
 
 -- name: SelectDueJobs :many
 -- SelectDueJobs locks due jobs of every type for a claim (index
--- status_scheduled), skipping rows other claims hold.
+-- status_scheduled), skipping rows other claims hold. It and its variants
+-- start after (sqlc.arg(after_at), sqlc.arg(after_id)) in (scheduled_at, id)
+-- order: a claimer's watermark (queue/claim_cursor.go), or the year 1 and
+-- id 0 to scan from the start. MariaDB reads status_scheduled from the start
+-- of the pending range whatever the watermark (ref access on status, with
+-- the rest as index condition), so here the watermark only filters; the
+-- claims keep the same order and results as on the other engines.
 SELECT * FROM jobs
 WHERE status = 'pending' AND scheduled_at <= sqlc.arg(now)
+  AND (scheduled_at > sqlc.arg(after_at) OR (scheduled_at = sqlc.arg(after_at) AND id > sqlc.arg(after_id)))
   AND (expires_at IS NULL OR expires_at > sqlc.arg(deadline_after))
 ORDER BY scheduled_at, id
 LIMIT ?
@@ -39,6 +46,7 @@ FOR UPDATE SKIP LOCKED;
 -- SelectDueJobsOfType is SelectDueJobs for one type (index type_status_scheduled).
 SELECT * FROM jobs
 WHERE type = sqlc.arg(type) AND status = 'pending' AND scheduled_at <= sqlc.arg(now)
+  AND (scheduled_at > sqlc.arg(after_at) OR (scheduled_at = sqlc.arg(after_at) AND id > sqlc.arg(after_id)))
   AND (expires_at IS NULL OR expires_at > sqlc.arg(deadline_after))
 ORDER BY scheduled_at, id
 LIMIT ?
@@ -48,6 +56,7 @@ FOR UPDATE SKIP LOCKED;
 -- SelectDueJobsOfTypes is SelectDueJobs for several types.
 SELECT * FROM jobs
 WHERE type IN (sqlc.slice(types)) AND status = 'pending' AND scheduled_at <= sqlc.arg(now)
+  AND (scheduled_at > sqlc.arg(after_at) OR (scheduled_at = sqlc.arg(after_at) AND id > sqlc.arg(after_id)))
   AND (expires_at IS NULL OR expires_at > sqlc.arg(deadline_after))
 ORDER BY scheduled_at, id
 LIMIT ?

@@ -91,6 +91,12 @@ FROM jsonb_array_elements_text(sqlc.arg(types)::jsonb) AS t(value);
 -- claim token of the attempt it starts, attemptToken(batch token, id) of
 -- queue/attempt.go, spelled here as sqlc.arg(token)::text || '-' || id::text
 -- (TestClaimTokenFormat checks it against the Go function for each filter).
+-- Each candidate query starts after (sqlc.arg(after_at), sqlc.arg(after_id))
+-- in (scheduled_at, id) order: a claimer's watermark (queue/claim_cursor.go),
+-- or the year 1 and id 0 to scan from the start. The row comparison is part
+-- of the index condition, so a claim past the watermark does not read the
+-- entries before it (dead ones pile up there while a transaction keeps
+-- vacuum from removing them).
 UPDATE jobs
 SET status = 'in_progress', attempts = attempts + 1,
     claim_token = sqlc.arg(token)::text || '-' || id::text, lease_until = @lease_until
@@ -99,6 +105,7 @@ WHERE id IN (
         SELECT j.id FROM jobs j
         WHERE sqlc.narg(type)::text IS NULL AND sqlc.narg(types)::text IS NULL
           AND j.status = 'pending' AND j.scheduled_at <= @now
+          AND (j.scheduled_at, j.id) > (sqlc.arg(after_at)::timestamptz, sqlc.arg(after_id)::bigint)
           AND (j.expires_at IS NULL OR j.expires_at > @now)
         ORDER BY j.scheduled_at, j.id
         LIMIT @max_jobs
@@ -108,6 +115,7 @@ WHERE id IN (
         SELECT j.id FROM jobs j
         WHERE sqlc.narg(type)::text IS NOT NULL AND j.type = sqlc.narg(type)::text
           AND j.status = 'pending' AND j.scheduled_at <= @now
+          AND (j.scheduled_at, j.id) > (sqlc.arg(after_at)::timestamptz, sqlc.arg(after_id)::bigint)
           AND (j.expires_at IS NULL OR j.expires_at > @now)
         ORDER BY j.scheduled_at, j.id
         LIMIT @max_jobs
@@ -118,6 +126,7 @@ WHERE id IN (
         WHERE sqlc.narg(types)::text IS NOT NULL
           AND j.type IN (SELECT jsonb_array_elements_text((sqlc.narg(types)::text)::jsonb))
           AND j.status = 'pending' AND j.scheduled_at <= @now
+          AND (j.scheduled_at, j.id) > (sqlc.arg(after_at)::timestamptz, sqlc.arg(after_id)::bigint)
           AND (j.expires_at IS NULL OR j.expires_at > @now)
         ORDER BY j.scheduled_at, j.id
         LIMIT @max_jobs

@@ -45,6 +45,9 @@ ORDER BY r.key;
 -- of the attempt it starts, attemptToken(batch token, id) of
 -- queue/attempt.go, spelled here as sqlc.arg(token) || '-' || id
 -- (TestClaimTokenFormat checks it against the Go function for each filter).
+-- Each candidate query starts after (sqlc.arg(after_at), sqlc.arg(after_id))
+-- in (scheduled_at, id) order: a claimer's watermark (queue/claim_cursor.go),
+-- or the year 1 and id 0 to scan from the start.
 UPDATE jobs
 SET status = 'in_progress', attempts = attempts + 1,
     claim_token = sqlc.arg(token) || '-' || id, lease_until = @lease_until
@@ -53,6 +56,7 @@ WHERE id IN (
         SELECT j.id FROM jobs j
         WHERE CAST(sqlc.narg(type) AS TEXT) IS NULL AND CAST(sqlc.narg(types) AS TEXT) IS NULL
           AND j.status = 'pending' AND j.scheduled_at <= @now
+          AND (j.scheduled_at, j.id) > (@after_at, CAST(@after_id AS INTEGER))
           AND (j.expires_at IS NULL OR j.expires_at > @now)
         ORDER BY j.scheduled_at, j.id
         LIMIT @max_jobs) e
@@ -61,6 +65,7 @@ WHERE id IN (
         SELECT j.id FROM jobs j
         WHERE sqlc.narg(type) IS NOT NULL AND j.type = sqlc.narg(type)
           AND j.status = 'pending' AND j.scheduled_at <= @now
+          AND (j.scheduled_at, j.id) > (@after_at, CAST(@after_id AS INTEGER))
           AND (j.expires_at IS NULL OR j.expires_at > @now)
         ORDER BY j.scheduled_at, j.id
         LIMIT @max_jobs) o
@@ -70,6 +75,7 @@ WHERE id IN (
         WHERE sqlc.narg(types) IS NOT NULL
           AND j.type IN (SELECT t.value FROM json_each(sqlc.narg(types)) AS t)
           AND j.status = 'pending' AND j.scheduled_at <= @now
+          AND (j.scheduled_at, j.id) > (@after_at, CAST(@after_id AS INTEGER))
           AND (j.expires_at IS NULL OR j.expires_at > @now)
         ORDER BY j.scheduled_at, j.id
         LIMIT @max_jobs) s)
