@@ -77,6 +77,8 @@ type Queue struct {
 	enqueued atomic.Int64
 	// unique knows whether the side table of unique keys exists.
 	unique uniqueState
+	// keyedView: whether SQLite's <table>_keyed view was found missing.
+	keyedView keyedView
 	// pooled: the connections go through a transaction pooler, so the
 	// queue keeps no session state (pooler.go).
 	pooled bool

@@ -75,7 +75,7 @@ func rewriteTable(kind engine.Kind, query, quoted string) (string, int, error) {
 }
 
 // sideTableWord reports whether w names one of the side tables
-// (internal/ddl.SideTables) the way the generated queries do,
+// or views (internal/ddl.SideSuffixes) the way the generated queries do,
 // jobs_<suffix>, and returns the suffix. Other words that start with jobs_
 // are not tables of ours and stay as they are.
 func sideTableWord(w string) (string, bool) {
@@ -83,8 +83,8 @@ func sideTableWord(w string) (string, bool) {
 		return "", false
 	}
 	suffix := w[len(tableWord)+1:]
-	for _, st := range ddl.SideTables() {
-		if st.Suffix == suffix {
+	for _, s := range ddl.SideSuffixes() {
+		if s == suffix {
 			return suffix, true
 		}
 	}

@@ -101,7 +101,7 @@ func TestRewriteTable(t *testing.T) {
 // generated queries keep the word out of literals, comments and aliases.
 func TestRewriteEveryGeneratedQuery(t *testing.T) {
 	word := regexp.MustCompile(`(?i)\b` + tableWord + `\b`)
-	side := regexp.MustCompile(`\b` + tableWord + `_(unique|leader)\b`) // the side tables the queries use
+	side := regexp.MustCompile(`\b` + tableWord + `_(unique|leader|keyed)\b`) // the side tables and views the queries use
 	const marker = `"the table"`
 	for _, p := range []struct {
 		dir  string

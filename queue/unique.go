@@ -16,8 +16,10 @@ package queue
 // A keyed enqueue:
 //   - tries to insert the job holding the key (PostgreSQL: one statement,
 //     the key row first, with the job's id from the table's sequence;
-//     MySQL and SQLite: in a transaction, the job then the key row, the
-//     job deleted again when the key row conflicts);
+//     SQLite: one statement into the view <table>_keyed, whose trigger
+//     writes the job then the key row, unique_sqlite.go; MySQL, and SQLite
+//     when that fails, in a transaction: the job then the key row, the job
+//     deleted again when the key row conflicts);
 //   - on a conflict reads the holder: live → a duplicate, nothing written;
 //     not live → in a transaction it locks the holder's key row and job
 //     row, checks again, lets the key go and tries the insert again.
@@ -207,9 +209,16 @@ func (q *Queue) enqueueKeyed(ctx context.Context, tx *sql.Tx, j *newJob, k *uniq
 	if tx != nil {
 		return q.takeKey(ctx, q.run.onCallers(tx), j, k, now)
 	}
-	if q.kind == engine.Postgres {
+	switch q.kind {
+	case engine.Postgres:
 		// One statement, committed on its own, for a free key.
 		id, ok, err := q.st.insertUnique(ctx, q.run.on(nil), j, *k, now)
+		if err != nil || ok {
+			return id, err
+		}
+	case engine.SQLite:
+		// Likewise, through the view <table>_keyed (unique_sqlite.go).
+		id, ok, err := q.insertKeyedView(ctx, j, k, now)
 		if err != nil || ok {
 			return id, err
 		}

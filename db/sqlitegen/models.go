@@ -28,6 +28,20 @@ type Job struct {
 	CreatedAt   time.Time
 }
 
+type JobsKeyed struct {
+	Name        string
+	Type        string
+	Payload     string
+	MaxAttempts int64
+	BaseDelay   int64
+	MaxDelay    int64
+	ScheduledAt time.Time
+	ExpiresAt   sql.NullTime
+	CreatedAt   time.Time
+	UniqueKey   string
+	HeldUntil   time.Time
+}
+
 type JobsLeader struct {
 	Name       string
 	Holder     string

@@ -94,6 +94,12 @@ type Querier interface {
 	// InsertKey takes a key for a job just inserted; 0 rows: another job
 	// holds it.
 	InsertKey(ctx context.Context, arg InsertKeyParams) (int64, error)
+	// InsertKeyed inserts a job holding a free key in one statement (the view
+	// jobs_keyed's trigger writes the job, then its key row); when another row
+	// holds the key the statement fails with a unique constraint error and
+	// writes nothing. RETURNING reads the new job's id from the key row, which
+	// the trigger has written by then.
+	InsertKeyed(ctx context.Context, arg InsertKeyedParams) (int64, error)
 	JobKey(ctx context.Context, jobID int64) ([]JobKeyRow, error)
 	// JobStatuses reads the status of the jobs among the ids (to tell the ids
 	// that a control statement left alone: missing, finished or running).

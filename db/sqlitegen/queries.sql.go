@@ -912,6 +912,52 @@ func (q *Queries) InsertKey(ctx context.Context, arg InsertKeyParams) (int64, er
 	return result.RowsAffected()
 }
 
+const insertKeyed = `-- name: InsertKeyed :one
+INSERT INTO jobs_keyed (name, type, payload, max_attempts, base_delay, max_delay,
+                        scheduled_at, expires_at, created_at, unique_key, held_until)
+VALUES (?1, ?2, ?3, ?4, ?5, ?6,
+        ?7, ?8, ?9, ?10, ?11)
+RETURNING (SELECT u.job_id FROM jobs_unique AS u WHERE u.live_key = ?10) AS id
+`
+
+type InsertKeyedParams struct {
+	Name        string
+	Type        string
+	Payload     string
+	MaxAttempts int64
+	BaseDelay   int64
+	MaxDelay    int64
+	ScheduledAt time.Time
+	ExpiresAt   sql.NullTime
+	CreatedAt   time.Time
+	UniqueKey   string
+	HeldUntil   time.Time
+}
+
+// InsertKeyed inserts a job holding a free key in one statement (the view
+// jobs_keyed's trigger writes the job, then its key row); when another row
+// holds the key the statement fails with a unique constraint error and
+// writes nothing. RETURNING reads the new job's id from the key row, which
+// the trigger has written by then.
+func (q *Queries) InsertKeyed(ctx context.Context, arg InsertKeyedParams) (int64, error) {
+	row := q.db.QueryRowContext(ctx, insertKeyed,
+		arg.Name,
+		arg.Type,
+		arg.Payload,
+		arg.MaxAttempts,
+		arg.BaseDelay,
+		arg.MaxDelay,
+		arg.ScheduledAt,
+		arg.ExpiresAt,
+		arg.CreatedAt,
+		arg.UniqueKey,
+		arg.HeldUntil,
+	)
+	var job_id int64
+	err := row.Scan(&job_id)
+	return job_id, err
+}
+
 const jobKey = `-- name: JobKey :many
 SELECT unique_key, live_key, held_until FROM jobs_unique WHERE job_id = ?1
 `

@@ -13,6 +13,7 @@ const (
 	JobsIndex     ObjectKind = "index"
 	SideTableKind ObjectKind = "side table"
 	SideStatement ObjectKind = "side table statement"
+	SideView      ObjectKind = "side view"
 )
 
 // Object is one step in creating a jobqueue table: a statement that creates
@@ -58,6 +59,19 @@ func SideObjects(t engine.Table) []Object {
 				o.Kind, o.Drop = SideTableKind, DropTable(side)
 			}
 			out = append(out, o)
+		}
+		if st.Views == nil {
+			continue
+		}
+		for _, v := range st.Views(t) {
+			view := Side(t, v.Suffix)
+			for i, s := range v.Create {
+				o := Object{Kind: SideStatement, Table: view, Name: view.Name, Create: s}
+				if i == 0 {
+					o.Kind, o.Drop = SideView, "DROP VIEW IF EXISTS "+view.Quoted()
+				}
+				out = append(out, o)
+			}
 		}
 	}
 	return out

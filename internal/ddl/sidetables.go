@@ -12,12 +12,45 @@ type SideTable struct {
 	// side.Kind, its name quoted by side.Quoted()) and its indexes, in
 	// order. Each must be idempotent; the first creates the table.
 	Create func(side engine.Table) []string
+	// Views returns the views over the side table and the jobs table jobs
+	// (on jobs.Kind), each created after the side table's statements and
+	// dropped before it; nil when the engine needs none.
+	Views func(jobs engine.Table) []View
+}
+
+// View is a view of a side table (with the triggers that make it
+// writable), named <jobs table>_<Suffix>.
+type View struct {
+	// Suffix names the view like a side table's (at most MaxSideSuffix
+	// characters, unique among side tables and views).
+	Suffix string
+	// Create returns the idempotent statements that create the view view
+	// and then its triggers.
+	Create []string
 }
 
 // SideTables are the side tables every jobs table has, in creation order.
 // Append new ones at the end (see the package doc).
 func SideTables() []SideTable {
 	return []SideTable{uniqueTable, leaderTable}
+}
+
+// SideSuffixes are the suffixes of every side table and view, on any
+// engine: the names, jobs_<suffix>, that the generated queries may use.
+func SideSuffixes() []string {
+	var out []string
+	for _, st := range SideTables() {
+		out = append(out, st.Suffix)
+		for _, k := range []engine.Kind{engine.Postgres, engine.MySQL, engine.SQLite} {
+			if st.Views == nil {
+				break
+			}
+			for _, v := range st.Views(engine.Table{Kind: k, Name: "jobs"}) {
+				out = append(out, v.Suffix)
+			}
+		}
+	}
+	return out
 }
 
 // uniqueTable is <table>_unique, the unique keys of jobs (queue.UniqueKey,
@@ -61,6 +94,41 @@ var uniqueTable = SideTable{
 			}
 		}
 	},
+	Views: func(jobs engine.Table) []View {
+		if jobs.Kind != engine.SQLite {
+			return nil
+		}
+		return []View{keyedView(jobs)}
+	},
+}
+
+// keyedView is <table>_keyed on SQLite: inserting a row into it inserts
+// a pending job and its key row in one statement (its INSTEAD OF trigger),
+// so that a keyed enqueue of a free key is one autocommit statement, as a
+// plain enqueue is, instead of a transaction of four. The key row's
+// insert has no conflict clause: when another row holds the key, the
+// unique index fails the whole statement and nothing stays written. The
+// view's columns are what the insert gives; reading it lists the jobs with
+// a key row.
+func keyedView(jobs engine.Table) View {
+	side := Side(jobs, "unique")
+	view := Side(jobs, "keyed")
+	trigger := QuoteIdent(jobs.Kind, view.Name+"_insert")
+	return View{Suffix: "keyed", Create: []string{
+		`CREATE VIEW IF NOT EXISTS ` + view.Quoted() + ` AS
+SELECT j.name, j.type, j.payload, j.max_attempts, j.base_delay, j.max_delay,
+       j.scheduled_at, j.expires_at, j.created_at, u.unique_key, u.held_until
+FROM ` + jobs.Quoted() + ` AS j JOIN ` + side.Quoted() + ` AS u ON u.job_id = j.id`,
+		`CREATE TRIGGER IF NOT EXISTS ` + trigger + ` INSTEAD OF INSERT ON ` + view.Quoted() + `
+BEGIN
+    INSERT INTO ` + jobs.Quoted() + ` (name, type, payload, status, attempts, max_attempts, base_delay,
+                      max_delay, scheduled_at, expires_at, created_at)
+    VALUES (NEW.name, NEW.type, NEW.payload, 'pending', 0, NEW.max_attempts, NEW.base_delay,
+            NEW.max_delay, NEW.scheduled_at, NEW.expires_at, NEW.created_at);
+    INSERT INTO ` + side.Quoted() + ` (job_id, unique_key, live_key, held_until)
+    VALUES (last_insert_rowid(), NEW.unique_key, NEW.unique_key, NEW.held_until);
+END`,
+	}}
 }
 
 // Side is the side table with suffix of the jobs table t, on t's engine.

@@ -316,6 +316,18 @@ INSERT INTO jobs_unique (job_id, unique_key, live_key, held_until)
 VALUES (@job_id, @unique_key, @unique_key, @held_until)
 ON CONFLICT (live_key) DO NOTHING;
 
+-- name: InsertKeyed :one
+-- InsertKeyed inserts a job holding a free key in one statement (the view
+-- jobs_keyed's trigger writes the job, then its key row); when another row
+-- holds the key the statement fails with a unique constraint error and
+-- writes nothing. RETURNING reads the new job's id from the key row, which
+-- the trigger has written by then.
+INSERT INTO jobs_keyed (name, type, payload, max_attempts, base_delay, max_delay,
+                        scheduled_at, expires_at, created_at, unique_key, held_until)
+VALUES (@name, @type, @payload, @max_attempts, @base_delay, @max_delay,
+        @scheduled_at, sqlc.narg(expires_at), @created_at, @unique_key, @held_until)
+RETURNING (SELECT u.job_id FROM jobs_unique AS u WHERE u.live_key = @unique_key) AS id;
+
 -- name: DeleteJob :exec
 -- DeleteJob removes a job just inserted whose key was taken.
 DELETE FROM jobs WHERE id = @id;

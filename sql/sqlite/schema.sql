@@ -37,6 +37,15 @@ CREATE TABLE jobs_unique (
 
 CREATE UNIQUE INDEX idx_jobs_unique_live_key ON jobs_unique (live_key);
 
+-- The view jobs_keyed (internal/ddl/sidetables.go, keyedView): an insert
+-- into it inserts a job and its key row in one statement, through an
+-- INSTEAD OF trigger that internal/ddl creates with it (not written here:
+-- sqlc reads only the view's columns).
+CREATE VIEW jobs_keyed AS
+SELECT j.name, j.type, j.payload, j.max_attempts, j.base_delay, j.max_delay,
+       j.scheduled_at, j.expires_at, j.created_at, u.unique_key, u.held_until
+FROM jobs AS j JOIN jobs_unique AS u ON u.job_id = j.id;
+
 -- jobs_leader is the side table <table>_leader (internal/ddl/sidetables.go):
 -- who holds each role among the processes of the table (queue/leader.go).
 CREATE TABLE jobs_leader (
