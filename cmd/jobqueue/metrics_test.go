@@ -144,8 +144,14 @@ func TestWorkMetrics(t *testing.T) {
 			during, code = scrape(t, url)
 			return code == http.StatusOK
 		})
-		if got := gaugeSeries(during, "fast", "slow"); len(got) != 2*len(queue.Statuses()) {
+		got := gaugeSeries(during, "fast", "slow")
+		if len(got) != 2*len(queue.Statuses()) {
 			t.Errorf("the scrape during the drain has jobqueue_jobs %v, want every status of fast and slow", got)
+		}
+		// The drain takes 0.8 s at least (8 × 0.2 s, 2 at once) and the
+		// first scrape comes within 50 ms of the server's start.
+		if got["fast/pending"]+got["fast/in_progress"] == 0 {
+			t.Errorf("the first scrape came after the drain (jobqueue_jobs %v), want one during it", got)
 		}
 		for _, typ := range []string{"fast", "slow"} {
 			if _, ok := during[`jobqueue_oldest_pending_age_seconds{type="`+typ+`"}`]; !ok {
