@@ -13,6 +13,7 @@ import (
 	"net"
 	"net/http"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -25,7 +26,8 @@ import (
 
 // scrape GETs url (with basic auth when auth is user and password) and
 // returns its series, "name{labels}" as the text format writes them →
-// value, and the status code; a failed request is code 0.
+// value, with each family's "# TYPE name kind" line as a key of value 1,
+// and the status code; a failed request is code 0.
 func scrape(t *testing.T, url string, auth ...string) (map[string]float64, int) {
 	t.Helper()
 	req, err := http.NewRequest("GET", url, nil)
@@ -49,6 +51,9 @@ func scrape(t *testing.T, url string, auth ...string) (map[string]float64, int) 
 	}
 	series := map[string]float64{}
 	for _, line := range strings.Split(string(body), "\n") {
+		if strings.HasPrefix(line, "# TYPE ") {
+			series[line] = 1
+		}
 		if line == "" || strings.HasPrefix(line, "#") {
 			continue
 		}
@@ -193,6 +198,22 @@ func TestWorkMetrics(t *testing.T) {
 			}
 		}
 
+		// Exactly SPEC 11's families, with the kinds Prometheus expects.
+		var families []string
+		for name := range end {
+			if strings.HasPrefix(name, "# TYPE ") {
+				families = append(families, strings.TrimPrefix(name, "# TYPE "))
+			}
+		}
+		slices.Sort(families)
+		wantFamilies := []string{
+			"jobqueue_job_duration_seconds histogram", "jobqueue_job_wait_seconds histogram", "jobqueue_jobs gauge",
+			"jobqueue_jobs_enqueued_total counter", "jobqueue_jobs_worked_total counter", "jobqueue_oldest_pending_age_seconds gauge",
+		}
+		if !slices.Equal(families, wantFamilies) {
+			t.Errorf("/metrics has the families %q, want %q", families, wantFamilies)
+		}
+
 		if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
 			t.Fatal(err)
 		}
@@ -323,6 +344,9 @@ func TestWebMetrics(t *testing.T) {
 			if strings.Contains(name, "otel_scope") || strings.HasPrefix(name, "target_info") {
 				t.Errorf("series %s: the exporter's scope labels or target_info are on", name)
 			}
+		}
+		if series["# TYPE jobqueue_jobs gauge"] != 1 || series["# TYPE jobqueue_oldest_pending_age_seconds gauge"] != 1 {
+			t.Errorf("/metrics lacks the TYPE lines of the gauges jobqueue_jobs and jobqueue_oldest_pending_age_seconds: %v", series)
 		}
 		for _, path := range []string{"/", "/api/health", "/api/stats"} {
 			if got := httpDo(t, "GET", base+path, "", "alice", "s3cret"); got != http.StatusOK {
