@@ -4,7 +4,8 @@ package main
 
 // /metrics through the binary (metrics.go): `work --metrics-addr` during
 // and after a drain of exec jobs on every engine, `web` beside the
-// dashboard, and the flag's bad input.
+// dashboard, the flags' bad input, and that Prometheus stays out of the
+// queue and web packages.
 
 import (
 	"context"
@@ -12,7 +13,10 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os/exec"
+	"path/filepath"
 	"regexp"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -365,4 +369,37 @@ func TestWebMetrics(t *testing.T) {
 			t.Errorf("GET /api/stats = %d, want 200", got)
 		}
 	})
+}
+
+// TestPrometheusOnlyInTheCommand: the queue and web packages link neither
+// Prometheus nor OpenTelemetry's SDK or exporters; only the command does.
+func TestPrometheusOnlyInTheCommand(t *testing.T) {
+	t.Parallel()
+	gobin, err := exec.LookPath("go")
+	if err != nil {
+		gobin = filepath.Join(runtime.GOROOT(), "bin", "go")
+	}
+	list := func(pkgs ...string) []string {
+		out, err := exec.Command(gobin, append([]string{"list", "-deps"}, pkgs...)...).Output()
+		if err != nil {
+			t.Fatalf("go list -deps %v: %v", pkgs, err)
+		}
+		return strings.Fields(string(out))
+	}
+	banned := func(dep string) bool {
+		return strings.HasPrefix(dep, "github.com/prometheus/") ||
+			strings.HasPrefix(dep, "go.opentelemetry.io/otel/sdk") ||
+			strings.HasPrefix(dep, "go.opentelemetry.io/otel/exporters")
+	}
+	for _, pkg := range []string{"github.com/jobqueue/jobqueue/queue", "github.com/jobqueue/jobqueue/web"} {
+		for _, dep := range list(pkg) {
+			if banned(dep) {
+				t.Errorf("%s links %s", pkg, dep)
+			}
+		}
+	}
+	// The check can fail: the command does link them.
+	if !slices.ContainsFunc(list("github.com/jobqueue/jobqueue/cmd/jobqueue"), banned) {
+		t.Error("cmd/jobqueue links no Prometheus package; the check above would not see one either")
+	}
 }
