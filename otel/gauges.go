@@ -7,8 +7,10 @@ package jobqueueotel
 // database is asked at most once per TTL whatever the scrape or export
 // rate. A read is the types (Queue.Types, one index probe each), then per
 // type its counts (Queue.Stats, or Queue.StatsUpTo with a CountLimit) and
-// its oldest due pending job (Queue.OldestDue), all generated queries on
-// the (type, status, scheduled_at, id) index.
+// its oldest due pending job (Queue.OldestDue): generated queries that
+// read the (type, status, scheduled_at, id) index (an exact count of a type
+// holding much of the table PostgreSQL's planner may make a sequential
+// scan; CountLimit bounds it).
 
 import (
 	"context"

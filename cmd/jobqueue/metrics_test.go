@@ -308,6 +308,10 @@ func TestWorkMetricsBadInput(t *testing.T) {
 			assertOneLineError(t, r, exitUsage, "--metrics-count-limit")
 		})
 	}
+	t.Run("count limit without address", func(t *testing.T) {
+		r := c.run(t, "work", "--exec", "true", "--max-runtime", "1s", "--metrics-count-limit", "10")
+		assertOneLineError(t, r, exitUsage, "--metrics-count-limit needs --metrics-addr")
+	})
 	t.Run("in use", func(t *testing.T) {
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {

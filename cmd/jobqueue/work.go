@@ -161,6 +161,9 @@ the worker exits 0. --max-jobs and --max-runtime stop it on their own.`,
 			if err := checkCountLimit(countLimit); err != nil {
 				return err
 			}
+			if countLimit != 0 && metricsAddr == "" {
+				return usagef("--metrics-count-limit needs --metrics-addr (it bounds the counts /metrics serves)")
+			}
 			var level slog.Level
 			if err := level.UnmarshalText([]byte(logLevel)); err != nil {
 				return usagef("--log-level %q is not a level; use debug, info, warn or error", logLevel)
