@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -150,6 +151,9 @@ func TestDelete(t *testing.T) {
 				}
 				if !errors.Is(err, c.wantErr) {
 					t.Fatalf("Delete(%d) = %v, want %v", c.id, err, c.wantErr)
+				}
+				if c.wantErr == ErrJobRunning && !strings.Contains(err.Error(), "cancel it first") {
+					t.Fatalf("Delete(%d) of a running job = %v; want an error that says to cancel it first", c.id, err)
 				}
 				after, _ := q.Get(ctx, c.id)
 				if fmt.Sprintf("%+v", before) != fmt.Sprintf("%+v", after) {
