@@ -184,6 +184,26 @@ WHERE CONSTRAINT_SCHEMA = DATABASE() AND TABLE_NAME = ?`, name).Scan(&check); er
 			if diff := cmp.Diff(want, tables); diff != "" {
 				t.Errorf("tables after Install (-want +got):\n%s", diff)
 			}
+			// The view of keyed enqueues and its trigger (ddl keyedView).
+			var others []string
+			vrows, err := db.Query(`SELECT type || ' ' || name FROM sqlite_master WHERE type IN ('view', 'trigger') ORDER BY name`)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer vrows.Close()
+			for vrows.Next() {
+				var n string
+				if err := vrows.Scan(&n); err != nil {
+					t.Fatal(err)
+				}
+				others = append(others, n)
+			}
+			if err := vrows.Err(); err != nil {
+				t.Fatal(err)
+			}
+			if want := []string{"view " + name + "_keyed", "trigger " + name + "_keyed_insert"}; !slices.Equal(others, want) {
+				t.Errorf("views and triggers after Install: %q, want %q", others, want)
+			}
 		}
 		st, err := inspect(context.Background(), db, tb)
 		if err != nil || st != tableV2 {
