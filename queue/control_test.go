@@ -259,13 +259,14 @@ func checkResults(t *testing.T, what string, ids []int64, res []IDResult, want [
 // TestCancelRunningHandler cancels a job whose handler runs: the handler's
 // context is cancelled with a cause wrapping ErrLeaseLost (on PostgreSQL
 // through NOTIFY: the heartbeat interval there is far longer than the
-// test's deadline), its result changes nothing, and the job stays failed
+// test's deadline), at the first heartbeat after the cancel, its result changes nothing, and the job stays failed
 // with the error "cancelled"; the worker goes on with other jobs.
 func TestCancelRunningHandler(t *testing.T) {
 	forEachEngine(t, func(t *testing.T, kind engine.Kind) {
 		ctx := context.Background()
 		env := newTestEnv(t, kind)
-		q := env.queue(t, nil, WithLogger(quietTestLogger()))
+		var sc stmtCounter
+		q := env.queue(t, nil, WithLogger(quietTestLogger()), withStatementHook(sc.observe))
 		cfg := fastConfig()
 		cfg.Lease, cfg.HeartbeatInterval = 3*time.Second, time.Second
 		if kind == engine.Postgres {
@@ -291,7 +292,14 @@ func TestCancelRunningHandler(t *testing.T) {
 		if err := q.Cancel(ctx, id); err != nil {
 			t.Fatal(err)
 		}
+		sc.reset()
 		cause := waitFor(t, stopped, 30*time.Second, "the cancelled handler's context to end")
+		// Within one heartbeat: the first heartbeat after the cancel ends
+		// the handler (on PostgreSQL the one the notification asks for at
+		// once, the interval being far longer than the wait).
+		if n := sc.countWith("name: ExtendLeases "); n > 1 {
+			t.Errorf("%d heartbeats after the cancel before the handler's context ended; want at most 1", n)
+		}
 		if !errors.Is(cause, ErrLeaseLost) {
 			t.Errorf("the handler's context ended with %v, want a cause wrapping ErrLeaseLost", cause)
 		}
