@@ -88,6 +88,9 @@ func BenchmarkDrainTelemetry(b *testing.B) {
 			// telemetry costs whatever else the machine runs (the database
 			// servers' CPU is not in it; SQLite's is).
 			b.ReportMetric(onCPU.Seconds()/offCPU.Seconds(), "cpu_on/off")
+			jobs := float64(n * len(offs))
+			b.ReportMetric(float64(offCPU.Microseconds())/jobs, "off_cpu_µs/job")
+			b.ReportMetric(float64(onCPU.Microseconds())/jobs, "on_cpu_µs/job")
 		})
 	}
 }

@@ -78,7 +78,10 @@ type Config struct {
 // spans and metrics. One Telemetry may serve any number of queues; it is
 // safe for concurrent use.
 type Telemetry struct {
-	tracer   trace.Tracer
+	tracer trace.Tracer
+	// consumer and producer are the start options of the spans, made once.
+	consumer []trace.SpanStartOption
+	producer []trace.SpanStartOption
 	enqueued metric.Int64Counter
 	worked   metric.Int64Counter
 	duration metric.Float64Histogram
@@ -101,7 +104,11 @@ func New(cfg Config) (*Telemetry, error) {
 		mp = otel.GetMeterProvider()
 	}
 	m := mp.Meter(ScopeName)
-	t := &Telemetry{tracer: tp.Tracer(ScopeName)}
+	t := &Telemetry{
+		tracer:   tp.Tracer(ScopeName),
+		consumer: []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindConsumer)},
+		producer: []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindProducer)},
+	}
 	var errs []error
 	var err error
 	t.enqueued, err = m.Int64Counter(MetricEnqueued, metric.WithUnit("{job}"),

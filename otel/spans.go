@@ -9,7 +9,6 @@ import (
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
-	"go.opentelemetry.io/otel/trace"
 
 	"github.com/jobqueue/jobqueue/queue"
 )
@@ -29,13 +28,17 @@ const (
 // attempt; a handler error (or panic) is recorded on the span, whose status
 // is then Error.
 func (t *Telemetry) WorkMiddleware(ctx context.Context, job *queue.JobRow, next queue.WorkFunc) error {
-	ctx, span := t.tracer.Start(ctx, SpanWork, trace.WithSpanKind(trace.SpanKindConsumer), trace.WithAttributes(
-		AttrJobID.Int64(job.ID),
-		AttrJobKind.String(job.Name),
-		AttrJobType.String(job.Type),
-		AttrJobAttempt.Int(job.Attempts),
-	))
+	ctx, span := t.tracer.Start(ctx, SpanWork, t.consumer...)
 	defer span.End()
+	if span.IsRecording() {
+		// Set on the span (one copy), not passed to Start (two).
+		span.SetAttributes(
+			AttrJobID.Int64(job.ID),
+			AttrJobKind.String(job.Name),
+			AttrJobType.String(job.Type),
+			AttrJobAttempt.Int(job.Attempts),
+		)
+	}
 	err := next(ctx, job)
 	if err != nil {
 		span.RecordError(err)
@@ -51,7 +54,7 @@ func (t *Telemetry) WorkMiddleware(ctx context.Context, job *queue.JobRow, next 
 // failed enqueue (a duplicate of a unique key is not a failure: it is marked
 // jobqueue.job.duplicate).
 func (t *Telemetry) EnqueueMiddleware(ctx context.Context, call *queue.EnqueueCall, next queue.EnqueueFunc) error {
-	ctx, span := t.tracer.Start(ctx, SpanEnqueue, trace.WithSpanKind(trace.SpanKindProducer))
+	ctx, span := t.tracer.Start(ctx, SpanEnqueue, t.producer...)
 	defer span.End()
 	err := next(ctx, call)
 	if span.IsRecording() {
