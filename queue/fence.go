@@ -1,14 +1,40 @@
 package queue
 
-import "context"
+import (
+	"context"
+	"database/sql"
+	"database/sql/driver"
+	"errors"
+	"fmt"
+	"time"
 
-// A fence stops the statements sent under a context once the leadership
-// they act for may have run out (leader.go): every generated statement
-// asks it right before it is handed to database/sql (dbtx.go), so that a
-// worker paused in the middle of its maintenance or of a tick's enqueue
-// sends nothing more as leader once it resumes, whichever statement it was
-// about to send (the bounded batches of ExpireOverdue and Prune, Reclaim's
-// rounds, the statements of a keyed enqueue).
+	"github.com/jobqueue/jobqueue/internal/engine"
+)
+
+// The fences of a leader's acts (leader.go). Two of them:
+//
+// In the process: every generated statement sent under a context with a
+// fence (withFence) asks it right before it is handed to database/sql
+// (dbtx.go), so that a worker whose leadership ran out by its own clock
+// sends nothing more as leader, whichever statement it was about to send.
+//
+// In the database: each act of the leader — one batch of ExpireOverdue or
+// Prune, one round of Reclaim, one tick's enqueue — is one short
+// transaction whose first statement (FenceLeaderAct) checks that the
+// worker still holds the leadership in its own term, with a lease that has
+// not passed by the server's clock, and locks the leader row (SQLite: the
+// database's write lock) until the transaction ends. Every takeover
+// increments the term (AcquireLeader), and it must change the row, so it
+// waits for an act in flight to end; an act that begins after a takeover
+// finds another term and changes nothing. So no act of an old leader lands
+// after a new leader's term began, even one whose statements passed the
+// process's fence just before a pause (SIGSTOP, GC, VM). An old leader
+// paused inside its act would keep the takeover waiting; the server ends
+// its session instead once it sits idle for a fifth of the lease
+// (PostgreSQL: idle_in_transaction_session_timeout, MySQL: wait_timeout,
+// both for that act only), and the act rolls back. SQLite has no server:
+// a process paused inside any transaction holds the write lock until it
+// resumes, then commits what it began while it led; the takeover follows.
 
 // fenceKey is the context key of a fence.
 type fenceKey struct{}
@@ -25,4 +51,81 @@ func fenced(ctx context.Context) error {
 		return guard()
 	}
 	return nil
+}
+
+// termFence is what a leader's act checks in the database: the holder and
+// term it acts for. guard is the process's check (elector.guard); idle is
+// how long the act's session may sit idle before the server ends it.
+type termFence struct {
+	holder string
+	term   int64
+	idle   time.Duration
+	guard  func() error
+}
+
+// errTermEnded is the error of an act that the database refused: the
+// worker's term ended there.
+var errTermEnded = errors.New("jobqueue: the database refused the leader's act: this worker's term has ended there (another worker took over, or the lease passed by the server's clock); nothing was changed and the worker steps down")
+
+// leaderAct runs fn as one act of the leader fenced by f: in a transaction
+// of its own whose first statement is the database's fence (see above),
+// committed when fn returns nil; errTermEnded, with nothing changed, when
+// the fence refuses it. A deadlock (MySQL) or a busy database (SQLite)
+// runs the whole act again, a few times. With f nil (the manual commands)
+// fn runs on the pool, each statement its own transaction.
+func (q *Queue) leaderAct(ctx context.Context, f *termFence, fn func(d dbtx) error) error {
+	if f == nil {
+		return fn(q.run.on(nil))
+	}
+	return retryTx(ctx, func() error { return q.leaderActOnce(ctx, f, fn) })
+}
+
+// leaderActOnce is one try of leaderAct.
+func (q *Queue) leaderActOnce(ctx context.Context, f *termFence, fn func(d dbtx) error) error {
+	if err := f.guard(); err != nil {
+		return err
+	}
+	c, err := q.db.Conn(ctx)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	var opts *sql.TxOptions
+	if q.kind == engine.MySQL {
+		// Session control, not a query of the table (like connTx's
+		// BEGIN IMMEDIATE): sqlc generates no SET statement. The session
+		// gets the server's wait_timeout back after the act, or is
+		// discarded.
+		secs := max(int64(f.idle/time.Second), 1)
+		if _, err := c.ExecContext(ctx, fmt.Sprintf("SET SESSION wait_timeout = %d", secs)); err != nil {
+			return err
+		}
+		defer func() {
+			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), newTimeout)
+			defer cancel()
+			if _, err := c.ExecContext(rctx, "SET SESSION wait_timeout = DEFAULT"); err != nil {
+				_ = c.Raw(func(any) error { return driver.ErrBadConn }) // discards it
+			}
+		}()
+		// As the maintenance statements on their own (mysqlStore.readCommitted):
+		// REPEATABLE READ's gap locks would hold enqueues up.
+		opts = &sql.TxOptions{Isolation: sql.LevelReadCommitted}
+	}
+	tx, err := c.BeginTx(ctx, opts)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	d := q.run.on(tx)
+	ok, err := q.st.leaderFence(ctx, d, leaderRole, f.holder, f.term, f.idle)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return errTermEnded
+	}
+	if err := fn(d); err != nil {
+		return err
+	}
+	return tx.Commit()
 }

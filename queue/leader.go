@@ -37,12 +37,12 @@ import (
 // (SIGSTOP, a long GC or VM pause) finds on waking that its leadership has
 // run out by its own clock and stops acting before it asks the database
 // again. Every statement it sends as leader checks that it still leads
-// right before it is handed to the driver (fence.go), and runs under a
-// context that ends with the leadership; a statement sent at the very edge
-// may still land after it (a pause between the check and the write to the
-// socket), which is harmless: every maintenance statement
-// is idempotent, and a periodic tick enqueued twice is a duplicate through
-// its unique key.
+// right before it is handed to the driver, and runs under a context that
+// ends with the leadership. And the database fences every act of the
+// leader (fence.go): each runs in a short transaction that first checks
+// the leader row for this holder and term, and holds a takeover up until
+// it ends, so that a statement that passed the process's check just before
+// a pause changes nothing once another worker took over.
 
 // leaderRole is the row of <table>_leader that the workers' maintenance
 // role is elected through.
@@ -150,6 +150,9 @@ type elector struct {
 	// until is when this process stops leading by its monotonic clock
 	// (zero: it does not lead).
 	until time.Time
+	// term is the term of <table>_leader this process leads in, which the
+	// database's fence of each act checks (fence.go).
+	term int64
 	// termCtx lives as long as the current term; endTerm ends it.
 	termCtx context.Context
 	endTerm context.CancelCauseFunc
@@ -180,15 +183,26 @@ func (e *elector) leads() bool {
 	return !e.until.IsZero() && time.Now().Before(e.until)
 }
 
-// term returns the context of the current term, which ends when the
-// leadership does, and true; or false when this process does not lead.
-func (e *elector) term() (context.Context, bool) {
+// fence returns the fence of the current term's acts and the term's
+// context, and true; or false when this process does not lead.
+func (e *elector) fence() (*termFence, context.Context, bool) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.until.IsZero() || !time.Now().Before(e.until) {
-		return nil, false
+		return nil, nil, false
 	}
-	return e.termCtx, true
+	return &termFence{holder: e.holder, term: e.term, idle: e.lease / 5, guard: e.guard}, e.termCtx, true
+}
+
+// stepDown ends the leadership of term, if this process still leads in
+// it, once the database refused one of its acts (errTermEnded).
+func (e *elector) stepDown(term int64) {
+	e.mu.Lock()
+	same := !e.until.IsZero() && e.term == term
+	e.mu.Unlock()
+	if same {
+		e.lose(fmt.Sprintf("the database refused an act of term %d: the term ended there (another worker took over, or the lease passed by the server's clock)", term))
+	}
 }
 
 // changes returns a channel that is closed at the next gain or loss of the
@@ -271,7 +285,23 @@ func (e *elector) attempt(ctx context.Context) {
 		e.lose("another worker holds the lease")
 		return
 	}
-	e.extend(sent.Add(e.lease - e.slack))
+	var gained *leaderRow
+	if !e.leads() {
+		// A gain: read the term this worker now holds, which every act
+		// of its checks. The row belongs to another holder only if it
+		// lost the lease again meanwhile: the next attempt tells.
+		cctx, cancel := context.WithTimeout(ctx, max(e.every, time.Second))
+		r, err := e.q.st.leaderGet(cctx, leaderRole)
+		cancel()
+		if err != nil || r == nil || r.holder != e.holder {
+			if err != nil && ctx.Err() == nil {
+				e.attemptFailed(e.q.leaderTableError("reading the term just gained", err))
+			}
+			return
+		}
+		gained = r
+	}
+	e.extend(sent.Add(e.lease-e.slack), gained)
 }
 
 // attemptFailed logs a failed attempt: a warning for the first of a run of
@@ -289,19 +319,24 @@ func (e *elector) attemptFailed(err error) {
 }
 
 // extend moves the local end of the leadership to until, gaining it if
-// this process did not lead.
-func (e *elector) extend(until time.Time) {
+// this process did not lead and r, the row read after the gain, is given.
+func (e *elector) extend(until time.Time, r *leaderRow) {
 	if !time.Now().Before(until) {
 		return // the answer came too late (a pause): leading on it is not safe
 	}
 	e.mu.Lock()
 	gained := e.until.IsZero()
+	if gained && r == nil {
+		e.mu.Unlock()
+		return // it was lost meanwhile; the next attempt gains it again
+	}
 	if !gained && !until.After(e.until) {
 		e.mu.Unlock()
 		return
 	}
 	e.until = until
 	if gained {
+		e.term = r.term
 		e.termCtx, e.endTerm = context.WithCancelCause(context.Background())
 		close(e.changed)
 		e.changed = make(chan struct{})
@@ -312,12 +347,7 @@ func (e *elector) extend(until time.Time) {
 	e.expiry = time.AfterFunc(time.Until(until), e.expire)
 	e.mu.Unlock()
 	if gained {
-		ld := &Leader{Holder: e.holder, Active: true}
-		ctx, cancel := context.WithTimeout(context.Background(), max(e.every, time.Second))
-		if r, err := e.q.st.leaderGet(ctx, leaderRole); err == nil && r != nil && r.holder == e.holder {
-			ld.Term, ld.Since, ld.RenewedAt, ld.LeaseUntil = r.term, r.since, r.renewedAt, r.leaseUntil
-		}
-		cancel()
+		ld := &Leader{Holder: e.holder, Term: r.term, Since: r.since, RenewedAt: r.renewedAt, LeaseUntil: r.leaseUntil, Active: true}
 		e.log.Info("leadership gained: this worker now runs the maintenance and the periodic jobs",
 			"holder", e.holder, "term", ld.Term, "lease", e.lease)
 		e.q.emit(Event{Kind: EventLeadershipGained, Leader: ld})

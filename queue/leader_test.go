@@ -344,14 +344,14 @@ func TestTickEnqueuedOnce(t *testing.T) {
 		q := env.queue(t, nil, WithLogger(quietTestLogger()))
 		p := Periodic("report", cron.MustParse("@every 1m"), kindArgs{K: "report"}, Type("periodic"))
 		tick := time.Now().UTC().Truncate(time.Minute)
-		id, dup, err := q.enqueueTick(ctx, p, tick)
+		id, dup, err := q.enqueueTick(ctx, nil, p, tick)
 		if err != nil || dup {
 			t.Fatalf("first enqueue of the tick = %d, %v, %v", id, dup, err)
 		}
 		if row := getJob(t, q, id); !row.ScheduledAt.Equal(tick) || row.Name != "report" || row.Type != "periodic" {
 			t.Fatalf("the tick's job %+v; want kind report, type periodic, scheduled at %v", row, tick)
 		}
-		again, dup, err := q.enqueueTick(ctx, p, tick)
+		again, dup, err := q.enqueueTick(ctx, nil, p, tick)
 		if err != nil || !dup || again != id {
 			t.Fatalf("second enqueue of the tick = %d, %v, %v; want a duplicate of %d", again, dup, err, id)
 		}
@@ -359,11 +359,11 @@ func TestTickEnqueuedOnce(t *testing.T) {
 		if _, err := q.complete(ctx, []attemptRef{jobs[0].ref()}); err != nil {
 			t.Fatal(err)
 		}
-		again, dup, err = q.enqueueTick(ctx, p, tick)
+		again, dup, err = q.enqueueTick(ctx, nil, p, tick)
 		if err != nil || !dup || again != id {
 			t.Fatalf("enqueue of the tick after its job completed = %d, %v, %v; want a duplicate of %d", again, dup, err, id)
 		}
-		next, dup, err := q.enqueueTick(ctx, p, tick.Add(time.Minute))
+		next, dup, err := q.enqueueTick(ctx, nil, p, tick.Add(time.Minute))
 		if err != nil || dup || next == id {
 			t.Fatalf("enqueue of the next tick = %d, %v, %v; want a new job", next, dup, err)
 		}

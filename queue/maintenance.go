@@ -26,7 +26,7 @@ type maintainer struct {
 func (m *maintainer) run(ctx context.Context) {
 	for {
 		changed := m.el.changes()
-		term, leading := m.el.term()
+		f, term, leading := m.el.fence()
 		if !leading {
 			select {
 			case <-ctx.Done():
@@ -35,7 +35,7 @@ func (m *maintainer) run(ctx context.Context) {
 				continue
 			}
 		}
-		m.pass(ctx, term)
+		m.pass(ctx, term, f)
 		t := time.NewTimer(m.interval)
 		select {
 		case <-ctx.Done():
@@ -49,8 +49,8 @@ func (m *maintainer) run(ctx context.Context) {
 }
 
 // pass runs the maintenance once, under a context that ends with ctx or
-// with the leadership's term.
-func (m *maintainer) pass(ctx, term context.Context) {
+// with the leadership's term, each batch and round an act fenced by f.
+func (m *maintainer) pass(ctx, term context.Context, f *termFence) {
 	cctx, cancel := context.WithCancel(term)
 	defer cancel()
 	cctx = withFence(cctx, m.el.guard) // each statement checks the lead right before it is sent
@@ -58,26 +58,37 @@ func (m *maintainer) pass(ctx, term context.Context) {
 	defer stop()
 	start := time.Now()
 	var expired, reclaimed, pruned int64
-	var err error
+	refused := false
+	// failed logs an operation's error, if any.
+	failed := func(what string, err error) {
+		switch {
+		case err == nil:
+		case errors.Is(err, errTermEnded):
+			refused = true
+			m.log.Warn("maintenance refused by the database: this worker's term has ended there; nothing was changed, the worker steps down",
+				"op", what, "term", f.term, "holder", f.holder)
+			m.el.stepDown(f.term)
+		case cctx.Err() == nil && !errors.Is(err, errNotLeading):
+			m.log.Warn(what+" failed", "err", err)
+		}
+	}
 	// The operations log what they changed themselves.
+	var err error
 	if m.el.guard() == nil {
-		if expired, err = m.q.expireOverdue(cctx, m.el.guard); err != nil && cctx.Err() == nil && !errors.Is(err, errNotLeading) {
-			m.log.Warn("expiring overdue jobs failed", "err", err)
-		}
+		expired, err = m.q.expireOverdue(cctx, f)
+		failed("expiring overdue jobs", err)
 	}
-	if m.el.guard() == nil {
-		if reclaimed, err = m.q.Reclaim(cctx); err != nil && cctx.Err() == nil && !errors.Is(err, errNotLeading) {
-			m.log.Warn("reclaiming abandoned attempts failed", "err", err)
-		}
+	if !refused && m.el.guard() == nil {
+		reclaimed, err = m.q.reclaim(cctx, f)
+		failed("reclaiming abandoned attempts", err)
 	}
-	if m.retention > 0 && m.el.guard() == nil {
-		if pruned, err = m.q.prune(cctx, m.retention, m.el.guard); err != nil && cctx.Err() == nil && !errors.Is(err, errNotLeading) {
-			m.log.Warn("pruning finished jobs failed", "err", err)
-		}
+	if !refused && m.retention > 0 && m.el.guard() == nil {
+		pruned, err = m.q.prune(cctx, m.retention, f)
+		failed("pruning finished jobs", err)
 	}
-	if m.el.guard() != nil {
-		// The statements were all sent while this worker led; the pass
-		// stopped when the leadership ran out.
+	if refused || m.el.guard() != nil {
+		// Every act that changed something committed while this worker
+		// led in its term; the pass stopped when the leadership ended.
 		m.log.Debug("maintenance pass cut short: the leadership ended", "expired", expired, "reclaimed", reclaimed, "pruned", pruned, "took", time.Since(start))
 		return
 	}

@@ -35,7 +35,10 @@ func (b *batchLog) of(op string) []int64 {
 
 // TestMaintenanceBoundedBatches: ExpireOverdue and Prune handle a backlog of
 // 100 000 rows in many statements, none of which changes more than
-// MaintenanceBatch rows, each on its own (never one transaction around them).
+// MaintenanceBatch rows, each on its own (never one transaction around them):
+// Prune as the manual command runs it (each statement its own transaction),
+// ExpireOverdue as the leader's maintenance does (each statement the one
+// write of its own fenced act, leaderAct).
 func TestMaintenanceBoundedBatches(t *testing.T) {
 	if testing.Short() {
 		t.Skip("enqueues 100 000 jobs per engine")
@@ -48,6 +51,7 @@ func TestMaintenanceBoundedBatches(t *testing.T) {
 		var mu sync.Mutex
 		stmtsIn := map[string]int{} // "expire"/"prune" → statements sent
 		inTx := 0                   // of those, sent inside a transaction
+		txs := map[*sql.Tx]int{}    // statements of each transaction
 		hook := func(query string, tx *sql.Tx) {
 			op := ""
 			switch {
@@ -61,6 +65,9 @@ func TestMaintenanceBoundedBatches(t *testing.T) {
 			mu.Lock()
 			defer mu.Unlock()
 			stmtsIn[op]++
+			if tx != nil {
+				txs[tx]++
+			}
 			if tx != nil && kind != engine.MySQL {
 				inTx++ // MySQL runs each one in its own READ COMMITTED transaction
 			}
@@ -82,7 +89,9 @@ func TestMaintenanceBoundedBatches(t *testing.T) {
 			// after is the condition on the rows once op is done.
 			after string
 		}{
-			{"expire", func() (int64, error) { return q.ExpireOverdue(ctx) }, "status = 'expired'"},
+			{"expire", func() (int64, error) {
+				return q.expireOverdue(ctx, takeLease(t, q, "leader", 10*time.Minute))
+			}, "status = 'expired'"},
 			{"prune", func() (int64, error) {
 				clock.add(48 * time.Hour)
 				return q.Prune(ctx, 24*time.Hour)
@@ -105,12 +114,22 @@ func TestMaintenanceBoundedBatches(t *testing.T) {
 					t.Fatalf("%s: %d statements changed %d rows; want at least %d statements changing %d", tc.op, len(sizes), sum, total/MaintenanceBatch, total)
 				}
 				mu.Lock()
-				sent, tx := stmtsIn[tc.op], inTx
+				sent, tx, acts := stmtsIn[tc.op], inTx, len(txs)
+				for x := range txs {
+					if txs[x] != 1 {
+						acts = -1
+					}
+				}
+				clear(txs)
+				inTx = 0
 				mu.Unlock()
 				if sent != len(sizes) {
 					t.Errorf("%s: %d statements sent, %d batches heard", tc.op, sent, len(sizes))
 				}
-				if tx != 0 {
+				switch {
+				case tc.op == "expire" && acts != sent:
+					t.Errorf("expire as leader: %d statements in %d transactions (-1: one held several); want each in its own act", sent, acts)
+				case tc.op == "prune" && tx != 0:
 					t.Errorf("%d maintenance statements ran inside a transaction; each must be its own", tx)
 				}
 				if tc.op == "expire" {

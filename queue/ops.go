@@ -127,12 +127,12 @@ func (q *Queue) ExpireOverdue(ctx context.Context) (int64, error) {
 	return q.expireOverdue(ctx, nil)
 }
 
-// expireOverdue is ExpireOverdue; guard, if set, is asked before each
-// statement and stops it with its error (the leader's maintenance).
-func (q *Queue) expireOverdue(ctx context.Context, guard func() error) (int64, error) {
+// expireOverdue is ExpireOverdue; with f (the leader's maintenance) each
+// batch is an act of the leader fenced by f (leaderAct).
+func (q *Queue) expireOverdue(ctx context.Context, f *termFence) (int64, error) {
 	now := q.now()
-	n, err := q.batches(ctx, "expire", guard, func(ctx context.Context, max int) (int64, error) {
-		return q.st.expire(ctx, now, max)
+	n, err := q.batches(ctx, "expire", f, func(ctx context.Context, d dbtx, max int) (int64, error) {
+		return q.st.expire(ctx, d, now, max)
 	})
 	if err != nil {
 		return n, fmt.Errorf("jobqueue: expire overdue jobs (after expiring %d): %w", n, err)
@@ -158,29 +158,50 @@ const reclaimBatch = 500
 // emits EventReclaimed with that count when there were any. Workers run it
 // periodically.
 func (q *Queue) Reclaim(ctx context.Context) (int64, error) {
+	return q.reclaim(ctx, nil)
+}
+
+// reclaim is Reclaim; with f (the leader's maintenance) each round is an
+// act of the leader fenced by f (leaderAct).
+func (q *Queue) reclaim(ctx context.Context, f *termFence) (int64, error) {
 	now := q.now()
 	counts := map[Outcome]int64{}
 	var total int64
 	for {
-		jobs, err := q.st.abandoned(ctx, now, reclaimBatch)
-		if err != nil {
-			return total, fmt.Errorf("jobqueue: reclaim abandoned attempts (after %d): %w", total, err)
-		}
-		var held []*JobRow
-		for _, j := range jobs {
-			if j.ref().wellFormed() {
-				held = append(held, j)
-			}
-		}
-		order, groups := groupEnds(held, endCause{kind: causeReclaimed}, now)
+		var jobs []*JobRow
 		var n int64
-		for _, e := range order {
-			m, err := q.st.endAbandoned(ctx, groups[e], e, now)
-			n += m
-			counts[e.outcome] += m
-			if err != nil {
-				return total + n, fmt.Errorf("jobqueue: reclaim abandoned attempts (after %d): %w", total+n, err)
+		var ended map[outcome]int64
+		err := q.leaderAct(ctx, f, func(d dbtx) error {
+			n, ended = 0, map[outcome]int64{} // an act run again starts over
+			var err error
+			if jobs, err = q.st.abandoned(ctx, d, now, reclaimBatch); err != nil {
+				return err
 			}
+			var held []*JobRow
+			for _, j := range jobs {
+				if j.ref().wellFormed() {
+					held = append(held, j)
+				}
+			}
+			order, groups := groupEnds(held, endCause{kind: causeReclaimed}, now)
+			for _, e := range order {
+				m, err := q.st.endAbandoned(ctx, d, groups[e], e, now)
+				n += m
+				ended[e.outcome] += m
+				if err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			if f != nil {
+				n = 0 // the act rolled back
+			}
+			return total + n, fmt.Errorf("jobqueue: reclaim abandoned attempts (after %d): %w", total+n, err)
+		}
+		for o, m := range ended {
+			counts[o] += m
 		}
 		total += n
 		// A short round was the last; a round that ended nothing (another
@@ -207,22 +228,22 @@ const MaintenanceBatch = 1000
 
 // batches runs one bounded statement of op (at most q.batchSize rows) again
 // and again until one changes fewer rows than that or fails, and returns
-// the rows changed in all. Each statement is its own transaction. guard,
-// if set, is asked before each statement and stops the loop with its
-// error.
-func (q *Queue) batches(ctx context.Context, op string, guard func() error, stmt func(ctx context.Context, max int) (int64, error)) (int64, error) {
+// the rows changed in all. Each statement is its own transaction: with f,
+// an act of the leader fenced by f (leaderAct), whose error (such as
+// errTermEnded) stops the loop.
+func (q *Queue) batches(ctx context.Context, op string, f *termFence, stmt func(ctx context.Context, d dbtx, max int) (int64, error)) (int64, error) {
 	size := q.batchSize
 	if size <= 0 {
 		size = MaintenanceBatch
 	}
 	var total int64
 	for {
-		if guard != nil {
-			if err := guard(); err != nil {
-				return total, err
-			}
-		}
-		n, err := stmt(ctx, size)
+		var n int64
+		err := q.leaderAct(ctx, f, func(d dbtx) error {
+			var err error
+			n, err = stmt(ctx, d, size)
+			return err
+		})
 		if err != nil {
 			return total, err
 		}
@@ -246,14 +267,14 @@ func (q *Queue) Prune(ctx context.Context, olderThan time.Duration) (int64, erro
 	return q.prune(ctx, olderThan, nil)
 }
 
-// prune is Prune; guard is as for expireOverdue.
-func (q *Queue) prune(ctx context.Context, olderThan time.Duration, guard func() error) (int64, error) {
+// prune is Prune; f is as for expireOverdue.
+func (q *Queue) prune(ctx context.Context, olderThan time.Duration, f *termFence) (int64, error) {
 	if olderThan < 0 {
 		return 0, fmt.Errorf("jobqueue: prune: the age %v is negative", olderThan)
 	}
 	cutoff := q.now().Add(-olderThan)
-	total, err := q.batches(ctx, "prune", guard, func(ctx context.Context, max int) (int64, error) {
-		return q.st.prune(ctx, cutoff, max)
+	total, err := q.batches(ctx, "prune", f, func(ctx context.Context, d dbtx, max int) (int64, error) {
+		return q.st.prune(ctx, d, cutoff, max)
 	})
 	if err != nil {
 		return total, fmt.Errorf("jobqueue: prune (after deleting %d): %w", total, err)
@@ -263,7 +284,7 @@ func (q *Queue) prune(ctx context.Context, olderThan time.Duration, guard func()
 	}
 	// The unique keys of pruned jobs (and of jobs deleted on success) are
 	// free already; delete their rows.
-	if _, err := q.pruneKeys(ctx); err != nil {
+	if _, err := q.pruneKeys(ctx, f); err != nil {
 		return total, fmt.Errorf("jobqueue: prune: deleting the unique keys of deleted jobs (after deleting %d jobs): %w", total, err)
 	}
 	return total, nil
@@ -278,7 +299,7 @@ func (q *Queue) Purge(ctx context.Context) (int64, error) {
 		return 0, fmt.Errorf("jobqueue: purge: %w", err)
 	}
 	q.logger.Warn("all jobs purged", "count", n)
-	if _, err := q.pruneKeys(ctx); err != nil {
+	if _, err := q.pruneKeys(ctx, nil); err != nil {
 		return n, fmt.Errorf("jobqueue: purge: deleting the unique keys: %w", err)
 	}
 	return n, nil

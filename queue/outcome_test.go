@@ -222,7 +222,7 @@ func TestReclaimSparesARenewedLease(t *testing.T) {
 		claimed := mustClaim(t, q, nil, 1, time.Minute)
 		clock.add(2 * time.Minute)
 		now := clock.now()
-		jobs, err := q.st.abandoned(ctx, now, reclaimBatch)
+		jobs, err := q.st.abandoned(ctx, q.run.on(nil), now, reclaimBatch)
 		if err != nil || len(jobs) != 1 || jobs[0].ID != id {
 			t.Fatalf("abandoned = %v, %v", ids(jobs), err)
 		}
@@ -230,7 +230,7 @@ func TestReclaimSparesARenewedLease(t *testing.T) {
 			t.Fatalf("heartbeat: lost %v, %v", lost, err)
 		}
 		e := decideOutcome(jobs[0], endCause{kind: causeReclaimed}, now)
-		if n, err := q.st.endAbandoned(ctx, []attemptRef{jobs[0].ref()}, e, now); err != nil || n != 0 {
+		if n, err := q.st.endAbandoned(ctx, q.run.on(nil), []attemptRef{jobs[0].ref()}, e, now); err != nil || n != 0 {
 			t.Fatalf("endAbandoned after a heartbeat = %d, %v; want 0", n, err)
 		}
 		if j := getJob(t, q, id); j.Status != StatusInProgress || j.ClaimToken != claimed[0].ClaimToken {

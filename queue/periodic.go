@@ -2,6 +2,7 @@ package queue
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -145,9 +146,9 @@ type scheduler struct {
 func (s *scheduler) run(ctx context.Context) {
 	for {
 		changed := s.el.changes()
-		term, leading := s.el.term()
+		f, term, leading := s.el.fence()
 		if leading {
-			s.lead(ctx, term, changed)
+			s.lead(ctx, term, f, changed)
 		} else {
 			select {
 			case <-ctx.Done():
@@ -162,14 +163,17 @@ func (s *scheduler) run(ctx context.Context) {
 
 // lead enqueues the ticks that come while this worker leads, until the
 // leadership changes or ctx ends. Ticks before it began are missed, except
-// the latest one of each job with runMissed.
-func (s *scheduler) lead(ctx, term context.Context, changed <-chan struct{}) {
+// the latest one of each job with runMissed. Each enqueue is an act fenced
+// by f.
+func (s *scheduler) lead(ctx, term context.Context, f *termFence, changed <-chan struct{}) {
 	now := time.Now()
 	next := make([]time.Time, len(s.jobs))
 	for i, p := range s.jobs {
 		if s.runMissed {
 			if last := latestTick(p.schedule, now); !last.IsZero() {
-				s.enqueue(term, p, last)
+				if !s.enqueue(term, f, p, last) {
+					return
+				}
 			}
 		}
 		next[i] = p.schedule.Next(now)
@@ -212,48 +216,65 @@ func (s *scheduler) lead(ctx, term context.Context, changed <-chan struct{}) {
 				}
 				tick := next[i]
 				next[i] = p.schedule.Next(tick)
-				s.enqueue(term, p, tick)
+				if !s.enqueue(term, f, p, tick) {
+					return // the database refused it: the next leader goes on
+				}
 			}
 		}
 	}
 }
 
-// enqueue enqueues one tick of p, trying again a few times when the
-// database fails (the tick's unique key makes that safe).
-func (s *scheduler) enqueue(ctx context.Context, p PeriodicJob, tick time.Time) {
+// enqueue enqueues one tick of p as an act fenced by f, trying again a few
+// times when the database fails (the tick's unique key makes that safe).
+// It returns false when the database refused the act (errTermEnded): the
+// worker steps down.
+func (s *scheduler) enqueue(ctx context.Context, f *termFence, p PeriodicJob, tick time.Time) bool {
+	if err := s.q.needUnique(ctx); err != nil { // before the act, which holds a connection
+		s.log.Error("enqueuing a periodic job's tick failed; the tick is skipped", "periodic", p.name, "tick", tick, "err", err)
+		return true
+	}
 	var err error
 	for try := 0; try < periodicEnqueueTries; try++ {
 		if s.el.guard() != nil || ctx.Err() != nil {
-			return
+			return true
 		}
 		var id int64
 		var dup bool
 		cctx, cancel := context.WithTimeout(withFence(ctx, s.el.guard), dbCallTimeout)
-		id, dup, err = s.q.enqueueTick(cctx, p, tick)
+		err = s.q.leaderAct(cctx, f, func(d dbtx) error {
+			var err error
+			id, dup, err = s.q.enqueueTick(cctx, d.tx, p, tick)
+			return err
+		})
 		cancel()
 		switch {
-		case err == nil && s.el.guard() != nil:
-			// Sent while this worker led (guard checked above); the
-			// leadership ran out while it ran.
-			s.log.Warn("periodic job enqueued as the leadership ran out", "periodic", p.name, "tick", tick, "job_id", id, "duplicate", dup)
-			return
+		case errors.Is(err, errTermEnded):
+			s.log.Warn("periodic tick refused by the database: this worker's term has ended there; nothing was enqueued, the worker steps down",
+				"periodic", p.name, "tick", tick, "term", f.term, "holder", f.holder)
+			s.el.stepDown(f.term)
+			return false
 		case err == nil && dup:
 			s.log.Info("periodic tick already enqueued", "periodic", p.name, "tick", tick, "job_id", id)
-			return
+			return true
 		case err == nil:
-			s.log.Info("periodic job enqueued", "periodic", p.name, "tick", tick, "job_id", id)
-			return
+			s.log.Info("periodic job enqueued", "periodic", p.name, "tick", tick, "job_id", id, "term", f.term)
+			s.q.wake.notify()
+			return true
 		case errors.Is(err, ErrInvalidJob) || errors.Is(err, ErrPayloadRejected):
 			try = periodicEnqueueTries // no point in trying again
 		}
 	}
-	s.log.Error("enqueuing a periodic job's tick failed; the tick is skipped", "periodic", p.name, "tick", tick, "err", err)
+	if s.el.guard() == nil {
+		s.log.Error("enqueuing a periodic job's tick failed; the tick is skipped", "periodic", p.name, "tick", tick, "err", err)
+	}
+	return true
 }
 
 // enqueueTick enqueues the job of one tick of p under the tick's unique
-// key, scheduled at the tick unless p's options say otherwise, and reports
-// whether the tick was already enqueued (dup; id is then that job's).
-func (q *Queue) enqueueTick(ctx context.Context, p PeriodicJob, tick time.Time) (id int64, dup bool, err error) {
+// key, scheduled at the tick unless p's options say otherwise, in tx (a
+// leader's act) or on its own when tx is nil, and reports whether the tick
+// was already enqueued (dup; id is then that job's).
+func (q *Queue) enqueueTick(ctx context.Context, tx *sql.Tx, p PeriodicJob, tick time.Time) (id int64, dup bool, err error) {
 	opts := append([]EnqueueOption(nil), p.opts...)
 	var o enqueueOpts
 	for _, fn := range opts {
@@ -265,7 +286,7 @@ func (q *Queue) enqueueTick(ctx context.Context, p PeriodicJob, tick time.Time) 
 		opts = append(opts, At(tick))
 	}
 	opts = append(opts, tickUnique(tickKey(p.name, tick), tickKeyFor(tick, p.schedule.Next(tick)))...)
-	return q.enqueueUnique(ctx, p.args, opts...)
+	return q.enqueueUnique(ctx, tx, p.args, opts...)
 }
 
 // tickUnique returns the enqueue options that make a tick's job unique
@@ -274,10 +295,15 @@ func tickUnique(key string, hold time.Duration) []EnqueueOption {
 	return []EnqueueOption{UniqueKey(key), UniqueFor(hold)}
 }
 
-// enqueueUnique enqueues args and reports whether the job was a duplicate
-// of one that holds its unique key (id is then that job's).
-func (q *Queue) enqueueUnique(ctx context.Context, args JobArgs, opts ...EnqueueOption) (id int64, dup bool, err error) {
-	id, err = q.Enqueue(ctx, args, opts...)
+// enqueueUnique enqueues args, in tx unless it is nil, and reports whether
+// the job was a duplicate of one that holds its unique key (id is then
+// that job's).
+func (q *Queue) enqueueUnique(ctx context.Context, tx *sql.Tx, args JobArgs, opts ...EnqueueOption) (id int64, dup bool, err error) {
+	if tx != nil {
+		id, err = q.EnqueueTx(ctx, tx, args, opts...)
+	} else {
+		id, err = q.Enqueue(ctx, args, opts...)
+	}
 	var de *DuplicateError
 	if errors.As(err, &de) {
 		return de.ID, true, nil

@@ -38,13 +38,14 @@ type store interface {
 	heldAttempts(ctx context.Context, refs []attemptRef) ([]*JobRow, error)
 	// abandoned reads at most limit abandoned attempts: in_progress jobs
 	// whose lease ended before now.
-	abandoned(ctx context.Context, now time.Time, limit int) ([]*JobRow, error)
+	// d is the pool or a leader's act (leaderAct), as for expire.
+	abandoned(ctx context.Context, d dbtx, now time.Time, limit int) ([]*JobRow, error)
 	// endAttempts writes e to the jobs that refs (no id twice) still hold
 	// and returns their ids.
 	endAttempts(ctx context.Context, refs []attemptRef, e attemptEnd) (map[int64]bool, error)
 	// endAbandoned writes e to the jobs that refs (no id twice) still hold
 	// with a lease that ended before now, and returns how many.
-	endAbandoned(ctx context.Context, refs []attemptRef, e attemptEnd, now time.Time) (int64, error)
+	endAbandoned(ctx context.Context, d dbtx, refs []attemptRef, e attemptEnd, now time.Time) (int64, error)
 	// fail writes the end of a failed attempt if it still holds its job.
 	fail(ctx context.Context, ref attemptRef, e attemptEnd) (bool, error)
 	stats(ctx context.Context, typ string) (map[Status]int64, error)
@@ -54,11 +55,13 @@ type store interface {
 	list(ctx context.Context, f ListFilter, beforeID int64, limit int) ([]*JobRow, error)
 	// get returns nil, nil for a missing id.
 	get(ctx context.Context, id int64) (*JobRow, error)
-	// expire marks at most max overdue pending jobs expired (one statement).
-	expire(ctx context.Context, now time.Time, max int) (int64, error)
+	// expire marks at most max overdue pending jobs expired (one
+	// statement). d is the pool (the statement is then its own short
+	// transaction) or the transaction of a leader's act (leaderAct).
+	expire(ctx context.Context, d dbtx, now time.Time, max int) (int64, error)
 	// prune deletes at most batch finished jobs older than cutoff (one
-	// statement).
-	prune(ctx context.Context, cutoff time.Time, batch int) (int64, error)
+	// statement); d as for expire.
+	prune(ctx context.Context, d dbtx, cutoff time.Time, batch int) (int64, error)
 	purge(ctx context.Context) (int64, error)
 	// cancel ends the pending and in_progress jobs among ids (distinct,
 	// positive) with outcome o, clearing their claim tokens, and returns
@@ -93,7 +96,8 @@ type store interface {
 	// deleteKeys deletes the key rows of jobs.
 	deleteKeys(ctx context.Context, ids []int64) error
 	// deleteOrphanKeys deletes up to max key rows whose job is gone.
-	deleteOrphanKeys(ctx context.Context, max int) (int64, error)
+	// d as for expire.
+	deleteOrphanKeys(ctx context.Context, d dbtx, max int) (int64, error)
 	// retryCandidate reads the status and deadline of job id on d,
 	// locking its row until d's transaction ends (found false: no such
 	// job).
@@ -112,6 +116,13 @@ type store interface {
 	leaderAcquire(ctx context.Context, role, holder string, lease time.Duration) (bool, error)
 	// leaderRelease ends holder's lease now, if holder holds it.
 	leaderRelease(ctx context.Context, role, holder string) error
+	// leaderFence is the first statement of a leader's act, on d, its
+	// transaction (leaderAct): it reports whether holder still holds the
+	// role in term with a lease that has not passed by the server's clock,
+	// and then keeps a takeover waiting until the transaction ends (a lock
+	// on the role's row; SQLite: the write lock). On PostgreSQL the server
+	// ends the session if the transaction sits idle for idle.
+	leaderFence(ctx context.Context, d dbtx, role, holder string, term int64, idle time.Duration) (bool, error)
 	// leaderGet reads the role's row (nil, nil when it has none).
 	leaderGet(ctx context.Context, role string) (*leaderRow, error)
 	// analyze refreshes the planner's statistics where the engine needs it

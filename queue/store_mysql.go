@@ -154,7 +154,12 @@ func (s mysqlStore) get(ctx context.Context, id int64) (*JobRow, error) {
 // gap locks, and ExpireOverdue's cover the place where every new job
 // without a deadline is inserted, so enqueues would wait for it (and fail
 // with a lock wait timeout when it waits on a row itself).
-func (s mysqlStore) readCommitted(ctx context.Context, fn func(qs *mysqlgen.Queries) (int64, error)) (int64, error) {
+// On d, the transaction of a leader's act (READ COMMITTED too,
+// leaderAct), it runs the statement there.
+func (s mysqlStore) readCommitted(ctx context.Context, d dbtx, fn func(qs *mysqlgen.Queries) (int64, error)) (int64, error) {
+	if d.tx != nil {
+		return fn(mysqlgen.New(d))
+	}
 	tx, err := s.r.db.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
 	if err != nil {
 		return 0, err
@@ -167,14 +172,14 @@ func (s mysqlStore) readCommitted(ctx context.Context, fn func(qs *mysqlgen.Quer
 	return n, tx.Commit()
 }
 
-func (s mysqlStore) expire(ctx context.Context, now time.Time, max int) (int64, error) {
-	return s.readCommitted(ctx, func(qs *mysqlgen.Queries) (int64, error) {
+func (s mysqlStore) expire(ctx context.Context, d dbtx, now time.Time, max int) (int64, error) {
+	return s.readCommitted(ctx, d, func(qs *mysqlgen.Queries) (int64, error) {
 		return qs.ExpireOverdue(ctx, mysqlgen.ExpireOverdueParams{Now: nullTime(&now), Limit: int32(max)})
 	})
 }
 
-func (s mysqlStore) prune(ctx context.Context, cutoff time.Time, batch int) (int64, error) {
-	return s.readCommitted(ctx, func(qs *mysqlgen.Queries) (int64, error) {
+func (s mysqlStore) prune(ctx context.Context, d dbtx, cutoff time.Time, batch int) (int64, error) {
+	return s.readCommitted(ctx, d, func(qs *mysqlgen.Queries) (int64, error) {
 		return qs.PruneFinished(ctx, mysqlgen.PruneFinishedParams{Cutoff: nullTime(&cutoff), Limit: int32(batch)})
 	})
 }
@@ -185,6 +190,11 @@ func (s mysqlStore) analyze(ctx context.Context) error {
 
 func (s mysqlStore) purge(ctx context.Context) (int64, error) {
 	return s.qs().PurgeJobs(ctx)
+}
+
+func (s mysqlStore) leaderFence(ctx context.Context, d dbtx, role, holder string, term int64, _ time.Duration) (bool, error) {
+	rows, err := mysqlgen.New(d).FenceLeaderAct(ctx, mysqlgen.FenceLeaderActParams{Name: role, Holder: holder, Term: term})
+	return len(rows) == 1, err
 }
 
 func (s mysqlStore) leaderEnsure(ctx context.Context, role string) error {
@@ -366,8 +376,8 @@ func (s mysqlStore) deleteKeys(ctx context.Context, ids []int64) error {
 	return s.qs().DeleteKeys(ctx, padIDs(uids(ids)))
 }
 
-func (s mysqlStore) deleteOrphanKeys(ctx context.Context, max int) (int64, error) {
-	return s.readCommitted(ctx, func(qs *mysqlgen.Queries) (int64, error) { return qs.DeleteOrphanKeys(ctx, int32(max)) })
+func (s mysqlStore) deleteOrphanKeys(ctx context.Context, d dbtx, max int) (int64, error) {
+	return s.readCommitted(ctx, d, func(qs *mysqlgen.Queries) (int64, error) { return qs.DeleteOrphanKeys(ctx, int32(max)) })
 }
 
 func (s mysqlStore) retryCandidate(ctx context.Context, d dbtx, id int64) (Status, *time.Time, bool, error) {

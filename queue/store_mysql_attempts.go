@@ -277,8 +277,8 @@ func (s mysqlStore) heldAttempts(ctx context.Context, refs []attemptRef) ([]*Job
 	return mysqlRows(rows), err
 }
 
-func (s mysqlStore) abandoned(ctx context.Context, now time.Time, limit int) ([]*JobRow, error) {
-	rows, err := s.qs().SelectAbandoned(ctx, mysqlgen.SelectAbandonedParams{Now: nullTime(&now), Limit: int32(limit)})
+func (s mysqlStore) abandoned(ctx context.Context, d dbtx, now time.Time, limit int) ([]*JobRow, error) {
+	rows, err := mysqlgen.New(d).SelectAbandoned(ctx, mysqlgen.SelectAbandonedParams{Now: nullTime(&now), Limit: int32(limit)})
 	return mysqlRows(rows), err
 }
 
@@ -293,9 +293,9 @@ func (s mysqlStore) endAttempts(ctx context.Context, refs []attemptRef, e attemp
 }
 
 // endAbandoned runs at READ COMMITTED (see readCommitted).
-func (s mysqlStore) endAbandoned(ctx context.Context, refs []attemptRef, e attemptEnd, now time.Time) (int64, error) {
+func (s mysqlStore) endAbandoned(ctx context.Context, d dbtx, refs []attemptRef, e attemptEnd, now time.Time) (int64, error) {
 	ids, toks := refLists(refs)
-	return s.readCommitted(ctx, func(qs *mysqlgen.Queries) (int64, error) {
+	return s.readCommitted(ctx, d, func(qs *mysqlgen.Queries) (int64, error) {
 		return qs.EndAbandonedAttempts(ctx, mysqlgen.EndAbandonedAttemptsParams{
 			Status: mysqlgen.JobsStatus(e.status), Error: nullString(e.errText),
 			RetryAt: nullTime(nullableTime(e.retryAt)), FinishedAt: nullTime(nullableTime(e.finishedAt)),

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"encoding/json"
 	"errors"
+	"strconv"
 	"strings"
 	"time"
 
@@ -114,8 +115,8 @@ func (s pgStore) heldAttempts(ctx context.Context, refs []attemptRef) ([]*JobRow
 	return pgRows(rows), err
 }
 
-func (s pgStore) abandoned(ctx context.Context, now time.Time, limit int) ([]*JobRow, error) {
-	rows, err := s.qs().SelectAbandoned(ctx, pggen.SelectAbandonedParams{Now: nullTime(&now), MaxRows: int32(limit)})
+func (s pgStore) abandoned(ctx context.Context, d dbtx, now time.Time, limit int) ([]*JobRow, error) {
+	rows, err := pggen.New(d).SelectAbandoned(ctx, pggen.SelectAbandonedParams{Now: nullTime(&now), MaxRows: int32(limit)})
 	return pgRows(rows), err
 }
 
@@ -129,9 +130,9 @@ func (s pgStore) endAttempts(ctx context.Context, refs []attemptRef, e attemptEn
 	return idSet(held), err
 }
 
-func (s pgStore) endAbandoned(ctx context.Context, refs []attemptRef, e attemptEnd, now time.Time) (int64, error) {
+func (s pgStore) endAbandoned(ctx context.Context, d dbtx, refs []attemptRef, e attemptEnd, now time.Time) (int64, error) {
 	ids, toks := refLists(refs)
-	return s.qs().EndAbandonedAttempts(ctx, pggen.EndAbandonedAttemptsParams{
+	return pggen.New(d).EndAbandonedAttempts(ctx, pggen.EndAbandonedAttemptsParams{
 		Status: string(e.status), Error: nullString(e.errText),
 		RetryAt: nullTime(nullableTime(e.retryAt)), FinishedAt: nullTime(nullableTime(e.finishedAt)),
 		Ids: json.RawMessage(jsonList(ids)), Tokens: json.RawMessage(jsonList(toks)), Now: nullTime(&now),
@@ -178,12 +179,12 @@ func (s pgStore) get(ctx context.Context, id int64) (*JobRow, error) {
 	return pgRow(rows[0]), nil
 }
 
-func (s pgStore) expire(ctx context.Context, now time.Time, max int) (int64, error) {
-	return s.qs().ExpireOverdue(ctx, pggen.ExpireOverdueParams{Now: nullTime(&now), MaxRows: int32(max)})
+func (s pgStore) expire(ctx context.Context, d dbtx, now time.Time, max int) (int64, error) {
+	return pggen.New(d).ExpireOverdue(ctx, pggen.ExpireOverdueParams{Now: nullTime(&now), MaxRows: int32(max)})
 }
 
-func (s pgStore) prune(ctx context.Context, cutoff time.Time, batch int) (int64, error) {
-	return s.qs().PruneFinished(ctx, pggen.PruneFinishedParams{Cutoff: nullTime(&cutoff), MaxRows: int32(batch)})
+func (s pgStore) prune(ctx context.Context, d dbtx, cutoff time.Time, batch int) (int64, error) {
+	return pggen.New(d).PruneFinished(ctx, pggen.PruneFinishedParams{Cutoff: nullTime(&cutoff), MaxRows: int32(batch)})
 }
 
 func (s pgStore) analyze(ctx context.Context) error {
@@ -192,6 +193,13 @@ func (s pgStore) analyze(ctx context.Context) error {
 
 func (s pgStore) purge(ctx context.Context) (int64, error) {
 	return s.qs().PurgeJobs(ctx)
+}
+
+func (s pgStore) leaderFence(ctx context.Context, d dbtx, role, holder string, term int64, idle time.Duration) (bool, error) {
+	rows, err := pggen.New(d).FenceLeaderAct(ctx, pggen.FenceLeaderActParams{
+		IdleMs: strconv.FormatInt(max(idle.Milliseconds(), 1), 10), Name: role, Holder: holder, Term: term,
+	})
+	return len(rows) == 1, err
 }
 
 func (s pgStore) leaderEnsure(ctx context.Context, role string) error {
@@ -369,8 +377,8 @@ func (s pgStore) deleteKeys(ctx context.Context, ids []int64) error {
 	return s.qs().DeleteKeys(ctx, json.RawMessage(jsonList(ids)))
 }
 
-func (s pgStore) deleteOrphanKeys(ctx context.Context, max int) (int64, error) {
-	return s.qs().DeleteOrphanKeys(ctx, int32(max))
+func (s pgStore) deleteOrphanKeys(ctx context.Context, d dbtx, max int) (int64, error) {
+	return pggen.New(d).DeleteOrphanKeys(ctx, int32(max))
 }
 
 func (s pgStore) retryCandidate(ctx context.Context, d dbtx, id int64) (Status, *time.Time, bool, error) {

@@ -43,6 +43,16 @@ func isSQLiteBusy(err error) bool {
 
 // busyRetry runs fn until it does not fail with a busy error, at most
 // sqliteBusyTries times.
+// busyRetryOn is busyRetry for a statement on d: on the pool it tries
+// again; in a transaction (a leader's act) it runs once, since only the
+// whole transaction can be run again (retryTx).
+func busyRetryOn[T any](ctx context.Context, d dbtx, fn func() (T, error)) (T, error) {
+	if d.tx != nil {
+		return fn()
+	}
+	return busyRetry(ctx, fn)
+}
+
 func busyRetry[T any](ctx context.Context, fn func() (T, error)) (T, error) {
 	wait := sqliteBusyWait
 	for try := 1; ; try++ {
@@ -121,15 +131,15 @@ func (s sqliteStore) get(ctx context.Context, id int64) (*JobRow, error) {
 	return sqliteRow(rows[0]), nil
 }
 
-func (s sqliteStore) expire(ctx context.Context, now time.Time, max int) (int64, error) {
-	return busyRetry(ctx, func() (int64, error) {
-		return s.qs().ExpireOverdue(ctx, sqlitegen.ExpireOverdueParams{Now: nullTime(&now), MaxRows: int64(max)})
+func (s sqliteStore) expire(ctx context.Context, d dbtx, now time.Time, max int) (int64, error) {
+	return busyRetryOn(ctx, d, func() (int64, error) {
+		return sqlitegen.New(d).ExpireOverdue(ctx, sqlitegen.ExpireOverdueParams{Now: nullTime(&now), MaxRows: int64(max)})
 	})
 }
 
-func (s sqliteStore) prune(ctx context.Context, cutoff time.Time, batch int) (int64, error) {
-	return busyRetry(ctx, func() (int64, error) {
-		return s.qs().PruneFinished(ctx, sqlitegen.PruneFinishedParams{Cutoff: nullTime(&cutoff), MaxRows: int64(batch)})
+func (s sqliteStore) prune(ctx context.Context, d dbtx, cutoff time.Time, batch int) (int64, error) {
+	return busyRetryOn(ctx, d, func() (int64, error) {
+		return sqlitegen.New(d).PruneFinished(ctx, sqlitegen.PruneFinishedParams{Cutoff: nullTime(&cutoff), MaxRows: int64(batch)})
 	})
 }
 
@@ -139,6 +149,11 @@ func (s sqliteStore) analyze(ctx context.Context) error {
 
 func (s sqliteStore) purge(ctx context.Context) (int64, error) {
 	return busyRetry(ctx, func() (int64, error) { return s.qs().PurgeJobs(ctx) })
+}
+
+func (s sqliteStore) leaderFence(ctx context.Context, d dbtx, role, holder string, term int64, _ time.Duration) (bool, error) {
+	n, err := sqlitegen.New(d).FenceLeaderAct(ctx, sqlitegen.FenceLeaderActParams{Name: role, Holder: holder, Term: term})
+	return n == 1, err
 }
 
 func (s sqliteStore) leaderEnsure(ctx context.Context, role string) error {
@@ -311,8 +326,8 @@ func (s sqliteStore) deleteKeys(ctx context.Context, ids []int64) error {
 	return err
 }
 
-func (s sqliteStore) deleteOrphanKeys(ctx context.Context, max int) (int64, error) {
-	return busyRetry(ctx, func() (int64, error) { return s.qs().DeleteOrphanKeys(ctx, int64(max)) })
+func (s sqliteStore) deleteOrphanKeys(ctx context.Context, d dbtx, max int) (int64, error) {
+	return busyRetryOn(ctx, d, func() (int64, error) { return sqlitegen.New(d).DeleteOrphanKeys(ctx, int64(max)) })
 }
 
 func (s sqliteStore) retryCandidate(ctx context.Context, d dbtx, id int64) (Status, *time.Time, bool, error) {

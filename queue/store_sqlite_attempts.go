@@ -52,9 +52,9 @@ func (s sqliteStore) heldAttempts(ctx context.Context, refs []attemptRef) ([]*Jo
 	return sqliteRows(rows), err
 }
 
-func (s sqliteStore) abandoned(ctx context.Context, now time.Time, limit int) ([]*JobRow, error) {
-	rows, err := busyRetry(ctx, func() ([]sqlitegen.Job, error) {
-		return s.qs().SelectAbandoned(ctx, sqlitegen.SelectAbandonedParams{Now: nullTime(&now), MaxRows: int64(limit)})
+func (s sqliteStore) abandoned(ctx context.Context, d dbtx, now time.Time, limit int) ([]*JobRow, error) {
+	rows, err := busyRetryOn(ctx, d, func() ([]sqlitegen.Job, error) {
+		return sqlitegen.New(d).SelectAbandoned(ctx, sqlitegen.SelectAbandonedParams{Now: nullTime(&now), MaxRows: int64(limit)})
 	})
 	return sqliteRows(rows), err
 }
@@ -71,10 +71,10 @@ func (s sqliteStore) endAttempts(ctx context.Context, refs []attemptRef, e attem
 	return idSet(held), err
 }
 
-func (s sqliteStore) endAbandoned(ctx context.Context, refs []attemptRef, e attemptEnd, now time.Time) (int64, error) {
+func (s sqliteStore) endAbandoned(ctx context.Context, d dbtx, refs []attemptRef, e attemptEnd, now time.Time) (int64, error) {
 	ids, toks := refLists(refs)
-	return busyRetry(ctx, func() (int64, error) {
-		return s.qs().EndAbandonedAttempts(ctx, sqlitegen.EndAbandonedAttemptsParams{
+	return busyRetryOn(ctx, d, func() (int64, error) {
+		return sqlitegen.New(d).EndAbandonedAttempts(ctx, sqlitegen.EndAbandonedAttemptsParams{
 			Status: string(e.status), Error: nullString(e.errText),
 			RetryAt: nullTime(nullableTime(e.retryAt)), FinishedAt: nullTime(nullableTime(e.finishedAt)),
 			Ids: jsonList(ids), Tokens: jsonList(toks), Now: nullTime(&now),

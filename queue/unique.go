@@ -341,13 +341,18 @@ func (q *Queue) tidyKeys(ctx context.Context, ids []int64) {
 
 // pruneKeys deletes the key rows whose jobs are gone (pruned, deleted on
 // success), in batches, and returns how many.
-func (q *Queue) pruneKeys(ctx context.Context) (int64, error) {
+func (q *Queue) pruneKeys(ctx context.Context, f *termFence) (int64, error) {
 	if !q.hasUnique(ctx) {
 		return 0, nil
 	}
 	var total int64
 	for {
-		n, err := q.st.deleteOrphanKeys(ctx, MaintenanceBatch)
+		var n int64
+		err := q.leaderAct(ctx, f, func(d dbtx) error {
+			var err error
+			n, err = q.st.deleteOrphanKeys(ctx, d, MaintenanceBatch)
+			return err
+		})
 		total += n
 		if err != nil || n < MaintenanceBatch {
 			return total, err

@@ -60,6 +60,12 @@ type Querier interface {
 	ExtendLeases(ctx context.Context, arg ExtendLeasesParams) (int64, error)
 	// FailJob records one failed attempt as the queue decided.
 	FailJob(ctx context.Context, arg FailJobParams) (int64, error)
+	// FenceLeaderAct is the first statement of each act of a leader, in the
+	// act's transaction (queue/fence.go): it returns the role's row only while
+	// holder holds it in term with a lease that has not passed, and locks it in
+	// share mode until the transaction ends, so that a takeover
+	// (AcquireLeader) waits for the act to end.
+	FenceLeaderAct(ctx context.Context, arg FenceLeaderActParams) ([]int64, error)
 	// The dashboard's overview (queue/overview.go). Each statement reads one
 	// of the table's indexes and stops early, so that it stays fast on a table
 	// of millions of rows: counts stop at a limit per status, the types are

@@ -622,6 +622,47 @@ func (q *Queries) FailJob(ctx context.Context, arg FailJobParams) (int64, error)
 	return result.RowsAffected()
 }
 
+const fenceLeaderAct = `-- name: FenceLeaderAct :many
+SELECT term FROM jobs_leader
+WHERE name = ? AND holder = ? AND term = ?
+  AND lease_until > UTC_TIMESTAMP()
+LOCK IN SHARE MODE
+`
+
+type FenceLeaderActParams struct {
+	Name   string
+	Holder string
+	Term   int64
+}
+
+// FenceLeaderAct is the first statement of each act of a leader, in the
+// act's transaction (queue/fence.go): it returns the role's row only while
+// holder holds it in term with a lease that has not passed, and locks it in
+// share mode until the transaction ends, so that a takeover
+// (AcquireLeader) waits for the act to end.
+func (q *Queries) FenceLeaderAct(ctx context.Context, arg FenceLeaderActParams) ([]int64, error) {
+	rows, err := q.db.QueryContext(ctx, fenceLeaderAct, arg.Name, arg.Holder, arg.Term)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []int64
+	for rows.Next() {
+		var term int64
+		if err := rows.Scan(&term); err != nil {
+			return nil, err
+		}
+		items = append(items, term)
+	}
+	if err := rows.Close(); err != nil {
+		return nil, err
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const firstType = `-- name: FirstType :many
 
 SELECT j.type FROM jobs j ORDER BY j.type LIMIT 1

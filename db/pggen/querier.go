@@ -90,6 +90,15 @@ type Querier interface {
 	ExtendLeases(ctx context.Context, arg ExtendLeasesParams) ([]int64, error)
 	// FailJob records one failed attempt as the queue decided.
 	FailJob(ctx context.Context, arg FailJobParams) (int64, error)
+	// FenceLeaderAct is the first statement of each act of a leader, in the
+	// act's transaction (queue/fence.go): it returns the role's row only while
+	// holder holds it in term with a lease that has not passed, and locks it
+	// FOR SHARE until the transaction ends, so that a takeover (AcquireLeader)
+	// waits for the act to end. It sets idle_in_transaction_session_timeout to
+	// idle_ms for the transaction, so that a process paused inside its act
+	// (SIGSTOP) loses its session, and the act rolls back, instead of holding
+	// the takeover up.
+	FenceLeaderAct(ctx context.Context, arg FenceLeaderActParams) ([]FenceLeaderActRow, error)
 	// The dashboard's overview (queue/overview.go). Each statement reads one
 	// of the table's indexes and stops early, so that it stays fast on a table
 	// of millions of rows: counts stop at @max_rows per status, the types are

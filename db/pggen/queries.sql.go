@@ -698,6 +698,62 @@ func (q *Queries) FailJob(ctx context.Context, arg FailJobParams) (int64, error)
 	return result.RowsAffected()
 }
 
+const fenceLeaderAct = `-- name: FenceLeaderAct :many
+SELECT term, set_config('idle_in_transaction_session_timeout', CAST($1 AS text), true) AS idle
+FROM jobs_leader
+WHERE name = $2 AND holder = $3 AND term = $4
+  AND lease_until > (statement_timestamp() AT TIME ZONE 'UTC')
+FOR SHARE
+`
+
+type FenceLeaderActParams struct {
+	IdleMs string
+	Name   string
+	Holder string
+	Term   int64
+}
+
+type FenceLeaderActRow struct {
+	Term int64
+	Idle string
+}
+
+// FenceLeaderAct is the first statement of each act of a leader, in the
+// act's transaction (queue/fence.go): it returns the role's row only while
+// holder holds it in term with a lease that has not passed, and locks it
+// FOR SHARE until the transaction ends, so that a takeover (AcquireLeader)
+// waits for the act to end. It sets idle_in_transaction_session_timeout to
+// idle_ms for the transaction, so that a process paused inside its act
+// (SIGSTOP) loses its session, and the act rolls back, instead of holding
+// the takeover up.
+func (q *Queries) FenceLeaderAct(ctx context.Context, arg FenceLeaderActParams) ([]FenceLeaderActRow, error) {
+	rows, err := q.db.QueryContext(ctx, fenceLeaderAct,
+		arg.IdleMs,
+		arg.Name,
+		arg.Holder,
+		arg.Term,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []FenceLeaderActRow
+	for rows.Next() {
+		var i FenceLeaderActRow
+		if err := rows.Scan(&i.Term, &i.Idle); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Close(); err != nil {
+		return nil, err
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const firstType = `-- name: FirstType :many
 
 SELECT j.type FROM jobs j ORDER BY j.type LIMIT 1

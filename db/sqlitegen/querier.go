@@ -75,6 +75,13 @@ type Querier interface {
 	ExtendLeases(ctx context.Context, arg ExtendLeasesParams) ([]int64, error)
 	// FailJob records one failed attempt as the queue decided.
 	FailJob(ctx context.Context, arg FailJobParams) (int64, error)
+	// FenceLeaderAct is the first statement of each act of a leader, in the
+	// act's transaction (queue/fence.go): it changes (to the same values) the
+	// role's row only while holder holds it in term with a lease that has not
+	// passed, and one row changed says so. Being a write, it takes the
+	// database's write lock at once, so that a takeover (AcquireLeader) waits
+	// for the act to end.
+	FenceLeaderAct(ctx context.Context, arg FenceLeaderActParams) (int64, error)
 	// The dashboard's overview (queue/overview.go). Each statement reads one
 	// of the table's indexes and stops early, so that it stays fast on a table
 	// of millions of rows: counts stop at @max_rows per status, the types are

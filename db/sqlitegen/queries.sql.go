@@ -681,6 +681,32 @@ func (q *Queries) FailJob(ctx context.Context, arg FailJobParams) (int64, error)
 	return result.RowsAffected()
 }
 
+const fenceLeaderAct = `-- name: FenceLeaderAct :execrows
+UPDATE jobs_leader SET term = term
+WHERE name = ?1 AND holder = ?2 AND term = ?3
+  AND lease_until > strftime('%Y-%m-%d %H:%M:%f', 'now')
+`
+
+type FenceLeaderActParams struct {
+	Name   string
+	Holder string
+	Term   int64
+}
+
+// FenceLeaderAct is the first statement of each act of a leader, in the
+// act's transaction (queue/fence.go): it changes (to the same values) the
+// role's row only while holder holds it in term with a lease that has not
+// passed, and one row changed says so. Being a write, it takes the
+// database's write lock at once, so that a takeover (AcquireLeader) waits
+// for the act to end.
+func (q *Queries) FenceLeaderAct(ctx context.Context, arg FenceLeaderActParams) (int64, error) {
+	result, err := q.db.ExecContext(ctx, fenceLeaderAct, arg.Name, arg.Holder, arg.Term)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected()
+}
+
 const firstType = `-- name: FirstType :many
 
 SELECT j.type FROM jobs j ORDER BY j.type LIMIT 1

@@ -384,3 +384,15 @@ WHERE name = sqlc.arg(name) AND holder = sqlc.arg(holder)
 SELECT holder, term, since, renewed_at, lease_until, UTC_TIMESTAMP() AS db_now
 FROM jobs_leader
 WHERE name = sqlc.arg(name);
+
+-- name: FenceLeaderAct :many
+-- FenceLeaderAct is the first statement of each act of a leader, in the
+-- act's transaction (queue/fence.go): it returns the role's row only while
+-- holder holds it in term with a lease that has not passed, and locks it in
+-- share mode until the transaction ends, so that a takeover
+-- (AcquireLeader) waits for the act to end.
+SELECT term FROM jobs_leader
+WHERE name = sqlc.arg(name) AND holder = sqlc.arg(holder) AND term = sqlc.arg(term)
+  AND lease_until > UTC_TIMESTAMP()
+LOCK IN SHARE MODE;
+

@@ -484,3 +484,18 @@ SELECT holder, term, since, renewed_at, lease_until,
     (statement_timestamp() AT TIME ZONE 'UTC')::timestamp AS db_now
 FROM jobs_leader
 WHERE name = @name;
+
+-- name: FenceLeaderAct :many
+-- FenceLeaderAct is the first statement of each act of a leader, in the
+-- act's transaction (queue/fence.go): it returns the role's row only while
+-- holder holds it in term with a lease that has not passed, and locks it
+-- FOR SHARE until the transaction ends, so that a takeover (AcquireLeader)
+-- waits for the act to end. It sets idle_in_transaction_session_timeout to
+-- idle_ms for the transaction, so that a process paused inside its act
+-- (SIGSTOP) loses its session, and the act rolls back, instead of holding
+-- the takeover up.
+SELECT term, set_config('idle_in_transaction_session_timeout', CAST(@idle_ms AS text), true) AS idle
+FROM jobs_leader
+WHERE name = @name AND holder = @holder AND term = @term
+  AND lease_until > (statement_timestamp() AT TIME ZONE 'UTC')
+FOR SHARE;

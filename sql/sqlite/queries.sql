@@ -399,3 +399,14 @@ SELECT holder, term, since, renewed_at, lease_until,
     strftime('%Y-%m-%d %H:%M:%f', 'now') AS db_now
 FROM jobs_leader
 WHERE name = @name;
+
+-- name: FenceLeaderAct :execrows
+-- FenceLeaderAct is the first statement of each act of a leader, in the
+-- act's transaction (queue/fence.go): it changes (to the same values) the
+-- role's row only while holder holds it in term with a lease that has not
+-- passed, and one row changed says so. Being a write, it takes the
+-- database's write lock at once, so that a takeover (AcquireLeader) waits
+-- for the act to end.
+UPDATE jobs_leader SET term = term
+WHERE name = @name AND holder = @holder AND term = @term
+  AND lease_until > strftime('%Y-%m-%d %H:%M:%f', 'now');
