@@ -170,9 +170,9 @@ func (q *Queue) reclaim(ctx context.Context, f *termFence) (int64, error) {
 	for {
 		var jobs []*JobRow
 		var n int64
-		var ended map[outcome]int64
+		var ended map[Outcome]int64
 		err := q.leaderAct(ctx, f, func(d dbtx) error {
-			n, ended = 0, map[outcome]int64{} // an act run again starts over
+			n, ended = 0, map[Outcome]int64{} // an act run again starts over
 			var err error
 			if jobs, err = q.st.abandoned(ctx, d, now, reclaimBatch); err != nil {
 				return err
