@@ -33,12 +33,13 @@ func (b *batchLog) of(op string) []int64 {
 	return append([]int64(nil), b.sizes[op]...)
 }
 
-// TestMaintenanceBoundedBatches: ExpireOverdue and Prune handle a backlog of
-// 100 000 rows in many statements, none of which changes more than
-// MaintenanceBatch rows, each on its own (never one transaction around them):
-// Prune as the manual command runs it (each statement its own transaction),
-// ExpireOverdue as the leader's maintenance does (each statement the one
-// write of its own fenced act, leaderAct).
+// TestMaintenanceBoundedBatches: Reclaim, ExpireOverdue and Prune handle a
+// backlog of 100 000 rows in many bounded steps: Reclaim in rounds of at
+// most 500 jobs, ExpireOverdue and Prune in statements of at most
+// MaintenanceBatch rows, each on its own (never one transaction around
+// them): Prune as the manual command runs it (each statement its own
+// transaction), Reclaim and ExpireOverdue as the leader's maintenance does
+// (each round, each statement, its own fenced act, leaderAct).
 func TestMaintenanceBoundedBatches(t *testing.T) {
 	if testing.Short() {
 		t.Skip("enqueues 100 000 jobs per engine")
@@ -78,10 +79,10 @@ func TestMaintenanceBoundedBatches(t *testing.T) {
 		for i := range args {
 			args[i] = testArgs{N: i}
 		}
-		if _, err := q.EnqueueMany(ctx, args, ExpiresIn(time.Second)); err != nil {
+		if _, err := q.EnqueueMany(ctx, args, ExpiresIn(time.Hour)); err != nil {
 			t.Fatal(err)
 		}
-		clock.add(2 * time.Second)
+		leader := takeLease(t, q, "leader", 10*time.Minute)
 
 		for _, tc := range []struct {
 			op  string
@@ -89,8 +90,21 @@ func TestMaintenanceBoundedBatches(t *testing.T) {
 			// after is the condition on the rows once op is done.
 			after string
 		}{
+			{"reclaim", func() (int64, error) {
+				// Every job claimed, and its lease run out: abandoned.
+				for claimed := 0; claimed < total; {
+					jobs := mustClaim(t, q, nil, maxClaim, time.Minute)
+					if len(jobs) == 0 {
+						t.Fatalf("claimed %d of %d jobs, then none", claimed, total)
+					}
+					claimed += len(jobs)
+				}
+				clock.add(2 * time.Minute)
+				return q.reclaim(ctx, leader)
+			}, "status = 'pending' AND attempts = 1"},
 			{"expire", func() (int64, error) {
-				return q.expireOverdue(ctx, takeLease(t, q, "leader", 10*time.Minute))
+				clock.add(2 * time.Hour)
+				return q.expireOverdue(ctx, leader)
 			}, "status = 'expired'"},
 			{"prune", func() (int64, error) {
 				clock.add(48 * time.Hour)
@@ -103,15 +117,25 @@ func TestMaintenanceBoundedBatches(t *testing.T) {
 					t.Fatalf("%s = %d, %v; want %d", tc.op, n, err, total)
 				}
 				sizes := batches.of(tc.op)
+				batch := int64(MaintenanceBatch)
+				if tc.op == "reclaim" {
+					batch = reclaimBatch // a round: one read of at most 500 and their writes
+				}
 				var sum int64
 				for i, s := range sizes {
-					if s > MaintenanceBatch {
-						t.Fatalf("%s: statement %d changed %d rows, more than the batch of %d", tc.op, i, s, MaintenanceBatch)
+					if s > batch {
+						t.Fatalf("%s: batch %d changed %d rows, more than the batch of %d", tc.op, i, s, batch)
 					}
 					sum += s
 				}
-				if sum != total || len(sizes) < total/MaintenanceBatch {
-					t.Fatalf("%s: %d statements changed %d rows; want at least %d statements changing %d", tc.op, len(sizes), sum, total/MaintenanceBatch, total)
+				if sum != total || len(sizes) < total/int(batch) {
+					t.Fatalf("%s: %d batches changed %d rows; want at least %d batches changing %d", tc.op, len(sizes), sum, total/int(batch), total)
+				}
+				if tc.op == "reclaim" {
+					if left := env.countWhere(t, tc.after); left != total {
+						t.Fatalf("%d rows reclaimed to pending, want %d", left, total)
+					}
+					return // its statements are checked by TestReclaimInBatches
 				}
 				mu.Lock()
 				sent, tx, acts := stmtsIn[tc.op], inTx, len(txs)

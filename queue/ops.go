@@ -204,6 +204,9 @@ func (q *Queue) reclaim(ctx context.Context, f *termFence) (int64, error) {
 			counts[o] += m
 		}
 		total += n
+		if q.onBatch != nil {
+			q.onBatch("reclaim", n)
+		}
 		// A short round was the last; a round that ended nothing (another
 		// reclaimer was first, or rows no attempt can hold) would repeat.
 		if len(jobs) < reclaimBatch || n == 0 {

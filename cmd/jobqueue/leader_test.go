@@ -5,12 +5,14 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os/exec"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/jobqueue/jobqueue/internal/engine"
 	"github.com/jobqueue/jobqueue/internal/testdb"
 	"github.com/jobqueue/jobqueue/queue"
 )
@@ -168,23 +170,28 @@ func openTestQueue(t *testing.T, e *testdb.Env, table string) *queue.Queue {
 	return q
 }
 
-// TestWorkPeriodicTwoProcesses: two workers with the same @every 1s job
-// enqueue one job per tick, none twice, about ten of them.
-func TestWorkPeriodicTwoProcesses(t *testing.T) {
+// TestWorkPeriodicOncePerTick: two, and three, workers with the same
+// @every 1s job enqueue one job per tick, none twice, every second for ten
+// seconds (ten ticks in a row).
+func TestWorkPeriodicOncePerTick(t *testing.T) {
 	t.Parallel()
 	testdb.ForEachEngine(t, func(t *testing.T, e *testdb.Env) {
-		c := envCLI(t, e)
-		c.ok(t, "install")
-		q := openTestQueue(t, e, c.table)
-		procs := startProcs(t, c, 2)
-		waitLeader(t, procs, 30*time.Second)
-		waitTicks(t, q, time.Time{}, 10, 60*time.Second)
-		for _, p := range procs {
-			if lost := p.logLines(0, "leadership lost"); len(lost) > 0 {
-				t.Fatalf("a leader lost its lease while both ran: %s", lost[0])
-			}
+		for _, n := range []int{2, 3} {
+			t.Run(fmt.Sprintf("%d_processes", n), func(t *testing.T) {
+				c := envCLI(t, e)
+				c.ok(t, "install")
+				q := openTestQueue(t, e, c.table)
+				procs := startProcs(t, c, n)
+				waitLeader(t, procs, 30*time.Second)
+				waitTicks(t, q, time.Time{}, 10, 60*time.Second)
+				for _, p := range procs {
+					if lost := p.logLines(0, "leadership lost"); len(lost) > 0 {
+						t.Fatalf("a leader lost its lease while all ran: %s", lost[0])
+					}
+				}
+				assertConsecutive(t, q)
+			})
 		}
-		assertConsecutive(t, q)
 	})
 }
 
@@ -306,22 +313,22 @@ func TestWorkPeriodicBadInput(t *testing.T) {
 	cases := []struct {
 		name string
 		args []string
-		want string
+		want []string // the flag's name, and what is wrong
 	}{
-		{"no equals sign", []string{"--periodic", "tick"}, "--periodic"},
-		{"no name", []string{"--periodic", "=@hourly"}, "--periodic"},
-		{"bad cron field", []string{"--periodic", "tick=61 * * * *"}, "--periodic"},
-		{"four fields", []string{"--periodic", "tick=* * * *"}, "--periodic"},
-		{"bad time zone", []string{"--periodic", "tick=CRON_TZ=Mars/Phobos 0 3 * * *"}, "Mars/Phobos"},
-		{"bad every", []string{"--periodic", "tick=@every 10ms"}, "--periodic"},
-		{"two with one name", []string{"--periodic", "tick=@hourly", "--periodic", "tick=@daily"}, `two periodic jobs are named "tick"`},
-		{"bad retention", []string{"--retention", "-1h"}, "--retention"},
-		{"bad leader lease", []string{"--leader-lease", "1s"}, "--leader-lease"},
+		{"no equals sign", []string{"--periodic", "tick"}, []string{"--periodic"}},
+		{"no name", []string{"--periodic", "=@hourly"}, []string{"--periodic"}},
+		{"bad cron field", []string{"--periodic", "tick=61 * * * *"}, []string{"--periodic"}},
+		{"four fields", []string{"--periodic", "tick=* * * *"}, []string{"--periodic"}},
+		{"bad time zone", []string{"--periodic", "tick=CRON_TZ=Mars/Phobos 0 3 * * *"}, []string{"--periodic", "Mars/Phobos"}},
+		{"bad every", []string{"--periodic", "tick=@every 10ms"}, []string{"--periodic"}},
+		{"two with one name", []string{"--periodic", "tick=@hourly", "--periodic", "tick=@daily"}, []string{"--periodic", `two periodic jobs are named "tick"`}},
+		{"bad retention", []string{"--retention", "-1h"}, []string{"--retention"}},
+		{"bad leader lease", []string{"--leader-lease", "1s"}, []string{"--leader-lease"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			r := c.run(t, append(append([]string{"work", "--exec", "true"}, tc.args...), "--max-runtime", "1s")...)
-			assertOneLineError(t, r, 2, tc.want)
+			assertOneLineError(t, r, 2, tc.want...)
 		})
 	}
 	if got := c.ok(t, "stats", "--json"); !strings.Contains(got, `"pending":0`) {
@@ -382,4 +389,67 @@ func TestLeaderCommand(t *testing.T) {
 func tail(s string, offset int) string {
 	from := max(0, offset-3000)
 	return s[from:offset] + "\n---- resumed ----\n" + s[offset:]
+}
+
+// TestWorkRunMissed: with --run-missed the worker that gains the lead
+// enqueues the latest tick that passed while none led (the last whole
+// hour of an @hourly job), once; without it, none. The @every 1s job
+// marks when the gain's catch-up is over: its first tick comes after.
+func TestWorkRunMissed(t *testing.T) {
+	t.Parallel()
+	for _, missed := range []bool{true, false} {
+		t.Run(fmt.Sprintf("run_missed_%v", missed), func(t *testing.T) {
+			e := testdb.New(t, engine.SQLite)
+			c := envCLI(t, e)
+			c.ok(t, "install")
+			q := openTestQueue(t, e, c.table)
+			args := []string{"--type", "tick", "--exec", "true", "--poll-interval", "200ms",
+				"--periodic", "hourly=@hourly", "--periodic", "tick=@every 1s", "--log-level", "debug"}
+			if missed {
+				args = append(args, "--run-missed")
+			}
+			before := time.Now().UTC()
+			cmd, stderr := startWorker(t, c, args...)
+			waitLeader(t, []*proc{{cmd: cmd, stderr: stderr}}, 30*time.Second)
+			var hourly []*queue.JobRow
+			deadline := time.Now().Add(30 * time.Second)
+			for {
+				rows, err := q.List(context.Background(), queue.ListFilter{Type: "tick", Limit: 1000})
+				if err != nil {
+					t.Fatal(err)
+				}
+				hourly = nil
+				hasTick := false
+				for _, r := range rows {
+					switch r.Name {
+					case "hourly":
+						hourly = append(hourly, r)
+					case "tick":
+						hasTick = true
+					}
+				}
+				if hasTick {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("no @every 1s tick within 30 s; log:\n%s", stderr.String())
+				}
+				time.Sleep(100 * time.Millisecond)
+			}
+			if !missed {
+				if len(hourly) != 0 {
+					t.Fatalf("%d hourly jobs without --run-missed; want none (the missed tick is not made up)", len(hourly))
+				}
+				return
+			}
+			after := time.Now().UTC()
+			if len(hourly) != 1 {
+				t.Fatalf("%d hourly jobs with --run-missed; want the 1 latest missed tick", len(hourly))
+			}
+			at := hourly[0].ScheduledAt
+			if !at.Equal(before.Truncate(time.Hour)) && !at.Equal(after.Truncate(time.Hour)) {
+				t.Fatalf("the missed tick's job is at %v; want the last whole hour (%v)", at, before.Truncate(time.Hour))
+			}
+		})
+	}
 }
