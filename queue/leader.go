@@ -62,7 +62,9 @@ type Leader struct {
 	// host:pid:random, unique to one Run of one worker.
 	Holder string
 	// Term counts the changes of holder (and the lapses of a lease): a new
-	// term starts each time a worker takes a lease that had passed.
+	// term starts each time a worker takes a lease that had passed. Each
+	// act of the leader checks its own term in the database first, so an
+	// old leader's act changes nothing once a new term began.
 	Term int64
 	// Since is when Holder's term began.
 	Since time.Time
