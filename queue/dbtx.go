@@ -40,6 +40,9 @@ type runner struct {
 	// observe, when set (tests), hears every statement before it is sent,
 	// with the transaction it runs in (nil on the pool).
 	observe func(query string, tx *sql.Tx)
+	// writer (SQLite) admits one of the queue's own attempt writes on the
+	// pool at a time (sqliteStore.writing): see store_sqlite.go.
+	writer chan struct{}
 }
 
 func newRunner(db *sql.DB, t engine.Table) *runner {
@@ -48,6 +51,7 @@ func newRunner(db *sql.DB, t engine.Table) *runner {
 		kind:    t.Kind,
 		quoted:  t.Quoted(),
 		prepare: t.Kind != engine.Postgres,
+		writer:  make(chan struct{}, 1),
 	}
 }
 

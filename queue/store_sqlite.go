@@ -53,6 +53,27 @@ func busyRetryOn[T any](ctx context.Context, d dbtx, fn func() (T, error)) (T, e
 	return busyRetry(ctx, fn)
 }
 
+// writeGated runs busyRetry(ctx, fn) once it holds s.r.writer, the queue's
+// gate of its own attempt writes (claims, heartbeats, completions, ends) on
+// the pool. SQLite lets one connection write at a time; without the gate a
+// claim, a completion and a heartbeat of the same process, each on its own
+// connection, find each other's write lock and sleep in SQLite's busy
+// handler (a millisecond and more each time) while the lock is free again
+// at once. With it they queue in the process and take the lock in turn;
+// writers of other processes are still met by busy_timeout and busyRetry.
+// The gate is held only for one statement (never across a caller's
+// transaction), and waiting for it ends with ctx.
+func writeGated[T any](ctx context.Context, s sqliteStore, fn func() (T, error)) (T, error) {
+	select {
+	case s.r.writer <- struct{}{}:
+	case <-ctx.Done():
+		var zero T
+		return zero, ctx.Err()
+	}
+	defer func() { <-s.r.writer }()
+	return busyRetry(ctx, fn)
+}
+
 func busyRetry[T any](ctx context.Context, fn func() (T, error)) (T, error) {
 	wait := sqliteBusyWait
 	for try := 1; ; try++ {

@@ -10,7 +10,8 @@ import (
 // The SQLite statements of attempts: the claim that starts them, their
 // heartbeats and completions, and the writes of the ends that the outcome
 // rule decided (outcome.go), each fenced by the attempts' claim tokens and
-// retried while the database is busy (busyRetry, store_sqlite.go).
+// retried while the database is busy (busyRetry, store_sqlite.go); those on
+// the pool pass the queue's write gate first (writeGated).
 
 func (s sqliteStore) claim(ctx context.Context, types []string, max int, token string, now, leaseUntil time.Time, after claimPos) ([]*JobRow, error) {
 	one, many := claimFilter(types)
@@ -18,7 +19,7 @@ func (s sqliteStore) claim(ctx context.Context, types []string, max int, token s
 		Token: nullString(token), LeaseUntil: nullTime(&leaseUntil), Type: one, Types: many, Now: now,
 		AfterAt: after.at, AfterID: after.id, MaxJobs: int64(max),
 	}
-	rows, err := busyRetry(ctx, func() ([]sqlitegen.Job, error) { return s.qs().ClaimJobs(ctx, arg) })
+	rows, err := writeGated(ctx, s, func() ([]sqlitegen.Job, error) { return s.qs().ClaimJobs(ctx, arg) })
 	if err != nil {
 		return nil, err
 	}
@@ -27,7 +28,7 @@ func (s sqliteStore) claim(ctx context.Context, types []string, max int, token s
 
 func (s sqliteStore) extend(ctx context.Context, refs []attemptRef, leaseUntil time.Time) (map[int64]bool, error) {
 	ids, toks := refLists(refs)
-	held, err := busyRetry(ctx, func() ([]int64, error) {
+	held, err := writeGated(ctx, s, func() ([]int64, error) {
 		return s.qs().ExtendLeases(ctx, sqlitegen.ExtendLeasesParams{LeaseUntil: nullTime(&leaseUntil), Ids: jsonList(ids), Tokens: jsonList(toks)})
 	})
 	return idSet(held), err
@@ -35,7 +36,7 @@ func (s sqliteStore) extend(ctx context.Context, refs []attemptRef, leaseUntil t
 
 func (s sqliteStore) complete(ctx context.Context, refs []attemptRef, now time.Time, del bool) (map[int64]bool, error) {
 	ids, toks := refLists(refs)
-	held, err := busyRetry(ctx, func() ([]int64, error) {
+	held, err := writeGated(ctx, s, func() ([]int64, error) {
 		if del {
 			return s.qs().DeleteCompletedJobs(ctx, sqlitegen.DeleteCompletedJobsParams{Ids: jsonList(ids), Tokens: jsonList(toks)})
 		}
@@ -61,7 +62,7 @@ func (s sqliteStore) abandoned(ctx context.Context, d dbtx, now time.Time, limit
 
 func (s sqliteStore) endAttempts(ctx context.Context, refs []attemptRef, e attemptEnd) (map[int64]bool, error) {
 	ids, toks := refLists(refs)
-	held, err := busyRetry(ctx, func() ([]int64, error) {
+	held, err := writeGated(ctx, s, func() ([]int64, error) {
 		return s.qs().EndAttempts(ctx, sqlitegen.EndAttemptsParams{
 			Status: string(e.status), Error: nullString(e.errText),
 			RetryAt: nullTime(nullableTime(e.retryAt)), FinishedAt: nullTime(nullableTime(e.finishedAt)),
@@ -83,7 +84,7 @@ func (s sqliteStore) endAbandoned(ctx context.Context, d dbtx, refs []attemptRef
 }
 
 func (s sqliteStore) fail(ctx context.Context, ref attemptRef, e attemptEnd) (bool, error) {
-	n, err := busyRetry(ctx, func() (int64, error) {
+	n, err := writeGated(ctx, s, func() (int64, error) {
 		return s.qs().FailJob(ctx, sqlitegen.FailJobParams{
 			Status: string(e.status), Error: nullString(e.errText),
 			RetryAt: nullTime(nullableTime(e.retryAt)), FinishedAt: nullTime(nullableTime(e.finishedAt)),
