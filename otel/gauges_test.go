@@ -72,6 +72,45 @@ func countingDB(t *testing.T, rawURL string, n *atomic.Int64) *sql.DB {
 	return db
 }
 
+// countedQueue installs a fresh table on e and opens a queue on it
+// through countingDB. It returns the queue (closed when t ends, its error
+// checked), the table and the count of statements sent with a collect's
+// context.
+func countedQueue(t *testing.T, e *testdb.Env) (*queue.Queue, string, *atomic.Int64) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	table := e.Table(t)
+	if err := migrations.Install(ctx, e.DB, table); err != nil {
+		t.Fatalf("installing table %s: %v", table, err)
+	}
+	statements := new(atomic.Int64)
+	q, err := queue.New(countingDB(t, e.URL, statements), queue.WithTable(table))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := q.Close(); err != nil {
+			t.Errorf("closing the queue on %s: %v", table, err)
+		}
+	})
+	return q, table, statements
+}
+
+// manualMeter returns a ManualReader and a MeterProvider reading through
+// it; the provider is shut down when t ends.
+func manualMeter(t *testing.T) (*sdkmetric.ManualReader, *sdkmetric.MeterProvider) {
+	t.Helper()
+	r := sdkmetric.NewManualReader()
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(r))
+	t.Cleanup(func() {
+		if err := mp.Shutdown(context.Background()); err != nil {
+			t.Errorf("shutting the meter provider down: %v", err)
+		}
+	})
+	return r, mp
+}
+
 // gaugePoints are the gauges of one collect: jobs by "type/status", ages
 // by type.
 type gaugePoints struct {
@@ -186,16 +225,7 @@ func TestGauges(t *testing.T) {
 	testdb.ForEachEngine(t, func(t *testing.T, e *testdb.Env) {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
-		table := e.Table(t)
-		if err := migrations.Install(ctx, e.DB, table); err != nil {
-			t.Fatal(err)
-		}
-		var statements atomic.Int64
-		q, err := queue.New(countingDB(t, e.URL, &statements), queue.WithTable(table))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer q.Close()
+		q, table, statements := countedQueue(t, e)
 		start := time.Now()
 		fillGaugeTable(t, ctx, q)
 
@@ -204,9 +234,7 @@ func TestGauges(t *testing.T) {
 			ttl  time.Duration
 		}{{"cached", time.Hour}, {"expired", time.Nanosecond}} {
 			t.Run(c.name, func(t *testing.T) {
-				r := sdkmetric.NewManualReader()
-				mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(r))
-				defer mp.Shutdown(context.Background())
+				r, mp := manualMeter(t)
 				g, err := jobqueueotel.RegisterGauges(q, jobqueueotel.GaugeOptions{MeterProvider: mp, TTL: c.ttl})
 				if err != nil {
 					t.Fatal(err)
@@ -288,21 +316,11 @@ func TestGaugesOptions(t *testing.T) {
 	e := testdb.New(t, engine.SQLite)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	table := e.Table(t)
-	if err := migrations.Install(ctx, e.DB, table); err != nil {
-		t.Fatal(err)
-	}
-	q, err := queue.New(e.DB, queue.WithTable(table))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer q.Close()
+	q, _, _ := countedQueue(t, e)
 	fillGaugeTable(t, ctx, q)
 
 	t.Run("limits", func(t *testing.T) {
-		r := sdkmetric.NewManualReader()
-		mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(r))
-		defer mp.Shutdown(context.Background())
+		r, mp := manualMeter(t)
 		if _, err := jobqueueotel.RegisterGauges(q, jobqueueotel.GaugeOptions{MeterProvider: mp, CountLimit: 2, MaxTypes: 2}); err != nil {
 			t.Fatal(err)
 		}
@@ -348,25 +366,14 @@ func TestGaugesReadError(t *testing.T) {
 	e := testdb.New(t, engine.SQLite)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	table := e.Table(t)
-	if err := migrations.Install(ctx, e.DB, table); err != nil {
-		t.Fatal(err)
-	}
-	var statements atomic.Int64
-	q, err := queue.New(countingDB(t, e.URL, &statements), queue.WithTable(table))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer q.Close()
+	q, table, statements := countedQueue(t, e)
 	if _, err := q.Enqueue(ctx, gaugeJob{}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := e.DB.ExecContext(ctx, "DROP TABLE "+table); err != nil {
 		t.Fatal(err)
 	}
-	r := sdkmetric.NewManualReader()
-	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(r))
-	defer mp.Shutdown(context.Background())
+	r, mp := manualMeter(t)
 	if _, err := jobqueueotel.RegisterGauges(q, jobqueueotel.GaugeOptions{MeterProvider: mp}); err != nil {
 		t.Fatal(err)
 	}
