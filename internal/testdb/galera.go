@@ -111,18 +111,23 @@ func Galera(t testing.TB, n int) []string {
 	for i := 1; i < n; i++ {
 		procs = append(procs, start(i))
 	}
-	for i := 1; i < n; i++ {
+	// Every node, the first too (it was the donor of the state transfers
+	// meanwhile), must be ready and Synced in the whole cluster before the
+	// test starts: a node accepts connections before it is ready, and a
+	// statement then fails with "WSREP has not yet prepared node for
+	// application use".
+	for i := range procs {
 		if err := waitSynced(procs[i], nodes[i].port, n, 120*time.Second); err != nil {
 			t.Fatalf("testdb: galera node %d: %v (log: %s)", i+1, err, readTail(filepath.Join(nodes[i].dir, "error.log")))
 		}
 	}
-	db, err := sql.Open("mysql", "root@tcp(127.0.0.1:"+nodes[0].port+")/")
-	if err != nil {
-		t.Fatal(err)
+	if err := createTestDB(nodes[0].port); err != nil {
+		t.Fatalf("testdb: galera node 1: %v", err)
 	}
-	defer db.Close()
-	if _, err := db.Exec("CREATE DATABASE IF NOT EXISTS test"); err != nil {
-		t.Fatal(err)
+	for i := range procs {
+		if err := waitSchema(procs[i], nodes[i].port, "test", 30*time.Second); err != nil {
+			t.Fatalf("testdb: galera node %d: %v (log: %s)", i+1, err, readTail(filepath.Join(nodes[i].dir, "error.log")))
+		}
 	}
 	t.Cleanup(func() {
 		if t.Failed() {
@@ -134,9 +139,67 @@ func Galera(t testing.TB, n int) []string {
 	return urls
 }
 
-// waitSynced waits until the node on port is Synced in a cluster of at
-// least size nodes.
+// createTestDB creates the database test on the node on port; Galera
+// replicates it to the other nodes.
+func createTestDB(port string) error {
+	db, err := sql.Open("mysql", "root@tcp(127.0.0.1:"+port+")/?timeout=2s")
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	if _, err := db.Exec("CREATE DATABASE IF NOT EXISTS test"); err != nil {
+		return fmt.Errorf("creating the database test: %w", err)
+	}
+	return nil
+}
+
+// waitSynced waits until the node on port is ready for statements
+// (wsrep_ready ON) and Synced in a cluster of at least size nodes.
 func waitSynced(p *Process, port string, size int, within time.Duration) error {
+	return pollNode(p, port, within, func(db *sql.DB) error {
+		st, err := wsrepStatus(db, "wsrep_ready", "wsrep_local_state_comment", "wsrep_cluster_size")
+		if err != nil {
+			return err
+		}
+		if members, _ := strconv.Atoi(st["wsrep_cluster_size"]); st["wsrep_ready"] != "ON" || st["wsrep_local_state_comment"] != "Synced" || members < size {
+			return fmt.Errorf("not ready and synced in a cluster of %d: status %v", size, st)
+		}
+		return nil
+	})
+}
+
+// wsrepStatus reads the named status variables of db's node.
+func wsrepStatus(db *sql.DB, names ...string) (map[string]string, error) {
+	st := make(map[string]string, len(names))
+	for _, v := range names {
+		var name, value string
+		if err := db.QueryRow("SHOW STATUS LIKE '"+v+"'").Scan(&name, &value); err != nil {
+			return st, fmt.Errorf("SHOW STATUS LIKE '%s': %w", v, err)
+		}
+		st[v] = value
+	}
+	return st, nil
+}
+
+// waitSchema waits until the node on port has the database schema (a
+// database created on another node is applied here a little later).
+func waitSchema(p *Process, port, schema string, within time.Duration) error {
+	return pollNode(p, port, within, func(db *sql.DB) error {
+		var n int
+		if err := db.QueryRow("SELECT COUNT(*) FROM information_schema.SCHEMATA WHERE SCHEMA_NAME = ?", schema).Scan(&n); err != nil {
+			return err
+		}
+		if n != 1 {
+			return fmt.Errorf("database %s not there", schema)
+		}
+		return nil
+	})
+}
+
+// pollNode runs check on the node on port every 200 ms until it returns
+// nil. It fails when the node exits, or when within has passed, with
+// check's last error.
+func pollNode(p *Process, port string, within time.Duration, check func(db *sql.DB) error) error {
 	db, err := sql.Open("mysql", "root@tcp(127.0.0.1:"+port+")/?timeout=2s")
 	if err != nil {
 		return err
@@ -144,19 +207,15 @@ func waitSynced(p *Process, port string, size int, within time.Duration) error {
 	defer db.Close()
 	deadline := time.Now().Add(within)
 	for {
-		var name, state, members string
-		err := db.QueryRow("SHOW STATUS LIKE 'wsrep_local_state_comment'").Scan(&name, &state)
+		err := check(db)
 		if err == nil {
-			err = db.QueryRow("SHOW STATUS LIKE 'wsrep_cluster_size'").Scan(&name, &members)
-		}
-		if m, _ := strconv.Atoi(members); err == nil && state == "Synced" && m >= size {
 			return nil
 		}
 		if p.Exited() {
 			return fmt.Errorf("it exited: %s", tail(p.Output(), 2000))
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("not synced in a cluster of %d after %v (state %q, size %q, %v)", size, within, state, members, err)
+			return fmt.Errorf("after %v: %w", within, err)
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
