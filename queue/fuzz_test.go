@@ -32,7 +32,7 @@ func FuzzRewriteTable(f *testing.F) {
 			f.Add(uint8(k), s)
 		}
 	}
-	kinds := []engine.Kind{engine.Postgres, engine.MySQL, engine.SQLite}
+	kinds := engine.Kinds()
 	f.Fuzz(func(t *testing.T, k uint8, query string) {
 		kind := kinds[int(k)%len(kinds)]
 		if strings.Contains(query, "\x00") {

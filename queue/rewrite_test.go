@@ -17,7 +17,7 @@ import (
 )
 
 func TestRewriteTable(t *testing.T) {
-	all := []engine.Kind{engine.Postgres, engine.MySQL, engine.SQLite}
+	all := engine.Kinds()
 	pg, my, lite := []engine.Kind{engine.Postgres}, []engine.Kind{engine.MySQL}, []engine.Kind{engine.SQLite}
 	cases := []struct {
 		name  string

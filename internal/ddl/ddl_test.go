@@ -8,8 +8,6 @@ import (
 	"github.com/jobqueue/jobqueue/internal/engine"
 )
 
-var kinds = []engine.Kind{engine.Postgres, engine.MySQL, engine.SQLite}
-
 // longest is the longest table name engine k accepts.
 func longest(t *testing.T, k engine.Kind) engine.Table {
 	t.Helper()
@@ -45,7 +43,7 @@ func TestNamesFit(t *testing.T) {
 		}
 		seenSuffix[st.Suffix] = true
 	}
-	for _, k := range kinds {
+	for _, k := range engine.Kinds() {
 		t.Run(string(k), func(t *testing.T) {
 			tb := longest(t, k)
 			names := map[string]bool{}
@@ -91,7 +89,7 @@ func TestNamesFit(t *testing.T) {
 // four indexes (inside the CREATE TABLE on MySQL), every table has a drop
 // statement, and MySQL tables get the table options.
 func TestObjectsAreIdempotentAndComplete(t *testing.T) {
-	for _, k := range kinds {
+	for _, k := range engine.Kinds() {
 		t.Run(string(k), func(t *testing.T) {
 			tb, err := engine.ParseTable(k, "jobs")
 			if err != nil {

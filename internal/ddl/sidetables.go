@@ -41,7 +41,7 @@ func SideSuffixes() []string {
 	var out []string
 	for _, st := range SideTables() {
 		out = append(out, st.Suffix)
-		for _, k := range []engine.Kind{engine.Postgres, engine.MySQL, engine.SQLite} {
+		for _, k := range engine.Kinds() {
 			if st.Views == nil {
 				break
 			}

@@ -36,6 +36,10 @@ var (
 	ErrOutdatedTable = errors.New("jobqueue: outdated table")
 )
 
+// Kinds returns every supported engine, a new slice each call (the
+// list is no package variable that a caller could change for all).
+func Kinds() []Kind { return []Kind{Postgres, MySQL, SQLite} }
+
 // ParseKind reads an engine's name as a user gives it: "postgres" (or
 // "postgresql"), "mysql" (or "mariadb"), "sqlite" (or "sqlite3"), in any
 // case; anything else is ErrUnsupportedDatabase.

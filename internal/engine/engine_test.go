@@ -132,6 +132,29 @@ func TestDriverDSN(t *testing.T) {
 	}
 }
 
+// TestKinds: Kinds lists each engine once, each one ParseKind reads back
+// from its name, and each call returns a new slice.
+func TestKinds(t *testing.T) {
+	got := Kinds()
+	want := map[Kind]bool{Postgres: true, MySQL: true, SQLite: true}
+	if len(got) != len(want) {
+		t.Fatalf("Kinds() = %v, want each of postgres, mysql, sqlite once", got)
+	}
+	for _, k := range got {
+		if !want[k] {
+			t.Errorf("Kinds() = %v: %q is not an engine or is there twice", got, k)
+		}
+		delete(want, k)
+		if p, err := ParseKind(string(k)); err != nil || p != k {
+			t.Errorf("ParseKind(%q) = %q, %v; want %q", k, p, err, k)
+		}
+	}
+	got[0] = "changed"
+	if again := Kinds(); again[0] == "changed" {
+		t.Errorf("Kinds() shares its slice between calls: %v after the first was changed", again)
+	}
+}
+
 func TestParseKind(t *testing.T) {
 	cases := []struct {
 		name string

@@ -26,10 +26,10 @@ import (
 	"github.com/jobqueue/jobqueue/internal/engine"
 )
 
-// Kinds returns every engine, a new slice each call, for table-driven
-// tests and benchmarks. Most tests want ForEachEngine or ForEachKind
-// instead of a loop.
-func Kinds() []engine.Kind { return []engine.Kind{engine.Postgres, engine.MySQL, engine.SQLite} }
+// Kinds returns every engine (engine.Kinds), a new slice each call, for
+// table-driven tests and benchmarks. Most tests want ForEachEngine or
+// ForEachKind instead of a loop.
+func Kinds() []engine.Kind { return engine.Kinds() }
 
 // Env is one engine's test database, opened for one test.
 type Env struct {
