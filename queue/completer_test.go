@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"log/slog"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -92,36 +91,6 @@ func (r *refusal) set(t *testing.T, tx *sql.Tx, on bool) {
 	}
 }
 
-// logWatch is a slog handler that keeps every record's message, for tests
-// that wait for the worker to log something.
-type logWatch struct {
-	mu   sync.Mutex
-	msgs []string
-}
-
-func (h *logWatch) Enabled(context.Context, slog.Level) bool { return true }
-func (h *logWatch) Handle(_ context.Context, r slog.Record) error {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.msgs = append(h.msgs, r.Message)
-	return nil
-}
-func (h *logWatch) WithAttrs([]slog.Attr) slog.Handler { return h }
-func (h *logWatch) WithGroup(string) slog.Handler      { return h }
-
-// count is how many records' messages contain part.
-func (h *logWatch) count(part string) int {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	n := 0
-	for _, m := range h.msgs {
-		if strings.Contains(m, part) {
-			n++
-		}
-	}
-	return n
-}
-
 // Messages of the completer that the tests wait for.
 const (
 	logCompleteRetry  = "completing jobs failed; trying again"
@@ -174,7 +143,7 @@ func TestCompleterTakesResultsWhileItsWriteIsRetried(t *testing.T) {
 	forEachEngine(t, func(t *testing.T, kind engine.Kind) {
 		env := newTestEnv(t, kind)
 		refuse := refuseCompletions(t, env)
-		logs := &logWatch{}
+		logs := &logRecorder{}
 		events := newEventLog()
 		q := env.queue(t, nil, WithLogger(slog.New(logs)), WithListener(events.listen))
 		const n = 2*completeBatch + 2
@@ -190,7 +159,7 @@ func TestCompleterTakesResultsWhileItsWriteIsRetried(t *testing.T) {
 			waitFor(t, done, 30*time.Second, "the completer to return")
 		}()
 		c.add(completion{a: &attempt{row: rows[0], ref: rows[0].ref()}})
-		waitUntil(t, 10*time.Second, "the first write to fail and be retried", func() bool { return logs.count(logCompleteRetry) > 0 })
+		waitUntil(t, 10*time.Second, "the first write to fail and be retried", func() bool { return logs.count(slog.LevelDebug, logCompleteRetry) > 0 })
 		hold := holdJob(t, env, rows[0].ID)
 
 		added := make(chan struct{})
@@ -201,7 +170,7 @@ func TestCompleterTakesResultsWhileItsWriteIsRetried(t *testing.T) {
 			}
 		}()
 		waitFor(t, added, 10*time.Second, "the completer to take every result while its write is retried")
-		if given := logs.count(logCompleteGiveUp); given != 0 {
+		if given := logs.count(slog.LevelDebug, logCompleteGiveUp); given != 0 {
 			t.Fatalf("the completer gave up on a write before the results were handed over (%d times): the test did not hold its retry", given)
 		}
 		if got := c.unwritten.Load(); got != n {
@@ -238,7 +207,7 @@ func TestWorkerCompletesAfterRefusedWrites(t *testing.T) {
 		env := newTestEnv(t, kind)
 		refuse := refuseCompletions(t, env)
 		refuse.set(t, nil, true)
-		logs := &logWatch{}
+		logs := &logRecorder{}
 		events := newEventLog()
 		q := env.queue(t, nil, WithLogger(slog.New(logs)), WithListener(events.listen))
 		const n = 20
@@ -255,13 +224,13 @@ func TestWorkerCompletesAfterRefusedWrites(t *testing.T) {
 			return nil
 		})
 		stop, _ := startWorker(t, w)
-		waitUntil(t, 10*time.Second, "a completion to be refused and retried", func() bool { return logs.count(logCompleteRetry) > 0 })
+		waitUntil(t, 10*time.Second, "a completion to be refused and retried", func() bool { return logs.count(slog.LevelDebug, logCompleteRetry) > 0 })
 		refuse.set(t, nil, false)
 		waitUntil(t, 30*time.Second, "every job to be completed", func() bool { return env.countWhere(t, "status = 'completed'") == n })
 		if err := stop(10 * time.Second); err != nil {
 			t.Fatalf("Run: %v", err)
 		}
-		if given := logs.count(logCompleteGiveUp); given != 0 {
+		if given := logs.count(slog.LevelDebug, logCompleteGiveUp); given != 0 {
 			t.Errorf("the worker gave up on %d completion writes", given)
 		}
 		if got := events.count(EventCompleted); got != n {

@@ -284,6 +284,20 @@ func (h *logRecorder) WithAttrs([]slog.Attr) slog.Handler { return h }
 // WithGroup returns h itself.
 func (h *logRecorder) WithGroup(string) slog.Handler { return h }
 
+// count is how many records at level min or above have a message that
+// contains part, ignoring case.
+func (h *logRecorder) count(min slog.Level, part string) int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	n := 0
+	for _, r := range h.recs {
+		if r.Level >= min && strings.Contains(strings.ToLower(r.Message), strings.ToLower(part)) {
+			n++
+		}
+	}
+	return n
+}
+
 // lines are the records at level min or above, in the order they were
 // logged, each as its message followed by its attributes (key=value).
 func (h *logRecorder) lines(min slog.Level) []string {

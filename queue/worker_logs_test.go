@@ -4,54 +4,18 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/jobqueue/jobqueue/internal/engine"
 )
 
-// logCounter is a slog handler that counts the records whose message
-// contains a word.
-type logCounter struct {
-	mu   sync.Mutex
-	msgs []string
-}
-
-func (c *logCounter) Enabled(context.Context, slog.Level) bool { return true }
-
-func (c *logCounter) Handle(_ context.Context, r slog.Record) error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if r.Level >= slog.LevelInfo {
-		c.msgs = append(c.msgs, r.Message)
-	}
-	return nil
-}
-
-func (c *logCounter) WithAttrs([]slog.Attr) slog.Handler { return c }
-
-func (c *logCounter) WithGroup(string) slog.Handler { return c }
-
-func (c *logCounter) count(word string) int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	n := 0
-	for _, m := range c.msgs {
-		if strings.Contains(strings.ToLower(m), word) {
-			n++
-		}
-	}
-	return n
-}
-
 // TestWorkerMaintenanceLogsOnce: ExpireOverdue and Reclaim log what they
 // did; the worker's maintenance logged it a second time at Info.
 func TestWorkerMaintenanceLogsOnce(t *testing.T) {
 	forEachEngine(t, func(t *testing.T, kind engine.Kind) {
 		env := newTestEnv(t, kind)
-		var logs logCounter
+		var logs logRecorder
 		clock := &testClock{}
 		q := env.queue(t, nil, WithLogger(slog.New(&logs)), withClock(clock.now))
 		enqueue(t, q, emailArgs{To: "abandoned"})
@@ -67,12 +31,14 @@ func TestWorkerMaintenanceLogsOnce(t *testing.T) {
 		waitUntil(t, 10*time.Second, "the maintenance to expire and reclaim", func() bool {
 			return env.countWhere(t, "status = 'expired'") == 1 && env.countWhere(t, "status = 'pending'") == 1
 		})
-		stop(10 * time.Second)
-		if n := logs.count("reclaim"); n != 1 {
-			t.Errorf("%d log records at Info or above about reclaiming one attempt, want 1: %q", n, logs.msgs)
+		if err := stop(10 * time.Second); err != nil {
+			t.Fatalf("stopping the worker: %v", err)
 		}
-		if n := logs.count("expired"); n != 1 {
-			t.Errorf("%d log records at Info or above about expiring one job, want 1: %q", n, logs.msgs)
+		if n := logs.count(slog.LevelInfo, "reclaim"); n != 1 {
+			t.Errorf("%d log records at Info or above about reclaiming one attempt, want 1: %q", n, logs.lines(slog.LevelInfo))
+		}
+		if n := logs.count(slog.LevelInfo, "expired"); n != 1 {
+			t.Errorf("%d log records at Info or above about expiring one job, want 1: %q", n, logs.lines(slog.LevelInfo))
 		}
 	})
 }

@@ -148,7 +148,7 @@ func TestWorkerGracefulShutdown(t *testing.T) {
 			t.Parallel()
 			forEachEngine(t, func(t *testing.T, kind engine.Kind) {
 				env := newTestEnv(t, kind)
-				logs := &logWatch{}
+				logs := &logRecorder{}
 				q := env.queue(t, nil, WithLogger(slog.New(logs)))
 				cfg := fastConfig()
 				cfg.Concurrency = 1
@@ -182,7 +182,7 @@ func TestWorkerGracefulShutdown(t *testing.T) {
 				go func() { stopped <- stop(10 * time.Second) }()
 				if tc.finishesInTime {
 					waitUntil(t, 5*time.Second, "the worker to wait for its running handler", func() bool {
-						return logs.count("worker stopping: waiting for running handlers") > 0
+						return logs.count(slog.LevelDebug, "worker stopping: waiting for running handlers") > 0
 					})
 					close(finish)
 				}
@@ -225,7 +225,7 @@ func TestWorkerGracefulShutdown(t *testing.T) {
 func TestWorkerAbandonsHandlersIgnoringCancel(t *testing.T) {
 	forEachEngine(t, func(t *testing.T, kind engine.Kind) {
 		env := newTestEnv(t, kind)
-		logs := &logWatch{}
+		logs := &logRecorder{}
 		q := env.queue(t, nil, WithLogger(slog.New(logs)))
 		cfg := fastConfig()
 		cfg.ShutdownTimeout = -1
@@ -249,7 +249,7 @@ func TestWorkerAbandonsHandlersIgnoringCancel(t *testing.T) {
 		// taken it (it logs so), the row is as the attempt left it.
 		close(release)
 		waitUntil(t, 5*time.Second, "the executor to take the late result", func() bool {
-			return logs.count("handler cancelled by shutdown") > 0
+			return logs.count(slog.LevelDebug, "handler cancelled by shutdown") > 0
 		})
 		if row := getJob(t, q, id); row.Status != StatusInProgress || row.Error != "" {
 			t.Errorf("abandoned job: %s, error %q; want in_progress, untouched", row.Status, row.Error)
