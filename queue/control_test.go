@@ -12,10 +12,11 @@ import (
 )
 
 // controlFixture enqueues one job in each state on a fresh table: pending,
-// running (claimed), completed, failed and expired.
+// running (claimed), completed, failed and expired; missing is an id of
+// no job.
 type controlFixture struct {
-	pending, running, completed, failed, expired int64
-	attempt                                      *JobRow // the running job's attempt
+	pending, running, completed, failed, expired, missing int64
+	attempt                                               *JobRow // the running job's attempt
 }
 
 func newControlFixture(t *testing.T, q *Queue, clock *fixedClock) controlFixture {
@@ -37,7 +38,22 @@ func newControlFixture(t *testing.T, q *Queue, clock *fixedClock) controlFixture
 	if n, err := q.ExpireOverdue(ctx); err != nil || n != 1 {
 		t.Fatalf("ExpireOverdue = %d, %v", n, err)
 	}
+	f.missing = f.expired + 1<<40
 	return f
+}
+
+// jobState is job id as Get returns it, printed, or "not found"; any other
+// error of Get fails the test.
+func jobState(t *testing.T, q *Queue, id int64) string {
+	t.Helper()
+	row, err := q.Get(context.Background(), id)
+	if errors.Is(err, ErrJobNotFound) {
+		return "not found"
+	}
+	if err != nil {
+		t.Fatalf("Get(%d): %v", id, err)
+	}
+	return fmt.Sprintf("%+v", row)
 }
 
 func TestCancel(t *testing.T) {
@@ -46,7 +62,6 @@ func TestCancel(t *testing.T) {
 		env := coreEnv(t, kind)
 		q, clock := coreQueue(t, env)
 		f := newControlFixture(t, q, clock)
-		missing := f.expired + 1<<40
 
 		cases := []struct {
 			name    string
@@ -58,13 +73,13 @@ func TestCancel(t *testing.T) {
 			{"completed", f.completed, ErrJobFinished},
 			{"failed", f.failed, ErrJobFinished},
 			{"expired", f.expired, ErrJobFinished},
-			{"missing", missing, ErrJobNotFound},
+			{"missing", f.missing, ErrJobNotFound},
 			{"zero id", 0, ErrJobNotFound},
 			{"negative id", -5, ErrJobNotFound},
 		}
 		for _, c := range cases {
 			t.Run(c.name, func(t *testing.T) {
-				before, _ := q.Get(ctx, c.id)
+				before := jobState(t, q, c.id)
 				err := q.Cancel(ctx, c.id)
 				if c.wantErr == nil {
 					if err != nil {
@@ -81,9 +96,8 @@ func TestCancel(t *testing.T) {
 				if !errors.Is(err, c.wantErr) {
 					t.Fatalf("Cancel(%d) = %v, want %v", c.id, err, c.wantErr)
 				}
-				after, _ := q.Get(ctx, c.id)
-				if fmt.Sprintf("%+v", before) != fmt.Sprintf("%+v", after) {
-					t.Fatalf("Cancel(%d) changed the job: %+v -> %+v", c.id, before, after)
+				if after := jobState(t, q, c.id); after != before {
+					t.Fatalf("Cancel(%d) changed the job: %s -> %s", c.id, before, after)
 				}
 			})
 		}
@@ -121,7 +135,6 @@ func TestDelete(t *testing.T) {
 		env := coreEnv(t, kind)
 		q, clock := coreQueue(t, env)
 		f := newControlFixture(t, q, clock)
-		missing := f.expired + 1<<40
 
 		cases := []struct {
 			name    string
@@ -133,12 +146,12 @@ func TestDelete(t *testing.T) {
 			{"completed", f.completed, nil},
 			{"failed", f.failed, nil},
 			{"expired", f.expired, nil},
-			{"missing", missing, ErrJobNotFound},
+			{"missing", f.missing, ErrJobNotFound},
 			{"zero id", 0, ErrJobNotFound},
 		}
 		for _, c := range cases {
 			t.Run(c.name, func(t *testing.T) {
-				before, _ := q.Get(ctx, c.id)
+				before := jobState(t, q, c.id)
 				err := q.Delete(ctx, c.id)
 				if c.wantErr == nil {
 					if err != nil {
@@ -155,9 +168,8 @@ func TestDelete(t *testing.T) {
 				if c.wantErr == ErrJobRunning && !strings.Contains(err.Error(), "cancel it first") {
 					t.Fatalf("Delete(%d) of a running job = %v; want an error that says to cancel it first", c.id, err)
 				}
-				after, _ := q.Get(ctx, c.id)
-				if fmt.Sprintf("%+v", before) != fmt.Sprintf("%+v", after) {
-					t.Fatalf("Delete(%d) changed the job: %+v -> %+v", c.id, before, after)
+				if after := jobState(t, q, c.id); after != before {
+					t.Fatalf("Delete(%d) changed the job: %s -> %s", c.id, before, after)
 				}
 			})
 		}
@@ -183,9 +195,8 @@ func TestControlMany(t *testing.T) {
 		env := coreEnv(t, kind)
 		q, clock := coreQueue(t, env)
 		f := newControlFixture(t, q, clock)
-		missing := f.expired + 1<<40
 
-		ids := []int64{f.completed, f.pending, missing, f.running, f.pending, -1}
+		ids := []int64{f.completed, f.pending, f.missing, f.running, f.pending, -1}
 		res, err := q.CancelMany(ctx, ids)
 		if err != nil {
 			t.Fatal(err)
@@ -193,7 +204,7 @@ func TestControlMany(t *testing.T) {
 		want := []error{ErrJobFinished, nil, ErrJobNotFound, nil, nil, ErrJobNotFound}
 		checkResults(t, "CancelMany", ids, res, want)
 
-		ids = []int64{f.running, f.failed, missing, f.completed}
+		ids = []int64{f.running, f.failed, f.missing, f.completed}
 		res, err = q.DeleteMany(ctx, ids)
 		if err != nil {
 			t.Fatal(err)
@@ -219,7 +230,7 @@ func TestControlMany(t *testing.T) {
 		for _, r := range rows {
 			ids = append(ids, r.ID)
 		}
-		ids = append(ids, missing)
+		ids = append(ids, f.missing)
 		res, err = q.CancelMany(ctx, ids)
 		if err != nil {
 			t.Fatal(err)
