@@ -28,13 +28,7 @@ func TestMySQLClaimSession(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	env := coreEnv(t, engine.MySQL)
-	// The session variable of the level: tx_isolation on MariaDB before
-	// 11.1, transaction_isolation on MySQL 8.
-	levelVar := "tx_isolation"
-	var probeLevel string
-	if err := env.db.QueryRowContext(ctx, "SELECT @@"+levelVar).Scan(&probeLevel); err != nil {
-		levelVar = "transaction_isolation"
-	}
+	levelVar := mysqlLevelVar(t, env.db)
 	rrURL, err := url.Parse(env.url)
 	if err != nil {
 		t.Fatal(err)
@@ -42,15 +36,7 @@ func TestMySQLClaimSession(t *testing.T) {
 	query := rrURL.Query()
 	query.Set(levelVar, "'REPEATABLE-READ'") // every connection starts at REPEATABLE READ
 	rrURL.RawQuery = query.Encode()
-	probe := "`" + env.table + "_cs`"
-	if _, err := env.db.ExecContext(ctx, "CREATE TABLE "+probe+" (n INT NOT NULL)"); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if _, err := env.db.ExecContext(context.Background(), "DROP TABLE "+probe); err != nil {
-			t.Errorf("dropping %s: %v", probe, err)
-		}
-	})
+	probe := mysqlProbeTable(t, env, "cs")
 
 	for _, tc := range []struct {
 		name       string
@@ -81,13 +67,7 @@ func TestMySQLClaimSession(t *testing.T) {
 				if hookErr = tx.QueryRowContext(ctx, "SHOW SESSION STATUS LIKE 'Com_set_option'").Scan(&name, &sets); hookErr != nil {
 					return
 				}
-				if hookErr = tx.QueryRowContext(ctx, "SELECT COUNT(*) FROM "+probe).Scan(&before); hookErr != nil {
-					return
-				}
-				if _, hookErr = env.db.ExecContext(ctx, "INSERT INTO "+probe+" (n) VALUES (1)"); hookErr != nil {
-					return
-				}
-				if hookErr = tx.QueryRowContext(ctx, "SELECT COUNT(*) FROM "+probe).Scan(&after); hookErr != nil {
+				if before, after, hookErr = countAroundCommit(ctx, tx, env.db, probe); hookErr != nil {
 					return
 				}
 				seen = append(seen, fmt.Sprintf("%s %d %d", level, sets, after-before))

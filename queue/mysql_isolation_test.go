@@ -24,6 +24,54 @@ import (
 // transactions of an earlier read: a transaction begun since may be missing
 // ("no rows") and a lock wait may never show.
 
+// mysqlProbeTable creates the table `<env's table>_<suffix>` (n INT) on
+// env's MySQL database, for a test to count the rows another session
+// commits; it is dropped when t ends.
+func mysqlProbeTable(t *testing.T, env *testEnv, suffix string) string {
+	t.Helper()
+	probe := "`" + env.table + "_" + suffix + "`"
+	if _, err := env.db.ExecContext(context.Background(), "CREATE TABLE "+probe+" (n INT NOT NULL)"); err != nil {
+		t.Fatalf("creating the probe table %s: %v", probe, err)
+	}
+	t.Cleanup(func() {
+		if _, err := env.db.ExecContext(context.Background(), "DROP TABLE "+probe); err != nil {
+			t.Errorf("dropping %s: %v", probe, err)
+		}
+	})
+	return probe
+}
+
+// mysqlLevelVar is the session variable of the isolation level on db's
+// server: tx_isolation on MariaDB before 11.1, transaction_isolation on
+// MySQL 8 (and on MariaDB from 11.1).
+func mysqlLevelVar(t *testing.T, db *sql.DB) string {
+	t.Helper()
+	var level string
+	if err := db.QueryRowContext(context.Background(), "SELECT @@tx_isolation").Scan(&level); err == nil {
+		return "tx_isolation"
+	}
+	if err := db.QueryRowContext(context.Background(), "SELECT @@transaction_isolation").Scan(&level); err != nil {
+		t.Fatalf("reading the session's isolation level (neither tx_isolation nor transaction_isolation): %v", err)
+	}
+	return "transaction_isolation"
+}
+
+// countAroundCommit counts probe's rows in tx, commits a row to it on
+// other, and counts again in tx: after is before+1 at READ COMMITTED, and
+// before at REPEATABLE READ (the transaction's snapshot hides the row).
+func countAroundCommit(ctx context.Context, tx *sql.Tx, other *sql.DB, probe string) (before, after int, err error) {
+	if err := tx.QueryRowContext(ctx, "SELECT COUNT(*) FROM "+probe).Scan(&before); err != nil {
+		return 0, 0, err
+	}
+	if _, err := other.ExecContext(ctx, "INSERT INTO "+probe+" (n) VALUES (1)"); err != nil {
+		return 0, 0, err
+	}
+	if err := tx.QueryRowContext(ctx, "SELECT COUNT(*) FROM "+probe).Scan(&after); err != nil {
+		return 0, 0, err
+	}
+	return before, after, nil
+}
+
 // TestMySQLClaimsReadCommitted: a claim runs at READ COMMITTED on a
 // connection whose session level is REPEATABLE READ, and leaves the
 // session's level alone. The level is observed by what it does: inside the
@@ -34,15 +82,7 @@ func TestMySQLClaimsReadCommitted(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	env := coreEnv(t, engine.MySQL)
-	probe := "`" + env.table + "_rc`"
-	if _, err := env.db.ExecContext(ctx, "CREATE TABLE "+probe+" (n INT NOT NULL)"); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if _, err := env.db.ExecContext(context.Background(), "DROP TABLE "+probe); err != nil {
-			t.Errorf("dropping %s: %v", probe, err)
-		}
-	})
+	probe := mysqlProbeTable(t, env, "rc")
 	db := env.newPool(t)
 	db.SetMaxOpenConns(1)
 	if _, err := db.ExecContext(ctx, "SET SESSION TRANSACTION ISOLATION LEVEL REPEATABLE READ"); err != nil {
@@ -57,13 +97,7 @@ func TestMySQLClaimsReadCommitted(t *testing.T) {
 		// Inside the claim's transaction, after its locking SELECT: read,
 		// let another session commit a row, read again.
 		var before, after int
-		if hookErr = tx.QueryRowContext(ctx, "SELECT COUNT(*) FROM "+probe).Scan(&before); hookErr != nil {
-			return
-		}
-		if _, hookErr = env.db.ExecContext(ctx, "INSERT INTO "+probe+" (n) VALUES (1)"); hookErr != nil {
-			return
-		}
-		if hookErr = tx.QueryRowContext(ctx, "SELECT COUNT(*) FROM "+probe).Scan(&after); hookErr != nil {
+		if before, after, hookErr = countAroundCommit(ctx, tx, env.db, probe); hookErr != nil {
 			return
 		}
 		seen = append(seen, fmt.Sprintf("%d->%d", before, after))
@@ -83,10 +117,8 @@ func TestMySQLClaimsReadCommitted(t *testing.T) {
 		t.Fatalf("inside the claims' transactions, reads around another session's commit counted %v; want [0->1 1->2] (READ COMMITTED: each read sees the latest commits)", seen)
 	}
 	var session string
-	if err := db.QueryRowContext(ctx, "SELECT @@tx_isolation").Scan(&session); err != nil {
-		if err = db.QueryRowContext(ctx, "SELECT @@transaction_isolation").Scan(&session); err != nil {
-			t.Fatal(err)
-		}
+	if err := db.QueryRowContext(ctx, "SELECT @@"+mysqlLevelVar(t, db)).Scan(&session); err != nil {
+		t.Fatal(err)
 	}
 	if session != "REPEATABLE-READ" {
 		t.Fatalf("the session's level became %s", session)
