@@ -41,11 +41,23 @@ func attemptToken(batch string, id int64) string {
 // same as matching each (id, token) pair.
 func (r attemptRef) wellFormed() bool {
 	i := strings.LastIndexByte(r.Token, '-')
-	return i > 0 && r.Token == attemptToken(r.Token[:i], r.ID)
+	var buf [20]byte // the longest int64
+	return i > 0 && r.Token[i+1:] == string(strconv.AppendInt(buf[:0], r.ID, 10))
 }
 
-// splitRefs separates refs that can hold a job from those that cannot.
+// splitRefs separates refs that can hold a job from those that cannot. When
+// every ref is well-formed (the rule), ok is refs itself.
 func splitRefs(refs []attemptRef) (ok, bad []attemptRef) {
+	all := true
+	for _, r := range refs {
+		if !r.wellFormed() {
+			all = false
+			break
+		}
+	}
+	if all {
+		return refs, nil
+	}
 	for _, r := range refs {
 		if r.wellFormed() {
 			ok = append(ok, r)

@@ -285,7 +285,9 @@ func (c *claimer) dispatch(row *JobRow) {
 		a.leaseEnd = c.q.now().Add(c.cfg.Lease)
 	}
 	c.attempts.add(a)
-	c.log.Debug("job claimed", "job_id", row.ID, "kind", row.Name, "type", row.Type, "attempt", row.Attempts)
+	if c.log.Enabled(c.jobs, slog.LevelDebug) { // spares boxing the fields of every job
+		c.log.Debug("job claimed", "job_id", row.ID, "kind", row.Name, "type", row.Type, "attempt", row.Attempts)
+	}
 	c.q.emit(Event{Kind: EventClaimed, Job: row})
 	c.work <- a
 }

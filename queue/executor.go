@@ -57,7 +57,6 @@ func (e *executors) execute(a *attempt) time.Duration {
 		}
 		return 0
 	}
-	log := e.log.With("job_id", row.ID, "kind", row.Name, "type", row.Type, "attempt", row.Attempts)
 	start := time.Now()
 	err := e.work(a.ctx, row)
 	dur := time.Since(start)
@@ -66,7 +65,7 @@ func (e *executors) execute(a *attempt) time.Duration {
 	cause := context.Cause(a.ctx)
 	switch {
 	case errors.Is(cause, ErrLeaseLost):
-		log.Warn("handler finished after its attempt lost the job (or could not renew its lease); result dropped, the job is left to Reclaim",
+		e.jobLog(row).Warn("handler finished after its attempt lost the job (or could not renew its lease); result dropped, the job is left to Reclaim",
 			"handler_err", err, "duration", dur, "cause", cause)
 		e.q.lost(e.dbCtx, row, err, dur)
 		return dur
@@ -74,12 +73,19 @@ func (e *executors) execute(a *attempt) time.Duration {
 		e.completer.add(completion{a: a, dur: dur})
 		return dur
 	case errors.Is(cause, errShutdown):
-		log.Info("handler cancelled by shutdown; releasing its job", "handler_err", err, "duration", dur)
+		e.jobLog(row).Info("handler cancelled by shutdown; releasing its job", "handler_err", err, "duration", dur)
 		e.released.add(row, dur)
 		return dur
 	}
-	e.recordFailure(a, err, dur, log)
+	e.recordFailure(a, err, dur, e.jobLog(row))
 	return dur
+}
+
+// jobLog is the logger of the lines about one attempt of row. It is made
+// only for the lines written (a success writes none), so that the hot path
+// of a short handler allocates no logger.
+func (e *executors) jobLog(row *JobRow) *slog.Logger {
+	return e.log.With("job_id", row.ID, "kind", row.Name, "type", row.Type, "attempt", row.Attempts)
 }
 
 // recordFailure writes the failed attempt a (handler error err) by the

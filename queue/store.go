@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -242,6 +243,10 @@ const maxListLen = 1024
 // appears twice (two attempts of one job, an old and a current one, go to
 // different statements, so that a statement's result tells them apart).
 func chunkRefs(refs []attemptRef) [][]attemptRef {
+	if len(refs) <= maxListLen && distinctIDs(refs) {
+		// The common case (a completer's batch): one chunk, refs itself.
+		return [][]attemptRef{refs}
+	}
 	var out [][]attemptRef
 	var seen []map[int64]bool
 next:
@@ -257,6 +262,25 @@ next:
 		seen = append(seen, map[int64]bool{r.ID: true})
 	}
 	return out
+}
+
+// distinctIDs reports whether no id appears twice in refs. It sorts a copy
+// of the ids rather than filling a map (one small allocation per batch).
+func distinctIDs(refs []attemptRef) bool {
+	if len(refs) < 2 {
+		return true
+	}
+	ids := make([]int64, len(refs))
+	for i, r := range refs {
+		ids[i] = r.ID
+	}
+	slices.Sort(ids)
+	for i := 1; i < len(ids); i++ {
+		if ids[i] == ids[i-1] {
+			return false
+		}
+	}
+	return true
 }
 
 // refLists returns the ids and tokens of refs.

@@ -43,7 +43,11 @@ type Querier interface {
 	// or the year 1 and id 0 to scan from the start. The row comparison is part
 	// of the index condition, so a claim past the watermark does not read the
 	// entries before it (dead ones pile up there while a transaction keeps
-	// vacuum from removing them).
+	// vacuum from removing them). The UPDATE finds the claimed rows by primary
+	// key (id = ANY (ARRAY(…)), as the statements of attempts below): with
+	// `id IN (…)` the planner joined them to a sequential scan of the whole
+	// table once it had statistics (a hash semi join), which made a claim's
+	// cost grow with the table, completed rows included.
 	ClaimJobs(ctx context.Context, arg ClaimJobsParams) ([]Job, error)
 	CompleteJobs(ctx context.Context, arg CompleteJobsParams) ([]int64, error)
 	CountByStatus(ctx context.Context) ([]CountByStatusRow, error)

@@ -112,7 +112,7 @@ const claimJobs = `-- name: ClaimJobs :many
 UPDATE jobs
 SET status = 'in_progress', attempts = attempts + 1,
     claim_token = $1::text || '-' || id::text, lease_until = $2
-WHERE id IN (
+WHERE id = ANY (ARRAY(
     SELECT e.id FROM (
         SELECT j.id FROM jobs j
         WHERE $3::text IS NULL AND $4::text IS NULL
@@ -142,7 +142,7 @@ WHERE id IN (
           AND (j.expires_at IS NULL OR j.expires_at > $5)
         ORDER BY j.scheduled_at, j.id
         LIMIT $8
-        FOR UPDATE SKIP LOCKED) s)
+        FOR UPDATE SKIP LOCKED) s))
 RETURNING id, name, type, payload, status, attempts, claim_token, lease_until, max_attempts, base_delay, max_delay, error, scheduled_at, expires_at, finished_at, created_at
 `
 
@@ -171,7 +171,11 @@ type ClaimJobsParams struct {
 // or the year 1 and id 0 to scan from the start. The row comparison is part
 // of the index condition, so a claim past the watermark does not read the
 // entries before it (dead ones pile up there while a transaction keeps
-// vacuum from removing them).
+// vacuum from removing them). The UPDATE finds the claimed rows by primary
+// key (id = ANY (ARRAY(…)), as the statements of attempts below): with
+// `id IN (…)` the planner joined them to a sequential scan of the whole
+// table once it had statistics (a hash semi join), which made a claim's
+// cost grow with the table, completed rows included.
 func (q *Queries) ClaimJobs(ctx context.Context, arg ClaimJobsParams) ([]Job, error) {
 	rows, err := q.db.QueryContext(ctx, claimJobs,
 		arg.Token,

@@ -96,11 +96,15 @@ FROM jsonb_array_elements_text(sqlc.arg(types)::jsonb) AS t(value);
 -- or the year 1 and id 0 to scan from the start. The row comparison is part
 -- of the index condition, so a claim past the watermark does not read the
 -- entries before it (dead ones pile up there while a transaction keeps
--- vacuum from removing them).
+-- vacuum from removing them). The UPDATE finds the claimed rows by primary
+-- key (id = ANY (ARRAY(…)), as the statements of attempts below): with
+-- `id IN (…)` the planner joined them to a sequential scan of the whole
+-- table once it had statistics (a hash semi join), which made a claim's
+-- cost grow with the table, completed rows included.
 UPDATE jobs
 SET status = 'in_progress', attempts = attempts + 1,
     claim_token = sqlc.arg(token)::text || '-' || id::text, lease_until = @lease_until
-WHERE id IN (
+WHERE id = ANY (ARRAY(
     SELECT e.id FROM (
         SELECT j.id FROM jobs j
         WHERE sqlc.narg(type)::text IS NULL AND sqlc.narg(types)::text IS NULL
@@ -130,7 +134,7 @@ WHERE id IN (
           AND (j.expires_at IS NULL OR j.expires_at > @now)
         ORDER BY j.scheduled_at, j.id
         LIMIT @max_jobs
-        FOR UPDATE SKIP LOCKED) s)
+        FOR UPDATE SKIP LOCKED) s))
 RETURNING *;
 
 -- The statements of attempts (ExtendLeases, CompleteJobs,
