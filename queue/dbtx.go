@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"database/sql/driver"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jobqueue/jobqueue/internal/engine"
@@ -43,6 +44,9 @@ type runner struct {
 	// writer (SQLite) admits one of the queue's own attempt writes on the
 	// pool at a time (sqliteStore.writing): see store_sqlite.go.
 	writer chan struct{}
+	// noPgx (PostgreSQL) is set once the pool's driver showed it is not
+	// pgx's stdlib: claims then take the generated method (claim_postgres.go).
+	noPgx atomic.Bool
 }
 
 func newRunner(db *sql.DB, t engine.Table) *runner {

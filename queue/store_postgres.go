@@ -77,10 +77,14 @@ func (s pgStore) insertMany(ctx context.Context, d dbtx, jobs []*newJob, now tim
 
 func (s pgStore) claim(ctx context.Context, types []string, max int, token string, now, leaseUntil time.Time, after claimPos) ([]*JobRow, error) {
 	one, many := claimFilter(types)
-	rows, err := s.qs().ClaimJobs(ctx, pggen.ClaimJobsParams{
+	p := pggen.ClaimJobsParams{
 		Token: token, LeaseUntil: nullTime(&leaseUntil), Type: one, Types: many, Now: now,
 		AfterAt: after.at, AfterID: after.id, MaxJobs: int32(max),
-	})
+	}
+	if got, err := s.claimPgx(ctx, p, max); !errors.Is(err, errNoCopy) {
+		return got, err
+	}
+	rows, err := s.qs().ClaimJobs(ctx, p)
 	if err != nil {
 		return nil, err
 	}

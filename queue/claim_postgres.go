@@ -1,0 +1,128 @@
+package queue
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgtype"
+
+	"github.com/jobqueue/jobqueue/db/pggen"
+	"github.com/jobqueue/jobqueue/internal/engine"
+)
+
+// The claim on PostgreSQL through pgx's own interface. A claim returns
+// whole rows, and through database/sql each of them cost about twenty
+// allocations: the generated code's row struct and its slice, database/sql's
+// driver values (every time boxed, the payload copied twice), then the
+// JobRow made from them. Allocation and the garbage collection it causes
+// were the largest part of a worker's CPU per job. So the claim sends the
+// generated ClaimJobs (its text and arguments recorded from the generated
+// method, rewritten for the table like every query: SQL still comes only
+// from sqlc) on a connection of the queue's pool (database/sql's Conn.Raw,
+// as COPY does) and scans each row straight into its JobRow. A pool whose
+// driver is not pgx's stdlib (nor a wrapper that shows its connection, see
+// engine.PgxConn) runs the generated method as before; so does a wrapper
+// such as otelsql see no span for the claim, as it sees none for COPY.
+
+// errRecorded is what queryRecorder answers: the query was kept, not run.
+var errRecorded = errors.New("jobqueue: internal: query recorded, not run")
+
+// queryRecorder is a DBTX that runs nothing: it keeps the text and
+// arguments of the generated query sent to its QueryContext.
+type queryRecorder struct {
+	query string
+	args  []any
+}
+
+func (r *queryRecorder) ExecContext(context.Context, string, ...any) (sql.Result, error) {
+	return nil, errRecorded
+}
+
+func (r *queryRecorder) PrepareContext(context.Context, string) (*sql.Stmt, error) {
+	return nil, errRecorded
+}
+
+func (r *queryRecorder) QueryContext(_ context.Context, query string, args ...any) (*sql.Rows, error) {
+	r.query, r.args = query, args
+	return nil, errRecorded
+}
+
+func (r *queryRecorder) QueryRowContext(ctx context.Context, _ string, _ ...any) *sql.Row {
+	return failedRow(ctx, errRecorded)
+}
+
+// claimPgx runs ClaimJobs with p on pgx's connection and returns the rows
+// (up to max). It returns errNoCopy, having sent nothing, when the pool's
+// driver is not pgx's stdlib.
+func (s pgStore) claimPgx(ctx context.Context, p pggen.ClaimJobsParams, max int) ([]*JobRow, error) {
+	if s.r.noPgx.Load() {
+		return nil, errNoCopy
+	}
+	var rec queryRecorder
+	if _, err := pggen.New(&rec).ClaimJobs(ctx, p); !errors.Is(err, errRecorded) {
+		return nil, fmt.Errorf("jobqueue: internal: recording ClaimJobs: %v", err)
+	}
+	text, err := s.r.text(rec.query)
+	if err != nil {
+		return nil, err
+	}
+	if err := fenced(ctx); err != nil {
+		return nil, err
+	}
+	args := s.r.args(rec.args)
+	conn, err := s.r.db.Conn(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Close()
+	out := make([]*JobRow, 0, max)
+	err = conn.Raw(func(dc any) error {
+		sc, ok := engine.PgxConn(dc)
+		if !ok {
+			s.r.noPgx.Store(true)
+			return errNoCopy
+		}
+		s.r.on(nil).seen(text)
+		pc := sc.Conn()
+		rows, err := pc.Query(ctx, text, args...)
+		if err != nil {
+			return badConnIfClosed(pc, err)
+		}
+		defer rows.Close()
+		for rows.Next() {
+			j := &JobRow{}
+			var (
+				status                              string
+				attempts, maxAtt, baseDelay, maxDel int32
+				token, errText                      pgtype.Text
+				payload                             json.RawMessage
+				scheduled, created                  time.Time
+				lease, expires, finished            pgtype.Timestamp
+			)
+			// The columns of RETURNING * as sqlc spells them out: the
+			// order of pggen.Job.
+			if err := rows.Scan(&j.ID, &j.Name, &j.Type, &payload, &status, &attempts, &token, &lease,
+				&maxAtt, &baseDelay, &maxDel, &errText, &scheduled, &expires, &finished, &created); err != nil {
+				return err
+			}
+			j.Payload, j.Status, j.Attempts = payload, Status(status), int(attempts)
+			j.ClaimToken, j.Error = token.String, errText.String
+			j.MaxAttempts = int(maxAtt)
+			j.BaseDelay, j.MaxDelay = time.Duration(baseDelay)*time.Second, time.Duration(maxDel)*time.Second
+			j.ScheduledAt, j.CreatedAt = engine.AsUTC(scheduled), engine.AsUTC(created)
+			j.LeaseUntil, j.ExpiresAt, j.FinishedAt = utcPtr(lease), utcPtr(expires), utcPtr(finished)
+			out = append(out, j)
+		}
+		return badConnIfClosed(pc, rows.Err())
+	})
+	return out, err
+}
+
+// utcPtr is t in UTC, nil when NULL.
+func utcPtr(t pgtype.Timestamp) *time.Time {
+	return timePtr(sql.NullTime{Time: t.Time, Valid: t.Valid})
+}

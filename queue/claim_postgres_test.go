@@ -1,0 +1,94 @@
+package queue
+
+import (
+	"context"
+	"database/sql"
+	"database/sql/driver"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/jobqueue/jobqueue/internal/engine"
+)
+
+// hiddenConn hides every method of the connection but driver.Conn's.
+type hiddenConn struct{ driver.Conn }
+
+// hiddenDSNConnector opens pgx's stdlib connections behind hiddenConn,
+// which shows neither pgx's connection nor a Raw or Unwrap method: a
+// driver the queue cannot see through (engine.PgxConn).
+type hiddenDSNConnector struct {
+	d   driver.Driver
+	dsn string
+}
+
+func (c hiddenDSNConnector) Connect(context.Context) (driver.Conn, error) {
+	conn, err := c.d.Open(c.dsn)
+	if err != nil {
+		return nil, err
+	}
+	return hiddenConn{conn}, nil
+}
+func (c hiddenDSNConnector) Driver() driver.Driver { return c.d }
+
+// TestClaimPgxRows (PostgreSQL): the claim scans its rows on pgx's
+// connection (claim_postgres.go) into the same JobRows the generated
+// queries read back, for every column NULL and set; through a driver that
+// hides pgx's connection it takes the generated method, with the same rows.
+func TestClaimPgxRows(t *testing.T) {
+	env := coreEnv(t, engine.Postgres)
+	name, dsn, _, err := engine.DriverDSN(env.url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	plain, err := sql.Open(name, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hidden := sql.OpenDB(hiddenDSNConnector{d: plain.Driver(), dsn: dsn})
+	t.Cleanup(func() { hidden.Close(); plain.Close() })
+	for _, c := range []struct {
+		name      string
+		db        *sql.DB
+		wantNoPgx bool
+	}{
+		{"pgx", nil, false},
+		{"hidden driver", hidden, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			env.exec(t, "DELETE FROM {t}")
+			q := env.queue(t, c.db, WithEngine("postgres"), WithLogger(quietTestLogger()))
+			ctx := context.Background()
+			at := time.Now().UTC().Add(-time.Minute).Truncate(time.Microsecond)
+			for i, opts := range [][]EnqueueOption{
+				nil,
+				{At(at), ExpiresAt(at.Add(time.Hour)), Type("other"), Policy(RetryPolicy{MaxAttempts: 9, BaseDelay: 7 * time.Second, MaxDelay: 70 * time.Second})},
+			} {
+				if _, err := q.Enqueue(ctx, testArgs{N: i}, opts...); err != nil {
+					t.Fatal(err)
+				}
+			}
+			// An earlier attempt's error and finish time stay on the row.
+			env.exec(t, "UPDATE {t} SET error = 'boom', finished_at = created_at, attempts = 1 WHERE type = 'other'")
+			rows, err := q.claim(ctx, nil, 10, time.Minute)
+			if err != nil || len(rows) != 2 {
+				t.Fatalf("claim = %d rows, %v; want 2", len(rows), err)
+			}
+			if got := q.run.noPgx.Load(); got != c.wantNoPgx {
+				t.Errorf("claim took the generated method: %v, want %v", got, c.wantNoPgx)
+			}
+			for _, got := range rows {
+				want := getJob(t, q, got.ID)
+				if string(got.Payload) != string(want.Payload) {
+					t.Errorf("job %d: payload %s, want %s", got.ID, got.Payload, want.Payload)
+				}
+				if g, w := fmt.Sprintf("%+v", jobView(got)), fmt.Sprintf("%+v", jobView(want)); g != w {
+					t.Errorf("claim returned\n%s\nGet reads\n%s", g, w)
+				}
+				if got.Status != StatusInProgress || got.ClaimToken == "" || got.LeaseUntil == nil || got.LeaseUntil.Location() != time.UTC {
+					t.Errorf("job %d claimed as %+v", got.ID, jobView(got))
+				}
+			}
+		})
+	}
+}
