@@ -164,6 +164,10 @@ type dbtx struct {
 	tx         *sql.Tx
 	conn       *sql.Conn
 	unprepared bool // never use prepared statements
+	// notify: a PostgreSQL insert notifies in its own statement, as in a
+	// caller's transaction (the first enqueue after a quiet spell:
+	// pgNotifier.inline).
+	notify bool
 }
 
 // onConn returns the DBTX that runs queries unprepared on conn, a

@@ -58,6 +58,7 @@ func (q *Queue) enqueue(ctx context.Context, tx *sql.Tx, args JobArgs, opts []En
 func (q *Queue) writeOne(ctx context.Context, tx *sql.Tx, j *newJob, key *uniqueKey, now time.Time) (int64, error) {
 	var id int64
 	var err error
+	inline := false // the insert notified (PostgreSQL)
 	if key != nil {
 		id, err = q.enqueueKeyed(ctx, tx, j, key, now)
 		if errors.Is(err, ErrDuplicate) || errors.Is(err, ErrSideTableMissing) {
@@ -67,14 +68,19 @@ func (q *Queue) writeOne(ctx context.Context, tx *sql.Tx, j *newJob, key *unique
 		d := q.run.on(nil)
 		if tx != nil {
 			d = q.run.onCallers(tx)
+		} else if q.notifier != nil {
+			d.notify = q.notifier.inline()
 		}
 		id, err = q.st.insert(ctx, d, j, now)
+		inline = d.notify
 	}
 	if err != nil {
 		return 0, fmt.Errorf("jobqueue: enqueue %s: %w", j.name, refusedPayload(err))
 	}
 	if tx == nil {
-		q.notifyEnqueued(j.typ) // PostgreSQL: wake workers everywhere
+		if !inline {
+			q.notifyEnqueued(j.typ) // PostgreSQL: wake workers everywhere
+		}
 		q.countEnqueued(ctx, 1)
 	}
 	q.logger.Debug("job enqueued", "id", id, "kind", j.name, "type", j.typ, "scheduled_at", j.scheduledAt)

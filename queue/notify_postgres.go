@@ -18,10 +18,16 @@ package queue
 //     commit;
 //   - the enqueues the queue commits itself (Enqueue, EnqueueMany) insert
 //     without notifying and then hand their type to the queue's pgNotifier,
-//     which sends NotifyTypes off the caller's path: at once after a quiet
-//     spell, and during a burst at most one statement per notifyGap (5 ms)
-//     for all the types enqueued meanwhile, so a burst costs a few
-//     statements, not one per job, and wakes idle workers within 5 ms.
+//     which sends NotifyTypes off the caller's path, during a burst at most
+//     one statement per notifyGap (5 ms) for all the types enqueued
+//     meanwhile, so a burst costs a few statements, not one per job, and
+//     wakes idle workers within 5 ms;
+//   - except the first single Enqueue after a quiet spell (nothing sent
+//     within notifyGap: pgNotifier.inline), whose insert notifies itself
+//     (InsertJobNotify) and counts as the notifier's send: a separate
+//     NOTIFY transaction, with its commit and WAL flush, would run while
+//     the workers it wakes claim the job, and slowed those claims (the
+//     enqueue-to-start latency of a lone job).
 //
 // The producer side lives in notify_postgres_send.go (pgNotifier,
 // notifyPayload); this file holds the worker side and rawDBTX, which both
@@ -243,9 +249,11 @@ func (l *pgListener) session(ctx context.Context) error {
 	})
 }
 
-// callers reports whether d runs in a caller's transaction (EnqueueTx,
-// EnqueueManyTx): onCallers is what makes a dbtx unprepared.
-func (d dbtx) callers() bool { return d.unprepared }
+// callers reports whether an insert on d notifies in its own statement:
+// in a caller's transaction (EnqueueTx, EnqueueManyTx: onCallers is what
+// makes a dbtx unprepared), or for the first enqueue after a quiet spell
+// (pgNotifier.inline).
+func (d dbtx) callers() bool { return d.unprepared || d.notify }
 
 // rawDBTX is the generated queries' DBTX on a dedicated connection or on
 // the pool, with the table rewritten as by dbtx (dbtx.go) but no statement

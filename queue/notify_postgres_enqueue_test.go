@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -174,5 +175,92 @@ func TestListenerWants(t *testing.T) {
 				t.Errorf("wants(%q) with types %v = %v, want %v", c.payload, c.l.types, got, c.want)
 			}
 		})
+	}
+}
+
+// TestEnqueueNotifiesInInsert: the first Enqueue after a quiet spell
+// notifies in its insert statement (InsertJobNotify: the NOTIFY rides its
+// commit, no transaction of its own), and the Enqueues that follow within
+// notifyGap leave their notification to the notifier, so that a burst
+// still costs fewer notifying commits than jobs.
+func TestEnqueueNotifiesInInsert(t *testing.T) {
+	t.Parallel()
+	env := newTestEnv(t, engine.Postgres)
+	var mu sync.Mutex
+	var inserts []string
+	q := env.queue(t, nil, WithLogger(quietTestLogger()), withStatementHook(func(query string, _ *sql.Tx) {
+		for _, name := range []string{"InsertJobNotify", "InsertJob"} {
+			if strings.Contains(query, "-- name: "+name+" ") {
+				mu.Lock()
+				inserts = append(inserts, name)
+				mu.Unlock()
+				return
+			}
+		}
+	}))
+	ctx := context.Background()
+	// quiet waits until the notifier has nothing in flight (its notifyGap
+	// after the last send included).
+	quiet := func() {
+		t.Helper()
+		waitUntil(t, 5*time.Second, "the notifier to be idle", func() bool {
+			q.notifier.mu.Lock()
+			defer q.notifier.mu.Unlock()
+			return !q.notifier.sending
+		})
+	}
+	taken := func() []string {
+		mu.Lock()
+		defer mu.Unlock()
+		got := inserts
+		inserts = nil
+		return got
+	}
+	count := func(t *testing.T, burst int) int {
+		t.Helper()
+		got := taken()
+		n := 0
+		for _, name := range got {
+			if name == "InsertJobNotify" {
+				n++
+			}
+		}
+		if len(got) != burst {
+			t.Fatalf("inserts %q, want %d", got, burst)
+		}
+		return n
+	}
+	for _, c := range []string{"one Enqueue after a quiet spell", "another after a quiet spell"} {
+		t.Run(c, func(t *testing.T) {
+			quiet()
+			if _, err := q.Enqueue(ctx, testArgs{}, Type("a")); err != nil {
+				t.Fatal(err)
+			}
+			if n := count(t, 1); n != 1 {
+				t.Errorf("%d of 1 inserts notified themselves, want 1", n)
+			}
+		})
+	}
+	t.Run("a burst from 16 goroutines", func(t *testing.T) {
+		const burst = 32
+		quiet()
+		var wg sync.WaitGroup
+		for range 16 {
+			wg.Go(func() {
+				for range burst / 16 {
+					if _, err := q.Enqueue(ctx, testArgs{}, Type("a")); err != nil {
+						t.Error(err)
+					}
+				}
+			})
+		}
+		wg.Wait()
+		if n := count(t, burst); n < 1 || n >= burst/2 {
+			t.Errorf("%d of %d inserts notified themselves, want at least 1 and fewer than %d (the notifier sends for the rest)", n, burst, burst/2)
+		}
+	})
+	quiet()
+	if n := env.countWhere(t, "status = 'pending'"); n != 34 {
+		t.Errorf("%d jobs pending, want 34", n)
 	}
 }

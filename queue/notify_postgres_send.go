@@ -66,6 +66,31 @@ func (n *pgNotifier) request(typ string) {
 	}()
 }
 
+// inline reports whether the enqueue about to be written may notify in its
+// own insert statement instead of asking for a send: yes when the notifier
+// is idle (nothing sent within notifyGap, nothing pending). The NOTIFY then
+// rides the enqueue's commit, so that the enqueue costs no transaction of
+// its own beside the insert (the separate one, with its commit and WAL
+// flush, ran while the woken workers claimed the job and slowed their
+// claims: enqueue-to-start latency). It counts as the notifier's send: the
+// enqueues requested within notifyGap after it go out together as during
+// any burst, so that the notifying commits still do not wait for one
+// another.
+func (n *pgNotifier) inline() bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.sending {
+		return false
+	}
+	n.sending = true
+	n.sends.Add(1)
+	time.AfterFunc(notifyGap, func() {
+		defer n.sends.Done()
+		n.send()
+	})
+	return true
+}
+
 // flush waits until the notifications requested so far are sent, or ctx
 // ends: a process that exits right after its last enqueue (a command-line
 // tool, a short job) would otherwise leave them unsent, and workers would
