@@ -31,7 +31,7 @@ func TestClaimWatermarkLosesNoJob(t *testing.T) {
 		a2 := mustEnqueue(t, q, testArgs{N: 2}, at(-9*time.Minute))
 		a3 := mustEnqueue(t, q, testArgs{N: 3}, at(-8*time.Minute))
 		a4 := mustEnqueue(t, q, testArgs{N: 4}, at(-7*time.Minute))
-		var late, past, r1, r2, early, s1, s2 int64
+		var late, past, r1, r2, early, s1, s2, idle, behind int64
 		var released *JobRow
 
 		steps := []struct {
@@ -73,6 +73,18 @@ func TestClaimWatermarkLosesNoJob(t *testing.T) {
 			{name: "the periodic rescan", max: 1, advance: claimRescanEvery, want: func() []int64 { return []int64{early} }},
 			{name: "on from the rescan's last job", max: 1, want: func() []int64 { return []int64{s2} }},
 			{name: "nothing left", max: 2, want: func() []int64 { return []int64{} }},
+			{name: "nothing left again: the watermark stays", max: 2, want: func() []int64 {
+				if !cur.set || cur.pos.id != s2 {
+					t.Errorf("after empty claims the watermark is %+v (set %v), want the one after job %d", cur.pos, cur.set, s2)
+				}
+				return []int64{}
+			}},
+			{name: "a job enqueued while idle, past the watermark", max: 2, before: func() {
+				idle = mustEnqueue(t, q, testArgs{N: 12}, at(-30*time.Second))
+			}, want: func() []int64 { return []int64{idle} }},
+			{name: "one behind it, from the start at once", max: 2, before: func() {
+				behind = mustEnqueue(t, q, testArgs{N: 13}, at(-40*time.Minute))
+			}, want: func() []int64 { return []int64{behind} }},
 		}
 		for i, s := range steps {
 			if s.before != nil {

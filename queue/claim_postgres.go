@@ -55,10 +55,11 @@ func (r *queryRecorder) QueryRowContext(ctx context.Context, _ string, _ ...any)
 	return failedRow(ctx, errRecorded)
 }
 
-// claimPgx runs ClaimJobs with p on pgx's connection and returns the rows
-// (up to max). It returns errNoCopy, having sent nothing, when the pool's
-// driver is not pgx's stdlib.
-func (s pgStore) claimPgx(ctx context.Context, p pggen.ClaimJobsParams, max int) ([]*JobRow, error) {
+// claimPgx runs ClaimJobs with p on pgx's connection of conn (a claim
+// session's), or of one taken from the pool when conn is nil, and returns
+// the rows (up to max). It returns errNoCopy, having sent nothing, when the
+// pool's driver is not pgx's stdlib.
+func (s pgStore) claimPgx(ctx context.Context, conn *sql.Conn, p pggen.ClaimJobsParams, max int) ([]*JobRow, error) {
 	if s.r.noPgx.Load() {
 		return nil, errNoCopy
 	}
@@ -74,11 +75,14 @@ func (s pgStore) claimPgx(ctx context.Context, p pggen.ClaimJobsParams, max int)
 		return nil, err
 	}
 	args := s.r.args(rec.args)
-	conn, err := s.r.db.Conn(ctx)
-	if err != nil {
-		return nil, err
+	if conn == nil {
+		c, err := s.r.db.Conn(ctx)
+		if err != nil {
+			return nil, err
+		}
+		defer c.Close()
+		conn = c
 	}
-	defer conn.Close()
 	out := make([]*JobRow, 0, max)
 	err = conn.Raw(func(dc any) error {
 		sc, ok := engine.PgxConn(dc)

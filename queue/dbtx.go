@@ -41,6 +41,9 @@ type runner struct {
 	// observe, when set (tests), hears every statement before it is sent,
 	// with the transaction it runs in (nil on the pool).
 	observe func(query string, tx *sql.Tx)
+	// pooled: the queue runs through a transaction pooler (setPooled),
+	// so it keeps no session of its own.
+	pooled bool
 	// writer (SQLite) admits one of the queue's own attempt writes on the
 	// pool at a time (sqliteStore.writing): see store_sqlite.go.
 	writer chan struct{}

@@ -40,6 +40,7 @@ func WithTransactionPooling(on bool) Option {
 // a pooled queue prepares no statements.
 func (q *Queue) setPooled(on bool) {
 	q.pooled = on
+	q.run.pooled = on
 	if on {
 		q.run.prepare = false
 	}

@@ -76,15 +76,25 @@ func (s pgStore) insertMany(ctx context.Context, d dbtx, jobs []*newJob, now tim
 }
 
 func (s pgStore) claim(ctx context.Context, types []string, max int, token string, now, leaseUntil time.Time, after claimPos) ([]*JobRow, error) {
+	return s.claimOn(ctx, nil, types, max, token, now, leaseUntil, after)
+}
+
+// claimOn runs ClaimJobs on conn, a claim session's connection
+// (store_postgres_claim.go), or on the pool when conn is nil.
+func (s pgStore) claimOn(ctx context.Context, conn *sql.Conn, types []string, max int, token string, now, leaseUntil time.Time, after claimPos) ([]*JobRow, error) {
 	one, many := claimFilter(types)
 	p := pggen.ClaimJobsParams{
 		Token: token, LeaseUntil: nullTime(&leaseUntil), Type: one, Types: many, Now: now,
 		AfterAt: after.at, AfterID: after.id, MaxJobs: int32(max),
 	}
-	if got, err := s.claimPgx(ctx, p, max); !errors.Is(err, errNoCopy) {
+	if got, err := s.claimPgx(ctx, conn, p, max); !errors.Is(err, errNoCopy) {
 		return got, err
 	}
-	rows, err := s.qs().ClaimJobs(ctx, p)
+	qs := s.qs()
+	if conn != nil {
+		qs = pggen.New(s.r.onConn(conn))
+	}
+	rows, err := qs.ClaimJobs(ctx, p)
 	if err != nil {
 		return nil, err
 	}

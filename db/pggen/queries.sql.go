@@ -175,7 +175,9 @@ type ClaimJobsParams struct {
 // key (id = ANY (ARRAY(…)), as the statements of attempts below): with
 // `id IN (…)` the planner joined them to a sequential scan of the whole
 // table once it had statistics (a hash semi join), which made a claim's
-// cost grow with the table, completed rows included.
+// cost grow with the table, completed rows included. Claimers plan it
+// once, without the parameters' values (queue/store_postgres_claim.go),
+// and the generic plan of id IN (…) did the same whatever the statistics.
 func (q *Queries) ClaimJobs(ctx context.Context, arg ClaimJobsParams) ([]Job, error) {
 	rows, err := q.db.QueryContext(ctx, claimJobs,
 		arg.Token,

@@ -100,7 +100,9 @@ FROM jsonb_array_elements_text(sqlc.arg(types)::jsonb) AS t(value);
 -- key (id = ANY (ARRAY(…)), as the statements of attempts below): with
 -- `id IN (…)` the planner joined them to a sequential scan of the whole
 -- table once it had statistics (a hash semi join), which made a claim's
--- cost grow with the table, completed rows included.
+-- cost grow with the table, completed rows included. Claimers plan it
+-- once, without the parameters' values (queue/store_postgres_claim.go),
+-- and the generic plan of id IN (…) did the same whatever the statistics.
 UPDATE jobs
 SET status = 'in_progress', attempts = attempts + 1,
     claim_token = sqlc.arg(token)::text || '-' || id::text, lease_until = @lease_until

@@ -1,0 +1,119 @@
+package queue
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jobqueue/jobqueue/internal/engine"
+)
+
+// TestPgClaimGenericPlan: a claimer's claim session on PostgreSQL plans
+// its statements once (plan_cache_mode = force_generic_plan) and claims
+// like the pool does, for each filter; the generic plan of ClaimJobs on a
+// table of 20 000 analyzed rows reads the candidate rows from the claim
+// indexes and finds the rows to update by primary key, never by a scan of
+// the whole table; a pool too small, or a queue behind a transaction
+// pooler, gets no session.
+func TestPgClaimGenericPlan(t *testing.T) {
+	t.Parallel()
+	env := newTestEnv(t, engine.Postgres)
+	var mu sync.Mutex
+	var claimText string
+	q := env.queue(t, nil, WithLogger(quietTestLogger()), withStatementHook(func(query string, _ *sql.Tx) {
+		if strings.Contains(query, "-- name: ClaimJobs ") {
+			mu.Lock()
+			claimText = query
+			mu.Unlock()
+		}
+	}))
+	ctx := context.Background()
+	enqueueSeq(t, q, 10000, Type("a"))
+	enqueueSeq(t, q, 10000, Type("b"))
+	env.exec(t, "ANALYZE {t}")
+
+	cs, err := q.st.(claimSessions).claimSession(ctx)
+	if err != nil || cs == nil {
+		t.Fatalf("claimSession = %v, %v, want a session", cs, err)
+	}
+	defer cs.close()
+	var mode string
+	if err := cs.(*pgClaimSession).conn.QueryRowContext(ctx, "SHOW plan_cache_mode").Scan(&mode); err != nil || mode != "force_generic_plan" {
+		t.Fatalf("the claim session's plan_cache_mode is %q (%v), want force_generic_plan", mode, err)
+	}
+	for _, c := range []struct {
+		name  string
+		types []string
+		want  string // type of the jobs claimed
+	}{
+		{"every type", nil, "a"},
+		{"one type", []string{"b"}, "b"},
+		{"several types", []string{"b", "c"}, "b"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			for range 7 { // past the statement's first executions
+				now := q.now()
+				rows, err := cs.claim(ctx, c.types, 3, newClaimToken(), now, now.Add(time.Minute), claimPos{})
+				if err != nil || len(rows) != 3 {
+					t.Fatalf("claim = %d rows, %v, want 3", len(rows), err)
+				}
+				for _, r := range rows {
+					if r.Type != c.want || r.Status != StatusInProgress || r.Attempts != 1 || !strings.HasSuffix(r.ClaimToken, "-"+fmt.Sprint(r.ID)) {
+						t.Fatalf("claimed %+v, want an attempt of a job of type %s", r, c.want)
+					}
+				}
+			}
+		})
+	}
+
+	// The generic plan, as the session makes it, of the text the queue sends.
+	conn, err := env.db.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	mu.Lock()
+	text := claimText
+	mu.Unlock()
+	for _, s := range []string{"SET plan_cache_mode = force_generic_plan", "PREPARE claim_plan AS " + text} {
+		if _, err := conn.ExecContext(ctx, s); err != nil {
+			t.Fatalf("%s: %v", s, err)
+		}
+	}
+	for _, args := range []string{"NULL, NULL", "'b', NULL", `NULL, '["b"]'`} {
+		rows, err := conn.QueryContext(ctx, "EXPLAIN EXECUTE claim_plan('tok', now(), "+args+", now(), '0001-01-01', 0, 8)")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var plan []string
+		for rows.Next() {
+			var line string
+			if err := rows.Scan(&line); err != nil {
+				t.Fatal(err)
+			}
+			plan = append(plan, line)
+		}
+		if err := rows.Close(); err != nil {
+			t.Fatal(err)
+		}
+		all := strings.Join(plan, "\n")
+		if strings.Contains(all, "Seq Scan") || !strings.Contains(all, "Index Scan using "+env.tbl.Name+"_pkey") {
+			t.Errorf("generic plan of the claim (%s) scans the table or does not find the rows by primary key:\n%s", args, all)
+		}
+	}
+
+	t.Run("no session", func(t *testing.T) {
+		small := env.newPool(t)
+		small.SetMaxOpenConns(pgClaimSessionMinConns - 1)
+		pooled := env.queue(t, env.newPool(t), WithLogger(quietTestLogger()), WithTransactionPooling(true))
+		for name, st := range map[string]*Queue{"small pool": env.queue(t, small, WithLogger(quietTestLogger())), "pooled": pooled} {
+			if cs, err := st.st.(claimSessions).claimSession(ctx); cs != nil || err != nil {
+				t.Errorf("%s: claimSession = %v, %v, want none", name, cs, err)
+			}
+		}
+	})
+}
