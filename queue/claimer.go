@@ -187,8 +187,16 @@ func (c *claimer) loop(stop context.Context) int {
 			n = min(n, c.cfg.MaxJobs-claimed)
 		}
 		// Take the wake channel before claiming, so that an enqueue that
-		// lands while the claim runs wakes the idle wait below.
+		// lands while the claim runs wakes the idle wait below. A wake-up
+		// of the Waker already there is for jobs committed before this
+		// claim starts, which it sees: take it now, or it would wake the
+		// idle wait for a second claim (on PostgreSQL the NOTIFY of an
+		// enqueue of this process arrives along with its local wake-up).
 		woken := c.q.wake.wait()
+		select {
+		case <-wakeups:
+		default:
+		}
 		sent := time.Now()
 		rows, err := c.claim(n)
 		var idle time.Duration
