@@ -143,7 +143,10 @@ type Querier interface {
 	// last attempt was due).
 	RecentFailures(ctx context.Context, maxRows int64) ([]Job, error)
 	// ReleaseLeader ends holder's lease now, so that another process takes the
-	// role at once.
+	// role at once: a millisecond before now, since SQLite's times count
+	// milliseconds and a lease that ends in the current one still holds
+	// (AcquireLeader takes over a lease_until before now; Queue.Leader shows
+	// it active).
 	ReleaseLeader(ctx context.Context, arg ReleaseLeaderParams) (int64, error)
 	RetakeKey(ctx context.Context, jobID int64) (int64, error)
 	// RetryCandidate reads what Retry decides on (queue/retry.go); the

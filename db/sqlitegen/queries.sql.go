@@ -1459,7 +1459,7 @@ func (q *Queries) RecentFailures(ctx context.Context, maxRows int64) ([]Job, err
 
 const releaseLeader = `-- name: ReleaseLeader :execrows
 UPDATE jobs_leader
-SET lease_until = strftime('%Y-%m-%d %H:%M:%f', 'now')
+SET lease_until = strftime('%Y-%m-%d %H:%M:%f', 'now', '-0.001 seconds')
 WHERE name = ?1 AND holder = ?2
   AND lease_until > strftime('%Y-%m-%d %H:%M:%f', 'now')
 `
@@ -1470,7 +1470,10 @@ type ReleaseLeaderParams struct {
 }
 
 // ReleaseLeader ends holder's lease now, so that another process takes the
-// role at once.
+// role at once: a millisecond before now, since SQLite's times count
+// milliseconds and a lease that ends in the current one still holds
+// (AcquireLeader takes over a lease_until before now; Queue.Leader shows
+// it active).
 func (q *Queries) ReleaseLeader(ctx context.Context, arg ReleaseLeaderParams) (int64, error) {
 	result, err := q.db.ExecContext(ctx, releaseLeader, arg.Name, arg.Holder)
 	if err != nil {

@@ -387,9 +387,12 @@ WHERE name = @name
 
 -- name: ReleaseLeader :execrows
 -- ReleaseLeader ends holder's lease now, so that another process takes the
--- role at once.
+-- role at once: a millisecond before now, since SQLite's times count
+-- milliseconds and a lease that ends in the current one still holds
+-- (AcquireLeader takes over a lease_until before now; Queue.Leader shows
+-- it active).
 UPDATE jobs_leader
-SET lease_until = strftime('%Y-%m-%d %H:%M:%f', 'now')
+SET lease_until = strftime('%Y-%m-%d %H:%M:%f', 'now', '-0.001 seconds')
 WHERE name = @name AND holder = @holder
   AND lease_until > strftime('%Y-%m-%d %H:%M:%f', 'now');
 
