@@ -10,6 +10,7 @@ package queue
 import (
 	"context"
 	"database/sql"
+	"reflect"
 	"runtime"
 	"strings"
 	"testing"
@@ -20,6 +21,7 @@ import (
 	sqlite3 "modernc.org/sqlite/lib"
 
 	"github.com/jobqueue/jobqueue/internal/engine"
+	"github.com/jobqueue/jobqueue/internal/testdb"
 )
 
 // liteConn is a connection of the SQLite library itself, with no driver in
@@ -208,4 +210,81 @@ func BenchmarkSQLiteClaimStatement(b *testing.B) {
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(jobs), "ns/job")
 	b.ReportMetric(float64(st.reprepared())/float64(i), "reprepares/claim")
+}
+
+// TestSQLiteClaimRow checks that a claimed job's row, which the claim
+// builds from fewer columns than the table has (it knows what it wrote)
+// and from the text of its times, is the row Get reads afterwards.
+func TestSQLiteClaimRow(t *testing.T) {
+	ctx := context.Background()
+	for _, c := range []struct {
+		name string
+		opts []EnqueueOption
+		set  string // an UPDATE's SET of the job's row before the claim, or ""
+	}{
+		{name: "plain"},
+		{name: "type and deadline", opts: []EnqueueOption{Type("mail"), ExpiresIn(time.Hour)}},
+		{name: "an earlier attempt's error", set: "error = 'boom', attempts = 1"},
+		{name: "times in other layouts", set: "scheduled_at = '2020-01-02 03:04:05', created_at = '2020-01-02T03:04:05.5Z', finished_at = '2020-01-02 03:04'"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			env := newTestEnv(t, engine.SQLite)
+			q := env.queue(t, nil, WithLogger(quietLogger()))
+			id, err := q.Enqueue(ctx, seqArgs{N: 1}, c.opts...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if c.set != "" {
+				env.exec(t, "UPDATE {t} SET "+c.set+" WHERE id = ?", id)
+			}
+			var types []string
+			if len(c.opts) > 0 {
+				types = []string{"mail"}
+			}
+			rows, err := q.claim(ctx, types, 5, time.Minute)
+			if err != nil || len(rows) != 1 {
+				t.Fatalf("claim: %d rows, %v; want 1 row", len(rows), err)
+			}
+			got, err := q.Get(ctx, id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(rows[0], got) {
+				t.Fatalf("the claim returned\n%+v\nGet reads\n%+v", rows[0], got)
+			}
+		})
+	}
+}
+
+func TestParseSQLiteTime(t *testing.T) {
+	db := testdb.New(t, engine.SQLite).DB
+	if _, err := db.Exec("CREATE TABLE times (at DATETIME)"); err != nil {
+		t.Fatal(err)
+	}
+	for _, text := range []string{
+		"2026-12-02 01:02:03.456789", "2026-12-02 01:02:03.000000", "0001-01-01 00:00:00.000000",
+		"2026-12-02 01:02:03", "2026-12-02T01:02:03.5", "2026-12-02 01:02:03.5Z", "2026-12-02 01:02:03+02:00",
+		"2026-12-02 01:02", "2026-12-02",
+		"2026-02-30 01:02:03.000000", "2026-13-02 01:02:03.000000", "2026-12-02 24:02:03.000000", "yesterday",
+	} {
+		t.Run(text, func(t *testing.T) {
+			if _, err := db.Exec("DELETE FROM times"); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := db.Exec("INSERT INTO times VALUES (?)", text); err != nil {
+				t.Fatal(err)
+			}
+			var driver time.Time
+			derr := db.QueryRow("SELECT at FROM times").Scan(&driver)
+			got, err := parseSQLiteTime(text)
+			switch {
+			case derr != nil && err == nil:
+				t.Fatalf("parseSQLiteTime(%q) = %v; the driver reads no time (%v)", text, got, derr)
+			case derr == nil && err != nil:
+				t.Fatalf("parseSQLiteTime(%q): %v; the driver reads %v", text, err, driver)
+			case derr == nil && !got.Equal(engine.AsUTC(driver)):
+				t.Fatalf("parseSQLiteTime(%q) = %v; the driver reads %v (as UTC: %v)", text, got, driver, engine.AsUTC(driver))
+			}
+		})
+	}
 }

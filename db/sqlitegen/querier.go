@@ -40,8 +40,13 @@ type Querier interface {
 	// parameter with its value, so a new value (the claimer asks for as many
 	// jobs as it has room for) expired the prepared statement and every claim
 	// parsed and planned it again (sqlite3Reprepare, 13 % of a claim's CPU);
-	// the plan is the same either way.
-	ClaimJobs(ctx context.Context, arg ClaimJobsParams) ([]Job, error)
+	// the plan is the same either way. It returns what the claimed job's row
+	// needs but what the claim itself wrote (status in_progress, @lease_until),
+	// and the two times every job has as the text stored (CAST hides the
+	// declared DATETIME type, which makes the driver try its time layouts one
+	// by one while the write lock is held): queue/store_sqlite_attempts.go
+	// reads them in the queue's one layout once the lock is released.
+	ClaimJobs(ctx context.Context, arg ClaimJobsParams) ([]ClaimJobsRow, error)
 	CompleteJobs(ctx context.Context, arg CompleteJobsParams) ([]int64, error)
 	CountByStatus(ctx context.Context) ([]CountByStatusRow, error)
 	CountByStatusOfType(ctx context.Context, type_ string) ([]CountByStatusOfTypeRow, error)

@@ -126,7 +126,9 @@ WHERE id IN (
           AND (j.expires_at IS NULL OR j.expires_at > ?5)
         ORDER BY j.scheduled_at, j.id
         LIMIT CAST(?8 AS INTEGER)) s)
-RETURNING id, name, type, payload, status, attempts, claim_token, lease_until, max_attempts, base_delay, max_delay, error, scheduled_at, expires_at, finished_at, created_at
+RETURNING id, name, type, payload, attempts, claim_token, max_attempts, base_delay,
+          max_delay, error, expires_at, finished_at,
+          CAST(scheduled_at AS TEXT) AS scheduled_at, CAST(created_at AS TEXT) AS created_at
 `
 
 type ClaimJobsParams struct {
@@ -138,6 +140,23 @@ type ClaimJobsParams struct {
 	AfterAt    time.Time
 	AfterID    int64
 	MaxJobs    int64
+}
+
+type ClaimJobsRow struct {
+	ID          int64
+	Name        string
+	Type        string
+	Payload     string
+	Attempts    int64
+	ClaimToken  sql.NullString
+	MaxAttempts int64
+	BaseDelay   int64
+	MaxDelay    int64
+	Error       sql.NullString
+	ExpiresAt   sql.NullTime
+	FinishedAt  sql.NullTime
+	ScheduledAt string
+	CreatedAt   string
 }
 
 // ClaimJobs claims due jobs: of every type when sqlc.narg(type) and
@@ -157,8 +176,13 @@ type ClaimJobsParams struct {
 // parameter with its value, so a new value (the claimer asks for as many
 // jobs as it has room for) expired the prepared statement and every claim
 // parsed and planned it again (sqlite3Reprepare, 13 % of a claim's CPU);
-// the plan is the same either way.
-func (q *Queries) ClaimJobs(ctx context.Context, arg ClaimJobsParams) ([]Job, error) {
+// the plan is the same either way. It returns what the claimed job's row
+// needs but what the claim itself wrote (status in_progress, @lease_until),
+// and the two times every job has as the text stored (CAST hides the
+// declared DATETIME type, which makes the driver try its time layouts one
+// by one while the write lock is held): queue/store_sqlite_attempts.go
+// reads them in the queue's one layout once the lock is released.
+func (q *Queries) ClaimJobs(ctx context.Context, arg ClaimJobsParams) ([]ClaimJobsRow, error) {
 	rows, err := q.db.QueryContext(ctx, claimJobs,
 		arg.Token,
 		arg.LeaseUntil,
@@ -173,25 +197,23 @@ func (q *Queries) ClaimJobs(ctx context.Context, arg ClaimJobsParams) ([]Job, er
 		return nil, err
 	}
 	defer rows.Close()
-	var items []Job
+	var items []ClaimJobsRow
 	for rows.Next() {
-		var i Job
+		var i ClaimJobsRow
 		if err := rows.Scan(
 			&i.ID,
 			&i.Name,
 			&i.Type,
 			&i.Payload,
-			&i.Status,
 			&i.Attempts,
 			&i.ClaimToken,
-			&i.LeaseUntil,
 			&i.MaxAttempts,
 			&i.BaseDelay,
 			&i.MaxDelay,
 			&i.Error,
-			&i.ScheduledAt,
 			&i.ExpiresAt,
 			&i.FinishedAt,
+			&i.ScheduledAt,
 			&i.CreatedAt,
 		); err != nil {
 			return nil, err

@@ -52,7 +52,12 @@ ORDER BY r.key;
 -- parameter with its value, so a new value (the claimer asks for as many
 -- jobs as it has room for) expired the prepared statement and every claim
 -- parsed and planned it again (sqlite3Reprepare, 13 % of a claim's CPU);
--- the plan is the same either way.
+-- the plan is the same either way. It returns what the claimed job's row
+-- needs but what the claim itself wrote (status in_progress, @lease_until),
+-- and the two times every job has as the text stored (CAST hides the
+-- declared DATETIME type, which makes the driver try its time layouts one
+-- by one while the write lock is held): queue/store_sqlite_attempts.go
+-- reads them in the queue's one layout once the lock is released.
 UPDATE jobs
 SET status = 'in_progress', attempts = attempts + 1,
     claim_token = sqlc.arg(token) || '-' || id, lease_until = @lease_until
@@ -84,7 +89,9 @@ WHERE id IN (
           AND (j.expires_at IS NULL OR j.expires_at > @now)
         ORDER BY j.scheduled_at, j.id
         LIMIT CAST(@max_jobs AS INTEGER)) s)
-RETURNING *;
+RETURNING id, name, type, payload, attempts, claim_token, max_attempts, base_delay,
+          max_delay, error, expires_at, finished_at,
+          CAST(scheduled_at AS TEXT) AS scheduled_at, CAST(created_at AS TEXT) AS created_at;
 
 -- name: ExtendLeases :many
 -- ExtendLeases extends the leases of the attempts given as JSON arrays of
