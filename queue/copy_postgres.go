@@ -13,9 +13,9 @@ import (
 	"github.com/jobqueue/jobqueue/internal/engine"
 )
 
-// Bulk enqueue on PostgreSQL by COPY. EnqueueMany's own transaction (never a
-// caller's: EnqueueManyTx cannot reach the pgx connection under a *sql.Tx)
-// sends its jobs with pgx's binary COPY on a connection of the queue's pool
+// Bulk enqueue on PostgreSQL by COPY. EnqueueMany of its own (never in a
+// caller's transaction: EnqueueManyTx cannot reach the pgx connection under
+// a *sql.Tx) sends its jobs with pgx's binary COPY on a connection of the queue's pool
 // (database/sql's Conn.Raw), which spares the server parsing a JSON array
 // per chunk and the client building it. COPY is a protocol command, not a
 // query sqlc could generate; its columns are those of InsertJobsJSON, and
@@ -32,21 +32,58 @@ var pgCopyColumns = []string{
 // errNoCopy: the pool's driver is not pgx's stdlib, so COPY is not at hand.
 var errNoCopy = errors.New("jobqueue: internal: the pool's driver is not pgx's stdlib; COPY unavailable")
 
-// pgCopyRow is job j as a COPY row of pgCopyColumns.
-func pgCopyRow(j *newJob, now time.Time) []any {
-	var expires any
-	if j.expiresAt != nil {
-		expires = j.expiresAt.UTC()
-	}
-	return []any{
-		j.name, j.typ, []byte(j.payload), "pending", int32(0), int32(j.maxAttempts), int32(j.baseDelay),
-		int32(j.maxDelay), j.scheduledAt.UTC(), expires, now.UTC(),
-	}
+// pgCopySource feeds COPY the jobs as rows of pgCopyColumns. It fills one
+// row slice again for each job (pgx encodes a row before it asks for the
+// next), and keeps the boxed value of each column that is the same as in
+// the row before (a batch's jobs mostly share kind, type, policy and
+// times), so that a row costs few allocations.
+type pgCopySource struct {
+	jobs []*newJob
+	now  any // created_at, boxed once
+	i    int
+	row  [11]any
+	prev *newJob
 }
 
-// copyOwn writes jobs with COPY in one transaction of its own on a
-// connection of db, all or none. It returns errNoCopy, having written
-// nothing, when db's driver is not pgx's stdlib.
+func newPgCopySource(jobs []*newJob, now time.Time) *pgCopySource {
+	s := &pgCopySource{jobs: jobs, now: now.UTC()}
+	s.row[3], s.row[4], s.row[10] = "pending", int32(0), s.now
+	return s
+}
+
+func (s *pgCopySource) Next() bool { s.i++; return s.i <= len(s.jobs) }
+
+func (s *pgCopySource) Err() error { return nil }
+
+func (s *pgCopySource) Values() ([]any, error) {
+	j, p := s.jobs[s.i-1], s.prev
+	if p == nil || j.name != p.name {
+		s.row[0] = j.name
+	}
+	if p == nil || j.typ != p.typ {
+		s.row[1] = j.typ
+	}
+	s.row[2] = j.payload
+	if p == nil || j.maxAttempts != p.maxAttempts || j.baseDelay != p.baseDelay || j.maxDelay != p.maxDelay {
+		s.row[5], s.row[6], s.row[7] = int32(j.maxAttempts), int32(j.baseDelay), int32(j.maxDelay)
+	}
+	if p == nil || !j.scheduledAt.Equal(p.scheduledAt) {
+		s.row[8] = j.scheduledAt.UTC()
+	}
+	switch {
+	case j.expiresAt == nil:
+		s.row[9] = nil
+	case p == nil || p.expiresAt == nil || !j.expiresAt.Equal(*p.expiresAt):
+		s.row[9] = j.expiresAt.UTC()
+	}
+	s.prev = j
+	return s.row[:], nil
+}
+
+// copyOwn writes jobs with one COPY on a connection of db, all or none (one
+// statement: its own transaction, so no BEGIN and COMMIT round trips). It
+// returns errNoCopy, having written nothing, when db's driver is not pgx's
+// stdlib.
 func (s pgStore) copyOwn(ctx context.Context, db *sql.DB, jobs []*newJob, now time.Time) error {
 	conn, err := db.Conn(ctx)
 	if err != nil {
@@ -59,20 +96,11 @@ func (s pgStore) copyOwn(ctx context.Context, db *sql.DB, jobs []*newJob, now ti
 			return errNoCopy
 		}
 		pc := sc.Conn()
-		tx, err := pc.Begin(ctx)
-		if err != nil {
-			return badConnIfClosed(pc, err)
-		}
-		defer tx.Rollback(context.WithoutCancel(ctx))
 		if s.r.observe != nil {
 			s.r.observe("COPY "+s.r.quoted+" ("+strings.Join(pgCopyColumns, ", ")+") FROM STDIN (FORMAT binary)", nil)
 		}
-		_, err = tx.CopyFrom(ctx, pgx.Identifier{s.channel()}, pgCopyColumns,
-			pgx.CopyFromSlice(len(jobs), func(i int) ([]any, error) { return pgCopyRow(jobs[i], now), nil }))
-		if err != nil {
-			return badConnIfClosed(pc, err)
-		}
-		return badConnIfClosed(pc, tx.Commit(ctx))
+		_, err := pc.CopyFrom(ctx, pgx.Identifier{s.channel()}, pgCopyColumns, newPgCopySource(jobs, now))
+		return badConnIfClosed(pc, err)
 	})
 }
 
