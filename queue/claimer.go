@@ -32,8 +32,14 @@ const claimGather = 500 * time.Microsecond
 // it. So a worker whose ShutdownTimeout is negative (cancel at once) claims
 // nothing ahead: its buffer would be cut off whole at every shutdown.
 const (
-	// claimAheadMin is the least cap of the buffer (see claimAheadCap).
-	claimAheadMin = 64
+	// claimAheadMin is the least cap of the buffer (see claimAheadCap). It
+	// also sets the size of a busy worker's claims (up to Concurrency plus
+	// this) and so of its completer's batches: on PostgreSQL each claim and
+	// each completion costs about a millisecond of server CPU whatever its
+	// size (planning, commit and WAL flush), so that at 64 a claim's fixed
+	// cost was a sixth of the CPU per job; at 256, W=8 and W=64 drain with
+	// 30 % and 16 % less CPU per job (client and server).
+	claimAheadMin = 256
 	// claimAheadMaxHandler: handlers that take this long on average or
 	// longer are not claimed ahead (a claim's round trip is small next to
 	// them, and a buffered job would wait for a slot while another worker
