@@ -99,7 +99,7 @@ func TestInstallLongNamesOnPostgres(t *testing.T) {
 	db := testdb.Open(t, engine.Postgres)
 	name := testdb.Table(t, nil)
 	name += strings.Repeat("x", 50-len(name))
-	t.Cleanup(func() { db.Exec(`DROP TABLE IF EXISTS "` + name + `"`) })
+	t.Cleanup(func() { testdb.Drop(t, db, name) })
 	if err := Install(ctx, db, name); err != nil {
 		t.Fatal(err)
 	}

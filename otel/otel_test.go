@@ -153,7 +153,11 @@ func openQueue(t testing.TB, e *testdb.Env, opts ...queue.Option) (*queue.Queue,
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { q.Close() })
+	t.Cleanup(func() {
+		if err := q.Close(); err != nil {
+			t.Errorf("closing the queue: %v", err)
+		}
+	})
 	return q, tbl
 }
 

@@ -99,7 +99,11 @@ func BenchmarkClaimBatch(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
-				b.Cleanup(func() { q.Close() })
+				b.Cleanup(func() {
+					if err := q.Close(); err != nil {
+						b.Errorf("closing the queue: %v", err)
+					}
+				})
 				fill := func() {
 					args := make([]JobArgs, 20000)
 					for i := range args {

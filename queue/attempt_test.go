@@ -191,8 +191,8 @@ func TestFencingRefusesStaleAttempts(t *testing.T) {
 			t.Fatalf("completed job %+v", done)
 		}
 		// Completing twice is stale, and so is failing after completing.
-		if stale, _ := q.complete(ctx, []attemptRef{cur.ref()}); len(stale) != 1 {
-			t.Fatal("a second completion was not stale")
+		if stale, err := q.complete(ctx, []attemptRef{cur.ref()}); err != nil || len(stale) != 1 {
+			t.Fatalf("a second completion: stale %v, %v; want it stale", stale, err)
 		}
 		if _, _, err := q.fail(ctx, cur, errors.New("x")); !errors.Is(err, ErrLeaseLost) {
 			t.Fatalf("fail after complete = %v", err)
@@ -377,7 +377,9 @@ func TestSQLiteBusyIsRetriedThenReturned(t *testing.T) {
 	if waited := time.Since(start); waited < sqliteBusyWait*(1<<(sqliteBusyTries-1)-1) {
 		t.Fatalf("gave up after %v: not retried", waited)
 	}
-	c.ExecContext(ctx, "ROLLBACK")
+	if _, err := c.ExecContext(ctx, "ROLLBACK"); err != nil {
+		t.Fatalf("releasing the lock: %v", err)
+	}
 	c.Close()
 	// Released during the retries (just before the second try, once the
 	// first has failed busy): the claim succeeds.

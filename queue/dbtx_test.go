@@ -30,7 +30,11 @@ func TestTwoTablesInOneDatabase(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		t.Cleanup(func() { qb.Close() })
+		t.Cleanup(func() {
+			if err := qb.Close(); err != nil {
+				t.Errorf("closing the queue: %v", err)
+			}
+		})
 		if qa.Table() == qb.Table() || qb.Engine() != string(kind) {
 			t.Fatalf("tables %s and %s, engine %s", qa.Table(), qb.Table(), qb.Engine())
 		}
@@ -193,7 +197,11 @@ func TestTimesUTCChild(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		t.Cleanup(func() { q.Close() })
+		t.Cleanup(func() {
+			if err := q.Close(); err != nil {
+				t.Errorf("closing the queue: %v", err)
+			}
+		})
 		tokyo := time.FixedZone("JST", 9*3600)
 		at := time.Date(2030, 6, 1, 9, 30, 0, 0, tokyo) // 00:30 UTC
 		before := time.Now().Add(-time.Second)

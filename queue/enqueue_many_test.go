@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
+
 	"github.com/jobqueue/jobqueue/internal/engine"
 )
 
@@ -58,7 +60,9 @@ func TestEnqueueManyFewStatements(t *testing.T) {
 		}
 		for i, j := range jobs {
 			var a testArgs
-			json.Unmarshal(j.Payload, &a)
+			if err := json.Unmarshal(j.Payload, &a); err != nil {
+				t.Fatalf("job %d: payload %s: %v", j.ID, j.Payload, err)
+			}
 			if a.N != 11999-i {
 				t.Fatalf("newest job %d holds n=%d, want %d", j.ID, a.N, 11999-i)
 			}
@@ -146,8 +150,8 @@ func TestEnqueueManyStoresWhatEnqueueStores(t *testing.T) {
 				if err := json.Unmarshal(want.Payload, &wp); err != nil {
 					t.Fatalf("payload %s: %v", want.Payload, err)
 				}
-				if mustJSON(gp) != mustJSON(wp) {
-					t.Errorf("payload %s, want %s", got.Payload, want.Payload)
+				if diff := cmp.Diff(wp, gp); diff != "" {
+					t.Errorf("payload %s, want %s (-want +got):\n%s", got.Payload, want.Payload, diff)
 				}
 				got.Payload, want.Payload = nil, nil
 				if g, w := fmt.Sprintf("%+v", jobView(got)), fmt.Sprintf("%+v", jobView(want)); g != w {

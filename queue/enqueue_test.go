@@ -2,13 +2,14 @@ package queue
 
 import (
 	"context"
-	"database/sql"
 	"encoding/json"
 	"errors"
 	"math"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/google/go-cmp/cmp"
 
 	"github.com/jobqueue/jobqueue/internal/engine"
 )
@@ -61,9 +62,11 @@ func TestEnqueueStoresTheJob(t *testing.T) {
 				if err := json.Unmarshal(j.Payload, &got); err != nil {
 					t.Fatalf("%s: payload %s: %v", c.name, j.Payload, err)
 				}
-				json.Unmarshal([]byte(c.payload), &want)
-				if gb, _ := json.Marshal(got); string(gb) != mustJSON(want) {
-					t.Errorf("%s: payload %s, want %s", c.name, j.Payload, c.payload)
+				if err := json.Unmarshal([]byte(c.payload), &want); err != nil {
+					t.Fatalf("%s: the case's payload %s: %v", c.name, c.payload, err)
+				}
+				if diff := cmp.Diff(want, got); diff != "" {
+					t.Errorf("%s: payload %s, want %s (-want +got):\n%s", c.name, j.Payload, c.payload, diff)
 				}
 			})
 		}
@@ -71,11 +74,6 @@ func TestEnqueueStoresTheJob(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
-
-func mustJSON(v any) string {
-	b, _ := json.Marshal(v)
-	return string(b)
-}
 
 func TestEnqueueRejectsBadInput(t *testing.T) {
 	forEachEngine(t, func(t *testing.T, kind engine.Kind) {
@@ -274,7 +272,6 @@ func TestEnqueueWakesWorkers(t *testing.T) {
 		t.Error("a rejected Enqueue woke workers")
 	default:
 	}
-	_ = sql.ErrNoRows
 }
 
 // TestSingleEnqueuesAnalyzeOnce: a new table filled by single Enqueues gets

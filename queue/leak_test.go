@@ -14,9 +14,12 @@ import (
 
 // queueGoroutines lists the goroutines running code of package queue,
 // other than test goroutines (those under testing.tRunner).
-func queueGoroutines() []string {
+func queueGoroutines(t *testing.T) []string {
+	t.Helper()
 	var buf bytes.Buffer
-	pprof.Lookup("goroutine").WriteTo(&buf, 2)
+	if err := pprof.Lookup("goroutine").WriteTo(&buf, 2); err != nil {
+		t.Fatalf("listing the goroutines: %v", err)
+	}
 	var out []string
 	for _, g := range strings.Split(buf.String(), "\n\n") {
 		if strings.Contains(g, "jobqueue/queue.") && !strings.Contains(g, "testing.tRunner") {
@@ -51,7 +54,7 @@ func TestWorkerLeavesNoGoroutines(t *testing.T) {
 			waitUntil(t, 20*time.Second, "every job to have run once", func() bool {
 				return env.countWhere(t, "attempts >= 1 AND status <> 'in_progress'") == jobs
 			})
-			if len(queueGoroutines()) == 0 {
+			if len(queueGoroutines(t)) == 0 {
 				t.Fatal("the check sees no goroutine of the worker while Run runs; it could not find a leak")
 			}
 			if err := stop(10 * time.Second); err != nil {
@@ -59,7 +62,7 @@ func TestWorkerLeavesNoGoroutines(t *testing.T) {
 			}
 			var left []string
 			deadline := time.Now().Add(2 * time.Second)
-			for left = queueGoroutines(); len(left) > 0 && time.Now().Before(deadline); left = queueGoroutines() {
+			for left = queueGoroutines(t); len(left) > 0 && time.Now().Before(deadline); left = queueGoroutines(t) {
 				time.Sleep(20 * time.Millisecond)
 			}
 			if len(left) > 0 {

@@ -313,11 +313,15 @@ func TestPrune(t *testing.T) {
 		failForGood(t, q, "f")
 		mustEnqueue(t, q, testArgs{}, ExpiresIn(time.Second), Type("e"))
 		clock.add(time.Second)
-		q.ExpireOverdue(ctx)
+		if n, err := q.ExpireOverdue(ctx); err != nil || n != 1 {
+			t.Fatalf("ExpireOverdue = %d, %v; want 1 job expired", n, err)
+		}
 		clock.add(48 * time.Hour)
 		recent := mustEnqueue(t, q, testArgs{}, Type("r"))
 		rj := mustClaim(t, q, []string{"r"}, 1, time.Minute)
-		q.complete(ctx, []attemptRef{rj[0].ref()})
+		if stale, err := q.complete(ctx, []attemptRef{rj[0].ref()}); err != nil || len(stale) != 0 {
+			t.Fatalf("complete = stale %v, %v; want the job completed", stale, err)
+		}
 		pending := mustEnqueue(t, q, testArgs{})
 		running := mustEnqueue(t, q, testArgs{}, Type("run"))
 		mustClaim(t, q, []string{"run"}, 1, time.Minute)

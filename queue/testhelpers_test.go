@@ -64,7 +64,11 @@ func (e *testEnv) queue(t testing.TB, db *sql.DB, opts ...Option) *Queue {
 	}
 	// Runs before the pool is closed and the temp dir removed (cleanups run
 	// last in, first out): nothing of the queue's may still use them then.
-	t.Cleanup(func() { q.Close() })
+	t.Cleanup(func() {
+		if err := q.Close(); err != nil {
+			t.Errorf("closing the queue: %v", err)
+		}
+	})
 	return q
 }
 

@@ -83,8 +83,11 @@ func ExampleNewHandler() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	body, _ := io.ReadAll(resp.Body)
+	body, err := io.ReadAll(resp.Body)
 	resp.Body.Close()
+	if err != nil {
+		log.Fatal(err)
+	}
 	fmt.Println(resp.StatusCode, strings.TrimSpace(string(body)))
 	// Output:
 	// pending emails: 2

@@ -56,7 +56,11 @@ func newQueue(t testing.TB, e *testdb.Env, table ...string) *queue.Queue {
 	if err != nil {
 		t.Fatalf("queue.New: %v", err)
 	}
-	t.Cleanup(func() { q.Close() })
+	t.Cleanup(func() {
+		if err := q.Close(); err != nil {
+			t.Errorf("closing the queue: %v", err)
+		}
+	})
 	return q
 }
 

@@ -166,7 +166,11 @@ func openTestQueue(t *testing.T, e *testdb.Env, table string) *queue.Queue {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { q.Close() })
+	t.Cleanup(func() {
+		if err := q.Close(); err != nil {
+			t.Errorf("closing the queue: %v", err)
+		}
+	})
 	return q
 }
 
