@@ -10,14 +10,15 @@ import (
 	"unicode/utf8"
 )
 
-// Schedule gives the ticks of a periodic job. Next returns the first tick
-// strictly after t, or the zero time when there is none. It must be
-// deterministic (the same t gives the same tick in every process), since
-// each tick is enqueued once under a key built from its time.
+// Schedule gives the ticks of a periodic job. It must be deterministic
+// (the same t gives the same tick in every process), since each tick is
+// enqueued once under a key built from its time.
 //
 // The sub-package queue/cron parses cron expressions, @hourly-style
 // shorthands and @every DUR into a Schedule.
 type Schedule interface {
+	// Next returns the first tick strictly after t, or the zero time
+	// when there is none.
 	Next(t time.Time) time.Time
 }
 
