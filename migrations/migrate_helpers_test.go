@@ -13,7 +13,18 @@ import (
 	"time"
 
 	"github.com/jobqueue/jobqueue/internal/engine"
+	"github.com/jobqueue/jobqueue/internal/testdb"
 )
+
+// v1Table creates a fresh version 1 table on e (createV1) holding jobs
+// (insertV1) and returns its name.
+func v1Table(t *testing.T, e *testdb.Env, jobs []v1Job) string {
+	t.Helper()
+	table := e.Table(t)
+	createV1(t, e.DB, e.Kind, table)
+	insertV1(t, e.DB, e.Kind, table, jobs)
+	return table
+}
 
 // createV1 creates the version 1 table of testdata/v1_<engine>.sql named
 // table.

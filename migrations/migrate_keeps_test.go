@@ -23,11 +23,9 @@ func TestMigrateKeepsExtraColumns(t *testing.T) {
 	testdb.ForEachEngine(t, func(t *testing.T, e *testdb.Env) {
 		ctx := context.Background()
 		k, db := e.Kind, e.DB
-		table := e.Table(t)
-		tb := engine.Table{Kind: k, Name: table}
-		createV1(t, db, k, table)
 		jobs := v1Fixture(k, time.Now().UTC())[:6]
-		insertV1(t, db, k, table, jobs)
+		table := v1Table(t, e, jobs)
+		tb := engine.Table{Kind: k, Name: table}
 		idx := "idx_" + table + "_tenant"
 		for _, q := range []string{
 			"ALTER TABLE " + tb.Quoted() + " ADD COLUMN tenant VARCHAR(32) NOT NULL DEFAULT 'acme'",
@@ -90,11 +88,9 @@ func TestMigrateKeepsIDCounter(t *testing.T) {
 	testdb.ForEachEngine(t, func(t *testing.T, e *testdb.Env) {
 		ctx := context.Background()
 		k, db := e.Kind, e.DB
-		table := e.Table(t)
-		tb := engine.Table{Kind: k, Name: table}
-		createV1(t, db, k, table)
 		jobs := v1Fixture(k, time.Now().UTC())
-		insertV1(t, db, k, table, jobs)
+		table := v1Table(t, e, jobs)
+		tb := engine.Table{Kind: k, Name: table}
 		last := jobs[len(jobs)-1].ID
 		if _, err := db.ExecContext(ctx, "DELETE FROM "+tb.Quoted()+" WHERE id = "+fmt.Sprint(last)); err != nil {
 			t.Fatal(err)
@@ -126,10 +122,8 @@ func TestMigrateConcurrent(t *testing.T) {
 	testdb.ForEachEngine(t, func(t *testing.T, e *testdb.Env) {
 		ctx := context.Background()
 		k, db := e.Kind, e.DB
-		table := e.Table(t)
-		createV1(t, db, k, table)
 		jobs := v1Fixture(k, time.Now().UTC())
-		insertV1(t, db, k, table, jobs)
+		table := v1Table(t, e, jobs)
 		payloads := payloadTexts(t, db, k, table)
 		before := time.Now().UTC()
 		errs := make(chan error, 2)

@@ -28,10 +28,8 @@ func TestMigratedTableWorksWithQueue(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
 		k, db := e.Kind, e.DB
-		table := e.Table(t)
-		createV1(t, db, k, table)
 		jobs := v1Fixture(k, time.Now().UTC())
-		insertV1(t, db, k, table, jobs)
+		table := v1Table(t, e, jobs)
 		if err := Migrate(ctx, db, testPolicy, table); err != nil {
 			t.Fatal(err)
 		}

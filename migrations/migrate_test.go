@@ -155,9 +155,7 @@ func TestMigrateTwiceChangesNothing(t *testing.T) {
 	testdb.ForEachEngine(t, func(t *testing.T, e *testdb.Env) {
 		ctx := context.Background()
 		k, db := e.Kind, e.DB
-		table := e.Table(t)
-		createV1(t, db, k, table)
-		insertV1(t, db, k, table, v1Fixture(k, time.Now().UTC()))
+		table := v1Table(t, e, v1Fixture(k, time.Now().UTC()))
 		if err := Migrate(ctx, db, testPolicy, table); err != nil {
 			t.Fatal(err)
 		}
@@ -221,9 +219,7 @@ func TestMigrateInterrupted(t *testing.T) {
 		clock := func() time.Time { return base.Add(time.Minute) }
 
 		// The reference: an uninterrupted migration, counting steps.
-		ref := e.Table(t)
-		createV1(t, db, k, ref)
-		insertV1(t, db, k, ref, jobs)
+		ref := v1Table(t, e, jobs)
 		steps := 0
 		err := migrate(ctx, db, testPolicy, ref, migrateOptions{now: clock, afterStep: func(n int, _ string) error {
 			steps = n
@@ -241,9 +237,7 @@ func TestMigrateInterrupted(t *testing.T) {
 			// MySQL converts the rows in batches of ids, each
 			// committing on its own: stop after the third of them.
 			t.Run("mid_conversion", func(t *testing.T) {
-				table := e.Table(t)
-				createV1(t, db, k, table)
-				insertV1(t, db, k, table, jobs)
+				table := v1Table(t, e, jobs)
 				batches := 0
 				err := migrate(ctx, db, testPolicy, table, migrateOptions{now: clock, mysqlBatchIDs: 10, afterBatch: func(n int) error {
 					batches = n
@@ -273,9 +267,7 @@ func TestMigrateInterrupted(t *testing.T) {
 		}
 		for stop := 1; stop <= steps; stop++ {
 			t.Run(fmt.Sprintf("after_step_%d", stop), func(t *testing.T) {
-				table := e.Table(t)
-				createV1(t, db, k, table)
-				insertV1(t, db, k, table, jobs)
+				table := v1Table(t, e, jobs)
 				v1Rows, v1Cat := dump(t, db, k, table), readCatalog(t, db, k, table)
 				err := migrate(ctx, db, testPolicy, table, migrateOptions{now: clock, afterStep: func(n int, _ string) error {
 					if n == stop {
@@ -318,9 +310,7 @@ func TestMigrateBadInput(t *testing.T) {
 	testdb.ForEachEngine(t, func(t *testing.T, e *testdb.Env) {
 		ctx := context.Background()
 		k, db := e.Kind, e.DB
-		v1 := e.Table(t)
-		createV1(t, db, k, v1)
-		insertV1(t, db, k, v1, v1Fixture(k, time.Now().UTC())[:5])
+		v1 := v1Table(t, e, v1Fixture(k, time.Now().UTC())[:5])
 		rows, cat := dump(t, db, k, v1), readCatalog(t, db, k, v1)
 		missing := e.Table(t)
 		cases := []struct {
