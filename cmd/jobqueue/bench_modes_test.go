@@ -1,6 +1,7 @@
 package main
 
 import (
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -54,6 +55,34 @@ func TestBenchModesBadInput(t *testing.T) {
 		t.Run(strings.Join(args, "="), func(t *testing.T) {
 			r := c.run(t, append([]string{"bench", "--jobs", "10", "--workers", "1"}, args...)...)
 			assertOneLineError(t, r, 2, "--processes must be at least 1")
+		})
+	}
+}
+
+// TestBenchChildProcs: bench --processes gives each worker process its share
+// of the cores (at least one), unless the user set GOMAXPROCS, which the
+// children then inherit.
+func TestBenchChildProcs(t *testing.T) {
+	cpus := runtime.NumCPU()
+	cases := []struct {
+		name     string
+		env      string
+		n        int
+		want     int
+		override bool
+	}{
+		{"one process gets every core", "", 1, cpus, true},
+		{"a share each", "", 2, max(1, cpus/2), true},
+		{"more processes than cores: one each", "", 4 * cpus, 1, true},
+		{"the user's GOMAXPROCS is left alone", "3", 4, 0, false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Setenv("GOMAXPROCS", tc.env)
+			got, ok := childProcs(tc.n)
+			if got != tc.want || ok != tc.override {
+				t.Errorf("childProcs(%d) with GOMAXPROCS=%q = %d, %v; want %d, %v", tc.n, tc.env, got, ok, tc.want, tc.override)
+			}
 		})
 	}
 }
