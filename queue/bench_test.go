@@ -11,6 +11,9 @@ package queue
 //	                       (default 20 000) no-op jobs, completed rows kept; it
 //	                       measures claiming ahead (claimer.go): without it a
 //	                       worker of concurrency 8 claims 8 jobs per round trip
+//	BenchmarkDrainClaimers PostgreSQL, MySQL: four workers of concurrency 16,
+//	                       each on a pool of its own, against one of 64
+//	                       (claims from several processes must not fight)
 //	BenchmarkDrainVacuumBlocked PostgreSQL, concurrency 8: the drain with a
 //	                       transaction held open (vacuum blocked) against one
 //	                       without; it measures the claimer's watermark
@@ -20,6 +23,7 @@ package queue
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"log/slog"
 	"os"
@@ -160,6 +164,42 @@ func BenchmarkDrain(b *testing.B) {
 	}
 }
 
+// BenchmarkDrainClaimers (PostgreSQL, MySQL): each iteration drains
+// JOBQUEUE_BENCH_JOBS jobs from a fresh table twice, once with one worker of
+// concurrency 64 and once with four workers of concurrency 16, each on a
+// Queue and pool of its own (as bench --processes 4 --workers 16 runs them,
+// in one process here), and reports both rates and their ratio
+// (four/one, issue 9's goal: at least 1): four claimers on one table must
+// not fight. It guards the claim-ahead cap (claimAheadMin, claimer.go):
+// with a cap of 64, a worker of concurrency 16 claimed and completed in
+// batches half the size of one of 64.
+func BenchmarkDrainClaimers(b *testing.B) {
+	n := benchJobs(b)
+	for _, kind := range testdb.Kinds() {
+		if kind == engine.SQLite {
+			continue // one writer: several pools only queue for it
+		}
+		b.Run(string(kind), func(b *testing.B) {
+			var one, four time.Duration
+			for range b.N {
+				b.StopTimer()
+				for _, workers := range []int{1, 4} {
+					env := newTestEnv(b, kind)
+					enqueueSeq(b, env.queue(b, nil, WithLogger(quietLogger())), n)
+					if workers == 1 {
+						one += drainWorkers(b, env, 1, 64, n)
+					} else {
+						four += drainWorkers(b, env, 4, 16, n)
+					}
+				}
+			}
+			b.ReportMetric(float64(n*b.N)/one.Seconds(), "jobs/s")
+			b.ReportMetric(float64(n*b.N)/four.Seconds(), "4x16-jobs/s")
+			b.ReportMetric(one.Seconds()/four.Seconds(), "4x16/1x64")
+		})
+	}
+}
+
 // BenchmarkDrainVacuumBlocked (PostgreSQL): each iteration drains
 // JOBQUEUE_BENCH_JOBS jobs at concurrency 8 from a fresh table twice, once
 // undisturbed and once while another session holds a transaction open (so
@@ -206,20 +246,38 @@ func BenchmarkDrainVacuumBlocked(b *testing.B) {
 // ended completed.
 func drainOnce(b *testing.B, env *testEnv, conc, n int) time.Duration {
 	b.Helper()
+	return drainWorkers(b, env, 1, conc, n)
+}
+
+// drainWorkers is drainOnce with workers workers of concurrency conc at once;
+// with more than one, each has a Queue on a pool of its own, as worker
+// processes would.
+func drainWorkers(b *testing.B, env *testEnv, workers, conc, n int) time.Duration {
+	b.Helper()
 	var completed atomic.Int64
 	allDone := make(chan struct{}, 1)
-	q := env.queue(b, nil, WithLogger(quietLogger()), WithListener(func(ev Event) {
+	count := WithListener(func(ev Event) {
 		if ev.Kind == EventCompleted && completed.Add(1) == int64(n) {
 			allDone <- struct{}{}
 		}
-	}))
-	w := q.NewWorker(WorkerConfig{Concurrency: conc, MaintenanceInterval: -1})
-	Handle(w, func(ctx context.Context, job *Job[seqArgs]) error { return nil })
+	})
+	ws := make([]*Worker, workers)
+	for i := range ws {
+		var db *sql.DB // the env's pool
+		if workers > 1 {
+			db = env.newPool(b)
+		}
+		q := env.queue(b, db, WithLogger(quietLogger()), count)
+		ws[i] = q.NewWorker(WorkerConfig{Concurrency: conc, MaintenanceInterval: -1})
+		Handle(ws[i], func(ctx context.Context, job *Job[seqArgs]) error { return nil })
+	}
 	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
+	done := make(chan error, workers)
 	b.StartTimer()
 	t0 := time.Now()
-	go func() { done <- w.Run(ctx) }()
+	for _, w := range ws {
+		go func() { done <- w.Run(ctx) }()
+	}
 	select {
 	case <-allDone:
 	case <-time.After(5 * time.Minute):
@@ -228,8 +286,10 @@ func drainOnce(b *testing.B, env *testEnv, conc, n int) time.Duration {
 	elapsed := time.Since(t0)
 	b.StopTimer()
 	cancel()
-	if err := <-done; err != nil {
-		b.Fatal(err)
+	for range ws {
+		if err := <-done; err != nil {
+			b.Fatal(err)
+		}
 	}
 	if got := env.countWhere(b, "status = 'completed'"); got != n {
 		b.Fatalf("%d jobs completed, want %d", got, n)
