@@ -172,7 +172,8 @@ func BenchmarkDrain(b *testing.B) {
 // (four/one, issue 9's goal: at least 1): four claimers on one table must
 // not fight. It guards the claim-ahead cap (claimAheadMin, claimer.go):
 // with a cap of 64, a worker of concurrency 16 claimed and completed in
-// batches half the size of one of 64.
+// batches half the size of one of 64 (on MariaDB 40 to 80 jobs, against
+// 120), and four of them drained slower than one.
 func BenchmarkDrainClaimers(b *testing.B) {
 	n := benchJobs(b)
 	for _, kind := range testdb.Kinds() {
