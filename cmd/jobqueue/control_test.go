@@ -1,7 +1,6 @@
 package main
 
 import (
-	"errors"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -90,16 +89,7 @@ func TestCancelRunningExec(t *testing.T) {
 		if out := c.ok(t, "cancel", id); !strings.Contains(out, "cancelled") {
 			t.Errorf("cancel printed %q", out)
 		}
-		start := time.Now()
-		for ; ; time.Sleep(20 * time.Millisecond) {
-			if err := syscall.Kill(child, 0); errors.Is(err, syscall.ESRCH) || isZombie(child) {
-				break
-			}
-			if time.Since(start) > 15*time.Second {
-				syscall.Kill(child, syscall.SIGKILL)
-				t.Fatalf("the command's child %d was not killed after its job was cancelled; stderr:\n%s", child, stderr)
-			}
-		}
+		waitGone(t, child, 15*time.Second, "was not killed after its job was cancelled", stderr)
 		// The worker goes on with other jobs.
 		other := strings.TrimSpace(c.ok(t, "enqueue", "--name", "other"))
 		if got := strings.TrimSpace(waitFile(t, next, 20*time.Second)); got != other {

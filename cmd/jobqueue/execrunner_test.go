@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -120,14 +121,27 @@ func TestExecRunnerKillsGroup(t *testing.T) {
 	if d := time.Since(start); d > 3*time.Second {
 		t.Errorf("took %v to return after cancel", d)
 	}
-	// The child must be gone (or a zombie about to be reaped by init).
-	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		if err := syscall.Kill(childPID, 0); errors.Is(err, syscall.ESRCH) || isZombie(childPID) {
-			break
+	waitGone(t, childPID, 5*time.Second, "survived the kill", nil)
+}
+
+// waitGone waits until process pid has ended, or is a zombie about to be
+// reaped by init, polling every 20 ms. After within it kills the process
+// and fails the test: the command's child pid <why>, followed by the
+// command's stderr as it is then when stderr is not nil.
+func waitGone(t *testing.T, pid int, within time.Duration, why string, stderr fmt.Stringer) {
+	t.Helper()
+	for deadline := time.Now().Add(within); ; time.Sleep(20 * time.Millisecond) {
+		if err := syscall.Kill(pid, 0); errors.Is(err, syscall.ESRCH) || isZombie(pid) {
+			return
 		}
 		if time.Now().After(deadline) {
-			syscall.Kill(childPID, syscall.SIGKILL)
-			t.Fatalf("the command's child %d survived the kill", childPID)
+			if err := syscall.Kill(pid, syscall.SIGKILL); err != nil && !errors.Is(err, syscall.ESRCH) {
+				t.Errorf("killing the command's child %d: %v", pid, err)
+			}
+			if stderr != nil {
+				why += "; stderr:\n" + stderr.String()
+			}
+			t.Fatalf("the command's child %d %s", pid, why)
 		}
 	}
 }

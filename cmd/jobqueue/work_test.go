@@ -135,15 +135,7 @@ func TestWorkGraceKillsGroup(t *testing.T) {
 	if code := waitExit(t, cmd, 15*time.Second); code != 0 {
 		t.Fatalf("exit %d after SIGINT, want 0; stderr:\n%s", code, stderr)
 	}
-	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		if err := syscall.Kill(child, 0); errors.Is(err, syscall.ESRCH) || isZombie(child) {
-			break
-		}
-		if time.Now().After(deadline) {
-			syscall.Kill(child, syscall.SIGKILL)
-			t.Fatalf("the command's child %d outlived the grace period", child)
-		}
-	}
+	waitGone(t, child, 5*time.Second, "outlived the grace period", nil)
 	assertStats(t, c, "", map[string]int64{"pending": 1})
 	var job map[string]any
 	decodeJSON(t, c.ok(t, "show", "1", "--json"), &job)
@@ -187,16 +179,7 @@ func TestWorkLeaseLostKillsGroup(t *testing.T) {
 		if _, err := db.ExecContext(context.Background(), "UPDATE "+tbl.Quoted()+" SET claim_token = 'taken-over' WHERE id = "+id); err != nil {
 			t.Fatal(err)
 		}
-		start := time.Now()
-		for ; ; time.Sleep(20 * time.Millisecond) {
-			if err := syscall.Kill(child, 0); errors.Is(err, syscall.ESRCH) || isZombie(child) {
-				break
-			}
-			if time.Since(start) > 10*time.Second {
-				syscall.Kill(child, syscall.SIGKILL)
-				t.Fatalf("the command's child %d was not killed after its job was lost; stderr:\n%s", child, stderr)
-			}
-		}
+		waitGone(t, child, 10*time.Second, "was not killed after its job was lost", stderr)
 		if isZombie(cmd.Process.Pid) {
 			t.Fatalf("the worker exited when one job was lost; stderr:\n%s", stderr)
 		}
