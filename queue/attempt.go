@@ -125,6 +125,26 @@ func (q *Queue) claimAfter(ctx context.Context, st claimStore, types []string, m
 	return rows, nil
 }
 
+// writeHeld runs write, a fenced write that reports the ids whose attempts
+// still held their jobs, on refs a chunk at a time (chunkRefs). It returns
+// the refs that held no job: the malformed ones (splitRefs), never sent,
+// and those write did not report; on an error, those found so far.
+func writeHeld(refs []attemptRef, write func(chunk []attemptRef) (map[int64]bool, error)) (notHeld []attemptRef, err error) {
+	refs, notHeld = splitRefs(refs)
+	for _, chunk := range chunkRefs(refs) {
+		held, err := write(chunk)
+		if err != nil {
+			return notHeld, err
+		}
+		for _, r := range chunk {
+			if !held[r.ID] {
+				notHeld = append(notHeld, r)
+			}
+		}
+	}
+	return notHeld, nil
+}
+
 // heartbeat extends the leases of running attempts to now + lease; it
 // returns the refs that no longer hold their job (lease lost).
 func (q *Queue) heartbeat(ctx context.Context, refs []attemptRef, lease time.Duration) (lost []attemptRef, err error) {
@@ -132,17 +152,11 @@ func (q *Queue) heartbeat(ctx context.Context, refs []attemptRef, lease time.Dur
 		return nil, fmt.Errorf("jobqueue: heartbeat: the lease must be positive, not %v", lease)
 	}
 	leaseUntil := q.now().Add(lease)
-	refs, lost = splitRefs(refs)
-	for _, chunk := range chunkRefs(refs) {
-		held, err := q.st.extend(ctx, chunk, leaseUntil)
-		if err != nil {
-			return lost, fmt.Errorf("jobqueue: heartbeat: %w", err)
-		}
-		for _, r := range chunk {
-			if !held[r.ID] {
-				lost = append(lost, r)
-			}
-		}
+	lost, err = writeHeld(refs, func(chunk []attemptRef) (map[int64]bool, error) {
+		return q.st.extend(ctx, chunk, leaseUntil)
+	})
+	if err != nil {
+		return lost, fmt.Errorf("jobqueue: heartbeat: %w", err)
 	}
 	if len(lost) > 0 {
 		// Not a warning: an attempt that finished while the statement ran
@@ -158,17 +172,11 @@ func (q *Queue) heartbeat(ctx context.Context, refs []attemptRef, lease time.Dur
 // held their job (stale; nothing changed for them).
 func (q *Queue) complete(ctx context.Context, refs []attemptRef) (stale []attemptRef, err error) {
 	now := q.now()
-	refs, stale = splitRefs(refs)
-	for _, chunk := range chunkRefs(refs) {
-		held, err := q.st.complete(ctx, chunk, now, q.deleteOnSuccess)
-		if err != nil {
-			return stale, fmt.Errorf("jobqueue: complete: %w", err)
-		}
-		for _, r := range chunk {
-			if !held[r.ID] {
-				stale = append(stale, r)
-			}
-		}
+	stale, err = writeHeld(refs, func(chunk []attemptRef) (map[int64]bool, error) {
+		return q.st.complete(ctx, chunk, now, q.deleteOnSuccess)
+	})
+	if err != nil {
+		return stale, fmt.Errorf("jobqueue: complete: %w", err)
 	}
 	if len(stale) > 0 {
 		q.logger.Warn("stale attempts not completed", "count", len(stale))

@@ -2,6 +2,7 @@ package queue
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"testing"
 	"time"
@@ -33,6 +34,61 @@ func TestChunkRefsKeepsIDsApart(t *testing.T) {
 	}
 	if total != len(refs) {
 		t.Fatalf("%d refs in chunks, want %d", total, len(refs))
+	}
+}
+
+// TestWriteHeld: the refs that held no job are the malformed ones, never
+// sent, and those the write did not report held; every well-formed ref is
+// sent once, in chunks; a write's error returns the refs found so far.
+func TestWriteHeld(t *testing.T) {
+	var refs []attemptRef
+	for i := range int64(2000) {
+		refs = append(refs, attemptRef{ID: i, Token: attemptToken("a", i)})
+	}
+	refs = append(refs, attemptRef{ID: 5000, Token: "a-1"}, attemptRef{ID: 5001, Token: ""})
+	sent := map[int64]int{}
+	calls := 0
+	notHeld, err := writeHeld(refs, func(chunk []attemptRef) (map[int64]bool, error) {
+		calls++
+		held := map[int64]bool{}
+		for _, r := range chunk {
+			sent[r.ID]++
+			held[r.ID] = r.ID%3 != 0
+		}
+		return held, nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if calls < 2 || len(sent) != 2000 {
+		t.Errorf("%d writes sent %d ids, want 2000 ids in 2 or more chunks", calls, len(sent))
+	}
+	for id, n := range sent {
+		if n != 1 || id >= 2000 {
+			t.Errorf("id %d sent %d times, want the 2000 well-formed ones once each", id, n)
+		}
+	}
+	want := map[int64]bool{5000: true, 5001: true}
+	for i := int64(0); i < 2000; i += 3 {
+		want[i] = true
+	}
+	got := map[int64]bool{}
+	for _, r := range notHeld {
+		got[r.ID] = true
+	}
+	if len(notHeld) != len(want) || len(got) != len(want) {
+		t.Errorf("%d refs not held (%d ids), want %d", len(notHeld), len(got), len(want))
+	}
+	for id := range want {
+		if !got[id] {
+			t.Errorf("ref %d missing from the refs not held", id)
+		}
+	}
+
+	boom := errors.New("boom")
+	notHeld, err = writeHeld(refs, func([]attemptRef) (map[int64]bool, error) { return nil, boom })
+	if !errors.Is(err, boom) || len(notHeld) != 2 {
+		t.Errorf("a failing write: %d refs not held, %v; want the 2 malformed and boom", len(notHeld), err)
 	}
 }
 
