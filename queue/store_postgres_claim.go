@@ -25,20 +25,23 @@ import (
 // scan of the whole table). The session is discarded, never handed back to
 // the pool, so that no other user of the pool gets it.
 
-// pgClaimSessionMinConns is the smallest pool limit (SetMaxOpenConns)
-// under which a claimer holds a connection for its claims: a smaller pool
-// would be left to the worker's listener and claimer alone.
+// pgClaimSessionMinConns is how many connections of a limited pool
+// (SetMaxOpenConns) must be free (not in use) for a claimer to hold one for
+// its claims: the listeners and claim sessions of the pool's workers hold
+// theirs for good, and the completers, heartbeats and enqueues need the
+// rest.
 const pgClaimSessionMinConns = 4
 
 // claimSession holds a connection from the pool for one claimer's claims,
 // planned once (see above). It returns nil, nil when the queue runs through
-// a transaction pooler (which keeps no session) or the pool allows fewer
-// than pgClaimSessionMinConns connections: the claims then run on the pool.
+// a transaction pooler (which keeps no session) or the pool is limited and
+// has fewer than pgClaimSessionMinConns connections free: the claims then
+// run on the pool.
 func (s pgStore) claimSession(ctx context.Context) (claimSession, error) {
 	if s.r.pooled {
 		return nil, nil
 	}
-	if m := s.r.db.Stats().MaxOpenConnections; m > 0 && m < pgClaimSessionMinConns {
+	if st := s.r.db.Stats(); st.MaxOpenConnections > 0 && st.MaxOpenConnections-st.InUse < pgClaimSessionMinConns {
 		return nil, nil
 	}
 	conn, err := s.r.db.Conn(ctx)

@@ -109,8 +109,23 @@ func TestPgClaimGenericPlan(t *testing.T) {
 	t.Run("no session", func(t *testing.T) {
 		small := env.newPool(t)
 		small.SetMaxOpenConns(pgClaimSessionMinConns - 1)
+		// A pool with room for the session, but the connections the
+		// workers already hold leave too few free.
+		held := env.newPool(t)
+		held.SetMaxOpenConns(pgClaimSessionMinConns + 1)
+		for range 2 {
+			c, err := held.Conn(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+		}
 		pooled := env.queue(t, env.newPool(t), WithLogger(quietTestLogger()), WithTransactionPooling(true))
-		for name, st := range map[string]*Queue{"small pool": env.queue(t, small, WithLogger(quietTestLogger())), "pooled": pooled} {
+		for name, st := range map[string]*Queue{
+			"small pool":   env.queue(t, small, WithLogger(quietTestLogger())),
+			"too few free": env.queue(t, held, WithLogger(quietTestLogger())),
+			"pooled":       pooled,
+		} {
 			if cs, err := st.st.(claimSessions).claimSession(ctx); cs != nil || err != nil {
 				t.Errorf("%s: claimSession = %v, %v, want none", name, cs, err)
 			}
