@@ -4,8 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
-
-	"github.com/jobqueue/jobqueue/internal/engine"
 )
 
 // Check reads the catalog of db and tells whether the queue can use the
@@ -20,11 +18,7 @@ import (
 // (ErrInvalidTableName, ErrUnsupportedDatabase), before any SQL runs;
 // WithEngine names the engine as it does for Install.
 func Check(ctx context.Context, db *sql.DB, table string, opts ...Option) error {
-	k, err := engineOf(db, opts)
-	if err != nil {
-		return err
-	}
-	t, err := engine.ParseTable(k, table)
+	t, err := tableFor(db, table, opts)
 	if err != nil {
 		return err
 	}

@@ -41,14 +41,11 @@ import (
 // without one (in one when db allows a single open connection, since goose
 // holds one while the migration runs).
 func GooseMigrations(db *sql.DB, table string, p RetryPolicy, version int64, opts ...Option) ([]*goose.Migration, error) {
-	k, err := engineOf(db, opts)
+	t, err := tableFor(db, table, opts)
 	if err != nil {
 		return nil, err
 	}
-	t, err := engine.ParseTable(k, table)
-	if err != nil {
-		return nil, err
-	}
+	k := t.Kind
 	if p != (RetryPolicy{}) {
 		if err := p.internal().Validate(); err != nil {
 			return nil, err

@@ -45,14 +45,11 @@ type execQueryer interface {
 // version table is written); on PostgreSQL and SQLite it is one
 // transaction.
 func Install(ctx context.Context, db *sql.DB, table string, opts ...Option) error {
-	k, err := engineOf(db, opts)
+	t, err := tableFor(db, table, opts)
 	if err != nil {
 		return err
 	}
-	t, err := engine.ParseTable(k, table)
-	if err != nil {
-		return err
-	}
+	k := t.Kind
 	err = runGoose(ctx, db, k, func(ctx context.Context, ex execQueryer) error {
 		return ensureTable(ctx, ex, t, refuseOutdated(t))
 	})

@@ -55,3 +55,13 @@ func engineOf(db *sql.DB, opts []Option) (engine.Kind, error) {
 	}
 	return engine.Choose(db, o.kind)
 }
+
+// tableFor is the table named table on db's engine (engineOf), its name
+// checked for that engine (engine.ParseTable) before any SQL runs.
+func tableFor(db *sql.DB, table string, opts []Option) (engine.Table, error) {
+	k, err := engineOf(db, opts)
+	if err != nil {
+		return engine.Table{}, err
+	}
+	return engine.ParseTable(k, table)
+}

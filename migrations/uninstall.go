@@ -6,7 +6,6 @@ import (
 	"fmt"
 
 	"github.com/jobqueue/jobqueue/internal/ddl"
-	"github.com/jobqueue/jobqueue/internal/engine"
 )
 
 // Uninstall drops the jobs table named table and everything Install creates
@@ -17,11 +16,7 @@ import (
 // `jobqueue bench` uses to start from a fresh table. The engine is found
 // as Install finds it (WithEngine names it).
 func Uninstall(ctx context.Context, db *sql.DB, table string, opts ...Option) error {
-	k, err := engineOf(db, opts)
-	if err != nil {
-		return err
-	}
-	t, err := engine.ParseTable(k, table)
+	t, err := tableFor(db, table, opts)
 	if err != nil {
 		return err
 	}
