@@ -1671,10 +1671,11 @@ type SelectDueJobsParams struct {
 // status_scheduled), skipping rows other claims hold. It and its variants
 // start after (sqlc.arg(after_at), sqlc.arg(after_id)) in (scheduled_at, id)
 // order: a claimer's watermark (queue/claim_cursor.go), or the year 1 and
-// id 0 to scan from the start. MariaDB reads status_scheduled from the start
-// of the pending range whatever the watermark (ref access on status, with
-// the rest as index condition), so here the watermark only filters; the
-// claims keep the same order and results as on the other engines.
+// id 0 to scan from the start. With the queue's time arguments (whole-second
+// strings, engine.Kind.TimeArg) MariaDB reads it as a range of
+// status_scheduled that starts at the watermark (EXPLAIN: range, key parts
+// status, scheduled_at, id); a time.Time argument with nanoseconds turns
+// the plan into ref access on status from the start of the pending range.
 func (q *Queries) SelectDueJobs(ctx context.Context, arg SelectDueJobsParams) ([]Job, error) {
 	rows, err := q.db.QueryContext(ctx, selectDueJobs,
 		arg.Now,
