@@ -102,21 +102,17 @@ func (s pgStore) claimOn(ctx context.Context, conn *sql.Conn, types []string, ma
 }
 
 func (s pgStore) extend(ctx context.Context, refs []attemptRef, leaseUntil time.Time) (map[int64]bool, error) {
-	ids, toks := refLists(refs)
-	held, err := s.qs().ExtendLeases(ctx, pggen.ExtendLeasesParams{
-		LeaseUntil: nullTime(&leaseUntil), Ids: json.RawMessage(jsonList(ids)), Tokens: json.RawMessage(jsonList(toks)),
-	})
+	held, err := s.qs().ExtendLeases(ctx, pggen.ExtendLeasesParams{LeaseUntil: nullTime(&leaseUntil), Tokens: tokenObject(refs)})
 	return idSet(held), err
 }
 
 func (s pgStore) complete(ctx context.Context, refs []attemptRef, now time.Time, del bool) (map[int64]bool, error) {
-	ids, toks := refLists(refs)
 	var held []int64
 	var err error
 	if del {
-		held, err = s.qs().DeleteCompletedJobs(ctx, pggen.DeleteCompletedJobsParams{Ids: json.RawMessage(jsonList(ids)), Tokens: json.RawMessage(jsonList(toks))})
+		held, err = s.qs().DeleteCompletedJobs(ctx, tokenObject(refs))
 	} else {
-		held, err = s.qs().CompleteJobs(ctx, pggen.CompleteJobsParams{Now: nullTime(&now), Ids: json.RawMessage(jsonList(ids)), Tokens: json.RawMessage(jsonList(toks))})
+		held, err = s.qs().CompleteJobs(ctx, pggen.CompleteJobsParams{Now: nullTime(&now), Tokens: tokenObject(refs)})
 	}
 	return idSet(held), err
 }

@@ -148,26 +148,32 @@ RETURNING *;
 -- tempt the planner into scanning the status index.
 
 -- name: ExtendLeases :many
--- ExtendLeases extends the leases of the attempts given as JSON arrays of
--- ids and tokens (a token names one job, so the pair is matched) and
--- returns the ids that still held their job.
+-- ExtendLeases extends the leases of the attempts given as a JSON object
+-- of token by id ({"<id>": "<token>", …}) and returns the ids that still
+-- held their job.
+--
+-- The statements a worker runs all the time (ExtendLeases, CompleteJobs,
+-- DeleteCompletedJobs) take the attempts as that object: each row is
+-- matched with its own token by a lookup in it (jsonb keeps an object's
+-- keys sorted), where `claim_token = ANY (tokens)` compared every row with
+-- every token of the batch (a batch of 300 cost 45 000 comparisons).
 UPDATE jobs
 SET lease_until = @lease_until
-WHERE id = ANY (ARRAY(SELECT jsonb_array_elements_text(sqlc.arg(ids)::jsonb)::bigint))
-  AND claim_token = ANY (ARRAY(SELECT jsonb_array_elements_text(sqlc.arg(tokens)::jsonb)))
+WHERE id = ANY (ARRAY(SELECT jsonb_object_keys(sqlc.arg(tokens)::jsonb)::bigint))
+  AND claim_token = (sqlc.arg(tokens)::jsonb ->> id::text)
 RETURNING id;
 
 -- name: CompleteJobs :many
 UPDATE jobs
 SET status = 'completed', finished_at = @now, claim_token = NULL, lease_until = NULL
-WHERE id = ANY (ARRAY(SELECT jsonb_array_elements_text(sqlc.arg(ids)::jsonb)::bigint))
-  AND claim_token = ANY (ARRAY(SELECT jsonb_array_elements_text(sqlc.arg(tokens)::jsonb)))
+WHERE id = ANY (ARRAY(SELECT jsonb_object_keys(sqlc.arg(tokens)::jsonb)::bigint))
+  AND claim_token = (sqlc.arg(tokens)::jsonb ->> id::text)
 RETURNING id;
 
 -- name: DeleteCompletedJobs :many
 DELETE FROM jobs
-WHERE id = ANY (ARRAY(SELECT jsonb_array_elements_text(sqlc.arg(ids)::jsonb)::bigint))
-  AND claim_token = ANY (ARRAY(SELECT jsonb_array_elements_text(sqlc.arg(tokens)::jsonb)))
+WHERE id = ANY (ARRAY(SELECT jsonb_object_keys(sqlc.arg(tokens)::jsonb)::bigint))
+  AND claim_token = (sqlc.arg(tokens)::jsonb ->> id::text)
 RETURNING id;
 
 -- name: SelectHeldAttempts :many
