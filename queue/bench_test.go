@@ -2,15 +2,19 @@ package queue
 
 // Benchmarks per engine (go test -run '^$' -bench . ./queue/):
 //
-//	BenchmarkEnqueueMany   bulk enqueue in batches of 1000 (PostgreSQL: one COPY
-//	                       each, copy_postgres.go)
+//	BenchmarkEnqueueMany   bulk enqueue in batches of 1000, with its allocations
+//	                       per job (PostgreSQL: one COPY each, copy_postgres.go)
 //	BenchmarkEnqueueConcurrent JOBQUEUE_BENCH_JOBS single Enqueues from 16
 //	                       goroutines
 //	BenchmarkClaimComplete claim 100 + complete 100, the worker's primitives alone
 //	BenchmarkDrain         one worker (concurrency 8, 64) drains JOBQUEUE_BENCH_JOBS
 //	                       (default 20 000) no-op jobs, completed rows kept; it
 //	                       measures claiming ahead (claimer.go): without it a
-//	                       worker of concurrency 8 claims 8 jobs per round trip
+//	                       worker of concurrency 8 claims 8 jobs per round trip.
+//	                       It also reports the process's CPU and allocations per
+//	                       job (the PostgreSQL claim scanned on pgx,
+//	                       claim_postgres.go; the executor's hot path) and the
+//	                       jobs per claim and per completion (claimAheadMin)
 //	BenchmarkDrainClaimers PostgreSQL, MySQL: four workers of concurrency 16,
 //	                       each on a pool of its own, against one of 64
 //	                       (claims from several processes must not fight)
@@ -30,8 +34,11 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"runtime"
 	"strconv"
+	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -70,13 +77,18 @@ func BenchmarkEnqueueMany(b *testing.B) {
 				batch[i] = seqArgs{N: i}
 			}
 			jobs := 0
+			var ms0, ms1 runtime.MemStats
+			runtime.ReadMemStats(&ms0)
 			for b.Loop() {
 				if _, err := q.EnqueueMany(ctx, batch); err != nil {
 					b.Fatal(err)
 				}
 				jobs += len(batch)
 			}
+			runtime.ReadMemStats(&ms1)
 			b.ReportMetric(float64(jobs)/b.Elapsed().Seconds(), "jobs/s")
+			// pgCopySource keeps a COPY row to a few allocations.
+			b.ReportMetric(float64(ms1.Mallocs-ms0.Mallocs)/float64(jobs), "allocs/job")
 		})
 	}
 }
@@ -155,13 +167,27 @@ func BenchmarkDrain(b *testing.B) {
 			b.Run(fmt.Sprintf("%s/concurrency=%d", kind, conc), func(b *testing.B) {
 				env := newTestEnv(b, kind)
 				var elapsed time.Duration
+				var st drainStats
 				for range b.N {
 					b.StopTimer()
 					env.emptyTable(b)
 					enqueueSeq(b, env.queue(b, nil, WithLogger(quietLogger())), n)
-					elapsed += drainOnce(b, env, conc, n)
+					d, s := drainWorkersStats(b, env, 1, conc, n)
+					elapsed += d
+					st.add(s)
 				}
-				b.ReportMetric(float64(n*b.N)/elapsed.Seconds(), "jobs/s")
+				jobs := float64(n * b.N)
+				b.ReportMetric(jobs/elapsed.Seconds(), "jobs/s")
+				// What the worker costs per job in this process (the
+				// database's CPU is not counted), and the size of its
+				// statements: every claim and completion has a fixed cost
+				// (claimAheadMin).
+				b.ReportMetric(float64(st.cpu.Microseconds())/jobs, "client-cpu-us/job")
+				b.ReportMetric(float64(st.mallocs)/jobs, "allocs/job")
+				if st.claims > 0 && st.completes > 0 {
+					b.ReportMetric(jobs/float64(st.claims), "jobs/claim")
+					b.ReportMetric(jobs/float64(st.completes), "jobs/complete")
+				}
 			})
 		}
 	}
@@ -258,11 +284,51 @@ func drainOnce(b *testing.B, env *testEnv, conc, n int) time.Duration {
 // processes would.
 func drainWorkers(b *testing.B, env *testEnv, workers, conc, n int) time.Duration {
 	b.Helper()
-	var completed atomic.Int64
+	d, _ := drainWorkersStats(b, env, workers, conc, n)
+	return d
+}
+
+// drainStats is what one drain cost in the benchmark's process: its CPU
+// time (user and system), the heap allocations, and how many claim and
+// completion statements the queues sent.
+type drainStats struct {
+	cpu               time.Duration
+	mallocs           uint64
+	claims, completes int64
+}
+
+func (s *drainStats) add(o drainStats) {
+	s.cpu += o.cpu
+	s.mallocs += o.mallocs
+	s.claims += o.claims
+	s.completes += o.completes
+}
+
+// processCPU is the CPU time this process used so far.
+func processCPU(b *testing.B) time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		b.Fatalf("getrusage: %v", err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// drainWorkersStats is drainWorkers, also returning what the drain cost.
+func drainWorkersStats(b *testing.B, env *testEnv, workers, conc, n int) (time.Duration, drainStats) {
+	b.Helper()
+	var completed, claims, completes atomic.Int64
 	allDone := make(chan struct{}, 1)
 	count := WithListener(func(ev Event) {
 		if ev.Kind == EventCompleted && completed.Add(1) == int64(n) {
 			allDone <- struct{}{}
+		}
+	})
+	statements := withStatementHook(func(query string, _ *sql.Tx) {
+		switch {
+		case strings.Contains(query, "name: ClaimJobs"):
+			claims.Add(1)
+		case strings.Contains(query, "name: CompleteJobs"):
+			completes.Add(1)
 		}
 	})
 	ws := make([]*Worker, workers)
@@ -271,12 +337,15 @@ func drainWorkers(b *testing.B, env *testEnv, workers, conc, n int) time.Duratio
 		if workers > 1 {
 			db = env.newPool(b)
 		}
-		q := env.queue(b, db, WithLogger(quietLogger()), count)
+		q := env.queue(b, db, WithLogger(quietLogger()), count, statements)
 		ws[i] = q.NewWorker(WorkerConfig{Concurrency: conc, MaintenanceInterval: -1})
 		Handle(ws[i], func(ctx context.Context, job *Job[seqArgs]) error { return nil })
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, workers)
+	var ms0, ms1 runtime.MemStats
+	runtime.ReadMemStats(&ms0)
+	cpu0 := processCPU(b)
 	b.StartTimer()
 	t0 := time.Now()
 	for _, w := range ws {
@@ -289,6 +358,8 @@ func drainWorkers(b *testing.B, env *testEnv, workers, conc, n int) time.Duratio
 	}
 	elapsed := time.Since(t0)
 	b.StopTimer()
+	cpu := processCPU(b) - cpu0
+	runtime.ReadMemStats(&ms1)
 	cancel()
 	for range ws {
 		if err := <-done; err != nil {
@@ -298,5 +369,5 @@ func drainWorkers(b *testing.B, env *testEnv, workers, conc, n int) time.Duratio
 	if got := env.countWhere(b, "status = 'completed'"); got != n {
 		b.Fatalf("%d jobs completed, want %d", got, n)
 	}
-	return elapsed
+	return elapsed, drainStats{cpu: cpu, mallocs: ms1.Mallocs - ms0.Mallocs, claims: claims.Load(), completes: completes.Load()}
 }
