@@ -95,7 +95,9 @@ func TestCancelRunningExec(t *testing.T) {
 		if got := strings.TrimSpace(waitFile(t, next, 20*time.Second)); got != other {
 			t.Errorf("the next job run was %q, want %s", got, other)
 		}
-		cmd.Process.Signal(syscall.SIGTERM)
+		if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+			t.Fatalf("stopping the worker: %v", err)
+		}
 		if code := waitExit(t, cmd, 15*time.Second); code != 0 {
 			t.Fatalf("exit %d after SIGTERM; stderr:\n%s", code, stderr)
 		}

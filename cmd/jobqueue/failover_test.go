@@ -177,7 +177,10 @@ func testFailover(t *testing.T, synchronous bool) {
 		if err != nil || m == nil {
 			t.Fatalf("bad line in the run log: %q", line)
 		}
-		seq, _ := strconv.Atoi(m[1])
+		seq, err := strconv.Atoi(m[1])
+		if err != nil {
+			t.Fatalf("bad seq in the run log's line %q: %v", line, err)
+		}
 		runsByID[id]++
 		ranSeq[seq] = true
 	}
@@ -191,7 +194,10 @@ func testFailover(t *testing.T, synchronous bool) {
 		if err := res.Scan(&s); err != nil {
 			t.Fatal(err)
 		}
-		n, _ := strconv.Atoi(s)
+		n, err := strconv.Atoi(s)
+		if err != nil {
+			t.Fatalf("a job's payload seq %q is not a number: %v", s, err)
+		}
 		inTable[n] = true
 	}
 	if err := res.Err(); err != nil {
@@ -239,7 +245,10 @@ func testFailover(t *testing.T, synchronous bool) {
 	completions := map[int64]int{}
 	for _, l := range logs {
 		for _, m := range completedRE.FindAllStringSubmatch(l.String(), -1) {
-			id, _ := strconv.ParseInt(m[1], 10, 64)
+			id, err := strconv.ParseInt(m[1], 10, 64)
+			if err != nil {
+				t.Fatalf("bad job id in a completion logged: %q: %v", m[0], err)
+			}
 			completions[id]++
 		}
 	}

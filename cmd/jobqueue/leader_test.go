@@ -91,7 +91,7 @@ func TestWorkLeaderFailover(t *testing.T) {
 			t.Fatal(err)
 		}
 		killed := time.Now()
-		first.cmd.Wait()
+		_ = first.cmd.Wait() // "signal: killed", as meant
 		rest := []*proc{}
 		for _, p := range procs {
 			if p != first {

@@ -136,7 +136,10 @@ func TestPgBouncerTransactionPooling(t *testing.T) {
 		}
 		runs[id]++
 	}
-	flakyID, _ := strconv.ParseInt(flaky, 10, 64)
+	flakyID, err := strconv.ParseInt(flaky, 10, 64)
+	if err != nil {
+		t.Fatalf("the flaky job's id %q is not a number: %v", flaky, err)
+	}
 	if len(runs) != jobs+1 {
 		t.Errorf("%d distinct jobs ran, want %d", len(runs), jobs+1)
 	}
