@@ -223,8 +223,8 @@ func TestNewRefusesHalfMigratedTable(t *testing.T) {
 				}
 				if q, err := New(db, WithTable(tbl.Name)); err != nil {
 					t.Fatalf("New on the installed table: %v", err)
-				} else {
-					q.Close()
+				} else if err := q.Close(); err != nil {
+					t.Fatalf("closing the queue: %v", err)
 				}
 				if _, err := db.ExecContext(ctx, fmt.Sprintf(c.alter, tbl.Quoted())); err != nil {
 					t.Fatal(err)
