@@ -160,11 +160,17 @@ func TestFencingRefusesStaleAttempts(t *testing.T) {
 		if err != nil || len(lost) != 1 || lost[0] != old.ref() {
 			t.Fatalf("heartbeat: lost %v, %v; want the old attempt", lost, err)
 		}
-		// Only the current attempt's lease moved.
-		if got := getJob(t, q, cur.ID); !got.LeaseUntil.Equal(clock.now().Add(time.Hour)) {
+		// Only the current attempt's lease moved, and nothing else of its job.
+		got := getJob(t, q, cur.ID)
+		if got.LeaseUntil == nil || !got.LeaseUntil.Equal(clock.now().Add(time.Hour)) {
 			t.Fatalf("current lease %v, want %v", got.LeaseUntil, clock.now().Add(time.Hour))
 		}
-		before = getJob(t, q, cur.ID)
+		moved := *got
+		moved.LeaseUntil = before.LeaseUntil
+		if fmt.Sprintf("%+v", moved) != fmt.Sprintf("%+v", *before) {
+			t.Fatalf("the heartbeat changed more than the lease:\n%+v\n%+v", before, got)
+		}
+		before = got
 
 		stale, err := q.complete(ctx, []attemptRef{old.ref()})
 		if err != nil || len(stale) != 1 || stale[0] != old.ref() {
