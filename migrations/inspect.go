@@ -36,11 +36,6 @@ func inspect(ctx context.Context, q queryer, t engine.Table) (tableState, error)
 	return schema.Inspect(ctx, q, t)
 }
 
-// classify is inspect's rule on the columns of an existing table.
-func classify(k engine.Kind, cols map[string]columnInfo) tableState {
-	return schema.Classify(k, cols)
-}
-
 // columns reads the columns of t (see schema.Columns).
 func columns(ctx context.Context, q queryer, t engine.Table) (map[string]columnInfo, error) {
 	return schema.Columns(ctx, q, t)

@@ -99,22 +99,6 @@ func readCatalog(t testing.TB, db *sql.DB, k engine.Kind, table string) catalog 
 	return c
 }
 
-// columnOrder lists a table's column names in order.
-func columnOrder(t testing.TB, db *sql.DB, k engine.Kind, table string) []string {
-	t.Helper()
-	q := fmt.Sprintf("SELECT * /* %d */ FROM %s WHERE 1 = 0", time.Now().UnixNano(), engine.Table{Kind: k, Name: table}.Quoted())
-	rows, err := db.QueryContext(context.Background(), q)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rows.Close()
-	names, err := rows.Columns()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return names
-}
-
 // sortedKeys is m's keys in order.
 func sortedKeys[V any](m map[string]V) []string {
 	keys := make([]string, 0, len(m))

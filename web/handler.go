@@ -28,7 +28,6 @@
 package web
 
 import (
-	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -213,6 +212,3 @@ func base(r *http.Request) string {
 	}
 	return strings.TrimSuffix(uri, p)
 }
-
-// errBadRequest marks user input errors (answered with 400).
-var errBadRequest = errors.New("bad request")
