@@ -132,7 +132,7 @@ func (r *recorded) collect(t *testing.T) map[string]map[string]int64 {
 func attrString(set attribute.Set) string {
 	var parts []string
 	for _, kv := range set.ToSlice() {
-		parts = append(parts, string(kv.Key)+"="+kv.Value.Emit())
+		parts = append(parts, string(kv.Key)+"="+kv.Value.String())
 	}
 	sort.Strings(parts)
 	return strings.Join(parts, ",")
