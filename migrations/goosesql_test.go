@@ -9,7 +9,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -43,10 +42,7 @@ func gooseBinary(t *testing.T) string {
 			return
 		}
 		g.path = filepath.Join(g.dir, "goose")
-		gobin, err := exec.LookPath("go")
-		if err != nil {
-			gobin = filepath.Join(runtime.GOROOT(), "bin", "go")
-		}
+		gobin := testdb.GoBinary()
 		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 		defer cancel()
 		build := exec.CommandContext(ctx, gobin, "build", "-tags", "no_clickhouse,no_libsql,no_mssql,no_vertica,no_ydb",

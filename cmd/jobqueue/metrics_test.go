@@ -12,8 +12,6 @@ import (
 	"net"
 	"net/http"
 	"os/exec"
-	"path/filepath"
-	"runtime"
 	"slices"
 	"strings"
 	"syscall"
@@ -230,10 +228,7 @@ func TestWebMetrics(t *testing.T) {
 // Prometheus nor OpenTelemetry's SDK or exporters; only the command does.
 func TestPrometheusOnlyInTheCommand(t *testing.T) {
 	t.Parallel()
-	gobin, err := exec.LookPath("go")
-	if err != nil {
-		gobin = filepath.Join(runtime.GOROOT(), "bin", "go")
-	}
+	gobin := testdb.GoBinary()
 	list := func(pkgs ...string) []string {
 		out, err := exec.Command(gobin, append([]string{"list", "-deps"}, pkgs...)...).Output()
 		if err != nil {

@@ -7,6 +7,8 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -198,6 +200,17 @@ func lookBinary(name string, dirs ...string) (string, error) {
 		}
 	}
 	return "", fmt.Errorf("%s is not installed (looked on PATH and in %s)", name, strings.Join(dirs, ", "))
+}
+
+// GoBinary is the go command for tests that build or list packages: the
+// one on PATH, else the bin/go of the toolchain that built the test.
+func GoBinary() string {
+	//lint:ignore SA1019 only the fallback when no go is on PATH: the toolchain that built this binary
+	p, err := lookBinary("go", filepath.Join(runtime.GOROOT(), "bin"))
+	if err != nil {
+		return "go" // exec then says it is not found
+	}
+	return p
 }
 
 // needServer fails the test in CI, and skips it elsewhere, for a server
