@@ -103,11 +103,25 @@ func (q *Queue) claimAfter(ctx context.Context, st claimStore, types []string, m
 		return nil, fmt.Errorf("jobqueue: claim: the lease must be positive, not %v", lease)
 	}
 	max = min(max, maxClaim)
-	now := q.now()
-	rows, err := st.claim(ctx, types, max, newClaimToken(), now, now.Add(lease), after)
+	// A claim that lost only to others (a MySQL deadlock, a Galera
+	// certification conflict, SQLite busy) claimed nothing: it is run
+	// again at once, with a token and a clock of its own (retryTx), and
+	// reported only when every try lost.
+	var rows []*JobRow
+	err := retryTx(ctx, func() error {
+		now := q.now()
+		var err error
+		rows, err = st.claim(ctx, types, max, newClaimToken(), now, now.Add(lease), after)
+		if err != nil && retryableTx(err) {
+			q.logger.Debug("claim lost to a concurrent transaction; claiming again", "types", types, "err", err)
+		}
+		return err
+	})
 	if err != nil {
 		if ctx.Err() != nil {
 			q.logger.Debug("claim cancelled", "types", types, "err", err)
+		} else if retryableTx(err) {
+			q.logger.Debug("claim lost to concurrent transactions at every try", "types", types, "err", err)
 		} else {
 			q.logger.Error("claim failed", "types", types, "err", err)
 		}

@@ -11,6 +11,12 @@ import (
 // trip, long enough for handlers that just finished.
 const claimGather = 500 * time.Microsecond
 
+// claimConflictPause is the first pause of the claimer after a claim whose
+// every try lost only to other transactions (a deadlock or a Galera
+// certification conflict: retryTx); it doubles while they go on, up to
+// 100 ms.
+const claimConflictPause = 5 * time.Millisecond
+
 // Claiming ahead. While handlers are short next to a claim's round trip,
 // the executors finish a batch before the next claim returns and wait idle
 // for it: then the claimer holds up to "ahead" claimed jobs beyond
@@ -207,6 +213,14 @@ func (c *claimer) loop(stop context.Context) int {
 		rows, err := c.claim(n)
 		var idle time.Duration
 		switch {
+		case err != nil && retryableTx(err) && stop.Err() == nil:
+			// Every try lost only to other transactions (claims of other
+			// nodes of a Galera cluster take the same head rows: SKIP
+			// LOCKED sees only local locks). Nothing is wrong: claim
+			// again after a short pause that grows while they go on.
+			errDelay = min(max(2*errDelay, claimConflictPause), 100*time.Millisecond)
+			c.log.Debug("claims lost to concurrent transactions; claiming again", "err", err, "retry_in", errDelay)
+			idle, woken = jitter(errDelay), nil
 		case err != nil:
 			errDelay = min(max(2*errDelay, 100*time.Millisecond), max(c.cfg.PollInterval, 5*time.Second))
 			c.log.Error("claiming jobs failed; trying again", "err", err, "retry_in", errDelay)
