@@ -45,6 +45,10 @@ func TestPgClaimGenericPlan(t *testing.T) {
 	if err := cs.(*pgClaimSession).conn.QueryRowContext(ctx, "SHOW plan_cache_mode").Scan(&mode); err != nil || mode != "force_generic_plan" {
 		t.Fatalf("the claim session's plan_cache_mode is %q (%v), want force_generic_plan", mode, err)
 	}
+	var sync string
+	if err := cs.(*pgClaimSession).conn.QueryRowContext(ctx, "SHOW synchronous_commit").Scan(&sync); err != nil || sync != "off" {
+		t.Fatalf("the claim session's synchronous_commit is %q (%v), want off (claims do not wait for the WAL flush)", sync, err)
+	}
 	for _, c := range []struct {
 		name  string
 		types []string
