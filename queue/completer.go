@@ -11,10 +11,6 @@ import (
 // Tuning of the completer.
 const (
 	// completeBatch is the most attempts one complete statement finishes.
-	// It also bounds the completer's backlog: while it holds more than
-	// completeBatch results it could not write yet, the claimer claims no
-	// more, so the backlog stays under completeBatch plus the attempts the
-	// worker holds (its Concurrency and those it claimed ahead).
 	completeBatch = 500
 	// completeLinger is how long the first finished attempt of a batch
 	// waits for others before the batch is written; while a batch is being
@@ -27,6 +23,19 @@ const (
 	completeTries     = 4
 	completeRetryWait = 50 * time.Millisecond
 )
+
+// completeBacklog is how many results not yet written make the completer
+// of a worker of concurrency conc full (the claimer then claims no more
+// until it catches up): a batch being written (completeBatch) and all the
+// attempts the worker holds (conc and those it claims ahead), so that the
+// results of one claim that ran while the previous ones are written do not
+// hold up the next claim. With completeBatch alone, a worker of
+// concurrency 64 (claims of up to 320) was full after every other claim
+// (one claim's results written, the next one's run) and its claims waited
+// for completions in turn. The backlog stays under twice this.
+func completeBacklog(conc int) int {
+	return completeBatch + conc + claimAheadCap(conc)
+}
 
 // completion is an attempt whose handler succeeded, waiting to be written.
 type completion struct {
@@ -46,11 +55,13 @@ type completion struct {
 // pending results to be tried again after a backoff timer, together with
 // what arrived meanwhile. So an executor hands over its result at once
 // whatever the database does, and memory stays bounded because the claimer
-// stops claiming while the backlog is over completeBatch (full, drained).
+// stops claiming while the backlog is over completeBacklog (full, drained).
 type completer struct {
 	q     *Queue
 	log   *slog.Logger
 	dbCtx context.Context // the worker's statements (see run.dbCtx)
+
+	backlog int // full over this many unwritten results (completeBacklog)
 
 	mu       sync.Mutex
 	incoming []completion // handed over, not yet seen by the loop
@@ -62,10 +73,11 @@ type completer struct {
 	drained   chan struct{}
 }
 
-// newCompleter returns the completer of one run.
-func newCompleter(q *Queue, log *slog.Logger, dbCtx context.Context) *completer {
+// newCompleter returns the completer of one run, full over backlog
+// unwritten results.
+func newCompleter(q *Queue, log *slog.Logger, dbCtx context.Context, backlog int) *completer {
 	return &completer{
-		q: q, log: log, dbCtx: dbCtx,
+		q: q, log: log, dbCtx: dbCtx, backlog: backlog,
 		arrived: make(chan struct{}, 1),
 		drained: make(chan struct{}, 1),
 	}
@@ -88,9 +100,9 @@ func (c *completer) add(done completion) {
 	notify(c.arrived)
 }
 
-// full reports whether the completer holds more than completeBatch results
+// full reports whether the completer holds more than its backlog of results
 // not yet written; the claimer then waits for drained.
-func (c *completer) full() bool { return c.unwritten.Load() > completeBatch }
+func (c *completer) full() bool { return c.unwritten.Load() > int64(c.backlog) }
 
 // take returns the results handed over since the last take.
 func (c *completer) take() []completion {

@@ -147,11 +147,14 @@ func TestCompleterTakesResultsWhileItsWriteIsRetried(t *testing.T) {
 		events := newEventLog()
 		q := env.queue(t, nil, WithLogger(slog.New(logs)), WithListener(events.listen))
 		const n = 2*completeBatch + 2
+		if n <= completeBacklog(64) {
+			t.Fatalf("%d results are within the backlog of a worker of concurrency 64 (%d): the completer would not be full", n, completeBacklog(64))
+		}
 		enqueueSeq(t, q, n)
 		rows := claimN(t, q, n)
 		refuse.set(t, nil, true)
 
-		c := newCompleter(q, q.logger, context.Background())
+		c := newCompleter(q, q.logger, context.Background(), completeBacklog(64))
 		stop, done := make(chan struct{}), make(chan struct{})
 		go func() { defer close(done); c.run(stop) }()
 		defer func() {

@@ -192,7 +192,7 @@ func (r *run) run(ctx context.Context) error {
 			bg.Go(func() { s.run(maintCtx) })
 		}
 	}
-	c := newCompleter(r.q, r.log, r.dbCtx)
+	c := newCompleter(r.q, r.log, r.dbCtx, completeBacklog(r.cfg.Concurrency))
 	completerDone, stopCompleter := make(chan struct{}), make(chan struct{})
 	go func() { defer close(completerDone); c.run(stopCompleter) }()
 	ex := &executors{
