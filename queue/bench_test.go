@@ -14,7 +14,11 @@ package queue
 //	                       It also reports the process's CPU and allocations per
 //	                       job (the PostgreSQL claim scanned on pgx,
 //	                       claim_postgres.go; the executor's hot path) and the
-//	                       jobs per claim and per completion (claimAheadMin)
+//	                       jobs per claim and per completion (claimAheadMin), and
+//	                       how often the claimer found its completer full and
+//	                       waited, per claim (completeBacklog: at concurrency 64
+//	                       it waited after every other claim when the backlog
+//	                       was completeBatch alone)
 //	BenchmarkDrainClaimers PostgreSQL, MySQL: four workers of concurrency 16,
 //	                       each on a pool of its own, against one of 64
 //	                       (claims from several processes must not fight)
@@ -187,6 +191,7 @@ func BenchmarkDrain(b *testing.B) {
 				if st.claims > 0 && st.completes > 0 {
 					b.ReportMetric(jobs/float64(st.claims), "jobs/claim")
 					b.ReportMetric(jobs/float64(st.completes), "jobs/complete")
+					b.ReportMetric(float64(st.fullWaits)/float64(st.claims), "full-waits/claim")
 				}
 			})
 		}
@@ -295,6 +300,7 @@ type drainStats struct {
 	cpu               time.Duration
 	mallocs           uint64
 	claims, completes int64
+	fullWaits         int64 // the claimer found its completer full
 }
 
 func (s *drainStats) add(o drainStats) {
@@ -302,6 +308,7 @@ func (s *drainStats) add(o drainStats) {
 	s.mallocs += o.mallocs
 	s.claims += o.claims
 	s.completes += o.completes
+	s.fullWaits += o.fullWaits
 }
 
 // processCPU is the CPU time this process used so far.
@@ -316,7 +323,7 @@ func processCPU(b *testing.B) time.Duration {
 // drainWorkersStats is drainWorkers, also returning what the drain cost.
 func drainWorkersStats(b *testing.B, env *testEnv, workers, conc, n int) (time.Duration, drainStats) {
 	b.Helper()
-	var completed, claims, completes atomic.Int64
+	var completed, claims, completes, fullWaits atomic.Int64
 	allDone := make(chan struct{}, 1)
 	count := WithListener(func(ev Event) {
 		if ev.Kind == EventCompleted && completed.Add(1) == int64(n) {
@@ -337,7 +344,7 @@ func drainWorkersStats(b *testing.B, env *testEnv, workers, conc, n int) (time.D
 		if workers > 1 {
 			db = env.newPool(b)
 		}
-		q := env.queue(b, db, WithLogger(quietLogger()), count, statements)
+		q := env.queue(b, db, WithLogger(quietLogger()), count, statements, withCompleterFullHook(func() { fullWaits.Add(1) }))
 		ws[i] = q.NewWorker(WorkerConfig{Concurrency: conc, MaintenanceInterval: -1})
 		Handle(ws[i], func(ctx context.Context, job *Job[seqArgs]) error { return nil })
 	}
@@ -369,5 +376,5 @@ func drainWorkersStats(b *testing.B, env *testEnv, workers, conc, n int) (time.D
 	if got := env.countWhere(b, "status = 'completed'"); got != n {
 		b.Fatalf("%d jobs completed, want %d", got, n)
 	}
-	return elapsed, drainStats{cpu: cpu, mallocs: ms1.Mallocs - ms0.Mallocs, claims: claims.Load(), completes: completes.Load()}
+	return elapsed, drainStats{cpu: cpu, mallocs: ms1.Mallocs - ms0.Mallocs, claims: claims.Load(), completes: completes.Load(), fullWaits: fullWaits.Load()}
 }

@@ -174,6 +174,9 @@ func (c *claimer) loop(stop context.Context) int {
 			// The completer holds more results than it could write yet
 			// (the database is slow or failing): claim no more until it
 			// catches up, so that its backlog stays bounded.
+			if c.q.onCompleterFull != nil {
+				c.q.onCompleterFull()
+			}
 			select {
 			case <-c.completer.drained:
 			case d := <-c.freed:

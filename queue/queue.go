@@ -70,6 +70,9 @@ type Queue struct {
 	// batch of ExpireOverdue and Prune changed (tests).
 	batchSize int
 	onBatch   func(op string, n int64)
+	// onCompleterFull hears each time a claimer found its completer full
+	// and waited for it (tests, benchmarks).
+	onCompleterFull func()
 	// analyzed is set once the queue has refreshed the table's planner
 	// statistics after its first analyzeAfter enqueued jobs, which enqueued
 	// counts (see countEnqueued).
@@ -102,6 +105,7 @@ type config struct {
 	kind            engine.Kind // "": detect from the driver
 	batchSize       int
 	onBatch         func(op string, n int64)
+	onCompleterFull func()
 }
 
 // WithTable sets the table's name (default "jobs").
@@ -196,6 +200,12 @@ func withStatementHook(fn func(query string, tx *sql.Tx)) Option {
 	return func(c *config) error { c.observe = fn; return nil }
 }
 
+// withCompleterFullHook sets a function that hears each time a claimer
+// found its completer full (completer.full) and waited (tests, benchmarks).
+func withCompleterFullHook(fn func()) Option {
+	return func(c *config) error { c.onCompleterFull = fn; return nil }
+}
+
 // withBatchHook sets the batch size of ExpireOverdue and Prune (0: the
 // default) and a function that hears the rows each batch changed (tests).
 func withBatchHook(size int, fn func(op string, n int64)) Option {
@@ -253,6 +263,7 @@ func New(db *sql.DB, opts ...Option) (*Queue, error) {
 	q.enqueueMW = enqueueChain(cfg.enqueueMW, q.writeCall)
 	q.setPooled(cfg.pooled != nil && *cfg.pooled)
 	q.batchSize, q.onBatch = cfg.batchSize, cfg.onBatch
+	q.onCompleterFull = cfg.onCompleterFull
 	switch kind {
 	case engine.Postgres:
 		q.st = pgStore{q.run}
