@@ -49,7 +49,8 @@ func DriverDSN(rawURL string) (driver, dsn string, k Kind, err error) {
 		dsn := rawURL
 		_, query, _ := strings.Cut(rawURL, "?")
 		given, _ := url.ParseQuery(query)
-		if cfg, err := pgconn.ParseConfig(rawURL); (err != nil || cfg.ConnectTimeout == 0) && !given.Has("connect_timeout") {
+		cfg, cfgErr := pgconn.ParseConfig(rawURL)
+		if (cfgErr != nil || cfg.ConnectTimeout == 0) && !given.Has("connect_timeout") {
 			sep := "?"
 			switch {
 			case strings.HasSuffix(rawURL, "?"), strings.Contains(rawURL, "?") && strings.HasSuffix(rawURL, "&"):
@@ -58,6 +59,16 @@ func DriverDSN(rawURL string) (driver, dsn string, k Kind, err error) {
 				sep = "&"
 			}
 			dsn += sep + "connect_timeout=10"
+			// pgx finds the user, host and database of some URLs by
+			// other rules than net/url (an '@' after the '?' of
+			// "postgres://?@" ends up in the host once an option
+			// follows): refuse a URL that the option would turn into
+			// another database.
+			if cfgErr == nil {
+				if got, err := pgconn.ParseConfig(dsn); err != nil || !samePgTarget(cfg, got) {
+					return "", "", "", fmt.Errorf("%w: %q is read by pgx as another database once connect_timeout=10 is added; percent-encode '@', '/' and '?' inside the user, password and options (%%40, %%2F, %%3F), or give connect_timeout yourself", ErrBadURL, redact(rawURL))
+				}
+			}
 		}
 		return "pgx", dsn, Postgres, nil
 	case "mysql", "mariadb":
@@ -197,3 +208,9 @@ func (e *poolerError) Error() string {
 }
 
 func (e *poolerError) Unwrap() error { return e.err }
+
+// samePgTarget reports whether two pgx configurations name the same
+// database: host, port, database, user and password.
+func samePgTarget(a, b *pgconn.Config) bool {
+	return a.Host == b.Host && a.Port == b.Port && a.Database == b.Database && a.User == b.User && a.Password == b.Password
+}
