@@ -47,7 +47,6 @@ package queue
 import (
 	"context"
 	"database/sql"
-	"database/sql/driver"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -204,10 +203,7 @@ func (l *pgListener) session(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("taking a connection: %w", err)
 	}
-	defer func() {
-		_ = conn.Raw(func(any) error { return driver.ErrBadConn })
-		_ = conn.Close()
-	}()
+	defer discardConn(conn)
 	cctx, cancel = context.WithTimeout(ctx, dbCallTimeout)
 	err = pggen.New(rawDBTX{r: l.run, db: conn}).ListenJobs(cctx)
 	cancel()

@@ -3,7 +3,6 @@ package queue
 import (
 	"context"
 	"database/sql"
-	"database/sql/driver"
 	"errors"
 	"fmt"
 	"strings"
@@ -102,18 +101,11 @@ func (s mysqlStore) claimSession(ctx context.Context) (claimSession, error) {
 	if m := s.r.db.Stats().MaxOpenConnections; m > 0 && m < claimSessionMinConns {
 		return nil, nil
 	}
-	conn, err := s.r.db.Conn(ctx)
+	conn, err := sessionConn(ctx, s.r.db, "SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED")
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("the claim connection: %w", err)
 	}
-	cs := &mysqlClaimSession{s: s, conn: conn}
-	// Session control, like the transaction control the driver sends for
-	// BeginTx, so not a generated query (sqlc drops SET statements).
-	if _, err := conn.ExecContext(ctx, "SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED"); err != nil {
-		cs.close()
-		return nil, fmt.Errorf("setting the claim connection to READ COMMITTED: %w", err)
-	}
-	return cs, nil
+	return &mysqlClaimSession{s: s, conn: conn}, nil
 }
 
 // mysqlClaimSession is a claimer's own connection, at READ COMMITTED for
@@ -133,10 +125,7 @@ func (cs *mysqlClaimSession) claim(ctx context.Context, types []string, max int,
 	return cs.s.claimIn(ctx, tx, types, max, token, now, leaseUntil, after)
 }
 
-func (cs *mysqlClaimSession) close() {
-	_ = cs.conn.Raw(func(any) error { return driver.ErrBadConn }) // discards it
-	_ = cs.conn.Close()
-}
+func (cs *mysqlClaimSession) close() { discardConn(cs.conn) }
 
 // binlogStatementErr is ER_BINLOG_STMT_MODE_AND_ROW_ENGINE (MySQL and
 // MariaDB): a write at READ COMMITTED cannot be logged as a statement.

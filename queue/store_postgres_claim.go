@@ -3,7 +3,6 @@ package queue
 import (
 	"context"
 	"database/sql"
-	"database/sql/driver"
 	"fmt"
 	"time"
 )
@@ -56,21 +55,11 @@ func (s pgStore) claimSession(ctx context.Context) (claimSession, error) {
 	if st := s.r.db.Stats(); st.MaxOpenConnections > 0 && st.MaxOpenConnections-st.InUse < pgClaimSessionMinConns {
 		return nil, nil
 	}
-	conn, err := s.r.db.Conn(ctx)
+	conn, err := sessionConn(ctx, s.r.db, "SET plan_cache_mode = force_generic_plan", "SET synchronous_commit = off")
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("the claim connection: %w", err)
 	}
-	cs := &pgClaimSession{s: s, conn: conn}
-	// Session control, not a generated query (sqlc drops SET statements).
-	if _, err := conn.ExecContext(ctx, "SET plan_cache_mode = force_generic_plan"); err != nil {
-		cs.close()
-		return nil, fmt.Errorf("setting plan_cache_mode on the claim connection: %w", err)
-	}
-	if _, err := conn.ExecContext(ctx, "SET synchronous_commit = off"); err != nil {
-		cs.close()
-		return nil, fmt.Errorf("setting synchronous_commit on the claim connection: %w", err)
-	}
-	return cs, nil
+	return &pgClaimSession{s: s, conn: conn}, nil
 }
 
 // pgClaimSession is a claimer's own connection, whose session plans each
@@ -84,7 +73,4 @@ func (cs *pgClaimSession) claim(ctx context.Context, types []string, max int, to
 	return cs.s.claimOn(ctx, cs.conn, types, max, token, now, leaseUntil, after)
 }
 
-func (cs *pgClaimSession) close() {
-	_ = cs.conn.Raw(func(any) error { return driver.ErrBadConn }) // discards it
-	_ = cs.conn.Close()
-}
+func (cs *pgClaimSession) close() { discardConn(cs.conn) }

@@ -1,0 +1,38 @@
+package queue
+
+import (
+	"context"
+	"database/sql"
+	"database/sql/driver"
+	"fmt"
+)
+
+// Connections held for a session of their own: a claimer's claim session
+// (PostgreSQL, MySQL) and a listener's LISTEN connection. Their session
+// state is the queue's, so they are never handed back to the pool.
+
+// sessionConn takes a connection from db and runs the session statements
+// on it (session control such as SET, which sqlc does not generate), in
+// order. When one fails, the connection is discarded and the error says
+// which statement failed.
+func sessionConn(ctx context.Context, db *sql.DB, stmts ...string) (*sql.Conn, error) {
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		return nil, err
+	}
+	for _, stmt := range stmts {
+		if _, err := conn.ExecContext(ctx, stmt); err != nil {
+			discardConn(conn)
+			return nil, fmt.Errorf("setting up a session of its own (%s): %w", stmt, err)
+		}
+	}
+	return conn, nil
+}
+
+// discardConn closes conn without handing it back to the pool: the driver
+// connection is closed, so no other user of the pool gets a session whose
+// state the queue changed.
+func discardConn(conn *sql.Conn) {
+	_ = conn.Raw(func(any) error { return driver.ErrBadConn })
+	_ = conn.Close()
+}
