@@ -57,11 +57,11 @@ func (r *queryRecorder) QueryRowContext(ctx context.Context, _ string, _ ...any)
 
 // claimPgx runs ClaimJobs with p on pgx's connection of conn (a claim
 // session's), or of one taken from the pool when conn is nil, and returns
-// the rows (up to max). It returns errNoCopy, having sent nothing, when the
+// the rows (up to max). It returns errNoPgx, having sent nothing, when the
 // pool's driver is not pgx's stdlib.
 func (s pgStore) claimPgx(ctx context.Context, conn *sql.Conn, p pggen.ClaimJobsParams, max int) ([]*JobRow, error) {
 	if s.r.noPgx.Load() {
-		return nil, errNoCopy
+		return nil, errNoPgx
 	}
 	var rec queryRecorder
 	if _, err := pggen.New(&rec).ClaimJobs(ctx, p); !errors.Is(err, errRecorded) {
@@ -88,7 +88,7 @@ func (s pgStore) claimPgx(ctx context.Context, conn *sql.Conn, p pggen.ClaimJobs
 		sc, ok := engine.PgxConn(dc)
 		if !ok {
 			s.r.noPgx.Store(true)
-			return errNoCopy
+			return errNoPgx
 		}
 		s.r.on(nil).seen(text)
 		pc := sc.Conn()

@@ -29,8 +29,10 @@ var pgCopyColumns = []string{
 	"max_delay", "scheduled_at", "expires_at", "created_at",
 }
 
-// errNoCopy: the pool's driver is not pgx's stdlib, so COPY is not at hand.
-var errNoCopy = errors.New("jobqueue: internal: the pool's driver is not pgx's stdlib; COPY unavailable")
+// errNoPgx: the pool's driver is not pgx's stdlib, so pgx's own interface
+// (COPY, the claim scanned on pgx: claim_postgres.go) is not at hand and
+// the caller takes the database/sql path.
+var errNoPgx = errors.New("jobqueue: internal: the pool's driver is not pgx's stdlib; pgx's interface unavailable")
 
 // pgCopySource feeds COPY the jobs as rows of pgCopyColumns. It fills one
 // row slice again for each job (pgx encodes a row before it asks for the
@@ -82,7 +84,7 @@ func (s *pgCopySource) Values() ([]any, error) {
 
 // copyOwn writes jobs with one COPY on a connection of db, all or none (one
 // statement: its own transaction, so no BEGIN and COMMIT round trips). It
-// returns errNoCopy, having written nothing, when db's driver is not pgx's
+// returns errNoPgx, having written nothing, when db's driver is not pgx's
 // stdlib.
 func (s pgStore) copyOwn(ctx context.Context, db *sql.DB, jobs []*newJob, now time.Time) error {
 	conn, err := db.Conn(ctx)
@@ -93,7 +95,7 @@ func (s pgStore) copyOwn(ctx context.Context, db *sql.DB, jobs []*newJob, now ti
 	return conn.Raw(func(dc any) error {
 		sc, ok := engine.PgxConn(dc)
 		if !ok {
-			return errNoCopy
+			return errNoPgx
 		}
 		pc := sc.Conn()
 		if s.r.observe != nil {

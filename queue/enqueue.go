@@ -260,7 +260,7 @@ func (q *Queue) writeMany(ctx context.Context, tx *sql.Tx, jobs []*newJob, keyed
 func (q *Queue) insertOwn(ctx context.Context, jobs []*newJob, now time.Time) (int, error) {
 	if pg, ok := q.st.(pgStore); ok && !q.pooled {
 		err := pg.copyOwn(ctx, q.db, jobs, now)
-		if !errors.Is(err, errNoCopy) {
+		if !errors.Is(err, errNoPgx) {
 			if err != nil {
 				return 0, err
 			}

@@ -87,7 +87,7 @@ func (s pgStore) claimOn(ctx context.Context, conn *sql.Conn, types []string, ma
 		Token: token, LeaseUntil: nullTime(&leaseUntil), Type: one, Types: many, Now: now,
 		AfterAt: after.at, AfterID: after.id, MaxJobs: int32(max),
 	}
-	if got, err := s.claimPgx(ctx, conn, p, max); !errors.Is(err, errNoCopy) {
+	if got, err := s.claimPgx(ctx, conn, p, max); !errors.Is(err, errNoPgx) {
 		return got, err
 	}
 	qs := s.qs()
