@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/jobqueue/jobqueue/db/pggen"
@@ -84,17 +85,11 @@ func (s pgStore) claimPgx(ctx context.Context, conn *sql.Conn, p pggen.ClaimJobs
 		conn = c
 	}
 	out := make([]*JobRow, 0, max)
-	err = conn.Raw(func(dc any) error {
-		sc, ok := engine.PgxConn(dc)
-		if !ok {
-			s.r.noPgx.Store(true)
-			return errNoPgx
-		}
+	err = onPgx(conn, func(pc *pgx.Conn) error {
 		s.r.on(nil).seen(text)
-		pc := sc.Conn()
 		rows, err := pc.Query(ctx, text, args...)
 		if err != nil {
-			return badConnIfClosed(pc, err)
+			return err
 		}
 		defer rows.Close()
 		for rows.Next() {
@@ -121,8 +116,11 @@ func (s pgStore) claimPgx(ctx context.Context, conn *sql.Conn, p pggen.ClaimJobs
 			j.LeaseUntil, j.ExpiresAt, j.FinishedAt = utcPtr(lease), utcPtr(expires), utcPtr(finished)
 			out = append(out, j)
 		}
-		return badConnIfClosed(pc, rows.Err())
+		return rows.Err()
 	})
+	if errors.Is(err, errNoPgx) {
+		s.r.noPgx.Store(true)
+	}
 	return out, err
 }
 

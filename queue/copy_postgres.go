@@ -3,14 +3,11 @@ package queue
 import (
 	"context"
 	"database/sql"
-	"database/sql/driver"
 	"errors"
 	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
-
-	"github.com/jobqueue/jobqueue/internal/engine"
 )
 
 // Bulk enqueue on PostgreSQL by COPY. EnqueueMany of its own (never in a
@@ -92,25 +89,11 @@ func (s pgStore) copyOwn(ctx context.Context, db *sql.DB, jobs []*newJob, now ti
 		return err
 	}
 	defer conn.Close()
-	return conn.Raw(func(dc any) error {
-		sc, ok := engine.PgxConn(dc)
-		if !ok {
-			return errNoPgx
-		}
-		pc := sc.Conn()
+	return onPgx(conn, func(pc *pgx.Conn) error {
 		if s.r.observe != nil {
 			s.r.observe("COPY "+s.r.quoted+" ("+strings.Join(pgCopyColumns, ", ")+") FROM STDIN (FORMAT binary)", nil)
 		}
 		_, err := pc.CopyFrom(ctx, pgx.Identifier{s.channel()}, pgCopyColumns, newPgCopySource(jobs, now))
-		return badConnIfClosed(pc, err)
+		return err
 	})
-}
-
-// badConnIfClosed returns err, and makes database/sql discard the
-// connection when the failure closed it (a cancelled COPY does).
-func badConnIfClosed(pc *pgx.Conn, err error) error {
-	if err != nil && pc.IsClosed() {
-		return errors.Join(err, driver.ErrBadConn)
-	}
-	return err
 }
