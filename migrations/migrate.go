@@ -6,6 +6,7 @@ package migrations
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -111,7 +112,7 @@ type migrateStep struct {
 // convertV1 converts the version 1 or partly migrated table t to version 2
 // in place, through ex (a *sql.Tx on PostgreSQL and SQLite; a pinned
 // *sql.Conn, a *sql.Tx or a *sql.DB on MySQL). p must be valid.
-func convertV1(ctx context.Context, ex execQueryer, t engine.Table, p RetryPolicy, o migrateOptions) error {
+func convertV1(ctx context.Context, ex execQueryer, t engine.Table, p RetryPolicy, o migrateOptions) (err error) {
 	now := time.Now()
 	if o.now != nil {
 		now = o.now()
@@ -128,12 +129,11 @@ func convertV1(ctx context.Context, ex execQueryer, t engine.Table, p RetryPolic
 	case engine.Postgres:
 		steps = c.postgresSteps()
 	case engine.MySQL:
-		var release func()
-		var err error
+		var release func() error
 		if ex, release, err = mysqlSession(ctx, ex); err != nil {
 			return err
 		}
-		defer release()
+		defer func() { err = errors.Join(err, release()) }()
 		steps = c.mysqlSteps()
 	case engine.SQLite:
 		steps = c.sqliteSteps()

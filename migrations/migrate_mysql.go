@@ -7,6 +7,7 @@ package migrations
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"fmt"
 	"strings"
 
@@ -25,8 +26,9 @@ func (c *converter) mysqlSteps() []migrateStep {
 
 // mysqlSession pins one session for the whole conversion and sets its time
 // zone to UTC while created_at turns from TIMESTAMP into DATETIME; release
-// restores the time zone and gives the session back.
-func mysqlSession(ctx context.Context, ex execQueryer) (session execQueryer, release func(), err error) {
+// restores the time zone and gives the session back, and says what to do
+// when the time zone could not be restored.
+func mysqlSession(ctx context.Context, ex execQueryer) (session execQueryer, release func() error, err error) {
 	session, unpin, err := oneSession(ctx, engine.MySQL, ex)
 	if err != nil {
 		return nil, nil, err
@@ -36,15 +38,19 @@ func mysqlSession(ctx context.Context, ex execQueryer) (session execQueryer, rel
 		unpin()
 		return nil, nil, err
 	}
-	return session, func() {
-		restore()
+	return session, func() error {
+		err := restore()
 		unpin()
+		return err
 	}, nil
 }
 
 // mysqlUTCSession sets the session time zone of ex's connection to UTC and
-// returns a func that restores the previous one.
-func mysqlUTCSession(ctx context.Context, ex execQueryer) (restore func(), err error) {
+// returns a func that restores the previous one. When that fails (the
+// connection broke), a *sql.Conn is discarded so that its pool never hands
+// out a session left in UTC, and the error says so; on a *sql.Tx (goose's,
+// on a pool of one connection) it says to close the pool's connection.
+func mysqlUTCSession(ctx context.Context, ex execQueryer) (restore func() error, err error) {
 	var prev string
 	rows, err := ex.QueryContext(ctx, "SELECT @@session.time_zone")
 	if err != nil {
@@ -63,10 +69,25 @@ func mysqlUTCSession(ctx context.Context, ex execQueryer) (restore func(), err e
 	if _, err := ex.ExecContext(ctx, "SET time_zone = '+00:00'"); err != nil {
 		return nil, fmt.Errorf("set the session time zone to UTC: %w", err)
 	}
-	return func() {
-		// Best effort: the connection goes back to the pool afterwards.
-		ex.ExecContext(context.WithoutCancel(ctx), "SET time_zone = ?", prev)
+	return func() error {
+		_, err := ex.ExecContext(context.WithoutCancel(ctx), "SET time_zone = ?", prev)
+		if err == nil {
+			return nil
+		}
+		next := "its session may still be in UTC: close the pool's connection (SetMaxIdleConns(0), or open the pool again) before it reads or writes TIMESTAMP columns, then run Migrate again to check the table"
+		if conn, ok := ex.(*sql.Conn); ok {
+			discardConn(conn)
+			next = "the connection was discarded, so no session of the pool is left in UTC; run Migrate again to check the table"
+		}
+		return fmt.Errorf("restore the session time zone to %q: %w; %s", prev, err, next)
 	}, nil
+}
+
+// discardConn closes conn without giving it back to its pool: a Raw that
+// answers driver.ErrBadConn makes database/sql close the driver's
+// connection, and that ErrBadConn is the whole of Raw's answer.
+func discardConn(conn *sql.Conn) {
+	_ = conn.Raw(func(any) error { return driver.ErrBadConn })
 }
 
 // mysqlStatus is the version 2 status column on MySQL.

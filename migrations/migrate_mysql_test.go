@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"fmt"
 	"net/url"
+	"strings"
 	"testing"
 	"time"
 
@@ -151,5 +152,48 @@ func TestMigrateMySQLSparseIDs(t *testing.T) {
 	}
 	if notConverted != 0 {
 		t.Errorf("%d rows do not hold the policy after Migrate", notConverted)
+	}
+}
+
+// TestMigrateMySQLTimeZoneRestoreFails: the migration's session dies after
+// its last step (killed here, as a server restart or a network failure
+// would), so the session's time zone cannot be set back. Migrate says so
+// instead of reporting success, and the pool hands out no session left in
+// UTC; Migrate again finds the table converted.
+func TestMigrateMySQLTimeZoneRestoreFails(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := testdb.OpenURL(t, mysqlURLWithParam(t, "time_zone", "'+03:00'"))
+	table := testdb.Table(t, db)
+	createV1(t, db, engine.MySQL, table)
+	insertV1(t, db, engine.MySQL, table, v1Fixture(engine.MySQL, time.Now().UTC()))
+	admin := testdb.Open(t, engine.MySQL)
+	steps := len((&converter{}).mysqlSteps())
+	err := migrate(ctx, db, testPolicy, table, migrateOptions{afterStep: func(n int, _ string) error {
+		if n != steps {
+			return nil
+		}
+		// The migration's session holds the table's install lock.
+		var id sql.NullInt64
+		if err := admin.QueryRowContext(ctx, "SELECT IS_USED_LOCK(CONCAT('jobqueue:', LEFT(SHA2(CONCAT(DATABASE(), '.', ?), 256), 40)))", table).Scan(&id); err != nil || !id.Valid {
+			return fmt.Errorf("finding the migration's session: %d, %v", id.Int64, err)
+		}
+		_, err := admin.ExecContext(ctx, fmt.Sprintf("KILL %d", id.Int64))
+		return err
+	}})
+	if err == nil || !strings.Contains(err.Error(), "restore the session time zone") || !strings.Contains(err.Error(), "run Migrate again") {
+		t.Fatalf("Migrate whose session died before the time zone was restored = %v; want an error saying so and what to do", err)
+	}
+	for range 3 { // more than the pool's idle connections the migration used
+		var tz string
+		if err := db.QueryRowContext(ctx, "SELECT @@session.time_zone").Scan(&tz); err != nil || tz != "+03:00" {
+			t.Fatalf("session time zone after the failed restore: %q, %v; want the pool's +03:00", tz, err)
+		}
+	}
+	if err := Migrate(ctx, db, testPolicy, table); err != nil {
+		t.Fatalf("Migrate again: %v", err)
+	}
+	if st, err := inspect(ctx, db, engine.Table{Kind: engine.MySQL, Name: table}); err != nil || st != tableV2 {
+		t.Fatalf("table after Migrate again: %s, %v; want version 2", st, err)
 	}
 }
