@@ -173,6 +173,16 @@ type dbtx struct {
 	notify bool
 }
 
+// insertNotifies reports whether a PostgreSQL insert on d notifies the
+// workers in its own statement (the Notify forms of the insert queries)
+// rather than leaving it to the pgNotifier after the queue's own commit:
+// in a caller's transaction (EnqueueTx, EnqueueManyTx, their keyed
+// inserts: onCallers is what makes a dbtx unprepared, and PostgreSQL
+// inserts on no other unprepared one), where the notification goes out at
+// the caller's commit, and for the first enqueue after a quiet spell
+// (notify, set from pgNotifier.inline), whose statement commits on its own.
+func (d dbtx) insertNotifies() bool { return d.unprepared || d.notify }
+
 // onConn returns the DBTX that runs queries unprepared on conn, a
 // connection taken from the queue's pool (connTx).
 func (r *runner) onConn(conn *sql.Conn) dbtx { return dbtx{r: r, conn: conn, unprepared: true} }

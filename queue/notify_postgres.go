@@ -245,12 +245,6 @@ func (l *pgListener) session(ctx context.Context) error {
 	})
 }
 
-// callers reports whether an insert on d notifies in its own statement:
-// in a caller's transaction (EnqueueTx, EnqueueManyTx: onCallers is what
-// makes a dbtx unprepared), or for the first enqueue after a quiet spell
-// (pgNotifier.inline).
-func (d dbtx) callers() bool { return d.unprepared || d.notify }
-
 // rawDBTX is the generated queries' DBTX on a dedicated connection or on
 // the pool, with the table rewritten as by dbtx (dbtx.go) but no statement
 // hook and no prepared statements.

@@ -38,7 +38,7 @@ func (s pgStore) probe(ctx context.Context) error {
 // inserts it commits itself (pgNotifier).
 func (s pgStore) insert(ctx context.Context, d dbtx, j *newJob, now time.Time) (int64, error) {
 	qs := pggen.New(d)
-	if d.callers() {
+	if d.insertNotifies() {
 		return qs.InsertJobNotify(ctx, pggen.InsertJobNotifyParams{
 			Channel: s.channel(), Name: j.name, Type: j.typ, Payload: json.RawMessage(j.payload),
 			MaxAttempts: int32(j.maxAttempts), BaseDelay: int32(j.baseDelay), MaxDelay: int32(j.maxDelay),
@@ -61,7 +61,7 @@ func (s pgStore) insertMany(ctx context.Context, d dbtx, jobs []*newJob, now tim
 	}
 	qs := pggen.New(d)
 	for _, c := range chunks {
-		if d.callers() {
+		if d.insertNotifies() {
 			_, err = qs.InsertJobsJSONNotify(ctx, pggen.InsertJobsJSONNotifyParams{
 				CreatedAt: now, Rows: json.RawMessage(c), Channel: s.channel(), NotifyType: notifyPayload(jobs),
 			})
@@ -328,7 +328,7 @@ func (s pgStore) insertUnique(ctx context.Context, d dbtx, j *newJob, k uniqueKe
 	if err != nil || len(ids) == 0 {
 		return 0, false, err
 	}
-	if d.callers() {
+	if d.insertNotifies() {
 		err = qs.NotifyTypes(ctx, pggen.NotifyTypesParams{Channel: s.channel(), Types: json.RawMessage(jsonList([]string{j.typ}))})
 	}
 	return ids[0], err == nil, err
