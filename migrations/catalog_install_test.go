@@ -15,6 +15,7 @@ import (
 	"testing"
 
 	"github.com/jobqueue/jobqueue/internal/engine"
+	"github.com/jobqueue/jobqueue/internal/testdb"
 )
 
 // testColumn is one column as a test sees it, normalized so that MySQL 8
@@ -227,20 +228,7 @@ WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = ?`, tb.Name).Scan(&opts); err !
 		}
 		return []string{autoIncrementRE.ReplaceAllString(ddl, ""), opts}
 	}
-	rows, err := db.QueryContext(ctx, q, tb.Name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rows.Close()
-	var ids []string
-	for rows.Next() {
-		var s string
-		if err := rows.Scan(&s); err != nil {
-			t.Fatal(err)
-		}
-		ids = append(ids, s)
-	}
-	return ids
+	return testdb.Strings(t, db, q, tb.Name)
 }
 
 func takeSnapshot(t *testing.T, db *sql.DB, tb engine.Table) snapshot {

@@ -163,19 +163,7 @@ WHERE CONSTRAINT_SCHEMA = DATABASE() AND TABLE_NAME = ?`, name).Scan(&check); er
 			}
 			// The database is this test's own: Install ran through goose
 			// with versioning disabled, so no goose version table exists.
-			var tables []string
-			rows, err := db.Query(`SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name`)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer rows.Close()
-			for rows.Next() {
-				var n string
-				if err := rows.Scan(&n); err != nil {
-					t.Fatal(err)
-				}
-				tables = append(tables, n)
-			}
+			tables := testdb.Strings(t, db, `SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name`)
 			want := []string{"sqlite_sequence", name}
 			for _, st := range ddl.SideTables() {
 				want = append(want, ddl.Side(tb, st.Suffix).Name)
@@ -185,22 +173,7 @@ WHERE CONSTRAINT_SCHEMA = DATABASE() AND TABLE_NAME = ?`, name).Scan(&check); er
 				t.Errorf("tables after Install (-want +got):\n%s", diff)
 			}
 			// The view of keyed enqueues and its trigger (ddl keyedView).
-			var others []string
-			vrows, err := db.Query(`SELECT type || ' ' || name FROM sqlite_master WHERE type IN ('view', 'trigger') ORDER BY name`)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer vrows.Close()
-			for vrows.Next() {
-				var n string
-				if err := vrows.Scan(&n); err != nil {
-					t.Fatal(err)
-				}
-				others = append(others, n)
-			}
-			if err := vrows.Err(); err != nil {
-				t.Fatal(err)
-			}
+			others := testdb.Strings(t, db, `SELECT type || ' ' || name FROM sqlite_master WHERE type IN ('view', 'trigger') ORDER BY name`)
 			if want := []string{"view " + name + "_keyed", "trigger " + name + "_keyed_insert"}; !slices.Equal(others, want) {
 				t.Errorf("views and triggers after Install: %q, want %q", others, want)
 			}

@@ -71,20 +71,8 @@ func TestInstallFoldsNamesToLowerCaseOnPostgres(t *testing.T) {
 	if err := Install(ctx, db, strings.ToUpper(name)); err != nil {
 		t.Fatalf("Install(%q): %v", strings.ToUpper(name), err)
 	}
-	var names []string
-	rows, err := db.QueryContext(ctx, `SELECT table_name FROM information_schema.tables
+	names := testdb.Strings(t, db, `SELECT table_name FROM information_schema.tables
 WHERE table_schema = current_schema() AND lower(table_name) = $1`, name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rows.Close()
-	for rows.Next() {
-		var n string
-		if err := rows.Scan(&n); err != nil {
-			t.Fatal(err)
-		}
-		names = append(names, n)
-	}
 	if diff := cmp.Diff([]string{name}, names); diff != "" {
 		t.Errorf("tables (-want +got):\n%s", diff)
 	}

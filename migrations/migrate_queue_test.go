@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"log/slog"
 	"maps"
 	"slices"
 	"sync"
@@ -33,7 +32,7 @@ func TestMigratedTableWorksWithQueue(t *testing.T) {
 		if err := Migrate(ctx, db, testPolicy, table); err != nil {
 			t.Fatal(err)
 		}
-		q, err := queue.New(db, queue.WithTable(table), queue.WithLogger(slog.New(slog.DiscardHandler)))
+		q, err := queue.New(db, queue.WithTable(table), queue.WithLogger(testdb.QuietLogger()))
 		if err != nil {
 			t.Fatalf("queue.New on the migrated table: %v", err)
 		}

@@ -6,7 +6,6 @@ import (
 	"database/sql/driver"
 	"encoding/json"
 	"errors"
-	"log/slog"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -82,7 +81,7 @@ func TestWrappedDriver(t *testing.T) {
 				db := openWrapped(t, e.URL, c.explicit, sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec)))
 				table, v1 := e.Table(t), e.Table(t)
 				var opts []Option
-				qopts := []queue.Option{queue.WithTable(table), queue.WithLogger(slog.New(slog.DiscardHandler))}
+				qopts := []queue.Option{queue.WithTable(table), queue.WithLogger(testdb.QuietLogger())}
 				if c.explicit {
 					err := Install(ctx, db, table)
 					if !errors.Is(err, ErrUnsupportedDatabase) || !strings.Contains(err.Error(), "migrations.WithEngine") {

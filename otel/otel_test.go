@@ -8,7 +8,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"slices"
 	"sort"
 	"strings"
@@ -149,7 +148,7 @@ func openQueue(t testing.TB, e *testdb.Env, opts ...queue.Option) (*queue.Queue,
 	if err != nil {
 		t.Fatal(err)
 	}
-	q, err := queue.New(e.DB, append([]queue.Option{queue.WithTable(name), queue.WithLogger(slog.New(slog.DiscardHandler))}, opts...)...)
+	q, err := queue.New(e.DB, append([]queue.Option{queue.WithTable(name), queue.WithLogger(testdb.QuietLogger())}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}

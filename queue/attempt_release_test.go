@@ -151,7 +151,7 @@ func BenchmarkClaimBatch(b *testing.B) {
 				if err := migrationsInstall(ctx, db, table); err != nil {
 					b.Fatal(err)
 				}
-				q, err := New(db, WithTable(table), WithLogger(quietTestLogger()))
+				q, err := New(db, WithTable(table), WithLogger(testdb.QuietLogger()))
 				if err != nil {
 					b.Fatal(err)
 				}

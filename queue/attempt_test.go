@@ -13,6 +13,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/jobqueue/jobqueue/internal/engine"
+	"github.com/jobqueue/jobqueue/internal/testdb"
 )
 
 // ids lists the ids of jobs.
@@ -361,7 +362,7 @@ func TestSQLiteBusyIsRetriedThenReturned(t *testing.T) {
 			(*f)()
 		}
 	}
-	q := env.queue(t, db, WithLogger(quietTestLogger()), withStatementHook(hook))
+	q := env.queue(t, db, WithLogger(testdb.QuietLogger()), withStatementHook(hook))
 	mustEnqueue(t, q, testArgs{N: 1})
 	lock := func() *sql.Conn {
 		c, err := env.db.Conn(ctx)

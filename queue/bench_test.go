@@ -36,7 +36,6 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
-	"log/slog"
 	"os"
 	"runtime"
 	"strconv"
@@ -62,8 +61,6 @@ func benchJobs(b *testing.B) int {
 	return 20000
 }
 
-func quietLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }
-
 // emptyTable deletes every row of the env's table.
 func (e *testEnv) emptyTable(b testing.TB) {
 	b.Helper()
@@ -74,7 +71,7 @@ func BenchmarkEnqueueMany(b *testing.B) {
 	for _, kind := range testdb.Kinds() {
 		b.Run(string(kind), func(b *testing.B) {
 			env := newTestEnv(b, kind)
-			q := env.queue(b, nil, WithLogger(quietLogger()))
+			q := env.queue(b, nil, WithLogger(testdb.QuietLogger()))
 			ctx := context.Background()
 			batch := make([]JobArgs, 1000)
 			for i := range batch {
@@ -103,7 +100,7 @@ func BenchmarkEnqueueConcurrent(b *testing.B) {
 	for _, kind := range testdb.Kinds() {
 		b.Run(string(kind), func(b *testing.B) {
 			env := newTestEnv(b, kind)
-			q := env.queue(b, nil, WithLogger(quietLogger()))
+			q := env.queue(b, nil, WithLogger(testdb.QuietLogger()))
 			ctx := context.Background()
 			jobs := 0
 			for b.Loop() {
@@ -137,7 +134,7 @@ func BenchmarkClaimComplete(b *testing.B) {
 	for _, kind := range testdb.Kinds() {
 		b.Run(string(kind), func(b *testing.B) {
 			env := newTestEnv(b, kind)
-			q := env.queue(b, nil, WithLogger(quietLogger()))
+			q := env.queue(b, nil, WithLogger(testdb.QuietLogger()))
 			ctx := context.Background()
 			jobs := 0
 			b.ResetTimer()
@@ -175,7 +172,7 @@ func BenchmarkDrain(b *testing.B) {
 				for range b.N {
 					b.StopTimer()
 					env.emptyTable(b)
-					enqueueSeq(b, env.queue(b, nil, WithLogger(quietLogger())), n)
+					enqueueSeq(b, env.queue(b, nil, WithLogger(testdb.QuietLogger())), n)
 					d, s := drainWorkersStats(b, env, 1, conc, n)
 					elapsed += d
 					st.add(s)
@@ -220,7 +217,7 @@ func BenchmarkDrainClaimers(b *testing.B) {
 				b.StopTimer()
 				for _, workers := range []int{1, 4} {
 					env := newTestEnv(b, kind)
-					enqueueSeq(b, env.queue(b, nil, WithLogger(quietLogger())), n)
+					enqueueSeq(b, env.queue(b, nil, WithLogger(testdb.QuietLogger())), n)
 					if workers == 1 {
 						one += drainWorkers(b, env, 1, 64, n)
 					} else {
@@ -251,7 +248,7 @@ func BenchmarkDrainVacuumBlocked(b *testing.B) {
 		b.StopTimer()
 		for _, hold := range []bool{false, true} {
 			env := newTestEnv(b, engine.Postgres)
-			enqueueSeq(b, env.queue(b, nil, WithLogger(quietLogger())), n)
+			enqueueSeq(b, env.queue(b, nil, WithLogger(testdb.QuietLogger())), n)
 			if !hold {
 				free += drainOnce(b, env, conc, n)
 				continue
@@ -344,7 +341,7 @@ func drainWorkersStats(b *testing.B, env *testEnv, workers, conc, n int) (time.D
 		if workers > 1 {
 			db = env.newPool(b)
 		}
-		q := env.queue(b, db, WithLogger(quietLogger()), count, statements, withCompleterFullHook(func() { fullWaits.Add(1) }))
+		q := env.queue(b, db, WithLogger(testdb.QuietLogger()), count, statements, withCompleterFullHook(func() { fullWaits.Add(1) }))
 		ws[i] = q.NewWorker(WorkerConfig{Concurrency: conc, MaintenanceInterval: -1})
 		Handle(ws[i], func(ctx context.Context, job *Job[seqArgs]) error { return nil })
 	}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/jobqueue/jobqueue/internal/engine"
+	"github.com/jobqueue/jobqueue/internal/testdb"
 )
 
 // hiddenConn hides every method of the connection but driver.Conn's.
@@ -57,7 +58,7 @@ func TestClaimPgxRows(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			env.exec(t, "DELETE FROM {t}")
-			q := env.queue(t, c.db, WithEngine("postgres"), WithLogger(quietTestLogger()))
+			q := env.queue(t, c.db, WithEngine("postgres"), WithLogger(testdb.QuietLogger()))
 			ctx := context.Background()
 			at := time.Now().UTC().Add(-time.Minute).Truncate(time.Microsecond)
 			for i, opts := range [][]EnqueueOption{

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/jobqueue/jobqueue/internal/engine"
+	"github.com/jobqueue/jobqueue/internal/testdb"
 )
 
 // TestClaimAheadSize: the buffer beyond Concurrency holds about what the
@@ -72,7 +73,7 @@ func TestExecutorSkipsAttemptCancelledBeforeStart(t *testing.T) {
 			ran := false
 			ex := &executors{
 				q:        &Queue{}, // no listener: nothing to tell of the lost attempt
-				log:      quietTestLogger(),
+				log:      testdb.QuietLogger(),
 				handlers: map[string]handlerFunc{"seq": func(context.Context, *JobRow) error { ran = true; return nil }},
 				attempts: newInflightSet(),
 				released: &releaseList{},
@@ -111,7 +112,7 @@ func TestWorkerClaimsAheadWithinBound(t *testing.T) {
 		env := newTestEnv(t, kind)
 		const jobs, conc = 1500, 2
 		var claimed, returned, most atomic.Int64
-		q := env.queue(t, nil, WithLogger(quietTestLogger()), WithListener(func(ev Event) {
+		q := env.queue(t, nil, WithLogger(testdb.QuietLogger()), WithListener(func(ev Event) {
 			if ev.Kind != EventClaimed {
 				return
 			}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/jobqueue/jobqueue/internal/engine"
+	"github.com/jobqueue/jobqueue/internal/testdb"
 )
 
 // refusal makes the env's table refuse, by a trigger, every update that
@@ -143,7 +144,7 @@ func TestCompleterTakesResultsWhileItsWriteIsRetried(t *testing.T) {
 	forEachEngine(t, func(t *testing.T, kind engine.Kind) {
 		env := newTestEnv(t, kind)
 		refuse := refuseCompletions(t, env)
-		logs := &logRecorder{}
+		logs := &testdb.LogRecorder{}
 		events := newEventLog()
 		q := env.queue(t, nil, WithLogger(slog.New(logs)), WithListener(events.listen))
 		const n = 2*completeBatch + 2
@@ -162,7 +163,7 @@ func TestCompleterTakesResultsWhileItsWriteIsRetried(t *testing.T) {
 			waitFor(t, done, 30*time.Second, "the completer to return")
 		}()
 		c.add(completion{a: &attempt{row: rows[0], ref: rows[0].ref()}})
-		waitUntil(t, 10*time.Second, "the first write to fail and be retried", func() bool { return logs.count(slog.LevelDebug, logCompleteRetry) > 0 })
+		waitUntil(t, 10*time.Second, "the first write to fail and be retried", func() bool { return logs.Count(slog.LevelDebug, logCompleteRetry) > 0 })
 		hold := holdJob(t, env, rows[0].ID)
 
 		added := make(chan struct{})
@@ -173,7 +174,7 @@ func TestCompleterTakesResultsWhileItsWriteIsRetried(t *testing.T) {
 			}
 		}()
 		waitFor(t, added, 10*time.Second, "the completer to take every result while its write is retried")
-		if given := logs.count(slog.LevelDebug, logCompleteGiveUp); given != 0 {
+		if given := logs.Count(slog.LevelDebug, logCompleteGiveUp); given != 0 {
 			t.Fatalf("the completer gave up on a write before the results were handed over (%d times): the test did not hold its retry", given)
 		}
 		if got := c.unwritten.Load(); got != n {
@@ -210,7 +211,7 @@ func TestWorkerCompletesAfterRefusedWrites(t *testing.T) {
 		env := newTestEnv(t, kind)
 		refuse := refuseCompletions(t, env)
 		refuse.set(t, nil, true)
-		logs := &logRecorder{}
+		logs := &testdb.LogRecorder{}
 		events := newEventLog()
 		q := env.queue(t, nil, WithLogger(slog.New(logs)), WithListener(events.listen))
 		const n = 20
@@ -227,13 +228,13 @@ func TestWorkerCompletesAfterRefusedWrites(t *testing.T) {
 			return nil
 		})
 		stop, _ := startWorker(t, w)
-		waitUntil(t, 10*time.Second, "a completion to be refused and retried", func() bool { return logs.count(slog.LevelDebug, logCompleteRetry) > 0 })
+		waitUntil(t, 10*time.Second, "a completion to be refused and retried", func() bool { return logs.Count(slog.LevelDebug, logCompleteRetry) > 0 })
 		refuse.set(t, nil, false)
 		waitUntil(t, 30*time.Second, "every job to be completed", func() bool { return env.countWhere(t, "status = 'completed'") == n })
 		if err := stop(10 * time.Second); err != nil {
 			t.Fatalf("Run: %v", err)
 		}
-		if given := logs.count(slog.LevelDebug, logCompleteGiveUp); given != 0 {
+		if given := logs.Count(slog.LevelDebug, logCompleteGiveUp); given != 0 {
 			t.Errorf("the worker gave up on %d completion writes", given)
 		}
 		if got := events.count(EventCompleted); got != n {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/jobqueue/jobqueue/internal/engine"
+	"github.com/jobqueue/jobqueue/internal/testdb"
 )
 
 // controlFixture enqueues one job in each state on a fresh table: pending,
@@ -277,7 +278,7 @@ func TestCancelRunningHandler(t *testing.T) {
 		ctx := context.Background()
 		env := newTestEnv(t, kind)
 		var sc stmtCounter
-		q := env.queue(t, nil, WithLogger(quietTestLogger()), withStatementHook(sc.observe))
+		q := env.queue(t, nil, WithLogger(testdb.QuietLogger()), withStatementHook(sc.observe))
 		cfg := fastConfig()
 		cfg.Lease, cfg.HeartbeatInterval = 3*time.Second, time.Second
 		if kind == engine.Postgres {

@@ -26,7 +26,7 @@ func TestTwoTablesInOneDatabase(t *testing.T) {
 			t.Fatal(err)
 		}
 		qa, clock := coreQueue(t, env)
-		qb, err := New(env.db, WithTable(other), withClock(clock.now), WithLogger(quietTestLogger()))
+		qb, err := New(env.db, WithTable(other), withClock(clock.now), WithLogger(testdb.QuietLogger()))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -193,7 +193,7 @@ func TestTimesUTCChild(t *testing.T) {
 			}
 		}
 		// The real clock: the queue's default, time.Now().UTC().
-		q, err := New(db, WithTable(env.table), WithLogger(quietTestLogger()))
+		q, err := New(db, WithTable(env.table), WithLogger(testdb.QuietLogger()))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/jobqueue/jobqueue/internal/ddl"
 	"github.com/jobqueue/jobqueue/internal/engine"
+	"github.com/jobqueue/jobqueue/internal/testdb"
 	"github.com/jobqueue/jobqueue/queue/cron"
 )
 
@@ -89,7 +90,7 @@ func TestStaleTermChangesNothing(t *testing.T) {
 		ctx := context.Background()
 		env := newTestEnv(t, kind)
 		q, clock := coreQueue(t, env)
-		other := env.queue(t, env.newPool(t), WithLogger(quietTestLogger())) // another process
+		other := env.queue(t, env.newPool(t), WithLogger(testdb.QuietLogger())) // another process
 
 		// 3 overdue pending jobs, 2 abandoned attempts, 4 old finished jobs.
 		for range 3 {
@@ -176,7 +177,7 @@ func TestTakeoverWaitsForAct(t *testing.T) {
 		ctx := context.Background()
 		env := newTestEnv(t, kind)
 		q, _ := coreQueue(t, env)
-		other := env.queue(t, env.newPool(t), WithLogger(quietTestLogger()))
+		other := env.queue(t, env.newPool(t), WithLogger(testdb.QuietLogger()))
 		mustEnqueue(t, q, testArgs{}, ExpiresIn(time.Millisecond))
 
 		f := takeLease(t, q, "first", 2*time.Second)
@@ -236,7 +237,7 @@ func TestPausedActLosesItsSession(t *testing.T) {
 		ctx := context.Background()
 		env := newTestEnv(t, kind)
 		q, _ := coreQueue(t, env)
-		other := env.queue(t, env.newPool(t), WithLogger(quietTestLogger()))
+		other := env.queue(t, env.newPool(t), WithLogger(testdb.QuietLogger()))
 		mustEnqueue(t, q, testArgs{}, ExpiresIn(time.Millisecond))
 
 		f := takeLease(t, q, "first", 2*time.Second)

@@ -12,6 +12,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/jobqueue/jobqueue/internal/engine"
+	"github.com/jobqueue/jobqueue/internal/testdb"
 )
 
 // FuzzRewriteTable: whatever the text, rewriteTable refuses it with
@@ -100,7 +101,7 @@ func fuzzEnqueuePayload(f *testing.F, kind engine.Kind) {
 		f.Add([]byte(s))
 	}
 	env := newTestEnv(f, kind)
-	q := env.queue(f, nil, WithLogger(quietTestLogger()))
+	q := env.queue(f, nil, WithLogger(testdb.QuietLogger()))
 	ctx := context.Background()
 	var written int64
 	f.Fuzz(func(t *testing.T, payload []byte) {
@@ -190,7 +191,7 @@ func short(b []byte) []byte {
 func TestEnqueueHardPayloads(t *testing.T) {
 	forEachEngine(t, func(t *testing.T, kind engine.Kind) {
 		env := newTestEnv(t, kind)
-		q := env.queue(t, nil, WithLogger(quietTestLogger()))
+		q := env.queue(t, nil, WithLogger(testdb.QuietLogger()))
 		ctx := context.Background()
 		for _, c := range []struct {
 			name    string

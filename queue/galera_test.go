@@ -81,7 +81,7 @@ func drainAcross(t *testing.T, name string, urls []string, jobs int) float64 {
 			dbs[i] = testdb.OpenURL(t, u)
 		}
 		var failed atomic.Int64
-		logs := &logRecorder{}
+		logs := &testdb.LogRecorder{}
 		q, err := New(dbs[i], WithTable(table), WithLogger(slog.New(logs)), WithListener(func(ev Event) {
 			if ev.Kind == EventFailed {
 				failed.Add(1)
@@ -99,7 +99,7 @@ func drainAcross(t *testing.T, name string, urls []string, jobs int) float64 {
 			}
 			// A claim or a completion that loses a conflict is run again
 			// (logged at debug level); any warning or error is a failure.
-			if l := logs.lines(slog.LevelWarn); len(l) != 0 {
+			if l := logs.Lines(slog.LevelWarn); len(l) != 0 {
 				t.Errorf("%s node %d: the queue logged %d warnings or errors, want none (a conflict is run again without one): %q", name, i+1, len(l), l)
 			}
 		})

@@ -73,7 +73,7 @@ func enqueueToStartOnce(b *testing.B, env *testEnv, n int) []time.Duration {
 		drained atomic.Int64
 	)
 	allDrained, allStarted := make(chan struct{}), make(chan struct{})
-	q := env.queue(b, nil, WithLogger(quietLogger()))
+	q := env.queue(b, nil, WithLogger(testdb.QuietLogger()))
 	enqueueSeq(b, q, n)
 	w := q.NewWorker(WorkerConfig{Concurrency: 8, Lease: time.Minute, MaintenanceInterval: -1})
 	Handle(w, func(ctx context.Context, job *Job[seqArgs]) error {

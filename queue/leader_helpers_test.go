@@ -10,6 +10,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/jobqueue/jobqueue/internal/testdb"
 )
 
 // leaderProc is one worker of a leadership test, on its own pool as if in
@@ -60,7 +62,7 @@ func startLeaderProcs(t *testing.T, env *testEnv, n int, cfg WorkerConfig) []*le
 	procs := make([]*leaderProc, n)
 	for i := range procs {
 		p := &leaderProc{events: newEventLog()}
-		p.q = env.queue(t, env.newPool(t), WithLogger(quietTestLogger()), WithListener(p.events.listen), withStatementHook(p.observe))
+		p.q = env.queue(t, env.newPool(t), WithLogger(testdb.QuietLogger()), WithListener(p.events.listen), withStatementHook(p.observe))
 		c := cfg
 		c.Types = []string{"none"}
 		p.w = p.q.NewWorker(c)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/jobqueue/jobqueue/internal/ddl"
 	"github.com/jobqueue/jobqueue/internal/engine"
+	"github.com/jobqueue/jobqueue/internal/testdb"
 	"github.com/jobqueue/jobqueue/queue/cron"
 )
 
@@ -21,7 +22,7 @@ func TestLeadership(t *testing.T) {
 	forEachEngine(t, func(t *testing.T, kind engine.Kind) {
 		ctx := context.Background()
 		env := newTestEnv(t, kind)
-		if ld, err := env.queue(t, nil, WithLogger(quietTestLogger())).Leader(ctx); err != nil || ld != nil {
+		if ld, err := env.queue(t, nil, WithLogger(testdb.QuietLogger())).Leader(ctx); err != nil || ld != nil {
 			t.Fatalf("Leader before any worker ran = %+v, %v; want nil, nil", ld, err)
 		}
 		procs := startLeaderProcs(t, env, 3, WorkerConfig{MaintenanceInterval: 200 * time.Millisecond})
@@ -82,7 +83,7 @@ func TestLeaderTableMissing(t *testing.T) {
 		ctx := context.Background()
 		env := newTestEnv(t, kind)
 		env.exec(t, ddl.DropTable(ddl.Side(env.tbl, "leader")))
-		q := env.queue(t, nil, WithLogger(quietTestLogger()))
+		q := env.queue(t, nil, WithLogger(testdb.QuietLogger()))
 		id := mustEnqueue(t, q, testArgs{})
 		if got := mustClaim(t, q, nil, 1, time.Minute); len(got) != 1 || got[0].ID != id {
 			t.Fatalf("claim on a table without the leader table: %v", got)
@@ -123,7 +124,7 @@ func TestPeriodicOncePerTick(t *testing.T) {
 		}
 		startLeaderProcs(t, env, 2, cfg)
 		waitUntil(t, 30*time.Second, "five ticks", func() bool { return env.countWhere(t, "name = 'tick'") >= 5 })
-		q := env.queue(t, nil, WithLogger(quietTestLogger()))
+		q := env.queue(t, nil, WithLogger(testdb.QuietLogger()))
 		rows, err := q.List(context.Background(), ListFilter{Type: "periodic", Limit: 1000})
 		if err != nil {
 			t.Fatal(err)
@@ -170,7 +171,7 @@ func TestRunMissed(t *testing.T) {
 		procs := startLeaderProcs(t, env, 2, cfg)
 		theLeader(t, procs, 20*time.Second)
 		waitUntil(t, 10*time.Second, "the missed hourly tick", func() bool { return env.countWhere(t, "name = 'hourly'") == 1 })
-		q := env.queue(t, nil, WithLogger(quietTestLogger()))
+		q := env.queue(t, nil, WithLogger(testdb.QuietLogger()))
 		rows, err := q.List(context.Background(), ListFilter{Type: "periodic"})
 		if err != nil || len(rows) != 1 {
 			t.Fatalf("List = %v, %v", rows, err)
@@ -185,7 +186,7 @@ func TestRunMissed(t *testing.T) {
 // refused when registered, adding nothing, and by Run.
 func TestPeriodicBadInput(t *testing.T) {
 	env := newTestEnv(t, engine.SQLite)
-	q := env.queue(t, nil, WithLogger(quietTestLogger()))
+	q := env.queue(t, nil, WithLogger(testdb.QuietLogger()))
 	every := cron.MustParse("@every 1s")
 	cases := []struct {
 		name string
@@ -264,7 +265,7 @@ func TestTickEnqueuedOnce(t *testing.T) {
 	forEachEngine(t, func(t *testing.T, kind engine.Kind) {
 		ctx := context.Background()
 		env := newTestEnv(t, kind)
-		q := env.queue(t, nil, WithLogger(quietTestLogger()))
+		q := env.queue(t, nil, WithLogger(testdb.QuietLogger()))
 		p := Periodic("report", cron.MustParse("@every 1m"), kindArgs{K: "report"}, Type("periodic"))
 		tick := time.Now().UTC().Truncate(time.Minute)
 		id, dup, err := q.enqueueTick(ctx, nil, p, tick)
@@ -304,7 +305,7 @@ func TestFence(t *testing.T) {
 		env := newTestEnv(t, kind)
 		var mu sync.Mutex
 		sent := 0
-		q := env.queue(t, nil, WithLogger(quietTestLogger()), withStatementHook(func(string, *sql.Tx) {
+		q := env.queue(t, nil, WithLogger(testdb.QuietLogger()), withStatementHook(func(string, *sql.Tx) {
 			mu.Lock()
 			sent++
 			mu.Unlock()

@@ -37,7 +37,7 @@ func TestWorkerLeavesNoGoroutines(t *testing.T) {
 	for _, kind := range testdb.Kinds() {
 		t.Run(string(kind), func(t *testing.T) {
 			env := newTestEnv(t, kind)
-			q := env.queue(t, nil, WithLogger(quietTestLogger()))
+			q := env.queue(t, nil, WithLogger(testdb.QuietLogger()))
 			w := q.NewWorker(fastConfig())
 			Handle(w, func(ctx context.Context, job *Job[emailArgs]) error {
 				if job.Args.Retries%2 == 1 {

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/jobqueue/jobqueue/internal/engine"
+	"github.com/jobqueue/jobqueue/internal/testdb"
 )
 
 // mwJob is the job of the middleware tests; What says what its handler does.
@@ -65,7 +66,7 @@ func TestWorkMiddleware(t *testing.T) {
 			}
 		}
 		events := newEventLog()
-		q := env.queue(t, nil, WithLogger(quietTestLogger()), WithListener(events.listen),
+		q := env.queue(t, nil, WithLogger(testdb.QuietLogger()), WithListener(events.listen),
 			WithWorkMiddleware(named("A")), WithWorkMiddleware(named("B")))
 		ids := map[string]int64{}
 		for _, what := range []string{"ok", "refuse", "panic", "panic-in-mw"} {
@@ -128,7 +129,7 @@ func TestWorkChainAllocs(t *testing.T) {
 		mw   []WorkMiddleware
 	}{{"none", nil}, {"two", []WorkMiddleware{pass, pass}}} {
 		t.Run(tc.name, func(t *testing.T) {
-			chain := workChain(quietTestLogger(), tc.mw, handler)
+			chain := workChain(testdb.QuietLogger(), tc.mw, handler)
 			ctx, row := context.Background(), &JobRow{ID: 1}
 			if n := testing.AllocsPerRun(100, func() {
 				if err := chain(ctx, row); err != nil {
@@ -255,7 +256,7 @@ func TestEventOutcomes(t *testing.T) {
 		var mu sync.Mutex
 		outcomes := map[int64][]Outcome{}
 		heard := 0
-		q := env.queue(t, nil, WithLogger(quietTestLogger()), withClock(clock.now),
+		q := env.queue(t, nil, WithLogger(testdb.QuietLogger()), withClock(clock.now),
 			WithListener(func(ev Event) {
 				switch ev.Kind {
 				case EventCompleted, EventFailed, EventLost:
@@ -357,7 +358,7 @@ func TestReleasedAttemptOutcome(t *testing.T) {
 		ctx := context.Background()
 		env := coreEnv(t, kind)
 		events := newEventLog()
-		q := env.queue(t, nil, WithLogger(quietTestLogger()), WithListener(events.listen))
+		q := env.queue(t, nil, WithLogger(testdb.QuietLogger()), WithListener(events.listen))
 		again, err := q.Enqueue(ctx, mwJob{What: "again"})
 		if err != nil {
 			t.Fatal(err)

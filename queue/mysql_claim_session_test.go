@@ -72,7 +72,7 @@ func TestMySQLClaimSession(t *testing.T) {
 				}
 				seen = append(seen, fmt.Sprintf("%s %d %d", level, sets, after-before))
 			}
-			q := env.queue(t, db, WithLogger(quietTestLogger()), withStatementHook(hook))
+			q := env.queue(t, db, WithLogger(testdb.QuietLogger()), withStatementHook(hook))
 			if _, err := env.db.ExecContext(ctx, "DELETE FROM "+probe); err != nil {
 				t.Fatal(err)
 			}

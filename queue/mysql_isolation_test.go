@@ -12,6 +12,7 @@ import (
 	"github.com/go-sql-driver/mysql"
 
 	"github.com/jobqueue/jobqueue/internal/engine"
+	"github.com/jobqueue/jobqueue/internal/testdb"
 )
 
 // The MySQL tests of the queue's transaction isolation: claims and the
@@ -102,7 +103,7 @@ func TestMySQLClaimsReadCommitted(t *testing.T) {
 		}
 		seen = append(seen, fmt.Sprintf("%d->%d", before, after))
 	}
-	q := env.queue(t, db, WithLogger(quietTestLogger()), withStatementHook(hook))
+	q := env.queue(t, db, WithLogger(testdb.QuietLogger()), withStatementHook(hook))
 	mustEnqueue(t, q, testArgs{N: 1})
 	mustEnqueue(t, q, testArgs{N: 2})
 	for i := 0; i < 2; i++ {
@@ -142,7 +143,7 @@ func TestMySQLBinlogStatementIsExplained(t *testing.T) {
 	if err := db.QueryRowContext(ctx, "SELECT @@log_bin").Scan(&logBin); err != nil {
 		t.Fatal(err)
 	}
-	q := env.queue(t, db, WithLogger(quietTestLogger()))
+	q := env.queue(t, db, WithLogger(testdb.QuietLogger()))
 	mustEnqueue(t, q, testArgs{N: 1})
 	jobs, err := q.claim(ctx, nil, 1, time.Minute)
 	if logBin == 1 {
@@ -185,7 +186,7 @@ func TestMySQLMaintenanceDoesNotBlockEnqueues(t *testing.T) {
 	mustEnqueue(t, q, testArgs{N: 1}, ExpiresIn(time.Minute))
 	last := mustEnqueue(t, q, testArgs{N: 2}, ExpiresIn(2*time.Minute))
 	clock.add(3 * time.Minute)
-	maint := env.queue(t, rr, withClock(clock.now), WithLogger(quietTestLogger()))
+	maint := env.queue(t, rr, withClock(clock.now), WithLogger(testdb.QuietLogger()))
 
 	// Another transaction holds the overdue job with the latest deadline,
 	// so that ExpireOverdue waits on it with its range scan half done.
@@ -224,7 +225,7 @@ func TestMySQLMaintenanceDoesNotBlockEnqueues(t *testing.T) {
 	if _, err := prod.ExecContext(ctx, "SET SESSION innodb_lock_wait_timeout = 1"); err != nil {
 		t.Fatal(err)
 	}
-	pq := env.queue(t, prod, WithLogger(quietTestLogger()))
+	pq := env.queue(t, prod, WithLogger(testdb.QuietLogger()))
 	start := time.Now()
 	if _, err := pq.Enqueue(ctx, testArgs{N: 3}); err != nil {
 		t.Errorf("an enqueue during ExpireOverdue failed after %v: %v", time.Since(start), err)

@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/stdlib"
 
 	"github.com/jobqueue/jobqueue/internal/engine"
+	"github.com/jobqueue/jobqueue/internal/testdb"
 )
 
 // TestEnqueueNotifications reads the notifications themselves on a session
@@ -24,9 +25,9 @@ import (
 func TestEnqueueNotifications(t *testing.T) {
 	t.Parallel()
 	env := newTestEnv(t, engine.Postgres)
-	q := env.queue(t, nil, WithLogger(quietTestLogger()))
+	q := env.queue(t, nil, WithLogger(testdb.QuietLogger()))
 	other := newTestEnv(t, engine.Postgres)
-	oq := other.queue(t, other.db, WithLogger(quietTestLogger()))
+	oq := other.queue(t, other.db, WithLogger(testdb.QuietLogger()))
 	ctx := context.Background()
 
 	conn, err := env.newPool(t).Conn(ctx)
@@ -188,7 +189,7 @@ func TestEnqueueNotifiesInInsert(t *testing.T) {
 	env := newTestEnv(t, engine.Postgres)
 	var mu sync.Mutex
 	var inserts []string
-	q := env.queue(t, nil, WithLogger(quietTestLogger()), withStatementHook(func(query string, _ *sql.Tx) {
+	q := env.queue(t, nil, WithLogger(testdb.QuietLogger()), withStatementHook(func(query string, _ *sql.Tx) {
 		for _, name := range []string{"InsertJobNotify", "InsertJob"} {
 			if strings.Contains(query, "-- name: "+name+" ") {
 				mu.Lock()

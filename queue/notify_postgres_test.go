@@ -7,12 +7,12 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/jobqueue/jobqueue/internal/engine"
+	"github.com/jobqueue/jobqueue/internal/testdb"
 )
 
 // Tests of LISTEN/NOTIFY on PostgreSQL (notify_postgres.go). Every worker
@@ -38,33 +38,6 @@ func (c *claimCounter) observe(query string, _ *sql.Tx) {
 	}
 }
 
-// warnRecorder is a slog handler that keeps the messages of warnings.
-type warnRecorder struct {
-	mu   sync.Mutex
-	msgs []string
-}
-
-func (h *warnRecorder) Enabled(_ context.Context, l slog.Level) bool { return l >= slog.LevelWarn }
-func (h *warnRecorder) Handle(_ context.Context, r slog.Record) error {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.msgs = append(h.msgs, r.Message)
-	return nil
-}
-func (h *warnRecorder) WithAttrs([]slog.Attr) slog.Handler { return h }
-func (h *warnRecorder) WithGroup(string) slog.Handler      { return h }
-
-func (h *warnRecorder) has(part string) bool {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	for _, m := range h.msgs {
-		if strings.Contains(m, part) {
-			return true
-		}
-	}
-	return false
-}
-
 // notifySetup is a PostgreSQL table with a producer queue on one pool and
 // a worker (of type "email", polling once a minute) on another.
 type notifySetup struct {
@@ -72,15 +45,15 @@ type notifySetup struct {
 	producer *Queue
 	claims   *claimCounter
 	ran      chan int64
-	warns    *warnRecorder
+	warns    *testdb.LogRecorder
 	stop     func(time.Duration) error
 }
 
 func newNotifySetup(t *testing.T, edit func(*testEnv, *WorkerConfig)) *notifySetup {
 	t.Helper()
 	env := newTestEnv(t, engine.Postgres)
-	s := &notifySetup{env: env, claims: &claimCounter{}, ran: make(chan int64, 10000), warns: &warnRecorder{}}
-	s.producer = env.queue(t, nil, WithLogger(quietTestLogger()))
+	s := &notifySetup{env: env, claims: &claimCounter{}, ran: make(chan int64, 10000), warns: &testdb.LogRecorder{}}
+	s.producer = env.queue(t, nil, WithLogger(testdb.QuietLogger()))
 	wq := env.queue(t, env.newPool(t), WithLogger(slog.New(s.warns)), withStatementHook(s.claims.observe))
 	cfg := fastConfig()
 	cfg.Types = []string{"email"}
@@ -294,8 +267,8 @@ func TestListenerReconnects(t *testing.T) {
 	}
 	waitRan(t, s.ran, 1, "the job enqueued as the session died")
 	again := listenerPID(t, s.env, pid)
-	if !s.warns.has("listening for enqueues failed") {
-		t.Errorf("no warning about the lost session; warnings: %q", s.warns.msgs)
+	if s.warns.Count(slog.LevelWarn, "listening for enqueues failed") == 0 {
+		t.Errorf("no warning about the lost session; warnings: %q", s.warns.Lines(slog.LevelWarn))
 	}
 	s.waitClaims(t, 3) // and the one after listening again
 	s.quiet(t, 300*time.Millisecond, "idle after reconnecting")
@@ -328,7 +301,7 @@ func TestPollOnly(t *testing.T) {
 			s := newNotifySetup(t, func(env *testEnv, cfg *WorkerConfig) {
 				cfg.PollOnly = true
 				cfg.PollInterval = c.poll
-				producer := env.queue(t, nil, WithLogger(quietTestLogger()))
+				producer := env.queue(t, nil, WithLogger(testdb.QuietLogger()))
 				seed = enqueue(t, producer, emailArgs{}, Type("email"))
 			})
 			if got := waitFor(t, s.ran, wakeTimeout, "the job of the first claim"); got != seed {
@@ -393,7 +366,7 @@ func TestListenerEndsWithRun(t *testing.T) {
 		env := newTestEnv(t, engine.Postgres)
 		db := env.newPool(t)
 		db.SetMaxOpenConns(1)
-		q := env.queue(t, db, WithLogger(quietTestLogger()))
+		q := env.queue(t, db, WithLogger(testdb.QuietLogger()))
 		cfg := fastConfig()
 		cfg.MaintenanceInterval = -1
 		w := q.NewWorker(cfg)

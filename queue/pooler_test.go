@@ -1,35 +1,14 @@
 package queue
 
 import (
-	"bytes"
 	"context"
 	"log/slog"
-	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/jobqueue/jobqueue/internal/engine"
 	"github.com/jobqueue/jobqueue/internal/testdb"
 )
-
-// lockedLog is a text log that tests read while the queue writes it.
-type lockedLog struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedLog) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedLog) has(part string) bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return strings.Contains(l.b.String(), part)
-}
 
 // TestTransactionPooling: a PostgreSQL pool whose pgx exec mode keeps no
 // statements in the session (default_query_exec_mode=exec, what pgx needs
@@ -58,8 +37,8 @@ func TestTransactionPooling(t *testing.T) {
 			if c.exec {
 				url += "&default_query_exec_mode=exec"
 			}
-			log := &lockedLog{}
-			opts := []Option{WithLogger(slog.New(slog.NewTextHandler(log, nil)))}
+			log := &testdb.LogRecorder{}
+			opts := []Option{WithLogger(slog.New(log))}
 			if c.option != nil {
 				opts = append(opts, WithTransactionPooling(*c.option))
 			}
@@ -79,7 +58,7 @@ func TestTransactionPooling(t *testing.T) {
 				listenerPID(t, env, 0)
 				return
 			}
-			waitUntil(t, 5*time.Second, "the worker to say it polls only", func() bool { return log.has("transaction pooler") })
+			waitUntil(t, 5*time.Second, "the worker to say it polls only", func() bool { return log.Count(slog.LevelInfo, "transaction pooler") > 0 })
 			if pid := findListener(t, env, 0); pid != 0 {
 				t.Errorf("session %d LISTENs for a pooled queue's worker", pid)
 			}
@@ -96,7 +75,7 @@ func TestTransactionPoolingPreparesNothing(t *testing.T) {
 		t.Run(string(kind), func(t *testing.T) {
 			t.Parallel()
 			env := newTestEnv(t, kind)
-			q := env.queue(t, nil, WithTransactionPooling(true), WithLogger(quietTestLogger()))
+			q := env.queue(t, nil, WithTransactionPooling(true), WithLogger(testdb.QuietLogger()))
 			id := enqueue(t, q, testArgs{})
 			if got := getJob(t, q, id); got.Status != StatusPending {
 				t.Fatalf("job %d is %s, want pending", id, got.Status)

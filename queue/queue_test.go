@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"log/slog"
 	"math"
 	"strings"
 	"sync"
@@ -55,13 +54,11 @@ func (c *fixedClock) add(d time.Duration) {
 	c.t = c.t.Add(d)
 }
 
-func quietTestLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }
-
 // coreQueue opens a quiet queue on env's table with a fixed clock.
 func coreQueue(t *testing.T, env *testEnv, opts ...Option) (*Queue, *fixedClock) {
 	t.Helper()
 	clock := newFixedClock()
-	base := []Option{withClock(clock.now), WithLogger(quietTestLogger())}
+	base := []Option{withClock(clock.now), WithLogger(testdb.QuietLogger())}
 	return env.queue(t, nil, append(base, opts...)...), clock
 }
 

@@ -142,7 +142,7 @@ func (s *liteStmt) reprepared() int {
 func sqliteClaimText(tb testing.TB, env *testEnv) string {
 	tb.Helper()
 	var text string
-	q := env.queue(tb, nil, WithLogger(quietLogger()), withStatementHook(func(query string, _ *sql.Tx) {
+	q := env.queue(tb, nil, WithLogger(testdb.QuietLogger()), withStatementHook(func(query string, _ *sql.Tx) {
 		if strings.Contains(query, "name: ClaimJobs") {
 			text = query
 		}
@@ -169,7 +169,7 @@ func claimArgs(max int) []any {
 func TestSQLiteClaimNotReprepared(t *testing.T) {
 	env := newTestEnv(t, engine.SQLite)
 	text := sqliteClaimText(t, env)
-	enqueueSeq(t, env.queue(t, nil, WithLogger(quietLogger())), 200)
+	enqueueSeq(t, env.queue(t, nil, WithLogger(testdb.QuietLogger())), 200)
 	c := openLite(t, strings.TrimPrefix(env.url, "sqlite:"))
 	st := c.prepare(text)
 	claimed := 0
@@ -192,7 +192,7 @@ func TestSQLiteClaimNotReprepared(t *testing.T) {
 func BenchmarkSQLiteClaimStatement(b *testing.B) {
 	env := newTestEnv(b, engine.SQLite)
 	text := sqliteClaimText(b, env)
-	enqueueSeq(b, env.queue(b, nil, WithLogger(quietLogger())), 2000)
+	enqueueSeq(b, env.queue(b, nil, WithLogger(testdb.QuietLogger())), 2000)
 	c := openLite(b, strings.TrimPrefix(env.url, "sqlite:"))
 	st := c.prepare(text)
 	begin, rollback := c.prepare("BEGIN IMMEDIATE"), c.prepare("ROLLBACK")
@@ -229,7 +229,7 @@ func TestSQLiteClaimRow(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			env := newTestEnv(t, engine.SQLite)
-			q := env.queue(t, nil, WithLogger(quietLogger()))
+			q := env.queue(t, nil, WithLogger(testdb.QuietLogger()))
 			id, err := q.Enqueue(ctx, seqArgs{N: 1}, c.opts...)
 			if err != nil {
 				t.Fatal(err)

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/jobqueue/jobqueue/internal/engine"
+	"github.com/jobqueue/jobqueue/internal/testdb"
 )
 
 // TestPgClaimGenericPlan: a claimer's claim session on PostgreSQL plans
@@ -24,7 +25,7 @@ func TestPgClaimGenericPlan(t *testing.T) {
 	env := newTestEnv(t, engine.Postgres)
 	var mu sync.Mutex
 	var claimText string
-	q := env.queue(t, nil, WithLogger(quietTestLogger()), withStatementHook(func(query string, _ *sql.Tx) {
+	q := env.queue(t, nil, WithLogger(testdb.QuietLogger()), withStatementHook(func(query string, _ *sql.Tx) {
 		if strings.Contains(query, "-- name: ClaimJobs ") {
 			mu.Lock()
 			claimText = query
@@ -89,21 +90,7 @@ func TestPgClaimGenericPlan(t *testing.T) {
 		}
 	}
 	for _, args := range []string{"NULL, NULL", "'b', NULL", `NULL, '["b"]'`} {
-		rows, err := conn.QueryContext(ctx, "EXPLAIN EXECUTE claim_plan('tok', now(), "+args+", now(), '0001-01-01', 0, 8)")
-		if err != nil {
-			t.Fatal(err)
-		}
-		var plan []string
-		for rows.Next() {
-			var line string
-			if err := rows.Scan(&line); err != nil {
-				t.Fatal(err)
-			}
-			plan = append(plan, line)
-		}
-		if err := rows.Close(); err != nil {
-			t.Fatal(err)
-		}
+		plan := testdb.Strings(t, conn, "EXPLAIN EXECUTE claim_plan('tok', now(), "+args+", now(), '0001-01-01', 0, 8)")
 		all := strings.Join(plan, "\n")
 		if strings.Contains(all, "Seq Scan") || !strings.Contains(all, "Index Scan using "+env.tbl.Name+"_pkey") {
 			t.Errorf("generic plan of the claim (%s) scans the table or does not find the rows by primary key:\n%s", args, all)
@@ -124,10 +111,10 @@ func TestPgClaimGenericPlan(t *testing.T) {
 			}
 			defer c.Close()
 		}
-		pooled := env.queue(t, env.newPool(t), WithLogger(quietTestLogger()), WithTransactionPooling(true))
+		pooled := env.queue(t, env.newPool(t), WithLogger(testdb.QuietLogger()), WithTransactionPooling(true))
 		for name, st := range map[string]*Queue{
-			"small pool":   env.queue(t, small, WithLogger(quietTestLogger())),
-			"too few free": env.queue(t, held, WithLogger(quietTestLogger())),
+			"small pool":   env.queue(t, small, WithLogger(testdb.QuietLogger())),
+			"too few free": env.queue(t, held, WithLogger(testdb.QuietLogger())),
 			"pooled":       pooled,
 		} {
 			if cs, err := st.st.(claimSessions).claimSession(ctx); cs != nil || err != nil {

@@ -7,7 +7,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"log/slog"
 	"strings"
 	"sync"
 	"testing"
@@ -262,63 +261,4 @@ func getJob(t testing.TB, q *Queue, id int64) *JobRow {
 		t.Fatalf("Get(%d): %v", id, err)
 	}
 	return row
-}
-
-// logRecorder is a slog handler that keeps every record's level and
-// message, for tests that wait for, count or forbid what a queue logs.
-type logRecorder struct {
-	mu   sync.Mutex
-	recs []slog.Record
-}
-
-// Enabled is true at every level: the tests choose when they read.
-func (h *logRecorder) Enabled(context.Context, slog.Level) bool { return true }
-
-// Handle keeps r.
-func (h *logRecorder) Handle(_ context.Context, r slog.Record) error {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.recs = append(h.recs, r)
-	return nil
-}
-
-// WithAttrs returns h itself: the tests read messages, not attributes.
-func (h *logRecorder) WithAttrs([]slog.Attr) slog.Handler { return h }
-
-// WithGroup returns h itself.
-func (h *logRecorder) WithGroup(string) slog.Handler { return h }
-
-// count is how many records at level min or above have a message that
-// contains part, ignoring case.
-func (h *logRecorder) count(min slog.Level, part string) int {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	n := 0
-	for _, r := range h.recs {
-		if r.Level >= min && strings.Contains(strings.ToLower(r.Message), strings.ToLower(part)) {
-			n++
-		}
-	}
-	return n
-}
-
-// lines are the records at level min or above, in the order they were
-// logged, each as its message followed by its attributes (key=value).
-func (h *logRecorder) lines(min slog.Level) []string {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	var out []string
-	for _, r := range h.recs {
-		if r.Level < min {
-			continue
-		}
-		var b strings.Builder
-		b.WriteString(r.Message)
-		r.Attrs(func(a slog.Attr) bool {
-			fmt.Fprintf(&b, " %s=%v", a.Key, a.Value)
-			return true
-		})
-		out = append(out, b.String())
-	}
-	return out
 }

@@ -23,7 +23,7 @@ func BenchmarkEnqueueUnique(b *testing.B) {
 	for _, kind := range testdb.Kinds() {
 		b.Run(string(kind), func(b *testing.B) {
 			env := newTestEnv(b, kind)
-			q := env.queue(b, nil, WithLogger(quietLogger()))
+			q := env.queue(b, nil, WithLogger(testdb.QuietLogger()))
 			ctx := context.Background()
 			var plain, unique []time.Duration
 			i := 0

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/jobqueue/jobqueue/internal/engine"
+	"github.com/jobqueue/jobqueue/internal/testdb"
 )
 
 // TestKeyedEnqueueEndsItsTransaction: on SQLite a keyed enqueue runs in a
@@ -19,7 +20,7 @@ func TestKeyedEnqueueEndsItsTransaction(t *testing.T) {
 	env := newTestEnv(t, engine.SQLite)
 	pool := env.newPool(t)
 	pool.SetMaxOpenConns(1)
-	q := env.queue(t, pool, WithLogger(quietLogger()))
+	q := env.queue(t, pool, WithLogger(testdb.QuietLogger()))
 	ctx := context.Background()
 	steps := []struct {
 		name string

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/jobqueue/jobqueue/internal/engine"
+	"github.com/jobqueue/jobqueue/internal/testdb"
 )
 
 func TestWorkerLimits(t *testing.T) {
@@ -267,7 +268,7 @@ func TestWorkerTypesConcurrencyAndDeleteOnSuccess(t *testing.T) {
 func TestWorkerServesEveryTypeEnqueueAccepts(t *testing.T) {
 	forEachEngine(t, func(t *testing.T, kind engine.Kind) {
 		env := newTestEnv(t, kind)
-		q := env.queue(t, nil, WithLogger(quietTestLogger()))
+		q := env.queue(t, nil, WithLogger(testdb.QuietLogger()))
 		typ := strings.Repeat("é", maxTypeLen)
 		id := enqueue(t, q, emailArgs{To: "a"}, Type(typ))
 		cfg := fastConfig()
@@ -299,7 +300,7 @@ func TestWorkerServesEveryTypeEnqueueAccepts(t *testing.T) {
 func TestWorkerWithMoreSlotsThanOneClaimTakes(t *testing.T) {
 	forEachEngine(t, func(t *testing.T, kind engine.Kind) {
 		env := newTestEnv(t, kind)
-		q := env.queue(t, nil, WithLogger(quietTestLogger()))
+		q := env.queue(t, nil, WithLogger(testdb.QuietLogger()))
 		jobs := maxClaim + maxClaim/2
 		enqueueSeq(t, q, jobs)
 		cfg := fastConfig()

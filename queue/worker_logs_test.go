@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/jobqueue/jobqueue/internal/engine"
+	"github.com/jobqueue/jobqueue/internal/testdb"
 )
 
 // TestWorkerMaintenanceLogsOnce: ExpireOverdue and Reclaim log what they
@@ -15,7 +16,7 @@ import (
 func TestWorkerMaintenanceLogsOnce(t *testing.T) {
 	forEachEngine(t, func(t *testing.T, kind engine.Kind) {
 		env := newTestEnv(t, kind)
-		var logs logRecorder
+		var logs testdb.LogRecorder
 		clock := &testClock{}
 		q := env.queue(t, nil, WithLogger(slog.New(&logs)), withClock(clock.now))
 		enqueue(t, q, emailArgs{To: "abandoned"})
@@ -34,11 +35,11 @@ func TestWorkerMaintenanceLogsOnce(t *testing.T) {
 		if err := stop(10 * time.Second); err != nil {
 			t.Fatalf("stopping the worker: %v", err)
 		}
-		if n := logs.count(slog.LevelInfo, "reclaim"); n != 1 {
-			t.Errorf("%d log records at Info or above about reclaiming one attempt, want 1: %q", n, logs.lines(slog.LevelInfo))
+		if n := logs.Count(slog.LevelInfo, "reclaim"); n != 1 {
+			t.Errorf("%d log records at Info or above about reclaiming one attempt, want 1: %q", n, logs.Lines(slog.LevelInfo))
 		}
-		if n := logs.count(slog.LevelInfo, "expired"); n != 1 {
-			t.Errorf("%d log records at Info or above about expiring one job, want 1: %q", n, logs.lines(slog.LevelInfo))
+		if n := logs.Count(slog.LevelInfo, "expired"); n != 1 {
+			t.Errorf("%d log records at Info or above about expiring one job, want 1: %q", n, logs.Lines(slog.LevelInfo))
 		}
 	})
 }
@@ -50,7 +51,7 @@ func TestWorkerFailedEventCarriesTheStoredError(t *testing.T) {
 	forEachEngine(t, func(t *testing.T, kind engine.Kind) {
 		env := newTestEnv(t, kind)
 		events := newEventLog()
-		q := env.queue(t, nil, WithLogger(quietTestLogger()), WithListener(events.listen))
+		q := env.queue(t, nil, WithLogger(testdb.QuietLogger()), WithListener(events.listen))
 		id := enqueue(t, q, emailArgs{To: "x"})
 		w := q.NewWorker(fastConfig())
 		Handle(w, func(ctx context.Context, job *Job[emailArgs]) error {

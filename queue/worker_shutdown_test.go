@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/jobqueue/jobqueue/internal/engine"
+	"github.com/jobqueue/jobqueue/internal/testdb"
 )
 
 // TestWorkerHeartbeatKeepsLongJob runs a job twice as long as its lease
@@ -148,7 +149,7 @@ func TestWorkerGracefulShutdown(t *testing.T) {
 			t.Parallel()
 			forEachEngine(t, func(t *testing.T, kind engine.Kind) {
 				env := newTestEnv(t, kind)
-				logs := &logRecorder{}
+				logs := &testdb.LogRecorder{}
 				q := env.queue(t, nil, WithLogger(slog.New(logs)))
 				cfg := fastConfig()
 				cfg.Concurrency = 1
@@ -182,7 +183,7 @@ func TestWorkerGracefulShutdown(t *testing.T) {
 				go func() { stopped <- stop(10 * time.Second) }()
 				if tc.finishesInTime {
 					waitUntil(t, 5*time.Second, "the worker to wait for its running handler", func() bool {
-						return logs.count(slog.LevelDebug, "worker stopping: waiting for running handlers") > 0
+						return logs.Count(slog.LevelDebug, "worker stopping: waiting for running handlers") > 0
 					})
 					close(finish)
 				}
@@ -225,7 +226,7 @@ func TestWorkerGracefulShutdown(t *testing.T) {
 func TestWorkerAbandonsHandlersIgnoringCancel(t *testing.T) {
 	forEachEngine(t, func(t *testing.T, kind engine.Kind) {
 		env := newTestEnv(t, kind)
-		logs := &logRecorder{}
+		logs := &testdb.LogRecorder{}
 		q := env.queue(t, nil, WithLogger(slog.New(logs)))
 		cfg := fastConfig()
 		cfg.ShutdownTimeout = -1
@@ -249,7 +250,7 @@ func TestWorkerAbandonsHandlersIgnoringCancel(t *testing.T) {
 		// taken it (it logs so), the row is as the attempt left it.
 		close(release)
 		waitUntil(t, 5*time.Second, "the executor to take the late result", func() bool {
-			return logs.count(slog.LevelDebug, "handler cancelled by shutdown") > 0
+			return logs.Count(slog.LevelDebug, "handler cancelled by shutdown") > 0
 		})
 		if row := getJob(t, q, id); row.Status != StatusInProgress || row.Error != "" {
 			t.Errorf("abandoned job: %s, error %q; want in_progress, untouched", row.Status, row.Error)
@@ -268,7 +269,7 @@ func TestWorkerCancelsAttemptWhoseLeaseRunsOut(t *testing.T) {
 	forEachEngine(t, func(t *testing.T, kind engine.Kind) {
 		ctx := context.Background()
 		env := newTestEnv(t, kind)
-		q := env.queue(t, nil, WithLogger(quietTestLogger()))
+		q := env.queue(t, nil, WithLogger(testdb.QuietLogger()))
 		id := enqueue(t, q, emailArgs{To: "slow"})
 		cfg := fastConfig()
 		cfg.Concurrency = 1

@@ -130,7 +130,7 @@ func BenchmarkDashboard(b *testing.B) {
 					fill(b, e, table, n)
 					b.Logf("%s: filled %d rows in %v", k, n, time.Since(start).Round(time.Second))
 				}
-				h := web.NewHandler(q, web.Options{Logger: quietLogger()})
+				h := web.NewHandler(q, web.Options{Logger: testdb.QuietLogger()})
 				for _, p := range pages {
 					path := p.path
 					if p.name == "jobs_page_100" {

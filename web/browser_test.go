@@ -3,7 +3,6 @@ package web_test
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"net/http/httptest"
 	"os"
 	"os/exec"
@@ -125,9 +124,9 @@ func TestBrowser(t *testing.T) {
 	e := testdb.New(t, engine.SQLite)
 	q := newQueue(t, e)
 	s := seed(t, q)
-	srv := httptest.NewServer(web.NewHandler(q, web.Options{Logger: slog.New(slog.DiscardHandler)}))
+	srv := httptest.NewServer(web.NewHandler(q, web.Options{Logger: testdb.QuietLogger()}))
 	t.Cleanup(srv.Close)
-	ro := httptest.NewServer(web.NewHandler(q, web.Options{ReadOnly: true, Logger: slog.New(slog.DiscardHandler)}))
+	ro := httptest.NewServer(web.NewHandler(q, web.Options{ReadOnly: true, Logger: testdb.QuietLogger()}))
 	t.Cleanup(ro.Close)
 	shots, err := os.MkdirTemp("", "jobqueue-web-screenshots-")
 	if err != nil {

@@ -2,7 +2,6 @@ package web_test
 
 import (
 	"fmt"
-	"log/slog"
 	"net/http"
 	"strings"
 	"testing"
@@ -17,7 +16,7 @@ func TestPages(t *testing.T) {
 	testdb.ForEachEngine(t, func(t *testing.T, e *testdb.Env) {
 		q := newQueue(t, e)
 		s := seed(t, q)
-		h := web.NewHandler(q, web.Options{Logger: slog.New(slog.DiscardHandler)})
+		h := web.NewHandler(q, web.Options{Logger: testdb.QuietLogger()})
 		cases := []struct {
 			name, target string
 			code         int
@@ -54,7 +53,7 @@ func TestPages(t *testing.T) {
 		}
 
 		t.Run("capped counts", func(t *testing.T) {
-			hc := web.NewHandler(q, web.Options{CountLimit: 2, Logger: slog.New(slog.DiscardHandler)})
+			hc := web.NewHandler(q, web.Options{CountLimit: 2, Logger: testdb.QuietLogger()})
 			code, body := call(t, hc, "GET", "/", "")
 			// 3 pending emails count as "2+", the 2 failed images as "2+",
 			// the one completed report as "1".
@@ -72,7 +71,7 @@ func TestPages(t *testing.T) {
 		})
 
 		t.Run("hidden payloads", func(t *testing.T) {
-			hh := web.NewHandler(q, web.Options{HidePayloads: true, Logger: slog.New(slog.DiscardHandler)})
+			hh := web.NewHandler(q, web.Options{HidePayloads: true, Logger: testdb.QuietLogger()})
 			for _, target := range []string{fmt.Sprintf("/jobs/%d", s.failed[0]), fmt.Sprintf("/api/jobs/%d", s.failed[0]), "/api/jobs", "/api/overview"} {
 				code, body := call(t, hh, "GET", target, "")
 				// The payload's keys, as JSON or as escaped HTML.

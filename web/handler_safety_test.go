@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -52,7 +51,7 @@ func TestSafety(t *testing.T) {
 		}
 
 		t.Run("read-only", func(t *testing.T) {
-			h := web.NewHandler(q, web.Options{ReadOnly: true, Logger: slog.New(slog.DiscardHandler)})
+			h := web.NewHandler(q, web.Options{ReadOnly: true, Logger: testdb.QuietLogger()})
 			for _, p := range posts {
 				code, body := call(t, h, "POST", p.path, p.body)
 				if code != 403 || !strings.Contains(decode[map[string]string](t, body)["error"], "read-only") {
@@ -84,7 +83,7 @@ func TestSafety(t *testing.T) {
 		t.Run("authorize", func(t *testing.T) {
 			var seen []web.Action
 			var mu sync.Mutex
-			h := web.NewHandler(q, web.Options{Logger: slog.New(slog.DiscardHandler),
+			h := web.NewHandler(q, web.Options{Logger: testdb.QuietLogger(),
 				Authorize: func(r *http.Request, a web.Action) error {
 					mu.Lock()
 					seen = append(seen, a)
@@ -121,7 +120,7 @@ func TestSafety(t *testing.T) {
 		})
 
 		t.Run("cross-origin", func(t *testing.T) {
-			h := web.NewHandler(q, web.Options{Logger: slog.New(slog.DiscardHandler)})
+			h := web.NewHandler(q, web.Options{Logger: testdb.QuietLogger()})
 			headers := [][]string{
 				{"Sec-Fetch-Site", "cross-site"},
 				{"Origin", "https://evil.example"},

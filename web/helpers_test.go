@@ -3,7 +3,6 @@ package web_test
 import (
 	"context"
 	"errors"
-	"log/slog"
 	"testing"
 	"time"
 
@@ -37,8 +36,6 @@ type cleanup struct{}
 
 func (cleanup) Kind() string { return "cleanup" }
 
-func quietLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }
-
 // newQueue installs a table (a fresh one when table is not given) on the
 // env's database and opens a queue on it, closed when t ends.
 func newQueue(t testing.TB, e *testdb.Env, table ...string) *queue.Queue {
@@ -52,7 +49,7 @@ func newQueue(t testing.TB, e *testdb.Env, table ...string) *queue.Queue {
 	if err := migrations.Install(context.Background(), e.DB, name); err != nil {
 		t.Fatalf("install %s: %v", name, err)
 	}
-	q, err := queue.New(e.DB, queue.WithTable(name), queue.WithLogger(quietLogger()))
+	q, err := queue.New(e.DB, queue.WithTable(name), queue.WithLogger(testdb.QuietLogger()))
 	if err != nil {
 		t.Fatalf("queue.New: %v", err)
 	}

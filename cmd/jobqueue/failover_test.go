@@ -5,7 +5,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -79,7 +78,7 @@ func testFailover(t *testing.T, synchronous bool) {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	q, err := queue.New(db, queue.WithTable(table), queue.WithLogger(slog.New(slog.DiscardHandler)))
+	q, err := queue.New(db, queue.WithTable(table), queue.WithLogger(testdb.QuietLogger()))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -276,26 +276,10 @@ func claimPlan(ctx context.Context, t *testing.T, db *sql.DB, table string) []st
 		t.Fatal(err)
 	}
 	defer tx.Rollback()
-	rows, err := tx.QueryContext(ctx, `EXPLAIN (ANALYZE, BUFFERS) SELECT j.id FROM "`+table+`" j
+	return testdb.Strings(t, tx, `EXPLAIN (ANALYZE, BUFFERS) SELECT j.id FROM "`+table+`" j
 		WHERE j.status = 'pending' AND j.scheduled_at <= (now() AT TIME ZONE 'UTC')
 		  AND (j.expires_at IS NULL OR j.expires_at > (now() AT TIME ZONE 'UTC'))
 		ORDER BY j.scheduled_at, j.id LIMIT 8 FOR UPDATE SKIP LOCKED`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rows.Close()
-	var plan []string
-	for rows.Next() {
-		var line string
-		if err := rows.Scan(&line); err != nil {
-			t.Fatal(err)
-		}
-		plan = append(plan, line)
-	}
-	if err := rows.Err(); err != nil {
-		t.Fatal(err)
-	}
-	return plan
 }
 
 // planSummary is the scan, the first buffers line and the execution time
