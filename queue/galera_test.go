@@ -43,6 +43,32 @@ func TestGalera(t *testing.T) {
 		conflicts, galera, single, galera/single)
 }
 
+// galeraCaughtUp waits until db's node has applied every write set the
+// cluster committed so far (a causal read: wsrep_sync_wait), the DDL of
+// another node's install too, and checks that it has table.
+func galeraCaughtUp(t *testing.T, db *sql.DB, table string) {
+	t.Helper()
+	ctx := context.Background()
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if _, err := conn.ExecContext(ctx, "SET SESSION wsrep_sync_wait = 1"); err != nil {
+		t.Fatalf("SET SESSION wsrep_sync_wait = 1: %v", err)
+	}
+	var n int
+	if err := conn.QueryRowContext(ctx, "SELECT COUNT(*) FROM information_schema.TABLES WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = ?", table).Scan(&n); err != nil {
+		t.Fatalf("looking for table %s: %v", table, err)
+	}
+	if n != 1 {
+		t.Fatalf("table %s is not on the node after a causal read, though another node installed it", table)
+	}
+	if _, err := conn.ExecContext(ctx, "SET SESSION wsrep_sync_wait = 0"); err != nil {
+		t.Fatalf("SET SESSION wsrep_sync_wait = 0: %v", err)
+	}
+}
+
 // galeraConflicts is the sum over the nodes at urls of their certification
 // failures and brute-force aborts so far.
 func galeraConflicts(t *testing.T, urls []string) int {
@@ -79,6 +105,11 @@ func drainAcross(t *testing.T, name string, urls []string, jobs int) float64 {
 		dbs[i] = first
 		if i > 0 {
 			dbs[i] = testdb.OpenURL(t, u)
+		}
+		if u != urls[0] {
+			// The table installed on the first node is applied on the
+			// others a little later: New on a node without it fails.
+			galeraCaughtUp(t, dbs[i], table)
 		}
 		var failed atomic.Int64
 		logs := &testdb.LogRecorder{}
@@ -122,6 +153,12 @@ func drainAcross(t *testing.T, name string, urls []string, jobs int) float64 {
 	for _, q := range qs {
 		cfg := fastConfig()
 		cfg.Concurrency = 8
+		// The leader's statements time out after LeaderLease/5 (1 s by
+		// default): while 24 handlers drain on the one server of a loaded
+		// 2-core machine, a renewal took longer and was logged as a
+		// failure. A longer lease leaves them time; the leader election
+		// and its maintenance (every 100 ms) still run on every node.
+		cfg.LeaderLease = 30 * time.Second
 		w := q.NewWorker(cfg)
 		Handle(w, func(ctx context.Context, job *Job[testArgs]) error {
 			mu.Lock()

@@ -115,10 +115,21 @@ func Galera(t testing.TB, n int) []string {
 	// meanwhile), must be ready and Synced in the whole cluster before the
 	// test starts: a node accepts connections before it is ready, and a
 	// statement then fails with "WSREP has not yet prepared node for
-	// application use".
-	for i := range procs {
-		if err := waitSynced(procs[i], nodes[i].port, n, 120*time.Second); err != nil {
-			t.Fatalf("testdb: galera node %d: %v (log: %s)", i+1, err, readTail(filepath.Join(nodes[i].dir, "error.log")))
+	// application use". A node seen Synced may leave that state while a
+	// later one joins (it becomes a donor), so the nodes are waited for in
+	// turn until one pass finds them all Synced at once.
+	deadline := time.Now().Add(180 * time.Second)
+	for synced := false; !synced; {
+		for i := range procs {
+			if err := waitSynced(procs[i], nodes[i].port, n, time.Until(deadline)); err != nil {
+				t.Fatalf("testdb: galera node %d: %v (log: %s)", i+1, err, readTail(filepath.Join(nodes[i].dir, "error.log")))
+			}
+		}
+		synced = true
+		for i := range procs {
+			if waitSynced(procs[i], nodes[i].port, n, 0) != nil { // one look
+				synced = false
+			}
 		}
 	}
 	if err := createTestDB(nodes[0].port); err != nil {
