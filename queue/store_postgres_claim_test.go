@@ -17,8 +17,9 @@ import (
 // its statements once (plan_cache_mode = force_generic_plan) and claims
 // like the pool does, for each filter; the generic plan of ClaimJobs on a
 // table of 20 000 analyzed rows reads the candidate rows from the claim
-// indexes and finds the rows to update by primary key, never by a scan of
-// the whole table; a pool too small, or a queue behind a transaction
+// indexes (status_scheduled, type_status_scheduled), each from the
+// watermark on (the row comparison in its Index Cond), and finds the rows
+// to update by primary key, never by a scan of the whole table; a pool too small, or a queue behind a transaction
 // pooler, gets no session.
 func TestPgClaimGenericPlan(t *testing.T) {
 	t.Parallel()
@@ -94,6 +95,23 @@ func TestPgClaimGenericPlan(t *testing.T) {
 		all := strings.Join(plan, "\n")
 		if strings.Contains(all, "Seq Scan") || !strings.Contains(all, "Index Scan using "+env.tbl.Name+"_pkey") {
 			t.Errorf("generic plan of the claim (%s) scans the table or does not find the rows by primary key:\n%s", args, all)
+		}
+		// Each candidate query reads a pending index from the watermark:
+		// the row comparison is in its index condition, not a filter.
+		for _, ix := range []string{"status_scheduled", "type_status_scheduled"} {
+			scan := "Index Scan using " + env.tbl.IndexName(ix) + " on "
+			found := false
+			for i, line := range plan {
+				if strings.Contains(line, scan) {
+					found = true
+					if i+1 == len(plan) || !strings.Contains(plan[i+1], "Index Cond:") || !strings.Contains(plan[i+1], "ROW(scheduled_at, id) > ROW(") {
+						t.Errorf("generic plan of the claim (%s): the scan of %s does not start at the watermark (no row comparison in its Index Cond):\n%s", args, ix, all)
+					}
+				}
+			}
+			if !found {
+				t.Errorf("generic plan of the claim (%s) reads no candidates from index %s:\n%s", args, ix, all)
+			}
 		}
 	}
 
