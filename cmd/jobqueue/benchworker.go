@@ -94,6 +94,8 @@ func registerBenchHandlers(w *queue.Worker, ran func(id int64, at time.Time, lat
 // the child prints "ready" once connected, waits for "go" on its stdin,
 // prints "ran n|l ID UNIXNANO" as a no-op (n) or latency (l) job starts and
 // "done ID" when a no-op job is completed, and stops when its stdin closes.
+// The drain's lines ("ran n", "done") reach bench up to benchLinesDelay
+// late, in writes of many lines (benchLines); "ready" and "ran l" at once.
 type benchProcesses struct {
 	a       *app
 	n       int
@@ -242,23 +244,17 @@ func (a *app) benchWorkerCommand() *cobra.Command {
 	return cmd
 }
 
-func (a *app) benchWorker(ctx context.Context, workers int) error {
-	var mu sync.Mutex
-	out := bufio.NewWriter(a.out)
-	say := func(format string, args ...any) {
-		mu.Lock()
-		fmt.Fprintf(out, format+"\n", args...)
-		out.Flush()
-		mu.Unlock()
-	}
+func (a *app) benchWorker(ctx context.Context, workers int) (err error) {
+	lines := newBenchLines(a.out)
+	defer func() { err = errors.Join(err, lines.close()) }()
 	done := func(ev queue.Event) {
 		if ev.Kind == queue.EventCompleted && ev.Job != nil && ev.Job.Name == (benchNoop{}).Kind() {
-			say("done %d", ev.Job.ID)
+			lines.soon("done %d", ev.Job.ID)
 		}
 	}
 	return a.withQueue(ctx, func(q *queue.Queue) error {
 		in := bufio.NewScanner(a.in)
-		say("ready")
+		lines.now("ready")
 		if !in.Scan() || in.Text() != "go" {
 			return errors.New("bench-worker: bench did not say go")
 		}
@@ -271,11 +267,11 @@ func (a *app) benchWorker(ctx context.Context, workers int) error {
 		}()
 		w := q.NewWorker(queue.WorkerConfig{Concurrency: workers, Lease: time.Minute, ShutdownTimeout: 10 * time.Second})
 		registerBenchHandlers(w, func(id int64, at time.Time, latency bool) {
-			kind := "n"
 			if latency {
-				kind = "l"
+				lines.now("ran l %d %d", id, at.UnixNano()) // timed: at once
+				return
 			}
-			say("ran %s %d %d", kind, id, at.UnixNano())
+			lines.soon("ran n %d %d", id, at.UnixNano())
 		})
 		if err := w.Run(runCtx); err != nil && !errors.Is(err, context.Canceled) {
 			return err
