@@ -213,21 +213,35 @@ func BenchmarkDrainClaimers(b *testing.B) {
 		}
 		b.Run(string(kind), func(b *testing.B) {
 			var one, four time.Duration
+			var oneSt, fourSt drainStats
 			for range b.N {
 				b.StopTimer()
 				for _, workers := range []int{1, 4} {
 					env := newTestEnv(b, kind)
 					enqueueSeq(b, env.queue(b, nil, WithLogger(testdb.QuietLogger())), n)
 					if workers == 1 {
-						one += drainWorkers(b, env, 1, 64, n)
+						d, st := drainWorkersStats(b, env, 1, 64, n)
+						one += d
+						oneSt.add(st)
 					} else {
-						four += drainWorkers(b, env, 4, 16, n)
+						d, st := drainWorkersStats(b, env, 4, 16, n)
+						four += d
+						fourSt.add(st)
 					}
 				}
 			}
-			b.ReportMetric(float64(n*b.N)/one.Seconds(), "jobs/s")
-			b.ReportMetric(float64(n*b.N)/four.Seconds(), "4x16-jobs/s")
+			jobs := float64(n * b.N)
+			b.ReportMetric(jobs/one.Seconds(), "jobs/s")
+			b.ReportMetric(jobs/four.Seconds(), "4x16-jobs/s")
 			b.ReportMetric(one.Seconds()/four.Seconds(), "4x16/1x64")
+			// The size of the statements of each setup: every claim and
+			// completion costs the server about as much whatever its size,
+			// so four workers must claim and complete in batches about as
+			// large as one's.
+			b.ReportMetric(jobs/float64(max(oneSt.claims, 1)), "jobs/claim")
+			b.ReportMetric(jobs/float64(max(oneSt.completes, 1)), "jobs/complete")
+			b.ReportMetric(jobs/float64(max(fourSt.claims, 1)), "4x16-jobs/claim")
+			b.ReportMetric(jobs/float64(max(fourSt.completes, 1)), "4x16-jobs/complete")
 		})
 	}
 }
@@ -329,7 +343,7 @@ func drainWorkersStats(b *testing.B, env *testEnv, workers, conc, n int) (time.D
 	})
 	statements := withStatementHook(func(query string, _ *sql.Tx) {
 		switch {
-		case strings.Contains(query, "name: ClaimJobs"):
+		case strings.Contains(query, "name: ClaimJobs"), strings.Contains(query, "name: SelectDueJobs"):
 			claims.Add(1)
 		case strings.Contains(query, "name: CompleteJobs"):
 			completes.Add(1)
