@@ -50,6 +50,9 @@ type runner struct {
 	// noPgx (PostgreSQL) is set once the pool's driver showed it is not
 	// pgx's stdlib: claims then take the generated method (claim_postgres.go).
 	noPgx atomic.Bool
+	// copyFormat (PostgreSQL) is whether the table's columns fit the bulk
+	// enqueue's binary COPY (copy_postgres.go), once checked.
+	copyFormat atomic.Int32
 }
 
 func newRunner(db *sql.DB, t engine.Table) *runner {

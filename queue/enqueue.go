@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -228,6 +229,7 @@ func (q *Queue) writeMany(ctx context.Context, tx *sql.Tx, jobs []*newJob, keyed
 	}
 	var n int
 	var err error
+	inline := false // the COPY notified (PostgreSQL)
 	if len(keyed) > 0 {
 		if err := q.needUnique(ctx); err != nil {
 			return 0, err
@@ -237,7 +239,7 @@ func (q *Queue) writeMany(ctx context.Context, tx *sql.Tx, jobs []*newJob, keyed
 			return err
 		})
 	} else {
-		n, err = q.insertOwn(ctx, jobs, now)
+		n, inline, err = q.insertOwn(ctx, jobs, now)
 	}
 	if err != nil {
 		return 0, fmt.Errorf("jobqueue: enqueue %d jobs (none written): %w", total, refusedPayload(err))
@@ -246,7 +248,9 @@ func (q *Queue) writeMany(ctx context.Context, tx *sql.Tx, jobs []*newJob, keyed
 	for _, k := range keyed {
 		all = append(all[:len(all):len(all)], k.j)
 	}
-	q.notifyEnqueued(notifyPayload(all)) // PostgreSQL: wake workers everywhere
+	if !inline {
+		q.notifyEnqueued(notifyPayload(all)) // PostgreSQL: wake workers everywhere
+	}
 	q.logger.Debug("jobs enqueued", "count", n)
 	q.countEnqueued(ctx, n)
 	return n, nil
@@ -254,28 +258,35 @@ func (q *Queue) writeMany(ctx context.Context, tx *sql.Tx, jobs []*newJob, keyed
 
 // insertOwn writes jobs (without keys) in a transaction of the queue's own:
 // on PostgreSQL with COPY (copy_postgres.go), elsewhere (or when the pool's
-// driver has no COPY, or the queue runs through a transaction pooler, where
-// pgx's COPY might keep a prepared statement in the session) in multi-row
-// statements.
-func (q *Queue) insertOwn(ctx context.Context, jobs []*newJob, now time.Time) (int, error) {
-	if pg, ok := q.st.(pgStore); ok && !q.pooled {
-		err := pg.copyOwn(ctx, q.db, jobs, now)
-		if !errors.Is(err, errNoPgx) {
+// driver has no COPY, the table's columns do not fit it, or the queue runs
+// through a transaction pooler, where the COPY's look at the column types
+// would prepare a statement in the session) in multi-row statements. It
+// reports whether the write also notified workers: the COPY does when the
+// notifier is idle (pgNotifier.inline), so that a bulk enqueue's commit
+// carries its notification instead of a transaction of its own beside it.
+func (q *Queue) insertOwn(ctx context.Context, jobs []*newJob, now time.Time) (int, bool, error) {
+	if pg, ok := q.st.(pgStore); ok && !q.pooled && pg.r.copyFormat.Load() != copyNone {
+		payload := notifyPayload(jobs)
+		// A NUL cannot travel in the statement's text (nor be stored: the
+		// COPY then fails on the type column).
+		inline := q.notifier != nil && strings.IndexByte(payload, 0) < 0 && q.notifier.inline()
+		err := pg.copyOwn(ctx, q.db, jobs, now, inline, payload)
+		if !errors.Is(err, errNoPgx) && !errors.Is(err, errNoCopy) {
 			if err != nil {
-				return 0, err
+				return 0, false, err
 			}
-			return len(jobs), nil
+			return len(jobs), inline, nil
 		}
 	}
 	own, err := q.db.BeginTx(ctx, nil)
 	if err != nil {
-		return 0, err
+		return 0, false, err
 	}
 	defer own.Rollback()
 	if err := q.st.insertMany(ctx, q.run.on(own), jobs, now); err != nil {
-		return 0, err
+		return 0, false, err
 	}
-	return len(jobs), own.Commit()
+	return len(jobs), false, own.Commit()
 }
 
 // keyedJob is a job of EnqueueMany with a unique key.
