@@ -84,21 +84,31 @@ const pgCopyChunk = 16 << 10
 // epoch of PostgreSQL's binary timestamps.
 const pgEpochMicros = 946684800 * 1000000
 
-// pgCopyReader is the data of one binary COPY of jobs: the header, one row
-// per job in pgCopyColumns' order, the trailer. Read hands out the rows
-// encoded so far and encodes the next chunk when they are gone.
+// pgCopyReader is the data of one binary COPY of n jobs: the header, one
+// row per job in pgCopyColumns' order, the trailer. Read hands out the rows
+// encoded so far and encodes the next chunk when they are gone. job gives
+// the i-th job: a checked one, or one it checks then (copyStream), whose
+// error ends the COPY with nothing written; err keeps that error.
 type pgCopyReader struct {
-	jobs    []*newJob
+	job     func(i int) (*newJob, error)
+	n       int
 	now     [8]byte // created_at, encoded once
 	next    int     // the next job to encode
 	buf     []byte
 	off     int // how much of buf Read has handed out
 	started bool
-	done    bool // the trailer is in buf
+	done    bool  // the trailer is in buf
+	err     error // the error of job, if any
 }
 
+// newPgCopyReader is the COPY data of the checked jobs.
 func newPgCopyReader(jobs []*newJob, now time.Time) *pgCopyReader {
-	r := &pgCopyReader{jobs: jobs, buf: make([]byte, 0, pgCopyChunk+1024)}
+	return newPgCopyReaderOf(len(jobs), func(i int) (*newJob, error) { return jobs[i], nil }, now)
+}
+
+// newPgCopyReaderOf is the COPY data of n jobs that job gives.
+func newPgCopyReaderOf(n int, job func(i int) (*newJob, error), now time.Time) *pgCopyReader {
+	r := &pgCopyReader{job: job, n: n, buf: make([]byte, 0, pgCopyChunk+1024)}
 	binary.BigEndian.PutUint64(r.now[:], uint64(pgMicros(now)))
 	return r
 }
@@ -134,13 +144,17 @@ func (r *pgCopyReader) fill() error {
 		b = binary.BigEndian.AppendUint32(b, 0) // header extension length
 		r.started = true
 	}
-	for ; r.next < len(r.jobs) && len(b) < pgCopyChunk; r.next++ {
-		var err error
-		if b, err = appendPgCopyRow(b, r.jobs[r.next], r.now[:]); err != nil {
+	for ; r.next < r.n && len(b) < pgCopyChunk; r.next++ {
+		j, err := r.job(r.next)
+		if err == nil {
+			b, err = appendPgCopyRow(b, j, r.now[:])
+		}
+		if err != nil {
+			r.err = err
 			return err
 		}
 	}
-	if r.next == len(r.jobs) {
+	if r.next == r.n {
 		b = binary.BigEndian.AppendUint16(b, 0xffff) // the trailer: -1 fields
 		r.done = true
 	}
@@ -198,12 +212,17 @@ func appendPgTimestamp(b []byte, t time.Time) []byte {
 // errNoPgx when db's driver is not pgx's stdlib, and errNoCopy when the
 // table's columns do not fit the binary format, having written nothing.
 func (s pgStore) copyOwn(ctx context.Context, db *sql.DB, jobs []*newJob, now time.Time, notify bool, payload string) error {
+	return s.copyRows(ctx, db, newPgCopyReader(jobs, now), notify, payload)
+}
+
+// copyRows is copyOwn of the rows of r. When r's jobs fail their checks it
+// returns their error (the COPY was aborted).
+func (s pgStore) copyRows(ctx context.Context, db *sql.DB, r *pgCopyReader, notify bool, payload string) error {
 	conn, err := db.Conn(ctx)
 	if err != nil {
 		return err
 	}
 	defer conn.Close()
-	r := newPgCopyReader(jobs, now)
 	return onPgx(conn, func(pc *pgx.Conn) error {
 		if err := s.checkCopyTypes(ctx, pc); err != nil {
 			return err
@@ -218,6 +237,11 @@ func (s pgStore) copyOwn(ctx context.Context, db *sql.DB, jobs []*newJob, now ti
 			s.r.observe(query, nil)
 		}
 		_, err := pc.PgConn().CopyFrom(ctx, r, query)
+		if err != nil && r.err != nil {
+			// The server's error names the aborted COPY; the job's says
+			// what is wrong.
+			return r.err
+		}
 		return err
 	})
 }

@@ -145,6 +145,11 @@ func (q *Queue) enqueueMany(ctx context.Context, tx *sql.Tx, args []JobArgs, opt
 		return 0, nil
 	}
 	now := q.now()
+	if tx == nil {
+		if n, ok, err := q.streamMany(ctx, args, opts, now); ok {
+			return n, err
+		}
+	}
 	jobs, keyed, err := q.prepareMany(args, opts, now)
 	if err != nil {
 		return 0, err
