@@ -171,13 +171,19 @@ func (c *benchCounter) drainedOne() {
 }
 
 func (a *app) bench(ctx context.Context, o benchOptions) error {
-	db, _, name, err := a.open(ctx)
+	db, k, name, err := a.open(ctx)
 	if err != nil {
 		return err
 	}
 	defer db.Close()
 	if err := freshTable(ctx, db, name, o.force); err != nil {
 		return err
+	}
+	if o.processes == 1 {
+		// Its one worker's connections, as each worker process opens its own.
+		if err := warmPool(ctx, db, k, name); err != nil {
+			return err
+		}
 	}
 	c := newBenchCounter(o.jobs, o.latencyJobs)
 	q, err := queue.New(db, queue.WithTable(name), queue.WithLogger(a.logger(slog.LevelWarn)), queue.WithListener(c.completed))

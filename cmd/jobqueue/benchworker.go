@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"os/exec"
 	"runtime"
@@ -252,30 +253,41 @@ func (a *app) benchWorker(ctx context.Context, workers int) (err error) {
 			lines.soon("done %d", ev.Job.ID)
 		}
 	}
-	return a.withQueue(ctx, func(q *queue.Queue) error {
-		in := bufio.NewScanner(a.in)
-		lines.now("ready")
-		if !in.Scan() || in.Text() != "go" {
-			return errors.New("bench-worker: bench did not say go")
+	db, k, name, err := a.open(ctx)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	q, err := queue.New(db, queue.WithTable(name), queue.WithLogger(a.logger(slog.LevelWarn)), queue.WithListener(done))
+	if err != nil {
+		return explainTableError(err, name)
+	}
+	defer q.Close()
+	if err := warmPool(ctx, db, k, name); err != nil {
+		return err
+	}
+	in := bufio.NewScanner(a.in)
+	lines.now("ready")
+	if !in.Scan() || in.Text() != "go" {
+		return errors.New("bench-worker: bench did not say go")
+	}
+	runCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	go func() {
+		for in.Scan() {
 		}
-		runCtx, stop := context.WithCancel(ctx)
-		defer stop()
-		go func() {
-			for in.Scan() {
-			}
-			stop() // stdin closed: bench is done
-		}()
-		w := q.NewWorker(queue.WorkerConfig{Concurrency: workers, Lease: time.Minute, ShutdownTimeout: 10 * time.Second})
-		registerBenchHandlers(w, func(id int64, at time.Time, latency bool) {
-			if latency {
-				lines.now("ran l %d %d", id, at.UnixNano()) // timed: at once
-				return
-			}
-			lines.soon("ran n %d %d", id, at.UnixNano())
-		})
-		if err := w.Run(runCtx); err != nil && !errors.Is(err, context.Canceled) {
-			return err
+		stop() // stdin closed: bench is done
+	}()
+	w := q.NewWorker(queue.WorkerConfig{Concurrency: workers, Lease: time.Minute, ShutdownTimeout: 10 * time.Second})
+	registerBenchHandlers(w, func(id int64, at time.Time, latency bool) {
+		if latency {
+			lines.now("ran l %d %d", id, at.UnixNano()) // timed: at once
+			return
 		}
-		return nil
-	}, queue.WithListener(done))
+		lines.soon("ran n %d %d", id, at.UnixNano())
+	})
+	if err := w.Run(runCtx); err != nil && !errors.Is(err, context.Canceled) {
+		return explainTableError(err, name)
+	}
+	return nil
 }
