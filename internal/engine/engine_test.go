@@ -125,7 +125,7 @@ func TestDriverDSN(t *testing.T) {
 			}
 		}
 	}
-	for _, bad := range []string{"", "jobs.db", "redis://h", "mysql://h", "mysql:///db", "mysql://h/a/b", "sqlite:", "sqlite://", "sqlite:?_pragma=x", "postgres://?@"} {
+	for _, bad := range []string{"", "jobs.db", "redis://h", "mysql://h", "mysql:///db", "mysql://h/a/b", "sqlite:", "sqlite://", "sqlite:?_pragma=x", "postgres://?@", "postgres://?@,"} {
 		if _, _, _, err := DriverDSN(bad); !errors.Is(err, ErrBadURL) {
 			t.Errorf("DriverDSN(%q) error = %v, want ErrBadURL", bad, err)
 		}

@@ -62,11 +62,13 @@ func DriverDSN(rawURL string) (driver, dsn string, k Kind, err error) {
 			// pgx finds the user, host and database of some URLs by
 			// other rules than net/url (an '@' after the '?' of
 			// "postgres://?@" ends up in the host once an option
-			// follows): refuse a URL that the option would turn into
-			// another database.
+			// follows; in "postgres://?@," the '?' is the user's, so
+			// the option lands in the host and is lost): refuse a URL
+			// that the option would turn into another database or that
+			// would not get it.
 			if cfgErr == nil {
-				if got, err := pgconn.ParseConfig(dsn); err != nil || !samePgTarget(cfg, got) {
-					return "", "", "", fmt.Errorf("%w: %q is read by pgx as another database once connect_timeout=10 is added; percent-encode '@', '/' and '?' inside the user, password and options (%%40, %%2F, %%3F), or give connect_timeout yourself", ErrBadURL, redact(rawURL))
+				if got, err := pgconn.ParseConfig(dsn); err != nil || !samePgTarget(cfg, got) || got.ConnectTimeout == 0 {
+					return "", "", "", fmt.Errorf("%w: pgx reads %q otherwise than a URL once connect_timeout=10 is added (another database, or no timeout); percent-encode '@', '/' and '?' inside the user, password and options (%%40, %%2F, %%3F), or give connect_timeout yourself", ErrBadURL, redact(rawURL))
 				}
 			}
 		}
