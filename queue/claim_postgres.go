@@ -33,13 +33,14 @@ import (
 var errRecorded = errors.New("jobqueue: internal: query recorded, not run")
 
 // queryRecorder is a DBTX that runs nothing: it keeps the text and
-// arguments of the generated query sent to its QueryContext.
+// arguments of the generated query sent to it.
 type queryRecorder struct {
 	query string
 	args  []any
 }
 
-func (r *queryRecorder) ExecContext(context.Context, string, ...any) (sql.Result, error) {
+func (r *queryRecorder) ExecContext(_ context.Context, query string, args ...any) (sql.Result, error) {
+	r.query, r.args = query, args
 	return nil, errRecorded
 }
 
@@ -52,7 +53,8 @@ func (r *queryRecorder) QueryContext(_ context.Context, query string, args ...an
 	return nil, errRecorded
 }
 
-func (r *queryRecorder) QueryRowContext(ctx context.Context, _ string, _ ...any) *sql.Row {
+func (r *queryRecorder) QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row {
+	r.query, r.args = query, args
 	return failedRow(ctx, errRecorded)
 }
 

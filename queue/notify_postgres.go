@@ -27,7 +27,10 @@ package queue
 //     (InsertJobNotify) and counts as the notifier's send: a separate
 //     NOTIFY transaction, with its commit and WAL flush, would run while
 //     the workers it wakes claim the job, and slowed those claims (the
-//     enqueue-to-start latency of a lone job).
+//     enqueue-to-start latency of a lone job). That insert also commits
+//     without waiting for the WAL flush and then waits for the flush in a
+//     second transaction sent with it (enqueue_postgres_early.go), so that
+//     its NOTIFY goes out, and workers claim the job, while the flush runs.
 //
 // The producer side lives in notify_postgres_send.go (pgNotifier,
 // notifyPayload); this file holds the worker side and rawDBTX, which both

@@ -266,7 +266,7 @@ func New(db *sql.DB, opts ...Option) (*Queue, error) {
 	q.onCompleterFull = cfg.onCompleterFull
 	switch kind {
 	case engine.Postgres:
-		q.st = pgStore{q.run}
+		q.st = pgStore{r: q.run, early: &pgEarly{log: q.logger}}
 		q.notifier = newPGNotifier(q)
 	case engine.MySQL:
 		q.st = mysqlStore{q.run}

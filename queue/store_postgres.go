@@ -18,7 +18,12 @@ import (
 const pgTimeLayout = "2006-01-02T15:04:05.999999"
 
 // pgStore runs the generated PostgreSQL queries (db/pggen).
-type pgStore struct{ r *runner }
+type pgStore struct {
+	r *runner
+	// early is the state of the early commit of the first Enqueue after a
+	// quiet spell (enqueue_postgres_early.go); nil: never early.
+	early *pgEarly
+}
 
 func (s pgStore) qs() *pggen.Queries { return pggen.New(s.r.on(nil)) }
 
@@ -37,6 +42,12 @@ func (s pgStore) probe(ctx context.Context) error {
 // notifies workers (at the caller's commit); the queue notifies after the
 // inserts it commits itself (pgNotifier).
 func (s pgStore) insert(ctx context.Context, d dbtx, j *newJob, now time.Time) (int64, error) {
+	if d.notify && d.tx == nil {
+		// The first enqueue after a quiet spell: visible before its flush.
+		if id, err := s.insertEarly(ctx, d, j, now); !errors.Is(err, errNoEarly) {
+			return id, err
+		}
+	}
 	qs := pggen.New(d)
 	if d.insertNotifies() {
 		return qs.InsertJobNotify(ctx, pggen.InsertJobNotifyParams{

@@ -22,6 +22,9 @@ type Querier interface {
 	// does: without them the planner sorts every pending job for each claim
 	// instead of reading the status_scheduled index in order.
 	AnalyzeTable(ctx context.Context) error
+	// CanFlushCommits reports whether the session may run FlushCommits (the
+	// function is PUBLIC unless revoked).
+	CanFlushCommits(ctx context.Context) (bool, error)
 	// Job control (Queue.Cancel, Queue.Delete and their bulk forms): one
 	// statement per bounded batch of ids, given as a JSON array.
 	// CancelJobs ends the pending and in_progress jobs among the ids with the
@@ -117,6 +120,16 @@ type Querier interface {
 	// found one index probe each (a loose index scan), and the oldest due job
 	// and the latest failures are the first entries of an index range.
 	FirstType(ctx context.Context) ([]string, error)
+	// FlushCommits writes one WAL record (a transactional logical message of
+	// prefix 'jobqueue', which logical decoding passes on and everything else
+	// ignores) in a transaction of its own, so that its commit, at the
+	// session's synchronous_commit, waits for the WAL flush (and for
+	// synchronous standbys) up to its own record, and so up to every commit
+	// before it. The first Enqueue after a quiet spell commits its insert
+	// without waiting and sends this in the same round trip
+	// (queue/enqueue_postgres_early.go): the job is visible at once and
+	// durable when Enqueue returns.
+	FlushCommits(ctx context.Context) error
 	// FreeKey lets a job's key go (its job is no longer live).
 	FreeKey(ctx context.Context, jobID int64) error
 	GetJob(ctx context.Context, id int64) ([]Job, error)

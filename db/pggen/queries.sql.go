@@ -57,6 +57,19 @@ func (q *Queries) AnalyzeTable(ctx context.Context) error {
 	return err
 }
 
+const canFlushCommits = `-- name: CanFlushCommits :one
+SELECT /* jobqueue:no-table */ has_function_privilege('pg_logical_emit_message(boolean,text,text)', 'EXECUTE')
+`
+
+// CanFlushCommits reports whether the session may run FlushCommits (the
+// function is PUBLIC unless revoked).
+func (q *Queries) CanFlushCommits(ctx context.Context) (bool, error) {
+	row := q.db.QueryRowContext(ctx, canFlushCommits)
+	var has_function_privilege bool
+	err := row.Scan(&has_function_privilege)
+	return has_function_privilege, err
+}
+
 const cancelJobs = `-- name: CancelJobs :many
 
 UPDATE jobs
@@ -790,6 +803,24 @@ func (q *Queries) FirstType(ctx context.Context) ([]string, error) {
 		return nil, err
 	}
 	return items, nil
+}
+
+const flushCommits = `-- name: FlushCommits :exec
+SELECT /* jobqueue:no-table */ pg_logical_emit_message(true, 'jobqueue', 'flush')
+`
+
+// FlushCommits writes one WAL record (a transactional logical message of
+// prefix 'jobqueue', which logical decoding passes on and everything else
+// ignores) in a transaction of its own, so that its commit, at the
+// session's synchronous_commit, waits for the WAL flush (and for
+// synchronous standbys) up to its own record, and so up to every commit
+// before it. The first Enqueue after a quiet spell commits its insert
+// without waiting and sends this in the same round trip
+// (queue/enqueue_postgres_early.go): the job is visible at once and
+// durable when Enqueue returns.
+func (q *Queries) FlushCommits(ctx context.Context) error {
+	_, err := q.db.ExecContext(ctx, flushCommits)
+	return err
 }
 
 const freeKey = `-- name: FreeKey :exec

@@ -44,6 +44,23 @@ WITH ins AS (
     RETURNING id, type)
 SELECT ins.id FROM ins CROSS JOIN LATERAL pg_notify(sqlc.arg(channel)::text, ins.type) AS n;
 
+-- name: FlushCommits :exec
+-- FlushCommits writes one WAL record (a transactional logical message of
+-- prefix 'jobqueue', which logical decoding passes on and everything else
+-- ignores) in a transaction of its own, so that its commit, at the
+-- session's synchronous_commit, waits for the WAL flush (and for
+-- synchronous standbys) up to its own record, and so up to every commit
+-- before it. The first Enqueue after a quiet spell commits its insert
+-- without waiting and sends this in the same round trip
+-- (queue/enqueue_postgres_early.go): the job is visible at once and
+-- durable when Enqueue returns.
+SELECT /* jobqueue:no-table */ pg_logical_emit_message(true, 'jobqueue', 'flush');
+
+-- name: CanFlushCommits :one
+-- CanFlushCommits reports whether the session may run FlushCommits (the
+-- function is PUBLIC unless revoked).
+SELECT /* jobqueue:no-table */ has_function_privilege('pg_logical_emit_message(boolean,text,text)', 'EXECUTE');
+
 -- name: InsertJobsJSON :execrows
 -- InsertJobsJSON inserts every job of a JSON array of objects in one
 -- statement (one parameter, so no placeholder limit).
