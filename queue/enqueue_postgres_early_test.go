@@ -12,6 +12,7 @@ import (
 
 	"github.com/jobqueue/jobqueue/db/pggen"
 	"github.com/jobqueue/jobqueue/internal/engine"
+	"github.com/jobqueue/jobqueue/internal/testdb"
 )
 
 // TestEnqueueEarlyCommit: the first Enqueue after a quiet spell sends its
@@ -28,7 +29,7 @@ func TestEnqueueEarlyCommit(t *testing.T) {
 	db.SetMaxOpenConns(1)
 	var mu sync.Mutex
 	var sent []string
-	q := env.queue(t, db, WithLogger(quietTestLogger()), withStatementHook(func(query string, _ *sql.Tx) {
+	q := env.queue(t, db, WithLogger(testdb.QuietLogger()), withStatementHook(func(query string, _ *sql.Tx) {
 		for _, name := range []string{"InsertJobNotify", "InsertJob", "FlushCommits"} {
 			if strings.Contains(query, "-- name: "+name+" ") {
 				mu.Lock()
