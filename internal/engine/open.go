@@ -67,7 +67,7 @@ func DriverDSN(rawURL string) (driver, dsn string, k Kind, err error) {
 			// that the option would turn into another database or that
 			// would not get it.
 			if cfgErr == nil {
-				if got, err := pgconn.ParseConfig(dsn); err != nil || !samePgTarget(cfg, got) || got.ConnectTimeout == 0 {
+				if got, err := pgconn.ParseConfig(dsn); err != nil || !samePgTarget(cfg, got) || got.ConnectTimeout != 10*time.Second {
 					return "", "", "", fmt.Errorf("%w: pgx reads %q otherwise than a URL once connect_timeout=10 is added (another database, or no timeout); percent-encode '@', '/' and '?' inside the user, password and options (%%40, %%2F, %%3F), or give connect_timeout yourself", ErrBadURL, redact(rawURL))
 				}
 			}
