@@ -26,8 +26,9 @@ import (
 // from sqlc) on a connection of the queue's pool (database/sql's Conn.Raw,
 // as COPY does) and scans each row straight into its JobRow. A pool whose
 // driver is not pgx's stdlib (nor a wrapper that shows its connection, see
-// engine.PgxConn) runs the generated method as before; so does a wrapper
-// such as otelsql see no span for the claim, as it sees none for COPY.
+// engine.PgxConn) runs the generated method as before. A wrapper such as
+// otelsql that shows pgx's connection sees no span for the claim, as it
+// sees none for COPY (README, wrapped drivers).
 
 // errRecorded is what queryRecorder answers: the query was kept, not run.
 var errRecorded = errors.New("jobqueue: internal: query recorded, not run")
