@@ -47,7 +47,6 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/jobqueue/jobqueue/db/pggen"
-	"github.com/jobqueue/jobqueue/internal/engine"
 )
 
 // pgEarly is a queue's state of the early commit: whether the session may
@@ -113,13 +112,7 @@ func (s pgStore) insertEarly(ctx context.Context, d dbtx, j *newJob, now time.Ti
 	}
 	defer conn.Close()
 	var id int64
-	err = conn.Raw(func(dc any) error {
-		sc, ok := engine.PgxConn(dc)
-		if !ok {
-			s.r.noPgx.Store(true)
-			return errNoEarly
-		}
-		pc := sc.Conn()
+	err = onPgx(conn, func(pc *pgx.Conn) error {
 		d.seen(insText)
 		d.seen(flushText)
 		b := &pgx.Batch{}
@@ -148,6 +141,10 @@ func (s pgStore) insertEarly(ctx context.Context, d dbtx, j *newJob, now time.Ti
 		}
 		return badConnIfClosed(pc, err)
 	})
+	if errors.Is(err, errNoPgx) {
+		s.r.noPgx.Store(true)
+		return 0, errNoEarly
+	}
 	if errors.Is(err, errBadSession) {
 		discardConn(conn)
 	}
