@@ -6,9 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"strings"
-	"sync"
 	"testing"
-	"time"
 
 	"github.com/jobqueue/jobqueue/db/pggen"
 	"github.com/jobqueue/jobqueue/internal/engine"
@@ -27,34 +25,11 @@ func TestEnqueueEarlyCommit(t *testing.T) {
 	// One connection: the one the batch ran on is the one checked after.
 	db := env.newPool(t)
 	db.SetMaxOpenConns(1)
-	var mu sync.Mutex
-	var sent []string
-	q := env.queue(t, db, WithLogger(testdb.QuietLogger()), withStatementHook(func(query string, _ *sql.Tx) {
-		for _, name := range []string{"InsertJobNotify", "InsertJob", "FlushCommits"} {
-			if strings.Contains(query, "-- name: "+name+" ") {
-				mu.Lock()
-				sent = append(sent, name)
-				mu.Unlock()
-				return
-			}
-		}
-	}))
+	sent := newStatementNames("InsertJobNotify", "InsertJob", "FlushCommits")
+	q := env.queue(t, db, WithLogger(testdb.QuietLogger()), withStatementHook(sent.hook))
 	ctx := context.Background()
-	quiet := func() {
-		t.Helper()
-		waitUntil(t, 5*time.Second, "the notifier to be idle", func() bool {
-			q.notifier.mu.Lock()
-			defer q.notifier.mu.Unlock()
-			return !q.notifier.sending
-		})
-	}
-	taken := func() string {
-		mu.Lock()
-		defer mu.Unlock()
-		got := strings.Join(sent, " ")
-		sent = nil
-		return got
-	}
+	quiet := func() { waitNotifierIdle(t, q) }
+	taken := func() string { return strings.Join(sent.take(), " ") }
 	clean := func(t *testing.T) {
 		t.Helper()
 		var sc string

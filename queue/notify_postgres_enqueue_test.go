@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -187,39 +186,13 @@ func TestListenerWants(t *testing.T) {
 func TestEnqueueNotifiesInInsert(t *testing.T) {
 	t.Parallel()
 	env := newTestEnv(t, engine.Postgres)
-	var mu sync.Mutex
-	var inserts []string
-	q := env.queue(t, nil, WithLogger(testdb.QuietLogger()), withStatementHook(func(query string, _ *sql.Tx) {
-		for _, name := range []string{"InsertJobNotify", "InsertJob"} {
-			if strings.Contains(query, "-- name: "+name+" ") {
-				mu.Lock()
-				inserts = append(inserts, name)
-				mu.Unlock()
-				return
-			}
-		}
-	}))
+	inserts := newStatementNames("InsertJobNotify", "InsertJob")
+	q := env.queue(t, nil, WithLogger(testdb.QuietLogger()), withStatementHook(inserts.hook))
 	ctx := context.Background()
-	// quiet waits until the notifier has nothing in flight (its notifyGap
-	// after the last send included).
-	quiet := func() {
-		t.Helper()
-		waitUntil(t, 5*time.Second, "the notifier to be idle", func() bool {
-			q.notifier.mu.Lock()
-			defer q.notifier.mu.Unlock()
-			return !q.notifier.sending
-		})
-	}
-	taken := func() []string {
-		mu.Lock()
-		defer mu.Unlock()
-		got := inserts
-		inserts = nil
-		return got
-	}
+	quiet := func() { waitNotifierIdle(t, q) }
 	count := func(t *testing.T, burst int) int {
 		t.Helper()
-		got := taken()
+		got := inserts.take()
 		n := 0
 		for _, name := range got {
 			if name == "InsertJobNotify" {

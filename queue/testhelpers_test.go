@@ -262,3 +262,49 @@ func getJob(t testing.TB, q *Queue, id int64) *JobRow {
 	}
 	return row
 }
+
+// statementNames records, in the order they are sent, which of the named
+// generated statements a queue runs: hook is its withStatementHook.
+type statementNames struct {
+	names []string
+	mu    sync.Mutex
+	sent  []string
+}
+
+// newStatementNames records the statements named names (sqlc's "-- name:").
+func newStatementNames(names ...string) *statementNames {
+	return &statementNames{names: names}
+}
+
+// hook records query when it is one of the named statements.
+func (s *statementNames) hook(query string, _ *sql.Tx) {
+	for _, name := range s.names {
+		if strings.Contains(query, "-- name: "+name+" ") {
+			s.mu.Lock()
+			s.sent = append(s.sent, name)
+			s.mu.Unlock()
+			return
+		}
+	}
+}
+
+// take returns the names recorded since the last take.
+func (s *statementNames) take() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	got := s.sent
+	s.sent = nil
+	return got
+}
+
+// waitNotifierIdle waits until q's PostgreSQL notifier has nothing in
+// flight (its notifyGap after the last send included), so that the next
+// Enqueue is the first after a quiet spell.
+func waitNotifierIdle(t *testing.T, q *Queue) {
+	t.Helper()
+	waitUntil(t, 5*time.Second, "the notifier to be idle", func() bool {
+		q.notifier.mu.Lock()
+		defer q.notifier.mu.Unlock()
+		return !q.notifier.sending
+	})
+}
