@@ -128,22 +128,9 @@ func waitTicks(t *testing.T, q *queue.Queue, since time.Time, n int, within time
 // last has its job.
 func assertConsecutive(t *testing.T, q *queue.Queue) {
 	t.Helper()
-	all := ticks(t, q)
-	have := map[time.Time]bool{}
-	var first, last time.Time
-	for _, at := range all {
-		have[at] = true
-		if first.IsZero() || at.Before(first) {
-			first = at
-		}
-		if at.After(last) {
-			last = at
-		}
-	}
-	for at := first; !at.After(last); at = at.Add(time.Second) {
-		if !have[at] {
-			t.Errorf("no job for tick %v (ticks from %v to %v, one leader all along)", at, first, last)
-		}
+	missing, first, last := testdb.MissingSeconds(ticks(t, q))
+	for _, at := range missing {
+		t.Errorf("no job for tick %v (ticks from %v to %v, one leader all along)", at, first, last)
 	}
 }
 

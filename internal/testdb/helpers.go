@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 // QuietLogger is a logger that drops every record, for queues whose logs a
@@ -106,4 +107,27 @@ func Strings(t testing.TB, q Querier, query string, args ...any) []string {
 		t.Fatalf("%s: closing the rows: %v", query, err)
 	}
 	return out
+}
+
+// MissingSeconds returns the whole seconds from the earliest of ats to the
+// latest that none of ats is (the ticks an @every 1s periodic job did not
+// get), with that earliest and latest. With no ats at all, the zero time
+// is missing: no tick is a gap too.
+func MissingSeconds(ats []time.Time) (missing []time.Time, first, last time.Time) {
+	have := make(map[time.Time]bool, len(ats))
+	for _, at := range ats {
+		have[at] = true
+		if first.IsZero() || at.Before(first) {
+			first = at
+		}
+		if at.After(last) {
+			last = at
+		}
+	}
+	for at := first; !at.After(last); at = at.Add(time.Second) {
+		if !have[at] {
+			missing = append(missing, at)
+		}
+	}
+	return missing, first, last
 }
