@@ -258,7 +258,15 @@ func (q *Queue) fail(ctx context.Context, job *JobRow, handlerErr error) (Status
 // failAttempt is fail returning the whole end it wrote (with its outcome).
 func (q *Queue) failAttempt(ctx context.Context, job *JobRow, handlerErr error) (attemptEnd, error) {
 	e := decideOutcome(job, handlerFailed(handlerErr), q.now())
-	ok, err := q.st.fail(ctx, job.ref(), e)
+	// The write is one fenced statement, a transaction of its own: when it
+	// lost a deadlock (MySQL: with a claim, which locks index entries before
+	// rows) or found SQLite busy, nothing changed and it runs again.
+	var ok bool
+	err := retryTx(ctx, func() error {
+		var err error
+		ok, err = q.st.fail(ctx, job.ref(), e)
+		return err
+	})
 	if err != nil {
 		return attemptEnd{}, fmt.Errorf("jobqueue: recording the failure of job %d: %w", job.ID, err)
 	}
