@@ -108,8 +108,15 @@ func Galera(t testing.TB, n int) []string {
 	if err := waitSynced(procs[0], nodes[0].port, 1, 90*time.Second); err != nil {
 		t.Fatalf("testdb: galera node 1: %v (log: %s)", err, readTail(filepath.Join(nodes[0].dir, "error.log")))
 	}
+	// The joiners start one at a time, each once the one before has its
+	// state: a node that asks for a state transfer while the only donor is
+	// busy with another's gets none and exits (CI saw node 3 do so while
+	// node 1 was the donor of node 2).
 	for i := 1; i < n; i++ {
 		procs = append(procs, start(i))
+		if err := waitSynced(procs[i], nodes[i].port, i+1, 120*time.Second); err != nil {
+			t.Fatalf("testdb: galera node %d: %v (log: %s)", i+1, err, readTail(filepath.Join(nodes[i].dir, "error.log")))
+		}
 	}
 	// Every node, the first too (it was the donor of the state transfers
 	// meanwhile), must be ready and Synced in the whole cluster before the
