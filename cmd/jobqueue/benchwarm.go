@@ -9,13 +9,7 @@ import (
 	"github.com/jobqueue/jobqueue/internal/engine"
 )
 
-// benchWarmConns is how many connections each of bench's workers has open
-// and idle in its pool before the drain's clock starts: about as many as a
-// worker uses at once (its claim session, the LISTEN connection, the
-// completer's writes, the leader's and the heartbeats' statements).
-const benchWarmConns = 6
-
-// warmPool opens benchWarmConns connections of db at once, reads the table
+// warmPool opens workerConns connections of db at once, reads the table
 // on each (a PostgreSQL backend loads the table's and its indexes'
 // catalog entries at its first statement on them) and keeps them idle in
 // the pool. Without it, each worker process of bench --processes opened
@@ -31,14 +25,14 @@ func warmPool(ctx context.Context, db *sql.DB, k engine.Kind, table string) erro
 	if err != nil {
 		return err
 	}
-	db.SetMaxIdleConns(benchWarmConns)
-	conns := make([]*sql.Conn, 0, benchWarmConns)
+	db.SetMaxIdleConns(workerConns) // as app.open does; the pool may be another's
+	conns := make([]*sql.Conn, 0, workerConns)
 	defer func() {
 		for _, c := range conns {
 			c.Close() // back to the pool, idle
 		}
 	}()
-	for range benchWarmConns {
+	for range workerConns {
 		c, err := db.Conn(ctx)
 		if err != nil {
 			return fmt.Errorf("open the workers' connections: %w", err)

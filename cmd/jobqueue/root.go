@@ -192,6 +192,13 @@ func runE(fn func(cmd *cobra.Command, args []string) error) func(cmd *cobra.Comm
 	}
 }
 
+// workerConns is about as many connections as a worker uses at once (its
+// claim session, the LISTEN connection, the completer's writes, the
+// leader's and the heartbeats' statements): every command's pool keeps as
+// many idle (app.open), and bench's workers open them all before the
+// drain's clock starts (warmPool).
+const workerConns = 6
+
 // open checks --db and --table and opens the database; it returns the
 // engine and the table name as the engine stores it. A bad URL or table name
 // is a usage error (found before connecting), an unreachable server a
@@ -212,6 +219,10 @@ func (a *app) open(ctx context.Context) (*sql.DB, engine.Kind, string, error) {
 	if err != nil {
 		return nil, "", "", err
 	}
+	// database/sql keeps 2 idle connections by default; a worker uses
+	// about workerConns at once, so with 2 it closed and opened connections
+	// all through a busy spell (a server backend started per reopen).
+	db.SetMaxIdleConns(workerConns)
 	return db, k, t.Name, nil
 }
 
