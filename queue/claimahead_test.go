@@ -33,7 +33,7 @@ func TestClaimAheadSize(t *testing.T) {
 		{"handlers as long as a claim", 8, 2 * time.Millisecond, 2 * time.Millisecond, true, true, 8, false},
 		{"handlers half a claim", 8, 2 * time.Millisecond, time.Millisecond, true, true, 16, false},
 		{"no-op handlers, capped", 8, 2 * time.Millisecond, 0, true, true, claimAheadMin, false},
-		{"high concurrency caps at concurrency", 400, 2 * time.Millisecond, 0, true, true, 400, false},
+		{"high concurrency caps at concurrency", claimAheadMin + 50, 2 * time.Millisecond, 0, true, true, claimAheadMin + 50, false},
 		{"cap never above one claim", 5000, 2 * time.Millisecond, 0, true, true, maxClaim, false},
 		{"shutdown cancels at once", 8, 2 * time.Millisecond, 0, true, true, 0, true},
 	}

@@ -137,7 +137,8 @@ func holdJob(t *testing.T, env *testEnv, id int64) *sql.Tx {
 // fails and is retried. Before, the completer slept between tries, and once
 // its channel (completeBatch results) was full every executor waited for
 // the sleeps to end. Here the first write fails, the retry is held (the
-// job's row locked), and more than twice completeBatch results are handed
+// job's row locked), and more results than a worker of concurrency 64 may
+// leave unwritten (completeBacklog, at least twice completeBatch) are handed
 // over meanwhile: each is taken at once, and all are written once the
 // database accepts completions again.
 func TestCompleterTakesResultsWhileItsWriteIsRetried(t *testing.T) {
@@ -147,10 +148,9 @@ func TestCompleterTakesResultsWhileItsWriteIsRetried(t *testing.T) {
 		logs := &testdb.LogRecorder{}
 		events := newEventLog()
 		q := env.queue(t, nil, WithLogger(slog.New(logs)), WithListener(events.listen))
-		const n = 2*completeBatch + 2
-		if n <= completeBacklog(64) {
-			t.Fatalf("%d results are within the backlog of a worker of concurrency 64 (%d): the completer would not be full", n, completeBacklog(64))
-		}
+		// More than the backlog of a worker of concurrency 64, so that
+		// the completer is full while its write is held.
+		n := max(2*completeBatch, completeBacklog(64)) + 2
 		enqueueSeq(t, q, n)
 		rows := claimN(t, q, n)
 		refuse.set(t, nil, true)
@@ -177,7 +177,7 @@ func TestCompleterTakesResultsWhileItsWriteIsRetried(t *testing.T) {
 		if given := logs.Count(slog.LevelDebug, logCompleteGiveUp); given != 0 {
 			t.Fatalf("the completer gave up on a write before the results were handed over (%d times): the test did not hold its retry", given)
 		}
-		if got := c.unwritten.Load(); got != n {
+		if got := c.unwritten.Load(); got != int64(n) {
 			t.Errorf("the completer holds %d unwritten results, want %d", got, n)
 		}
 		if !c.full() {

@@ -26,6 +26,7 @@ type runner struct {
 	db     *sql.DB
 	kind   engine.Kind
 	quoted string
+	table  string // the table's name, unquoted
 	// prepare caches a *sql.Stmt per rewritten query. It pays off on MySQL,
 	// where go-sql-driver otherwise prepares, executes and closes every
 	// statement with arguments (three round trips), and on SQLite, where
@@ -60,6 +61,7 @@ func newRunner(db *sql.DB, t engine.Table) *runner {
 		db:      db,
 		kind:    t.Kind,
 		quoted:  t.Quoted(),
+		table:   t.Name,
 		prepare: t.Kind != engine.Postgres,
 		writer:  make(chan struct{}, 1),
 	}
@@ -169,7 +171,8 @@ type dbtx struct {
 	r          *runner
 	tx         *sql.Tx
 	conn       *sql.Conn
-	unprepared bool // never use prepared statements
+	unprepared bool       // never use prepared statements
+	held       *connStmts // on conn: its prepared statements (onHeld)
 	// notify: a PostgreSQL insert notifies in its own statement, as in a
 	// caller's transaction (the first enqueue after a quiet spell:
 	// pgNotifier.inline).
@@ -189,6 +192,45 @@ func (d dbtx) insertNotifies() bool { return d.unprepared || d.notify }
 // onConn returns the DBTX that runs queries unprepared on conn, a
 // connection taken from the queue's pool (connTx).
 func (r *runner) onConn(conn *sql.Conn) dbtx { return dbtx{r: r, conn: conn, unprepared: true} }
+
+// onHeld returns the DBTX that runs queries on conn, a connection held for
+// one purpose (a claim session), preparing each once there (stmts).
+func (r *runner) onHeld(conn *sql.Conn, stmts *connStmts) dbtx {
+	return dbtx{r: r, conn: conn, held: stmts}
+}
+
+// connStmts caches the statements prepared on one held connection: without
+// them go-sql-driver prepares, executes and closes each statement with
+// arguments (three round trips). They go with the connection (close).
+type connStmts struct{ m map[string]*sql.Stmt }
+
+// stmt is the statement for text prepared on conn (nil when c is nil or it
+// cannot be prepared: the query then runs unprepared).
+func (c *connStmts) stmt(ctx context.Context, conn *sql.Conn, text string) *sql.Stmt {
+	if c == nil {
+		return nil
+	}
+	if st, ok := c.m[text]; ok {
+		return st
+	}
+	st, err := conn.PrepareContext(ctx, text)
+	if err != nil {
+		return nil
+	}
+	if c.m == nil {
+		c.m = map[string]*sql.Stmt{}
+	}
+	c.m[text] = st
+	return st
+}
+
+// close closes the statements (before their connection is closed).
+func (c *connStmts) close() {
+	for text, st := range c.m {
+		st.Close()
+		delete(c.m, text)
+	}
+}
 
 // prepared returns the statement for text on this DBTX, or nil to run the
 // text unprepared.
@@ -242,6 +284,9 @@ func (d dbtx) ExecContext(ctx context.Context, query string, args ...any) (sql.R
 	args = d.r.args(args)
 	d.seen(text)
 	if d.conn != nil {
+		if st := d.held.stmt(ctx, d.conn, text); st != nil {
+			return st.ExecContext(ctx, args...)
+		}
 		return d.conn.ExecContext(ctx, text, args...)
 	}
 	if st := d.prepared(ctx, text); st != nil {
@@ -298,6 +343,9 @@ func (d dbtx) QueryContext(ctx context.Context, query string, args ...any) (*sql
 	args = d.r.args(args)
 	d.seen(text)
 	if d.conn != nil {
+		if st := d.held.stmt(ctx, d.conn, text); st != nil {
+			return st.QueryContext(ctx, args...)
+		}
 		return d.conn.QueryContext(ctx, text, args...)
 	}
 	if st := d.prepared(ctx, text); st != nil {
@@ -321,6 +369,9 @@ func (d dbtx) QueryRowContext(ctx context.Context, query string, args ...any) *s
 	args = d.r.args(args)
 	d.seen(text)
 	if d.conn != nil {
+		if st := d.held.stmt(ctx, d.conn, text); st != nil {
+			return st.QueryRowContext(ctx, args...)
+		}
 		return d.conn.QueryRowContext(ctx, text, args...)
 	}
 	if st := d.prepared(ctx, text); st != nil {

@@ -139,6 +139,9 @@ type Querier interface {
 	// status_scheduled read backwards; a failed job's scheduled_at is when its
 	// last attempt was due).
 	RecentFailures(ctx context.Context, limit int32) ([]Job, error)
+	// ReleaseClaimMutex gives the claim mutex of TakeClaimMutex back: 1 when
+	// this session held it.
+	ReleaseClaimMutex(ctx context.Context, tableName interface{}) (int64, error)
 	// ReleaseLeader ends holder's lease now, so that another process takes the
 	// role at once.
 	ReleaseLeader(ctx context.Context, arg ReleaseLeaderParams) (int64, error)
@@ -179,6 +182,13 @@ type Querier interface {
 	// SelectTokens reads the current tokens of jobs (to tell which attempts lost
 	// their job).
 	SelectTokens(ctx context.Context, ids []uint64) ([]SelectTokensRow, error)
+	// TakeClaimMutex takes the table's claim mutex, a user lock of the session
+	// (GET_LOCK) named after the database and the table (sqlc.arg(table_name)),
+	// waiting up to sqlc.arg(wait_seconds): 1 when taken, 0 when the wait ran
+	// out. A claim holds it from before its locking SELECT to after its COMMIT
+	// (queue/store_mysql_attempts.go). It names no table, and says so to the table
+	// rewriting.
+	TakeClaimMutex(ctx context.Context, arg TakeClaimMutexParams) (int64, error)
 }
 
 var _ Querier = (*Queries)(nil)

@@ -1498,6 +1498,20 @@ func (q *Queries) RecentFailures(ctx context.Context, limit int32) ([]Job, error
 	return items, nil
 }
 
+const releaseClaimMutex = `-- name: ReleaseClaimMutex :one
+SELECT /* jobqueue:no-table */ CAST(COALESCE(RELEASE_LOCK(
+    CONCAT('jobqueue claims ', SHA1(CONCAT(DATABASE(), '.', CAST(? AS CHAR))))), 0) AS SIGNED) AS released
+`
+
+// ReleaseClaimMutex gives the claim mutex of TakeClaimMutex back: 1 when
+// this session held it.
+func (q *Queries) ReleaseClaimMutex(ctx context.Context, tableName interface{}) (int64, error) {
+	row := q.db.QueryRowContext(ctx, releaseClaimMutex, tableName)
+	var released int64
+	err := row.Scan(&released)
+	return released, err
+}
+
 const releaseLeader = `-- name: ReleaseLeader :execrows
 UPDATE jobs_leader
 SET lease_until = UTC_TIMESTAMP()
@@ -1988,4 +2002,28 @@ func (q *Queries) SelectTokens(ctx context.Context, ids []uint64) ([]SelectToken
 		return nil, err
 	}
 	return items, nil
+}
+
+const takeClaimMutex = `-- name: TakeClaimMutex :one
+SELECT /* jobqueue:no-table */ CAST(COALESCE(GET_LOCK(
+    CONCAT('jobqueue claims ', SHA1(CONCAT(DATABASE(), '.', CAST(? AS CHAR)))),
+    ?), 0) AS SIGNED) AS taken
+`
+
+type TakeClaimMutexParams struct {
+	TableName   interface{}
+	WaitSeconds int32
+}
+
+// TakeClaimMutex takes the table's claim mutex, a user lock of the session
+// (GET_LOCK) named after the database and the table (sqlc.arg(table_name)),
+// waiting up to sqlc.arg(wait_seconds): 1 when taken, 0 when the wait ran
+// out. A claim holds it from before its locking SELECT to after its COMMIT
+// (queue/store_mysql_attempts.go). It names no table, and says so to the table
+// rewriting.
+func (q *Queries) TakeClaimMutex(ctx context.Context, arg TakeClaimMutexParams) (int64, error) {
+	row := q.db.QueryRowContext(ctx, takeClaimMutex, arg.TableName, arg.WaitSeconds)
+	var taken int64
+	err := row.Scan(&taken)
+	return taken, err
 }

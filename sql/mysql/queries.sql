@@ -63,6 +63,23 @@ ORDER BY scheduled_at, id
 LIMIT ?
 FOR UPDATE SKIP LOCKED;
 
+-- name: TakeClaimMutex :one
+-- TakeClaimMutex takes the table's claim mutex, a user lock of the session
+-- (GET_LOCK) named after the database and the table (sqlc.arg(table_name)),
+-- waiting up to sqlc.arg(wait_seconds): 1 when taken, 0 when the wait ran
+-- out. A claim holds it from before its locking SELECT to after its COMMIT
+-- (queue/store_mysql_attempts.go). It names no table, and says so to the table
+-- rewriting.
+SELECT /* jobqueue:no-table */ CAST(COALESCE(GET_LOCK(
+    CONCAT('jobqueue claims ', SHA1(CONCAT(DATABASE(), '.', CAST(sqlc.arg(table_name) AS CHAR)))),
+    sqlc.arg(wait_seconds)), 0) AS SIGNED) AS taken;
+
+-- name: ReleaseClaimMutex :one
+-- ReleaseClaimMutex gives the claim mutex of TakeClaimMutex back: 1 when
+-- this session held it.
+SELECT /* jobqueue:no-table */ CAST(COALESCE(RELEASE_LOCK(
+    CONCAT('jobqueue claims ', SHA1(CONCAT(DATABASE(), '.', CAST(sqlc.arg(table_name) AS CHAR))))), 0) AS SIGNED) AS released;
+
 -- The claim (MarkClaimed) writes the claim token of the attempt it starts,
 -- attemptToken(batch token, id) of queue/attempt.go, spelled here as
 -- CONCAT(sqlc.arg(token), '-', id) (TestClaimTokenFormat checks it against
