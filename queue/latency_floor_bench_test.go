@@ -16,9 +16,10 @@ import (
 // enqueue-to-start latency on PostgreSQL: the same steps with nothing of
 // the queue around them, on three bare pgx connections to env's table (as
 // installed, with its indexes). The producer sends one batch, BEGIN; SET
-// LOCAL synchronous_commit = off; an INSERT that notifies; COMMIT (as the
-// first Enqueue after a quiet spell does: enqueue_postgres_early.go,
-// without its later flush); a listener waits for the notification and
+// LOCAL synchronous_commit = off; an INSERT that notifies; COMMIT; then a
+// logical message that commits with the WAL flush (as the first Enqueue
+// after a quiet spell does: enqueue_postgres_early.go, whose FlushCommits
+// makes the job durable before Enqueue returns); a listener waits for the notification and
 // claims on a session whose commits do not wait for the flush (as a claim
 // session does: store_postgres_claim.go), with one UPDATE of the first
 // pending job, locked with SKIP LOCKED and returned. It enqueues
@@ -78,6 +79,7 @@ func latencyFloorPostgres(b *testing.B, env *testEnv) []time.Duration {
 		batch.Queue("SET LOCAL synchronous_commit = off")
 		batch.Queue(insert)
 		batch.Queue("COMMIT")
+		batch.Queue("SELECT pg_logical_emit_message(true, 'jobqueue', 'flush')")
 		sent := time.Now()
 		if err := producer.SendBatch(ctx, batch).Close(); err != nil {
 			b.Fatalf("the latency floor's insert: %v", err)
