@@ -37,6 +37,11 @@ type claimPos struct {
 	id int64
 }
 
+// after reports whether p comes after o in the claim order.
+func (p claimPos) after(o claimPos) bool {
+	return p.at.After(o.at) || (p.at.Equal(o.at) && p.id > o.id)
+}
+
 // claimCursor claims jobs for one claimer past its watermark, scanning from
 // the start when due (see above), on the claimer's own claim session where
 // the store has one (claimSessions).

@@ -11,6 +11,7 @@ import (
 	"github.com/go-sql-driver/mysql"
 
 	"github.com/jobqueue/jobqueue/db/mysqlgen"
+	"github.com/jobqueue/jobqueue/internal/engine"
 )
 
 // The MySQL statements of attempts: the claim that starts them, their
@@ -144,6 +145,9 @@ type mysqlClaimSession struct {
 	mutex     bool      // take the claim mutex around each claim
 	mutexWait int32     // seconds (claimMutexWait; tests shorten it)
 	stmts     connStmts // the mutex's statements, prepared on conn
+	// busy: the last claim took as many jobs as it asked for, so more are
+	// probably due and other claimers probably claim them too (frontier).
+	busy bool
 }
 
 func (cs *mysqlClaimSession) claim(ctx context.Context, types []string, max int, token string, now, leaseUntil time.Time, after claimPos) ([]*JobRow, error) {
@@ -162,12 +166,70 @@ func (cs *mysqlClaimSession) claim(ctx context.Context, types []string, max int,
 	}
 	if held {
 		defer cs.releaseMutex(ctx)
+		if cs.busy {
+			if after, err = cs.frontier(ctx, types, after); err != nil {
+				return nil, err
+			}
+		}
 	}
 	tx, err := cs.conn.BeginTx(ctx, nil) // the session's level: READ COMMITTED
 	if err != nil {
 		return nil, err
 	}
-	return cs.s.claimIn(ctx, tx, types, max, token, now, leaseUntil, after)
+	rows, err := cs.s.claimIn(ctx, tx, types, max, token, now, leaseUntil, after)
+	cs.busy = err == nil && len(rows) == max
+	return rows, err
+}
+
+// frontier moves a claim's start past the newest job in progress
+// (SelectClaimFrontier) when that lies beyond after, the claimer's own
+// watermark. The claims of several claimers on one table (worker
+// processes, or workers of one process) take turns through the claim
+// mutex, so between two claims of one claimer the others claimed their
+// batches past its watermark; started there, its locking SELECT passes
+// over every entry of those batches, which their claims delete-marked,
+// and InnoDB checks such an entry through the clustered index while any
+// transaction older than its change runs (the other workers' completions
+// nearly always are). bench --processes 4 --workers 16 on MariaDB 10.11,
+// 6 rounds alternating with --workers 64, 40 000 jobs: 1.02x its rate
+// with the frontier against 0.90-0.92x without, server CPU per job equal
+// to one worker's instead of 10-15 % more (README, Performance).
+//
+// Only a claim that holds the mutex after a full claim does this (a busy
+// table: the newest job in progress is then the last claim's, another
+// claimer's or its own), and only for every type or one (a claimer of
+// several types keeps its watermark). A rescan from the start (after is
+// the zero claimPos) stays one. Due jobs the frontier steps over (one
+// released, reclaimed or retried behind it, or skipped while another
+// transaction held it) are found like any job behind a watermark
+// (claim_cursor.go): by the claimer's next rescan, at most
+// claimRescanEvery later, or at once when nothing is due past it.
+func (cs *mysqlClaimSession) frontier(ctx context.Context, types []string, after claimPos) (claimPos, error) {
+	if after.id == 0 || len(types) > 1 {
+		return after, nil
+	}
+	qs := mysqlgen.New(cs.s.r.onHeld(cs.conn, &cs.stmts))
+	var f claimPos
+	var err error
+	if len(types) == 0 {
+		var row mysqlgen.SelectClaimFrontierRow
+		row, err = qs.SelectClaimFrontier(ctx)
+		f = claimPos{at: engine.AsUTC(row.ScheduledAt), id: int64(row.ID)}
+	} else {
+		var row mysqlgen.SelectClaimFrontierOfTypeRow
+		row, err = qs.SelectClaimFrontierOfType(ctx, types[0])
+		f = claimPos{at: engine.AsUTC(row.ScheduledAt), id: int64(row.ID)}
+	}
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return after, nil // nothing in progress
+	case err != nil:
+		return after, fmt.Errorf("reading where the claims have reached: %w", err)
+	case f.after(after):
+		return f, nil
+	default:
+		return after, nil
+	}
 }
 
 // takeMutex takes the claim mutex and reports whether it holds it (not

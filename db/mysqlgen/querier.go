@@ -154,6 +154,16 @@ type Querier interface {
 	// SelectAbandoned reads at most a batch of abandoned attempts (in_progress,
 	// lease passed; index lease_until).
 	SelectAbandoned(ctx context.Context, arg SelectAbandonedParams) ([]Job, error)
+	// SelectClaimFrontier is the claim order's place of the newest job in
+	// progress: where the claims of a busy table have reached. A claim that
+	// holds the claim mutex starts past it (and past its own watermark), so
+	// that it does not pass over the entries of the batches other claimers
+	// claimed since its last claim (queue/store_mysql_attempts.go). One
+	// descent of index status_scheduled from its end.
+	SelectClaimFrontier(ctx context.Context) (SelectClaimFrontierRow, error)
+	// SelectClaimFrontierOfType is SelectClaimFrontier for one type (index
+	// type_status_scheduled).
+	SelectClaimFrontierOfType(ctx context.Context, type_ string) (SelectClaimFrontierOfTypeRow, error)
 	// SelectDueJobs locks due jobs of every type for a claim (index
 	// status_scheduled), skipping rows other claims hold. It and its variants
 	// start after (sqlc.arg(after_at), sqlc.arg(after_id)) in (scheduled_at, id)

@@ -1663,6 +1663,52 @@ func (q *Queries) SelectAbandoned(ctx context.Context, arg SelectAbandonedParams
 	return items, nil
 }
 
+const selectClaimFrontier = `-- name: SelectClaimFrontier :one
+SELECT scheduled_at, id FROM jobs
+WHERE status = 'in_progress'
+ORDER BY scheduled_at DESC, id DESC
+LIMIT 1
+`
+
+type SelectClaimFrontierRow struct {
+	ScheduledAt time.Time
+	ID          uint64
+}
+
+// SelectClaimFrontier is the claim order's place of the newest job in
+// progress: where the claims of a busy table have reached. A claim that
+// holds the claim mutex starts past it (and past its own watermark), so
+// that it does not pass over the entries of the batches other claimers
+// claimed since its last claim (queue/store_mysql_attempts.go). One
+// descent of index status_scheduled from its end.
+func (q *Queries) SelectClaimFrontier(ctx context.Context) (SelectClaimFrontierRow, error) {
+	row := q.db.QueryRowContext(ctx, selectClaimFrontier)
+	var i SelectClaimFrontierRow
+	err := row.Scan(&i.ScheduledAt, &i.ID)
+	return i, err
+}
+
+const selectClaimFrontierOfType = `-- name: SelectClaimFrontierOfType :one
+SELECT scheduled_at, id FROM jobs
+WHERE type = ? AND status = 'in_progress'
+ORDER BY scheduled_at DESC, id DESC
+LIMIT 1
+`
+
+type SelectClaimFrontierOfTypeRow struct {
+	ScheduledAt time.Time
+	ID          uint64
+}
+
+// SelectClaimFrontierOfType is SelectClaimFrontier for one type (index
+// type_status_scheduled).
+func (q *Queries) SelectClaimFrontierOfType(ctx context.Context, type_ string) (SelectClaimFrontierOfTypeRow, error) {
+	row := q.db.QueryRowContext(ctx, selectClaimFrontierOfType, type_)
+	var i SelectClaimFrontierOfTypeRow
+	err := row.Scan(&i.ScheduledAt, &i.ID)
+	return i, err
+}
+
 const selectDueJobs = `-- name: SelectDueJobs :many
 SELECT id, name, type, payload, status, attempts, claim_token, lease_until, max_attempts, base_delay, max_delay, error, scheduled_at, expires_at, finished_at, created_at FROM jobs
 WHERE status = 'pending' AND scheduled_at <= ?

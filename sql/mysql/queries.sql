@@ -80,6 +80,26 @@ SELECT /* jobqueue:no-table */ CAST(COALESCE(GET_LOCK(
 SELECT /* jobqueue:no-table */ CAST(COALESCE(RELEASE_LOCK(
     CONCAT('jobqueue claims ', SHA1(CONCAT(DATABASE(), '.', CAST(sqlc.arg(table_name) AS CHAR))))), 0) AS SIGNED) AS released;
 
+-- name: SelectClaimFrontier :one
+-- SelectClaimFrontier is the claim order's place of the newest job in
+-- progress: where the claims of a busy table have reached. A claim that
+-- holds the claim mutex starts past it (and past its own watermark), so
+-- that it does not pass over the entries of the batches other claimers
+-- claimed since its last claim (queue/store_mysql_attempts.go). One
+-- descent of index status_scheduled from its end.
+SELECT scheduled_at, id FROM jobs
+WHERE status = 'in_progress'
+ORDER BY scheduled_at DESC, id DESC
+LIMIT 1;
+
+-- name: SelectClaimFrontierOfType :one
+-- SelectClaimFrontierOfType is SelectClaimFrontier for one type (index
+-- type_status_scheduled).
+SELECT scheduled_at, id FROM jobs
+WHERE type = ? AND status = 'in_progress'
+ORDER BY scheduled_at DESC, id DESC
+LIMIT 1;
+
 -- The claim (MarkClaimed) writes the claim token of the attempt it starts,
 -- attemptToken(batch token, id) of queue/attempt.go, spelled here as
 -- CONCAT(sqlc.arg(token), '-', id) (TestClaimTokenFormat checks it against
