@@ -48,24 +48,16 @@ func Galera(t testing.TB, n int) []string {
 	if err != nil {
 		needServer(t, err)
 	}
-	type node struct{ dir, port, gcomm, ist, sst string }
-	nodes := make([]node, n)
+	nodes := make([]galeraNode, n)
 	var cluster []string
 	for i := range nodes {
 		dir, err := serverDir(t, fmt.Sprintf("jobqueue-galera%d-", i+1))
 		if err != nil {
 			t.Fatal(err)
 		}
-		var ports [4]string
-		for j := range ports {
-			p, err := freePort()
-			if err != nil {
-				t.Fatal(err)
-			}
-			ports[j] = itoa(p)
-		}
-		nodes[i] = node{dir: dir, port: ports[0], gcomm: ports[1], ist: ports[2], sst: ports[3]}
-		cluster = append(cluster, "127.0.0.1:"+ports[1])
+		nodes[i] = galeraNode{dir: dir}
+		nodes[i].pickPorts(t)
+		cluster = append(cluster, "127.0.0.1:"+nodes[i].gcomm)
 	}
 	data := func(i int) string { return filepath.Join(nodes[i].dir, "data") }
 	if err := runAsServer(installDB, "--no-defaults", "--datadir="+data(0), "--auth-root-authentication-method=normal", "--skip-test-db"); err != nil {
@@ -112,10 +104,31 @@ func Galera(t testing.TB, n int) []string {
 	// state: a node that asks for a state transfer while the only donor is
 	// busy with another's gets none and exits (CI saw node 3 do so while
 	// node 1 was the donor of node 2).
+	// A joiner whose state transfer could not start exits: the ports it
+	// was given were free when picked, but another test's connection may
+	// take one before the node binds it (the full test run saw the rsync
+	// daemon of node 2's transfer fail so, "Device or resource busy").
+	// Such a joiner starts again, on new ports and an empty data dir, up
+	// to galeraJoinTries times; the cluster's address list still names the
+	// first node, which is all a joiner needs.
 	for i := 1; i < n; i++ {
-		procs = append(procs, start(i))
-		if err := waitSynced(procs[i], nodes[i].port, i+1, 120*time.Second); err != nil {
-			t.Fatalf("testdb: galera node %d: %v (log: %s)", i+1, err, readTail(filepath.Join(nodes[i].dir, "error.log")))
+		for try := 1; ; try++ {
+			p := start(i)
+			err := waitSynced(p, nodes[i].port, i+1, 120*time.Second)
+			if err == nil {
+				procs = append(procs, p)
+				break
+			}
+			if !p.Exited() || try == galeraJoinTries {
+				t.Fatalf("testdb: galera node %d (try %d): %v (log: %s)", i+1, try, err, readTail(filepath.Join(nodes[i].dir, "error.log")))
+			}
+			t.Logf("testdb: galera node %d exited while joining (try %d of %d); starting it again on new ports: %v (log: %s)",
+				i+1, try, galeraJoinTries, err, readTail(filepath.Join(nodes[i].dir, "error.log")))
+			p.Stop(syscall.SIGTERM, time.Second) // it exited: only marks it stopped, so the test does not fail for it
+			if err := os.RemoveAll(data(i)); err != nil {
+				t.Fatal(err)
+			}
+			nodes[i].pickPorts(t)
 		}
 	}
 	// Every node, the first too (it was the donor of the state transfers
@@ -155,6 +168,28 @@ func Galera(t testing.TB, n int) []string {
 		}
 	})
 	return urls
+}
+
+// galeraJoinTries is how many times Galera starts a joining node that
+// exits before it is Synced.
+const galeraJoinTries = 3
+
+// galeraNode is one node of a test cluster: its temp dir and its ports
+// (client, group communication, incremental and full state transfer).
+type galeraNode struct{ dir, port, gcomm, ist, sst string }
+
+// pickPorts gives the node four free ports.
+func (nd *galeraNode) pickPorts(t testing.TB) {
+	t.Helper()
+	var ports [4]string
+	for j := range ports {
+		p, err := freePort()
+		if err != nil {
+			t.Fatal(err)
+		}
+		ports[j] = itoa(p)
+	}
+	nd.port, nd.gcomm, nd.ist, nd.sst = ports[0], ports[1], ports[2], ports[3]
 }
 
 // createTestDB creates the database test on the node on port; Galera
