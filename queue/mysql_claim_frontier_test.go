@@ -40,10 +40,7 @@ func TestMySQLClaimFrontier(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			env := newTestEnv(t, engine.MySQL)
-			q := env.queue(t, nil, WithLogger(testdb.QuietLogger()))
-			a, _ := mutexTestSession(t, q, 30)
-			b, _ := mutexTestSession(t, q, 30)
+			env, q, a, b := frontierClaimers(t)
 			enqueueN(t, q, 3)
 			first := frontierClaim(t, q, a, tc.types, tc.aFirst, claimPos{})
 			assertIDs(t, "A's first claim", first, []int64{1, 2, 3})
@@ -60,10 +57,7 @@ func TestMySQLClaimFrontier(t *testing.T) {
 
 	t.Run("a frontier behind the watermark is not taken", func(t *testing.T) {
 		t.Parallel()
-		env := newTestEnv(t, engine.MySQL)
-		q := env.queue(t, nil, WithLogger(testdb.QuietLogger()))
-		a, _ := mutexTestSession(t, q, 30)
-		b, _ := mutexTestSession(t, q, 30)
+		env, q, a, b := frontierClaimers(t)
 		enqueueN(t, q, 12)
 		first := frontierClaim(t, q, a, nil, 3, claimPos{})
 		assertIDs(t, "A's first claim", first, []int64{1, 2, 3})
@@ -79,6 +73,17 @@ func TestMySQLClaimFrontier(t *testing.T) {
 		}
 		assertIDs(t, "A's third claim", frontierClaim(t, q, a, nil, 3, posOf(second[2])), []int64{10, 11, 12})
 	})
+}
+
+// frontierClaimers makes a MySQL table of its own, a queue on it and two
+// claim sessions, claimers A and B.
+func frontierClaimers(t *testing.T) (env *testEnv, q *Queue, a, b *mysqlClaimSession) {
+	t.Helper()
+	env = newTestEnv(t, engine.MySQL)
+	q = env.queue(t, nil, WithLogger(testdb.QuietLogger()))
+	a, _ = mutexTestSession(t, q, 30)
+	b, _ = mutexTestSession(t, q, 30)
+	return env, q, a, b
 }
 
 // enqueueN enqueues n jobs one after the other.
