@@ -48,7 +48,7 @@ const (
 	// 256) MariaDB drains 10 to 20 % faster still (bench --workers 64,
 	// alternating rounds: 11.5k to 12.3k against 10.3k to 12.3k jobs/s),
 	// and several processes, whose claims take turns (the claim mutex,
-	// store_mysql_attempts.go), keep their workers fed while they wait for
+	// store_mysql_claim.go), keep their workers fed while they wait for
 	// their turn; PostgreSQL and SQLite drain as before.
 	claimAheadMin = 900
 	// claimAheadMaxHandler: handlers that take this long on average or

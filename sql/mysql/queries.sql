@@ -68,7 +68,7 @@ FOR UPDATE SKIP LOCKED;
 -- (GET_LOCK) named after the database and the table (sqlc.arg(table_name)),
 -- waiting up to sqlc.arg(wait_seconds): 1 when taken, 0 when the wait ran
 -- out. A claim holds it from before its locking SELECT to after its COMMIT
--- (queue/store_mysql_attempts.go). It names no table, and says so to the table
+-- (queue/store_mysql_claim.go). It names no table, and says so to the table
 -- rewriting.
 SELECT /* jobqueue:no-table */ CAST(COALESCE(GET_LOCK(
     CONCAT('jobqueue claims ', SHA1(CONCAT(DATABASE(), '.', CAST(sqlc.arg(table_name) AS CHAR)))),
@@ -85,7 +85,7 @@ SELECT /* jobqueue:no-table */ CAST(COALESCE(RELEASE_LOCK(
 -- progress: where the claims of a busy table have reached. A claim that
 -- holds the claim mutex starts past it (and past its own watermark), so
 -- that it does not pass over the entries of the batches other claimers
--- claimed since its last claim (queue/store_mysql_attempts.go). One
+-- claimed since its last claim (queue/store_mysql_claim.go). One
 -- descent of index status_scheduled from its end.
 SELECT scheduled_at, id FROM jobs
 WHERE status = 'in_progress'
