@@ -43,11 +43,11 @@ func latencyFloorPostgres(b *testing.B, env *testEnv) []time.Duration {
 	}
 	producer, listener, claimer := connect(), connect(), connect()
 	table := pgx.Identifier{env.table}.Sanitize()
-	channel := pgx.Identifier{env.table + "_floor"}.Sanitize()
+	channel := env.table + "_floor"
 	if _, err := claimer.Exec(ctx, "SET synchronous_commit = off"); err != nil {
 		b.Fatal(err)
 	}
-	if _, err := listener.Exec(ctx, "LISTEN "+channel); err != nil {
+	if _, err := listener.Exec(ctx, "LISTEN "+pgx.Identifier{channel}.Sanitize()); err != nil {
 		b.Fatal(err)
 	}
 	claimed := make(chan time.Time)
@@ -71,13 +71,13 @@ func latencyFloorPostgres(b *testing.B, env *testEnv) []time.Duration {
 	}()
 	insert := `WITH j AS (INSERT INTO ` + table + ` (name, payload, max_attempts, base_delay, max_delay, scheduled_at, created_at)
 		VALUES ('floor', '{}', 3, 60, 3600, now() AT TIME ZONE 'UTC' - interval '1 second', now() AT TIME ZONE 'UTC') RETURNING id)
-		SELECT pg_notify('` + env.table + `_floor', '') FROM j`
+		SELECT pg_notify($1, '') FROM j`
 	lat := make([]time.Duration, 0, latencyJobs)
 	for range latencyJobs {
 		batch := &pgx.Batch{}
 		batch.Queue("BEGIN")
 		batch.Queue("SET LOCAL synchronous_commit = off")
-		batch.Queue(insert)
+		batch.Queue(insert, channel)
 		batch.Queue("COMMIT")
 		batch.Queue("SELECT pg_logical_emit_message(true, 'jobqueue', 'flush')")
 		sent := time.Now()

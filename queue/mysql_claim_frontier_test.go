@@ -41,10 +41,10 @@ func TestMySQLClaimFrontier(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			env, q, a, b := frontierClaimers(t)
-			enqueueN(t, q, 3)
+			enqueueSeq(t, q, 3)
 			first := frontierClaim(t, q, a, tc.types, tc.aFirst, claimPos{})
 			assertIDs(t, "A's first claim", first, []int64{1, 2, 3})
-			enqueueN(t, q, 9)
+			enqueueSeq(t, q, 9)
 			assertIDs(t, "B's claim", frontierClaim(t, q, b, tc.types, 3, claimPos{}), []int64{4, 5, 6})
 			backToPending(t, env, q, 5)
 			after := claimPos{}
@@ -58,7 +58,7 @@ func TestMySQLClaimFrontier(t *testing.T) {
 	t.Run("a frontier behind the watermark is not taken", func(t *testing.T) {
 		t.Parallel()
 		env, q, a, b := frontierClaimers(t)
-		enqueueN(t, q, 12)
+		enqueueSeq(t, q, 12)
 		first := frontierClaim(t, q, a, nil, 3, claimPos{})
 		assertIDs(t, "A's first claim", first, []int64{1, 2, 3})
 		assertIDs(t, "B's claim", frontierClaim(t, q, b, nil, 3, claimPos{}), []int64{4, 5, 6})
@@ -84,14 +84,6 @@ func frontierClaimers(t *testing.T) (env *testEnv, q *Queue, a, b *mysqlClaimSes
 	a, _ = mutexTestSession(t, q, 30)
 	b, _ = mutexTestSession(t, q, 30)
 	return env, q, a, b
-}
-
-// enqueueN enqueues n jobs one after the other.
-func enqueueN(t *testing.T, q *Queue, n int) {
-	t.Helper()
-	for i := range n {
-		mustEnqueue(t, q, testArgs{N: i})
-	}
 }
 
 // frontierClaim claims up to max jobs of types on cs past after.
@@ -121,11 +113,7 @@ func posOf(row *JobRow) claimPos { return claimPos{at: row.ScheduledAt, id: row.
 // assertIDs fails unless rows are the jobs want, in that order.
 func assertIDs(t *testing.T, what string, rows []*JobRow, want []int64) {
 	t.Helper()
-	got := make([]int64, len(rows))
-	for i, r := range rows {
-		got[i] = r.ID
-	}
-	if diff := cmp.Diff(want, got); diff != "" {
+	if diff := cmp.Diff(want, ids(rows)); diff != "" {
 		t.Fatalf("%s: ids (-want +got):\n%s", what, diff)
 	}
 }
