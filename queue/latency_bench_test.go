@@ -127,7 +127,15 @@ func enqueueToStartOnce(b *testing.B, env *testEnv, n int) ([]time.Duration, int
 	case <-time.After(5 * time.Minute):
 		b.Fatalf("the drain of %d jobs did not finish in 5 minutes (%d ran)", n, drained.Load())
 	}
-	time.Sleep(100 * time.Millisecond) // let the worker's last claims and completions end: it is idle now
+	// The worker is idle once every completion is written: its last claim
+	// came back short, and nothing is in progress.
+	waitUntil(b, time.Minute, "the drained jobs' completions to be written", func() bool {
+		st, err := q.Stats(context.Background(), "")
+		if err != nil {
+			b.Fatalf("stats after the drain: %v", err)
+		}
+		return st[StatusCompleted] == int64(n) && st[StatusInProgress] == 0
+	})
 	b.StartTimer()
 	sent, returned := make([]time.Time, latencyJobs), make([]time.Time, latencyJobs)
 	for i := range latencyJobs {
