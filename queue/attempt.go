@@ -23,12 +23,13 @@ func (j *JobRow) ref() attemptRef { return attemptRef{ID: j.ID, Token: j.ClaimTo
 
 // attemptToken is the claim token of the attempt of job id started by the
 // claim batch whose random token is batch: "<batch>-<id>", fresh and unique
-// per attempt. This is the one definition of the format. Each engine has
-// one claim statement that writes it, in SQL, where the job's id is known
-// (ClaimJobs of PostgreSQL and SQLite: sqlc.arg(token) || '-' || id,
-// whatever the type filter; MarkClaimed of MySQL: CONCAT(sqlc.arg(token),
-// '-', id)); TestClaimTokenFormat checks on every engine and for every
-// type filter that it writes exactly attemptToken(batch, id). The id in
+// per attempt. This is the one definition of the format. The claim
+// statements write it in SQL, where the job's id is known (ClaimJobs,
+// ClaimJobsOfType and ClaimJobsOfTypes of PostgreSQL and ClaimJobs of
+// SQLite: sqlc.arg(token) || '-' || id; MarkClaimed of MySQL:
+// CONCAT(sqlc.arg(token), '-', id)); TestClaimTokenFormat checks on every
+// engine and for every type filter that they write exactly
+// attemptToken(batch, id). The id in
 // the token is what lets the batched statements fence by "id in the ids
 // and token in the tokens" (see wellFormed).
 func attemptToken(batch string, id int64) string {

@@ -21,7 +21,8 @@ import (
 // driver values (every time boxed, the payload copied twice), then the
 // JobRow made from them. Allocation and the garbage collection it causes
 // were the largest part of a worker's CPU per job. So the claim sends the
-// generated ClaimJobs (its text and arguments recorded from the generated
+// generated claim statement (ClaimJobs, ClaimJobsOfType or
+// ClaimJobsOfTypes: its text and arguments recorded from the generated
 // method, rewritten for the table like every query: SQL still comes only
 // from sqlc) on a connection of the queue's pool (database/sql's Conn.Raw,
 // as COPY does) and scans each row straight into its JobRow. A pool whose
@@ -59,17 +60,17 @@ func (r *queryRecorder) QueryRowContext(ctx context.Context, query string, args 
 	return failedRow(ctx, errRecorded)
 }
 
-// claimPgx runs ClaimJobs with p on pgx's connection of conn (a claim
-// session's), or of one taken from the pool when conn is nil, and returns
-// the rows (up to max). It returns errNoPgx, having sent nothing, when the
-// pool's driver is not pgx's stdlib.
-func (s pgStore) claimPgx(ctx context.Context, conn *sql.Conn, p pggen.ClaimJobsParams, max int) ([]*JobRow, error) {
+// claimPgx runs claim on pgx's connection of conn (a claim session's), or
+// of one taken from the pool when conn is nil, and returns the rows (up to
+// max). It returns errNoPgx, having sent nothing, when the pool's driver is
+// not pgx's stdlib.
+func (s pgStore) claimPgx(ctx context.Context, conn *sql.Conn, claim pgClaim, max int) ([]*JobRow, error) {
 	if s.r.noPgx.Load() {
 		return nil, errNoPgx
 	}
 	var rec queryRecorder
-	if _, err := pggen.New(&rec).ClaimJobs(ctx, p); !errors.Is(err, errRecorded) {
-		return nil, fmt.Errorf("jobqueue: internal: recording ClaimJobs: %v", err)
+	if _, err := claim(ctx, pggen.New(&rec)); !errors.Is(err, errRecorded) {
+		return nil, fmt.Errorf("jobqueue: internal: recording the claim: %v", err)
 	}
 	text, err := s.r.text(rec.query)
 	if err != nil {

@@ -300,9 +300,9 @@ func jsonList[T any](xs []T) string {
 	return string(b)
 }
 
-// claimFilter is the type filter of the claim statements (ClaimJobs of
-// PostgreSQL and SQLite): one type in one, several as a JSON array in
-// many, and neither for every type.
+// claimFilter is the type filter of SQLite's claim statement (ClaimJobs):
+// one type in one, several as a JSON array in many, and neither for every
+// type. PostgreSQL has a claim statement per filter (pgClaimFor).
 func claimFilter(types []string) (one, many sql.NullString) {
 	switch len(types) {
 	case 0:

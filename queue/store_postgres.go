@@ -90,26 +90,43 @@ func (s pgStore) claim(ctx context.Context, types []string, max int, token strin
 	return s.claimOn(ctx, nil, types, max, token, now, leaseUntil, after)
 }
 
-// claimOn runs ClaimJobs on conn, a claim session's connection
-// (store_postgres_claim.go), or on the pool when conn is nil.
+// claimOn runs the claim of types' filter (pgClaimFor) on conn, a claim
+// session's connection, or on the pool when conn is nil.
 func (s pgStore) claimOn(ctx context.Context, conn *sql.Conn, types []string, max int, token string, now, leaseUntil time.Time, after claimPos) ([]*JobRow, error) {
-	one, many := claimFilter(types)
-	p := pggen.ClaimJobsParams{
-		Token: token, LeaseUntil: nullTime(&leaseUntil), Type: one, Types: many, Now: now,
-		AfterAt: after.at, AfterID: after.id, MaxJobs: int32(max),
-	}
-	if got, err := s.claimPgx(ctx, conn, p, max); !errors.Is(err, errNoPgx) {
+	claim := pgClaimFor(types, max, token, now, leaseUntil, after)
+	if got, err := s.claimPgx(ctx, conn, claim, max); !errors.Is(err, errNoPgx) {
 		return got, err
 	}
 	qs := s.qs()
 	if conn != nil {
 		qs = pggen.New(s.r.onConn(conn))
 	}
-	rows, err := qs.ClaimJobs(ctx, p)
+	rows, err := claim(ctx, qs)
 	if err != nil {
 		return nil, err
 	}
 	return pgRows(rows), nil
+}
+
+// pgClaim runs one claim statement, with its arguments, through qs.
+type pgClaim func(ctx context.Context, qs *pggen.Queries) ([]pggen.Job, error)
+
+// pgClaimFor is the claim of up to max jobs of types (every type when
+// empty): ClaimJobs, ClaimJobsOfType or ClaimJobsOfTypes, each planned on
+// its own (see ClaimJobs in sql/postgres/queries.sql).
+func pgClaimFor(types []string, max int, token string, now, leaseUntil time.Time, after claimPos) pgClaim {
+	lease := nullTime(&leaseUntil)
+	switch len(types) {
+	case 0:
+		p := pggen.ClaimJobsParams{Token: token, LeaseUntil: lease, Now: now, AfterAt: after.at, AfterID: after.id, MaxJobs: int32(max)}
+		return func(ctx context.Context, qs *pggen.Queries) ([]pggen.Job, error) { return qs.ClaimJobs(ctx, p) }
+	case 1:
+		p := pggen.ClaimJobsOfTypeParams{Token: token, LeaseUntil: lease, Type: types[0], Now: now, AfterAt: after.at, AfterID: after.id, MaxJobs: int32(max)}
+		return func(ctx context.Context, qs *pggen.Queries) ([]pggen.Job, error) { return qs.ClaimJobsOfType(ctx, p) }
+	default:
+		p := pggen.ClaimJobsOfTypesParams{Token: token, LeaseUntil: lease, Types: jsonList(types), Now: now, AfterAt: after.at, AfterID: after.id, MaxJobs: int32(max)}
+		return func(ctx context.Context, qs *pggen.Queries) ([]pggen.Job, error) { return qs.ClaimJobsOfTypes(ctx, p) }
+	}
 }
 
 func (s pgStore) extend(ctx context.Context, refs []attemptRef, leaseUntil time.Time) (map[int64]bool, error) {

@@ -8,17 +8,18 @@ import (
 )
 
 // The claim session on PostgreSQL. pgx prepares each statement once per
-// connection, but PostgreSQL still plans ClaimJobs anew at every execution
-// (a custom plan for its parameters: the planner's estimate of the generic
-// plan, which keeps all three candidate queries, is higher than the
-// custom one, which drops the two whose filter is false), and that
-// planning took longer than running the claim (0.25–0.35 ms against
-// 0.17 ms on a table of 20 000 rows: pg_stat_statements with
-// track_planning, EXPLAIN ANALYZE of the prepared statement). So each
-// claimer claims on a connection of its own whose session plans its
-// statements once (plan_cache_mode = force_generic_plan): the generic plan
-// of each candidate query is the custom one's (the index of its filter, in
-// claim order, under LIMIT; TestPgClaimGenericPlan), and the UPDATE finds
+// connection, but PostgreSQL may still plan a claim anew at every
+// execution (a custom plan for its parameters, whenever the planner's
+// estimate of the generic plan is higher: it was for the single claim
+// statement of every filter the queue had before ClaimJobs,
+// ClaimJobsOfType and ClaimJobsOfTypes), and that planning took longer
+// than running the claim (0.25–0.35 ms against 0.17 ms on a table of
+// 20 000 rows: pg_stat_statements with track_planning, EXPLAIN ANALYZE of
+// the prepared statement). So each claimer claims on a connection of its
+// own whose session plans its statements once (plan_cache_mode =
+// force_generic_plan): the generic plan of each claim is the custom one's
+// (the index of its filter, in claim order, under LIMIT;
+// TestPgClaimGenericPlan), and the UPDATE finds
 // the claimed rows by primary key (id = ANY (ARRAY(…))), which a plan made
 // without the LIMIT's value keeps (with id IN (…) the generic plan hashed a
 // scan of the whole table). The session is discarded, never handed back to

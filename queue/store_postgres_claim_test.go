@@ -15,22 +15,25 @@ import (
 
 // TestPgClaimGenericPlan: a claimer's claim session on PostgreSQL plans
 // its statements once (plan_cache_mode = force_generic_plan) and claims
-// like the pool does, for each filter; the generic plan of ClaimJobs on a
-// table of 20 000 analyzed rows reads the candidate rows from the claim
-// indexes (status_scheduled, type_status_scheduled), each from the
-// watermark on (the row comparison in its Index Cond), and finds the rows
-// to update by primary key, never by a scan of the whole table; a pool too small, or a queue behind a transaction
-// pooler, gets no session.
+// like the pool does, for each filter; the generic plan of each filter's
+// claim statement (ClaimJobs, ClaimJobsOfType, ClaimJobsOfTypes) on a
+// table of 20 000 analyzed rows reads the candidate rows from a claim index
+// (status_scheduled for every type, type_status_scheduled for one) from
+// the watermark on (the row comparison in its Index Cond), and finds the
+// rows to update by primary key, never by a scan of the whole table; a
+// pool too small, or a queue behind a transaction pooler, gets no session.
 func TestPgClaimGenericPlan(t *testing.T) {
 	t.Parallel()
 	env := newTestEnv(t, engine.Postgres)
 	var mu sync.Mutex
-	var claimText string
+	claimText := map[string]string{} // by statement name
 	q := env.queue(t, nil, WithLogger(testdb.QuietLogger()), withStatementHook(func(query string, _ *sql.Tx) {
-		if strings.Contains(query, "-- name: ClaimJobs ") {
-			mu.Lock()
-			claimText = query
-			mu.Unlock()
+		for _, name := range []string{"ClaimJobs", "ClaimJobsOfType", "ClaimJobsOfTypes"} {
+			if strings.Contains(query, "-- name: "+name+" ") {
+				mu.Lock()
+				claimText[name] = query
+				mu.Unlock()
+			}
 		}
 	}))
 	ctx := context.Background()
@@ -82,36 +85,49 @@ func TestPgClaimGenericPlan(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer conn.Close()
-	mu.Lock()
-	text := claimText
-	mu.Unlock()
-	for _, s := range []string{"SET plan_cache_mode = force_generic_plan", "PREPARE claim_plan AS " + text} {
-		if _, err := conn.ExecContext(ctx, s); err != nil {
-			t.Fatalf("%s: %v", s, err)
-		}
+	if _, err := conn.ExecContext(ctx, "SET plan_cache_mode = force_generic_plan"); err != nil {
+		t.Fatal(err)
 	}
-	for _, args := range []string{"NULL, NULL", "'b', NULL", `NULL, '["b"]'`} {
-		plan := testdb.Strings(t, conn, "EXPLAIN EXECUTE claim_plan('tok', now(), "+args+", now(), '0001-01-01', 0, 8)")
+	for i, c := range []struct {
+		name, args string
+		index      string // the claim index the candidates come from
+	}{
+		{"ClaimJobs", "'tok', now(), now(), '0001-01-01', 0, 8", "status_scheduled"},
+		{"ClaimJobsOfType", "'tok', now(), 'b', now(), '0001-01-01', 0, 8", "type_status_scheduled"},
+		{"ClaimJobsOfTypes", `'tok', now(), '["b", "c"]', now(), '0001-01-01', 0, 8`, ""},
+	} {
+		mu.Lock()
+		text := claimText[c.name]
+		mu.Unlock()
+		if text == "" {
+			t.Fatalf("the claims sent no %s", c.name)
+		}
+		stmt := fmt.Sprintf("claim_plan_%d", i)
+		if _, err := conn.ExecContext(ctx, "PREPARE "+stmt+" AS "+text); err != nil {
+			t.Fatalf("PREPARE %s: %v", c.name, err)
+		}
+		plan := testdb.Strings(t, conn, "EXPLAIN EXECUTE "+stmt+"("+c.args+")")
 		all := strings.Join(plan, "\n")
 		if strings.Contains(all, "Seq Scan") || !strings.Contains(all, "Index Scan using "+env.tbl.Name+"_pkey") {
-			t.Errorf("generic plan of the claim (%s) scans the table or does not find the rows by primary key:\n%s", args, all)
+			t.Errorf("generic plan of %s scans the table or does not find the rows by primary key:\n%s", c.name, all)
 		}
-		// Each candidate query reads a pending index from the watermark:
-		// the row comparison is in its index condition, not a filter.
-		for _, ix := range []string{"status_scheduled", "type_status_scheduled"} {
-			scan := "Index Scan using " + env.tbl.IndexName(ix) + " on "
-			found := false
-			for i, line := range plan {
-				if strings.Contains(line, scan) {
-					found = true
-					if i+1 == len(plan) || !strings.Contains(plan[i+1], "Index Cond:") || !strings.Contains(plan[i+1], "ROW(scheduled_at, id) > ROW(") {
-						t.Errorf("generic plan of the claim (%s): the scan of %s does not start at the watermark (no row comparison in its Index Cond):\n%s", args, ix, all)
-					}
+		// The candidates come from a claim index, read from the
+		// watermark: the row comparison is in its index condition, not a
+		// filter.
+		found := false
+		for i, line := range plan {
+			for _, ix := range []string{"status_scheduled", "type_status_scheduled"} {
+				if !strings.Contains(line, "Index Scan using "+env.tbl.IndexName(ix)+" on ") || (c.index != "" && ix != c.index) {
+					continue
+				}
+				found = true
+				if i+1 == len(plan) || !strings.Contains(plan[i+1], "Index Cond:") || !strings.Contains(plan[i+1], "ROW(scheduled_at, id) > ROW(") {
+					t.Errorf("generic plan of %s: the scan of %s does not start at the watermark (no row comparison in its Index Cond):\n%s", c.name, ix, all)
 				}
 			}
-			if !found {
-				t.Errorf("generic plan of the claim (%s) reads no candidates from index %s:\n%s", args, ix, all)
-			}
+		}
+		if !found {
+			t.Errorf("generic plan of %s reads no candidates from index %q (or, if empty, either claim index):\n%s", c.name, c.index, all)
 		}
 	}
 
