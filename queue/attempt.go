@@ -29,9 +29,9 @@ func (j *JobRow) ref() attemptRef { return attemptRef{ID: j.ID, Token: j.ClaimTo
 // SQLite: sqlc.arg(token) || '-' || id; MarkClaimed of MySQL:
 // CONCAT(sqlc.arg(token), '-', id)); TestClaimTokenFormat checks on every
 // engine and for every type filter that they write exactly
-// attemptToken(batch, id). The id in
-// the token is what lets the batched statements fence by "id in the ids
-// and token in the tokens" (see wellFormed).
+// attemptToken(batch, id). The id in the token is what lets the batched
+// statements fence by "id in the ids and token in the tokens" (see
+// wellFormed).
 func attemptToken(batch string, id int64) string {
 	return batch + "-" + strconv.FormatInt(id, 10)
 }

@@ -19,10 +19,10 @@ import (
 // own whose session plans its statements once (plan_cache_mode =
 // force_generic_plan): the generic plan of each claim is the custom one's
 // (the index of its filter, in claim order, under LIMIT;
-// TestPgClaimGenericPlan), and the UPDATE finds
-// the claimed rows by primary key (id = ANY (ARRAY(…))), which a plan made
-// without the LIMIT's value keeps (with id IN (…) the generic plan hashed a
-// scan of the whole table). The session is discarded, never handed back to
+// TestPgClaimGenericPlan), and the UPDATE finds the claimed rows by
+// primary key (id = ANY (ARRAY(…))), which a plan made without the LIMIT's
+// value keeps (with id IN (…) the generic plan hashed a scan of the whole
+// table). The session is discarded, never handed back to
 // the pool, so that no other user of the pool gets it.
 //
 // The session's commits do not wait for the WAL flush (synchronous_commit =
