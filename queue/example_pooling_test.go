@@ -8,6 +8,9 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/stdlib"
+
 	"github.com/jobqueue/jobqueue/migrations"
 	"github.com/jobqueue/jobqueue/queue"
 )
@@ -51,4 +54,23 @@ func ExampleWithTransactionPooling() {
 	fmt.Println("pending:", stats[queue.StatusPending])
 	// Output:
 	// pending: 1
+}
+
+// ExamplePgxWithoutCancelRequests opens a pool of your own for a queue
+// behind PgBouncer in transaction pooling mode: statements unnamed
+// (default_query_exec_mode=exec) and no cancel requests, which PgBouncer
+// 1.18 can crash on.
+func ExamplePgxWithoutCancelRequests() {
+	cfg, err := pgx.ParseConfig("postgres://app@pgbouncer:6432/app?sslmode=disable&default_query_exec_mode=exec")
+	if err != nil {
+		log.Fatal(err)
+	}
+	queue.PgxWithoutCancelRequests(cfg)
+	db := stdlib.OpenDB(*cfg)
+	defer db.Close()
+	q, err := queue.New(db, queue.WithTable("jobs"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer q.Close()
 }

@@ -36,6 +36,19 @@ func WithTransactionPooling(on bool) Option {
 	return func(c *config) error { c.pooled = &on; return nil }
 }
 
+// PgxWithoutCancelRequests sets cfg so that pgx never sends a cancel
+// request: a query whose context ends is interrupted by closing its
+// connection. Use it for a pool of your own behind PgBouncer, before
+// stdlib.OpenDB(*cfg): PgBouncer 1.18 (Debian 12's) can crash on cancel
+// requests (fixed in 1.20). Setting pgconn's DeadlineContextWatcherHandler
+// alone is not enough, since pgx still sends a cancel request when it
+// closes a connection in the middle of a query. Over TLS the request is
+// encrypted and still goes through. The jobqueue command does this itself
+// for a URL with default_query_exec_mode other than cache_statement.
+func PgxWithoutCancelRequests(cfg *pgx.ConnConfig) {
+	engine.NoCancelRequests(&cfg.Config)
+}
+
 // setPooled records whether the queue runs through a transaction pooler;
 // a pooled queue prepares no statements.
 func (q *Queue) setPooled(on bool) {

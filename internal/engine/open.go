@@ -11,7 +11,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
-	"github.com/jackc/pgx/v5/pgconn/ctxwatch"
 	"github.com/jackc/pgx/v5/stdlib"
 )
 
@@ -161,20 +160,16 @@ func Open(ctx context.Context, rawURL string) (*sql.DB, Kind, error) {
 
 // openPostgres opens a pgx pool on dsn. When the URL sets a
 // default_query_exec_mode other than cache_statement (what pgx needs behind
-// a transaction pooler such as PgBouncer), a query whose context ends is
-// interrupted by closing its connection instead of by a cancel request:
-// PgBouncer 1.18 (Debian 12's) can crash on cancel requests that cross
-// (pgbouncer/pgbouncer#822, fixed in 1.20), and the connection is of
-// little worth in a client of a pooler.
+// a transaction pooler such as PgBouncer), pgx sends no cancel requests
+// (see NoCancelRequests): a query whose context ends is interrupted by
+// closing its connection.
 func openPostgres(dsn string) (*sql.DB, error) {
 	cfg, err := pgx.ParseConfig(dsn)
 	if err != nil {
 		return nil, err
 	}
 	if cfg.DefaultQueryExecMode != pgx.QueryExecModeCacheStatement {
-		cfg.BuildContextWatcherHandler = func(pc *pgconn.PgConn) ctxwatch.Handler {
-			return &pgconn.DeadlineContextWatcherHandler{Conn: pc.Conn()}
-		}
+		NoCancelRequests(&cfg.Config)
 	}
 	return stdlib.OpenDB(*cfg), nil
 }
