@@ -62,9 +62,11 @@ func (r *queryRecorder) QueryRowContext(ctx context.Context, query string, args 
 
 // claimPgx runs claim on pgx's connection of conn (a claim session's), or
 // of one taken from the pool when conn is nil, and returns the rows (up to
-// max). It returns errNoPgx, having sent nothing, when the pool's driver is
-// not pgx's stdlib.
-func (s pgStore) claimPgx(ctx context.Context, conn *sql.Conn, claim pgClaim, max int) ([]*JobRow, error) {
+// max). With turn, the claim waits for its turn first (LockClaims, sent
+// with it in one pipeline: see store_postgres_claim.go). It returns
+// errNoPgx, having sent nothing, when the pool's driver is not pgx's
+// stdlib.
+func (s pgStore) claimPgx(ctx context.Context, conn *sql.Conn, claim pgClaim, max int, turn bool) ([]*JobRow, error) {
 	if s.r.noPgx.Load() {
 		return nil, errNoPgx
 	}
@@ -75,6 +77,15 @@ func (s pgStore) claimPgx(ctx context.Context, conn *sql.Conn, claim pgClaim, ma
 	text, err := s.r.text(rec.query)
 	if err != nil {
 		return nil, err
+	}
+	var lock queryRecorder
+	if turn {
+		if err := pggen.New(&lock).LockClaims(ctx, claimLockKey(s.r.quoted)); !errors.Is(err, errRecorded) {
+			return nil, fmt.Errorf("jobqueue: internal: recording the claim lock: %v", err)
+		}
+		if lock.query, err = s.r.text(lock.query); err != nil {
+			return nil, err
+		}
 	}
 	if err := fenced(ctx); err != nil {
 		return nil, err
@@ -91,7 +102,23 @@ func (s pgStore) claimPgx(ctx context.Context, conn *sql.Conn, claim pgClaim, ma
 	out := make([]*JobRow, 0, max)
 	err = onPgx(conn, func(pc *pgx.Conn) error {
 		s.r.on(nil).seen(text)
-		rows, err := pc.Query(ctx, text, args...)
+		var rows pgx.Rows
+		if turn {
+			// One pipeline, one implicit transaction: the lock is held
+			// until the claim commits, and the claim's snapshot is taken
+			// once the lock is granted.
+			b := &pgx.Batch{}
+			b.Queue(lock.query, lock.args...)
+			b.Queue(text, args...)
+			br := pc.SendBatch(ctx, b)
+			defer br.Close()
+			if _, err := br.Exec(); err != nil {
+				return err
+			}
+			rows, err = br.Query()
+		} else {
+			rows, err = pc.Query(ctx, text, args...)
+		}
 		if err != nil {
 			return err
 		}

@@ -87,14 +87,15 @@ func (s pgStore) insertMany(ctx context.Context, d dbtx, jobs []*newJob, now tim
 }
 
 func (s pgStore) claim(ctx context.Context, types []string, max int, token string, now, leaseUntil time.Time, after claimPos) ([]*JobRow, error) {
-	return s.claimOn(ctx, nil, types, max, token, now, leaseUntil, after)
+	return s.claimOn(ctx, nil, false, types, max, token, now, leaseUntil, after)
 }
 
 // claimOn runs the claim of types' filter (pgClaimFor) on conn, a claim
-// session's connection, or on the pool when conn is nil.
-func (s pgStore) claimOn(ctx context.Context, conn *sql.Conn, types []string, max int, token string, now, leaseUntil time.Time, after claimPos) ([]*JobRow, error) {
+// session's connection, or on the pool when conn is nil; with turn, after
+// its turn (claimPgx; a pool whose driver is not pgx's claims at once).
+func (s pgStore) claimOn(ctx context.Context, conn *sql.Conn, turn bool, types []string, max int, token string, now, leaseUntil time.Time, after claimPos) ([]*JobRow, error) {
 	claim := pgClaimFor(types, max, token, now, leaseUntil, after)
-	if got, err := s.claimPgx(ctx, conn, claim, max); !errors.Is(err, errNoPgx) {
+	if got, err := s.claimPgx(ctx, conn, claim, max, turn); !errors.Is(err, errNoPgx) {
 		return got, err
 	}
 	qs := s.qs()

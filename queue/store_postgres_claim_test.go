@@ -157,3 +157,97 @@ func TestPgClaimGenericPlan(t *testing.T) {
 		}
 	})
 }
+
+// TestPgClaimTurns: a claim session's claim after one that took all it
+// asked for, at least claimTurnMin jobs (a busy table), waits for its turn,
+// the table's advisory lock (LockClaims), and claims once the holder lets
+// go; a claim after a short one or a small one, and a session's first
+// claim, claim at once while the lock is held;
+// the lock of another table holds no claim up; the lock is the claim
+// transaction's, free again once the claim returned.
+func TestPgClaimTurns(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	env := newTestEnv(t, engine.Postgres)
+	q := env.queue(t, nil, WithLogger(testdb.QuietLogger()))
+	const turn = claimTurnMin
+	enqueueSeq(t, q, 4*turn+11)
+	s, err := q.st.(claimSessions).claimSession(ctx)
+	if err != nil || s == nil {
+		t.Fatalf("claimSession = %v, %v, want a session", s, err)
+	}
+	defer s.close()
+	cs := s.(*pgClaimSession)
+	var pid int64
+	if err := cs.conn.QueryRowContext(ctx, "SELECT pg_backend_pid()").Scan(&pid); err != nil {
+		t.Fatal(err)
+	}
+	claim := func(max int) <-chan claimResult {
+		done := make(chan claimResult, 1)
+		go func() {
+			cctx, cancel := context.WithTimeout(ctx, time.Minute)
+			defer cancel()
+			now := q.now()
+			rows, err := cs.claim(cctx, nil, max, newClaimToken(), now, now.Add(time.Minute), claimPos{})
+			done <- claimResult{rows, err}
+		}()
+		return done
+	}
+	// lock takes the advisory lock of key on a connection of its own and
+	// returns the function that lets it go.
+	lock := func(key string) (unlock func()) {
+		conn := ownConn(t, env.db)
+		if _, err := conn.ExecContext(ctx, "SELECT pg_advisory_lock(hashtextextended($1, 0))", key); err != nil {
+			t.Fatal(err)
+		}
+		return func() {
+			if _, err := conn.ExecContext(ctx, "SELECT pg_advisory_unlock(hashtextextended($1, 0))", key); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	got := func(res <-chan claimResult, want int) {
+		t.Helper()
+		r := <-res
+		if r.err != nil || len(r.rows) != want {
+			t.Fatalf("claim = %d rows, %v; want %d", len(r.rows), r.err, want)
+		}
+	}
+	key := claimLockKey(q.run.quoted)
+
+	unlock := lock(key)
+	got(claim(turn-1), turn-1) // the session's first claim: at once
+	got(claim(turn), turn)     // after a small claim: at once, and busy
+	res := claim(turn)         // waits for its turn
+	waitUntil(t, 10*time.Second, "the busy claim to wait for the advisory lock", func() bool {
+		var n int
+		if err := env.db.QueryRowContext(ctx, "SELECT count(*) FROM pg_stat_activity WHERE pid = $1 AND wait_event_type = 'Lock' AND wait_event = 'advisory'", pid).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n == 1
+	})
+	select {
+	case r := <-res:
+		t.Fatalf("the busy claim returned (%d rows, %v) while another session held the table's lock", len(r.rows), r.err)
+	default:
+	}
+	unlock()
+	got(res, turn)
+
+	// Another table's lock does not hold the busy claim up.
+	unlockOther := lock(claimLockKey(q.run.quoted + "_other"))
+	got(claim(turn), turn)
+	unlockOther()
+
+	// The claim's lock went with its transaction: another session takes it
+	// at once.
+	var free bool
+	if err := env.db.QueryRowContext(ctx, "SELECT pg_try_advisory_xact_lock(hashtextextended($1, 0))", key).Scan(&free); err != nil || !free {
+		t.Fatalf("the table's lock after the claims: free %v (%v), want free", free, err)
+	}
+	got(claim(turn), 12) // busy, the lock free: the 12 jobs left, a short claim
+	// After a short claim the next claims at once, the lock held or not.
+	unlock = lock(key)
+	got(claim(turn), 0)
+	unlock()
+}

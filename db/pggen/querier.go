@@ -195,6 +195,13 @@ type Querier interface {
 	// (the rewriting of `jobs` turns it into LISTEN "<table>"). The worker runs
 	// it on one dedicated connection (queue/notify_postgres.go).
 	ListenJobs(ctx context.Context) error
+	// LockClaims makes the busy claims of one table take turns: a claim session
+	// sends it before its claim, in the claim's transaction (one pipeline, one
+	// round trip), after a claim that took all it asked for
+	// (queue/store_postgres_claim.go). @key names the table; the lock is
+	// released at the claim's commit. It names no table, and says so to the
+	// table rewriting.
+	LockClaims(ctx context.Context, key string) error
 	// NextType is the smallest type after @after (index type_status_scheduled).
 	NextType(ctx context.Context, after string) ([]string, error)
 	// NotifyTypes notifies each type of a JSON array of types (the queue sends

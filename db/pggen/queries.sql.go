@@ -1535,6 +1535,21 @@ func (q *Queries) ListenJobs(ctx context.Context) error {
 	return err
 }
 
+const lockClaims = `-- name: LockClaims :exec
+SELECT /* jobqueue:no-table */ pg_advisory_xact_lock(hashtextextended($1::text, 0))
+`
+
+// LockClaims makes the busy claims of one table take turns: a claim session
+// sends it before its claim, in the claim's transaction (one pipeline, one
+// round trip), after a claim that took all it asked for
+// (queue/store_postgres_claim.go). @key names the table; the lock is
+// released at the claim's commit. It names no table, and says so to the
+// table rewriting.
+func (q *Queries) LockClaims(ctx context.Context, key string) error {
+	_, err := q.db.ExecContext(ctx, lockClaims, key)
+	return err
+}
+
 const nextType = `-- name: NextType :many
 SELECT j.type FROM jobs j WHERE j.type > $1 ORDER BY j.type LIMIT 1
 `

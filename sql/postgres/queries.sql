@@ -98,6 +98,15 @@ ORDER BY r.ord;
 SELECT /* jobqueue:no-table */ pg_notify(sqlc.arg(channel)::text, t.value)
 FROM jsonb_array_elements_text(sqlc.arg(types)::jsonb) AS t(value);
 
+-- name: LockClaims :exec
+-- LockClaims makes the busy claims of one table take turns: a claim session
+-- sends it before its claim, in the claim's transaction (one pipeline, one
+-- round trip), after a claim that took all it asked for
+-- (queue/store_postgres_claim.go). @key names the table; the lock is
+-- released at the claim's commit. It names no table, and says so to the
+-- table rewriting.
+SELECT /* jobqueue:no-table */ pg_advisory_xact_lock(hashtextextended(sqlc.arg(key)::text, 0));
+
 -- name: ClaimJobs :many
 -- ClaimJobs claims due jobs of every type (index status_scheduled);
 -- ClaimJobsOfType and ClaimJobsOfTypes below are the same claim for one
