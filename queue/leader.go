@@ -255,7 +255,7 @@ func (e *elector) run(ctx context.Context) {
 func (e *elector) ensure(ctx context.Context) bool {
 	cctx, cancel := context.WithTimeout(ctx, max(e.every, time.Second))
 	defer cancel()
-	if err := e.q.st.leaderEnsure(cctx, leaderRole); err != nil {
+	if err := retryTx(cctx, func() error { return e.q.st.leaderEnsure(cctx, leaderRole) }); err != nil {
 		if ctx.Err() == nil {
 			e.attemptFailed(e.q.leaderTableError("creating the leader row", err))
 		}
@@ -265,14 +265,21 @@ func (e *elector) ensure(ctx context.Context) bool {
 }
 
 // attempt sends one renewal (or try to take the lease) and updates the
-// leadership from its result.
+// leadership from its result. Each statement of the elector that loses to
+// another transaction (a deadlock, a Galera certification conflict, SQLite
+// busy) is sent again at once (retryTx): only one that keeps losing is a
+// failed attempt (attemptFailed).
 func (e *elector) attempt(ctx context.Context) {
 	if !e.leads() {
 		e.lose("its lease ran out by its own clock before it could renew it (renewals failed or the process was paused)")
 	}
 	sent := time.Now()
 	cctx, cancel := context.WithTimeout(ctx, max(e.every, time.Second))
-	ok, err := e.q.st.leaderAcquire(cctx, leaderRole, e.holder, e.lease)
+	var ok bool
+	err := retryTx(cctx, func() (err error) {
+		ok, err = e.q.st.leaderAcquire(cctx, leaderRole, e.holder, e.lease)
+		return err
+	})
 	cancel()
 	if err != nil {
 		if ctx.Err() == nil {
@@ -293,7 +300,11 @@ func (e *elector) attempt(ctx context.Context) {
 		// of its checks. The row belongs to another holder only if it
 		// lost the lease again meanwhile: the next attempt tells.
 		cctx, cancel := context.WithTimeout(ctx, max(e.every, time.Second))
-		r, err := e.q.st.leaderGet(cctx, leaderRole)
+		var r *leaderRow
+		err := retryTx(cctx, func() (err error) {
+			r, err = e.q.st.leaderGet(cctx, leaderRole)
+			return err
+		})
 		cancel()
 		if err != nil || r == nil || r.holder != e.holder {
 			if err != nil && ctx.Err() == nil {
@@ -403,7 +414,7 @@ func (e *elector) release(ctx context.Context) {
 	}
 	cctx, cancel := context.WithTimeout(ctx, max(e.every, time.Second))
 	defer cancel()
-	if err := e.q.st.leaderRelease(cctx, leaderRole, e.holder); err != nil {
+	if err := retryTx(cctx, func() error { return e.q.st.leaderRelease(cctx, leaderRole, e.holder) }); err != nil {
 		e.log.Warn("releasing the leadership failed; another worker takes over once the lease passes", "err", err)
 	}
 }

@@ -4,10 +4,13 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"log/slog"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/go-sql-driver/mysql"
 
 	"github.com/jobqueue/jobqueue/internal/ddl"
 	"github.com/jobqueue/jobqueue/internal/engine"
@@ -343,4 +346,64 @@ func TestFence(t *testing.T) {
 			t.Errorf("%d jobs; want the 2 enqueued under the open fence", n)
 		}
 	})
+}
+
+// conflictingStore is a store whose leaderAcquire loses its first
+// conflicts tries to another transaction (MySQL's deadlock error, as Galera
+// reports a certification conflict) before it runs.
+type conflictingStore struct {
+	store
+	conflicts int
+	tries     int
+}
+
+func (s *conflictingStore) leaderAcquire(ctx context.Context, role, holder string, lease time.Duration) (bool, error) {
+	s.tries++
+	if s.tries <= s.conflicts {
+		return false, &mysql.MySQLError{Number: 1213, Message: "Deadlock found when trying to get lock; try restarting transaction"}
+	}
+	return s.store.leaderAcquire(ctx, role, holder, lease)
+}
+
+// TestElectorRetriesConflicts: a renewal that loses to another transaction
+// (a deadlock, a Galera certification conflict) is sent again at once and
+// the worker leads without a warning; only one that keeps losing, past
+// retryTx's tries, is a failed attempt, logged once as a warning.
+func TestElectorRetriesConflicts(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		name      string
+		conflicts int
+		leads     bool
+		warnings  int
+	}{
+		{"no conflict", 0, true, 0},
+		{"one conflict", 1, true, 0},
+		{"four conflicts", 4, true, 0},
+		{"conflicts past the retries", 5, false, 1},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			env := newTestEnv(t, engine.SQLite)
+			logs := &testdb.LogRecorder{}
+			q := env.queue(t, nil, WithLogger(slog.New(logs)))
+			st := &conflictingStore{store: q.st, conflicts: c.conflicts}
+			q.st = st
+			e := newElector(q, q.logger, 5*time.Second)
+			ctx := context.Background()
+			if !e.ensure(ctx) {
+				t.Fatalf("ensure failed: %q", logs.Lines(slog.LevelWarn))
+			}
+			e.attempt(ctx)
+			if e.leads() != c.leads {
+				t.Errorf("after an attempt whose first %d tries conflicted: leads %v, want %v", c.conflicts, e.leads(), c.leads)
+			}
+			if l := logs.Lines(slog.LevelWarn); len(l) != c.warnings {
+				t.Errorf("%d warnings, want %d: %q", len(l), c.warnings, l)
+			}
+			if want := min(c.conflicts+1, 5); st.tries != want {
+				t.Errorf("leaderAcquire tried %d times, want %d", st.tries, want)
+			}
+		})
+	}
 }
