@@ -125,7 +125,7 @@ func (cs *mysqlClaimSession) claim(ctx context.Context, types []string, max int,
 // nearly always are). bench --processes 4 --workers 16 on MariaDB 10.11,
 // 6 rounds alternating with --workers 64, 40 000 jobs: 1.02x its rate
 // with the frontier against 0.90-0.92x without, server CPU per job equal
-// to one worker's instead of 10-15 % more (README, Performance).
+// to one worker's instead of 10-15 % more (docs/performance.md).
 //
 // Only a claim that holds the mutex after a full claim does this (a busy
 // table: the newest job in progress is then the last claim's, another
