@@ -92,8 +92,7 @@ func startClassifyingProxy(t *testing.T, target string, seen chan<- string) stri
 				}
 				server, err := net.Dial("tcp", target)
 				if err != nil {
-					t.Errorf("proxy: dial %s: %v", target, err)
-					return
+					return // the client sees its connection end, and says so
 				}
 				defer server.Close()
 				if _, err := server.Write(head); err != nil {
