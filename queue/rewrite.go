@@ -45,6 +45,7 @@ func rewriteTable(kind engine.Kind, query, quoted string) (string, int, error) {
 	var b strings.Builder
 	b.Grow(len(query) + 4*len(quoted))
 	n, marked := 0, false
+	afterDollar := false // the token before was a dollar-quoted string
 	for lx.i < len(query) {
 		start := lx.i
 		word, err := lx.next()
@@ -52,12 +53,21 @@ func rewriteTable(kind engine.Kind, query, quoted string) (string, int, error) {
 			return "", 0, fmt.Errorf("%w: %v at byte %d of %q", errNotRewritten, err, start, query)
 		}
 		marked = marked || query[start:lx.i] == noTableMark
-		if word && len(query[start:lx.i]) == len(tableWord) && strings.EqualFold(query[start:lx.i], tableWord) {
+		prevDollar := afterDollar
+		afterDollar = lx.dollar
+		table := word && len(query[start:lx.i]) == len(tableWord) && strings.EqualFold(query[start:lx.i], tableWord)
+		suffix, side := sideTableWord(query[start:lx.i])
+		if (table || word && side) && prevDollar {
+			// $$…$$jobs: PostgreSQL reads a word there, but a reader
+			// may take the $ for part of it; no query of ours is written so.
+			return "", 0, fmt.Errorf("%w: %s right after a dollar-quoted string at byte %d of %q (put a space between them)", errNotRewritten, tableWord, start, query)
+		}
+		if table {
 			b.WriteString(quoted)
 			n++
 			continue
 		}
-		if suffix, ok := sideTableWord(query[start:lx.i]); word && ok {
+		if word && side {
 			// A side table, jobs_<suffix>: <table>_<suffix>, quoted alike.
 			b.WriteString(quoted[:len(quoted)-1] + "_" + suffix + quoted[len(quoted)-1:])
 			n++
@@ -97,11 +107,14 @@ type lexer struct {
 	kind engine.Kind
 	q    string
 	i    int
+	// dollar: the last token was a dollar-quoted string.
+	dollar bool
 }
 
 // next moves past one token and reports whether it was a bare word.
 func (l *lexer) next() (word bool, err error) {
 	q, i := l.q, l.i
+	l.dollar = false
 	c := q[i]
 	at := func(j int, s string) bool { return strings.HasPrefix(q[j:], s) }
 	my, pg, lite := l.kind == engine.MySQL, l.kind == engine.Postgres, l.kind == engine.SQLite
@@ -134,6 +147,7 @@ func (l *lexer) next() (word bool, err error) {
 			return false, fmt.Errorf("unterminated dollar quote %s", tag)
 		}
 		l.i = i + len(tag) + end + len(tag)
+		l.dollar = true
 	case isIdentByte(c):
 		j := i
 		for j < len(q) && isIdentByte(q[j]) {

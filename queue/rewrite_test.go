@@ -67,6 +67,12 @@ func TestRewriteTable(t *testing.T) {
 		{"tagged dollar quote", pg, "SELECT $q$ jobs $$ jobs $q$ FROM jobs WHERE id = $1", `SELECT $q$ jobs $$ jobs $q$ FROM "t" WHERE id = $1`, 1},
 		{"placeholders", pg, "UPDATE jobs SET a = $1, b = $2 WHERE c = $3", `UPDATE "t" SET a = $1, b = $2 WHERE c = $3`, 1},
 		{"unterminated dollar quote", pg, "SELECT $q$ jobs FROM jobs", "", 0},
+		// The table word right after a dollar quote (FuzzRewriteTable's
+		// "$$$$joBs"): refused, a reader may take the $ for part of it.
+		{"table right after a dollar quote", pg, "SELECT $$x$$jobs", "", 0},
+		{"side table right after a dollar quote", pg, "SELECT 1 FROM $q$x$q$jobs_unique", "", 0},
+		{"table after a dollar quote and a space", pg, "SELECT $$x$$ FROM jobs", `SELECT $$x$$ FROM "t"`, 1},
+		{"other word right after a dollar quote", pg, "SELECT $$x$$y FROM jobs", `SELECT $$x$$y FROM "t"`, 1},
 		{"nested comment", pg, "SELECT /* a /* jobs */ jobs */ 1 FROM jobs", `SELECT /* a /* jobs */ jobs */ 1 FROM "t"`, 1},
 
 		// MySQL: backticks, # comments, and -- only before a space.
