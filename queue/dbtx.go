@@ -177,6 +177,11 @@ type dbtx struct {
 	// caller's transaction (the first enqueue after a quiet spell:
 	// pgNotifier.inline).
 	notify bool
+	// visible, when set, is called once the job an insert on d writes is
+	// committed and may be claimed, which for the early commit
+	// (enqueue_postgres_early.go) is before the insert returns: the queue
+	// wakes its own idle workers then.
+	visible func()
 }
 
 // insertNotifies reports whether a PostgreSQL insert on d notifies the

@@ -15,11 +15,7 @@ import (
 // an error wrapping ErrInvalidJob, ErrPayloadRejected or ErrInvalidPolicy
 // and writes nothing.
 func (q *Queue) Enqueue(ctx context.Context, args JobArgs, opts ...EnqueueOption) (int64, error) {
-	id, err := q.enqueue(ctx, nil, args, opts)
-	if err == nil {
-		q.wake.notify()
-	}
-	return id, err
+	return q.enqueue(ctx, nil, args, opts)
 }
 
 // EnqueueTx adds one job inside the caller's transaction: the job exists
@@ -60,6 +56,7 @@ func (q *Queue) writeOne(ctx context.Context, tx *sql.Tx, j *newJob, key *unique
 	var id int64
 	var err error
 	inline := false // the insert notified (PostgreSQL)
+	woke := false   // this process's workers were woken (the early commit)
 	if key != nil {
 		id, err = q.enqueueKeyed(ctx, tx, j, key, now)
 		if errors.Is(err, ErrDuplicate) || errors.Is(err, ErrSideTableMissing) {
@@ -71,6 +68,9 @@ func (q *Queue) writeOne(ctx context.Context, tx *sql.Tx, j *newJob, key *unique
 			d = q.run.onCallers(tx)
 		} else if q.notifier != nil {
 			d.notify = q.notifier.inline()
+			if d.notify {
+				d.visible = func() { woke = true; q.wake.notify() }
+			}
 		}
 		id, err = q.st.insert(ctx, d, j, now)
 		inline = d.notify
@@ -79,6 +79,9 @@ func (q *Queue) writeOne(ctx context.Context, tx *sql.Tx, j *newJob, key *unique
 		return 0, fmt.Errorf("jobqueue: enqueue %s: %w", j.name, refusedPayload(err))
 	}
 	if tx == nil {
+		if !woke {
+			q.wake.notify() // this process's workers
+		}
 		if !inline {
 			q.notifyEnqueued(j.typ) // PostgreSQL: wake workers everywhere
 		}

@@ -1,12 +1,19 @@
 package queue
 
 import (
+	"bufio"
 	"context"
 	"database/sql"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
+	"io"
+	"net"
+	"net/url"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/jobqueue/jobqueue/db/pggen"
 	"github.com/jobqueue/jobqueue/internal/engine"
@@ -14,7 +21,7 @@ import (
 )
 
 // TestEnqueueEarlyCommit: the first Enqueue after a quiet spell sends its
-// insert and FlushCommits in one batch (enqueue_postgres_early.go); the job
+// insert and FlushCommits in one pipeline (enqueue_postgres_early.go); the job
 // is there when Enqueue returns; the connection goes back to the pool as it
 // was (no transaction open, synchronous_commit as the server's), also after
 // an insert the server refuses; and with FlushCommits refused the insert
@@ -22,7 +29,7 @@ import (
 func TestEnqueueEarlyCommit(t *testing.T) {
 	t.Parallel()
 	env := newTestEnv(t, engine.Postgres)
-	// One connection: the one the batch ran on is the one checked after.
+	// One connection: the one the pipeline ran on is the one checked after.
 	db := env.newPool(t)
 	db.SetMaxOpenConns(1)
 	sent := newStatementNames("InsertJobNotify", "InsertJob", "FlushCommits")
@@ -42,6 +49,17 @@ func TestEnqueueEarlyCommit(t *testing.T) {
 		}
 	}
 
+	// prepared is how many prepared statements of the early insert the
+	// connection holds (it keeps one, and drops it after a failure).
+	prepared := func(t *testing.T) int {
+		t.Helper()
+		var n int
+		if err := db.QueryRowContext(ctx, "SELECT count(*) FROM pg_prepared_statements WHERE statement LIKE '%pg_notify%' AND starts_with(name, 'stmt_')").Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+
 	t.Run("early", func(t *testing.T) {
 		quiet()
 		id, err := q.Enqueue(ctx, testArgs{N: 1}, Type("a"))
@@ -53,6 +71,9 @@ func TestEnqueueEarlyCommit(t *testing.T) {
 		}
 		if j := getJob(t, q, id); j.Status != StatusPending || j.Type != "a" {
 			t.Errorf("job %d: status %s type %q, want pending a", id, j.Status, j.Type)
+		}
+		if n := prepared(t); n != 1 {
+			t.Errorf("%d prepared early inserts on the connection, want 1", n)
 		}
 		clean(t)
 	})
@@ -68,6 +89,9 @@ func TestEnqueueEarlyCommit(t *testing.T) {
 		}
 		if n := env.countWhere(t, "true"); n != before {
 			t.Errorf("%d jobs after the refused enqueue, want %d", n, before)
+		}
+		if n := prepared(t); n != 0 {
+			t.Errorf("%d prepared early inserts on the connection after the failure, want 0 (prepared anew next time)", n)
 		}
 		clean(t)
 	})
@@ -143,6 +167,141 @@ func TestFlushCommitsFlushes(t *testing.T) {
 		}
 		if !flushed {
 			t.Fatalf("the WAL is not flushed up to %s after FlushCommits", written)
+		}
+	}
+}
+
+// TestEnqueueEarlyWakesBeforeFlush: the early insert's COMMIT reaches the
+// client before FlushCommits runs (a sync point between them), and this
+// process's idle workers are woken then, not after the flush. A proxy in
+// front of PostgreSQL holds back what the client sends after the first sync
+// point of a pipeline; the wake-up must come while it holds the flush, with
+// the job already visible to other sessions.
+func TestEnqueueEarlyWakesBeforeFlush(t *testing.T) {
+	t.Parallel()
+	env := newTestEnv(t, engine.Postgres)
+	u, err := url.Parse(env.url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy := startSyncHoldingProxy(t, u.Host)
+	u.Host = proxy.addr
+	db := testdb.OpenURL(t, u.String())
+	db.SetMaxOpenConns(1)
+	q := env.queue(t, db, WithLogger(testdb.QuietLogger()))
+	waitNotifierIdle(t, q)
+	ctx := context.Background()
+
+	woken := q.wake.wait()
+	proxy.arm()
+	done := make(chan error, 1)
+	go func() {
+		_, err := q.Enqueue(ctx, testArgs{N: 1}, Type("a"))
+		done <- err
+	}()
+	select {
+	case <-woken:
+		if !proxy.holding() {
+			t.Error("the workers were woken after the flush was sent, want while the proxy holds it back")
+		}
+		if n := env.countWhere(t, "true"); n != 1 {
+			t.Errorf("%d jobs visible when the workers were woken, want 1", n)
+		}
+	case err := <-done:
+		t.Errorf("Enqueue returned (%v) before the workers were woken", err)
+	case <-time.After(20 * time.Second):
+		t.Error("the workers were not woken within 20 s")
+	}
+	proxy.release()
+	if err := <-done; err != nil {
+		t.Fatalf("Enqueue: %v", err)
+	}
+}
+
+// syncHoldingProxy forwards PostgreSQL connections; once armed, it holds
+// back what a client sends after a Sync message that it wrote together
+// with more (the rest of a pipeline), until released.
+type syncHoldingProxy struct {
+	addr     string
+	armed    atomic.Bool
+	held     atomic.Bool
+	released chan struct{}
+}
+
+func (p *syncHoldingProxy) arm()          { p.armed.Store(true) }
+func (p *syncHoldingProxy) holding() bool { return p.held.Load() }
+func (p *syncHoldingProxy) release()      { close(p.released) }
+
+// startSyncHoldingProxy listens on a free local port and forwards each
+// connection to target (PostgreSQL without TLS).
+func startSyncHoldingProxy(t *testing.T, target string) *syncHoldingProxy {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	p := &syncHoldingProxy{addr: ln.Addr().String(), released: make(chan struct{})}
+	go func() {
+		for {
+			client, err := ln.Accept()
+			if err != nil {
+				return // the listener is closed
+			}
+			go p.serve(client, target)
+		}
+	}()
+	return p
+}
+
+// serve forwards one connection, message by message from the client.
+func (p *syncHoldingProxy) serve(client net.Conn, target string) {
+	defer client.Close()
+	server, err := net.Dial("tcp", target)
+	if err != nil {
+		return // the client sees its connection end, and says so
+	}
+	defer server.Close()
+	go func() { io.Copy(client, server); client.Close() }()
+	in := bufio.NewReader(client)
+	// The startup message: a length, then the rest.
+	head := make([]byte, 4)
+	if _, err := io.ReadFull(in, head); err != nil {
+		return
+	}
+	rest := make([]byte, binary.BigEndian.Uint32(head)-4)
+	if _, err := io.ReadFull(in, rest); err != nil {
+		return
+	}
+	if _, err := server.Write(append(head, rest...)); err != nil {
+		return
+	}
+	for {
+		// A message: its type, its length (itself included), the rest.
+		head := make([]byte, 5)
+		if _, err := io.ReadFull(in, head); err != nil {
+			return
+		}
+		msg := make([]byte, 5+binary.BigEndian.Uint32(head[1:])-4)
+		copy(msg, head)
+		if _, err := io.ReadFull(in, msg[5:]); err != nil {
+			return
+		}
+		if _, err := server.Write(msg); err != nil {
+			return
+		}
+		if msg[0] != 'S' || !p.armed.Load() {
+			continue
+		}
+		// A Sync: did the client write more with it (a pipeline goes in
+		// one write), or does it wait for the server now?
+		if in.Buffered() == 0 {
+			continue
+		}
+		if p.armed.CompareAndSwap(true, false) {
+			p.held.Store(true)
+			<-p.released
+			p.held.Store(false)
 		}
 	}
 }

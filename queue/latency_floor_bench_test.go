@@ -25,7 +25,9 @@ import (
 // pending job, locked with SKIP LOCKED and returned. It enqueues
 // latencyJobs jobs latencyGap apart, as bench's latency phase does, and
 // returns how long each took from before its insert to the claim's
-// return. No real claimer can start a handler sooner on this server, so
+// return. No claimer in another process can start a handler sooner on this
+// server (one in the enqueuing process is woken by the COMMIT's result, one
+// server process nearer: enqueue_postgres_early.go), so
 // BenchmarkEnqueueToStart reports the queue's median next to this one's
 // (issue 9's goal of 1 ms is below the floor on some machines).
 func latencyFloorPostgres(b *testing.B, env *testEnv) []time.Duration {
