@@ -5,7 +5,8 @@ package queue
 //	BenchmarkEnqueueMany   bulk enqueue in batches of 1000, with its allocations
 //	                       per job (PostgreSQL: one COPY each, copy_postgres.go)
 //	BenchmarkEnqueueConcurrent JOBQUEUE_BENCH_JOBS single Enqueues from 16
-//	                       goroutines
+//	                       goroutines, and the insert statements per job (on
+//	                       PostgreSQL, under 1: enqueue_combine.go)
 //	BenchmarkClaimComplete claim 100 + complete 100, the worker's primitives alone
 //	BenchmarkDrain         one worker (concurrency 8, 64) drains JOBQUEUE_BENCH_JOBS
 //	                       (default 20 000) no-op jobs, completed rows kept; it
@@ -100,13 +101,22 @@ func BenchmarkEnqueueMany(b *testing.B) {
 	}
 }
 
+// BenchmarkEnqueueConcurrent: 16 goroutines of single Enqueue. On
+// PostgreSQL those that arrive while combineSlots statements run go
+// together (enqueue_combine.go): statements/job shows how far.
 func BenchmarkEnqueueConcurrent(b *testing.B) {
 	const enqueuers = 16
 	n := benchJobs(b)
 	for _, kind := range testdb.Kinds() {
 		b.Run(string(kind), func(b *testing.B) {
 			env := newTestEnv(b, kind)
-			q := env.queue(b, nil, WithLogger(testdb.QuietLogger()))
+			var statements atomic.Int64
+			count := func(query string, _ *sql.Tx) {
+				if strings.Contains(query, "-- name: InsertJob") {
+					statements.Add(1)
+				}
+			}
+			q := env.queue(b, nil, WithLogger(testdb.QuietLogger()), withStatementHook(count))
 			ctx := context.Background()
 			jobs := 0
 			for b.Loop() {
@@ -131,6 +141,7 @@ func BenchmarkEnqueueConcurrent(b *testing.B) {
 				jobs += n
 			}
 			b.ReportMetric(float64(jobs)/b.Elapsed().Seconds(), "jobs/s")
+			b.ReportMetric(float64(statements.Load())/float64(jobs), "statements/job")
 		})
 	}
 }

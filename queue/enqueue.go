@@ -13,7 +13,9 @@ import (
 // the time of At/Delay), of type "default" unless Type says otherwise, with
 // the queue's retry policy unless Policy says otherwise. Bad input returns
 // an error wrapping ErrInvalidJob, ErrPayloadRejected or ErrInvalidPolicy
-// and writes nothing.
+// and writes nothing. On PostgreSQL the calls of many goroutines at once
+// share statements (enqueue_combine.go), each still with its own id or
+// error.
 func (q *Queue) Enqueue(ctx context.Context, args JobArgs, opts ...EnqueueOption) (int64, error) {
 	return q.enqueue(ctx, nil, args, opts)
 }
@@ -62,18 +64,25 @@ func (q *Queue) writeOne(ctx context.Context, tx *sql.Tx, j *newJob, key *unique
 		if errors.Is(err, ErrDuplicate) || errors.Is(err, ErrSideTableMissing) {
 			return id, err
 		}
+	} else if tx != nil {
+		id, err = q.st.insert(ctx, q.run.onCallers(tx), j, now)
 	} else {
-		d := q.run.on(nil)
-		if tx != nil {
-			d = q.run.onCallers(tx)
-		} else if q.notifier != nil {
-			d.notify = q.notifier.inline()
-			if d.notify {
-				d.visible = func() { woke = true; q.wake.notify() }
+		alone := func() (int64, error) {
+			d := q.run.on(nil)
+			if q.notifier != nil {
+				d.notify = q.notifier.inline()
+				if d.notify {
+					d.visible = func() { woke = true; q.wake.notify() }
+				}
 			}
+			inline = d.notify
+			return q.st.insert(ctx, d, j, now)
 		}
-		id, err = q.st.insert(ctx, d, j, now)
-		inline = d.notify
+		if q.combiner == nil || fencedContext(ctx) {
+			id, err = alone()
+		} else {
+			id, err = q.combiner.enqueue(ctx, j, alone)
+		}
 	}
 	if err != nil {
 		return 0, fmt.Errorf("jobqueue: enqueue %s: %w", j.name, refusedPayload(err))

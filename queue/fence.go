@@ -53,6 +53,13 @@ func fenced(ctx context.Context) error {
 	return nil
 }
 
+// fencedContext reports whether ctx carries a fence (a leader's act): its
+// statements must check it, so they are not combined with others'.
+func fencedContext(ctx context.Context) bool {
+	_, ok := ctx.Value(fenceKey{}).(func() error)
+	return ok
+}
+
 // termFence is what a leader's act checks in the database: the holder and
 // term it acts for. guard is the process's check (elector.guard); idle is
 // how long the act's session may sit idle before the server ends it.

@@ -66,6 +66,9 @@ type Queue struct {
 	// notifier sends the NOTIFY of the enqueues the queue commits itself,
 	// on PostgreSQL (notify_postgres.go); nil elsewhere.
 	notifier *pgNotifier
+	// combiner writes the single enqueues of many goroutines at once
+	// together (enqueue_combine.go); nil where the store cannot.
+	combiner *enqueueCombiner
 	// batchSize overrides MaintenanceBatch and onBatch hears the rows each
 	// batch of ExpireOverdue and Prune changed (tests).
 	batchSize int
@@ -272,6 +275,15 @@ func New(db *sql.DB, opts ...Option) (*Queue, error) {
 		q.st = mysqlStore{q.run}
 	default:
 		q.st = sqliteStore{q.run}
+	}
+	if b, ok := q.st.(batchInserter); ok {
+		q.combiner = &enqueueCombiner{
+			batch: b.insertBatch,
+			now:   q.now,
+			single: func(ctx context.Context, j *newJob) (int64, error) {
+				return q.st.insert(ctx, q.run.on(nil), j, q.now())
+			},
+		}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), newTimeout)
 	defer cancel()

@@ -5,6 +5,8 @@ import (
 	"database/sql"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -84,6 +86,27 @@ func (s pgStore) insertMany(ctx context.Context, d dbtx, jobs []*newJob, now tim
 		}
 	}
 	return nil
+}
+
+// insertBatch writes jobs (at most combineMax, of several callers) in one
+// statement that commits on its own, and returns their ids in jobs' order.
+func (s pgStore) insertBatch(ctx context.Context, jobs []*newJob, now time.Time) ([]int64, error) {
+	chunks, err := jsonChunks(jobs, pgTimeLayout)
+	if err != nil {
+		return nil, err
+	}
+	if len(chunks) != 1 {
+		return nil, fmt.Errorf("jobqueue: internal: a batch of %d enqueues makes %d statements, want 1", len(jobs), len(chunks))
+	}
+	ids, err := s.qs().InsertJobsJSONReturning(ctx, pggen.InsertJobsJSONReturningParams{CreatedAt: now, Rows: json.RawMessage(chunks[0])})
+	if err != nil {
+		return nil, err
+	}
+	if len(ids) != len(jobs) {
+		return nil, fmt.Errorf("jobqueue: internal: a batch of %d enqueues returned %d ids", len(jobs), len(ids))
+	}
+	slices.Sort(ids) // the rows' order (InsertJobsJSONReturning)
+	return ids, nil
 }
 
 func (s pgStore) claim(ctx context.Context, types []string, max int, token string, now, leaseUntil time.Time, after claimPos) ([]*JobRow, error) {

@@ -172,6 +172,12 @@ type Querier interface {
 	// one call share the caller's transaction, so their notifications arrive
 	// as one.
 	InsertJobsJSONNotify(ctx context.Context, arg InsertJobsJSONNotifyParams) (int64, error)
+	// InsertJobsJSONReturning is InsertJobsJSON that returns the new ids: the
+	// single Enqueues of several callers written together (the enqueue
+	// combiner, queue/enqueue_combine.go). One statement takes its ids from
+	// the sequence in the order it inserts the rows, which is r.ord's, so the
+	// ids sorted ascending are the rows' in r.ord order.
+	InsertJobsJSONReturning(ctx context.Context, arg InsertJobsJSONReturningParams) ([]int64, error)
 	// InsertUniqueJob takes the key for a new job and inserts the job, in one
 	// statement: the key row gets the job's id from the table's sequence, and
 	// the job is inserted only if the key row was (no row returned: another

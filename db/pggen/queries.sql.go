@@ -1249,6 +1249,51 @@ func (q *Queries) InsertJobsJSONNotify(ctx context.Context, arg InsertJobsJSONNo
 	return result.RowsAffected()
 }
 
+const insertJobsJSONReturning = `-- name: InsertJobsJSONReturning :many
+INSERT INTO jobs (name, type, payload, status, attempts, max_attempts, base_delay,
+                  max_delay, scheduled_at, expires_at, created_at)
+SELECT r.name, r.type, r.payload::jsonb, 'pending', 0, r.max_attempts, r.base_delay,
+       r.max_delay, r.scheduled_at, r.expires_at, $1
+FROM jsonb_to_recordset($2::jsonb) AS r(name text, type text, payload text,
+     max_attempts int, base_delay int, max_delay int, scheduled_at timestamp,
+     expires_at timestamp, ord int)
+ORDER BY r.ord
+RETURNING id
+`
+
+type InsertJobsJSONReturningParams struct {
+	CreatedAt time.Time
+	Rows      json.RawMessage
+}
+
+// InsertJobsJSONReturning is InsertJobsJSON that returns the new ids: the
+// single Enqueues of several callers written together (the enqueue
+// combiner, queue/enqueue_combine.go). One statement takes its ids from
+// the sequence in the order it inserts the rows, which is r.ord's, so the
+// ids sorted ascending are the rows' in r.ord order.
+func (q *Queries) InsertJobsJSONReturning(ctx context.Context, arg InsertJobsJSONReturningParams) ([]int64, error) {
+	rows, err := q.db.QueryContext(ctx, insertJobsJSONReturning, arg.CreatedAt, arg.Rows)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []int64
+	for rows.Next() {
+		var id int64
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		items = append(items, id)
+	}
+	if err := rows.Close(); err != nil {
+		return nil, err
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const insertUniqueJob = `-- name: InsertUniqueJob :many
 WITH k AS (
     INSERT INTO jobs_unique (job_id, unique_key, live_key, held_until)

@@ -73,6 +73,22 @@ FROM jsonb_to_recordset(sqlc.arg(rows)::jsonb) AS r(name text, type text, payloa
      expires_at timestamp, ord int)
 ORDER BY r.ord;
 
+-- name: InsertJobsJSONReturning :many
+-- InsertJobsJSONReturning is InsertJobsJSON that returns the new ids: the
+-- single Enqueues of several callers written together (the enqueue
+-- combiner, queue/enqueue_combine.go). One statement takes its ids from
+-- the sequence in the order it inserts the rows, which is r.ord's, so the
+-- ids sorted ascending are the rows' in r.ord order.
+INSERT INTO jobs (name, type, payload, status, attempts, max_attempts, base_delay,
+                  max_delay, scheduled_at, expires_at, created_at)
+SELECT r.name, r.type, r.payload::jsonb, 'pending', 0, r.max_attempts, r.base_delay,
+       r.max_delay, r.scheduled_at, r.expires_at, @created_at
+FROM jsonb_to_recordset(sqlc.arg(rows)::jsonb) AS r(name text, type text, payload text,
+     max_attempts int, base_delay int, max_delay int, scheduled_at timestamp,
+     expires_at timestamp, ord int)
+ORDER BY r.ord
+RETURNING id;
+
 -- name: InsertJobsJSONNotify :execrows
 -- InsertJobsJSONNotify is InsertJobsJSON that also notifies @notify_type
 -- (the jobs' type; empty when they have several). The materialized CTE

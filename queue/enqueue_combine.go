@@ -1,0 +1,142 @@
+package queue
+
+import (
+	"context"
+	"sync"
+	"time"
+)
+
+// Combining single enqueues. Each Enqueue on its own is a statement that
+// commits on its own: a round trip and, on PostgreSQL, a WAL flush per job.
+// When many goroutines of a process enqueue at once, the combiner lets at
+// most combineSlots of those statements run at a time; the Enqueues that
+// arrive while they all run wait, and go together in one multi-row
+// statement (one round trip, one commit) as soon as a slot frees up, each
+// caller then getting its own id. A lone Enqueue, or a few at once, never
+// waits: it writes at once, as without the combiner.
+//
+// A combined statement that fails (a payload the server refuses, say)
+// writes nothing, and each of its jobs is then written on its own, so that
+// each caller gets its own result as if it had written alone. The
+// statement runs under its own timeout, not under any caller's context: a
+// caller whose context ends while its job waits gets the context's error
+// and its job is not written; once the job's statement is sent, the caller
+// waits for its result.
+const (
+	// combineSlots is how many enqueue statements of a queue run at once
+	// before the next Enqueues wait to be combined.
+	combineSlots = 4
+	// combineMax is the most jobs, and combineMaxBytes about the most
+	// payload bytes, of one combined statement.
+	combineMax      = 100
+	combineMaxBytes = 1 << 20
+)
+
+// batchInserter is a store that writes jobs of several callers in one
+// statement committed on its own, returning their ids in order (PostgreSQL).
+type batchInserter interface {
+	insertBatch(ctx context.Context, jobs []*newJob, now time.Time) ([]int64, error)
+}
+
+// enqueueCombiner combines the single enqueues of one queue (see above).
+type enqueueCombiner struct {
+	batch  func(ctx context.Context, jobs []*newJob, now time.Time) ([]int64, error)
+	now    func() time.Time
+	single func(ctx context.Context, j *newJob) (int64, error) // one job alone, under ctx
+
+	mu      sync.Mutex
+	running int            // statements in flight, at most combineSlots
+	waiting []*combinedJob // in arrival order
+}
+
+// combinedJob is one waiting Enqueue.
+type combinedJob struct {
+	j    *newJob
+	sent bool          // taken into a statement (under the combiner's mutex)
+	done chan struct{} // closed once id and err are set
+	id   int64
+	err  error
+}
+
+// enqueue writes j: at once through alone when a slot is free, else
+// together with the others waiting.
+func (c *enqueueCombiner) enqueue(ctx context.Context, j *newJob, alone func() (int64, error)) (int64, error) {
+	c.mu.Lock()
+	if c.running < combineSlots {
+		c.running++
+		c.mu.Unlock()
+		id, err := alone()
+		c.release()
+		return id, err
+	}
+	w := &combinedJob{j: j, done: make(chan struct{})}
+	c.waiting = append(c.waiting, w)
+	c.mu.Unlock()
+	select {
+	case <-w.done:
+		return w.id, w.err
+	case <-ctx.Done():
+	}
+	c.mu.Lock()
+	if !w.sent {
+		for i, o := range c.waiting {
+			if o == w {
+				c.waiting = append(c.waiting[:i], c.waiting[i+1:]...)
+				break
+			}
+		}
+		c.mu.Unlock()
+		return 0, ctx.Err() // not written
+	}
+	c.mu.Unlock()
+	<-w.done // sent: its statement decides
+	return w.id, w.err
+}
+
+// release frees the slot of a statement that returned; when Enqueues wait,
+// the slot goes at once to a statement of them (as many as fit).
+func (c *enqueueCombiner) release() {
+	c.mu.Lock()
+	if len(c.waiting) == 0 {
+		c.running--
+		c.mu.Unlock()
+		return
+	}
+	n, bytes := 0, 0
+	for n < len(c.waiting) && n < combineMax && (n == 0 || bytes+len(c.waiting[n].j.payload) <= combineMaxBytes) {
+		bytes += len(c.waiting[n].j.payload)
+		c.waiting[n].sent = true
+		n++
+	}
+	taken := append([]*combinedJob(nil), c.waiting[:n]...)
+	c.waiting = append(c.waiting[:0], c.waiting[n:]...)
+	c.mu.Unlock()
+	go func() {
+		c.write(taken)
+		c.release()
+	}()
+}
+
+// write writes taken in one statement, or each alone when that fails, and
+// tells each its result.
+func (c *enqueueCombiner) write(taken []*combinedJob) {
+	ctx, cancel := context.WithTimeout(context.Background(), dbCallTimeout)
+	defer cancel()
+	var ids []int64
+	var err error
+	if len(taken) > 1 {
+		jobs := make([]*newJob, len(taken))
+		for i, w := range taken {
+			jobs[i] = w.j
+		}
+		ids, err = c.batch(ctx, jobs, c.now())
+	}
+	for i, w := range taken {
+		if len(taken) > 1 && err == nil {
+			w.id = ids[i]
+		} else {
+			w.id, w.err = c.single(ctx, w.j)
+		}
+		close(w.done)
+	}
+}
