@@ -287,19 +287,18 @@ func (p *syncHoldingProxy) serve(client net.Conn, target string) {
 		if _, err := io.ReadFull(in, msg[5:]); err != nil {
 			return
 		}
+		// A Sync that the client wrote together with more (a pipeline
+		// goes in one write) ends the part that goes through at once: the
+		// proxy holds what follows, marked held before the Sync reaches
+		// the server (and so before the client can hear of it).
+		hold := msg[0] == 'S' && in.Buffered() > 0 && p.armed.CompareAndSwap(true, false)
+		if hold {
+			p.held.Store(true)
+		}
 		if _, err := server.Write(msg); err != nil {
 			return
 		}
-		if msg[0] != 'S' || !p.armed.Load() {
-			continue
-		}
-		// A Sync: did the client write more with it (a pipeline goes in
-		// one write), or does it wait for the server now?
-		if in.Buffered() == 0 {
-			continue
-		}
-		if p.armed.CompareAndSwap(true, false) {
-			p.held.Store(true)
+		if hold {
 			<-p.released
 			p.held.Store(false)
 		}
