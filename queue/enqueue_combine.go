@@ -21,7 +21,12 @@ import (
 // statement runs under its own timeout, not under any caller's context: a
 // caller whose context ends while its job waits gets the context's error
 // and its job is not written; once the job's statement is sent, the caller
-// waits for its result.
+// waits for its result. (So a combined statement's trace span, where the
+// pool is instrumented, has no caller's span for parent.)
+//
+// Measured with bench --enqueuers 16 on PostgreSQL, 6 rounds alternating:
+// 8.2k-10.3k jobs/s against 4.0k-5.1k without; 2 slots did better at 16
+// goroutines but worse than none at 4, 8 slots worse (docs/performance.md).
 const (
 	// combineSlots is how many enqueue statements of a queue run at once
 	// before the next Enqueues wait to be combined.
