@@ -2,6 +2,7 @@ package queue
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"time"
 )
@@ -84,11 +85,8 @@ func (c *enqueueCombiner) enqueue(ctx context.Context, j *newJob, alone func() (
 	}
 	c.mu.Lock()
 	if !w.sent {
-		for i, o := range c.waiting {
-			if o == w {
-				c.waiting = append(c.waiting[:i], c.waiting[i+1:]...)
-				break
-			}
+		if i := slices.Index(c.waiting, w); i >= 0 {
+			c.waiting = slices.Delete(c.waiting, i, i+1)
 		}
 		c.mu.Unlock()
 		return 0, ctx.Err() // not written
