@@ -128,16 +128,22 @@ func (q *Queue) claimAfter(ctx context.Context, st claimStore, types []string, m
 		}
 		return nil, fmt.Errorf("jobqueue: claim: %w", err)
 	}
+	sortClaimed(rows)
+	if len(rows) > 0 {
+		q.logger.Debug("jobs claimed", "count", len(rows), "types", types)
+	}
+	return rows, nil
+}
+
+// sortClaimed puts claimed rows in claim order, (scheduled_at, id): an
+// UPDATE returns them in no particular order.
+func sortClaimed(rows []*JobRow) {
 	sort.Slice(rows, func(i, j int) bool {
 		if !rows[i].ScheduledAt.Equal(rows[j].ScheduledAt) {
 			return rows[i].ScheduledAt.Before(rows[j].ScheduledAt)
 		}
 		return rows[i].ID < rows[j].ID
 	})
-	if len(rows) > 0 {
-		q.logger.Debug("jobs claimed", "count", len(rows), "types", types)
-	}
-	return rows, nil
 }
 
 // writeHeld runs write, a fenced write that reports the ids whose attempts

@@ -66,11 +66,7 @@ func (c *claimCursor) claim(ctx context.Context, n int) ([]*JobRow, error) {
 		return nil, err
 	}
 	now := c.q.now()
-	fromStart := !c.set || !now.Before(c.rescanDue)
-	after := claimPos{}
-	if !fromStart {
-		after = c.pos
-	}
+	after, fromStart := c.plan(now)
 	rows, err := c.q.claimAfter(ctx, on, c.types, n, c.lease, after)
 	if err == nil && !fromStart && len(rows) == 0 {
 		// Nothing due past the watermark: look behind it at once.
@@ -82,6 +78,23 @@ func (c *claimCursor) claim(ctx context.Context, n int) ([]*JobRow, error) {
 		c.closeSession()
 		return nil, err
 	}
+	c.advance(rows, fromStart, now)
+	return rows, nil
+}
+
+// plan is where a claim that starts at now starts: after the watermark, or
+// from the start (the zero claimPos, fromStart) when no watermark is set or
+// a rescan is due.
+func (c *claimCursor) plan(now time.Time) (after claimPos, fromStart bool) {
+	if !c.set || !now.Before(c.rescanDue) {
+		return claimPos{}, true
+	}
+	return c.pos, false
+}
+
+// advance records a claim that started at now (from the start, or not) and
+// claimed rows, in claim order.
+func (c *claimCursor) advance(rows []*JobRow, fromStart bool, now time.Time) {
 	if fromStart {
 		c.rescanDue = now.Add(claimRescanEvery)
 	}
@@ -96,7 +109,6 @@ func (c *claimCursor) claim(ctx context.Context, n int) ([]*JobRow, error) {
 		last := rows[len(rows)-1]
 		c.set, c.pos = true, claimPos{at: last.ScheduledAt, id: last.ID}
 	}
-	return rows, nil
 }
 
 // claimSessionMaxAge is how long a claimer keeps one claim session before

@@ -122,37 +122,44 @@ func (s pgStore) claimPgx(ctx context.Context, conn *sql.Conn, claim pgClaim, ma
 		if err != nil {
 			return err
 		}
-		defer rows.Close()
-		for rows.Next() {
-			j := &JobRow{}
-			var (
-				status                              string
-				attempts, maxAtt, baseDelay, maxDel int32
-				token, errText                      pgtype.Text
-				payload                             json.RawMessage
-				scheduled, created                  time.Time
-				lease, expires, finished            pgtype.Timestamp
-			)
-			// The columns of RETURNING * as sqlc spells them out: the
-			// order of pggen.Job.
-			if err := rows.Scan(&j.ID, &j.Name, &j.Type, &payload, &status, &attempts, &token, &lease,
-				&maxAtt, &baseDelay, &maxDel, &errText, &scheduled, &expires, &finished, &created); err != nil {
-				return err
-			}
-			j.Payload, j.Status, j.Attempts = payload, Status(status), int(attempts)
-			j.ClaimToken, j.Error = token.String, errText.String
-			j.MaxAttempts = int(maxAtt)
-			j.BaseDelay, j.MaxDelay = time.Duration(baseDelay)*time.Second, time.Duration(maxDel)*time.Second
-			j.ScheduledAt, j.CreatedAt = engine.AsUTC(scheduled), engine.AsUTC(created)
-			j.LeaseUntil, j.ExpiresAt, j.FinishedAt = utcPtr(lease), utcPtr(expires), utcPtr(finished)
-			out = append(out, j)
-		}
-		return rows.Err()
+		out, err = scanClaimed(rows, out)
+		return err
 	})
 	if errors.Is(err, errNoPgx) {
 		s.r.noPgx.Store(true)
 	}
 	return out, err
+}
+
+// scanClaimed appends the rows of a claim statement (RETURNING *, the
+// columns of pggen.Job in order) to out and closes rows.
+func scanClaimed(rows pgx.Rows, out []*JobRow) ([]*JobRow, error) {
+	defer rows.Close()
+	for rows.Next() {
+		j := &JobRow{}
+		var (
+			status                              string
+			attempts, maxAtt, baseDelay, maxDel int32
+			token, errText                      pgtype.Text
+			payload                             json.RawMessage
+			scheduled, created                  time.Time
+			lease, expires, finished            pgtype.Timestamp
+		)
+		// The columns of RETURNING * as sqlc spells them out: the
+		// order of pggen.Job.
+		if err := rows.Scan(&j.ID, &j.Name, &j.Type, &payload, &status, &attempts, &token, &lease,
+			&maxAtt, &baseDelay, &maxDel, &errText, &scheduled, &expires, &finished, &created); err != nil {
+			return out, err
+		}
+		j.Payload, j.Status, j.Attempts = payload, Status(status), int(attempts)
+		j.ClaimToken, j.Error = token.String, errText.String
+		j.MaxAttempts = int(maxAtt)
+		j.BaseDelay, j.MaxDelay = time.Duration(baseDelay)*time.Second, time.Duration(maxDel)*time.Second
+		j.ScheduledAt, j.CreatedAt = engine.AsUTC(scheduled), engine.AsUTC(created)
+		j.LeaseUntil, j.ExpiresAt, j.FinishedAt = utcPtr(lease), utcPtr(expires), utcPtr(finished)
+		out = append(out, j)
+	}
+	return out, rows.Err()
 }
 
 // utcPtr is t in UTC, nil when NULL.

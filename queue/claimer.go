@@ -71,7 +71,9 @@ func claimAheadCap(conc int) int {
 // handler duration, the poll timer and the wake-ups; it adds every attempt
 // it claims to the inflightSet before handing it out, reads how full the
 // completer is (and claims nothing while it is full), and writes nothing
-// but claims.
+// but claims. While idle it offers its next claim to this process's
+// enqueues, and hands out what such a claim took like its own
+// (claim_offer.go).
 type claimer struct {
 	q     *Queue
 	cfg   WorkerConfig
@@ -249,14 +251,24 @@ func (c *claimer) loop(stop context.Context) int {
 			continue // a full batch: more may be due at once
 		}
 		// Idle: wait for the poll timer, a wake-up or the end, counting the
-		// slots that free up meanwhile.
+		// slots that free up meanwhile. After a claim that found all there
+		// was, an enqueue of this process may run the next one meanwhile
+		// (claim_offer.go).
 		timer := time.NewTimer(idle)
+		var offer *claimOffer
+		if err == nil {
+			offer = c.offer(held, claimed)
+		}
 	wait:
 		for {
+			var offered <-chan offerResult
+			if offer != nil {
+				offered = offer.done
+			}
 			select {
 			case <-stop.Done():
 				timer.Stop()
-				return claimed
+				return claimed + c.endOffer(offer)
 			case <-timer.C:
 				break wait
 			case <-woken:
@@ -272,8 +284,77 @@ func (c *claimer) loop(stop context.Context) int {
 			case d := <-c.freed:
 				held--
 				c.handlerReturned(d)
+			case res := <-offered:
+				got := c.offerClaimed(offer, res)
+				claimed += got
+				held += got
+				if got == 0 || got == offer.max {
+					// It failed, found nothing past the watermark, or
+					// filled the room: claim as usual, at once.
+					offer = nil
+					timer.Stop()
+					break wait
+				}
+				offer = c.offer(held, claimed) // still idle
 			}
 		}
+		late := c.endOffer(offer)
+		claimed += late
+		held += late
+	}
+}
+
+// offer posts the claimer's next claim on the queue's offerBoard for an
+// enqueue of this process to run (claim_offer.go), and returns it; nil
+// when the queue takes no offers or there is no room.
+func (c *claimer) offer(held, claimed int) *claimOffer {
+	if !c.q.takesOffers() || c.cursor == nil {
+		return nil
+	}
+	n := min(c.cfg.Concurrency+c.ahead()-held, maxClaim)
+	if c.cfg.MaxJobs > 0 {
+		n = min(n, c.cfg.MaxJobs-claimed)
+	}
+	if n <= 0 {
+		return nil
+	}
+	now := c.q.now()
+	after, fromStart := c.cursor.plan(now)
+	o := newClaimOffer(c.cfg.Types, n, c.cfg.Lease, after)
+	o.planned, o.fromStart = now, fromStart
+	c.q.offers.post(o)
+	return o
+}
+
+// offerClaimed dispatches the rows of a taken offer, advances the
+// watermark past them and returns how many there were.
+func (c *claimer) offerClaimed(o *claimOffer, res offerResult) int {
+	if res.err != nil {
+		c.log.Debug("an enqueue's claim for this worker did not happen; claiming as usual", "err", res.err)
+		return 0
+	}
+	c.cursor.advance(res.rows, o.fromStart, o.planned)
+	for _, row := range res.rows {
+		c.dispatch(row)
+	}
+	return len(res.rows)
+}
+
+// endOffer takes o down (nil: none). An enqueue that took it first is
+// waited for, at most dbCallTimeout, and what its claim took dispatched;
+// endOffer returns how many jobs that was.
+func (c *claimer) endOffer(o *claimOffer) int {
+	if o == nil || c.q.offers.withdraw(o) {
+		return 0
+	}
+	timer := time.NewTimer(dbCallTimeout)
+	defer timer.Stop()
+	select {
+	case res := <-o.done:
+		return c.offerClaimed(o, res)
+	case <-timer.C:
+		c.log.Warn("an enqueue took this worker's next claim and has not told its outcome; what it claimed, if anything, is left to Reclaim once its lease passes")
+		return 0
 	}
 }
 

@@ -180,8 +180,12 @@ type dbtx struct {
 	// visible, when set, is called once the job an insert on d writes is
 	// committed and may be claimed, which for the early commit
 	// (enqueue_postgres_early.go) is before the insert returns: the queue
-	// wakes its own idle workers then.
-	visible func()
+	// wakes its own idle workers then, unless claimed reports that an
+	// offer of one of them claimed the job in the insert's transaction.
+	visible func(claimed bool)
+	// offers, when set, holds the offers of the queue's idle claimers
+	// that an early commit may take (claim_offer.go).
+	offers *offerBoard
 }
 
 // insertNotifies reports whether a PostgreSQL insert on d notifies the

@@ -72,7 +72,13 @@ func (q *Queue) writeOne(ctx context.Context, tx *sql.Tx, j *newJob, key *unique
 			if q.notifier != nil {
 				d.notify = q.notifier.inline()
 				if d.notify {
-					d.visible = func() { woke = true; q.wake.notify() }
+					d.visible = func(claimed bool) {
+						woke = true
+						if !claimed {
+							q.wake.notify()
+						}
+					}
+					d.offers = &q.offers
 				}
 			}
 			inline = d.notify

@@ -35,6 +35,14 @@ package queue
 // lost in a crash runs its job again, SPEC 12), no acknowledged job is lost,
 // and each of the queue's other writes commits as before.
 //
+// When an idle worker of this process wants the job's type, its next claim
+// goes in the insert's transaction, after the insert (claim_offer.go):
+// BEGIN; set_config of synchronous_commit off and plan_cache_mode
+// force_generic_plan, both local (the claim is planned once per connection,
+// as on a claim session; a custom plan cost more than the claim); the
+// insert; the claim; COMMIT. The claimed rows arrive with the COMMIT's
+// result and go to that worker at once, without its own round trip.
+//
 // The bursts that follow within notifyGap, EnqueueTx, EnqueueMany and
 // unique enqueues insert as before. So does this Enqueue when the queue runs
 // through a transaction pooler, when the pool's driver is not pgx's stdlib,
@@ -42,11 +50,13 @@ package queue
 // asked once per queue).
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -79,7 +89,10 @@ var errNoEarly = errors.New("jobqueue: internal: the early commit is unavailable
 
 // insertEarly writes j as the first enqueue after a quiet spell (see
 // above) and returns its id, or errNoEarly, having written nothing, when
-// the early commit is unavailable.
+// the early commit is unavailable. It takes the offer of an idle claimer
+// of this process that wants j's type, if any (claim_offer.go), and sends
+// its claim in the insert's transaction; a claim that fails the
+// transaction is dropped and the job sent again without it.
 func (s pgStore) insertEarly(ctx context.Context, d dbtx, j *newJob, now time.Time) (int64, error) {
 	if s.early == nil || s.r.pooled || s.r.noPgx.Load() || s.early.state.Load() == earlyRefused {
 		return 0, errNoEarly
@@ -90,63 +103,131 @@ func (s pgStore) insertEarly(ctx context.Context, d dbtx, j *newJob, now time.Ti
 			return 0, errNoEarly
 		}
 	}
-	var ins, flush queryRecorder
+	var o *claimOffer
+	if !j.scheduledAt.After(now) { // a job not due yet is no claim's
+		o = d.offers.take(j.typ)
+	}
+	id, claimFault, err := s.insertEarlyWith(ctx, d, j, now, o)
+	if claimFault {
+		// The offered claim failed, and the insert with it: nothing was
+		// written, and the claimer was told.
+		id, _, err = s.insertEarlyWith(ctx, d, j, now, nil)
+	}
+	return id, err
+}
+
+// insertEarlyWith is insertEarly with the claim of offer o (nil: none),
+// which it settles whatever happens; claimFault reports that the claim
+// failed the transaction, so that nothing was written.
+func (s pgStore) insertEarlyWith(ctx context.Context, d dbtx, j *newJob, now time.Time, o *claimOffer) (id int64, claimFault bool, err error) {
+	var claimed []*JobRow
+	settled := false
+	settle := func(rows []*JobRow, err error) {
+		if o != nil && !settled {
+			settled = true
+			o.settle(rows, err)
+		}
+	}
+	defer func() { settle(nil, cmp.Or(err, errOfferNotRun)) }() // a no-op once settled
+	var ins, flush, claim queryRecorder
 	p := pggen.InsertJobNotifyParams{
 		Channel: s.channel(), Name: j.name, Type: j.typ, Payload: json.RawMessage(j.payload),
 		MaxAttempts: int32(j.maxAttempts), BaseDelay: int32(j.baseDelay), MaxDelay: int32(j.maxDelay),
 		ScheduledAt: j.scheduledAt, ExpiresAt: nullTime(j.expiresAt), CreatedAt: now,
 	}
 	if _, err := pggen.New(&ins).InsertJobNotify(ctx, p); !errors.Is(err, errRecorded) {
-		return 0, fmt.Errorf("jobqueue: internal: recording InsertJobNotify: %v", err)
+		return 0, false, fmt.Errorf("jobqueue: internal: recording InsertJobNotify: %v", err)
 	}
 	if err := pggen.New(&flush).FlushCommits(ctx); !errors.Is(err, errRecorded) {
-		return 0, fmt.Errorf("jobqueue: internal: recording FlushCommits: %v", err)
+		return 0, false, fmt.Errorf("jobqueue: internal: recording FlushCommits: %v", err)
+	}
+	if o != nil {
+		c := pgClaimFor(o.types, o.max, newClaimToken(), now, now.Add(o.lease), o.after)
+		if _, err := c(ctx, pggen.New(&claim)); !errors.Is(err, errRecorded) {
+			return 0, false, fmt.Errorf("jobqueue: internal: recording the offered claim: %v", err)
+		}
 	}
 	insText, err := s.r.text(ins.query)
 	if err != nil {
-		return 0, err
+		return 0, false, err
 	}
 	flushText, err := s.r.text(flush.query)
 	if err != nil {
-		return 0, err
+		return 0, false, err
+	}
+	claimText := ""
+	if o != nil {
+		if claimText, err = s.r.text(claim.query); err != nil {
+			return 0, false, err
+		}
 	}
 	if err := fenced(ctx); err != nil {
-		return 0, err
+		return 0, false, err
 	}
 	args := s.r.args(ins.args)
 	conn, err := s.r.db.Conn(ctx)
 	if err != nil {
-		return 0, err
+		return 0, false, err
 	}
 	defer conn.Close()
-	var id int64
+	committed := false
 	err = onPgx(conn, func(pc *pgx.Conn) error {
 		d.seen(insText)
 		d.seen(flushText)
-		// The insert is prepared on the connection (once: pgx keeps it),
-		// so that the pipeline below can send it by its description.
+		// The insert (and the offered claim) are prepared on the
+		// connection (once: pgx keeps them), so that the pipeline below
+		// can send them by their descriptions.
 		sd, err := pc.Prepare(ctx, insText, insText)
 		if err != nil {
 			return err
 		}
-		var params pgx.ExtendedQueryBuilder
+		var params, claimParams pgx.ExtendedQueryBuilder
 		if err := params.Build(pc.TypeMap(), sd, args); err != nil {
 			return fmt.Errorf("jobqueue: internal: encoding InsertJobNotify's arguments: %v", err)
 		}
+		var csd *pgconn.StatementDescription
+		if o != nil {
+			d.seen(claimText)
+			if csd, err = pc.Prepare(ctx, claimText, claimText); err != nil {
+				return err
+			}
+			if err := claimParams.Build(pc.TypeMap(), csd, s.r.args(claim.args)); err != nil {
+				return fmt.Errorf("jobqueue: internal: encoding the offered claim's arguments: %v", err)
+			}
+		}
 		p := pc.PgConn().StartPipeline(ctx)
 		p.SendQueryParams("BEGIN", nil, nil, nil, nil)
-		p.SendQueryParams("SET LOCAL synchronous_commit = off", nil, nil, nil, nil)
+		if csd != nil {
+			// One statement for both: the extended protocol takes one
+			// command per message.
+			p.SendQueryParams("SELECT set_config('synchronous_commit', 'off', true), set_config('plan_cache_mode', 'force_generic_plan', true)", nil, nil, nil, nil)
+		} else {
+			p.SendQueryParams("SET LOCAL synchronous_commit = off", nil, nil, nil, nil)
+		}
 		p.SendQueryStatement(sd, params.ParamValues, params.ParamFormats, params.ResultFormats)
+		if csd != nil {
+			p.SendQueryStatement(csd, claimParams.ParamValues, claimParams.ParamFormats, claimParams.ResultFormats)
+		}
 		p.SendQueryParams("COMMIT", nil, nil, nil, nil)
 		// A sync point: the server sends the results so far at once (it
 		// holds a pipeline's results back until a sync), so the COMMIT's
 		// arrives while the flush runs.
 		p.SendPipelineSync()
 		p.SendQueryParams(flushText, nil, nil, nil, nil)
-		committed := false
+		var claimInto *[]*JobRow
+		if csd != nil {
+			claimInto = &claimed
+		}
+		onCommit := func() {
+			sortClaimed(claimed)
+			settle(claimed, nil)
+			if d.visible != nil {
+				d.visible(slices.ContainsFunc(claimed, func(r *JobRow) bool { return r.ID == id }))
+			}
+		}
 		err = p.Sync()
 		if err == nil {
-			committed, err = readEarly(p, pc.TypeMap(), &id, d.visible)
+			committed, claimFault, err = readEarly(p, pc.TypeMap(), &id, claimInto, onCommit)
 		}
 		if cerr := p.Close(); err == nil {
 			err = cerr
@@ -155,18 +236,24 @@ func (s pgStore) insertEarly(ctx context.Context, d dbtx, j *newJob, now time.Ti
 			return nil
 		}
 		if !pc.IsClosed() && pc.PgConn().TxStatus() != 'I' {
-			// The insert failed inside its transaction block: end it, or
-			// drop the connection.
+			// The insert (or the claim) failed inside its transaction
+			// block: end it, or drop the connection.
 			if _, rerr := pc.Exec(ctx, "ROLLBACK"); rerr != nil {
 				return badConnIfClosed(pc, errors.Join(err, rerr, errBadSession))
 			}
 		}
 		if !committed && !pc.IsClosed() {
-			// The prepared insert may be what failed (gone stale when the
-			// table changed under it, which pgx's own statement cache
+			// A prepared statement may be what failed (gone stale when
+			// the table changed under it, which pgx's own statement cache
 			// would notice): prepare it anew next time.
-			if derr := pc.Deallocate(ctx, insText); derr != nil {
-				return badConnIfClosed(pc, errors.Join(err, derr, errBadSession))
+			stale := []string{insText}
+			if csd != nil {
+				stale = append(stale, claimText)
+			}
+			for _, name := range stale {
+				if derr := pc.Deallocate(ctx, name); derr != nil {
+					return badConnIfClosed(pc, errors.Join(err, derr, errBadSession))
+				}
 			}
 		}
 		if committed {
@@ -176,22 +263,30 @@ func (s pgStore) insertEarly(ctx context.Context, d dbtx, j *newJob, now time.Ti
 	})
 	if errors.Is(err, errNoPgx) {
 		s.r.noPgx.Store(true)
-		return 0, errNoEarly
+		return 0, false, errNoEarly
 	}
 	if errors.Is(err, errBadSession) {
 		discardConn(conn)
 	}
-	return id, err
+	return id, claimFault && !committed, err
 }
+
+// errOfferNotRun tells a claimer that the enqueue which took its offer did
+// not run the claim (it failed before, or the early commit was
+// unavailable): nothing was claimed for it.
+var errOfferNotRun = errors.New("jobqueue: internal: the offered claim was not run")
 
 // errBadSession marks a connection left inside a failed transaction.
 var errBadSession = errors.New("the connection was left inside a transaction and is dropped")
 
 // readEarly reads the results of insertEarly's pipeline in order, the new
-// id into id (decoded with types), and reports whether the insert's COMMIT
-// succeeded. It calls visible (when not nil) as soon as that COMMIT's
-// result arrives, while the flush still runs.
-func readEarly(p *pgconn.Pipeline, types *pgtype.Map, id *int64, visible func()) (committed bool, err error) {
+// id into id (decoded with types) and, when claimed is not nil, the rows of
+// the offered claim sent after the insert into claimed. It reports whether
+// the insert's COMMIT succeeded and whether the claim failed (claimFault:
+// the transaction failed with it, and nothing was written). It calls
+// onCommit as soon as that COMMIT's result arrives, while the flush still
+// runs.
+func readEarly(p *pgconn.Pipeline, types *pgtype.Map, id *int64, claimed *[]*JobRow, onCommit func()) (committed, claimFault bool, err error) {
 	next := func() (*pgconn.ResultReader, error) {
 		res, err := p.GetResults()
 		if err != nil {
@@ -222,14 +317,14 @@ func readEarly(p *pgconn.Pipeline, types *pgtype.Map, id *int64, visible func())
 		return nil
 	}
 	if err := exec(); err != nil { // BEGIN
-		return false, err
+		return false, false, err
 	}
 	if err := exec(); err != nil { // SET LOCAL
-		return false, err
+		return false, false, err
 	}
 	rr, err := next() // InsertJobNotify
 	if err != nil {
-		return false, err
+		return false, false, err
 	}
 	rows := 0
 	for rr.NextRow() {
@@ -237,28 +332,40 @@ func readEarly(p *pgconn.Pipeline, types *pgtype.Map, id *int64, visible func())
 		f := rr.FieldDescriptions()
 		if err := types.Scan(f[0].DataTypeOID, f[0].Format, rr.Values()[0], id); err != nil {
 			rr.Close()
-			return false, fmt.Errorf("jobqueue: internal: reading the new job's id: %v", err)
+			return false, false, fmt.Errorf("jobqueue: internal: reading the new job's id: %v", err)
 		}
 	}
 	if _, err := rr.Close(); err != nil {
-		return false, err
+		return false, false, err
 	}
 	if rows != 1 {
-		return false, fmt.Errorf("jobqueue: internal: the insert returned %d rows", rows)
+		return false, false, fmt.Errorf("jobqueue: internal: the insert returned %d rows", rows)
+	}
+	if claimed != nil {
+		rr, err := next() // the offered claim
+		if err == nil {
+			*claimed, err = scanClaimed(pgx.RowsFromResultReader(types, rr), nil)
+		}
+		if err != nil {
+			// The server refused the claim: the transaction failed with
+			// it, and the server skipped its COMMIT (a pipeline skips
+			// to the next sync after an error). Anything else (a broken
+			// connection) leaves the outcome unknown.
+			var pgErr *pgconn.PgError
+			return false, errors.As(err, &pgErr), err
+		}
 	}
 	if err := exec(); err != nil { // COMMIT
-		return false, err
+		return false, false, err
 	}
-	if visible != nil {
-		visible()
-	}
+	onCommit()
 	if err := sync(); err != nil {
-		return true, err
+		return true, false, err
 	}
 	if err := exec(); err != nil { // FlushCommits
-		return true, err
+		return true, false, err
 	}
-	return true, sync()
+	return true, false, sync()
 }
 
 // askEarly asks once whether the session may run FlushCommits and records

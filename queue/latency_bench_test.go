@@ -36,8 +36,9 @@ func (latencyArgs) Kind() string { return "latency" }
 // before each Enqueue to its handler's start is taken. It reports the
 // median and the 99th percentile in milliseconds (issue 9's goal: a median
 // of at most 1 ms on PostgreSQL and SQLite). It guards the idle claim path:
-// the wake-up, the claim past the watermark (claim_cursor.go) and the
-// NOTIFY riding the insert (notify_postgres_send.go).
+// the wake-up, the claim past the watermark (claim_cursor.go), the NOTIFY
+// riding the insert (notify_postgres_send.go) and, on PostgreSQL, the idle
+// worker's claim that the enqueue runs in its transaction (claim_offer.go).
 func BenchmarkEnqueueToStart(b *testing.B) {
 	n := benchJobs(b)
 	for _, kind := range testdb.Kinds() {

@@ -49,6 +49,10 @@ type Queue struct {
 	kind   engine.Kind
 	logger *slog.Logger
 	wake   *wakeHub
+	// offers holds the next claims of idle claimers, for an enqueue of
+	// this process to run in its own transaction (claim_offer.go;
+	// PostgreSQL's early commit takes them).
+	offers offerBoard
 	codec  Codec
 	// now is the queue's clock; it returns UTC times. Tests inject one.
 	now       func() time.Time

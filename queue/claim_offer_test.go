@@ -1,0 +1,277 @@
+package queue
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jobqueue/jobqueue/internal/engine"
+	"github.com/jobqueue/jobqueue/internal/testdb"
+)
+
+// offerOutcome waits for the outcome of a taken offer.
+func offerOutcome(t *testing.T, o *claimOffer) offerResult {
+	t.Helper()
+	select {
+	case res := <-o.done:
+		return res
+	case <-time.After(10 * time.Second):
+		t.Fatal("the offer's outcome did not come within 10s")
+		return offerResult{}
+	}
+}
+
+// TestEnqueueRunsOfferedClaim: the first Enqueue after a quiet spell on
+// PostgreSQL takes the offer of an idle claimer that wants its type and
+// runs the claim in its own transaction (claim_offer.go): the claim takes
+// the first due jobs (the new one, or an older one first); an offer of
+// other types, or a job not due yet, is left alone; a refused insert runs
+// no claim; a failed claim leaves the job written without it. The pool's
+// connection comes back as it was.
+func TestEnqueueRunsOfferedClaim(t *testing.T) {
+	t.Parallel()
+	env := newTestEnv(t, engine.Postgres)
+	db := env.newPool(t)
+	db.SetMaxOpenConns(1) // the connection checked after is the pipeline's
+	sent := newStatementNames("InsertJobNotify", "InsertJob", "FlushCommits", "ClaimJobs")
+	q := env.queue(t, db, WithLogger(testdb.QuietLogger()), withStatementHook(sent.hook))
+	ctx := context.Background()
+	quiet := func() { waitNotifierIdle(t, q) }
+	clean := func(t *testing.T) {
+		t.Helper()
+		var sc, pcm string
+		var xid sql.NullInt64
+		if err := db.QueryRowContext(ctx, "SELECT current_setting('synchronous_commit'), current_setting('plan_cache_mode'), txid_current_if_assigned()").Scan(&sc, &pcm, &xid); err != nil {
+			t.Fatalf("the pool's connection after the enqueue: %v", err)
+		}
+		if sc != "on" || pcm != "auto" || xid.Valid {
+			t.Errorf("the pool's connection after the enqueue: synchronous_commit %q, plan_cache_mode %q, transaction %v; want on, auto and none", sc, pcm, xid)
+		}
+	}
+	post := func(types []string, max int) *claimOffer {
+		o := newClaimOffer(types, max, time.Minute, claimPos{})
+		q.offers.post(o)
+		return o
+	}
+	// claimAll takes what is due, so that each case starts from an empty
+	// head of the queue.
+	claimAll := func(t *testing.T) {
+		t.Helper()
+		if _, err := q.claimAfter(ctx, q.st, nil, maxClaim, time.Hour, claimPos{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	t.Run("the new job", func(t *testing.T) {
+		quiet()
+		sent.take()
+		o := post(nil, 5)
+		before := time.Now().UTC()
+		id, err := q.Enqueue(ctx, testArgs{N: 1}, Type("a"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		res := offerOutcome(t, o)
+		if res.err != nil || len(res.rows) != 1 || res.rows[0].ID != id {
+			t.Fatalf("offer outcome: %d rows, err %v; want job %d alone", len(res.rows), res.err, id)
+		}
+		r := res.rows[0]
+		ref := attemptRef{ID: r.ID, Token: r.ClaimToken}
+		if r.Status != StatusInProgress || r.Attempts != 1 || !ref.wellFormed() || r.LeaseUntil == nil || r.LeaseUntil.Before(before.Add(time.Minute-time.Second)) {
+			t.Errorf("claimed row: status %s, attempts %d, token %q, lease %v; want in_progress, 1, a token of job %d, a minute's lease", r.Status, r.Attempts, r.ClaimToken, r.LeaseUntil, id)
+		}
+		if j := getJob(t, q, id); j.Status != StatusInProgress || j.ClaimToken != r.ClaimToken {
+			t.Errorf("job %d in the table: status %s token %q; want in_progress %q", id, j.Status, j.ClaimToken, r.ClaimToken)
+		}
+		if got := strings.Join(sent.take(), " "); got != "InsertJobNotify FlushCommits ClaimJobs" {
+			t.Errorf("statements %q, want the early insert's with the claim", got)
+		}
+		if q.offers.withdraw(o) {
+			t.Error("the offer was still on the board after the enqueue took it")
+		}
+		clean(t)
+	})
+	t.Run("an older job first", func(t *testing.T) {
+		claimAll(t)
+		quiet()
+		older, err := q.Enqueue(ctx, testArgs{N: 2}, Type("a"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		quiet()
+		o := post(nil, 1)
+		id, err := q.Enqueue(ctx, testArgs{N: 3}, Type("a"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		res := offerOutcome(t, o)
+		if res.err != nil || len(res.rows) != 1 || res.rows[0].ID != older {
+			t.Fatalf("offer outcome: %v, err %v; want the older job %d", res.rows, res.err, older)
+		}
+		if j := getJob(t, q, id); j.Status != StatusPending {
+			t.Errorf("the new job %d is %s, want pending (the claim took the older one)", id, j.Status)
+		}
+		clean(t)
+	})
+	t.Run("left alone", func(t *testing.T) {
+		claimAll(t)
+		for _, tc := range []struct {
+			name  string
+			types []string
+			opts  []EnqueueOption
+		}{
+			{"another type", []string{"x"}, []EnqueueOption{Type("a")}},
+			{"not due yet", nil, []EnqueueOption{Type("a"), At(time.Now().Add(time.Hour))}},
+		} {
+			quiet()
+			o := post(tc.types, 5)
+			id, err := q.Enqueue(ctx, testArgs{N: 4}, tc.opts...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !q.offers.withdraw(o) {
+				t.Errorf("%s: the enqueue took the offer", tc.name)
+			}
+			if j := getJob(t, q, id); j.Status != StatusPending {
+				t.Errorf("%s: job %d is %s, want pending", tc.name, id, j.Status)
+			}
+		}
+		clean(t)
+	})
+	t.Run("refused insert", func(t *testing.T) {
+		claimAll(t)
+		quiet()
+		o := post(nil, 5)
+		before := env.countWhere(t, "true")
+		huge := RawArgs{Name: "raw", Payload: json.RawMessage(`[1e1000000]`)} // JSON, but beyond numeric
+		if _, err := q.Enqueue(ctx, huge); !errors.Is(err, ErrPayloadRejected) {
+			t.Fatalf("Enqueue of [1e1000000]: %v, want ErrPayloadRejected", err)
+		}
+		if res := offerOutcome(t, o); res.err == nil || len(res.rows) != 0 {
+			t.Errorf("offer outcome: %d rows, err %v; want none and an error", len(res.rows), res.err)
+		}
+		if n := env.countWhere(t, "true"); n != before {
+			t.Errorf("%d jobs after the refused enqueue, want %d", n, before)
+		}
+		clean(t)
+	})
+	t.Run("failed claim", func(t *testing.T) {
+		claimAll(t)
+		quiet()
+		o := post(nil, -1) // LIMIT -1: the server refuses the claim
+		id, err := q.Enqueue(ctx, testArgs{N: 5}, Type("a"))
+		if err != nil {
+			t.Fatalf("Enqueue with a failing offered claim: %v, want the job written without it", err)
+		}
+		if res := offerOutcome(t, o); res.err == nil || len(res.rows) != 0 {
+			t.Errorf("offer outcome: %d rows, err %v; want none and the claim's error", len(res.rows), res.err)
+		}
+		if j := getJob(t, q, id); j.Status != StatusPending {
+			t.Errorf("job %d is %s, want pending", id, j.Status)
+		}
+		if n := env.countWhere(t, "payload->>'n' = '5'"); n != 1 {
+			t.Errorf("%d jobs of the enqueue, want 1", n)
+		}
+		clean(t)
+	})
+}
+
+// TestWorkerOfferedClaim: an idle worker on PostgreSQL posts its next claim
+// and runs the job an Enqueue of its process claimed for it; a worker
+// stopped while its claim is taken but not yet told waits for the outcome
+// and runs what the claim took before Run returns; a stopped worker leaves
+// no offer behind.
+func TestWorkerOfferedClaim(t *testing.T) {
+	t.Parallel()
+	env := newTestEnv(t, engine.Postgres)
+	q := env.queue(t, nil, WithLogger(testdb.QuietLogger()))
+	posted := make(chan struct{}, 1)
+	q.offers.onPost = func() {
+		select {
+		case posted <- struct{}{}:
+		default:
+		}
+	}
+	var takes atomic.Int64
+	q.offers.onTake = func() { takes.Add(1) }
+	var runs atomic.Int64
+	started := make(chan int64, 16)
+	w := q.NewWorker(WorkerConfig{Concurrency: 2, PollInterval: time.Hour, Lease: time.Minute})
+	Handle(w, func(ctx context.Context, job *Job[testArgs]) error {
+		runs.Add(1)
+		started <- job.ID
+		return nil
+	})
+	ctx := context.Background()
+	stop, _ := startWorker(t, w)
+
+	// The first claim finds nothing; the worker offers its next one.
+	select {
+	case <-posted:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the idle worker posted no offer within 10s")
+	}
+	waitNotifierIdle(t, q)
+	id, err := q.Enqueue(ctx, testArgs{N: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case got := <-started:
+		if got != id {
+			t.Fatalf("the worker ran job %d, want %d", got, id)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the job did not start within 10s")
+	}
+	if n := takes.Load(); n != 1 {
+		t.Errorf("the enqueue took %d offers, want 1", n)
+	}
+
+	// Take the worker's next offer as an enqueue would, and tell its
+	// outcome only after the worker was told to stop.
+	var o *claimOffer
+	waitUntil(t, 10*time.Second, "the worker's next offer", func() bool {
+		o = q.offers.take("")
+		return o != nil
+	})
+	id2, err := q.Enqueue(ctx, testArgs{N: 2}) // wakes the worker, which must wait for o
+	if err != nil {
+		t.Fatal(err)
+	}
+	stopped := make(chan error, 1)
+	go func() { stopped <- stop(30 * time.Second) }()
+	select {
+	case err := <-stopped:
+		t.Fatalf("Run returned (%v) before the outcome of its taken claim", err)
+	case <-time.After(100 * time.Millisecond): // still waiting, as it must
+	}
+	rows, err := q.claimAfter(ctx, q.st, o.types, o.max, o.lease, o.after)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rows) != 1 || rows[0].ID != id2 {
+		t.Fatalf("the taken claim took %v, want job %d", rows, id2)
+	}
+	o.settle(rows, nil)
+	if err := <-stopped; err != nil {
+		t.Fatal(err)
+	}
+	if j := getJob(t, q, id2); j.Status != StatusCompleted {
+		t.Errorf("job %d, claimed for the stopping worker, is %s; want completed", id2, j.Status)
+	}
+	if n := runs.Load(); n != 2 {
+		t.Errorf("%d runs, want 2", n)
+	}
+	q.offers.mu.Lock()
+	left := len(q.offers.offers)
+	q.offers.mu.Unlock()
+	if left != 0 {
+		t.Errorf("%d offers on the board after the worker stopped, want none", left)
+	}
+}
