@@ -24,7 +24,8 @@ import (
 // lease and watermark): it takes the first due jobs in claim order, the
 // new job among them only if no older due job is waiting, so nothing
 // jumps the queue. It runs in the insert's transaction, so it sees the new
-// job, and the job is never seen pending by anyone else once claimed.
+// job, and a job it claims is never seen pending by anyone else, nor
+// notified (NotifyUnclaimed): no other worker wakes up for it.
 // What can go wrong ends in a claim of the claimer's own:
 //   - the insert fails: the claim did not run (the transaction failed
 //     whole), the enqueue reports the error as before, and the claimer is

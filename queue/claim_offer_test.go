@@ -10,6 +10,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/stdlib"
+
+	"github.com/jobqueue/jobqueue/db/pggen"
 	"github.com/jobqueue/jobqueue/internal/engine"
 	"github.com/jobqueue/jobqueue/internal/testdb"
 )
@@ -38,7 +41,7 @@ func TestEnqueueRunsOfferedClaim(t *testing.T) {
 	env := newTestEnv(t, engine.Postgres)
 	db := env.newPool(t)
 	db.SetMaxOpenConns(1) // the connection checked after is the pipeline's
-	sent := newStatementNames("InsertJobNotify", "InsertJob", "FlushCommits", "ClaimJobs")
+	sent := newStatementNames("InsertJobNotify", "InsertJob", "FlushCommits", "ClaimJobs", "NotifyUnclaimed")
 	q := env.queue(t, db, WithLogger(testdb.QuietLogger()), withStatementHook(sent.hook))
 	ctx := context.Background()
 	quiet := func() { waitNotifierIdle(t, q) }
@@ -52,6 +55,33 @@ func TestEnqueueRunsOfferedClaim(t *testing.T) {
 		if sc != "on" || pcm != "auto" || xid.Valid {
 			t.Errorf("the pool's connection after the enqueue: synchronous_commit %q, plan_cache_mode %q, transaction %v; want on, auto and none", sc, pcm, xid)
 		}
+	}
+	// nextNote returns the payload (the type) of the next notification on
+	// the table's channel.
+	lconn, err := env.newPool(t).Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lconn.Close()
+	if _, err := lconn.ExecContext(ctx, "LISTEN "+env.tbl.Quoted()); err != nil {
+		t.Fatal(err)
+	}
+	nextNote := func(t *testing.T) string {
+		t.Helper()
+		var payload string
+		err := lconn.Raw(func(dc any) error {
+			wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			defer cancel()
+			n, err := dc.(*stdlib.Conn).Conn().WaitForNotification(wctx)
+			if err == nil {
+				payload = n.Payload
+			}
+			return err
+		})
+		if err != nil {
+			t.Fatalf("waiting for a notification: %v", err)
+		}
+		return payload
 	}
 	post := func(types []string, max int) *claimOffer {
 		o := newClaimOffer(types, max, time.Minute, claimPos{})
@@ -88,26 +118,73 @@ func TestEnqueueRunsOfferedClaim(t *testing.T) {
 		if j := getJob(t, q, id); j.Status != StatusInProgress || j.ClaimToken != r.ClaimToken {
 			t.Errorf("job %d in the table: status %s token %q; want in_progress %q", id, j.Status, j.ClaimToken, r.ClaimToken)
 		}
-		if got := strings.Join(sent.take(), " "); got != "InsertJobNotify FlushCommits ClaimJobs" {
+		if got := strings.Join(sent.take(), " "); got != "InsertJob ClaimJobs NotifyUnclaimed FlushCommits" {
 			t.Errorf("statements %q, want the early insert's with the claim", got)
 		}
 		if q.offers.withdraw(o) {
 			t.Error("the offer was still on the board after the enqueue took it")
 		}
+		// No one was told of the job the claim took: the next
+		// notification is the next enqueue's.
+		quiet()
+		if _, err := q.Enqueue(ctx, testArgs{N: 1}, Type("marker")); err != nil {
+			t.Fatal(err)
+		}
+		if got := nextNote(t); got != "marker" {
+			t.Errorf("notification %q, want the marker's (none for the claimed job)", got)
+		}
 		clean(t)
+	})
+	t.Run("NotifyUnclaimed reads one row", func(t *testing.T) {
+		// On this new table, without statistics: a plan that looked at
+		// the status in its WHERE clause chose the status index, and one
+		// that called currval there scanned the table.
+		var rec queryRecorder
+		st := q.st.(pgStore)
+		if err := pggen.New(&rec).NotifyUnclaimed(ctx, pggen.NotifyUnclaimedParams{Channel: st.channel(), TableName: q.run.quoted}); !errors.Is(err, errRecorded) {
+			t.Fatal(err)
+		}
+		text, err := q.run.text(rec.query)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rows, err := env.db.QueryContext(ctx, "EXPLAIN "+text, rec.args...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var plan []string
+		for rows.Next() {
+			var line string
+			if err := rows.Scan(&line); err != nil {
+				t.Fatal(err)
+			}
+			plan = append(plan, line)
+		}
+		if err := errors.Join(rows.Err(), rows.Close()); err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(plan[0], "Index Scan using "+env.table+"_pkey") {
+			t.Errorf("NotifyUnclaimed's plan:\n%s\nwant an index scan of the primary key", strings.Join(plan, "\n"))
+		}
 	})
 	t.Run("an older job first", func(t *testing.T) {
 		claimAll(t)
 		quiet()
-		older, err := q.Enqueue(ctx, testArgs{N: 2}, Type("a"))
+		older, err := q.Enqueue(ctx, testArgs{N: 2}, Type("older"))
 		if err != nil {
 			t.Fatal(err)
 		}
+		if got := nextNote(t); got != "older" {
+			t.Fatalf("notification %q, want older", got)
+		}
 		quiet()
 		o := post(nil, 1)
-		id, err := q.Enqueue(ctx, testArgs{N: 3}, Type("a"))
+		id, err := q.Enqueue(ctx, testArgs{N: 3}, Type("newer"))
 		if err != nil {
 			t.Fatal(err)
+		}
+		if got := nextNote(t); got != "newer" {
+			t.Errorf("notification %q, want newer (the claim left it pending)", got)
 		}
 		res := offerOutcome(t, o)
 		if res.err != nil || len(res.rows) != 1 || res.rows[0].ID != older {

@@ -39,9 +39,11 @@ package queue
 // goes in the insert's transaction, after the insert (claim_offer.go):
 // BEGIN; set_config of synchronous_commit off and plan_cache_mode
 // force_generic_plan, both local (the claim is planned once per connection,
-// as on a claim session; a custom plan cost more than the claim); the
-// insert; the claim; COMMIT. The claimed rows arrive with the COMMIT's
-// result and go to that worker at once, without its own round trip.
+// as on a claim session; a custom plan cost more than the claim); InsertJob,
+// which does not notify; the claim; NotifyUnclaimed, the job's NOTIFY, sent
+// only when the claim left the job pending; COMMIT. The claimed rows arrive
+// with the COMMIT's result and go to that worker at once, without its own
+// round trip, and no other worker is woken for a job already taken.
 //
 // The bursts that follow within notifyGap, EnqueueTx, EnqueueMany and
 // unique enqueues insert as before. So does this Enqueue when the queue runs
@@ -129,84 +131,92 @@ func (s pgStore) insertEarlyWith(ctx context.Context, d dbtx, j *newJob, now tim
 		}
 	}
 	defer func() { settle(nil, cmp.Or(err, errOfferNotRun)) }() // a no-op once settled
-	var ins, flush, claim queryRecorder
-	p := pggen.InsertJobNotifyParams{
-		Channel: s.channel(), Name: j.name, Type: j.typ, Payload: json.RawMessage(j.payload),
-		MaxAttempts: int32(j.maxAttempts), BaseDelay: int32(j.baseDelay), MaxDelay: int32(j.maxDelay),
-		ScheduledAt: j.scheduledAt, ExpiresAt: nullTime(j.expiresAt), CreatedAt: now,
-	}
-	if _, err := pggen.New(&ins).InsertJobNotify(ctx, p); !errors.Is(err, errRecorded) {
-		return 0, false, fmt.Errorf("jobqueue: internal: recording InsertJobNotify: %v", err)
-	}
-	if err := pggen.New(&flush).FlushCommits(ctx); !errors.Is(err, errRecorded) {
-		return 0, false, fmt.Errorf("jobqueue: internal: recording FlushCommits: %v", err)
-	}
-	if o != nil {
+	// Without an offer the insert notifies (InsertJobNotify); with one,
+	// InsertJob, the claim and NotifyUnclaimed, which notifies only when
+	// the claim left the job pending.
+	var ins, flush, claim, notify queryRecorder
+	if o == nil {
+		p := pggen.InsertJobNotifyParams{
+			Channel: s.channel(), Name: j.name, Type: j.typ, Payload: json.RawMessage(j.payload),
+			MaxAttempts: int32(j.maxAttempts), BaseDelay: int32(j.baseDelay), MaxDelay: int32(j.maxDelay),
+			ScheduledAt: j.scheduledAt, ExpiresAt: nullTime(j.expiresAt), CreatedAt: now,
+		}
+		if _, err := pggen.New(&ins).InsertJobNotify(ctx, p); !errors.Is(err, errRecorded) {
+			return 0, false, fmt.Errorf("jobqueue: internal: recording InsertJobNotify: %v", err)
+		}
+	} else {
+		p := pggen.InsertJobParams{
+			Name: j.name, Type: j.typ, Payload: json.RawMessage(j.payload),
+			MaxAttempts: int32(j.maxAttempts), BaseDelay: int32(j.baseDelay), MaxDelay: int32(j.maxDelay),
+			ScheduledAt: j.scheduledAt, ExpiresAt: nullTime(j.expiresAt), CreatedAt: now,
+		}
+		if _, err := pggen.New(&ins).InsertJob(ctx, p); !errors.Is(err, errRecorded) {
+			return 0, false, fmt.Errorf("jobqueue: internal: recording InsertJob: %v", err)
+		}
 		c := pgClaimFor(o.types, o.max, newClaimToken(), now, now.Add(o.lease), o.after)
 		if _, err := c(ctx, pggen.New(&claim)); !errors.Is(err, errRecorded) {
 			return 0, false, fmt.Errorf("jobqueue: internal: recording the offered claim: %v", err)
 		}
+		np := pggen.NotifyUnclaimedParams{Channel: s.channel(), TableName: s.r.quoted}
+		if err := pggen.New(&notify).NotifyUnclaimed(ctx, np); !errors.Is(err, errRecorded) {
+			return 0, false, fmt.Errorf("jobqueue: internal: recording NotifyUnclaimed: %v", err)
+		}
 	}
-	insText, err := s.r.text(ins.query)
-	if err != nil {
-		return 0, false, err
+	if err := pggen.New(&flush).FlushCommits(ctx); !errors.Is(err, errRecorded) {
+		return 0, false, fmt.Errorf("jobqueue: internal: recording FlushCommits: %v", err)
+	}
+	recorded := []*queryRecorder{&ins, &claim, &notify} // the prepared ones, in pipeline order
+	if o == nil {
+		recorded = recorded[:1]
+	}
+	texts := make([]string, len(recorded))
+	for i, r := range recorded {
+		if texts[i], err = s.r.text(r.query); err != nil {
+			return 0, false, err
+		}
 	}
 	flushText, err := s.r.text(flush.query)
 	if err != nil {
 		return 0, false, err
 	}
-	claimText := ""
-	if o != nil {
-		if claimText, err = s.r.text(claim.query); err != nil {
-			return 0, false, err
-		}
-	}
 	if err := fenced(ctx); err != nil {
 		return 0, false, err
 	}
-	args := s.r.args(ins.args)
 	conn, err := s.r.db.Conn(ctx)
 	if err != nil {
 		return 0, false, err
 	}
 	defer conn.Close()
 	committed := false
-	err = onPgx(conn, func(pc *pgx.Conn) error {
-		d.seen(insText)
+	err = onPgx(conn, func(pc *pgx.Conn) (err error) {
+		for _, text := range texts {
+			d.seen(text)
+		}
 		d.seen(flushText)
-		// The insert (and the offered claim) are prepared on the
-		// connection (once: pgx keeps them), so that the pipeline below
+		// The insert (and the offered claim and its notify) are prepared on
+		// the connection (once: pgx keeps them), so that the pipeline below
 		// can send them by their descriptions.
-		sd, err := pc.Prepare(ctx, insText, insText)
-		if err != nil {
-			return err
-		}
-		var params, claimParams pgx.ExtendedQueryBuilder
-		if err := params.Build(pc.TypeMap(), sd, args); err != nil {
-			return fmt.Errorf("jobqueue: internal: encoding InsertJobNotify's arguments: %v", err)
-		}
-		var csd *pgconn.StatementDescription
-		if o != nil {
-			d.seen(claimText)
-			if csd, err = pc.Prepare(ctx, claimText, claimText); err != nil {
+		stmts := make([]*pgconn.StatementDescription, len(texts))
+		params := make([]pgx.ExtendedQueryBuilder, len(texts))
+		for i, text := range texts {
+			if stmts[i], err = pc.Prepare(ctx, text, text); err != nil {
 				return err
 			}
-			if err := claimParams.Build(pc.TypeMap(), csd, s.r.args(claim.args)); err != nil {
-				return fmt.Errorf("jobqueue: internal: encoding the offered claim's arguments: %v", err)
+			if err := params[i].Build(pc.TypeMap(), stmts[i], s.r.args(recorded[i].args)); err != nil {
+				return fmt.Errorf("jobqueue: internal: encoding the arguments of %.40q: %v", text, err)
 			}
 		}
 		p := pc.PgConn().StartPipeline(ctx)
 		p.SendQueryParams("BEGIN", nil, nil, nil, nil)
-		if csd != nil {
+		if o != nil {
 			// One statement for both: the extended protocol takes one
 			// command per message.
 			p.SendQueryParams("SELECT set_config('synchronous_commit', 'off', true), set_config('plan_cache_mode', 'force_generic_plan', true)", nil, nil, nil, nil)
 		} else {
 			p.SendQueryParams("SET LOCAL synchronous_commit = off", nil, nil, nil, nil)
 		}
-		p.SendQueryStatement(sd, params.ParamValues, params.ParamFormats, params.ResultFormats)
-		if csd != nil {
-			p.SendQueryStatement(csd, claimParams.ParamValues, claimParams.ParamFormats, claimParams.ResultFormats)
+		for i, sd := range stmts {
+			p.SendQueryStatement(sd, params[i].ParamValues, params[i].ParamFormats, params[i].ResultFormats)
 		}
 		p.SendQueryParams("COMMIT", nil, nil, nil, nil)
 		// A sync point: the server sends the results so far at once (it
@@ -215,7 +225,7 @@ func (s pgStore) insertEarlyWith(ctx context.Context, d dbtx, j *newJob, now tim
 		p.SendPipelineSync()
 		p.SendQueryParams(flushText, nil, nil, nil, nil)
 		var claimInto *[]*JobRow
-		if csd != nil {
+		if o != nil {
 			claimInto = &claimed
 		}
 		onCommit := func() {
@@ -246,12 +256,8 @@ func (s pgStore) insertEarlyWith(ctx context.Context, d dbtx, j *newJob, now tim
 			// A prepared statement may be what failed (gone stale when
 			// the table changed under it, which pgx's own statement cache
 			// would notice): prepare it anew next time.
-			stale := []string{insText}
-			if csd != nil {
-				stale = append(stale, claimText)
-			}
-			for _, name := range stale {
-				if derr := pc.Deallocate(ctx, name); derr != nil {
+			for _, text := range texts {
+				if derr := pc.Deallocate(ctx, text); derr != nil {
 					return badConnIfClosed(pc, errors.Join(err, derr, errBadSession))
 				}
 			}
@@ -322,7 +328,7 @@ func readEarly(p *pgconn.Pipeline, types *pgtype.Map, id *int64, claimed *[]*Job
 	if err := exec(); err != nil { // SET LOCAL
 		return false, false, err
 	}
-	rr, err := next() // InsertJobNotify
+	rr, err := next() // InsertJobNotify, or InsertJob
 	if err != nil {
 		return false, false, err
 	}
@@ -346,11 +352,15 @@ func readEarly(p *pgconn.Pipeline, types *pgtype.Map, id *int64, claimed *[]*Job
 		if err == nil {
 			*claimed, err = scanClaimed(pgx.RowsFromResultReader(types, rr), nil)
 		}
+		if err == nil {
+			err = exec() // NotifyUnclaimed
+		}
 		if err != nil {
-			// The server refused the claim: the transaction failed with
-			// it, and the server skipped its COMMIT (a pipeline skips
-			// to the next sync after an error). Anything else (a broken
-			// connection) leaves the outcome unknown.
+			// The server refused the claim or its notify: the
+			// transaction failed with it, and the server skipped its
+			// COMMIT (a pipeline skips to the next sync after an error).
+			// Anything else (a broken connection) leaves the outcome
+			// unknown.
 			var pgErr *pgconn.PgError
 			return false, errors.As(err, &pgErr), err
 		}

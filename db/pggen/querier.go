@@ -214,6 +214,18 @@ type Querier interface {
 	// it after the enqueues it committed itself). It names no table (the
 	// channel is a parameter), and says so to the table rewriting.
 	NotifyTypes(ctx context.Context, arg NotifyTypesParams) error
+	// NotifyUnclaimed is the NOTIFY of the job that InsertJob inserted before
+	// it in the same transaction (the current value of the table's id
+	// sequence, @table_name being the table's quoted name), sent only when a
+	// claim after the insert left the job pending: the first Enqueue after a
+	// quiet spell that runs an idle worker's claim (queue/claim_offer.go) wakes
+	// no one for a job that claim took.
+	// The row is found by its primary key alone: currval, volatile, runs once
+	// in a subquery (in the WHERE clause it made the plan a scan calling it for
+	// every row), and the status is looked at in the select list (in the WHERE
+	// clause, a plan made on a new table chose the status index, and read every
+	// pending job).
+	NotifyUnclaimed(ctx context.Context, arg NotifyUnclaimedParams) error
 	// OldestDuePending is the pending job due longest ago (index status_scheduled).
 	OldestDuePending(ctx context.Context, now time.Time) ([]Job, error)
 	OldestDuePendingOfType(ctx context.Context, arg OldestDuePendingOfTypeParams) ([]Job, error)

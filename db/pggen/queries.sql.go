@@ -1641,6 +1641,33 @@ func (q *Queries) NotifyTypes(ctx context.Context, arg NotifyTypesParams) error 
 	return err
 }
 
+const notifyUnclaimed = `-- name: NotifyUnclaimed :exec
+SELECT CASE WHEN j.status = 'pending' THEN pg_notify($1::text, j.type) END
+FROM jobs j
+WHERE j.id = (SELECT currval(pg_get_serial_sequence($2::text, 'id')))
+`
+
+type NotifyUnclaimedParams struct {
+	Channel   string
+	TableName string
+}
+
+// NotifyUnclaimed is the NOTIFY of the job that InsertJob inserted before
+// it in the same transaction (the current value of the table's id
+// sequence, @table_name being the table's quoted name), sent only when a
+// claim after the insert left the job pending: the first Enqueue after a
+// quiet spell that runs an idle worker's claim (queue/claim_offer.go) wakes
+// no one for a job that claim took.
+// The row is found by its primary key alone: currval, volatile, runs once
+// in a subquery (in the WHERE clause it made the plan a scan calling it for
+// every row), and the status is looked at in the select list (in the WHERE
+// clause, a plan made on a new table chose the status index, and read every
+// pending job).
+func (q *Queries) NotifyUnclaimed(ctx context.Context, arg NotifyUnclaimedParams) error {
+	_, err := q.db.ExecContext(ctx, notifyUnclaimed, arg.Channel, arg.TableName)
+	return err
+}
+
 const oldestDuePending = `-- name: OldestDuePending :many
 SELECT id, name, type, payload, status, attempts, claim_token, lease_until, max_attempts, base_delay, max_delay, error, scheduled_at, expires_at, finished_at, created_at FROM jobs
 WHERE status = 'pending' AND scheduled_at <= $1

@@ -44,6 +44,22 @@ WITH ins AS (
     RETURNING id, type)
 SELECT ins.id FROM ins CROSS JOIN LATERAL pg_notify(sqlc.arg(channel)::text, ins.type) AS n;
 
+-- name: NotifyUnclaimed :exec
+-- NotifyUnclaimed is the NOTIFY of the job that InsertJob inserted before
+-- it in the same transaction (the current value of the table's id
+-- sequence, @table_name being the table's quoted name), sent only when a
+-- claim after the insert left the job pending: the first Enqueue after a
+-- quiet spell that runs an idle worker's claim (queue/claim_offer.go) wakes
+-- no one for a job that claim took.
+-- The row is found by its primary key alone: currval, volatile, runs once
+-- in a subquery (in the WHERE clause it made the plan a scan calling it for
+-- every row), and the status is looked at in the select list (in the WHERE
+-- clause, a plan made on a new table chose the status index, and read every
+-- pending job).
+SELECT CASE WHEN j.status = 'pending' THEN pg_notify(sqlc.arg(channel)::text, j.type) END
+FROM jobs j
+WHERE j.id = (SELECT currval(pg_get_serial_sequence(sqlc.arg(table_name)::text, 'id')));
+
 -- name: FlushCommits :exec
 -- FlushCommits writes one WAL record (a transactional logical message of
 -- prefix 'jobqueue', which logical decoding passes on and everything else
