@@ -278,7 +278,10 @@ func TestWorkerOfferedClaim(t *testing.T) {
 	q.offers.onTake = func() { takes.Add(1) }
 	var runs atomic.Int64
 	started := make(chan int64, 16)
-	w := q.NewWorker(WorkerConfig{Concurrency: 2, PollInterval: time.Hour, Lease: time.Minute})
+	// PollOnly: no listener, whose wake-up when it connects would take
+	// the first offer down and up again while the test enqueues; only
+	// this process's enqueues wake the worker.
+	w := q.NewWorker(WorkerConfig{Concurrency: 2, PollInterval: time.Hour, PollOnly: true, Lease: time.Minute})
 	Handle(w, func(ctx context.Context, job *Job[testArgs]) error {
 		runs.Add(1)
 		started <- job.ID
