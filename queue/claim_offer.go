@@ -42,6 +42,14 @@ import (
 // it claimed like any claim. Only the early commit of insertEarly takes
 // offers; other enqueues, and other engines, wake the claimer as before.
 
+// offerMaxJobs is the most jobs an offered claim takes, and it takes no
+// more than the claimer's free slots: the claim runs inside someone's
+// Enqueue, which should not pay for claiming a backlog (a job that appeared
+// meanwhile from elsewhere), and a job claimed into the buffer ahead of the
+// slots would wait there anyway. A full offered claim makes the claimer
+// claim the rest itself at once.
+const offerMaxJobs = 10
+
 // claimOffer is an idle claimer's next claim, posted on an offerBoard.
 type claimOffer struct {
 	types []string // the claimer's types; empty: every type

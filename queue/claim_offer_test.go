@@ -355,3 +355,38 @@ func TestWorkerOfferedClaim(t *testing.T) {
 		t.Errorf("%d offers on the board after the worker stopped, want none", left)
 	}
 }
+
+// TestClaimerOfferSize: an idle claimer offers a claim of its free slots,
+// at most offerMaxJobs, within MaxJobs; none with no slot free.
+func TestClaimerOfferSize(t *testing.T) {
+	t.Parallel()
+	env := newTestEnv(t, engine.Postgres)
+	q := env.queue(t, nil, WithLogger(testdb.QuietLogger()))
+	for _, tc := range []struct {
+		name                  string
+		conc, maxJobs         int
+		held, claimed, want int // want 0: no offer
+	}{
+		{"free slots", 4, 0, 1, 0, 3},
+		{"capped", 100, 0, 0, 0, offerMaxJobs},
+		{"no slot free", 4, 0, 4, 0, 0},
+		{"within MaxJobs", 8, 10, 0, 8, 2},
+		{"MaxJobs reached", 8, 10, 0, 10, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := &claimer{q: q, cfg: WorkerConfig{Concurrency: tc.conc, MaxJobs: tc.maxJobs, Lease: time.Minute}, cursor: &claimCursor{q: q}}
+			o := c.offer(tc.held, tc.claimed)
+			switch {
+			case tc.want == 0 && o != nil:
+				t.Errorf("offer of %d jobs, want none", o.max)
+			case tc.want > 0 && o == nil:
+				t.Errorf("no offer, want one of %d jobs", tc.want)
+			case o != nil && o.max != tc.want:
+				t.Errorf("offer of %d jobs, want %d", o.max, tc.want)
+			}
+			if o != nil && !q.offers.withdraw(o) {
+				t.Error("the offer was not on the board")
+			}
+		})
+	}
+}

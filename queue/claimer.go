@@ -311,7 +311,7 @@ func (c *claimer) offer(held, claimed int) *claimOffer {
 	if !c.q.takesOffers() || c.cursor == nil {
 		return nil
 	}
-	n := min(c.cfg.Concurrency+c.ahead()-held, maxClaim)
+	n := min(c.cfg.Concurrency-held, offerMaxJobs) // free slots only
 	if c.cfg.MaxJobs > 0 {
 		n = min(n, c.cfg.MaxJobs-claimed)
 	}
