@@ -363,8 +363,8 @@ func TestClaimerOfferSize(t *testing.T) {
 	env := newTestEnv(t, engine.Postgres)
 	q := env.queue(t, nil, WithLogger(testdb.QuietLogger()))
 	for _, tc := range []struct {
-		name                  string
-		conc, maxJobs         int
+		name                string
+		conc, maxJobs       int
 		held, claimed, want int // want 0: no offer
 	}{
 		{"free slots", 4, 0, 1, 0, 3},
