@@ -38,6 +38,12 @@ func (p *proc) logLines(from int, msg string) []string {
 	return out
 }
 
+// tail is the last n lines the process logged, for a failure's message.
+func (p *proc) tail(n int) string {
+	lines := strings.Split(strings.TrimRight(p.stderr.String(), "\n"), "\n")
+	return strings.Join(lines[max(0, len(lines)-n):], "\n")
+}
+
 // leads is whether the process's last leadership line is a gain.
 func (p *proc) leads() bool {
 	s := p.stderr.String()
