@@ -54,7 +54,6 @@ package queue
 import (
 	"cmp"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -136,21 +135,11 @@ func (s pgStore) insertEarlyWith(ctx context.Context, d dbtx, j *newJob, now tim
 	// the claim left the job pending.
 	var ins, flush, claim, notify queryRecorder
 	if o == nil {
-		p := pggen.InsertJobNotifyParams{
-			Channel: s.channel(), Name: j.name, Type: j.typ, Payload: json.RawMessage(j.payload),
-			MaxAttempts: int32(j.maxAttempts), BaseDelay: int32(j.baseDelay), MaxDelay: int32(j.maxDelay),
-			ScheduledAt: j.scheduledAt, ExpiresAt: nullTime(j.expiresAt), CreatedAt: now,
-		}
-		if _, err := pggen.New(&ins).InsertJobNotify(ctx, p); !errors.Is(err, errRecorded) {
+		if _, err := pggen.New(&ins).InsertJobNotify(ctx, s.insertNotifyParams(j, now)); !errors.Is(err, errRecorded) {
 			return 0, false, fmt.Errorf("jobqueue: internal: recording InsertJobNotify: %v", err)
 		}
 	} else {
-		p := pggen.InsertJobParams{
-			Name: j.name, Type: j.typ, Payload: json.RawMessage(j.payload),
-			MaxAttempts: int32(j.maxAttempts), BaseDelay: int32(j.baseDelay), MaxDelay: int32(j.maxDelay),
-			ScheduledAt: j.scheduledAt, ExpiresAt: nullTime(j.expiresAt), CreatedAt: now,
-		}
-		if _, err := pggen.New(&ins).InsertJob(ctx, p); !errors.Is(err, errRecorded) {
+		if _, err := pggen.New(&ins).InsertJob(ctx, s.insertParams(j, now)); !errors.Is(err, errRecorded) {
 			return 0, false, fmt.Errorf("jobqueue: internal: recording InsertJob: %v", err)
 		}
 		c := pgClaimFor(o.types, o.max, newClaimToken(), now, now.Add(o.lease), o.after)
@@ -187,8 +176,8 @@ func (s pgStore) insertEarlyWith(ctx context.Context, d dbtx, j *newJob, now tim
 		return 0, false, err
 	}
 	defer conn.Close()
-	committed := false
 	err = onPgx(conn, func(pc *pgx.Conn) (err error) {
+		committed := false
 		for _, text := range texts {
 			d.seen(text)
 		}
@@ -274,7 +263,7 @@ func (s pgStore) insertEarlyWith(ctx context.Context, d dbtx, j *newJob, now tim
 	if errors.Is(err, errBadSession) {
 		discardConn(conn)
 	}
-	return id, claimFault && !committed, err
+	return id, claimFault, err // readEarly reports a claim fault only before the COMMIT
 }
 
 // errOfferNotRun tells a claimer that the enqueue which took its offer did

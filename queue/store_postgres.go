@@ -52,17 +52,29 @@ func (s pgStore) insert(ctx context.Context, d dbtx, j *newJob, now time.Time) (
 	}
 	qs := pggen.New(d)
 	if d.insertNotifies() {
-		return qs.InsertJobNotify(ctx, pggen.InsertJobNotifyParams{
-			Channel: s.channel(), Name: j.name, Type: j.typ, Payload: json.RawMessage(j.payload),
-			MaxAttempts: int32(j.maxAttempts), BaseDelay: int32(j.baseDelay), MaxDelay: int32(j.maxDelay),
-			ScheduledAt: j.scheduledAt, ExpiresAt: nullTime(j.expiresAt), CreatedAt: now,
-		})
+		return qs.InsertJobNotify(ctx, s.insertNotifyParams(j, now))
 	}
-	return qs.InsertJob(ctx, pggen.InsertJobParams{
+	return qs.InsertJob(ctx, s.insertParams(j, now))
+}
+
+// insertParams are InsertJob's arguments for j.
+func (s pgStore) insertParams(j *newJob, now time.Time) pggen.InsertJobParams {
+	return pggen.InsertJobParams{
 		Name: j.name, Type: j.typ, Payload: json.RawMessage(j.payload),
 		MaxAttempts: int32(j.maxAttempts), BaseDelay: int32(j.baseDelay), MaxDelay: int32(j.maxDelay),
 		ScheduledAt: j.scheduledAt, ExpiresAt: nullTime(j.expiresAt), CreatedAt: now,
-	})
+	}
+}
+
+// insertNotifyParams are InsertJobNotify's arguments for j: InsertJob's
+// and the table's channel.
+func (s pgStore) insertNotifyParams(j *newJob, now time.Time) pggen.InsertJobNotifyParams {
+	p := s.insertParams(j, now)
+	return pggen.InsertJobNotifyParams{
+		Channel: s.channel(), Name: p.Name, Type: p.Type, Payload: p.Payload,
+		MaxAttempts: p.MaxAttempts, BaseDelay: p.BaseDelay, MaxDelay: p.MaxDelay,
+		ScheduledAt: p.ScheduledAt, ExpiresAt: p.ExpiresAt, CreatedAt: p.CreatedAt,
+	}
 }
 
 // insertMany writes jobs in chunks, notifying in a caller's transaction as
