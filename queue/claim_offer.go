@@ -9,7 +9,7 @@ import (
 )
 
 // Claims offered to this process's enqueues (PostgreSQL). An idle worker
-// learns of a new job when the enqueue's COMMIT result reaches this
+// learns of a new job when the enqueue's commit's result reaches this
 // process (or its NOTIFY reaches the listener) and then claims it: a
 // second round trip, on another connection and another server process,
 // which made up half of an idle worker's enqueue-to-start. So a claimer
@@ -17,7 +17,7 @@ import (
 // posts its next claim on the queue's offerBoard, and the first Enqueue
 // of this process that writes a job of one of its types takes it and
 // sends the claim inside the insert's own transaction, in the same
-// pipeline (insertEarly): the claim's rows come back with the COMMIT's
+// pipeline (insertEarly): the claim's rows come back with the commit's
 // result, and the claimer hands them to its executors.
 //
 // The claim is the claimer's own claim (ClaimJobs with its types, room,
@@ -32,7 +32,7 @@ import (
 //     told (offerResult.err) and claims as usual;
 //   - the claim fails: the transaction failed with it, so the enqueue is
 //     sent again without the claim, and the claimer claims as usual;
-//   - the connection breaks after the COMMIT was sent: as with any claim
+//   - the connection breaks after the commit was sent: as with any claim
 //     whose result is lost, what it claimed (if it committed) is left
 //     in_progress until its lease passes, and Reclaim runs it again.
 //

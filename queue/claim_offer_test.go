@@ -34,7 +34,9 @@ func offerOutcome(t *testing.T, o *claimOffer) offerResult {
 // runs the claim in its own transaction (claim_offer.go): the claim takes
 // the first due jobs (the new one, or an older one first); an offer of
 // other types, or a job not due yet, is left alone; a refused insert runs
-// no claim; a failed claim leaves the job written without it. The pool's
+// no claim; a failed claim leaves the job written without it; a commit the
+// server refuses (at the pipeline's sync point) writes and claims nothing,
+// with or without an offer. The pool's
 // connection comes back as it was.
 func TestEnqueueRunsOfferedClaim(t *testing.T) {
 	t.Parallel()
@@ -236,6 +238,62 @@ func TestEnqueueRunsOfferedClaim(t *testing.T) {
 			t.Errorf("%d jobs after the refused enqueue, want %d", n, before)
 		}
 		clean(t)
+	})
+	t.Run("refused at commit", func(t *testing.T) {
+		// A deferred constraint trigger refuses jobs of type "refused"
+		// when their transaction commits: the pipeline's sync point.
+		fn := env.tbl.Quoted()[:len(env.tbl.Quoted())-1] + `_refuse"`
+		for _, stmt := range []string{
+			`CREATE FUNCTION ` + fn + `() RETURNS trigger LANGUAGE plpgsql AS $$
+			BEGIN IF NEW.type = 'refused' THEN RAISE EXCEPTION 'jobs of type refused are refused at commit'; END IF; RETURN NULL; END $$`,
+			`CREATE CONSTRAINT TRIGGER refuse AFTER INSERT ON ` + env.tbl.Quoted() + ` DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION ` + fn + `()`,
+		} {
+			if _, err := env.db.ExecContext(ctx, stmt); err != nil {
+				t.Fatal(err)
+			}
+		}
+		t.Cleanup(func() {
+			if _, err := env.db.ExecContext(context.Background(), `DROP TRIGGER refuse ON `+env.tbl.Quoted()+`; DROP FUNCTION `+fn+`()`); err != nil {
+				t.Error(err)
+			}
+		})
+		for _, offered := range []bool{false, true} {
+			claimAll(t)
+			older, err := q.Enqueue(ctx, testArgs{N: 6}, Type("a"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			quiet()
+			sent.take()
+			var o *claimOffer
+			if offered {
+				o = post(nil, 5)
+			}
+			before := env.countWhere(t, "true")
+			if _, err := q.Enqueue(ctx, testArgs{N: 7}, Type("refused")); err == nil || !strings.Contains(err.Error(), "refused at commit") {
+				t.Fatalf("offered %v: Enqueue refused at commit: %v, want the trigger's error", offered, err)
+			}
+			want := "InsertJobNotify FlushCommits"
+			if offered {
+				want = "InsertJob ClaimJobs NotifyUnclaimed FlushCommits"
+			}
+			if got := strings.Join(sent.take(), " "); got != want {
+				t.Errorf("offered %v: statements %q, want %q (the early insert's)", offered, got, want)
+			}
+			if n := env.countWhere(t, "true"); n != before {
+				t.Errorf("offered %v: %d jobs after the refused commit, want %d", offered, n, before)
+			}
+			if offered {
+				if res := offerOutcome(t, o); res.err == nil || len(res.rows) != 0 {
+					t.Errorf("offer outcome: %d rows, err %v; want none and an error", len(res.rows), res.err)
+				}
+			}
+			// The claim of the older job was rolled back with the insert.
+			if j := getJob(t, q, older); j.Status != StatusPending || j.Attempts != 0 {
+				t.Errorf("offered %v: the older job %d is %s after %d attempts, want pending after 0", offered, older, j.Status, j.Attempts)
+			}
+			clean(t)
+		}
 	})
 	t.Run("failed claim", func(t *testing.T) {
 		claimAll(t)

@@ -9,9 +9,11 @@ package queue
 // on a quiet disk after 10 ms idle, 3-6 ms under other users' load), and the
 // claim could only start after it. So that Enqueue sends, in one round trip
 // (a pipeline with a sync point after the first), two transactions:
-//   - BEGIN; SET LOCAL synchronous_commit = off; InsertJobNotify; COMMIT:
-//     the job is visible and its NOTIFY delivered at once, and listening
-//     workers claim it while
+//   - a set_config of synchronous_commit off, local to the transaction, and
+//     InsertJobNotify, committed by the sync point (the statements a
+//     pipeline sends up to a sync are one implicit transaction, without
+//     BEGIN or COMMIT): the job is visible and its NOTIFY delivered at
+//     once, and listening workers claim it while
 //   - FlushCommits, a transaction of its own that writes one WAL record and
 //     commits at the session's synchronous_commit, waits for the flush (and
 //     for synchronous standbys) up to its record, and so up to the insert's
@@ -20,7 +22,7 @@ package queue
 // Enqueue returns, as before, and the call costs the same round trip. The
 // sync point between the two makes the server send the first one's results
 // at once (it holds a pipeline's results back until a sync), so this
-// process's idle workers are woken (dbtx.visible) when the COMMIT's result
+// process's idle workers are woken (dbtx.visible) when the commit's result
 // arrives, while the flush runs: traced in bench's latency phase, their
 // claim starts 0.05-0.06 ms sooner than on the NOTIFY, which arrives at
 // about the same time but one more server process away.
@@ -36,14 +38,19 @@ package queue
 // and each of the queue's other writes commits as before.
 //
 // When an idle worker of this process wants the job's type, its next claim
-// goes in the insert's transaction, after the insert (claim_offer.go):
-// BEGIN; set_config of synchronous_commit off and plan_cache_mode
+// goes in the insert's transaction, after the insert (claim_offer.go): a
+// set_config of synchronous_commit off and plan_cache_mode
 // force_generic_plan, both local (the claim is planned once per connection,
 // as on a claim session; a custom plan cost more than the claim); InsertJob,
 // which does not notify; the claim; NotifyUnclaimed, the job's NOTIFY, sent
-// only when the claim left the job pending; COMMIT. The claimed rows arrive
-// with the COMMIT's result and go to that worker at once, without its own
-// round trip, and no other worker is woken for a job already taken.
+// only when the claim left the job pending; the sync point that commits.
+// The claimed rows arrive with the commit's result and go to that worker at
+// once, without its own round trip, and no other worker is woken for a job
+// already taken.
+//
+// Every statement of the pipeline is prepared on the connection (pgx keeps
+// them), so the server parses and plans none: traced after 10 ms idle, the
+// unnamed BEGIN, set_config and COMMIT cost 40-60 µs of the round trip.
 //
 // The bursts that follow within notifyGap, EnqueueTx, EnqueueMany and
 // unique enqueues insert as before. So does this Enqueue when the queue runs
@@ -182,9 +189,10 @@ func (s pgStore) insertEarlyWith(ctx context.Context, d dbtx, j *newJob, now tim
 			d.seen(text)
 		}
 		d.seen(flushText)
-		// The insert (and the offered claim and its notify) are prepared on
-		// the connection (once: pgx keeps them), so that the pipeline below
-		// can send them by their descriptions.
+		// Every statement is prepared on the connection (once: pgx keeps
+		// them), so that the pipeline below sends each by its description
+		// and the server parses and plans none of them: after an idle
+		// spell, parsing the set_config alone cost some 40 µs.
 		stmts := make([]*pgconn.StatementDescription, len(texts))
 		params := make([]pgx.ExtendedQueryBuilder, len(texts))
 		for i, text := range texts {
@@ -195,24 +203,33 @@ func (s pgStore) insertEarlyWith(ctx context.Context, d dbtx, j *newJob, now tim
 				return fmt.Errorf("jobqueue: internal: encoding the arguments of %.40q: %v", text, err)
 			}
 		}
-		p := pc.PgConn().StartPipeline(ctx)
-		p.SendQueryParams("BEGIN", nil, nil, nil, nil)
+		set := earlySettings
 		if o != nil {
-			// One statement for both: the extended protocol takes one
-			// command per message.
-			p.SendQueryParams("SELECT set_config('synchronous_commit', 'off', true), set_config('plan_cache_mode', 'force_generic_plan', true)", nil, nil, nil, nil)
-		} else {
-			p.SendQueryParams("SET LOCAL synchronous_commit = off", nil, nil, nil, nil)
+			set = earlyClaimSettings
 		}
+		setSD, err := pc.Prepare(ctx, set, set)
+		if err != nil {
+			return err
+		}
+		flushSD, err := pc.Prepare(ctx, flushText, flushText)
+		if err != nil {
+			return err
+		}
+		// No BEGIN and no COMMIT: what the pipeline sends up to its first
+		// sync point is one transaction, which the sync commits (the
+		// extended protocol's implicit transaction; an error in any of
+		// its statements rolls all of them back). The settings are local
+		// to it.
+		p := pc.PgConn().StartPipeline(ctx)
+		p.SendQueryStatement(setSD, nil, nil, nil)
 		for i, sd := range stmts {
 			p.SendQueryStatement(sd, params[i].ParamValues, params[i].ParamFormats, params[i].ResultFormats)
 		}
-		p.SendQueryParams("COMMIT", nil, nil, nil, nil)
-		// A sync point: the server sends the results so far at once (it
-		// holds a pipeline's results back until a sync), so the COMMIT's
-		// arrives while the flush runs.
+		// The sync point commits, and makes the server send the results
+		// so far at once (it holds a pipeline's results back until a
+		// sync), so the commit's arrives while the flush runs.
 		p.SendPipelineSync()
-		p.SendQueryParams(flushText, nil, nil, nil, nil)
+		p.SendQueryStatement(flushSD, nil, nil, nil)
 		var claimInto *[]*JobRow
 		if o != nil {
 			claimInto = &claimed
@@ -233,13 +250,6 @@ func (s pgStore) insertEarlyWith(ctx context.Context, d dbtx, j *newJob, now tim
 		}
 		if err == nil {
 			return nil
-		}
-		if !pc.IsClosed() && pc.PgConn().TxStatus() != 'I' {
-			// The insert (or the claim) failed inside its transaction
-			// block: end it, or drop the connection.
-			if _, rerr := pc.Exec(ctx, "ROLLBACK"); rerr != nil {
-				return badConnIfClosed(pc, errors.Join(err, rerr, errBadSession))
-			}
 		}
 		if !committed && !pc.IsClosed() {
 			// A prepared statement may be what failed (gone stale when
@@ -263,24 +273,35 @@ func (s pgStore) insertEarlyWith(ctx context.Context, d dbtx, j *newJob, now tim
 	if errors.Is(err, errBadSession) {
 		discardConn(conn)
 	}
-	return id, claimFault, err // readEarly reports a claim fault only before the COMMIT
+	return id, claimFault, err // readEarly reports a claim fault only before the commit
 }
+
+// The settings of the early insert's transaction, local to it: its commit
+// does not wait for the WAL flush, and with an offered claim (a claim
+// session's statement, planned once per connection) the claim runs on its
+// generic plan (a custom plan cost more than the claim). One statement for
+// both: the extended protocol takes one command per message.
+const (
+	earlySettings      = "SELECT set_config('synchronous_commit', 'off', true)"
+	earlyClaimSettings = "SELECT set_config('synchronous_commit', 'off', true), set_config('plan_cache_mode', 'force_generic_plan', true)"
+)
 
 // errOfferNotRun tells a claimer that the enqueue which took its offer did
 // not run the claim (it failed before, or the early commit was
 // unavailable): nothing was claimed for it.
 var errOfferNotRun = errors.New("jobqueue: internal: the offered claim was not run")
 
-// errBadSession marks a connection left inside a failed transaction.
-var errBadSession = errors.New("the connection was left inside a transaction and is dropped")
+// errBadSession marks a connection whose prepared statements could not be
+// dropped after a failure: it is discarded.
+var errBadSession = errors.New("the connection's prepared statements could not be dropped, so the connection is discarded")
 
 // readEarly reads the results of insertEarly's pipeline in order, the new
 // id into id (decoded with types) and, when claimed is not nil, the rows of
 // the offered claim sent after the insert into claimed. It reports whether
-// the insert's COMMIT succeeded and whether the claim failed (claimFault:
-// the transaction failed with it, and nothing was written). It calls
-// onCommit as soon as that COMMIT's result arrives, while the flush still
-// runs.
+// the insert's transaction committed (at the pipeline's first sync point)
+// and whether the claim failed (claimFault: the transaction failed with it,
+// and nothing was written). It calls onCommit as soon as that commit's
+// result arrives, while the flush still runs.
 func readEarly(p *pgconn.Pipeline, types *pgtype.Map, id *int64, claimed *[]*JobRow, onCommit func()) (committed, claimFault bool, err error) {
 	next := func() (*pgconn.ResultReader, error) {
 		res, err := p.GetResults()
@@ -301,6 +322,8 @@ func readEarly(p *pgconn.Pipeline, types *pgtype.Map, id *int64, claimed *[]*Job
 		_, err = rr.Close()
 		return err
 	}
+	// sync reads a sync point's result; one that ends a transaction
+	// carries the commit's error, if any.
 	sync := func() error {
 		res, err := p.GetResults()
 		if err != nil {
@@ -311,10 +334,7 @@ func readEarly(p *pgconn.Pipeline, types *pgtype.Map, id *int64, claimed *[]*Job
 		}
 		return nil
 	}
-	if err := exec(); err != nil { // BEGIN
-		return false, false, err
-	}
-	if err := exec(); err != nil { // SET LOCAL
+	if err := exec(); err != nil { // the settings
 		return false, false, err
 	}
 	rr, err := next() // InsertJobNotify, or InsertJob
@@ -346,21 +366,17 @@ func readEarly(p *pgconn.Pipeline, types *pgtype.Map, id *int64, claimed *[]*Job
 		}
 		if err != nil {
 			// The server refused the claim or its notify: the
-			// transaction failed with it, and the server skipped its
-			// COMMIT (a pipeline skips to the next sync after an error).
-			// Anything else (a broken connection) leaves the outcome
-			// unknown.
+			// transaction failed with it (a pipeline skips to the next
+			// sync after an error, and the sync rolls back). Anything
+			// else (a broken connection) leaves the outcome unknown.
 			var pgErr *pgconn.PgError
 			return false, errors.As(err, &pgErr), err
 		}
 	}
-	if err := exec(); err != nil { // COMMIT
+	if err := sync(); err != nil { // the commit
 		return false, false, err
 	}
 	onCommit()
-	if err := sync(); err != nil {
-		return true, false, err
-	}
 	if err := exec(); err != nil { // FlushCommits
 		return true, false, err
 	}
