@@ -4,8 +4,6 @@ import (
 	"slices"
 	"sync"
 	"time"
-
-	"github.com/jobqueue/jobqueue/internal/engine"
 )
 
 // Claims offered to this process's enqueues (PostgreSQL). An idle worker
@@ -147,7 +145,15 @@ func (b *offerBoard) take(typ string) *claimOffer {
 	return o
 }
 
+// offerTaker is a store whose enqueues may run an idle claimer's claim
+// (pgStore's early commit).
+type offerTaker interface {
+	takesOffers() bool
+}
+
 // takesOffers reports whether an enqueue of this process may run an idle
-// claimer's claim: PostgreSQL's early commit, which a transaction pooler
-// rules out.
-func (q *Queue) takesOffers() bool { return q.kind == engine.Postgres && !q.pooled }
+// claimer's claim, so that the claimer should offer it.
+func (q *Queue) takesOffers() bool {
+	t, ok := q.st.(offerTaker)
+	return ok && t.takesOffers()
+}

@@ -415,7 +415,9 @@ func TestWorkerOfferedClaim(t *testing.T) {
 }
 
 // TestClaimerOfferSize: an idle claimer offers a claim of its free slots,
-// at most offerMaxJobs, within MaxJobs; none with no slot free.
+// at most offerMaxJobs, within MaxJobs; none with no slot free, and none
+// when no enqueue of its process could take it (the early commit ruled
+// out).
 func TestClaimerOfferSize(t *testing.T) {
 	t.Parallel()
 	env := newTestEnv(t, engine.Postgres)
@@ -444,6 +446,30 @@ func TestClaimerOfferSize(t *testing.T) {
 			}
 			if o != nil && !q.offers.withdraw(o) {
 				t.Error("the offer was not on the board")
+			}
+		})
+	}
+	// No enqueue of this process could take an offer: none is made.
+	st := q.st.(pgStore)
+	for _, tc := range []struct {
+		name         string
+		rule, unrule func()
+	}{
+		{"FlushCommits refused", func() { st.early.state.Store(earlyRefused) }, func() { st.early.state.Store(earlyUnknown) }},
+		{"not pgx's driver", func() { st.r.noPgx.Store(true) }, func() { st.r.noPgx.Store(false) }},
+		{"a transaction pooler", func() { q.setPooled(true) }, func() { q.setPooled(false) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := &claimer{q: q, cfg: WorkerConfig{Concurrency: 4, Lease: time.Minute}, cursor: &claimCursor{q: q}}
+			tc.rule()
+			o := c.offer(0, 0)
+			tc.unrule()
+			if o != nil {
+				q.offers.withdraw(o)
+				t.Errorf("offer of %d jobs, want none (no enqueue takes offers)", o.max)
+			}
+			if o := c.offer(0, 0); o == nil || !q.offers.withdraw(o) {
+				t.Error("no offer on the board once the early commit may run again")
 			}
 		})
 	}

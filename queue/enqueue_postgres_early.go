@@ -95,6 +95,15 @@ const (
 // but, maybe, CanFlushCommits, and the caller inserts as before.
 var errNoEarly = errors.New("jobqueue: internal: the early commit is unavailable")
 
+// takesOffers reports whether the early commit may be at hand: not through
+// a transaction pooler, not on a driver other than pgx's stdlib, and not
+// with FlushCommits refused (until first asked, it may). Only the early
+// commit runs an offered claim (claim_offer.go), so idle claimers offer
+// theirs only then.
+func (s pgStore) takesOffers() bool {
+	return s.early != nil && !s.r.pooled && !s.r.noPgx.Load() && s.early.state.Load() != earlyRefused
+}
+
 // insertEarly writes j as the first enqueue after a quiet spell (see
 // above) and returns its id, or errNoEarly, having written nothing, when
 // the early commit is unavailable. It takes the offer of an idle claimer
@@ -102,7 +111,7 @@ var errNoEarly = errors.New("jobqueue: internal: the early commit is unavailable
 // its claim in the insert's transaction; a claim that fails the
 // transaction is dropped and the job sent again without it.
 func (s pgStore) insertEarly(ctx context.Context, d dbtx, j *newJob, now time.Time) (int64, error) {
-	if s.early == nil || s.r.pooled || s.r.noPgx.Load() || s.early.state.Load() == earlyRefused {
+	if !s.takesOffers() {
 		return 0, errNoEarly
 	}
 	if s.early.state.Load() == earlyUnknown {
