@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -21,8 +22,10 @@ import (
 // one statement; each caller gets the id of its own job; a waiting caller
 // whose context ends gets its error and its job is not written; a combined
 // statement the server refuses is written job by job, so that only the bad
-// job's caller gets an error. The first combineSlots inserts are held in
-// the statement hook until the others wait.
+// job's caller gets an error. A combined statement carries the values of
+// its first caller's context, and a job written alone its own caller's,
+// but neither is cancelled with them. The first combineSlots inserts are
+// held in the statement hook until the others wait.
 func TestEnqueueCombined(t *testing.T) {
 	t.Parallel()
 	env := newTestEnv(t, engine.Postgres)
@@ -50,6 +53,38 @@ func TestEnqueueCombined(t *testing.T) {
 	}
 	q := env.queue(t, nil, WithLogger(testdb.QuietLogger()), withStatementHook(hook))
 	ctx := context.Background()
+	// The statements of waiting jobs run through batch and single, which
+	// record whose context values they carry (the caller's n) and cancel
+	// that caller's context before they run.
+	type callerKey struct{}
+	var (
+		seenMu            sync.Mutex
+		batchBy, singleBy []int
+		cancels           sync.Map // n → the cancel of that caller's context
+	)
+	seen := func(into *[]int, ctx context.Context) error {
+		n, _ := ctx.Value(callerKey{}).(int)
+		seenMu.Lock()
+		*into = append(*into, n)
+		seenMu.Unlock()
+		if stop, ok := cancels.Load(n); ok {
+			stop.(context.CancelFunc)()
+		}
+		return ctx.Err()
+	}
+	batch, single := q.combiner.batch, q.combiner.single
+	q.combiner.batch = func(ctx context.Context, jobs []*newJob, now time.Time) ([]int64, error) {
+		if err := seen(&batchBy, ctx); err != nil {
+			return nil, fmt.Errorf("the combined statement's context ended with its first caller's: %w", err)
+		}
+		return batch(ctx, jobs, now)
+	}
+	q.combiner.single = func(ctx context.Context, j *newJob) (int64, error) {
+		if err := seen(&singleBy, ctx); err != nil {
+			return 0, fmt.Errorf("the statement's context ended with its caller's: %w", err)
+		}
+		return single(ctx, j)
+	}
 	waiting := func() int {
 		q.combiner.mu.Lock()
 		defer q.combiner.mu.Unlock()
@@ -75,7 +110,7 @@ func TestEnqueueCombined(t *testing.T) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				id, err := q.Enqueue(ctx, testArgs{N: first + i})
+				id, err := q.Enqueue(context.WithValue(ctx, callerKey{}, first+i), testArgs{N: first + i})
 				results[i] = result{first + i, id, err}
 			}()
 		}
@@ -88,6 +123,9 @@ func TestEnqueueCombined(t *testing.T) {
 			if i == cancel {
 				c = cctx
 			}
+			c, stopCaller := context.WithCancel(context.WithValue(c, callerKey{}, first+combineSlots+i))
+			defer stopCaller()
+			cancels.Store(first+combineSlots+i, stopCaller)
 			go func() {
 				defer wg.Done()
 				id, err := q.Enqueue(c, a)
@@ -135,10 +173,14 @@ func TestEnqueueCombined(t *testing.T) {
 			args[i] = testArgs{N: 100 + combineSlots + i}
 		}
 		combined.Store(0)
+		batchBy, singleBy = nil, nil
 		results := phase(100, args, 2)
 		check(results, -1, combineSlots+2)
 		if n := combined.Load(); n != 1 {
 			t.Errorf("%d combined statements, want 1 (the 5 jobs that waited)", n)
+		}
+		if want := []int{100 + combineSlots}; !slices.Equal(batchBy, want) || len(singleBy) != 0 {
+			t.Errorf("statements carried the values of callers %v (combined) and %v (alone), want %v and none", batchBy, singleBy, want)
 		}
 	})
 	t.Run("refused", func(t *testing.T) {
@@ -149,6 +191,7 @@ func TestEnqueueCombined(t *testing.T) {
 		args[3] = RawArgs{Name: "raw", Payload: json.RawMessage(`[1e1000000]`)} // JSON, but beyond numeric
 		before := env.countWhere(t, "true")
 		combined.Store(0)
+		batchBy, singleBy = nil, nil
 		results := phase(200, args, -1)
 		check(results, combineSlots+3, -1)
 		if n := combined.Load(); n != 1 {
@@ -156,6 +199,13 @@ func TestEnqueueCombined(t *testing.T) {
 		}
 		if n := env.countWhere(t, "true"); n != before+combineSlots+4 {
 			t.Errorf("%d jobs written, want %d (all but the refused one)", n-before, combineSlots+4)
+		}
+		var alone []int
+		for i := range args {
+			alone = append(alone, 200+combineSlots+i)
+		}
+		if want := []int{200 + combineSlots}; !slices.Equal(batchBy, want) || !slices.Equal(singleBy, alone) {
+			t.Errorf("statements carried the values of callers %v (combined) and %v (alone), want %v and %v", batchBy, singleBy, want, alone)
 		}
 	})
 }
