@@ -274,7 +274,10 @@ func (e *elector) attempt(ctx context.Context) {
 		e.lose("its lease ran out by its own clock before it could renew it (renewals failed or the process was paused)")
 	}
 	sent := time.Now()
-	cctx, cancel := context.WithTimeout(ctx, max(e.every, time.Second))
+	e.mu.Lock()
+	until := e.until
+	e.mu.Unlock()
+	cctx, cancel := context.WithTimeout(ctx, attemptTimeout(e.every, until, sent))
 	var ok bool
 	err := retryTx(cctx, func() (err error) {
 		ok, err = e.q.st.leaderAcquire(cctx, leaderRole, e.holder, e.lease)
@@ -315,6 +318,16 @@ func (e *elector) attempt(ctx context.Context) {
 		gained = r
 	}
 	e.extend(sent.Add(e.lease-e.slack), gained)
+}
+
+// attemptTimeout is how long an attempt sent at now may take when this
+// process leads until until (zero: it does not lead): as long as the
+// leadership has left, and at least every (and a second). A renewal cut
+// off after every failed on a slow server although the lease had seconds
+// left, and the next ones fared the same until it ran out; a late answer is
+// still safe, since the lease it extends counts from when it was sent.
+func attemptTimeout(every time.Duration, until, now time.Time) time.Duration {
+	return max(every, time.Second, until.Sub(now))
 }
 
 // attemptFailed logs a failed attempt: a warning for the first of a run of

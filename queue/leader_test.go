@@ -407,3 +407,64 @@ func TestElectorRetriesConflicts(t *testing.T) {
 		})
 	}
 }
+
+// TestAttemptTimeout: an attempt of a leader may take as long as its
+// leadership has left; one of a process that does not lead, or whose
+// leadership is about to end, the renewal interval (at least a second).
+func TestAttemptTimeout(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 12, 3, 20, 0, 0, 0, time.UTC)
+	for _, c := range []struct {
+		name  string
+		every time.Duration
+		until time.Time
+		want  time.Duration
+	}{
+		{"not leading", time.Second, time.Time{}, time.Second},
+		{"leading, 4 s left", time.Second, now.Add(4 * time.Second), 4 * time.Second},
+		{"leading, less left than every", 2 * time.Second, now.Add(500 * time.Millisecond), 2 * time.Second},
+		{"leading, lease already past", time.Second, now.Add(-time.Second), time.Second},
+		{"short lease", 200 * time.Millisecond, time.Time{}, time.Second},
+	} {
+		if got := attemptTimeout(c.every, c.until, now); got != c.want {
+			t.Errorf("%s: attemptTimeout = %v, want %v", c.name, got, c.want)
+		}
+	}
+}
+
+// TestElectorRenewalTimeout: a leader's renewal is sent with the time its
+// leadership has left, not cut off after the renewal interval.
+func TestElectorRenewalTimeout(t *testing.T) {
+	t.Parallel()
+	env := newTestEnv(t, engine.SQLite)
+	q := env.queue(t, nil, WithLogger(testdb.QuietLogger()))
+	st := &deadlineStore{store: q.st}
+	q.st = st
+	e := newElector(q, q.logger, 5*time.Second)
+	ctx := context.Background()
+	if !e.ensure(ctx) {
+		t.Fatal("ensure failed")
+	}
+	e.attempt(ctx) // takes the lease
+	if !e.leads() {
+		t.Fatal("the first attempt did not take the free lease")
+	}
+	if left := time.Until(st.last); left > e.every+100*time.Millisecond {
+		t.Errorf("taking the lease could take %v, want at most the interval %v", left, e.every)
+	}
+	e.attempt(ctx) // renews it
+	if left := time.Until(st.last); left < 3*time.Second {
+		t.Errorf("a renewal with about 4 s of leadership left could take %v, want about 4 s", left)
+	}
+}
+
+// deadlineStore records the deadline of each leaderAcquire's context.
+type deadlineStore struct {
+	store
+	last time.Time
+}
+
+func (s *deadlineStore) leaderAcquire(ctx context.Context, role, holder string, lease time.Duration) (bool, error) {
+	s.last, _ = ctx.Deadline()
+	return s.store.leaderAcquire(ctx, role, holder, lease)
+}
