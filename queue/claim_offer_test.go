@@ -242,7 +242,7 @@ func TestEnqueueRunsOfferedClaim(t *testing.T) {
 	t.Run("refused at commit", func(t *testing.T) {
 		// A deferred constraint trigger refuses jobs of type "refused"
 		// when their transaction commits: the pipeline's sync point.
-		fn := env.tbl.Quoted()[:len(env.tbl.Quoted())-1] + `_refuse"`
+		fn := engine.Table{Kind: engine.Postgres, Name: env.table + "_refuse"}.Quoted()
 		for _, stmt := range []string{
 			`CREATE FUNCTION ` + fn + `() RETURNS trigger LANGUAGE plpgsql AS $$
 			BEGIN IF NEW.type = 'refused' THEN RAISE EXCEPTION 'jobs of type refused are refused at commit'; END IF; RETURN NULL; END $$`,

@@ -95,14 +95,16 @@ const (
 // but, maybe, CanFlushCommits, and the caller inserts as before.
 var errNoEarly = errors.New("jobqueue: internal: the early commit is unavailable")
 
-// takesOffers reports whether the early commit may be at hand: not through
+// earlyMayRun reports whether the early commit may be at hand: not through
 // a transaction pooler, not on a driver other than pgx's stdlib, and not
-// with FlushCommits refused (until first asked, it may). Only the early
-// commit runs an offered claim (claim_offer.go), so idle claimers offer
-// theirs only then.
-func (s pgStore) takesOffers() bool {
+// with FlushCommits refused (until first asked, it may).
+func (s pgStore) earlyMayRun() bool {
 	return s.early != nil && !s.r.pooled && !s.r.noPgx.Load() && s.early.state.Load() != earlyRefused
 }
+
+// takesOffers reports whether an enqueue may run an idle claimer's claim
+// (offerTaker): only the early commit does (claim_offer.go).
+func (s pgStore) takesOffers() bool { return s.earlyMayRun() }
 
 // insertEarly writes j as the first enqueue after a quiet spell (see
 // above) and returns its id, or errNoEarly, having written nothing, when
@@ -111,7 +113,7 @@ func (s pgStore) takesOffers() bool {
 // its claim in the insert's transaction; a claim that fails the
 // transaction is dropped and the job sent again without it.
 func (s pgStore) insertEarly(ctx context.Context, d dbtx, j *newJob, now time.Time) (int64, error) {
-	if !s.takesOffers() {
+	if !s.earlyMayRun() {
 		return 0, errNoEarly
 	}
 	if s.early.state.Load() == earlyUnknown {
@@ -170,7 +172,9 @@ func (s pgStore) insertEarlyWith(ctx context.Context, d dbtx, j *newJob, now tim
 	if err := pggen.New(&flush).FlushCommits(ctx); !errors.Is(err, errRecorded) {
 		return 0, false, fmt.Errorf("jobqueue: internal: recording FlushCommits: %v", err)
 	}
-	recorded := []*queryRecorder{&ins, &claim, &notify} // the prepared ones, in pipeline order
+	// The statements of the table, in pipeline order: prepared below like
+	// the settings and FlushCommits, and dropped after a failure.
+	recorded := []*queryRecorder{&ins, &claim, &notify}
 	if o == nil {
 		recorded = recorded[:1]
 	}
