@@ -103,7 +103,7 @@ func failedRow(ctx context.Context, err error) *sql.Row {
 type failingConnector struct{ err error }
 
 func (c failingConnector) Connect(context.Context) (driver.Conn, error) { return nil, c.err }
-func (c failingConnector) Driver() driver.Driver                        { return failingDriver{c.err} }
+func (c failingConnector) Driver() driver.Driver                        { return failingDriver(c) }
 
 type failingDriver struct{ err error }
 

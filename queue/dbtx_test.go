@@ -235,7 +235,7 @@ func TestTimesUTCChild(t *testing.T) {
 		if len(jobs) != 1 || jobs[0].ID != due {
 			t.Fatalf("a job due now was not claimed: %v", ids(jobs))
 		}
-		if d := jobs[0].LeaseUntil.Sub(time.Now()); d < 58*time.Second || d > 61*time.Second {
+		if d := time.Until(*jobs[0].LeaseUntil); d < 58*time.Second || d > 61*time.Second {
 			t.Fatalf("lease ends in %v, want about a minute", d)
 		}
 		if n, err := q.Reclaim(ctx); err != nil || n != 0 {
