@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"log/slog"
 	"net"
 	"net/url"
 	"strings"
@@ -302,5 +303,89 @@ func (p *syncHoldingProxy) serve(client net.Conn, target string) {
 			<-p.released
 			p.held.Store(false)
 		}
+	}
+}
+
+// TestEarlyCommitAsksForTheGrant: the early commit runs FlushCommits only
+// for a role that may execute pg_logical_emit_message. A queue asks the
+// server once (askEarly); a role without the grant gets one Info line that
+// says what to grant, and its Enqueues insert and notify as before, the job
+// there and claimable; a role with the grant sends FlushCommits. The role
+// and its database are the test's own (the grant is per database, and a
+// superuser, as the other tests connect, is never refused).
+func TestEarlyCommitAsksForTheGrant(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	admin := testdb.Open(t, engine.Postgres)
+	name := strings.ToLower(testdb.Table(t, nil))
+	mustExec := func(t *testing.T, db *sql.DB, query string) {
+		t.Helper()
+		if _, err := db.ExecContext(ctx, query); err != nil {
+			t.Fatalf("%s: %v", query, err)
+		}
+	}
+	mustExec(t, admin, "CREATE ROLE "+name+" LOGIN")
+	t.Cleanup(func() {
+		if _, err := admin.ExecContext(ctx, "DROP ROLE "+name); err != nil {
+			t.Errorf("drop the test's role: %v", err)
+		}
+	})
+	mustExec(t, admin, "CREATE DATABASE "+name+" OWNER "+name)
+	t.Cleanup(func() {
+		if _, err := admin.ExecContext(ctx, "DROP DATABASE "+name+" WITH (FORCE)"); err != nil {
+			t.Errorf("drop the test's database: %v", err)
+		}
+	})
+	base, err := url.Parse(testdb.URL(t, engine.Postgres))
+	if err != nil {
+		t.Fatal(err)
+	}
+	base.Path = "/" + name
+	superuser := testdb.OpenURL(t, base.String()) // the new database, as the admin
+	const fn = "FUNCTION pg_logical_emit_message(boolean, text, text)"
+	mustExec(t, superuser, "REVOKE EXECUTE ON "+fn+" FROM PUBLIC")
+	base.User = url.User(name)
+	asRole := base.String()
+	table := testdb.Table(t, nil)
+	installTestTable(t, testdb.OpenURL(t, asRole), table)
+
+	for _, c := range []struct {
+		name      string
+		grant     bool
+		statement string // the statements of each early Enqueue
+		infos     int    // Info lines that name the grant
+	}{
+		{"not granted", false, "InsertJobNotify", 1},
+		{"granted", true, "InsertJobNotify FlushCommits", 0},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			if c.grant {
+				mustExec(t, superuser, "GRANT EXECUTE ON "+fn+" TO "+name)
+			}
+			db := testdb.OpenURL(t, asRole)
+			logs := &testdb.LogRecorder{}
+			sent := newStatementNames("InsertJobNotify", "InsertJob", "FlushCommits")
+			q, err := New(db, WithTable(table), WithLogger(slog.New(logs)), withStatementHook(sent.hook))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer q.Close()
+			for i := range 2 { // asked at the first, remembered at the second
+				waitNotifierIdle(t, q)
+				id, err := q.Enqueue(ctx, testArgs{N: i}, Type(c.name))
+				if err != nil {
+					t.Fatalf("Enqueue %d: %v", i, err)
+				}
+				if got := strings.Join(sent.take(), " "); got != c.statement {
+					t.Errorf("Enqueue %d sent %q, want %q", i, got, c.statement)
+				}
+				if j := mustClaim(t, q, []string{c.name}, 10, time.Minute); len(j) != 1 || j[0].ID != id {
+					t.Errorf("Enqueue %d: claimed %v, want job %d", i, ids(j), id)
+				}
+			}
+			if n := logs.Count(slog.LevelInfo, "GRANT EXECUTE"); n != c.infos {
+				t.Errorf("%d log lines name the grant, want %d: %q", n, c.infos, logs.Lines(slog.LevelDebug))
+			}
+		})
 	}
 }
