@@ -10,6 +10,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/jobqueue/jobqueue/internal/engine"
+	"github.com/jobqueue/jobqueue/internal/testdb"
 )
 
 func TestEnqueueManyFewStatements(t *testing.T) {
@@ -107,12 +108,22 @@ func TestEnqueueManyAllOrNothing(t *testing.T) {
 
 // TestEnqueueManyStoresWhatEnqueueStores: EnqueueMany (on PostgreSQL a
 // COPY) writes each job exactly as Enqueue writes it: kind, type, payload,
-// policy, schedule and deadline to the microsecond, created_at.
+// policy, schedule and deadline to the microsecond, created_at; with the
+// options given to the call, to the job (WithOptions), or through an
+// enqueue middleware. On PostgreSQL the first is the streamed COPY
+// (streamMany), the other two the COPY of checked jobs (copyOwn).
 func TestEnqueueManyStoresWhatEnqueueStores(t *testing.T) {
 	forEachEngine(t, func(t *testing.T, kind engine.Kind) {
 		ctx := context.Background()
 		env := coreEnv(t, kind)
-		q, clock := coreQueue(t, env)
+		var sc stmtCounter
+		q, clock := coreQueue(t, env, withStatementHook(sc.observe))
+		passed := 0
+		viaMW := env.queue(t, nil, withClock(clock.now), WithLogger(testdb.QuietLogger()), withStatementHook(sc.observe),
+			WithEnqueueMiddleware(func(ctx context.Context, call *EnqueueCall, next EnqueueFunc) error {
+				passed++
+				return next(ctx, call)
+			}))
 		at := clock.now().Add(90*time.Minute + 123456*time.Microsecond)
 		cases := []struct {
 			name string
@@ -131,33 +142,51 @@ func TestEnqueueManyStoresWhatEnqueueStores(t *testing.T) {
 				if err != nil {
 					t.Fatalf("Enqueue: %v", err)
 				}
-				if n, err := q.EnqueueMany(ctx, []JobArgs{c.args}, c.opts...); err != nil || n != 1 {
-					t.Fatalf("EnqueueMany = %d, %v", n, err)
-				}
-				jobs, err := q.List(ctx, ListFilter{Limit: 1})
-				if err != nil || len(jobs) != 1 {
-					t.Fatalf("List: %v (%d jobs)", err, len(jobs))
-				}
-				want, got := getJob(t, q, one), jobs[0]
-				if got.ID == want.ID {
-					t.Fatalf("EnqueueMany's job has the id %d of Enqueue's", got.ID)
-				}
-				got.ID = want.ID
-				var gp, wp any
-				if err := json.Unmarshal(got.Payload, &gp); err != nil {
-					t.Fatalf("payload %s: %v", got.Payload, err)
-				}
-				if err := json.Unmarshal(want.Payload, &wp); err != nil {
-					t.Fatalf("payload %s: %v", want.Payload, err)
-				}
-				if diff := cmp.Diff(wp, gp); diff != "" {
-					t.Errorf("payload %s, want %s (-want +got):\n%s", got.Payload, want.Payload, diff)
-				}
-				got.Payload, want.Payload = nil, nil
-				if g, w := fmt.Sprintf("%+v", jobView(got)), fmt.Sprintf("%+v", jobView(want)); g != w {
-					t.Errorf("EnqueueMany wrote\n%s\nEnqueue wrote\n%s", g, w)
+				for _, way := range []struct {
+					name string
+					q    *Queue
+					args []JobArgs
+					opts []EnqueueOption
+				}{
+					{"call's options", q, []JobArgs{c.args}, c.opts},
+					{"job's options", q, []JobArgs{WithOptions(c.args, c.opts...)}, nil},
+					{"middleware", viaMW, []JobArgs{c.args}, c.opts},
+				} {
+					sc.reset()
+					if n, err := way.q.EnqueueMany(ctx, way.args, way.opts...); err != nil || n != 1 {
+						t.Fatalf("EnqueueMany with the %s = %d, %v", way.name, n, err)
+					}
+					if copies := sc.countWith("COPY "); kind == engine.Postgres && copies != 1 {
+						t.Errorf("EnqueueMany with the %s sent %d COPY statements, want 1: %q", way.name, copies, sc.texts)
+					}
+					jobs, err := q.List(ctx, ListFilter{Limit: 1})
+					if err != nil || len(jobs) != 1 {
+						t.Fatalf("List: %v (%d jobs)", err, len(jobs))
+					}
+					want, got := getJob(t, q, one), jobs[0]
+					if got.ID == want.ID {
+						t.Fatalf("EnqueueMany's job has the id %d of Enqueue's", got.ID)
+					}
+					got.ID = want.ID
+					var gp, wp any
+					if err := json.Unmarshal(got.Payload, &gp); err != nil {
+						t.Fatalf("payload %s: %v", got.Payload, err)
+					}
+					if err := json.Unmarshal(want.Payload, &wp); err != nil {
+						t.Fatalf("payload %s: %v", want.Payload, err)
+					}
+					if diff := cmp.Diff(wp, gp); diff != "" {
+						t.Errorf("%s: payload %s, want %s (-want +got):\n%s", way.name, got.Payload, want.Payload, diff)
+					}
+					got.Payload, want.Payload = nil, nil
+					if g, w := fmt.Sprintf("%+v", jobView(got)), fmt.Sprintf("%+v", jobView(want)); g != w {
+						t.Errorf("EnqueueMany with the %s wrote\n%s\nEnqueue wrote\n%s", way.name, g, w)
+					}
 				}
 			})
+		}
+		if passed != len(cases) {
+			t.Errorf("the middleware saw %d calls, want %d", passed, len(cases))
 		}
 	})
 }

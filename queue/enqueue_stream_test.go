@@ -2,6 +2,7 @@ package queue
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"strings"
 	"testing"
@@ -55,5 +56,48 @@ func TestEnqueueManyStreamBadJob(t *testing.T) {
 	}
 	if n := rowCount(t, env); n != len(args) {
 		t.Errorf("%d rows, want %d", n, len(args))
+	}
+}
+
+// TestEnqueueManyCopyRefusedByServer: a payload the client's checks pass
+// but PostgreSQL refuses (a number beyond numeric) aborts either COPY of
+// EnqueueMany, the streamed one (the call's options) and the one of checked
+// jobs (a job with options of its own): ErrPayloadRejected, nothing
+// written, and the same calls without it write every job.
+func TestEnqueueManyCopyRefusedByServer(t *testing.T) {
+	env := coreEnv(t, engine.Postgres)
+	var sc stmtCounter
+	q, _ := coreQueue(t, env, withStatementHook(sc.observe))
+	refused := RawArgs{Name: "raw", Payload: json.RawMessage(`[1e1000000]`)}
+	fine := RawArgs{Name: "raw", Payload: json.RawMessage(`[1]`)}
+	for _, c := range []struct {
+		name string
+		args func(last JobArgs) []JobArgs
+	}{
+		{"streamed", func(last JobArgs) []JobArgs { return []JobArgs{testArgs{N: 1}, testArgs{N: 2}, last} }},
+		{"checked first", func(last JobArgs) []JobArgs {
+			return []JobArgs{testArgs{N: 1}, WithOptions(testArgs{N: 2}, Type("own")), last}
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			before := rowCount(t, env)
+			sc.reset()
+			n, err := q.EnqueueMany(context.Background(), c.args(refused), Type("s"))
+			if n != 0 || !errors.Is(err, ErrPayloadRejected) || !strings.Contains(err.Error(), "none written") {
+				t.Errorf("EnqueueMany = %d, %v; want 0 and ErrPayloadRejected saying none was written", n, err)
+			}
+			if got := sc.countWith("COPY "); got != 1 {
+				t.Errorf("%d COPY statements, want 1", got)
+			}
+			if n := rowCount(t, env); n != before {
+				t.Errorf("%d rows after the refused call, want %d", n, before)
+			}
+			if n, err := q.EnqueueMany(context.Background(), c.args(fine), Type("s")); err != nil || n != 3 {
+				t.Fatalf("EnqueueMany without the refused payload = %d, %v", n, err)
+			}
+			if n := rowCount(t, env); n != before+3 {
+				t.Errorf("%d rows, want %d", n, before+3)
+			}
+		})
 	}
 }
