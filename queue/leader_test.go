@@ -3,8 +3,10 @@ package queue
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -467,4 +469,130 @@ type deadlineStore struct {
 func (s *deadlineStore) leaderAcquire(ctx context.Context, role, holder string, lease time.Duration) (bool, error) {
 	s.last, _ = ctx.Deadline()
 	return s.store.leaderAcquire(ctx, role, holder, lease)
+}
+
+// everyFrom is a Schedule with a tick every period from start (and before
+// it, back in time): its latest tick is fixed for the whole test, unlike a
+// wall clock's hour, which may turn while the test runs.
+type everyFrom struct {
+	start  time.Time
+	period time.Duration
+}
+
+func (s everyFrom) Next(t time.Time) time.Time {
+	n := t.Sub(s.start) / s.period
+	next := s.start.Add(n * s.period)
+	for !next.After(t) {
+		next = next.Add(s.period)
+	}
+	for next.Add(-s.period).After(t) {
+		next = next.Add(-s.period)
+	}
+	return next
+}
+
+// TestPeriodicTickOutcomes: what the leader does with a tick the database
+// does not take as a new job (scheduler.enqueue). The tick here is the
+// latest one, which a new leader enqueues at once with RunMissed.
+//   - already enqueued (by an earlier leader): logged at Info, no second job;
+//   - the leader's term ended in the database while its process still led
+//     (here: the term moved on just before the tick's fence): nothing
+//     enqueued in that term, a Warn, and the worker steps down; it leads
+//     again in a new term and enqueues the tick then;
+//   - refused by the server (PostgreSQL: a number beyond numeric): an Error
+//     that says the tick is skipped, after one try, not the three a
+//     failing database gets.
+//
+// The term-ended case runs where another connection can write while the
+// act's transaction is open (not SQLite, where the act holds the
+// database's write lock).
+func TestPeriodicTickOutcomes(t *testing.T) {
+	forEachEngine(t, func(t *testing.T, kind engine.Kind) {
+		ctx := context.Background()
+		sched := everyFrom{start: time.Now().UTC().Truncate(time.Minute).Add(-10 * time.Minute), period: 1000 * time.Hour}
+		cases := []struct {
+			name    string
+			engines []engine.Kind
+			args    JobArgs
+			before  func(t *testing.T, env *testEnv, q *Queue, p PeriodicJob) // before the worker starts
+			endTerm bool                                                      // move the term on before the first tick's fence
+			wait    string                                                    // the log line the case waits for
+			level   slog.Level
+			jobs    int // jobs of the tick at the end
+		}{
+			{
+				name: "already enqueued", engines: []engine.Kind{engine.Postgres, engine.MySQL, engine.SQLite},
+				args: kindArgs{K: "tick"},
+				before: func(t *testing.T, env *testEnv, q *Queue, p PeriodicJob) {
+					if _, dup, err := q.enqueueTick(ctx, nil, p, latestTick(sched, time.Now())); err != nil || dup {
+						t.Fatalf("enqueue of the tick before the worker: %v, duplicate %v", err, dup)
+					}
+				},
+				wait: "periodic tick already enqueued", level: slog.LevelInfo, jobs: 1,
+			},
+			{
+				name: "term ended", engines: []engine.Kind{engine.Postgres, engine.MySQL},
+				args: kindArgs{K: "tick"}, endTerm: true,
+				wait: "this worker's term has ended there", level: slog.LevelWarn, jobs: 1,
+			},
+			{
+				name: "refused by the server", engines: []engine.Kind{engine.Postgres},
+				args: RawArgs{Name: "tick", Payload: json.RawMessage(`[1e1000000]`)},
+				wait: "the tick is skipped", level: slog.LevelError, jobs: 0,
+			},
+		}
+		for _, c := range cases {
+			if !slices.Contains(c.engines, kind) {
+				continue
+			}
+			t.Run(c.name, func(t *testing.T) {
+				env := newTestEnv(t, kind)
+				p := Periodic("outcome", sched, c.args, Type("periodic"))
+				logs := &testdb.LogRecorder{}
+				var mu sync.Mutex
+				fences := 0
+				leader := ddl.Side(env.tbl, "leader").Quoted()
+				hook := func(query string, tx *sql.Tx) {
+					mu.Lock()
+					defer mu.Unlock()
+					if !strings.Contains(query, "-- name: FenceLeaderAct ") {
+						return
+					}
+					fences++
+					if c.endTerm && fences == 1 {
+						// Another process took the row over and gave it
+						// back: the term moved on under this leader.
+						env.exec(t, "UPDATE "+leader+" SET term = term + 1")
+					}
+				}
+				q := env.queue(t, nil, WithLogger(slog.New(logs)), withStatementHook(hook))
+				if c.before != nil {
+					c.before(t, env, q, p)
+				}
+				w := q.NewWorker(WorkerConfig{Types: []string{"none"}, MaintenanceInterval: -1, RunMissed: true, Periodic: []PeriodicJob{p}})
+				stop, _ := startWorker(t, w)
+				waitUntil(t, 20*time.Second, c.wait, func() bool { return logs.Count(c.level, c.wait) > 0 })
+				if c.endTerm {
+					waitUntil(t, 20*time.Second, "the tick in the next term", func() bool { return env.countWhere(t, "name = 'tick'") == 1 })
+				}
+				if err := stop(10 * time.Second); err != nil {
+					t.Fatalf("Run: %v", err)
+				}
+				if n := env.countWhere(t, "name = 'tick'"); n != c.jobs {
+					t.Errorf("%d jobs of the tick, want %d", n, c.jobs)
+				}
+				if n := logs.Count(c.level, c.wait); n != 1 {
+					t.Errorf("%d log lines %q, want 1: %q", n, c.wait, logs.Lines(slog.LevelInfo))
+				}
+				mu.Lock()
+				defer mu.Unlock()
+				if c.name == "refused by the server" && fences != 1 {
+					t.Errorf("the refused tick was tried %d times (fenced acts), want once", fences)
+				}
+				if c.endTerm && fences < 2 {
+					t.Errorf("%d fenced acts, want the refused one and the next term's", fences)
+				}
+			})
+		}
+	})
 }
