@@ -12,6 +12,8 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/google/go-cmp/cmp"
+
 	"github.com/jobqueue/jobqueue/internal/engine"
 	"github.com/jobqueue/jobqueue/internal/testdb"
 )
@@ -409,4 +411,70 @@ func TestSQLiteBusyIsRetriedThenReturned(t *testing.T) {
 	if tries < 2 {
 		t.Fatalf("the claim succeeded at try %d, while the lock was held", tries)
 	}
+}
+
+// TestMixedBatchWritesOnlyTheHeld: a batch of attempts of which some no
+// longer hold their jobs (one cancelled, one completed already), as the
+// completer's and a shutdown's batches may be, ends the attempts that hold
+// theirs and reports the others stale, changing nothing of their jobs (on
+// MySQL the path that locks the held rows in a second transaction).
+func TestMixedBatchWritesOnlyTheHeld(t *testing.T) {
+	forEachEngine(t, func(t *testing.T, kind engine.Kind) {
+		ctx := context.Background()
+		cases := []struct {
+			name string
+			end  func(q *Queue, refs []attemptRef) ([]attemptRef, error)
+			want Status // of the jobs whose attempts held them
+		}{
+			{"complete", func(q *Queue, refs []attemptRef) ([]attemptRef, error) { return q.complete(ctx, refs) }, StatusCompleted},
+			{"release", func(q *Queue, refs []attemptRef) ([]attemptRef, error) { return q.release(ctx, refs) }, StatusPending},
+		}
+		for _, c := range cases {
+			t.Run(c.name, func(t *testing.T) {
+				env := coreEnv(t, kind)
+				q, clock := coreQueue(t, env)
+				for i := range 4 {
+					mustEnqueue(t, q, testArgs{N: i})
+				}
+				jobs := mustClaim(t, q, nil, 4, time.Minute)
+				if len(jobs) != 4 {
+					t.Fatalf("claimed %d jobs, want 4", len(jobs))
+				}
+				held, cancelled, done := []*JobRow{jobs[0], jobs[3]}, jobs[1], jobs[2]
+				if err := q.Cancel(ctx, cancelled.ID); err != nil {
+					t.Fatal(err)
+				}
+				if stale, err := q.complete(ctx, []attemptRef{done.ref()}); err != nil || len(stale) != 0 {
+					t.Fatalf("complete(%d) = stale %v, %v", done.ID, stale, err)
+				}
+				untouched := map[int64]string{}
+				for _, j := range []*JobRow{cancelled, done} {
+					untouched[j.ID] = fmt.Sprintf("%+v", jobView(getJob(t, q, j.ID)))
+				}
+				clock.add(time.Second)
+
+				stale, err := c.end(q, []attemptRef{jobs[0].ref(), jobs[1].ref(), jobs[2].ref(), jobs[3].ref()})
+				if err != nil {
+					t.Fatal(err)
+				}
+				got := map[attemptRef]bool{}
+				for _, r := range stale {
+					got[r] = true
+				}
+				if want := map[attemptRef]bool{cancelled.ref(): true, done.ref(): true}; !cmp.Equal(got, want) {
+					t.Errorf("stale %v, want the cancelled and the completed attempts %v", stale, []attemptRef{cancelled.ref(), done.ref()})
+				}
+				for _, j := range held {
+					if row := getJob(t, q, j.ID); row.Status != c.want || row.ClaimToken != "" || row.LeaseUntil != nil {
+						t.Errorf("job %d after %s: %+v; want %s, no token, no lease", j.ID, c.name, jobView(row), c.want)
+					}
+				}
+				for id, before := range untouched {
+					if after := fmt.Sprintf("%+v", jobView(getJob(t, q, id))); after != before {
+						t.Errorf("job %d of a stale attempt changed:\n%s\nwant\n%s", id, after, before)
+					}
+				}
+			})
+		}
+	})
 }
