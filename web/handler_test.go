@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -295,6 +296,55 @@ func TestAPI(t *testing.T) {
 			if !strings.Contains(line, "user=alice") || !strings.Contains(line, "action=retry") ||
 				!strings.Contains(line, fmt.Sprintf("ids=\"[%d %d 987654321]\"", s.failed[0], s.pending[0])) {
 				t.Fatalf("the retry was not logged with who, what and ids:\n%s", line)
+			}
+		})
+
+		// Cancel and delete through the API: a result per id, in order,
+		// the reason for each one refused, the change in the table, and
+		// who did it in the log.
+		t.Run("cancel and delete", func(t *testing.T) {
+			later, missing := s.pending[2], int64(987654321)
+			cases := []struct {
+				action string
+				ids    []int64
+				ok     []bool
+				errs   []string // what each refused result says
+				after  func(t *testing.T)
+			}{
+				{"cancel", []int64{later, s.completed, missing}, []bool{true, false, false},
+					[]string{"", fmt.Sprintf("job %d is completed", s.completed), "not found"},
+					func(t *testing.T) {
+						if j, err := q.Get(context.Background(), later); err != nil || j.Status != queue.StatusFailed || j.Error != "cancelled" {
+							t.Fatalf("cancelled job = %+v, %v; want failed, error cancelled", j, err)
+						}
+					}},
+				{"delete", []int64{later, missing}, []bool{true, false},
+					[]string{"", "not found"},
+					func(t *testing.T) {
+						if _, err := q.Get(context.Background(), later); !errors.Is(err, queue.ErrJobNotFound) {
+							t.Fatalf("Get of the deleted job = %v; want ErrJobNotFound", err)
+						}
+					}},
+			}
+			for _, c := range cases {
+				ids, _ := json.Marshal(c.ids)
+				code, resp := call(t, h, "POST", "/api/jobs/"+c.action, `{"ids":`+string(ids)+`}`, "Authorization", basic("bob", "x"))
+				if code != 200 {
+					t.Fatalf("%s = %d %s", c.action, code, resp)
+				}
+				r := decode[results](t, resp)
+				if len(r.Results) != len(c.ids) {
+					t.Fatalf("%s: %d results for %d ids: %s", c.action, len(r.Results), len(c.ids), resp)
+				}
+				for i, res := range r.Results {
+					if res.ID != c.ids[i] || res.OK != c.ok[i] || !strings.Contains(res.Error, c.errs[i]) || (res.OK && res.Error != "") {
+						t.Errorf("%s result %d = %+v; want id %d ok %v, error saying %q", c.action, i, res, c.ids[i], c.ok[i], c.errs[i])
+					}
+				}
+				c.after(t)
+				if line := logs.String(); !strings.Contains(line, "user=bob") || !strings.Contains(line, "action="+c.action) {
+					t.Fatalf("the %s was not logged with who and what:\n%s", c.action, line)
+				}
 			}
 		})
 
