@@ -376,3 +376,43 @@ func compact(t *testing.T, b []byte) string {
 	}
 	return buf.String()
 }
+
+// TestDatabaseFailures: when the queue cannot be read (here its table was
+// dropped under the dashboard), the health check answers 503, the API 500
+// with the database's error as JSON, a page 500 with a sentence saying so;
+// each failure is logged with the request.
+func TestDatabaseFailures(t *testing.T) {
+	testdb.ForEachEngine(t, func(t *testing.T, e *testdb.Env) {
+		name := e.Table(t)
+		q := newQueue(t, e, name)
+		logs := &logBuffer{}
+		h := web.NewHandler(q, web.Options{Logger: slog.New(slog.NewTextHandler(logs, nil))})
+		if code, body := call(t, h, "GET", "/api/stats", ""); code != 200 {
+			t.Fatalf("GET /api/stats before the drop = %d %s", code, body)
+		}
+		if _, err := e.DB.ExecContext(context.Background(), "DROP TABLE "+name); err != nil {
+			t.Fatal(err)
+		}
+		cases := []struct {
+			target string
+			code   int
+			says   string // what the body says
+			logged string
+		}{
+			{"/api/health", 503, `"status":"unavailable"`, "health check failed"},
+			{"/api/stats", 500, `"error":`, "path=/api/stats"},
+			{"/api/jobs", 500, `"error":`, "path=/api/jobs"},
+			{"/", 500, "the dashboard could not read the queue", "path=/"},
+			{"/jobs", 500, "the dashboard could not read the queue", "path=/jobs"},
+		}
+		for _, c := range cases {
+			code, body := call(t, h, "GET", c.target, "")
+			if code != c.code || !strings.Contains(body, c.says) || !strings.Contains(strings.ToLower(body), strings.ToLower(name)) {
+				t.Errorf("GET %s with the table dropped = %d %s; want %d saying %q and naming %s", c.target, code, body, c.code, c.says, name)
+			}
+			if !strings.Contains(logs.String(), c.logged) {
+				t.Errorf("GET %s: the failure was not logged (%q):\n%s", c.target, c.logged, logs.String())
+			}
+		}
+	})
+}
