@@ -163,6 +163,36 @@ func ExampleQueue_EnqueueMany() {
 	// pending: 3
 }
 
+// WithOptions gives one job of EnqueueMany options of its own, applied
+// after the call's: here one email goes to another queue and one waits an
+// hour; the call's options hold for the rest.
+func ExampleWithOptions() {
+	ctx := context.Background()
+	q, _, done := openExampleQueue()
+	defer done()
+
+	jobs := []queue.JobArgs{
+		SendEmail{To: "ada@example.com", Subject: "News"},
+		queue.WithOptions(SendEmail{To: "bob@example.com", Subject: "News"}, queue.Type("vip")),
+		queue.WithOptions(SendEmail{To: "eve@example.com", Subject: "News"}, queue.Delay(time.Hour)),
+	}
+	if _, err := q.EnqueueMany(ctx, jobs, queue.Type("newsletter")); err != nil {
+		log.Fatal(err)
+	}
+	list, err := q.List(ctx, queue.ListFilter{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	for i := len(list) - 1; i >= 0; i-- { // List gives the newest first
+		j := list[i]
+		fmt.Println(j.ID, j.Type, "waits:", j.ScheduledAt.Sub(j.CreatedAt))
+	}
+	// Output:
+	// 1 newsletter waits: 0s
+	// 2 vip waits: 0s
+	// 3 newsletter waits: 1h0m0s
+}
+
 // A typed worker: Handle registers a handler for one kind of job, with its
 // args decoded; Run claims and runs jobs until its context ends, letting
 // running handlers finish. Here a listener stops the worker once both jobs
