@@ -7,12 +7,16 @@ package queue_test
 // operations on stored jobs.
 
 import (
+	"bytes"
 	"context"
 	"database/sql"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"log"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -231,4 +235,87 @@ func ExampleHandle() {
 	// job 1: "Hello" to ada@example.com
 	// job 2: "Hello" to bob@example.com
 	// completed: 2
+}
+
+// strictCodec decodes payloads strictly: a field the args do not have is an
+// error, so a producer's typo fails the job instead of being dropped.
+type strictCodec struct{ queue.JSONCodec }
+
+func (strictCodec) Unmarshal(data []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	return dec.Decode(v)
+}
+
+// WithCodec sets how args become payloads and back (the payload stays
+// JSON). A payload the handler's args cannot take fails its job for good,
+// with the codec's error.
+func ExampleWithCodec() {
+	ctx := context.Background()
+	q, _, done := openExampleQueue(queue.WithCodec(strictCodec{}))
+	defer done()
+
+	good, err := q.Enqueue(ctx, SendEmail{To: "ada@example.com", Subject: "Hi"})
+	if err != nil {
+		log.Fatal(err)
+	}
+	// Another producer's job of the same kind, with a field SendEmail lacks.
+	typo, err := q.Enqueue(ctx, queue.RawArgs{Name: "send_email", Payload: json.RawMessage(`{"to":"bob@example.com","subjcet":"Hi"}`)})
+	if err != nil {
+		log.Fatal(err)
+	}
+
+	w := q.NewWorker(queue.WorkerConfig{Concurrency: 1, MaxJobs: 2})
+	queue.Handle(w, func(ctx context.Context, job *queue.Job[SendEmail]) error {
+		fmt.Println("sent to", job.Args.To)
+		return nil
+	})
+	if err := w.Run(ctx); err != nil {
+		log.Fatal(err)
+	}
+	for _, id := range []int64{good, typo} {
+		job, err := q.Get(ctx, id)
+		if err != nil {
+			log.Fatal(err)
+		}
+		fmt.Println(job.ID, job.Status, strings.Contains(job.Error, `unknown field "subjcet"`))
+	}
+	// Output:
+	// sent to ada@example.com
+	// 1 completed false
+	// 2 failed true
+}
+
+// WithDeleteOnSuccess deletes a job's row when it completes, for tables
+// that should keep only what needs attention; failed jobs stay.
+func ExampleWithDeleteOnSuccess() {
+	ctx := context.Background()
+	q, _, done := openExampleQueue(queue.WithDeleteOnSuccess(true))
+	defer done()
+
+	for _, to := range []string{"ada@example.com", "not-an-address"} {
+		if _, err := q.Enqueue(ctx, SendEmail{To: to}); err != nil {
+			log.Fatal(err)
+		}
+	}
+	w := q.NewWorker(queue.WorkerConfig{Concurrency: 1, MaxJobs: 2})
+	queue.Handle(w, func(ctx context.Context, job *queue.Job[SendEmail]) error {
+		if !strings.Contains(job.Args.To, "@") {
+			return queue.Permanent(fmt.Errorf("invalid address %q", job.Args.To))
+		}
+		return nil
+	})
+	if err := w.Run(ctx); err != nil {
+		log.Fatal(err)
+	}
+	_, err := q.Get(ctx, 1)
+	fmt.Println("job 1:", errors.Is(err, queue.ErrJobNotFound))
+	job, err := q.Get(ctx, 2)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("job 2:", job.Status, job.Error)
+	// Output:
+	// job 1: true
+	// job 2: failed invalid address "not-an-address"
 }
