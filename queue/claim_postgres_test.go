@@ -5,8 +5,12 @@ import (
 	"database/sql"
 	"database/sql/driver"
 	"fmt"
+	"log/slog"
+	"sync"
 	"testing"
 	"time"
+
+	"github.com/google/go-cmp/cmp"
 
 	"github.com/jobqueue/jobqueue/internal/engine"
 	"github.com/jobqueue/jobqueue/internal/testdb"
@@ -91,5 +95,61 @@ func TestClaimPgxRows(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestWorkerBehindHiddenDriver (PostgreSQL): through a driver that hides
+// pgx's connection (as some wrappers do) the queue cannot LISTEN, COPY or
+// claim on pgx's interface; it says so once, at Warn, and does the same
+// work by other means: the jobs of Enqueue and EnqueueMany are written, the
+// worker finds them by polling and completes each exactly once.
+func TestWorkerBehindHiddenDriver(t *testing.T) {
+	env := coreEnv(t, engine.Postgres)
+	name, dsn, _, err := engine.DriverDSN(env.url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	plain, err := sql.Open(name, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hidden := sql.OpenDB(hiddenDSNConnector{d: plain.Driver(), dsn: dsn})
+	t.Cleanup(func() { hidden.Close(); plain.Close() })
+	logs := &testdb.LogRecorder{}
+	q := env.queue(t, hidden, WithEngine("postgres"), WithLogger(slog.New(logs)))
+	ctx := context.Background()
+
+	var mu sync.Mutex
+	runs := map[int]int{}
+	w := q.NewWorker(WorkerConfig{Concurrency: 4, PollInterval: 50 * time.Millisecond, MaintenanceInterval: -1})
+	Handle(w, func(ctx context.Context, job *Job[testArgs]) error {
+		mu.Lock()
+		defer mu.Unlock()
+		runs[job.Args.N]++
+		return nil
+	})
+	startWorker(t, w)
+	waitUntil(t, 10*time.Second, "the warning that the worker polls only", func() bool {
+		return logs.Count(slog.LevelWarn, "polls only") > 0
+	})
+	if _, err := q.Enqueue(ctx, testArgs{N: 0}); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := q.EnqueueMany(ctx, []JobArgs{testArgs{N: 1}, testArgs{N: 2}}); err != nil || n != 2 {
+		t.Fatalf("EnqueueMany = %d, %v", n, err)
+	}
+	waitUntil(t, 10*time.Second, "three completed jobs", func() bool {
+		return env.countWhere(t, "status = 'completed'") == 3
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	if want := map[int]int{0: 1, 1: 1, 2: 1}; !cmp.Equal(runs, want) {
+		t.Errorf("handler runs %v, want each job once: %v", runs, want)
+	}
+	if n := logs.Count(slog.LevelWarn, "polls only"); n != 1 {
+		t.Errorf("%d warnings that the worker polls only, want 1", n)
+	}
+	if errs := logs.Lines(slog.LevelError); len(errs) != 0 {
+		t.Errorf("errors logged: %q", errs)
 	}
 }
