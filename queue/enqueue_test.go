@@ -115,10 +115,10 @@ func TestEnqueueRejectsBadInput(t *testing.T) {
 			{name: "nil pointer args", args: (*testArgs)(nil), want: ErrInvalidJob},
 		}
 		for _, c := range cases {
+			if c.only != "" && c.only != kind {
+				continue // a case of another engine
+			}
 			t.Run(c.name, func(t *testing.T) {
-				if c.only != "" && c.only != kind {
-					t.Skipf("only on %s", c.only)
-				}
 				for _, many := range []bool{false, true} {
 					var err error
 					if many {

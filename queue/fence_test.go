@@ -228,12 +228,10 @@ func TestTakeoverWaitsForAct(t *testing.T) {
 // passed, then nothing sent for longer than its idle bound) does not keep
 // the takeover waiting: the server ends its session, the takeover goes
 // through once the lease passed, and the act, resumed, changes nothing.
-// SQLite has no server to end it (fence.go).
+// SQLite has no server to end it (fence.go): a process paused inside a
+// transaction holds the write lock until it resumes.
 func TestPausedActLosesItsSession(t *testing.T) {
-	forEachEngine(t, func(t *testing.T, kind engine.Kind) {
-		if kind == engine.SQLite {
-			t.Skip("SQLite: a process paused inside a transaction holds the write lock until it resumes")
-		}
+	forEachServerEngine(t, func(t *testing.T, kind engine.Kind) {
 		ctx := context.Background()
 		env := newTestEnv(t, kind)
 		q, _ := coreQueue(t, env)

@@ -207,10 +207,10 @@ func TestNewRefusesHalfMigratedTable(t *testing.T) {
 				alter: "ALTER TABLE %s MODIFY status ENUM('pending','in_progress','completed','failed') NOT NULL DEFAULT 'pending'"},
 		}
 		for _, c := range cases {
+			if c.only != "" && c.only != kind {
+				continue // a case of another engine
+			}
 			t.Run(c.name, func(t *testing.T) {
-				if c.only != "" && c.only != kind {
-					t.Skipf("only on %s", c.only)
-				}
 				tbl, err := engine.ParseTable(kind, testdb.Table(t, db))
 				if err != nil {
 					t.Fatal(err)

@@ -253,6 +253,21 @@ func forEachEngine(t *testing.T, fn func(t *testing.T, kind engine.Kind)) {
 	testdb.ForEachKind(t, fn)
 }
 
+// forEachServerEngine is forEachEngine for the engines with a server
+// (PostgreSQL and MySQL), for behaviour SQLite, in the process, cannot have.
+func forEachServerEngine(t *testing.T, fn func(t *testing.T, kind engine.Kind)) {
+	t.Helper()
+	for _, k := range testdb.Kinds() {
+		if k == engine.SQLite {
+			continue
+		}
+		t.Run(string(k), func(t *testing.T) {
+			t.Parallel()
+			fn(t, k)
+		})
+	}
+}
+
 // getJob reads a job through the queue, failing the test on error.
 func getJob(t testing.TB, q *Queue, id int64) *JobRow {
 	t.Helper()
