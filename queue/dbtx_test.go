@@ -142,30 +142,30 @@ func TestTwoTablesInOneDatabase(t *testing.T) {
 	})
 }
 
-// TestTimesAreUTCWhateverTheZone runs the time checks in a child process
-// whose TZ is Asia/Tokyo (time.Local cannot be changed safely in a running
-// test binary); on MySQL the child's sessions also use +09:00.
+// TestTimesAreUTCWhateverTheZone runs the time checks (timesUTCInTokyo)
+// in a child process of the test binary, this test again, whose TZ is
+// Asia/Tokyo (time.Local cannot be changed safely in a running test
+// binary); on MySQL the child's sessions also use +09:00.
 func TestTimesAreUTCWhateverTheZone(t *testing.T) {
 	if os.Getenv("JOBQUEUE_TZ_CHILD") == "1" {
-		t.Skip("the child runs TestTimesUTCChild")
+		timesUTCInTokyo(t)
+		return
 	}
-	cmd := exec.Command(os.Args[0], "-test.run=^TestTimesUTCChild$", "-test.count=1", "-test.v")
+	cmd := exec.Command(os.Args[0], "-test.run=^TestTimesAreUTCWhateverTheZone$", "-test.count=1", "-test.v")
 	cmd.Env = append(os.Environ(), "TZ=Asia/Tokyo", "JOBQUEUE_TZ_CHILD=1")
 	out, err := cmd.CombinedOutput()
-	if err != nil || !strings.Contains(string(out), "--- PASS: TestTimesUTCChild") {
+	if err != nil || !strings.Contains(string(out), "--- PASS: TestTimesAreUTCWhateverTheZone") {
 		t.Fatalf("child with TZ=Asia/Tokyo: %v\n%s", err, out)
 	}
 	for _, k := range testdb.Kinds() {
-		if !strings.Contains(string(out), "--- PASS: TestTimesUTCChild/"+string(k)) && testdb.Required() {
+		if !strings.Contains(string(out), "--- PASS: TestTimesAreUTCWhateverTheZone/"+string(k)) && testdb.Required() {
 			t.Fatalf("the child did not pass on %s:\n%s", k, out)
 		}
 	}
 }
 
-func TestTimesUTCChild(t *testing.T) {
-	if os.Getenv("JOBQUEUE_TZ_CHILD") != "1" {
-		t.Skip("run by TestTimesAreUTCWhateverTheZone")
-	}
+// timesUTCInTokyo is the child's part of TestTimesAreUTCWhateverTheZone.
+func timesUTCInTokyo(t *testing.T) {
 	if _, off := time.Now().Zone(); off != 9*3600 {
 		t.Fatalf("TZ is not Asia/Tokyo here (offset %d)", off)
 	}
