@@ -318,6 +318,7 @@ func TestEnqueueRunsOfferedClaim(t *testing.T) {
 
 // TestWorkerOfferedClaim: an idle worker on PostgreSQL posts its next claim
 // and runs the job an Enqueue of its process claimed for it; a worker
+// whose taken offer's claim failed claims as usual; a worker
 // stopped while its claim is taken but not yet told waits for the outcome
 // and runs what the claim took before Run returns; a stopped worker leaves
 // no offer behind.
@@ -371,6 +372,28 @@ func TestWorkerOfferedClaim(t *testing.T) {
 		t.Errorf("the enqueue took %d offers, want 1", n)
 	}
 
+	// An enqueue that took the worker's offer and whose claim failed (its
+	// transaction refused, say) tells the worker so: it claims as usual
+	// and finds the job that is still pending.
+	var failed *claimOffer
+	waitUntil(t, 10*time.Second, "the worker's next offer", func() bool {
+		failed = q.offers.take("")
+		return failed != nil
+	})
+	id3, err := q.Enqueue(ctx, testArgs{N: 3}) // the board is empty: no offered claim
+	if err != nil {
+		t.Fatal(err)
+	}
+	failed.settle(nil, errors.New("the offered claim failed"))
+	select {
+	case got := <-started:
+		if got != id3 {
+			t.Fatalf("the worker ran job %d, want %d", got, id3)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("after a failed offered claim the worker did not run the pending job within 10s")
+	}
+
 	// Take the worker's next offer as an enqueue would, and tell its
 	// outcome only after the worker was told to stop.
 	var o *claimOffer
@@ -403,8 +426,8 @@ func TestWorkerOfferedClaim(t *testing.T) {
 	if j := getJob(t, q, id2); j.Status != StatusCompleted {
 		t.Errorf("job %d, claimed for the stopping worker, is %s; want completed", id2, j.Status)
 	}
-	if n := runs.Load(); n != 2 {
-		t.Errorf("%d runs, want 2", n)
+	if n := runs.Load(); n != 3 {
+		t.Errorf("%d runs, want 3", n)
 	}
 	q.offers.mu.Lock()
 	left := len(q.offers.offers)
