@@ -3,6 +3,7 @@ package queue
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -101,6 +102,7 @@ func TestOverviewReads(t *testing.T) {
 			{"sms", oldSMS},
 			{"zz_later", 0},
 			{"default", 0},
+			{strings.Repeat("t", 65), 0}, // longer than any type: no job, no error
 		}
 		for _, c := range oldestCases {
 			got, err := q.OldestDue(ctx, c.typ)
@@ -129,6 +131,9 @@ func TestOverviewReads(t *testing.T) {
 		}
 		if rows, err := q.RecentFailures(ctx, 1); err != nil || len(rows) != 1 || rows[0].ID != failed[1] {
 			t.Fatalf("RecentFailures(1) = %v, %v", rows, err)
+		}
+		if rows, err := q.RecentFailures(ctx, 1_000_000); err != nil || len(rows) != 2 {
+			t.Fatalf("RecentFailures(1 000 000) = %v, %v; want both (the limit capped at 1000)", rows, err)
 		}
 	})
 }
