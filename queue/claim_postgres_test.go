@@ -36,12 +36,10 @@ func (c hiddenDSNConnector) Connect(context.Context) (driver.Conn, error) {
 }
 func (c hiddenDSNConnector) Driver() driver.Driver { return c.d }
 
-// TestClaimPgxRows (PostgreSQL): the claim scans its rows on pgx's
-// connection (claim_postgres.go) into the same JobRows the generated
-// queries read back, for every column NULL and set; through a driver that
-// hides pgx's connection it takes the generated method, with the same rows.
-func TestClaimPgxRows(t *testing.T) {
-	env := coreEnv(t, engine.Postgres)
+// hiddenPgxPool opens a pool on env's PostgreSQL database whose
+// connections are pgx's stdlib ones behind hiddenConn, closed when t ends.
+func hiddenPgxPool(t *testing.T, env *testEnv) *sql.DB {
+	t.Helper()
 	name, dsn, _, err := engine.DriverDSN(env.url)
 	if err != nil {
 		t.Fatal(err)
@@ -52,6 +50,16 @@ func TestClaimPgxRows(t *testing.T) {
 	}
 	hidden := sql.OpenDB(hiddenDSNConnector{d: plain.Driver(), dsn: dsn})
 	t.Cleanup(func() { hidden.Close(); plain.Close() })
+	return hidden
+}
+
+// TestClaimPgxRows (PostgreSQL): the claim scans its rows on pgx's
+// connection (claim_postgres.go) into the same JobRows the generated
+// queries read back, for every column NULL and set; through a driver that
+// hides pgx's connection it takes the generated method, with the same rows.
+func TestClaimPgxRows(t *testing.T) {
+	env := coreEnv(t, engine.Postgres)
+	hidden := hiddenPgxPool(t, env)
 	for _, c := range []struct {
 		name      string
 		db        *sql.DB
@@ -105,16 +113,7 @@ func TestClaimPgxRows(t *testing.T) {
 // worker finds them by polling and completes each exactly once.
 func TestWorkerBehindHiddenDriver(t *testing.T) {
 	env := coreEnv(t, engine.Postgres)
-	name, dsn, _, err := engine.DriverDSN(env.url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	plain, err := sql.Open(name, dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	hidden := sql.OpenDB(hiddenDSNConnector{d: plain.Driver(), dsn: dsn})
-	t.Cleanup(func() { hidden.Close(); plain.Close() })
+	hidden := hiddenPgxPool(t, env)
 	logs := &testdb.LogRecorder{}
 	q := env.queue(t, hidden, WithEngine("postgres"), WithLogger(slog.New(logs)))
 	ctx := context.Background()
