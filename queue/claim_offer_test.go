@@ -360,14 +360,30 @@ func TestWorkerOfferedClaim(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	select {
-	case got := <-started:
-		if got != id {
-			t.Fatalf("the worker ran job %d, want %d", got, id)
+	// ran waits for the worker to start job want, the next it starts.
+	ran := func(want int64, what string) {
+		t.Helper()
+		select {
+		case got := <-started:
+			if got != want {
+				t.Fatalf("the worker ran job %d, want %d", got, want)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%s: job %d did not start within 10s", what, want)
 		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("the job did not start within 10s")
 	}
+	// nextOffer takes the worker's next offer off the board, as an enqueue
+	// would.
+	nextOffer := func() *claimOffer {
+		t.Helper()
+		var o *claimOffer
+		waitUntil(t, 10*time.Second, "the worker's next offer", func() bool {
+			o = q.offers.take("")
+			return o != nil
+		})
+		return o
+	}
+	ran(id, "the offered claim")
 	if n := takes.Load(); n != 1 {
 		t.Errorf("the enqueue took %d offers, want 1", n)
 	}
@@ -375,32 +391,17 @@ func TestWorkerOfferedClaim(t *testing.T) {
 	// An enqueue that took the worker's offer and whose claim failed (its
 	// transaction refused, say) tells the worker so: it claims as usual
 	// and finds the job that is still pending.
-	var failed *claimOffer
-	waitUntil(t, 10*time.Second, "the worker's next offer", func() bool {
-		failed = q.offers.take("")
-		return failed != nil
-	})
+	failed := nextOffer()
 	id3, err := q.Enqueue(ctx, testArgs{N: 3}) // the board is empty: no offered claim
 	if err != nil {
 		t.Fatal(err)
 	}
 	failed.settle(nil, errors.New("the offered claim failed"))
-	select {
-	case got := <-started:
-		if got != id3 {
-			t.Fatalf("the worker ran job %d, want %d", got, id3)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("after a failed offered claim the worker did not run the pending job within 10s")
-	}
+	ran(id3, "after a failed offered claim, the pending job")
 
 	// Take the worker's next offer as an enqueue would, and tell its
 	// outcome only after the worker was told to stop.
-	var o *claimOffer
-	waitUntil(t, 10*time.Second, "the worker's next offer", func() bool {
-		o = q.offers.take("")
-		return o != nil
-	})
+	o := nextOffer()
 	id2, err := q.Enqueue(ctx, testArgs{N: 2}) // wakes the worker, which must wait for o
 	if err != nil {
 		t.Fatal(err)
