@@ -15,6 +15,8 @@ import (
 
 // mutexTestSession opens a claim session on q's table (a MySQL queue) with
 // the given wait for the claim mutex, and returns it with its connection id.
+// Its claims of any size take their turn after a full claim (claimTurns.min
+// 1), and its first does, as after a full claim.
 func mutexTestSession(t *testing.T, q *Queue, wait int32) (*mysqlClaimSession, int64) {
 	t.Helper()
 	ctx := context.Background()
@@ -25,6 +27,7 @@ func mutexTestSession(t *testing.T, q *Queue, wait int32) (*mysqlClaimSession, i
 	cs := s.(*mysqlClaimSession)
 	t.Cleanup(cs.close)
 	cs.mutexWait = wait
+	cs.turns = claimTurns{min: 1, full: true}
 	var id int64
 	if err := cs.conn.QueryRowContext(ctx, "SELECT CONNECTION_ID()").Scan(&id); err != nil {
 		t.Fatal(err)
@@ -110,12 +113,15 @@ func claimAsync(ctx context.Context, q *Queue, cs *mysqlClaimSession, max int) <
 	return done
 }
 
-// TestMySQLClaimMutex: a claim session's claims on one table take turns
-// through the table's claim mutex. While another session holds it, a claim
-// waits (it is seen in GET_LOCK) and takes its jobs once the holder gives
-// it back or its connection ends (a crashed claimer); a claim whose wait
-// runs out claims without it; the mutex of another table does not hold a
-// claim up; after every claim, also a failed one, the mutex is free.
+// TestMySQLClaimMutex: a claim session's claims that take their turn
+// (claim_turns.go) take turns through the table's claim mutex. While
+// another session holds it, such a claim waits (it is seen in GET_LOCK) and
+// takes its jobs once the holder gives it back or its connection ends (a
+// crashed claimer); a claim whose wait runs out claims without it; the
+// mutex of another table does not hold a claim up; after every claim, also
+// a failed one, the mutex is free. A claim after a short claim, and a claim
+// of fewer than claimTurnMin jobs after a full one, claim at once while the
+// mutex is held.
 func TestMySQLClaimMutex(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -191,6 +197,34 @@ func TestMySQLClaimMutex(t *testing.T) {
 		}
 	})
 
+	for _, tc := range []struct {
+		name           string
+		min            int // claimTurns.min
+		asked, claimed int // the session's last claim
+	}{
+		{"after a short claim", 1, 5, 2},
+		{"a small claim after a full one", claimTurnMin, claimTurnMin, claimTurnMin},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cs, id := mutexTestSession(t, q, 30)
+			cs.turns.min = tc.min
+			cs.turns.record(tc.asked, tc.claimed, nil)
+			holder := mutexHolder(t, q, env.db)
+			r := waitFor(t, claimAsync(ctx, q, cs, 2), 10*time.Second, "the claim, which must not wait for the mutex")
+			if r.err != nil || len(r.rows) != 2 {
+				t.Fatalf("claim = %d jobs, %v; want 2, nil", len(r.rows), r.err)
+			}
+			var waited int
+			if err := env.db.QueryRowContext(ctx,
+				"SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE ID = ? AND INFO LIKE '%GET_LOCK%'", id).Scan(&waited); err != nil || waited != 0 {
+				t.Fatalf("the claim session waits in GET_LOCK after its claim returned (%d, %v)", waited, err)
+			}
+			if _, err := mysqlgen.New(q.run.onHeld(holder, &connStmts{})).ReleaseClaimMutex(ctx, q.run.table); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+
 	t.Run("cancelled claim", func(t *testing.T) {
 		cs, _ := mutexTestSession(t, q, 30)
 		cctx, cancel := context.WithCancel(ctx)
@@ -209,7 +243,7 @@ func TestMySQLClaimMutex(t *testing.T) {
 		}
 	})
 
-	if got := env.countWhere(t, "status = 'in_progress'"); got != 10 {
-		t.Errorf("%d jobs in_progress; want the 10 the claims took", got)
+	if got := env.countWhere(t, "status = 'in_progress'"); got != 14 {
+		t.Errorf("%d jobs in_progress; want the 14 the claims took", got)
 	}
 }

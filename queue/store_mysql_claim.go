@@ -38,25 +38,27 @@ func (s mysqlStore) claimSession(ctx context.Context) (claimSession, error) {
 	if err != nil {
 		return nil, fmt.Errorf("the claim connection: %w", err)
 	}
-	return &mysqlClaimSession{s: s, conn: conn, mutex: true, mutexWait: claimMutexWait}, nil
+	return &mysqlClaimSession{s: s, conn: conn, mutex: true, mutexWait: claimMutexWait, turns: newClaimTurns()}, nil
 }
 
-// The claim mutex. Claims of several claimers (worker processes) on one
+// The claim mutex: the turn of a busy table's claims on MySQL
+// (claim_turns.go). Claims of several claimers (worker processes) on one
 // MySQL table fought when they overlapped: a claim's locking SELECT passes
 // over the rows that the claims still open hold (SKIP LOCKED), and on
 // InnoDB each row it skips costs a lock check against the other
 // transaction (on MariaDB 10.11 with bench --processes 4 --workers 16,
 // 2.2 to 2.6 skipped rows per job claimed, against none from one process,
-// and a third more server CPU per job). So a claim session's claim holds a
-// user lock of the table (GET_LOCK, TakeClaimMutex) from before its SELECT
-// to after its COMMIT: claims on one table, from any process, take turns
-// and none skips another's rows. It is a lock of the session: a crashed or
-// disconnected claimer's goes with its connection. A claim waits for it
-// at most claimMutexWait, then claims without it, so that a claimer stuck
-// while holding it delays the others but never stops them. A server that
-// refuses user locks (Galera: GET_LOCK is not supported while wsrep is on)
-// makes the session claim without the mutex from then on. Claims on the
-// pool (a pool smaller than claimSessionMinConns) take no mutex.
+// and a third more server CPU per job). So a claim session's claim that
+// takes its turn holds a user lock of the table (GET_LOCK, TakeClaimMutex)
+// from before its SELECT to after its COMMIT: the busy claims on one table,
+// from any process, run one after another and none skips another's rows.
+// It is a lock of the session: a crashed or disconnected claimer's goes
+// with its connection. A claim waits for it at most claimMutexWait, then
+// claims without it, so that a claimer stuck while holding it delays the
+// others but never stops them. A server that refuses user locks (Galera:
+// GET_LOCK is not supported while wsrep is on) makes the session claim
+// without the mutex from then on. Claims on the pool (a pool smaller than
+// claimSessionMinConns) take no mutex.
 
 // claimMutexWait is the longest a claim waits for the claim mutex, in
 // seconds (GET_LOCK's unit).
@@ -74,12 +76,13 @@ type mysqlClaimSession struct {
 	s    mysqlStore
 	conn *sql.Conn
 
-	mutex     bool      // take the claim mutex around each claim
+	mutex     bool      // take the claim mutex around the claims that take their turn
 	mutexWait int32     // seconds (claimMutexWait; tests shorten it)
 	stmts     connStmts // the mutex's statements, prepared on conn
-	// busy: the last claim took as many jobs as it asked for, so more are
-	// probably due and other claimers probably claim them too (frontier).
-	busy bool
+	// turns says whether a claim takes its turn (the mutex), and so also
+	// starts from the frontier: after a full claim more jobs are
+	// probably due, and other claimers probably claim them too.
+	turns claimTurns
 }
 
 func (cs *mysqlClaimSession) claim(ctx context.Context, types []string, max int, token string, now, leaseUntil time.Time, after claimPos) ([]*JobRow, error) {
@@ -92,16 +95,17 @@ func (cs *mysqlClaimSession) claim(ctx context.Context, types []string, max int,
 		}
 		cs.conn = conn
 	}
-	held, err := cs.takeMutex(ctx)
-	if err != nil {
-		return nil, err
+	held := false
+	var err error
+	if cs.turns.next(max) {
+		if held, err = cs.takeMutex(ctx); err != nil {
+			return nil, err
+		}
 	}
 	if held {
 		defer cs.releaseMutex(ctx)
-		if cs.busy {
-			if after, err = cs.frontier(ctx, types, after); err != nil {
-				return nil, err
-			}
+		if after, err = cs.frontier(ctx, types, after); err != nil {
+			return nil, err
 		}
 	}
 	tx, err := cs.conn.BeginTx(ctx, nil) // the session's level: READ COMMITTED
@@ -109,7 +113,7 @@ func (cs *mysqlClaimSession) claim(ctx context.Context, types []string, max int,
 		return nil, err
 	}
 	rows, err := cs.s.claimIn(ctx, tx, types, max, token, now, leaseUntil, after)
-	cs.busy = err == nil && len(rows) == max
+	cs.turns.record(max, len(rows), err)
 	return rows, err
 }
 
@@ -127,9 +131,10 @@ func (cs *mysqlClaimSession) claim(ctx context.Context, types []string, max int,
 // with the frontier against 0.90-0.92x without, server CPU per job equal
 // to one worker's instead of 10-15 % more (docs/performance.md).
 //
-// Only a claim that holds the mutex after a full claim does this (a busy
-// table: the newest job in progress is then the last claim's, another
-// claimer's or its own), and only for every type or one (a claimer of
+// Only a claim that takes its turn and holds the mutex does this (a claim
+// of at least claimTurnMin jobs after a full claim, a busy table: the
+// newest job in progress is then the last claim's, another claimer's or
+// its own), and only for every type or one (a claimer of
 // several types keeps its watermark). A rescan from the start (after is
 // the zero claimPos) stays one. Due jobs the frontier steps over (one
 // released, reclaimed or retried behind it, or skipped while another

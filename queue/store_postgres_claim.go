@@ -60,29 +60,17 @@ func (s pgStore) claimSession(ctx context.Context) (claimSession, error) {
 	if err != nil {
 		return nil, fmt.Errorf("the claim connection: %w", err)
 	}
-	return &pgClaimSession{s: s, conn: conn}, nil
+	return &pgClaimSession{s: s, conn: conn, turns: newClaimTurns()}, nil
 }
 
-// Busy claims take turns. Claims of several claimers of one table
-// (worker processes, or workers of one process) start at the head of the
-// due jobs, and one that starts while another runs steps over every row
-// that one has locked (FOR UPDATE SKIP LOCKED tries each) and over the
-// dead entries it leaves once committed; a busy claim holds hundreds of
-// rows. So a claim session whose last claim took all it asked for (a busy
-// table) sends LockClaims, a transaction-scoped advisory lock named after
-// the table, with its next claim in one pipeline: the claims of a busy
-// table run one after another, each on a snapshot taken after the one
-// before committed, while the jobs they claimed ahead keep the workers
-// running. bench --processes 4 --workers 16 against --workers 64, 20 000
-// jobs, 8 alternating rounds, twice: 0.996x and 0.945x its rate with the
-// turns against 0.945x and 0.93x without (the machine's noise is of that
-// size), and 83 000 entries of index status_scheduled read per drain
-// instead of 110 000. A claim after a short one (an idle table: a lone
-// job's claim) claims at once, without the lock's statement, and so does
-// one after a full claim of fewer than claimTurnMin jobs: small claims
-// step over few rows, and many processes of long handlers, each claiming
-// a slot or two at a time, would otherwise queue for the lock.
-const claimTurnMin = 100
+// The claims of a busy table take turns (claim_turns.go): a claim that
+// takes its turn sends LockClaims, a transaction-scoped advisory lock named
+// after the table, with the claim in one pipeline, so that each runs on a
+// snapshot taken after the one before committed. bench --processes 4
+// --workers 16 against --workers 64, 20 000 jobs, 8 alternating rounds,
+// twice: 0.996x and 0.945x its rate with the turns against 0.945x and 0.93x
+// without (the machine's noise is of that size), and 83 000 entries of
+// index status_scheduled read per drain instead of 110 000.
 
 // claimLockKey is LockClaims' name of the table quoted: the advisory lock
 // is hashtextextended of it, so it differs from table to table and from
@@ -92,16 +80,14 @@ func claimLockKey(quoted string) string { return "jobqueue claims " + quoted }
 // pgClaimSession is a claimer's own connection, whose session plans each
 // statement once (see claimSession).
 type pgClaimSession struct {
-	s    pgStore
-	conn *sql.Conn
-	// busy: the last claim took all it asked for, at least claimTurnMin
-	// jobs (see above).
-	busy bool
+	s     pgStore
+	conn  *sql.Conn
+	turns claimTurns
 }
 
 func (cs *pgClaimSession) claim(ctx context.Context, types []string, max int, token string, now, leaseUntil time.Time, after claimPos) ([]*JobRow, error) {
-	rows, err := cs.s.claimOn(ctx, cs.conn, cs.busy, types, max, token, now, leaseUntil, after)
-	cs.busy = err == nil && len(rows) == max && max >= claimTurnMin
+	rows, err := cs.s.claimOn(ctx, cs.conn, cs.turns.next(max), types, max, token, now, leaseUntil, after)
+	cs.turns.record(max, len(rows), err)
 	return rows, err
 }
 

@@ -158,11 +158,11 @@ func TestPgClaimGenericPlan(t *testing.T) {
 	})
 }
 
-// TestPgClaimTurns: a claim session's claim after one that took all it
-// asked for, at least claimTurnMin jobs (a busy table), waits for its turn,
+// TestPgClaimTurns: a claim session's claim of at least claimTurnMin jobs
+// after one that took all it asked for (a busy table) waits for its turn,
 // the table's advisory lock (LockClaims), and claims once the holder lets
-// go; a claim after a short one or a small one, and a session's first
-// claim, claim at once while the lock is held;
+// go; a claim after a short one, a claim of fewer than claimTurnMin jobs,
+// and a session's first claim, claim at once while the lock is held;
 // the lock of another table holds no claim up; the lock is the claim
 // transaction's, free again once the claim returned.
 func TestPgClaimTurns(t *testing.T) {
@@ -216,9 +216,9 @@ func TestPgClaimTurns(t *testing.T) {
 	key := claimLockKey(q.run.quoted)
 
 	unlock := lock(key)
-	got(claim(turn-1), turn-1) // the session's first claim: at once
-	got(claim(turn), turn)     // after a small claim: at once, and busy
-	res := claim(turn)         // waits for its turn
+	got(claim(turn), turn)     // the session's first claim: at once, and full
+	got(claim(turn-1), turn-1) // a small claim: at once, after a full one too
+	res := claim(turn)         // a large claim after a full one waits for its turn
 	waitUntil(t, 10*time.Second, "the busy claim to wait for the advisory lock", func() bool {
 		var n int
 		if err := env.db.QueryRowContext(ctx, "SELECT count(*) FROM pg_stat_activity WHERE pid = $1 AND wait_event_type = 'Lock' AND wait_event = 'advisory'", pid).Scan(&n); err != nil {
