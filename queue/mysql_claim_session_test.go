@@ -21,7 +21,7 @@ import (
 // next (its Com_set_option count stays put; a claim on the pool sends SET
 // TRANSACTION each time). Closing the session discards the connection, so
 // every connection of the pool is at REPEATABLE READ again. With a pool of
-// fewer than claimSessionMinConns connections the claimer holds none, and
+// fewer than claimSessionMinFree connections the claimer holds none, and
 // each claim sets its transaction's level (as TestMySQLClaimsReadCommitted
 // checks for Queue.claim).
 func TestMySQLClaimSession(t *testing.T) {
@@ -44,7 +44,7 @@ func TestMySQLClaimSession(t *testing.T) {
 		wantLevel  string // the session's level inside each claim
 		wantSetsBy int    // SET statements the session runs between two claims
 	}{
-		{name: "own connection", maxConns: claimSessionMinConns, wantLevel: "READ-COMMITTED", wantSetsBy: 0},
+		{name: "own connection", maxConns: claimSessionMinFree, wantLevel: "READ-COMMITTED", wantSetsBy: 0},
 		// One connection, so that every claim runs on the same session
 		// and its count of SET statements can be compared.
 		{name: "pool of one connection", maxConns: 1, wantLevel: "REPEATABLE-READ", wantSetsBy: 1},

@@ -11,6 +11,21 @@ import (
 // (PostgreSQL, MySQL) and a listener's LISTEN connection. Their session
 // state is the queue's, so they are never handed back to the pool.
 
+// claimSessionMinFree is how many connections of a limited pool
+// (SetMaxOpenConns) must be free (not in use) for a claimer to hold one for
+// its claims (PostgreSQL, MySQL): the listeners and claim sessions of the
+// pool's workers hold theirs for good, and the completers, heartbeats,
+// handlers and enqueues need the rest. With fewer free, the claims run on
+// the pool.
+const claimSessionMinFree = 4
+
+// roomForClaimSession reports whether a pool with the stats st has room for
+// a claim session: it is not limited, or claimSessionMinFree of its
+// connections are free.
+func roomForClaimSession(st sql.DBStats) bool {
+	return st.MaxOpenConnections <= 0 || st.MaxOpenConnections-st.InUse >= claimSessionMinFree
+}
+
 // sessionConn takes a connection from db and runs the session statements
 // on it (session control such as SET, which sqlc does not generate), in
 // order. When one fails, the connection is discarded and the error says

@@ -18,20 +18,16 @@ import (
 // the frontier a busy claim starts from. The claim itself (claimIn) is in
 // store_mysql_attempts.go.
 
-// claimSessionMinConns is the smallest pool limit (SetMaxOpenConns) under
-// which a claimer holds a connection of its own for its claims: with fewer,
-// the claimer's connection would starve the heartbeats, the completions and
-// the handlers, so claims then run on the pool, setting their level each.
-const claimSessionMinConns = 4
-
 // claimSession holds a connection from the pool for one claimer's claims,
 // its session set to READ COMMITTED once: each claim's transaction then
 // begins with START TRANSACTION alone, a round trip less than a claim on
 // the pool (BeginTx with an isolation level sends SET TRANSACTION first).
-// It returns nil, nil when the pool allows fewer than claimSessionMinConns
-// connections.
+// It returns nil, nil when the pool has too few connections free
+// (roomForClaimSession): with fewer, the claimer's connection would starve
+// the heartbeats, the completions and the handlers, so claims then run on
+// the pool, setting their level each.
 func (s mysqlStore) claimSession(ctx context.Context) (claimSession, error) {
-	if m := s.r.db.Stats().MaxOpenConnections; m > 0 && m < claimSessionMinConns {
+	if !roomForClaimSession(s.r.db.Stats()) {
 		return nil, nil
 	}
 	conn, err := sessionConn(ctx, s.r.db, "SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED")
@@ -57,8 +53,8 @@ func (s mysqlStore) claimSession(ctx context.Context) (claimSession, error) {
 // claims without it, so that a claimer stuck while holding it delays the
 // others but never stops them. A server that refuses user locks (Galera:
 // GET_LOCK is not supported while wsrep is on) makes the session claim
-// without the mutex from then on. Claims on the pool (a pool smaller than
-// claimSessionMinConns) take no mutex.
+// without the mutex from then on. Claims on the pool (no room for a claim
+// session: roomForClaimSession) take no mutex.
 
 // claimMutexWait is the longest a claim waits for the claim mutex, in
 // seconds (GET_LOCK's unit).

@@ -37,23 +37,15 @@ import (
 // (heartbeat, completion) commits synchronously on the pool, which flushes
 // the WAL up to it and so the claim too.
 
-// pgClaimSessionMinConns is how many connections of a limited pool
-// (SetMaxOpenConns) must be free (not in use) for a claimer to hold one for
-// its claims: the listeners and claim sessions of the pool's workers hold
-// theirs for good, and the completers, heartbeats and enqueues need the
-// rest.
-const pgClaimSessionMinConns = 4
-
 // claimSession holds a connection from the pool for one claimer's claims,
 // planned once (see above). It returns nil, nil when the queue runs through
-// a transaction pooler (which keeps no session) or the pool is limited and
-// has fewer than pgClaimSessionMinConns connections free: the claims then
-// run on the pool.
+// a transaction pooler (which keeps no session) or the pool has too few
+// connections free (roomForClaimSession): the claims then run on the pool.
 func (s pgStore) claimSession(ctx context.Context) (claimSession, error) {
 	if s.r.pooled {
 		return nil, nil
 	}
-	if st := s.r.db.Stats(); st.MaxOpenConnections > 0 && st.MaxOpenConnections-st.InUse < pgClaimSessionMinConns {
+	if !roomForClaimSession(s.r.db.Stats()) {
 		return nil, nil
 	}
 	conn, err := sessionConn(ctx, s.r.db, "SET plan_cache_mode = force_generic_plan", "SET synchronous_commit = off")

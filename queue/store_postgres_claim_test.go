@@ -133,11 +133,11 @@ func TestPgClaimGenericPlan(t *testing.T) {
 
 	t.Run("no session", func(t *testing.T) {
 		small := env.newPool(t)
-		small.SetMaxOpenConns(pgClaimSessionMinConns - 1)
+		small.SetMaxOpenConns(claimSessionMinFree - 1)
 		// A pool with room for the session, but the connections the
 		// workers already hold leave too few free.
 		held := env.newPool(t)
-		held.SetMaxOpenConns(pgClaimSessionMinConns + 1)
+		held.SetMaxOpenConns(claimSessionMinFree + 1)
 		for range 2 {
 			c, err := held.Conn(ctx)
 			if err != nil {
