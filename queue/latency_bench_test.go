@@ -37,8 +37,9 @@ func (latencyArgs) Kind() string { return "latency" }
 // median and the 99th percentile in milliseconds (issue 9's goal: a median
 // of at most 1 ms on PostgreSQL and SQLite). It guards the idle claim path:
 // the wake-up, the claim past the watermark (claim_cursor.go), the NOTIFY
-// riding the insert (notify_postgres_send.go) and, on PostgreSQL, the idle
-// worker's claim that the enqueue runs in its transaction (claim_offer.go).
+// riding the insert (notify_postgres_send.go), on PostgreSQL the idle
+// worker's claim that the enqueue runs in its transaction (claim_offer.go),
+// and on MySQL the idle claim that takes no claim mutex (claim_turns.go).
 func BenchmarkEnqueueToStart(b *testing.B) {
 	n := benchJobs(b)
 	for _, kind := range testdb.Kinds() {
