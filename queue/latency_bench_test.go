@@ -39,7 +39,8 @@ func (latencyArgs) Kind() string { return "latency" }
 // the wake-up, the claim past the watermark (claim_cursor.go), the NOTIFY
 // riding the insert (notify_postgres_send.go), on PostgreSQL the idle
 // worker's claim that the enqueue runs in its transaction (claim_offer.go),
-// and on MySQL the idle claim that takes no claim mutex (claim_turns.go).
+// on MySQL the idle claim that takes no claim mutex (claim_turns.go), and
+// on SQLite (its p99) the WAL checkpointed off the commits (checkpoint.go).
 func BenchmarkEnqueueToStart(b *testing.B) {
 	n := benchJobs(b)
 	for _, kind := range testdb.Kinds() {

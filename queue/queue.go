@@ -80,6 +80,9 @@ type Queue struct {
 	// onCompleterFull hears each time a claimer found its completer full
 	// and waited for it (tests, benchmarks).
 	onCompleterFull func()
+	// walCheckpointEvery is how often a worker on SQLite checkpoints the
+	// WAL (checkpoint.go); 0: never.
+	walCheckpointEvery time.Duration
 	// analyzed is set once the queue has refreshed the table's planner
 	// statistics after its first analyzeAfter enqueued jobs, which enqueued
 	// counts (see countEnqueued).
@@ -113,6 +116,9 @@ type config struct {
 	batchSize       int
 	onBatch         func(op string, n int64)
 	onCompleterFull func()
+	// walCheckpointEvery overrides walCheckpointEvery (tests); negative:
+	// no checkpointer.
+	walCheckpointEvery time.Duration
 }
 
 // WithTable sets the table's name (default "jobs").
@@ -219,6 +225,12 @@ func withBatchHook(size int, fn func(op string, n int64)) Option {
 	return func(c *config) error { c.batchSize, c.onBatch = size, fn; return nil }
 }
 
+// withWALCheckpointEvery sets how often a worker on SQLite checkpoints the
+// WAL (checkpoint.go); a negative d: never (tests).
+func withWALCheckpointEvery(d time.Duration) Option {
+	return func(c *config) error { c.walCheckpointEvery = d; return nil }
+}
+
 // newTimeout bounds the checks New runs, since New takes no context.
 const newTimeout = 30 * time.Second
 
@@ -271,6 +283,13 @@ func New(db *sql.DB, opts ...Option) (*Queue, error) {
 	q.setPooled(cfg.pooled != nil && *cfg.pooled)
 	q.batchSize, q.onBatch = cfg.batchSize, cfg.onBatch
 	q.onCompleterFull = cfg.onCompleterFull
+	switch {
+	case cfg.walCheckpointEvery < 0:
+	case cfg.walCheckpointEvery > 0:
+		q.walCheckpointEvery = cfg.walCheckpointEvery
+	default:
+		q.walCheckpointEvery = walCheckpointEvery
+	}
 	switch kind {
 	case engine.Postgres:
 		q.st = pgStore{r: q.run, early: &pgEarly{log: q.logger}}

@@ -90,6 +90,15 @@ func busyRetry[T any](ctx context.Context, fn func() (T, error)) (T, error) {
 	}
 }
 
+// checkpointWAL copies what it can of the WAL back into the database file
+// (checkpoint.go): PRAGMA wal_checkpoint(PASSIVE), which waits for no
+// reader or writer (one that meets another checkpoint reports it busy, no
+// error). A PRAGMA names no table, so it goes to the pool as it is.
+func (s sqliteStore) checkpointWAL(ctx context.Context) error {
+	_, err := s.r.db.ExecContext(ctx, "PRAGMA wal_checkpoint(PASSIVE)")
+	return err
+}
+
 func (s sqliteStore) probe(ctx context.Context) error {
 	_, err := s.qs().ProbeTable(ctx)
 	return err

@@ -12,6 +12,7 @@ package queue
 //	leader.go         elector: takes and renews the leadership among the table's workers
 //	maintenance.go    maintainer: the leader's ExpireOverdue, Reclaim and Prune now and then
 //	periodic.go       scheduler: the leader enqueues the ticks of the periodic jobs
+//	checkpoint.go     checkpointer: copies SQLite's WAL into the database file in the background
 //	shutdown.go       the end of a run: grace, cancellation, release of cut-off attempts
 //	inflight.go       attempt and inflightSet: the attempts the run holds, shared by the roles
 
@@ -191,6 +192,10 @@ func (r *run) run(ctx context.Context) error {
 			s := &scheduler{q: r.q, log: r.log, el: el, jobs: r.cfg.Periodic, runMissed: r.cfg.RunMissed}
 			bg.Go(func() { s.run(maintCtx) })
 		}
+	}
+	if cp, ok := r.q.st.(walCheckpointer); ok && r.q.walCheckpointEvery > 0 {
+		ck := &checkpointer{st: cp, log: r.log, interval: r.q.walCheckpointEvery}
+		bg.Go(func() { ck.run(maintCtx) })
 	}
 	c := newCompleter(r.q, r.log, r.dbCtx, completeBacklog(r.cfg.Concurrency))
 	completerDone, stopCompleter := make(chan struct{}), make(chan struct{})

@@ -1,0 +1,129 @@
+package queue
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jobqueue/jobqueue/internal/testdb"
+)
+
+// fakeCheckpoints is a walCheckpointer whose checkpoints fail or succeed in
+// the order of outcomes (then succeed), each call heard on calls.
+type fakeCheckpoints struct {
+	mu       sync.Mutex
+	outcomes []error
+	calls    chan struct{}
+}
+
+func (f *fakeCheckpoints) checkpointWAL(context.Context) error {
+	f.mu.Lock()
+	var err error
+	if len(f.outcomes) > 0 {
+		err, f.outcomes = f.outcomes[0], f.outcomes[1:]
+	}
+	f.mu.Unlock()
+	select {
+	case f.calls <- struct{}{}:
+	default:
+	}
+	return err
+}
+
+// TestCheckpointer: the checkpointer checkpoints every interval; a streak
+// of failed checkpoints is logged once (Warn), its end once (Info); it
+// stops when its context ends. Two streaks here: calls 2-4 and call 7 (from
+// the eighth on, every checkpoint succeeds).
+func TestCheckpointer(t *testing.T) {
+	t.Parallel()
+	failed := errors.New("disk I/O error")
+	f := &fakeCheckpoints{outcomes: []error{nil, failed, failed, failed, nil, nil, failed}, calls: make(chan struct{}, 1)}
+	logs := &testdb.LogRecorder{}
+	c := &checkpointer{st: f, log: slog.New(logs), interval: time.Millisecond}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); c.run(ctx) }()
+	for i := range 8 {
+		waitFor(t, f.calls, 10*time.Second, fmt.Sprintf("checkpoint %d", i+1))
+	}
+	cancel()
+	waitFor(t, done, 10*time.Second, "the checkpointer to stop with its context")
+	if n := logs.Count(slog.LevelWarn, "checkpointing the WAL failed"); n != 2 {
+		t.Errorf("%d warnings of failed checkpoints, want 2 (one per streak):\n%v", n, logs.Lines(slog.LevelDebug))
+	}
+	if n := logs.Count(slog.LevelInfo, "checkpointing the WAL works again"); n != 2 {
+		t.Errorf("%d notes that checkpoints work again, want 2 (one per streak's end):\n%v", n, logs.Lines(slog.LevelDebug))
+	}
+}
+
+// TestWorkerCheckpointsWAL: a worker on SQLite checkpoints the WAL in the
+// background, so that the database file holds the jobs once the WAL was
+// copied into it, although the pool's commits never checkpoint
+// (wal_autocheckpoint(0)); without the checkpointer the jobs stay in the
+// WAL and the database file keeps the size the install left.
+func TestWorkerCheckpointsWAL(t *testing.T) {
+	t.Parallel()
+	const jobs = 2000
+	for _, tc := range []struct {
+		name  string
+		every time.Duration // withWALCheckpointEvery
+		want  bool          // the database file grows
+	}{
+		{"with the checkpointer", 20 * time.Millisecond, true},
+		{"without", -1, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			path := filepath.Join(t.TempDir(), "wal.db")
+			db := testdb.OpenURL(t, "sqlite:"+path+"?_pragma=wal_autocheckpoint(0)")
+			installTestTable(t, db, "jobs")
+			q, err := New(db, WithLogger(testdb.QuietLogger()), withWALCheckpointEvery(tc.every))
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() {
+				if err := q.Close(); err != nil {
+					t.Errorf("closing the queue: %v", err)
+				}
+			})
+			size := func() int64 {
+				st, err := os.Stat(path)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return st.Size()
+			}
+			installed := size()
+			enqueueSeq(t, q, jobs)
+			w := q.NewWorker(WorkerConfig{Concurrency: 8, MaintenanceInterval: -1})
+			Handle(w, func(ctx context.Context, job *Job[seqArgs]) error { return nil })
+			stop, _ := startWorker(t, w)
+			waitUntil(t, 30*time.Second, "the jobs to complete", func() bool {
+				var n int
+				if err := db.QueryRow(`SELECT COUNT(*) FROM jobs WHERE status = 'completed'`).Scan(&n); err != nil {
+					t.Fatal(err)
+				}
+				return n == jobs
+			})
+			// The jobs' rows take more than this in the file once copied.
+			const grown = 256 << 10
+			if tc.want {
+				waitUntil(t, 30*time.Second, "the WAL to be copied into the database file", func() bool { return size()-installed >= grown })
+			}
+			if err := stop(10 * time.Second); err != nil {
+				t.Fatalf("Run: %v", err)
+			}
+			if !tc.want {
+				if got := size() - installed; got >= grown {
+					t.Errorf("the database file grew by %d bytes without the checkpointer; want the jobs in the WAL only, or the test observes nothing", got)
+				}
+			}
+		})
+	}
+}
