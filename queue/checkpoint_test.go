@@ -6,11 +6,12 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/jobqueue/jobqueue/internal/engine"
 	"github.com/jobqueue/jobqueue/internal/testdb"
 )
 
@@ -80,18 +81,12 @@ func TestWorkerCheckpointsWAL(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			path := filepath.Join(t.TempDir(), "wal.db")
-			db := testdb.OpenURL(t, "sqlite:"+path+"?_pragma=wal_autocheckpoint(0)")
-			installTestTable(t, db, "jobs")
-			q, err := New(db, WithLogger(testdb.QuietLogger()), withWALCheckpointEvery(tc.every))
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() {
-				if err := q.Close(); err != nil {
-					t.Errorf("closing the queue: %v", err)
-				}
-			})
+			env := newTestEnv(t, engine.SQLite)
+			// The queue's own pool, whose commits never checkpoint; the
+			// env's pool only installed the table and counts below.
+			db := env.newPoolWith(t, "_pragma=wal_autocheckpoint(0)")
+			q := env.queue(t, db, WithLogger(testdb.QuietLogger()), withWALCheckpointEvery(tc.every))
+			path := strings.TrimPrefix(env.url, "sqlite:")
 			size := func() int64 {
 				st, err := os.Stat(path)
 				if err != nil {
@@ -105,11 +100,7 @@ func TestWorkerCheckpointsWAL(t *testing.T) {
 			Handle(w, func(ctx context.Context, job *Job[seqArgs]) error { return nil })
 			stop, _ := startWorker(t, w)
 			waitUntil(t, 30*time.Second, "the jobs to complete", func() bool {
-				var n int
-				if err := db.QueryRow(`SELECT COUNT(*) FROM jobs WHERE status = 'completed'`).Scan(&n); err != nil {
-					t.Fatal(err)
-				}
-				return n == jobs
+				return env.countWhere(t, "status = 'completed'") == jobs
 			})
 			// The jobs' rows take more than this in the file once copied.
 			const grown = 256 << 10

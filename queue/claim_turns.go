@@ -16,10 +16,10 @@ package queue
 // A claim after a short one (an idle table: a lone job's claim), a
 // session's first claim, and one after a failed claim claim at once,
 // without the turn's statements: on MySQL those are two round trips of an
-// idle worker's enqueue-to-start (GET_LOCK and RELEASE_LOCK; bench
-// --latency-jobs 300 on MariaDB, 3 alternating pairs: p50 2.53, 2.29 and
-// 1.71 ms against 3.06, 2.82 and 1.88 ms with the mutex taken by every
-// claim). So does a claim of fewer than claimTurnMin jobs: it steps over
+// idle worker's enqueue-to-start (GET_LOCK and RELEASE_LOCK; bench --jobs
+// 2000 --workers 8 --latency-jobs 300 on MariaDB, 4 alternating pairs: p50
+// 2.43, 2.13, 2.24, 2.40 ms against 2.84, 2.47, 2.68, 2.56 ms with the
+// mutex taken by every claim). So does a claim of fewer than claimTurnMin jobs: it steps over
 // few rows, and many processes of long handlers, each claiming a slot or
 // two at a time, would otherwise queue for the turn. The size that counts
 // is the claim's own, not the last one's: a worker's second claim, its

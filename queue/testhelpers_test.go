@@ -78,6 +78,17 @@ func (e *testEnv) newPool(t testing.TB) *sql.DB {
 	return testdb.OpenURL(t, e.url)
 }
 
+// newPoolWith is newPool with the URL options query added (say
+// "_pragma=wal_autocheckpoint(0)" on SQLite).
+func (e *testEnv) newPoolWith(t testing.TB, query string) *sql.DB {
+	t.Helper()
+	sep := "?"
+	if strings.Contains(e.url, "?") {
+		sep = "&"
+	}
+	return testdb.OpenURL(t, e.url+sep+query)
+}
+
 // exec runs a statement on the env's table, written with {t} for the quoted
 // table name and ? placeholders (rewritten to $n on PostgreSQL).
 func (e *testEnv) exec(t testing.TB, query string, args ...any) int64 {
