@@ -162,14 +162,17 @@ func (s *Schedule) Location() *time.Location { return s.loc }
 // when there is none (a date that never comes, such as 30 February).
 func (s *Schedule) Next(t time.Time) time.Time {
 	if s.every > 0 {
-		// Whole multiples of every since the Unix epoch.
-		d := int64(s.every)
-		ns := t.UnixNano()
-		next := (ns/d + 1) * d
-		if ns < 0 && ns%d != 0 {
-			next = (ns / d) * d
+		// Whole multiples of every since the Unix epoch, counted in
+		// seconds: every is whole seconds, and nanoseconds since the epoch
+		// overflow int64 outside 1678-2262 (an @every of centuries reaches
+		// past that).
+		d := int64(s.every / time.Second)
+		sec := t.Unix() // floored: t is in [sec, sec+1)
+		q := sec / d
+		if sec%d != 0 && sec < 0 {
+			q-- // round towards the past, not towards zero
 		}
-		return time.Unix(0, next).UTC()
+		return time.Unix((q+1)*d, 0).UTC()
 	}
 	t = t.In(s.loc)
 	for range 1000 {
