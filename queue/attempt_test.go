@@ -359,7 +359,7 @@ func TestSQLiteBusyIsRetriedThenReturned(t *testing.T) {
 	defer db.Close()
 	// onClaim, when set, runs before each claim statement is sent.
 	var onClaim atomic.Pointer[func()]
-	hook := func(query string, _ *sql.Tx) {
+	hook := func(query string, _ sqlRunner) {
 		if f := onClaim.Load(); f != nil && strings.Contains(query, "-- name: ClaimJobs") {
 			(*f)()
 		}

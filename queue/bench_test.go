@@ -111,7 +111,7 @@ func BenchmarkEnqueueConcurrent(b *testing.B) {
 		b.Run(string(kind), func(b *testing.B) {
 			env := newTestEnv(b, kind)
 			var statements atomic.Int64
-			count := func(query string, _ *sql.Tx) {
+			count := func(query string, _ sqlRunner) {
 				if strings.Contains(query, "-- name: InsertJob") {
 					statements.Add(1)
 				}
@@ -358,7 +358,7 @@ func drainWorkersStats(b *testing.B, env *testEnv, workers, conc, n int) (time.D
 			allDone <- struct{}{}
 		}
 	})
-	statements := withStatementHook(func(query string, _ *sql.Tx) {
+	statements := withStatementHook(func(query string, _ sqlRunner) {
 		switch {
 		case strings.Contains(query, "name: ClaimJobs"), strings.Contains(query, "name: SelectDueJobs"):
 			claims.Add(1)

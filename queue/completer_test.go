@@ -74,7 +74,7 @@ func refuseCompletions(t *testing.T, env *testEnv) *refusal {
 }
 
 // set turns the refusal on or off, in tx when it is not nil.
-func (r *refusal) set(t *testing.T, tx *sql.Tx, on bool) {
+func (r *refusal) set(t *testing.T, tx sqlRunner, on bool) {
 	t.Helper()
 	v := 0
 	if on {

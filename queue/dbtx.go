@@ -4,9 +4,12 @@ import (
 	"context"
 	"database/sql"
 	"database/sql/driver"
+	"errors"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/go-sql-driver/mysql"
 
 	"github.com/jobqueue/jobqueue/internal/engine"
 )
@@ -40,8 +43,8 @@ type runner struct {
 	preparing  sync.Map
 	background sync.WaitGroup
 	// observe, when set (tests), hears every statement before it is sent,
-	// with the transaction it runs in (nil on the pool).
-	observe func(query string, tx *sql.Tx)
+	// with the transaction or held connection it runs on (nil on the pool).
+	observe func(query string, on sqlRunner)
 	// pooled: the queue runs through a transaction pooler (setPooled),
 	// so it keeps no session of its own.
 	pooled bool
@@ -213,25 +216,37 @@ func (r *runner) onHeld(conn *sql.Conn, stmts *connStmts) dbtx {
 // arguments (three round trips). They go with the connection (close).
 type connStmts struct{ m map[string]*sql.Stmt }
 
-// stmt is the statement for text prepared on conn (nil when c is nil or it
-// cannot be prepared: the query then runs unprepared).
-func (c *connStmts) stmt(ctx context.Context, conn *sql.Conn, text string) *sql.Stmt {
+// stmt is the statement for text prepared on conn; nil, nil when c is nil
+// or the server cannot prepare it (the query then runs unprepared). Any
+// other failure to prepare is the statement's error: the PREPARE may be
+// the first command after the session's transaction was rolled back under
+// it (a Galera node reports a brute-force abort to the next command, which
+// may be this PREPARE), and running the statement unprepared would then
+// run it outside that transaction.
+func (c *connStmts) stmt(ctx context.Context, conn *sql.Conn, text string) (*sql.Stmt, error) {
 	if c == nil {
-		return nil
+		return nil, nil
 	}
 	if st, ok := c.m[text]; ok {
-		return st
+		return st, nil
 	}
 	st, err := conn.PrepareContext(ctx, text)
-	if err != nil {
-		return nil
+	var me *mysql.MySQLError
+	switch {
+	case errors.As(err, &me) && me.Number == mysqlUnsupportedPS:
+		return nil, nil
+	case err != nil:
+		return nil, err
 	}
 	if c.m == nil {
 		c.m = map[string]*sql.Stmt{}
 	}
 	c.m[text] = st
-	return st
+	return st, nil
 }
+
+// mysqlUnsupportedPS is ER_UNSUPPORTED_PS: a statement MySQL cannot prepare.
+const mysqlUnsupportedPS = 1295
 
 // close closes the statements (before their connection is closed).
 func (c *connStmts) close() {
@@ -276,9 +291,25 @@ func (d dbtx) prepared(ctx context.Context, text string) *sql.Stmt {
 }
 
 func (d dbtx) seen(text string) {
-	if d.r.observe != nil {
-		d.r.observe(text, d.tx)
+	if d.r.observe == nil {
+		return
 	}
+	switch {
+	case d.tx != nil:
+		d.r.observe(text, d.tx)
+	case d.conn != nil:
+		d.r.observe(text, d.conn)
+	default:
+		d.r.observe(text, nil)
+	}
+}
+
+// sqlRunner is where a statement runs, as withStatementHook's function
+// hears it: a *sql.Tx, or a *sql.Conn held for a session of the queue's own
+// (a claim session, connTx).
+type sqlRunner interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
 }
 
 // ExecContext runs a generated statement.
@@ -293,7 +324,11 @@ func (d dbtx) ExecContext(ctx context.Context, query string, args ...any) (sql.R
 	args = d.r.args(args)
 	d.seen(text)
 	if d.conn != nil {
-		if st := d.held.stmt(ctx, d.conn, text); st != nil {
+		st, err := d.held.stmt(ctx, d.conn, text)
+		if err != nil {
+			return nil, err
+		}
+		if st != nil {
 			return st.ExecContext(ctx, args...)
 		}
 		return d.conn.ExecContext(ctx, text, args...)
@@ -352,7 +387,11 @@ func (d dbtx) QueryContext(ctx context.Context, query string, args ...any) (*sql
 	args = d.r.args(args)
 	d.seen(text)
 	if d.conn != nil {
-		if st := d.held.stmt(ctx, d.conn, text); st != nil {
+		st, err := d.held.stmt(ctx, d.conn, text)
+		if err != nil {
+			return nil, err
+		}
+		if st != nil {
 			return st.QueryContext(ctx, args...)
 		}
 		return d.conn.QueryContext(ctx, text, args...)
@@ -378,7 +417,11 @@ func (d dbtx) QueryRowContext(ctx context.Context, query string, args ...any) *s
 	args = d.r.args(args)
 	d.seen(text)
 	if d.conn != nil {
-		if st := d.held.stmt(ctx, d.conn, text); st != nil {
+		st, err := d.held.stmt(ctx, d.conn, text)
+		if err != nil {
+			return failedRow(ctx, err)
+		}
+		if st != nil {
 			return st.QueryRowContext(ctx, args...)
 		}
 		return d.conn.QueryRowContext(ctx, text, args...)

@@ -2,7 +2,6 @@ package queue
 
 import (
 	"context"
-	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -37,7 +36,7 @@ func TestEnqueueCombined(t *testing.T) {
 	open := make(chan struct{})
 	close(open)
 	gate.Store(&open)
-	hook := func(query string, _ *sql.Tx) {
+	hook := func(query string, _ sqlRunner) {
 		switch {
 		case strings.Contains(query, "-- name: InsertJobsJSONReturning "):
 			combined.Add(1)

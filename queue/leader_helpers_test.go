@@ -5,7 +5,6 @@ package queue
 // among them.
 
 import (
-	"database/sql"
 	"strings"
 	"sync"
 	"testing"
@@ -26,7 +25,7 @@ type leaderProc struct {
 	expires int // ExpireOverdue statements it sent
 }
 
-func (p *leaderProc) observe(query string, _ *sql.Tx) {
+func (p *leaderProc) observe(query string, _ sqlRunner) {
 	if strings.Contains(query, "'expired', finished_at") {
 		p.mu.Lock()
 		p.expires++

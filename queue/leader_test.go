@@ -2,7 +2,6 @@ package queue
 
 import (
 	"context"
-	"database/sql"
 	"encoding/json"
 	"errors"
 	"log/slog"
@@ -304,7 +303,7 @@ func TestFence(t *testing.T) {
 		env := newTestEnv(t, kind)
 		var mu sync.Mutex
 		sent := 0
-		q := env.queue(t, nil, WithLogger(testdb.QuietLogger()), withStatementHook(func(string, *sql.Tx) {
+		q := env.queue(t, nil, WithLogger(testdb.QuietLogger()), withStatementHook(func(string, sqlRunner) {
 			mu.Lock()
 			sent++
 			mu.Unlock()
@@ -553,7 +552,7 @@ func TestPeriodicTickOutcomes(t *testing.T) {
 				var mu sync.Mutex
 				fences := 0
 				leader := ddl.Side(env.tbl, "leader").Quoted()
-				hook := func(query string, tx *sql.Tx) {
+				hook := func(query string, tx sqlRunner) {
 					mu.Lock()
 					defer mu.Unlock()
 					if !strings.Contains(query, "-- name: FenceLeaderAct ") {

@@ -2,7 +2,6 @@ package queue
 
 import (
 	"context"
-	"database/sql"
 	"strings"
 	"sync"
 	"testing"
@@ -52,8 +51,8 @@ func TestMaintenanceBoundedBatches(t *testing.T) {
 		var mu sync.Mutex
 		stmtsIn := map[string]int{} // "expire"/"prune" → statements sent
 		inTx := 0                   // of those, sent inside a transaction
-		txs := map[*sql.Tx]int{}    // statements of each transaction
-		hook := func(query string, tx *sql.Tx) {
+		txs := map[sqlRunner]int{}  // statements of each transaction
+		hook := func(query string, tx sqlRunner) {
 			op := ""
 			switch {
 			case strings.Contains(query, "'expired', finished_at"):

@@ -60,7 +60,7 @@ func mysqlLevelVar(t *testing.T, db *sql.DB) string {
 // countAroundCommit counts probe's rows in tx, commits a row to it on
 // other, and counts again in tx: after is before+1 at READ COMMITTED, and
 // before at REPEATABLE READ (the transaction's snapshot hides the row).
-func countAroundCommit(ctx context.Context, tx *sql.Tx, other *sql.DB, probe string) (before, after int, err error) {
+func countAroundCommit(ctx context.Context, tx sqlRunner, other *sql.DB, probe string) (before, after int, err error) {
 	if err := tx.QueryRowContext(ctx, "SELECT COUNT(*) FROM "+probe).Scan(&before); err != nil {
 		return 0, 0, err
 	}
@@ -91,7 +91,7 @@ func TestMySQLClaimsReadCommitted(t *testing.T) {
 	}
 	var seen []string
 	var hookErr error
-	hook := func(query string, tx *sql.Tx) {
+	hook := func(query string, tx sqlRunner) {
 		if tx == nil || !strings.Contains(query, "CONCAT(") || hookErr != nil {
 			return
 		}

@@ -30,7 +30,7 @@ type claimCounter struct {
 	last atomic.Int64 // Unix nanoseconds
 }
 
-func (c *claimCounter) observe(query string, _ *sql.Tx) {
+func (c *claimCounter) observe(query string, _ sqlRunner) {
 	// PostgreSQL and MySQL claim with SKIP LOCKED; SQLite with ClaimJobs….
 	if strings.Contains(query, "SKIP LOCKED") || strings.Contains(query, "-- name: ClaimJobs") {
 		c.last.Store(time.Now().UnixNano())

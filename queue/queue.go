@@ -110,7 +110,7 @@ type config struct {
 	workMW          []WorkMiddleware
 	enqueueMW       []EnqueueMiddleware
 	now             func() time.Time
-	observe         func(string, *sql.Tx)
+	observe         func(string, sqlRunner)
 	pooled          *bool       // nil: detect (pooler.go)
 	kind            engine.Kind // "": detect from the driver
 	batchSize       int
@@ -207,9 +207,9 @@ func withClock(now func() time.Time) Option {
 }
 
 // withStatementHook makes the queue call fn with the text of every
-// statement before it sends it, and the transaction it runs in (nil on the
-// pool). Tests count statements with it.
-func withStatementHook(fn func(query string, tx *sql.Tx)) Option {
+// statement before it sends it, and the transaction or held connection it
+// runs on (nil on the pool). Tests count statements with it.
+func withStatementHook(fn func(query string, on sqlRunner)) Option {
 	return func(c *config) error { c.observe = fn; return nil }
 }
 

@@ -69,7 +69,7 @@ type stmtCounter struct {
 	hook  func(n int) // called with the statement's number, if set
 }
 
-func (c *stmtCounter) observe(q string, _ *sql.Tx) {
+func (c *stmtCounter) observe(q string, _ sqlRunner) {
 	c.mu.Lock()
 	c.texts = append(c.texts, q)
 	n, hook := len(c.texts), c.hook

@@ -2,7 +2,6 @@ package queue
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"go/ast"
 	"go/parser"
@@ -187,7 +186,7 @@ func TestUnrewrittenQueryIsNeverSent(t *testing.T) {
 		r := newRunner(env.db, env.tbl)
 		defer r.close()
 		sent := 0
-		r.observe = func(string, *sql.Tx) { sent++ }
+		r.observe = func(string, sqlRunner) { sent++ }
 		d := r.on(nil)
 		const q = "SELECT count(*) FROM information_schema.tables"
 		if _, err := d.ExecContext(ctx, q); !errors.Is(err, errNotRewritten) {

@@ -9,7 +9,6 @@ package queue
 
 import (
 	"context"
-	"database/sql"
 	"reflect"
 	"runtime"
 	"strings"
@@ -142,7 +141,7 @@ func (s *liteStmt) reprepared() int {
 func sqliteClaimText(tb testing.TB, env *testEnv) string {
 	tb.Helper()
 	var text string
-	q := env.queue(tb, nil, WithLogger(testdb.QuietLogger()), withStatementHook(func(query string, _ *sql.Tx) {
+	q := env.queue(tb, nil, WithLogger(testdb.QuietLogger()), withStatementHook(func(query string, _ sqlRunner) {
 		if strings.Contains(query, "name: ClaimJobs") {
 			text = query
 		}

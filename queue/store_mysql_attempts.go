@@ -26,13 +26,20 @@ func (s mysqlStore) claim(ctx context.Context, types []string, max int, token st
 	if err != nil {
 		return nil, err
 	}
-	return s.claimIn(ctx, tx, types, max, token, now, leaseUntil, after)
+	return s.claimIn(ctx, s.r.on(tx), tx, types, max, token, now, leaseUntil, after)
 }
 
-// claimIn runs a claim in tx, a READ COMMITTED transaction, and ends it.
-func (s mysqlStore) claimIn(ctx context.Context, tx *sql.Tx, types []string, max int, token string, now, leaseUntil time.Time, after claimPos) ([]*JobRow, error) {
+// txEnder ends a transaction: a *sql.Tx, or a claim session's sessionTx.
+type txEnder interface {
+	Commit() error
+	Rollback() error
+}
+
+// claimIn runs a claim on db, in the READ COMMITTED transaction that tx
+// ends, and ends it.
+func (s mysqlStore) claimIn(ctx context.Context, db dbtx, tx txEnder, types []string, max int, token string, now, leaseUntil time.Time, after claimPos) ([]*JobRow, error) {
 	defer tx.Rollback()
-	qs := mysqlgen.New(s.r.on(tx))
+	qs := mysqlgen.New(db)
 	alive := nullTime(&now)
 	var rows []mysqlgen.Job
 	var afterID uint64

@@ -14,28 +14,72 @@ import (
 )
 
 // The claim session on MySQL: a claimer's own connection at READ
-// COMMITTED, the table's claim mutex its claims take turns through, and
+// COMMITTED with autocommit off, the table's claim mutex its claims take turns through, and
 // the frontier a busy claim starts from. The claim itself (claimIn) is in
 // store_mysql_attempts.go.
 
 // claimSession holds a connection from the pool for one claimer's claims,
-// its session set to READ COMMITTED once: each claim's transaction then
-// begins with START TRANSACTION alone, a round trip less than a claim on
-// the pool (BeginTx with an isolation level sends SET TRANSACTION first).
-// It returns nil, nil when the pool has too few connections free
-// (roomForClaimSession): with fewer, the claimer's connection would starve
-// the heartbeats, the completions and the handlers, so claims then run on
-// the pool, setting their level each.
+// its session set once to READ COMMITTED with autocommit off (connect): a
+// claim's transaction then begins with its first statement that reads the
+// table (the frontier's SELECT or the locking SELECT) and ends with COMMIT,
+// two round trips less than a claim on the pool (BeginTx with an isolation
+// level sends SET TRANSACTION and START TRANSACTION first). START
+// TRANSACTION's round trip was 0.15 ms of an idle worker's claim of 1.7 ms
+// on MariaDB (1.51-1.56 against 1.66-1.70 ms, medians of 400;
+// docs/performance.md). The claim mutex's GET_LOCK and RELEASE_LOCK read no
+// table, and COMMIT does not release them. It returns nil, nil when the pool has too few
+// connections free (roomForClaimSession): with fewer, the claimer's
+// connection would starve the heartbeats, the completions and the
+// handlers, so claims then run on the pool, setting their level each.
 func (s mysqlStore) claimSession(ctx context.Context) (claimSession, error) {
 	if !roomForClaimSession(s.r.db.Stats()) {
 		return nil, nil
 	}
-	conn, err := sessionConn(ctx, s.r.db, "SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED")
-	if err != nil {
-		return nil, fmt.Errorf("the claim connection: %w", err)
+	cs := &mysqlClaimSession{s: s, mutex: true, mutexWait: claimMutexWait, turns: newClaimTurns()}
+	if err := cs.connect(ctx); err != nil {
+		return nil, err
 	}
-	return &mysqlClaimSession{s: s, conn: conn, mutex: true, mutexWait: claimMutexWait, turns: newClaimTurns()}, nil
+	return cs, nil
 }
+
+// connect opens the session's connection: READ COMMITTED, and autocommit
+// off unless the server is a Galera node (wsrep_on). Galera rolls back a
+// local transaction that a replicated one conflicts with (a brute-force
+// abort) between two of its statements and reports it to the session's
+// next command as a deadlock, which the claimer retries. That this holds
+// for a transaction that autocommit off began as for one begun by START
+// TRANSACTION was not established, so on Galera each claim still begins
+// with START TRANSACTION (explicitBegin), as before autocommit was turned
+// off.
+func (cs *mysqlClaimSession) connect(ctx context.Context) error {
+	conn, err := sessionConn(ctx, cs.s.r.db, "SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED")
+	if err != nil {
+		return fmt.Errorf("the claim connection: %w", err)
+	}
+	var wsrep int
+	err = conn.QueryRowContext(ctx, "SELECT @@wsrep_on").Scan(&wsrep)
+	var me *mysql.MySQLError
+	switch {
+	case errors.As(err, &me) && me.Number == mysqlUnknownSystemVariable:
+		wsrep = 0 // MySQL without Galera
+	case err != nil:
+		discardConn(conn)
+		return fmt.Errorf("the claim connection: asking whether the server is a Galera node (SELECT @@wsrep_on): %w", err)
+	}
+	cs.explicitBegin = wsrep == 1
+	if !cs.explicitBegin {
+		if _, err := conn.ExecContext(ctx, "SET SESSION autocommit = 0"); err != nil {
+			discardConn(conn)
+			return fmt.Errorf("the claim connection: setting autocommit off: %w", err)
+		}
+	}
+	cs.conn = conn
+	return nil
+}
+
+// mysqlUnknownSystemVariable is ER_UNKNOWN_SYSTEM_VARIABLE: MySQL's answer
+// to SELECT @@wsrep_on without Galera.
+const mysqlUnknownSystemVariable = 1193
 
 // The claim mutex: the turn of a busy table's claims on MySQL
 // (claim_turns.go). Claims of several claimers (worker processes) on one
@@ -64,17 +108,20 @@ const claimMutexWait = 1
 // GET_LOCK on a Galera node.
 const mysqlNotSupportedYet = 1235
 
-// mysqlClaimSession is a claimer's own connection, at READ COMMITTED for
-// the rest of its life (see claimSession). It is never handed back to the
-// pool: close discards it, so no other user of the pool gets a session
-// whose level the queue changed.
+// mysqlClaimSession is a claimer's own connection, at READ COMMITTED and
+// (but on Galera) with autocommit off for the rest of its life (see
+// claimSession). It is never handed back to the pool: close discards it, so
+// no other user of the pool gets a session whose settings the queue changed.
 type mysqlClaimSession struct {
 	s    mysqlStore
 	conn *sql.Conn
 
-	mutex     bool      // take the claim mutex around the claims that take their turn
-	mutexWait int32     // seconds (claimMutexWait; tests shorten it)
-	stmts     connStmts // the mutex's statements, prepared on conn
+	// explicitBegin: the session runs with autocommit on (a Galera node:
+	// connect), so each claim sends START TRANSACTION.
+	explicitBegin bool
+	mutex         bool      // take the claim mutex around the claims that take their turn
+	mutexWait     int32     // seconds (claimMutexWait; tests shorten it)
+	stmts         connStmts // the session's statements, prepared on conn
 	// turns says whether a claim takes its turn (the mutex), and so also
 	// starts from the frontier: after a full claim more jobs are
 	// probably due, and other claimers probably claim them too.
@@ -83,13 +130,12 @@ type mysqlClaimSession struct {
 
 func (cs *mysqlClaimSession) claim(ctx context.Context, types []string, max int, token string, now, leaseUntil time.Time, after claimPos) ([]*JobRow, error) {
 	if cs.conn == nil {
-		// The last claim could not release the mutex and dropped its
-		// connection (releaseMutex): open another like the first.
-		conn, err := sessionConn(ctx, cs.s.r.db, "SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED")
-		if err != nil {
-			return nil, fmt.Errorf("the claim connection: %w", err)
+		// The last claim could not end its transaction or release the
+		// mutex and dropped its connection (close): open another like the
+		// first.
+		if err := cs.connect(ctx); err != nil {
+			return nil, err
 		}
-		cs.conn = conn
 	}
 	held := false
 	var err error
@@ -100,17 +146,84 @@ func (cs *mysqlClaimSession) claim(ctx context.Context, types []string, max int,
 	}
 	if held {
 		defer cs.releaseMutex(ctx)
-		if after, err = cs.frontier(ctx, types, after); err != nil {
+	}
+	// From here the session's statements are one transaction (autocommit
+	// off), which tx ends: claimIn commits it, and anything that fails
+	// first rolls it back. A session whose transaction could not be ended
+	// is dropped: the server rolls back what it held, and the mutex goes
+	// with the session (releaseMutex then has nothing to do).
+	tx := &sessionTx{ctx: ctx, conn: cs.conn}
+	defer func() {
+		if tx.broken {
+			cs.close()
+		}
+	}()
+	if cs.explicitBegin {
+		if err := tx.begin(); err != nil {
 			return nil, err
 		}
 	}
-	tx, err := cs.conn.BeginTx(ctx, nil) // the session's level: READ COMMITTED
-	if err != nil {
-		return nil, err
+	if held {
+		if after, err = cs.frontier(ctx, types, after); err != nil {
+			_ = tx.Rollback() // a failure marks tx broken
+			return nil, err
+		}
 	}
-	rows, err := cs.s.claimIn(ctx, tx, types, max, token, now, leaseUntil, after)
+	rows, err := cs.s.claimIn(ctx, cs.s.r.onHeld(cs.conn, &cs.stmts), tx, types, max, token, now, leaseUntil, after)
 	cs.turns.record(max, len(rows), err)
 	return rows, err
+}
+
+// sessionTx is the transaction of a claim on a claim session (autocommit
+// off), which the session's statements began: Commit and Rollback send
+// COMMIT and ROLLBACK, as a *sql.Tx would, on the held connection. Once
+// ended, Rollback does nothing more (claimIn defers it after Commit). A
+// ROLLBACK is sent even when ctx has ended (a claim cut off midway); when
+// COMMIT or ROLLBACK fails, the session is broken: its transaction may still
+// be open, holding row locks and the table's metadata lock, so its
+// connection must be dropped.
+type sessionTx struct {
+	ctx    context.Context
+	conn   *sql.Conn
+	ended  bool
+	broken bool
+}
+
+// begin sends START TRANSACTION (a session with autocommit on: Galera).
+func (t *sessionTx) begin() error {
+	if _, err := t.conn.ExecContext(t.ctx, "START TRANSACTION"); err != nil {
+		t.ended, t.broken = true, true
+		return err
+	}
+	return nil
+}
+
+// Commit sends COMMIT.
+func (t *sessionTx) Commit() error {
+	if t.ended {
+		return sql.ErrTxDone
+	}
+	t.ended = true
+	if _, err := t.conn.ExecContext(t.ctx, "COMMIT"); err != nil {
+		t.broken = true
+		return err
+	}
+	return nil
+}
+
+// Rollback sends ROLLBACK, unless the transaction was ended.
+func (t *sessionTx) Rollback() error {
+	if t.ended {
+		return sql.ErrTxDone
+	}
+	t.ended = true
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(t.ctx), dbCallTimeout)
+	defer cancel()
+	if _, err := t.conn.ExecContext(ctx, "ROLLBACK"); err != nil {
+		t.broken = true
+		return err
+	}
+	return nil
 }
 
 // frontier moves a claim's start past the newest job in progress
@@ -189,6 +302,9 @@ func (cs *mysqlClaimSession) takeMutex(ctx context.Context) (bool, error) {
 // connection is dropped, which gives the lock up with its session; the
 // next claim opens another.
 func (cs *mysqlClaimSession) releaseMutex(ctx context.Context) {
+	if cs.conn == nil {
+		return // dropped already: the lock went with its session
+	}
 	if _, err := mysqlgen.New(cs.s.r.onHeld(cs.conn, &cs.stmts)).ReleaseClaimMutex(ctx, cs.s.r.table); err != nil {
 		cs.close()
 	}

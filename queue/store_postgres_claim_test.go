@@ -2,7 +2,6 @@ package queue
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
 	"strings"
 	"sync"
@@ -27,7 +26,7 @@ func TestPgClaimGenericPlan(t *testing.T) {
 	env := newTestEnv(t, engine.Postgres)
 	var mu sync.Mutex
 	claimText := map[string]string{} // by statement name
-	q := env.queue(t, nil, WithLogger(testdb.QuietLogger()), withStatementHook(func(query string, _ *sql.Tx) {
+	q := env.queue(t, nil, WithLogger(testdb.QuietLogger()), withStatementHook(func(query string, _ sqlRunner) {
 		for _, name := range []string{"ClaimJobs", "ClaimJobsOfType", "ClaimJobsOfTypes"} {
 			if strings.Contains(query, "-- name: "+name+" ") {
 				mu.Lock()

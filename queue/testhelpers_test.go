@@ -303,7 +303,7 @@ func newStatementNames(names ...string) *statementNames {
 }
 
 // hook records query when it is one of the named statements.
-func (s *statementNames) hook(query string, _ *sql.Tx) {
+func (s *statementNames) hook(query string, _ sqlRunner) {
 	for _, name := range s.names {
 		if strings.Contains(query, "-- name: "+name+" ") {
 			s.mu.Lock()
