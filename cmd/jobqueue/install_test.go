@@ -24,12 +24,8 @@ func TestInstall(t *testing.T) {
 		if k == engine.Postgres {
 			wantName = table
 		} else {
-			tbl := parseTable(t, k, mixed)
-			t.Cleanup(func() {
-				if _, err := db.ExecContext(context.Background(), "DROP TABLE IF EXISTS "+tbl.Quoted()); err != nil {
-					t.Errorf("drop table %s: %v", tbl.Name, err)
-				}
-			})
+			// Another table than e.Table's here: drop it and its side tables.
+			t.Cleanup(func() { testdb.Drop(t, db, mixed) })
 		}
 		for run := 1; run <= 2; run++ {
 			out := c.ok(t, "install")
