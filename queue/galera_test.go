@@ -136,6 +136,17 @@ func drainAcross(t *testing.T, name string, urls []string, jobs int) float64 {
 		})
 		qs[i] = q
 	}
+	// A claim session begins each claim with START TRANSACTION on a Galera
+	// node (autocommit on), and runs with autocommit off on a single
+	// server (mysqlClaimSession.connect).
+	s, err := qs[0].st.(mysqlStore).claimSession(ctx)
+	if err != nil || s == nil {
+		t.Fatalf("%s: claimSession = %v, %v; want a session", name, s, err)
+	}
+	if got, want := s.(*mysqlClaimSession).explicitBegin, name == "galera"; got != want {
+		t.Errorf("%s: the claim session sends START TRANSACTION: %v, want %v", name, got, want)
+	}
+	s.close()
 	for start := 0; start < jobs; start += 1000 {
 		batch := make([]JobArgs, min(1000, jobs-start))
 		for i := range batch {
