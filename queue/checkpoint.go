@@ -18,6 +18,7 @@ package queue
 import (
 	"context"
 	"log/slog"
+	"sync/atomic"
 	"time"
 )
 
@@ -31,37 +32,73 @@ type walCheckpointer interface {
 }
 
 // checkpointer checkpoints the WAL every interval until its context ends.
-// It owns nothing but its ticker; a failed checkpoint is logged once until
-// one succeeds again.
+// Each Worker runs one; the checkpointers of one Queue's workers share a
+// gate, so that one of them checkpoints per interval however many workers
+// run. It owns nothing but its ticker; a failed checkpoint is logged once
+// until one succeeds again.
 type checkpointer struct {
 	st       walCheckpointer
 	log      *slog.Logger
 	interval time.Duration
+	gate     *checkpointGate // the Queue's
+	failing  bool            // the last checkpoint failed (run's goroutine)
 }
 
-// run checkpoints every c.interval until ctx ends.
+// checkpointGate lets one checkpoint start per interval among the
+// checkpointers of one Queue's workers. Its zero value is ready.
+type checkpointGate struct {
+	last atomic.Int64 // when the last checkpoint started, Unix nanoseconds; 0: never
+}
+
+// take reports whether a checkpoint may start at now, and if so records
+// it: none started less than gap before now. A last start after now (the
+// wall clock went back) does not hold the next one back.
+func (g *checkpointGate) take(now time.Time, gap time.Duration) bool {
+	at := now.UnixNano()
+	for {
+		last := g.last.Load()
+		if since := at - last; last != 0 && since >= 0 && since < int64(gap) {
+			return false
+		}
+		if g.last.CompareAndSwap(last, at) {
+			return true
+		}
+	}
+}
+
+// run checkpoints every c.interval until ctx ends (tick).
 func (c *checkpointer) run(ctx context.Context) {
-	tick := time.NewTicker(c.interval)
-	defer tick.Stop()
-	failing := false
+	ticker := time.NewTicker(c.interval)
+	defer ticker.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-tick.C:
+		case now := <-ticker.C:
+			c.tick(ctx, now)
 		}
-		cctx, cancel := context.WithTimeout(ctx, dbCallTimeout)
-		err := c.st.checkpointWAL(cctx)
-		cancel()
-		switch {
-		case err != nil && ctx.Err() != nil:
-			return
-		case err != nil && !failing:
-			c.log.Warn("checkpointing the WAL failed; commits checkpoint it meanwhile (wal_autocheckpoint); trying again", "err", err, "every", c.interval)
-			failing = true
-		case err == nil && failing:
-			c.log.Info("checkpointing the WAL works again")
-			failing = false
-		}
+	}
+}
+
+// tick checkpoints at now, unless another worker's checkpointer of the
+// Queue checkpointed less than three quarters of an interval before (their
+// tickers are out of phase: with a whole interval, a tick a little early
+// would skip, and the WAL wait two intervals).
+func (c *checkpointer) tick(ctx context.Context, now time.Time) {
+	if !c.gate.take(now, c.interval*3/4) {
+		return
+	}
+	cctx, cancel := context.WithTimeout(ctx, dbCallTimeout)
+	err := c.st.checkpointWAL(cctx)
+	cancel()
+	switch {
+	case err != nil && ctx.Err() != nil:
+		// Stopping: not a failure.
+	case err != nil && !c.failing:
+		c.log.Warn("checkpointing the WAL failed; commits checkpoint it meanwhile (wal_autocheckpoint); trying again", "err", err, "every", c.interval)
+		c.failing = true
+	case err == nil && c.failing:
+		c.log.Info("checkpointing the WAL works again")
+		c.failing = false
 	}
 }

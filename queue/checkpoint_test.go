@@ -46,7 +46,7 @@ func TestCheckpointer(t *testing.T) {
 	failed := errors.New("disk I/O error")
 	f := &fakeCheckpoints{outcomes: []error{nil, failed, failed, failed, nil, nil, failed}, calls: make(chan struct{}, 1)}
 	logs := &testdb.LogRecorder{}
-	c := &checkpointer{st: f, log: slog.New(logs), interval: time.Millisecond}
+	c := &checkpointer{st: f, log: slog.New(logs), interval: time.Millisecond, gate: &checkpointGate{}}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); c.run(ctx) }()
@@ -60,6 +60,53 @@ func TestCheckpointer(t *testing.T) {
 	}
 	if n := logs.Count(slog.LevelInfo, "checkpointing the WAL works again"); n != 2 {
 		t.Errorf("%d notes that checkpoints work again, want 2 (one per streak's end):\n%v", n, logs.Lines(slog.LevelDebug))
+	}
+}
+
+// TestCheckpointGate: the checkpointers of one Queue's workers share a
+// gate that lets a checkpoint start only when none started less than the
+// gap before, so that several workers checkpoint once per interval between
+// them; a last start in the future (the wall clock went back) holds nothing
+// back.
+func TestCheckpointGate(t *testing.T) {
+	t.Parallel()
+	t0 := time.Date(2026, 12, 6, 5, 0, 0, 0, time.UTC)
+	const gap = 150 * time.Millisecond
+	// Two workers' ticks (every 200 ms, out of phase by 50 ms) in time
+	// order, and whether each may checkpoint.
+	steps := []struct {
+		at   time.Duration // since t0
+		want bool
+	}{
+		{0, true},                       // the first ever
+		{50 * time.Millisecond, false},  // the other worker, 50 ms later
+		{200 * time.Millisecond, true},  // 200 ms after the last start
+		{250 * time.Millisecond, false}, // 50 ms after it
+		{349 * time.Millisecond, false}, // 149 ms after it: within the gap
+		{350 * time.Millisecond, true},  // 150 ms after it
+		{-time.Hour, true},              // the clock went back an hour
+		{-time.Hour + time.Millisecond, false},
+	}
+	var g checkpointGate
+	for i, s := range steps {
+		if got := g.take(t0.Add(s.at), gap); got != s.want {
+			t.Errorf("step %d (t0%+v): take = %v, want %v", i, s.at, got, s.want)
+		}
+	}
+
+	// Two workers' checkpointers of one Queue, every 200 ms, their ticks
+	// 50 ms apart: one checkpoint per interval between them.
+	f := &fakeCheckpoints{calls: make(chan struct{}, 100)}
+	var shared checkpointGate
+	a := &checkpointer{st: f, log: testdb.QuietLogger(), interval: 200 * time.Millisecond, gate: &shared}
+	b := &checkpointer{st: f, log: testdb.QuietLogger(), interval: 200 * time.Millisecond, gate: &shared}
+	for i := range 5 {
+		at := t0.Add(time.Duration(i) * 200 * time.Millisecond)
+		a.tick(context.Background(), at)
+		b.tick(context.Background(), at.Add(50*time.Millisecond))
+	}
+	if n := len(f.calls); n != 5 {
+		t.Errorf("two checkpointers sharing a gate checkpointed %d times in 5 intervals, want 5", n)
 	}
 }
 

@@ -83,6 +83,9 @@ type Queue struct {
 	// walCheckpointEvery is how often a worker on SQLite checkpoints the
 	// WAL (checkpoint.go); 0: never.
 	walCheckpointEvery time.Duration
+	// checkpoints is the gate of its workers' WAL checkpointers (one
+	// checkpoint per interval, however many workers run).
+	checkpoints checkpointGate
 	// analyzed is set once the queue has refreshed the table's planner
 	// statistics after its first analyzeAfter enqueued jobs, which enqueued
 	// counts (see countEnqueued).

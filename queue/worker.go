@@ -194,7 +194,7 @@ func (r *run) run(ctx context.Context) error {
 		}
 	}
 	if cp, ok := r.q.st.(walCheckpointer); ok && r.q.walCheckpointEvery > 0 {
-		ck := &checkpointer{st: cp, log: r.log, interval: r.q.walCheckpointEvery}
+		ck := &checkpointer{st: cp, log: r.log, interval: r.q.walCheckpointEvery, gate: &r.q.checkpoints}
 		bg.Go(func() { ck.run(maintCtx) })
 	}
 	c := newCompleter(r.q, r.log, r.dbCtx, completeBacklog(r.cfg.Concurrency))
