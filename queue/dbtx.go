@@ -4,12 +4,9 @@ import (
 	"context"
 	"database/sql"
 	"database/sql/driver"
-	"errors"
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"github.com/go-sql-driver/mysql"
 
 	"github.com/jobqueue/jobqueue/internal/engine"
 )
@@ -231,9 +228,8 @@ func (c *connStmts) stmt(ctx context.Context, conn *sql.Conn, text string) (*sql
 		return st, nil
 	}
 	st, err := conn.PrepareContext(ctx, text)
-	var me *mysql.MySQLError
 	switch {
-	case errors.As(err, &me) && me.Number == mysqlUnsupportedPS:
+	case isMySQLError(err, mysqlUnsupportedPS):
 		return nil, nil
 	case err != nil:
 		return nil, err

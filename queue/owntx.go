@@ -97,9 +97,12 @@ func (q *Queue) connTx(ctx context.Context, fn func(d dbtx) error) (err error) {
 // retryableTx reports a transaction that failed only because of others:
 // a MySQL deadlock, or SQLite busy.
 func retryableTx(err error) bool {
+	return isMySQLError(err, 1213) || isSQLiteBusy(err)
+}
+
+// isMySQLError reports whether err is (or wraps) the MySQL server error
+// number.
+func isMySQLError(err error, number uint16) bool {
 	var me *mysql.MySQLError
-	if errors.As(err, &me) {
-		return me.Number == 1213
-	}
-	return isSQLiteBusy(err)
+	return errors.As(err, &me) && me.Number == number
 }

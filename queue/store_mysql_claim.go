@@ -7,8 +7,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/go-sql-driver/mysql"
-
 	"github.com/jobqueue/jobqueue/db/mysqlgen"
 	"github.com/jobqueue/jobqueue/internal/engine"
 )
@@ -58,9 +56,8 @@ func (cs *mysqlClaimSession) connect(ctx context.Context) error {
 	}
 	var wsrep int
 	err = conn.QueryRowContext(ctx, "SELECT @@wsrep_on").Scan(&wsrep)
-	var me *mysql.MySQLError
 	switch {
-	case errors.As(err, &me) && me.Number == mysqlUnknownSystemVariable:
+	case isMySQLError(err, mysqlUnknownSystemVariable):
 		wsrep = 0 // MySQL without Galera
 	case err != nil:
 		discardConn(conn)
@@ -286,8 +283,7 @@ func (cs *mysqlClaimSession) takeMutex(ctx context.Context) (bool, error) {
 	}
 	taken, err := mysqlgen.New(cs.s.r.onHeld(cs.conn, &cs.stmts)).TakeClaimMutex(ctx, mysqlgen.TakeClaimMutexParams{
 		TableName: cs.s.r.table, WaitSeconds: cs.mutexWait})
-	var me *mysql.MySQLError
-	if errors.As(err, &me) && me.Number == mysqlNotSupportedYet {
+	if isMySQLError(err, mysqlNotSupportedYet) {
 		cs.mutex = false
 		return false, nil
 	}
