@@ -12,9 +12,9 @@ import (
 )
 
 // The claim session on MySQL: a claimer's own connection at READ
-// COMMITTED with autocommit off, the table's claim mutex its claims take turns through, and
-// the frontier a busy claim starts from. The claim itself (claimIn) is in
-// store_mysql_attempts.go.
+// COMMITTED with autocommit off, the table's claim mutex its claims take
+// turns through, and the frontier a busy claim starts from. The claim
+// itself (claimIn) is in store_mysql_attempts.go.
 
 // claimSession holds a connection from the pool for one claimer's claims,
 // its session set once to READ COMMITTED with autocommit off (connect): a
@@ -25,10 +25,10 @@ import (
 // TRANSACTION's round trip was 0.15 ms of an idle worker's claim of 1.7 ms
 // on MariaDB (1.51-1.56 against 1.66-1.70 ms, medians of 400;
 // docs/performance.md). The claim mutex's GET_LOCK and RELEASE_LOCK read no
-// table, and COMMIT does not release them. It returns nil, nil when the pool has too few
-// connections free (roomForClaimSession): with fewer, the claimer's
-// connection would starve the heartbeats, the completions and the
-// handlers, so claims then run on the pool, setting their level each.
+// table, and COMMIT does not release them. It returns nil, nil when the
+// pool has too few connections free (roomForClaimSession): with fewer, the
+// claimer's connection would starve the heartbeats, the completions and
+// the handlers, so claims then run on the pool, setting their level each.
 func (s mysqlStore) claimSession(ctx context.Context) (claimSession, error) {
 	if !roomForClaimSession(s.r.db.Stats()) {
 		return nil, nil
@@ -196,27 +196,23 @@ func (t *sessionTx) begin() error {
 }
 
 // Commit sends COMMIT.
-func (t *sessionTx) Commit() error {
-	if t.ended {
-		return sql.ErrTxDone
-	}
-	t.ended = true
-	if _, err := t.conn.ExecContext(t.ctx, "COMMIT"); err != nil {
-		t.broken = true
-		return err
-	}
-	return nil
-}
+func (t *sessionTx) Commit() error { return t.end(t.ctx, "COMMIT") }
 
 // Rollback sends ROLLBACK, unless the transaction was ended.
 func (t *sessionTx) Rollback() error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(t.ctx), dbCallTimeout)
+	defer cancel()
+	return t.end(ctx, "ROLLBACK")
+}
+
+// end ends the transaction with stmt (COMMIT or ROLLBACK), once; a failure
+// marks the session broken.
+func (t *sessionTx) end(ctx context.Context, stmt string) error {
 	if t.ended {
 		return sql.ErrTxDone
 	}
 	t.ended = true
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(t.ctx), dbCallTimeout)
-	defer cancel()
-	if _, err := t.conn.ExecContext(ctx, "ROLLBACK"); err != nil {
+	if _, err := t.conn.ExecContext(ctx, stmt); err != nil {
 		t.broken = true
 		return err
 	}
