@@ -211,7 +211,12 @@ func (r *runner) onHeld(conn *sql.Conn, stmts *connStmts) dbtx {
 // connStmts caches the statements prepared on one held connection: without
 // them go-sql-driver prepares, executes and closes each statement with
 // arguments (three round trips). They go with the connection (close).
-type connStmts struct{ m map[string]*sql.Stmt }
+type connStmts struct {
+	m map[string]*sql.Stmt
+	// prepare prepares a statement on the connection; nil is
+	// conn.PrepareContext (tests make it fail).
+	prepare func(ctx context.Context, conn *sql.Conn, text string) (*sql.Stmt, error)
+}
 
 // stmt is the statement for text prepared on conn; nil, nil when c is nil
 // or the server cannot prepare it (the query then runs unprepared). Any
@@ -227,7 +232,13 @@ func (c *connStmts) stmt(ctx context.Context, conn *sql.Conn, text string) (*sql
 	if st, ok := c.m[text]; ok {
 		return st, nil
 	}
-	st, err := conn.PrepareContext(ctx, text)
+	var st *sql.Stmt
+	var err error
+	if c.prepare != nil {
+		st, err = c.prepare(ctx, conn, text)
+	} else {
+		st, err = conn.PrepareContext(ctx, text)
+	}
 	switch {
 	case isMySQLError(err, mysqlUnsupportedPS):
 		return nil, nil
