@@ -137,7 +137,8 @@ func drainAcross(t *testing.T, name string, urls []string, jobs int) float64 {
 		qs[i] = q
 	}
 	// A claim session begins each claim with START TRANSACTION on a Galera
-	// node (autocommit on), and runs with autocommit off on a single
+	// node (autocommit on) and takes no claim mutex there (Galera refuses
+	// GET_LOCK), and runs with autocommit off and the mutex on a single
 	// server (mysqlClaimSession.connect).
 	s, err := qs[0].st.(mysqlStore).claimSession(ctx)
 	if err != nil || s == nil {
@@ -145,6 +146,9 @@ func drainAcross(t *testing.T, name string, urls []string, jobs int) float64 {
 	}
 	if got, want := s.(*mysqlClaimSession).explicitBegin, name == "galera"; got != want {
 		t.Errorf("%s: the claim session sends START TRANSACTION: %v, want %v", name, got, want)
+	}
+	if got, want := s.(*mysqlClaimSession).mutex, name != "galera"; got != want {
+		t.Errorf("%s: the claim session takes the claim mutex: %v, want %v", name, got, want)
 	}
 	s.close()
 	for start := 0; start < jobs; start += 1000 {

@@ -48,7 +48,8 @@ func (s mysqlStore) claimSession(ctx context.Context) (claimSession, error) {
 // for a transaction that autocommit off began as for one begun by START
 // TRANSACTION was not established, so on Galera each claim still begins
 // with START TRANSACTION (explicitBegin), as before autocommit was turned
-// off.
+// off. Nor does a Galera node take user locks, so the session takes no
+// claim mutex there.
 func (cs *mysqlClaimSession) connect(ctx context.Context) error {
 	conn, err := sessionConn(ctx, cs.s.r.db, "SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED")
 	if err != nil {
@@ -63,7 +64,10 @@ func (cs *mysqlClaimSession) connect(ctx context.Context) error {
 		discardConn(conn)
 		return fmt.Errorf("the claim connection: asking whether the server is a Galera node (SELECT @@wsrep_on): %w", err)
 	}
+	// A Galera node also refuses user locks (GET_LOCK): its claims take no
+	// mutex, rather than learning it from the first refusal (takeMutex).
 	cs.explicitBegin = wsrep == 1
+	cs.mutex = cs.mutex && wsrep != 1
 	if !cs.explicitBegin {
 		if _, err := conn.ExecContext(ctx, "SET SESSION autocommit = 0"); err != nil {
 			discardConn(conn)
@@ -94,7 +98,8 @@ const mysqlUnknownSystemVariable = 1193
 // claims without it, so that a claimer stuck while holding it delays the
 // others but never stops them. A server that refuses user locks (Galera:
 // GET_LOCK is not supported while wsrep is on) makes the session claim
-// without the mutex from then on. Claims on the pool (no room for a claim
+// without the mutex from then on; a Galera node is known before the first
+// claim (connect), so that is for a refusal of another kind of server. Claims on the pool (no room for a claim
 // session: roomForClaimSession) take no mutex.
 
 // claimMutexWait is the longest a claim waits for the claim mutex, in
