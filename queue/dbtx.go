@@ -301,52 +301,68 @@ func (d dbtx) seen(text string) {
 	if d.r.observe == nil {
 		return
 	}
-	switch {
-	case d.tx != nil:
-		d.r.observe(text, d.tx)
-	case d.conn != nil:
-		d.r.observe(text, d.conn)
-	default:
-		d.r.observe(text, nil)
+	var on sqlRunner // nil on the pool
+	if d.tx != nil || d.conn != nil {
+		on = d.sender()
 	}
+	d.r.observe(text, on)
 }
 
-// sqlRunner is where a statement runs, as withStatementHook's function
-// hears it: a *sql.Tx, or a *sql.Conn held for a session of the queue's own
-// (a claim session, connTx).
+// sqlRunner is where a statement is sent unprepared, and where
+// withStatementHook's function hears it runs: a *sql.Tx, a *sql.Conn held
+// for a session of the queue's own (a claim session, connTx), or the
+// pool's *sql.DB.
 type sqlRunner interface {
 	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
 	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
 }
 
-// ExecContext runs a generated statement.
-func (d dbtx) ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error) {
+// sender is where d sends a statement unprepared.
+func (d dbtx) sender() sqlRunner {
+	switch {
+	case d.conn != nil:
+		return d.conn
+	case d.tx != nil:
+		return d.tx
+	default:
+		return d.r.db
+	}
+}
+
+// route readies a generated statement to run on d: its text for d's
+// table, its time arguments in the engine's form, and the statement
+// prepared where d runs it (nil: send the text unprepared to d.sender()).
+// On a held connection a failed PREPARE is the statement's error
+// (connStmts.stmt).
+func (d dbtx) route(ctx context.Context, query string, args []any) (string, []any, *sql.Stmt, error) {
 	text, err := d.r.text(query)
 	if err != nil {
-		return nil, err
+		return "", nil, nil, err
 	}
 	if err := fenced(ctx); err != nil {
-		return nil, err
+		return "", nil, nil, err
 	}
 	args = d.r.args(args)
 	d.seen(text)
 	if d.conn != nil {
 		st, err := d.held.stmt(ctx, d.conn, text)
-		if err != nil {
-			return nil, err
-		}
-		if st != nil {
-			return st.ExecContext(ctx, args...)
-		}
-		return d.conn.ExecContext(ctx, text, args...)
+		return text, args, st, err
 	}
-	if st := d.prepared(ctx, text); st != nil {
+	return text, args, d.prepared(ctx, text), nil
+}
+
+// ExecContext runs a generated statement.
+func (d dbtx) ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error) {
+	text, args, st, err := d.route(ctx, query, args)
+	switch {
+	case err != nil:
+		return nil, err
+	case st != nil:
 		return st.ExecContext(ctx, args...)
+	default:
+		return d.sender().ExecContext(ctx, text, args...)
 	}
-	if d.tx != nil {
-		return d.tx.ExecContext(ctx, text, args...)
-	}
-	return d.r.db.ExecContext(ctx, text, args...)
 }
 
 // execOnce runs a statement built at run time from generated text (a
@@ -358,13 +374,7 @@ func (d dbtx) execOnce(ctx context.Context, text string, args ...any) (sql.Resul
 	}
 	args = d.r.args(args)
 	d.seen(text)
-	if d.conn != nil {
-		return d.conn.ExecContext(ctx, text, args...)
-	}
-	if d.tx != nil {
-		return d.tx.ExecContext(ctx, text, args...)
-	}
-	return d.r.db.ExecContext(ctx, text, args...)
+	return d.sender().ExecContext(ctx, text, args...)
 }
 
 // PrepareContext prepares a generated statement.
@@ -384,60 +394,26 @@ func (d dbtx) PrepareContext(ctx context.Context, query string) (*sql.Stmt, erro
 
 // QueryContext runs a generated query.
 func (d dbtx) QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
-	text, err := d.r.text(query)
-	if err != nil {
+	text, args, st, err := d.route(ctx, query, args)
+	switch {
+	case err != nil:
 		return nil, err
-	}
-	if err := fenced(ctx); err != nil {
-		return nil, err
-	}
-	args = d.r.args(args)
-	d.seen(text)
-	if d.conn != nil {
-		st, err := d.held.stmt(ctx, d.conn, text)
-		if err != nil {
-			return nil, err
-		}
-		if st != nil {
-			return st.QueryContext(ctx, args...)
-		}
-		return d.conn.QueryContext(ctx, text, args...)
-	}
-	if st := d.prepared(ctx, text); st != nil {
+	case st != nil:
 		return st.QueryContext(ctx, args...)
+	default:
+		return d.sender().QueryContext(ctx, text, args...)
 	}
-	if d.tx != nil {
-		return d.tx.QueryContext(ctx, text, args...)
-	}
-	return d.r.db.QueryContext(ctx, text, args...)
 }
 
 // QueryRowContext runs a generated query that returns one row.
 func (d dbtx) QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row {
-	text, err := d.r.text(query)
-	if err != nil {
+	text, args, st, err := d.route(ctx, query, args)
+	switch {
+	case err != nil:
 		return failedRow(ctx, err)
-	}
-	if err := fenced(ctx); err != nil {
-		return failedRow(ctx, err)
-	}
-	args = d.r.args(args)
-	d.seen(text)
-	if d.conn != nil {
-		st, err := d.held.stmt(ctx, d.conn, text)
-		if err != nil {
-			return failedRow(ctx, err)
-		}
-		if st != nil {
-			return st.QueryRowContext(ctx, args...)
-		}
-		return d.conn.QueryRowContext(ctx, text, args...)
-	}
-	if st := d.prepared(ctx, text); st != nil {
+	case st != nil:
 		return st.QueryRowContext(ctx, args...)
+	default:
+		return d.sender().QueryRowContext(ctx, text, args...)
 	}
-	if d.tx != nil {
-		return d.tx.QueryRowContext(ctx, text, args...)
-	}
-	return d.r.db.QueryRowContext(ctx, text, args...)
 }
