@@ -41,7 +41,7 @@ type checkpointer struct {
 	log      *slog.Logger
 	interval time.Duration
 	gate     *checkpointGate // the Queue's
-	failing  bool            // the last checkpoint failed (run's goroutine)
+	failures failureStreak   // of the checkpoints, logged once a run
 }
 
 // checkpointGate lets one checkpoint start per interval among the
@@ -94,11 +94,11 @@ func (c *checkpointer) tick(ctx context.Context, now time.Time) {
 	switch {
 	case err != nil && ctx.Err() != nil:
 		// Stopping: not a failure.
-	case err != nil && !c.failing:
-		c.log.Warn("checkpointing the WAL failed; commits checkpoint it meanwhile (wal_autocheckpoint); trying again", "err", err, "every", c.interval)
-		c.failing = true
-	case err == nil && c.failing:
+	case err != nil:
+		if c.failures.failed() {
+			c.log.Warn("checkpointing the WAL failed; commits checkpoint it meanwhile (wal_autocheckpoint); trying again", "err", err, "every", c.interval)
+		}
+	case c.failures.succeeded():
 		c.log.Info("checkpointing the WAL works again")
-		c.failing = false
 	}
 }

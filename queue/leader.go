@@ -162,9 +162,9 @@ type elector struct {
 	expiry *time.Timer
 	// changed is closed (and replaced) at each gain or loss.
 	changed chan struct{}
-	// failing is set while attempts fail, so that only the first failure
-	// of a run of them is logged as a warning.
-	failing bool
+	// failures tells the first failed attempt of a run of them, the one
+	// logged as a warning.
+	failures failureStreak
 }
 
 func newElector(q *Queue, log *slog.Logger, lease time.Duration) *elector {
@@ -290,9 +290,7 @@ func (e *elector) attempt(ctx context.Context) {
 		}
 		return
 	}
-	e.mu.Lock()
-	e.failing = false
-	e.mu.Unlock()
+	e.failures.succeeded()
 	if !ok {
 		e.lose("another worker holds the lease")
 		return
@@ -333,11 +331,7 @@ func attemptTimeout(every time.Duration, until, now time.Time) time.Duration {
 // attemptFailed logs a failed attempt: a warning for the first of a run of
 // failures, then at debug level.
 func (e *elector) attemptFailed(err error) {
-	e.mu.Lock()
-	first := !e.failing
-	e.failing = true
-	e.mu.Unlock()
-	if first {
+	if e.failures.failed() {
 		e.log.Warn("leader election: the statement failed; trying again", "err", err, "retry_in", e.every)
 	} else {
 		e.log.Debug("leader election: the statement failed again", "err", err)
