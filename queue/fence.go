@@ -3,7 +3,6 @@ package queue
 import (
 	"context"
 	"database/sql"
-	"database/sql/driver"
 	"errors"
 	"fmt"
 	"time"
@@ -111,7 +110,7 @@ func (q *Queue) leaderActOnce(ctx context.Context, f *termFence, fn func(d dbtx)
 			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), newTimeout)
 			defer cancel()
 			if _, err := c.ExecContext(rctx, "SET SESSION wait_timeout = DEFAULT"); err != nil {
-				_ = c.Raw(func(any) error { return driver.ErrBadConn }) // discards it
+				spoilConn(c) // closed, not handed back, when the deferred Close runs
 			}
 		}()
 		// As the maintenance statements on their own (mysqlStore.readCommitted):

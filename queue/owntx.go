@@ -5,7 +5,6 @@ package queue
 
 import (
 	"context"
-	"database/sql/driver"
 	"errors"
 	"time"
 
@@ -89,7 +88,7 @@ func (q *Queue) connTx(ctx context.Context, fn func(d dbtx) error) (err error) {
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), newTimeout)
 	defer cancel()
 	if _, rerr := c.ExecContext(rctx, "ROLLBACK"); rerr != nil {
-		_ = c.Raw(func(any) error { return driver.ErrBadConn }) // discards it
+		spoilConn(c) // closed, not handed back, when the deferred Close runs
 	}
 	return err
 }

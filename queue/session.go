@@ -48,6 +48,13 @@ func sessionConn(ctx context.Context, db *sql.DB, stmts ...string) (*sql.Conn, e
 // connection is closed, so no other user of the pool gets a session whose
 // state the queue changed.
 func discardConn(conn *sql.Conn) {
-	_ = conn.Raw(func(any) error { return driver.ErrBadConn })
+	spoilConn(conn)
 	_ = conn.Close()
+}
+
+// spoilConn marks conn's driver connection bad (the error database/sql
+// takes for a broken one), so that closing conn closes it instead of
+// handing it back to the pool.
+func spoilConn(conn *sql.Conn) {
+	_ = conn.Raw(func(any) error { return driver.ErrBadConn })
 }
