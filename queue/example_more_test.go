@@ -319,3 +319,46 @@ func ExampleWithDeleteOnSuccess() {
 	// job 1: true
 	// job 2: failed invalid address "not-an-address"
 }
+
+// HandleDefault runs the jobs of kinds that have no typed handler, with
+// the row as stored. Here a producer without the Go types (another
+// language, the command line) enqueues raw JSON with RawArgs, and the
+// catch-all forwards each job by its kind; a job of a kind with a typed
+// handler still goes to that handler.
+func ExampleWorker_HandleDefault() {
+	ctx, stop := context.WithCancel(context.Background())
+	defer stop()
+	var completed atomic.Int32
+	q, _, done := openExampleQueue(queue.WithListener(func(ev queue.Event) {
+		if ev.Kind == queue.EventCompleted && completed.Add(1) == 3 {
+			stop()
+		}
+	}))
+	defer done()
+	for _, args := range []queue.JobArgs{
+		queue.RawArgs{Name: "resize_image", Payload: json.RawMessage(`{"path":"a.png","width":64}`)},
+		queue.RawArgs{Name: "index_page", Payload: json.RawMessage(`{"url":"https://example.com"}`)},
+		SendEmail{To: "ada@example.com", Subject: "Hello"},
+	} {
+		if _, err := q.Enqueue(ctx, args); err != nil {
+			log.Fatal(err)
+		}
+	}
+
+	w := q.NewWorker(queue.WorkerConfig{Concurrency: 1})
+	queue.Handle(w, func(ctx context.Context, job *queue.Job[SendEmail]) error {
+		fmt.Printf("job %d: typed %s to %s\n", job.ID, job.Name, job.Args.To)
+		return nil
+	})
+	w.HandleDefault(func(ctx context.Context, job *queue.JobRow) error {
+		fmt.Printf("job %d: catch-all %s %s\n", job.ID, job.Name, job.Payload)
+		return nil
+	})
+	if err := w.Run(ctx); err != nil {
+		log.Fatal(err)
+	}
+	// Output:
+	// job 1: catch-all resize_image {"path":"a.png","width":64}
+	// job 2: catch-all index_page {"url":"https://example.com"}
+	// job 3: typed send_email to ada@example.com
+}
