@@ -31,35 +31,6 @@ import (
 // otelsql that shows pgx's connection sees no span for the claim, as it
 // sees none for COPY (README, wrapped drivers).
 
-// errRecorded is what queryRecorder answers: the query was kept, not run.
-var errRecorded = errors.New("jobqueue: internal: query recorded, not run")
-
-// queryRecorder is a DBTX that runs nothing: it keeps the text and
-// arguments of the generated query sent to it.
-type queryRecorder struct {
-	query string
-	args  []any
-}
-
-func (r *queryRecorder) ExecContext(_ context.Context, query string, args ...any) (sql.Result, error) {
-	r.query, r.args = query, args
-	return nil, errRecorded
-}
-
-func (r *queryRecorder) PrepareContext(context.Context, string) (*sql.Stmt, error) {
-	return nil, errRecorded
-}
-
-func (r *queryRecorder) QueryContext(_ context.Context, query string, args ...any) (*sql.Rows, error) {
-	r.query, r.args = query, args
-	return nil, errRecorded
-}
-
-func (r *queryRecorder) QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row {
-	r.query, r.args = query, args
-	return failedRow(ctx, errRecorded)
-}
-
 // claimPgx runs claim on pgx's connection of conn (a claim session's), or
 // of one taken from the pool when conn is nil, and returns the rows (up to
 // max). With turn, the claim waits for its turn first (LockClaims, sent

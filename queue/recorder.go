@@ -1,0 +1,42 @@
+package queue
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+)
+
+// The claims of PostgreSQL and MySQL run the generated claim statements
+// with their own scan of the rows (claim_postgres.go, claimIn of
+// store_mysql_attempts.go): the generated method is called on a
+// queryRecorder, which keeps the statement's text and arguments, so that
+// SQL still comes only from sqlc.
+
+// errRecorded is what queryRecorder answers: the query was kept, not run.
+var errRecorded = errors.New("jobqueue: internal: query recorded, not run")
+
+// queryRecorder is a DBTX that runs nothing: it keeps the text and
+// arguments of the generated query sent to it.
+type queryRecorder struct {
+	query string
+	args  []any
+}
+
+func (r *queryRecorder) ExecContext(_ context.Context, query string, args ...any) (sql.Result, error) {
+	r.query, r.args = query, args
+	return nil, errRecorded
+}
+
+func (r *queryRecorder) PrepareContext(context.Context, string) (*sql.Stmt, error) {
+	return nil, errRecorded
+}
+
+func (r *queryRecorder) QueryContext(_ context.Context, query string, args ...any) (*sql.Rows, error) {
+	r.query, r.args = query, args
+	return nil, errRecorded
+}
+
+func (r *queryRecorder) QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row {
+	r.query, r.args = query, args
+	return failedRow(ctx, errRecorded)
+}
