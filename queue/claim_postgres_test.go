@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"database/sql/driver"
-	"fmt"
 	"log/slog"
 	"sync"
 	"testing"
@@ -90,18 +89,7 @@ func TestClaimPgxRows(t *testing.T) {
 			if got := q.run.noPgx.Load(); got != c.wantNoPgx {
 				t.Errorf("claim took the generated method: %v, want %v", got, c.wantNoPgx)
 			}
-			for _, got := range rows {
-				want := getJob(t, q, got.ID)
-				if string(got.Payload) != string(want.Payload) {
-					t.Errorf("job %d: payload %s, want %s", got.ID, got.Payload, want.Payload)
-				}
-				if g, w := fmt.Sprintf("%+v", jobView(got)), fmt.Sprintf("%+v", jobView(want)); g != w {
-					t.Errorf("claim returned\n%s\nGet reads\n%s", g, w)
-				}
-				if got.Status != StatusInProgress || got.ClaimToken == "" || got.LeaseUntil == nil || got.LeaseUntil.Location() != time.UTC {
-					t.Errorf("job %d claimed as %+v", got.ID, jobView(got))
-				}
-			}
+			checkClaimedRows(t, q, rows)
 		})
 	}
 }

@@ -51,20 +51,27 @@ func TestClaimRowsMatchGet(t *testing.T) {
 					if err != nil || len(rows) != 2 {
 						t.Fatalf("claim = %d rows, %v; want 2", len(rows), err)
 					}
-					for _, got := range rows {
-						want := getJob(t, q, got.ID)
-						if string(got.Payload) != string(want.Payload) {
-							t.Errorf("job %d: payload %s, want %s", got.ID, got.Payload, want.Payload)
-						}
-						if g, w := fmt.Sprintf("%+v", jobView(got)), fmt.Sprintf("%+v", jobView(want)); g != w {
-							t.Errorf("claim returned\n%s\nGet reads\n%s", g, w)
-						}
-						if got.Status != StatusInProgress || got.ClaimToken == "" || got.LeaseUntil == nil || got.LeaseUntil.Location() != time.UTC {
-							t.Errorf("job %d claimed as %+v", got.ID, jobView(got))
-						}
-					}
+					checkClaimedRows(t, q, rows)
 				})
 			}
 		}
 	})
+}
+
+// checkClaimedRows checks that each row a claim returned is its job as Get
+// reads it back, claimed: in progress, with a token and a lease in UTC.
+func checkClaimedRows(t *testing.T, q *Queue, rows []*JobRow) {
+	t.Helper()
+	for _, got := range rows {
+		want := getJob(t, q, got.ID)
+		if string(got.Payload) != string(want.Payload) {
+			t.Errorf("job %d: payload %s, want %s", got.ID, got.Payload, want.Payload)
+		}
+		if g, w := fmt.Sprintf("%+v", jobView(got)), fmt.Sprintf("%+v", jobView(want)); g != w {
+			t.Errorf("claim returned\n%s\nGet reads\n%s", g, w)
+		}
+		if got.Status != StatusInProgress || got.ClaimToken == "" || got.LeaseUntil == nil || got.LeaseUntil.Location() != time.UTC {
+			t.Errorf("job %d claimed as %+v", got.ID, jobView(got))
+		}
+	}
 }
