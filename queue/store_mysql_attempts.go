@@ -3,7 +3,6 @@ package queue
 import (
 	"context"
 	"database/sql"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -12,7 +11,6 @@ import (
 	"github.com/go-sql-driver/mysql"
 
 	"github.com/jobqueue/jobqueue/db/mysqlgen"
-	"github.com/jobqueue/jobqueue/internal/engine"
 )
 
 // The MySQL statements of attempts: the claim that starts them, their
@@ -103,36 +101,24 @@ func (s mysqlStore) claimIn(ctx context.Context, db dbtx, tx txEnder, types []st
 // scanMySQLClaimed appends the rows of a claim's locking SELECT
 // (SelectDueJobs and its two twins: the columns of mysqlgen.Job, in order)
 // to out and closes rows. As on PostgreSQL (scanClaimed), the scan targets
-// are declared once per claim and each row's values copied out of them
-// into its JobRow: the generated method appended every row to a slice of
-// mysqlgen.Job, 200 bytes a row copied again at each growth, then made the
-// JobRows from them (BenchmarkDrain/mysql: a quarter of a worker's CPU per
-// job was the claim's scan, half of that growing the slice).
+// are one mysqlgen.Job declared once per claim, each row made into its
+// JobRow as it is read (mysqlRow): the generated method appended every row
+// to a slice of mysqlgen.Job, 200 bytes a row copied again at each growth,
+// before the JobRows were made from them (BenchmarkDrain/mysql: half of a
+// worker's CPU was the claim's SELECT, a quarter of that growing the
+// slice). The payload and the status scan as the []byte and string they
+// are, not through database/sql's reflection.
 func scanMySQLClaimed(rows *sql.Rows, out []*JobRow) ([]*JobRow, error) {
 	defer rows.Close()
-	var (
-		id                                         uint64
-		name, typ, status                          string
-		payload                                    []byte
-		attempts, maxAttempts, baseDelay, maxDelay uint32
-		token, errText                             sql.NullString
-		scheduled, created                         time.Time
-		lease, expires, finished                   sql.NullTime
-	)
-	dest := []any{&id, &name, &typ, &payload, &status, &attempts, &token, &lease,
-		&maxAttempts, &baseDelay, &maxDelay, &errText, &scheduled, &expires, &finished, &created}
+	var j mysqlgen.Job
+	dest := []any{&j.ID, &j.Name, &j.Type, (*[]byte)(&j.Payload), (*string)(&j.Status), &j.Attempts,
+		&j.ClaimToken, &j.LeaseUntil, &j.MaxAttempts, &j.BaseDelay, &j.MaxDelay, &j.Error,
+		&j.ScheduledAt, &j.ExpiresAt, &j.FinishedAt, &j.CreatedAt}
 	for rows.Next() {
 		if err := rows.Scan(dest...); err != nil {
 			return out, err
 		}
-		out = append(out, &JobRow{
-			ID: int64(id), Name: name, Type: typ, Payload: json.RawMessage(payload), Status: Status(status),
-			Attempts: int(attempts), ClaimToken: token.String, LeaseUntil: timePtr(lease),
-			MaxAttempts: int(maxAttempts), BaseDelay: time.Duration(baseDelay) * time.Second,
-			MaxDelay: time.Duration(maxDelay) * time.Second, Error: errText.String,
-			ScheduledAt: engine.AsUTC(scheduled), ExpiresAt: timePtr(expires),
-			FinishedAt: timePtr(finished), CreatedAt: engine.AsUTC(created),
-		})
+		out = append(out, mysqlRow(j))
 	}
 	return out, rows.Err()
 }
