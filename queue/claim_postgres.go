@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -42,8 +41,9 @@ func (s pgStore) claimPgx(ctx context.Context, conn *sql.Conn, claim pgClaim, ma
 		return nil, errNoPgx
 	}
 	var rec queryRecorder
-	if _, err := claim(ctx, pggen.New(&rec)); !errors.Is(err, errRecorded) {
-		return nil, fmt.Errorf("jobqueue: internal: recording the claim: %v", err)
+	_, err := claim(ctx, pggen.New(&rec))
+	if err := recordingFailed("the claim", err); err != nil {
+		return nil, err
 	}
 	text, err := s.r.text(rec.query)
 	if err != nil {
@@ -51,8 +51,8 @@ func (s pgStore) claimPgx(ctx context.Context, conn *sql.Conn, claim pgClaim, ma
 	}
 	var lock queryRecorder
 	if turn {
-		if err := pggen.New(&lock).LockClaims(ctx, claimLockKey(s.r.quoted)); !errors.Is(err, errRecorded) {
-			return nil, fmt.Errorf("jobqueue: internal: recording the claim lock: %v", err)
+		if err := recordingFailed("the claim lock", pggen.New(&lock).LockClaims(ctx, claimLockKey(s.r.quoted))); err != nil {
+			return nil, err
 		}
 		if lock.query, err = s.r.text(lock.query); err != nil {
 			return nil, err

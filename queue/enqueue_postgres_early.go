@@ -153,24 +153,27 @@ func (s pgStore) insertEarlyWith(ctx context.Context, d dbtx, j *newJob, now tim
 	// the claim left the job pending.
 	var ins, flush, claim, notify queryRecorder
 	if o == nil {
-		if _, err := pggen.New(&ins).InsertJobNotify(ctx, s.insertNotifyParams(j, now)); !errors.Is(err, errRecorded) {
-			return 0, false, fmt.Errorf("jobqueue: internal: recording InsertJobNotify: %v", err)
+		_, err := pggen.New(&ins).InsertJobNotify(ctx, s.insertNotifyParams(j, now))
+		if err := recordingFailed("InsertJobNotify", err); err != nil {
+			return 0, false, err
 		}
 	} else {
-		if _, err := pggen.New(&ins).InsertJob(ctx, s.insertParams(j, now)); !errors.Is(err, errRecorded) {
-			return 0, false, fmt.Errorf("jobqueue: internal: recording InsertJob: %v", err)
+		_, err := pggen.New(&ins).InsertJob(ctx, s.insertParams(j, now))
+		if err := recordingFailed("InsertJob", err); err != nil {
+			return 0, false, err
 		}
 		c := pgClaimFor(o.types, o.max, newClaimToken(), now, now.Add(o.lease), o.after)
-		if _, err := c(ctx, pggen.New(&claim)); !errors.Is(err, errRecorded) {
-			return 0, false, fmt.Errorf("jobqueue: internal: recording the offered claim: %v", err)
+		_, err = c(ctx, pggen.New(&claim))
+		if err := recordingFailed("the offered claim", err); err != nil {
+			return 0, false, err
 		}
 		np := pggen.NotifyUnclaimedParams{Channel: s.channel(), TableName: s.r.quoted}
-		if err := pggen.New(&notify).NotifyUnclaimed(ctx, np); !errors.Is(err, errRecorded) {
-			return 0, false, fmt.Errorf("jobqueue: internal: recording NotifyUnclaimed: %v", err)
+		if err := recordingFailed("NotifyUnclaimed", pggen.New(&notify).NotifyUnclaimed(ctx, np)); err != nil {
+			return 0, false, err
 		}
 	}
-	if err := pggen.New(&flush).FlushCommits(ctx); !errors.Is(err, errRecorded) {
-		return 0, false, fmt.Errorf("jobqueue: internal: recording FlushCommits: %v", err)
+	if err := recordingFailed("FlushCommits", pggen.New(&flush).FlushCommits(ctx)); err != nil {
+		return 0, false, err
 	}
 	// The statements of the table, in pipeline order: prepared below like
 	// the settings and FlushCommits, and dropped after a failure.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 )
 
 // The claims of PostgreSQL and MySQL run the generated claim statements
@@ -14,6 +15,16 @@ import (
 
 // errRecorded is what queryRecorder answers: the query was kept, not run.
 var errRecorded = errors.New("jobqueue: internal: query recorded, not run")
+
+// recordingFailed is nil when err is errRecorded (the generated method
+// only recorded its statement), and otherwise the internal error of
+// recording what.
+func recordingFailed(what string, err error) error {
+	if errors.Is(err, errRecorded) {
+		return nil
+	}
+	return fmt.Errorf("jobqueue: internal: recording %s: %v", what, err)
+}
 
 // queryRecorder is a DBTX that runs nothing: it keeps the text and
 // arguments of the generated query sent to it.

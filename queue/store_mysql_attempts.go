@@ -57,8 +57,8 @@ func (s mysqlStore) claimIn(ctx context.Context, db dbtx, tx txEnder, types []st
 		_, err = rq.SelectDueJobsOfTypes(ctx, mysqlgen.SelectDueJobsOfTypesParams{
 			Types: types, Now: now, AfterAt: after.at, AfterID: afterID, DeadlineAfter: alive, Limit: int32(max)})
 	}
-	if !errors.Is(err, errRecorded) {
-		return nil, fmt.Errorf("jobqueue: internal: recording the claim: %v", err)
+	if err := recordingFailed("the claim", err); err != nil {
+		return nil, err
 	}
 	rows, err := db.QueryContext(ctx, rec.query, rec.args...)
 	if err != nil {

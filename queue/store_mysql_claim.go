@@ -99,8 +99,9 @@ const mysqlUnknownSystemVariable = 1193
 // others but never stops them. A server that refuses user locks (Galera:
 // GET_LOCK is not supported while wsrep is on) makes the session claim
 // without the mutex from then on; a Galera node is known before the first
-// claim (connect), so that is for a refusal of another kind of server. Claims on the pool (no room for a claim
-// session: roomForClaimSession) take no mutex.
+// claim (connect), so that is for a refusal of another kind of server.
+// Claims on the pool (no room for a claim session: roomForClaimSession)
+// take no mutex.
 
 // claimMutexWait is the longest a claim waits for the claim mutex, in
 // seconds (GET_LOCK's unit).
