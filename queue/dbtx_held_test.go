@@ -105,10 +105,18 @@ func TestHeldConnPrepareFails(t *testing.T) {
 // count of the statements it ran), unprepared.
 func sessionCounter(t *testing.T, conn *sql.Conn, name string) int64 {
 	t.Helper()
-	var got string
-	var n int64
-	if err := conn.QueryRowContext(context.Background(), "SHOW SESSION STATUS LIKE '"+name+"'").Scan(&got, &n); err != nil {
+	n, err := mysqlSessionStatus(context.Background(), conn, name)
+	if err != nil {
 		t.Fatalf("reading %s: %v", name, err)
 	}
 	return n
+}
+
+// mysqlSessionStatus reads the session status variable name (SHOW SESSION
+// STATUS, unprepared) of the session on.
+func mysqlSessionStatus(ctx context.Context, on sqlRunner, name string) (int64, error) {
+	var got string
+	var n int64
+	err := on.QueryRowContext(ctx, "SHOW SESSION STATUS LIKE '"+name+"'").Scan(&got, &n)
+	return n, err
 }

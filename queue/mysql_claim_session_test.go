@@ -61,15 +61,16 @@ func TestMySQLClaimSession(t *testing.T) {
 					return
 				}
 				// Inside the claim's transaction, after its locking SELECT.
-				var level, name string
-				var sets, begins, before, after int
+				var level string
+				var sets, begins int64
+				var before, after int
 				if hookErr = tx.QueryRowContext(ctx, "SELECT @@"+levelVar).Scan(&level); hookErr != nil {
 					return
 				}
-				if hookErr = tx.QueryRowContext(ctx, "SHOW SESSION STATUS LIKE 'Com_set_option'").Scan(&name, &sets); hookErr != nil {
+				if sets, hookErr = mysqlSessionStatus(ctx, tx, "Com_set_option"); hookErr != nil {
 					return
 				}
-				if hookErr = tx.QueryRowContext(ctx, "SHOW SESSION STATUS LIKE 'Com_begin'").Scan(&name, &begins); hookErr != nil {
+				if begins, hookErr = mysqlSessionStatus(ctx, tx, "Com_begin"); hookErr != nil {
 					return
 				}
 				if before, after, hookErr = countAroundCommit(ctx, tx, env.db, probe); hookErr != nil {
