@@ -96,18 +96,16 @@ func TestExecRunnerKillsGroup(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- r.run(ctx, execJob{ID: 7}) }()
 	var childPID int
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+	pollUntil(t, 10*time.Second, 20*time.Millisecond, func() bool {
 		b, err := os.ReadFile(pidFile)
-		if err == nil && strings.HasSuffix(string(b), "\n") {
-			if childPID, err = strconv.Atoi(strings.TrimSpace(string(b))); err != nil {
-				t.Fatalf("the pid file holds %q: %v", b, err)
-			}
-			break
+		if err != nil || !strings.HasSuffix(string(b), "\n") {
+			return false // not written yet, or not whole
 		}
-	}
-	if childPID == 0 {
-		t.Fatal("the command did not start its child")
-	}
+		if childPID, err = strconv.Atoi(strings.TrimSpace(string(b))); err != nil {
+			t.Fatalf("the pid file holds %q: %v", b, err)
+		}
+		return true
+	}, func() string { return "the command did not start its child" })
 	start := time.Now()
 	cancel(cause)
 	select {

@@ -301,9 +301,7 @@ func countLines(t *testing.T, path string) int {
 // waitLines waits until path has at least n lines.
 func waitLines(t *testing.T, path string, n int, within time.Duration) {
 	t.Helper()
-	for deadline := time.Now().Add(within); countLines(t, path) < n; time.Sleep(50 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s has %d lines after %v, want %d", path, countLines(t, path), within, n)
-		}
-	}
+	pollUntil(t, within, 50*time.Millisecond, func() bool { return countLines(t, path) >= n }, func() string {
+		return fmt.Sprintf("%s has %d lines after %v, want %d", path, countLines(t, path), within, n)
+	})
 }

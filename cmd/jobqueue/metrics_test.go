@@ -97,17 +97,13 @@ func TestWorkMetrics(t *testing.T) {
 		// (type default) included: two scrapes around one read of the
 		// table agree with it (a tick may land between them: poll).
 		var mismatch string
-		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-			before, _ := scrape(t, url)
+		pollUntil(t, 30*time.Second, 50*time.Millisecond, func() bool {
+			before, _ := scrape(t, url) // a failed scrape (nil) mismatches: poll again
 			want := workedSeries(t, q, "fast", "slow", "default")
 			after, _ := scrape(t, url)
-			if mismatch = seriesMismatch(want, before, after); mismatch == "" {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("/metrics does not match the table: %s", mismatch)
-			}
-		}
+			mismatch = seriesMismatch(want, before, after)
+			return mismatch == ""
+		}, func() string { return "/metrics does not match the table: " + mismatch })
 
 		// Exactly SPEC 11's families, with the kinds Prometheus expects.
 		var families []string

@@ -263,12 +263,9 @@ func waitStats(t *testing.T, c cli, within time.Duration, want map[string]int64)
 		full[k] = v
 	}
 	var got map[string]int64
-	for deadline := time.Now().Add(within); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+	pollUntil(t, within, 200*time.Millisecond, func() bool {
 		got = nil
 		decodeJSON(t, c.ok(t, "stats", "--json"), &got)
-		if fmt.Sprint(got) == fmt.Sprint(full) {
-			return
-		}
-	}
-	t.Fatalf("stats are %v after %v, want %v", got, within, full)
+		return fmt.Sprint(got) == fmt.Sprint(full)
+	}, func() string { return fmt.Sprintf("stats are %v after %v, want %v", got, within, full) })
 }

@@ -3,6 +3,7 @@
 package main
 
 import (
+	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -70,11 +71,9 @@ func TestWorkWakeUp(t *testing.T) {
 // waitStderr waits until a worker's stderr contains want.
 func waitStderr(t *testing.T, stderr *syncBuffer, want string, within time.Duration) {
 	t.Helper()
-	for deadline := time.Now().Add(within); !strings.Contains(stderr.String(), want); time.Sleep(20 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("the worker did not log %q within %v; stderr:\n%s", want, within, stderr)
-		}
-	}
+	pollUntil(t, within, 20*time.Millisecond, func() bool { return strings.Contains(stderr.String(), want) }, func() string {
+		return fmt.Sprintf("the worker did not log %q within %v; stderr:\n%s", want, within, stderr)
+	})
 }
 
 // payloadN decodes a {"n": N} payload a command read on stdin.

@@ -57,13 +57,13 @@ func startWorker(t *testing.T, c cli, args ...string) (*exec.Cmd, *syncBuffer) {
 // waitFile waits until path exists and returns its content.
 func waitFile(t *testing.T, path string, within time.Duration) string {
 	t.Helper()
-	for deadline := time.Now().Add(within); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-		if b, err := os.ReadFile(path); err == nil && len(b) > 0 {
-			return string(b)
-		}
-	}
-	t.Fatalf("%s did not appear within %v", path, within)
-	return ""
+	var content []byte
+	pollUntil(t, within, 20*time.Millisecond, func() bool {
+		b, err := os.ReadFile(path)
+		content = b
+		return err == nil && len(b) > 0
+	}, func() string { return fmt.Sprintf("%s did not appear within %v", path, within) })
+	return string(content)
 }
 
 // waitExit waits for cmd to exit and returns its exit status.
