@@ -3,6 +3,7 @@ package queue
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strconv"
 	"strings"
 	"sync"
@@ -12,6 +13,7 @@ import (
 	"github.com/jobqueue/jobqueue/internal/ddl"
 	"github.com/jobqueue/jobqueue/internal/engine"
 	"github.com/jobqueue/jobqueue/internal/testdb"
+	"github.com/jobqueue/jobqueue/internal/testwait"
 	"github.com/jobqueue/jobqueue/queue/cron"
 )
 
@@ -32,22 +34,17 @@ func takeLease(t *testing.T, q *Queue, holder string, lease time.Duration) *term
 	// has passed only from the next.
 	// A statement kept waiting by another's act fails at its deadline.
 	var last error
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	testwait.Until(t, 10*time.Second, 20*time.Millisecond, func() bool {
 		cctx, cancel := context.WithTimeout(ctx, time.Second)
+		defer cancel()
 		ok, err := q.st.leaderAcquire(cctx, leaderRole, holder, lease)
-		cancel()
-		if ok && err == nil {
-			break
-		}
 		if err != nil {
 			last = err
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s did not take the lease within 10 s (last error: %v)", holder, last)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return ok && err == nil
+	}, func() string {
+		return fmt.Sprintf("%s did not take the lease within 10 s (last error: %v)", holder, last)
+	})
 	r, err := q.st.leaderGet(ctx, leaderRole)
 	if err != nil || r == nil || r.holder != holder {
 		t.Fatalf("leader row after %s took it: %+v, %v", holder, r, err)

@@ -3,6 +3,7 @@ package queue
 import (
 	"context"
 	"database/sql"
+	"fmt"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/jobqueue/jobqueue/internal/engine"
 	"github.com/jobqueue/jobqueue/internal/testdb"
+	"github.com/jobqueue/jobqueue/internal/testwait"
 )
 
 // TestGalera drains 5 000 jobs with three workers, each on another node of
@@ -194,17 +196,14 @@ func drainAcross(t *testing.T, name string, urls []string, jobs int) float64 {
 	want := map[Status]int64{StatusPending: 0, StatusInProgress: 0, StatusCompleted: int64(jobs), StatusFailed: 0, StatusExpired: 0}
 	for i, q := range qs {
 		// A node applies the others' writes a little later: poll.
-		deadline := time.Now().Add(time.Minute)
-		for {
-			st, err := q.Stats(ctx, "")
-			if err == nil && cmp.Equal(st, want) {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("%s node %d: jobs by status %v (%v) a minute after the drain, want %v", name, i+1, st, err, want)
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
+		var st map[Status]int64
+		var err error
+		testwait.Until(t, time.Minute, 10*time.Millisecond, func() bool {
+			st, err = q.Stats(ctx, "")
+			return err == nil && cmp.Equal(st, want)
+		}, func() string {
+			return fmt.Sprintf("%s node %d: jobs by status %v (%v) a minute after the drain, want %v", name, i+1, st, err, want)
+		})
 	}
 	rate := float64(jobs) / time.Since(begin).Seconds()
 	for i, db := range dbs {

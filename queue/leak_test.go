@@ -4,12 +4,14 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"runtime/pprof"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/jobqueue/jobqueue/internal/testdb"
+	"github.com/jobqueue/jobqueue/internal/testwait"
 )
 
 // queueGoroutines lists the goroutines running code of package queue,
@@ -61,13 +63,12 @@ func TestWorkerLeavesNoGoroutines(t *testing.T) {
 				t.Fatalf("Run: %v", err)
 			}
 			var left []string
-			deadline := time.Now().Add(2 * time.Second)
-			for left = queueGoroutines(t); len(left) > 0 && time.Now().Before(deadline); left = queueGoroutines(t) {
-				time.Sleep(20 * time.Millisecond)
-			}
-			if len(left) > 0 {
-				t.Fatalf("%d goroutines of package queue still run after Run returned:\n%s", len(left), strings.Join(left, "\n\n"))
-			}
+			testwait.Until(t, 2*time.Second, 20*time.Millisecond, func() bool {
+				left = queueGoroutines(t)
+				return len(left) == 0
+			}, func() string {
+				return fmt.Sprintf("%d goroutines of package queue still run after Run returned:\n%s", len(left), strings.Join(left, "\n\n"))
+			})
 		})
 	}
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/jobqueue/jobqueue/internal/engine"
 	"github.com/jobqueue/jobqueue/internal/testdb"
+	"github.com/jobqueue/jobqueue/internal/testwait"
 	"github.com/jobqueue/jobqueue/migrations"
 )
 
@@ -137,13 +138,9 @@ func (e *testEnv) countWhere(t testing.TB, cond string, args ...any) int {
 // fails the test naming what it waited for.
 func waitUntil(t testing.TB, timeout time.Duration, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", timeout, what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	testwait.Until(t, timeout, 10*time.Millisecond, cond, func() string {
+		return fmt.Sprintf("timed out after %v waiting for %s", timeout, what)
+	})
 }
 
 // waitFor receives from ch or fails the test after timeout.

@@ -14,6 +14,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/jobqueue/jobqueue/internal/testwait"
 )
 
 func TestExecRunner(t *testing.T) {
@@ -96,7 +98,7 @@ func TestExecRunnerKillsGroup(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- r.run(ctx, execJob{ID: 7}) }()
 	var childPID int
-	pollUntil(t, 10*time.Second, 20*time.Millisecond, func() bool {
+	testwait.Until(t, 10*time.Second, 20*time.Millisecond, func() bool {
 		b, err := os.ReadFile(pidFile)
 		if err != nil || !strings.HasSuffix(string(b), "\n") {
 			return false // not written yet, or not whole

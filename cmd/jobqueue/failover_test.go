@@ -19,6 +19,7 @@ import (
 
 	"github.com/jobqueue/jobqueue/internal/engine"
 	"github.com/jobqueue/jobqueue/internal/testdb"
+	"github.com/jobqueue/jobqueue/internal/testwait"
 	"github.com/jobqueue/jobqueue/queue"
 )
 
@@ -301,7 +302,7 @@ func countLines(t *testing.T, path string) int {
 // waitLines waits until path has at least n lines.
 func waitLines(t *testing.T, path string, n int, within time.Duration) {
 	t.Helper()
-	pollUntil(t, within, 50*time.Millisecond, func() bool { return countLines(t, path) >= n }, func() string {
+	testwait.Until(t, within, 50*time.Millisecond, func() bool { return countLines(t, path) >= n }, func() string {
 		return fmt.Sprintf("%s has %d lines after %v, want %d", path, countLines(t, path), within, n)
 	})
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/jobqueue/jobqueue/internal/engine"
 	"github.com/jobqueue/jobqueue/internal/testdb"
+	"github.com/jobqueue/jobqueue/internal/testwait"
 )
 
 // binary is the jobqueue command built once by TestMain; the tests drive it
@@ -157,19 +158,7 @@ func parseTable(t *testing.T, k engine.Kind, name string) engine.Table {
 // test naming what it waited for if that takes longer than within.
 func eventually(t *testing.T, within time.Duration, what string, cond func() bool) {
 	t.Helper()
-	pollUntil(t, within, 50*time.Millisecond, cond, func() string {
+	testwait.Until(t, within, 50*time.Millisecond, cond, func() string {
 		return fmt.Sprintf("timed out after %v waiting for %s", within, what)
 	})
-}
-
-// pollUntil calls cond every interval until it returns true; once within
-// has passed, it fails the test with what failure says then (the state it
-// found, read at that moment).
-func pollUntil(t *testing.T, within, interval time.Duration, cond func() bool, failure func() string) {
-	t.Helper()
-	for deadline := time.Now().Add(within); !cond(); time.Sleep(interval) {
-		if time.Now().After(deadline) {
-			t.Fatal(failure())
-		}
-	}
 }

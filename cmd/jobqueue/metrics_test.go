@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/jobqueue/jobqueue/internal/testdb"
+	"github.com/jobqueue/jobqueue/internal/testwait"
 	"github.com/jobqueue/jobqueue/queue"
 )
 
@@ -97,7 +98,7 @@ func TestWorkMetrics(t *testing.T) {
 		// (type default) included: two scrapes around one read of the
 		// table agree with it (a tick may land between them: poll).
 		var mismatch string
-		pollUntil(t, 30*time.Second, 50*time.Millisecond, func() bool {
+		testwait.Until(t, 30*time.Second, 50*time.Millisecond, func() bool {
 			before, _ := scrape(t, url) // a failed scrape (nil) mismatches: poll again
 			want := workedSeries(t, q, "fast", "slow", "default")
 			after, _ := scrape(t, url)

@@ -17,6 +17,7 @@ import (
 
 	"github.com/jobqueue/jobqueue/internal/engine"
 	"github.com/jobqueue/jobqueue/internal/testdb"
+	"github.com/jobqueue/jobqueue/internal/testwait"
 	"github.com/jobqueue/jobqueue/queue"
 )
 
@@ -263,7 +264,7 @@ func waitStats(t *testing.T, c cli, within time.Duration, want map[string]int64)
 		full[k] = v
 	}
 	var got map[string]int64
-	pollUntil(t, within, 200*time.Millisecond, func() bool {
+	testwait.Until(t, within, 200*time.Millisecond, func() bool {
 		got = nil
 		decodeJSON(t, c.ok(t, "stats", "--json"), &got)
 		return fmt.Sprint(got) == fmt.Sprint(full)

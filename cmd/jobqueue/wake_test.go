@@ -11,6 +11,7 @@ import (
 
 	"github.com/jobqueue/jobqueue/internal/engine"
 	"github.com/jobqueue/jobqueue/internal/testdb"
+	"github.com/jobqueue/jobqueue/internal/testwait"
 )
 
 // TestWorkWakeUp checks how an idle `jobqueue work` finds a job that
@@ -71,7 +72,7 @@ func TestWorkWakeUp(t *testing.T) {
 // waitStderr waits until a worker's stderr contains want.
 func waitStderr(t *testing.T, stderr *syncBuffer, want string, within time.Duration) {
 	t.Helper()
-	pollUntil(t, within, 20*time.Millisecond, func() bool { return strings.Contains(stderr.String(), want) }, func() string {
+	testwait.Until(t, within, 20*time.Millisecond, func() bool { return strings.Contains(stderr.String(), want) }, func() string {
 		return fmt.Sprintf("the worker did not log %q within %v; stderr:\n%s", want, within, stderr)
 	})
 }

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/jobqueue/jobqueue/internal/testdb"
+	"github.com/jobqueue/jobqueue/internal/testwait"
 )
 
 // syncBuffer is a bytes.Buffer safe to read while a process writes it.
@@ -58,7 +59,7 @@ func startWorker(t *testing.T, c cli, args ...string) (*exec.Cmd, *syncBuffer) {
 func waitFile(t *testing.T, path string, within time.Duration) string {
 	t.Helper()
 	var content []byte
-	pollUntil(t, within, 20*time.Millisecond, func() bool {
+	testwait.Until(t, within, 20*time.Millisecond, func() bool {
 		b, err := os.ReadFile(path)
 		content = b
 		return err == nil && len(b) > 0

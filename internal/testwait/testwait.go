@@ -1,0 +1,22 @@
+// Package testwait waits, in tests, for a condition that something else
+// brings about (another goroutine, process or server): it polls the
+// condition until it holds or a deadline passes, and then fails the test
+// saying what it found.
+package testwait
+
+import (
+	"testing"
+	"time"
+)
+
+// Until calls cond every interval until it returns true. Once within has
+// passed it fails t with what failure returns then (so the message can
+// show the state last found).
+func Until(t testing.TB, within, interval time.Duration, cond func() bool, failure func() string) {
+	t.Helper()
+	for deadline := time.Now().Add(within); !cond(); time.Sleep(interval) {
+		if time.Now().After(deadline) {
+			t.Fatal(failure())
+		}
+	}
+}
