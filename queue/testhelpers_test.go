@@ -138,9 +138,7 @@ func (e *testEnv) countWhere(t testing.TB, cond string, args ...any) int {
 // fails the test naming what it waited for.
 func waitUntil(t testing.TB, timeout time.Duration, what string, cond func() bool) {
 	t.Helper()
-	testwait.Until(t, timeout, 10*time.Millisecond, cond, func() string {
-		return fmt.Sprintf("timed out after %v waiting for %s", timeout, what)
-	})
+	testwait.For(t, timeout, 10*time.Millisecond, what, cond)
 }
 
 // waitFor receives from ch or fails the test after timeout.

@@ -158,7 +158,5 @@ func parseTable(t *testing.T, k engine.Kind, name string) engine.Table {
 // test naming what it waited for if that takes longer than within.
 func eventually(t *testing.T, within time.Duration, what string, cond func() bool) {
 	t.Helper()
-	testwait.Until(t, within, 50*time.Millisecond, cond, func() string {
-		return fmt.Sprintf("timed out after %v waiting for %s", within, what)
-	})
+	testwait.For(t, within, 50*time.Millisecond, what, cond)
 }

@@ -5,9 +5,19 @@
 package testwait
 
 import (
+	"fmt"
 	"testing"
 	"time"
 )
+
+// For is Until for a wait that names what it waits for: once within has
+// passed it fails t with "timed out after <within> waiting for <what>".
+func For(t testing.TB, within, interval time.Duration, what string, cond func() bool) {
+	t.Helper()
+	Until(t, within, interval, cond, func() string {
+		return fmt.Sprintf("timed out after %v waiting for %s", within, what)
+	})
+}
 
 // Until calls cond every interval until it returns true. Once within has
 // passed it fails t with what failure returns then (so the message can

@@ -61,3 +61,18 @@ func TestUntil(t *testing.T) {
 		})
 	}
 }
+
+func TestForNamesWhatItWaitedFor(t *testing.T) {
+	r := &recorder{TB: t}
+	func() {
+		defer func() {
+			if p := recover(); p != nil && p != r {
+				panic(p)
+			}
+		}()
+		For(r, 20*time.Millisecond, time.Millisecond, "the drain", func() bool { return false })
+	}()
+	if want := "timed out after 20ms waiting for the drain"; r.failed != want {
+		t.Errorf("failed with %q, want %q", r.failed, want)
+	}
+}
