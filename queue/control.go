@@ -238,7 +238,7 @@ func (q *Queue) notifyCancelled(ids []int64) {
 	if !ok {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), notifyTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), announceTimeout)
 	defer cancel()
 	if err := ps.notifyCancelled(ctx, ids); err != nil {
 		q.logger.Warn("notifying workers of cancelled jobs failed; their handlers stop at their next heartbeat", "err", err)

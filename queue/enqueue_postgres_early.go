@@ -52,7 +52,7 @@ package queue
 // them), so the server parses and plans none: traced after 10 ms idle, the
 // unnamed BEGIN, set_config and COMMIT cost 40-60 µs of the round trip.
 //
-// The bursts that follow within notifyGap, EnqueueTx, EnqueueMany and
+// The bursts that follow within announceGap, EnqueueTx, EnqueueMany and
 // unique enqueues insert as before. So does this Enqueue when the queue runs
 // through a transaction pooler, when the pool's driver is not pgx's stdlib,
 // or when the session may not run pg_logical_emit_message (CanFlushCommits,

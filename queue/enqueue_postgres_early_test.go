@@ -115,9 +115,9 @@ func TestEnqueueEarlyCommit(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		// The first is early; those within notifyGap of it leave their
+		// The first is early; those within announceGap of it leave their
 		// NOTIFY to the notifier and commit as before (a loaded machine may
-		// stretch the burst past notifyGap: those are early again).
+		// stretch the burst past announceGap: those are early again).
 		got := taken()
 		if !strings.HasPrefix(got, "InsertJobNotify FlushCommits") {
 			t.Errorf("statements %q, want InsertJobNotify FlushCommits first", got)

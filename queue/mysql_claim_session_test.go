@@ -85,6 +85,10 @@ func TestMySQLClaimSession(t *testing.T) {
 			for i := 0; i < 3; i++ {
 				mustEnqueue(t, q, testArgs{N: i})
 			}
+			// The enqueues' wake-ups of other processes use a connection
+			// of the pool for a moment: let them end, so that the pool has
+			// room for the claim session.
+			waitNotifierIdle(t, q)
 			cur := &claimCursor{q: q, lease: time.Minute}
 			for i := 0; i < 3; i++ {
 				jobs, err := cur.claim(ctx, 1)

@@ -19,11 +19,11 @@ package queue
 //   - the enqueues the queue commits itself (Enqueue, EnqueueMany) insert
 //     without notifying and then hand their type to the queue's pgNotifier,
 //     which sends NotifyTypes off the caller's path, during a burst at most
-//     one statement per notifyGap (5 ms) for all the types enqueued
+//     one statement per announceGap (5 ms) for all the types enqueued
 //     meanwhile, so a burst costs a few statements, not one per job, and
 //     wakes idle workers within 5 ms;
 //   - except the first single Enqueue after a quiet spell (nothing sent
-//     within notifyGap: pgNotifier.inline), whose insert notifies itself
+//     within announceGap: pgNotifier.inline), whose insert notifies itself
 //     (InsertJobNotify) and counts as the notifier's send: a separate
 //     NOTIFY transaction, with its commit and WAL flush, would run while
 //     the workers it wakes claim the job, and slowed those claims (the
@@ -54,18 +54,9 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
-	"time"
 
 	"github.com/jobqueue/jobqueue/db/pggen"
 	"github.com/jobqueue/jobqueue/internal/engine"
-)
-
-// Backoff of the listener's reconnections: it starts at listenRetryMin,
-// doubles up to listenRetryMax, and starts over once a connection has
-// listened for listenRetryMax.
-const (
-	listenRetryMin = 250 * time.Millisecond
-	listenRetryMax = 30 * time.Second
 )
 
 // errNotPgx: the pool's connections are not pgx's, so they cannot wait for
@@ -81,22 +72,10 @@ type pgListener struct {
 	log *slog.Logger
 	// types the worker takes; nil means every type.
 	types map[string]bool
-	ch    chan struct{}
+	wakeups
 	// cancelled hears the ids of the notifications of Queue.Cancel, and
 	// nil (any job may have been cancelled) when listening starts.
 	cancelled func(ids []int64)
-}
-
-// Wakeups is the channel of wake-ups (buffer of one: a burst of
-// notifications becomes one wake-up).
-func (l *pgListener) Wakeups() <-chan struct{} { return l.ch }
-
-// wake sends a wake-up without blocking.
-func (l *pgListener) wake() {
-	select {
-	case l.ch <- struct{}{}:
-	default:
-	}
 }
 
 // wants reports whether a notification's payload (a job type, or empty for
@@ -128,7 +107,7 @@ func (r *run) startListener(ctx context.Context, cancelled func(ids []int64)) (s
 		db:        r.q.db,
 		run:       r.q.run,
 		log:       r.log.With("channel", r.q.table.Name),
-		ch:        make(chan struct{}, 1),
+		wakeups:   make(wakeups, 1),
 		cancelled: cancelled,
 	}
 	if len(r.cfg.Types) > 0 {
@@ -169,30 +148,7 @@ func forwardWakeups(ctx context.Context, ch <-chan struct{}, wake func()) {
 // loop listens until ctx ends, connecting again with backoff whenever the
 // connection fails.
 func (l *pgListener) loop(ctx context.Context) {
-	delay := listenRetryMin
-	for {
-		start := time.Now()
-		err := l.session(ctx)
-		if ctx.Err() != nil {
-			return
-		}
-		if errors.Is(err, errNotPgx) {
-			l.log.Warn("cannot listen for enqueues; the worker polls only", "err", err)
-			return
-		}
-		if time.Since(start) >= listenRetryMax {
-			delay = listenRetryMin
-		}
-		l.log.Warn("listening for enqueues failed; the worker polls meanwhile and listens again", "err", err, "retry_in", delay)
-		t := time.NewTimer(delay)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return
-		case <-t.C:
-		}
-		delay = min(2*delay, listenRetryMax)
-	}
+	keepSession(ctx, l.log, "listening for enqueues", l.session, func(err error) bool { return errors.Is(err, errNotPgx) })
 }
 
 // session takes a connection, LISTENs on it and turns notifications into

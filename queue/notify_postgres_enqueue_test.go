@@ -181,7 +181,7 @@ func TestListenerWants(t *testing.T) {
 // TestEnqueueNotifiesInInsert: the first Enqueue after a quiet spell
 // notifies in its insert statement (InsertJobNotify: the NOTIFY rides its
 // commit, no transaction of its own), and the Enqueues that follow within
-// notifyGap leave their notification to the notifier, so that a burst
+// announceGap leave their notification to the notifier, so that a burst
 // still costs fewer notifying commits than jobs.
 func TestEnqueueNotifiesInInsert(t *testing.T) {
 	t.Parallel()

@@ -38,8 +38,9 @@ func (c *claimCounter) observe(query string, _ sqlRunner) {
 	}
 }
 
-// notifySetup is a PostgreSQL table with a producer queue on one pool and
-// a worker (of type "email", polling once a minute) on another.
+// notifySetup is a table with a producer queue on one pool and a worker
+// (of type "email", polling once a minute) on another: on PostgreSQL
+// (newNotifySetup) or MySQL (wake_mysql_test.go).
 type notifySetup struct {
 	env      *testEnv
 	producer *Queue
@@ -51,7 +52,13 @@ type notifySetup struct {
 
 func newNotifySetup(t *testing.T, edit func(*testEnv, *WorkerConfig)) *notifySetup {
 	t.Helper()
-	env := newTestEnv(t, engine.Postgres)
+	return newWakeSetup(t, engine.Postgres, edit)
+}
+
+// newWakeSetup is newNotifySetup on an engine of kind.
+func newWakeSetup(t *testing.T, kind engine.Kind, edit func(*testEnv, *WorkerConfig)) *notifySetup {
+	t.Helper()
+	env := newTestEnv(t, kind)
 	s := &notifySetup{env: env, claims: &claimCounter{}, ran: make(chan int64, 10000), warns: &testdb.LogRecorder{}}
 	s.producer = env.queue(t, nil, WithLogger(testdb.QuietLogger()))
 	wq := env.queue(t, env.newPool(t), WithLogger(slog.New(s.warns)), withStatementHook(s.claims.observe))
@@ -115,12 +122,18 @@ func waitRan(t *testing.T, ran <-chan int64, n int, what string) {
 
 // waitClaims waits until the worker has sent at least n claims and the
 // last one has finished: the server has begun a statement since the
-// statement hook saw it, and runs no claim on the table. The worker claims
-// once when it starts and once after each LISTEN (for what it may have
-// missed), so waitClaims(t, 2) after the LISTEN waits until it is idle.
+// statement hook saw it, and runs no claim on the table (on MySQL only the
+// latter: the processlist has no statement start finer than a second). The
+// worker claims once when it starts and once after each LISTEN (MySQL:
+// each wait's start; for what it may have missed), so waitClaims(t, 2)
+// after the LISTEN waits until it is idle.
 func (s *notifySetup) waitClaims(t *testing.T, n int64) {
 	t.Helper()
 	waitUntil(t, 5*time.Second, fmt.Sprintf("the worker to claim %d times", n), func() bool { return s.claims.n.Load() >= n })
+	if s.env.kind == engine.MySQL {
+		waitUntil(t, 5*time.Second, "the worker's last claim to finish", func() bool { return !mysqlClaimRunning(t, s.env) })
+		return
+	}
 	waitUntil(t, 5*time.Second, "the worker's last claim to finish", func() bool {
 		var done bool
 		sent := time.Unix(0, s.claims.last.Load())

@@ -67,9 +67,21 @@ type Queue struct {
 	// adapter over them.
 	run *runner
 	st  store
-	// notifier sends the NOTIFY of the enqueues the queue commits itself,
-	// on PostgreSQL (notify_postgres.go); nil elsewhere.
+	// announcer tells the workers of other processes about the enqueues
+	// the queue commits itself (announce.go): on PostgreSQL it is the
+	// notifier's, on MySQL it interrupts the waits of their idle worker
+	// processes (wake_mysql.go); nil on SQLite.
+	announcer *announcer
+	// notifier sends the NOTIFY of those enqueues, or lets an insert notify
+	// itself, on PostgreSQL (notify_postgres.go); nil elsewhere.
 	notifier *pgNotifier
+	// waiters are the sessions of this queue's workers that wait for the
+	// enqueues of other processes on MySQL (wake_mysql.go), which its own
+	// enqueues need not interrupt: they wake those workers directly.
+	waiters waitingSessions
+	// holders are the sessions that hold the table's wake slots, as this
+	// queue's enqueues last read them (MySQL, wake_mysql.go).
+	holders slotHolders
 	// combiner writes the single enqueues of many goroutines at once
 	// together (enqueue_combine.go); nil where the store cannot.
 	combiner *enqueueCombiner
@@ -297,8 +309,10 @@ func New(db *sql.DB, opts ...Option) (*Queue, error) {
 	case engine.Postgres:
 		q.st = pgStore{r: q.run, early: &pgEarly{log: q.logger}}
 		q.notifier = newPGNotifier(q)
+		q.announcer = q.notifier.announcer
 	case engine.MySQL:
 		q.st = mysqlStore{q.run}
+		q.announcer = newMySQLWakeAnnouncer(q)
 	default:
 		q.st = sqliteStore{q.run}
 	}
@@ -385,15 +399,16 @@ func (q *Queue) explainProbe(err error) error {
 	return fmt.Errorf("jobqueue: checking table %q: %w", name, err)
 }
 
-// Close sends the PostgreSQL notifications of enqueues still on their way
-// (waiting at most a few seconds) and releases the statements the queue
+// Close sends the wake-ups of other processes' workers for enqueues still
+// on their way (PostgreSQL's notifications, MySQL's interrupted waits;
+// waiting at most a few seconds) and releases the statements the queue
 // prepared. It does not close the *sql.DB, which belongs to the caller. A
 // queue is not used after Close; a process that enqueues and exits should
 // call it, so that idle workers elsewhere hear of its last jobs at once.
 func (q *Queue) Close() error {
-	if q.notifier != nil {
-		ctx, cancel := context.WithTimeout(context.Background(), notifyTimeout)
-		q.notifier.flush(ctx)
+	if q.announcer != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), announceTimeout)
+		q.announcer.flush(ctx)
 		cancel()
 	}
 	q.run.close()

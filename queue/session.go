@@ -8,13 +8,14 @@ import (
 )
 
 // Connections held for a session of their own: a claimer's claim session
-// (PostgreSQL, MySQL) and a listener's LISTEN connection. Their session
+// (PostgreSQL, MySQL), a listener's LISTEN connection (PostgreSQL) and a
+// waiter's wake slot (MySQL, wake_mysql.go). Their session
 // state is the queue's, so they are never handed back to the pool.
 
 // claimSessionMinFree is how many connections of a limited pool
 // (SetMaxOpenConns) must be free (not in use) for a claimer to hold one for
-// its claims (PostgreSQL, MySQL): the listeners and claim sessions of the
-// pool's workers hold theirs for good, and the completers, heartbeats,
+// its claims (PostgreSQL, MySQL): the listeners, waiters and claim sessions
+// of the pool's workers hold theirs for good, and the completers, heartbeats,
 // handlers and enqueues need the rest. With fewer free, the claims run on
 // the pool.
 const claimSessionMinFree = 4

@@ -318,14 +318,15 @@ func (s *statementNames) take() []string {
 	return got
 }
 
-// waitNotifierIdle waits until q's PostgreSQL notifier has nothing in
-// flight (its notifyGap after the last send included), so that the next
-// Enqueue is the first after a quiet spell.
+// waitNotifierIdle waits until q's announcer (PostgreSQL's notifier,
+// MySQL's wake-ups) has nothing in flight (its announceGap after the last
+// send included), so that the next Enqueue is the first after a quiet
+// spell, and no announcement holds a connection of the pool.
 func waitNotifierIdle(t *testing.T, q *Queue) {
 	t.Helper()
-	waitUntil(t, 5*time.Second, "the notifier to be idle", func() bool {
-		q.notifier.mu.Lock()
-		defer q.notifier.mu.Unlock()
-		return !q.notifier.sending
+	waitUntil(t, 5*time.Second, "the announcer to be idle", func() bool {
+		q.announcer.mu.Lock()
+		defer q.announcer.mu.Unlock()
+		return !q.announcer.sending
 	})
 }

@@ -1,6 +1,12 @@
 package queue
 
-import "sync"
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sync"
+	"time"
+)
 
 // wakeHub wakes idle workers of this process at once when a job is
 // enqueued here, instead of letting them wait for their next poll. Workers
@@ -27,4 +33,69 @@ func (h *wakeHub) notify() {
 	defer h.mu.Unlock()
 	close(h.ch)
 	h.ch = make(chan struct{})
+}
+
+// wakeups is the channel of a Waker of the queue's own (the LISTEN of
+// PostgreSQL, the wait of MySQL), with a buffer of one: a burst of wake-ups
+// becomes one.
+type wakeups chan struct{}
+
+// Wakeups returns the channel.
+func (w wakeups) Wakeups() <-chan struct{} { return w }
+
+// wake sends a wake-up without blocking.
+func (w wakeups) wake() {
+	select {
+	case w <- struct{}{}:
+	default:
+	}
+}
+
+// Backoff of the sessions that wait for other processes' enqueues (LISTEN
+// on PostgreSQL, a wake slot's wait on MySQL): it starts at
+// listenRetryMin, doubles up to listenRetryMax, and starts over once a
+// session has lasted listenRetryMax.
+const (
+	listenRetryMin = 250 * time.Millisecond
+	listenRetryMax = 30 * time.Second
+)
+
+// errPollsOnly marks a session's error that says the server cannot wake
+// workers at all (a Galera node refuses the wake slots' user locks): a
+// permanent one, logged at info level, not as a warning.
+var errPollsOnly = errors.New("the server cannot wake idle workers")
+
+// keepSession runs session until ctx ends, again with backoff whenever it
+// fails (the worker polls meanwhile), and for good not after an error for
+// which permanent reports true (a warning, or an info for errPollsOnly).
+// what names the session in the log.
+func keepSession(ctx context.Context, log *slog.Logger, what string, session func(context.Context) error, permanent func(error) bool) {
+	delay := listenRetryMin
+	for {
+		start := time.Now()
+		err := session(ctx)
+		if ctx.Err() != nil {
+			return
+		}
+		if errors.Is(err, errPollsOnly) {
+			log.Info("not "+what+"; the worker polls only", "err", err)
+			return
+		}
+		if permanent(err) {
+			log.Warn("cannot go on "+what+"; the worker polls only", "err", err)
+			return
+		}
+		if time.Since(start) >= listenRetryMax {
+			delay = listenRetryMin
+		}
+		log.Warn(what+" failed; the worker polls meanwhile and tries again", "err", err, "retry_in", delay)
+		t := time.NewTimer(delay)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+		delay = min(2*delay, listenRetryMax)
+	}
 }

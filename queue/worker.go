@@ -216,18 +216,21 @@ func (r *run) run(ctx context.Context) error {
 	go func() { defer close(hbDone); hb.run(hbCtx) }()
 
 	// PostgreSQL: LISTEN feeds the Waker, and a cancel of a job running here
-	// makes the heartbeater check the leases at once.
+	// makes the heartbeater check the leases at once. MySQL: the waits that
+	// other processes' enqueues interrupt feed it (wake_mysql.go).
 	stopListening := r.startListener(stop, func(ids []int64) {
 		if ids == nil || r.attempts.holdsAny(ids) {
 			hb.checkNow()
 		}
 	})
+	stopWaiting := r.startMySQLWaiter(stop)
 	cl := &claimer{
 		q: r.q, cfg: r.cfg, log: r.log, dbCtx: r.dbCtx, jobs: r.jobs,
 		attempts: r.attempts, completer: c, work: work, freed: freed,
 	}
 	claimed := cl.loop(stop)
 	stopListening()
+	stopWaiting()
 	stopMaint()
 	close(work)
 

@@ -30,8 +30,8 @@ type WorkerConfig struct {
 	Lease time.Duration
 	// PollInterval is how long an idle worker waits before it looks for due
 	// jobs again (default 1 second), jittered by ±20% so that workers spread
-	// out. An enqueue in this process, on PostgreSQL an enqueue in any
-	// process (see PollOnly), or the Waker wakes it at once.
+	// out. An enqueue in this process, on PostgreSQL and MySQL an enqueue in
+	// any process (see PollOnly), or the Waker wakes it at once.
 	PollInterval time.Duration
 	// HeartbeatInterval is how often the leases of running attempts are
 	// renewed, all in one statement (default Lease/3; must be below Lease).
@@ -94,17 +94,24 @@ type WorkerConfig struct {
 	// processes. Enqueues in this process wake it without one, and so do,
 	// on PostgreSQL, enqueues anywhere (see PollOnly).
 	Waker Waker
-	// PollOnly turns off listening on PostgreSQL. By default a worker on
-	// PostgreSQL holds one connection of the queue's *sql.DB for itself,
-	// LISTENs there on the channel named like the table, and every enqueue
-	// (from any process, at the commit of its transaction) NOTIFYs that
-	// channel with the job's type, so idle workers of that type wake at
-	// once instead of at their next poll. If the connection fails, the
-	// worker polls meanwhile and listens again with backoff. Set PollOnly
-	// where LISTEN cannot work, such as behind PgBouncer in transaction
-	// pooling mode, or to spare the connection; the worker then finds the
-	// jobs of other processes by polling. A pool limited to one connection
-	// polls only. MySQL and SQLite always poll.
+	// PollOnly turns off listening on PostgreSQL and waiting on MySQL. By
+	// default a worker on PostgreSQL holds one connection of the queue's
+	// *sql.DB for itself, LISTENs there on the channel named like the table,
+	// and every enqueue (from any process, at the commit of its transaction)
+	// NOTIFYs that channel with the job's type, so idle workers of that type
+	// wake at once instead of at their next poll. On MySQL the worker's own
+	// connection holds one of the table's wake slots (user locks) and waits
+	// there (SELECT SLEEP), and every Enqueue and EnqueueMany of another
+	// process, after its commit, interrupts those waits (KILL QUERY; it
+	// needs the same database user, or CONNECTION_ADMIN; EnqueueTx does not
+	// interrupt them, as its commit is the caller's). If the connection
+	// fails, the worker polls meanwhile and tries again with backoff. Set
+	// PollOnly where this cannot work, such as behind PgBouncer in
+	// transaction pooling mode or a MySQL proxy that shares server sessions
+	// among clients (the KILL QUERY would reach whichever client's statement
+	// runs on the waiting session), or to spare the connection; the worker
+	// then finds the jobs of other processes by polling. A pool limited to
+	// one connection polls only. SQLite always polls.
 	PollOnly bool
 }
 

@@ -192,6 +192,9 @@ type Querier interface {
 	// SelectTokens reads the current tokens of jobs (to tell which attempts lost
 	// their job).
 	SelectTokens(ctx context.Context, ids []uint64) ([]SelectTokensRow, error)
+	// SelectWaitingSessions lists the sessions that hold a wake slot of the
+	// table (sqlc.arg(table_name)), each once.
+	SelectWaitingSessions(ctx context.Context, tableName interface{}) ([]int64, error)
 	// TakeClaimMutex takes the table's claim mutex, a user lock of the session
 	// (GET_LOCK) named after the database and the table (sqlc.arg(table_name)),
 	// waiting up to sqlc.arg(wait_seconds): 1 when taken, 0 when the wait ran
@@ -199,6 +202,31 @@ type Querier interface {
 	// (queue/store_mysql_claim.go). It names no table, and says so to the table
 	// rewriting.
 	TakeClaimMutex(ctx context.Context, arg TakeClaimMutexParams) (int64, error)
+	// TakeWakeBell takes the bell of wake slot sqlc.arg(slot) of the table
+	// (sqlc.arg(table_name)) without waiting: 1 when taken. A second session
+	// of the waiting worker holds it, so that WaitForEnqueues on the slot's
+	// session waits for it until interrupted.
+	TakeWakeBell(ctx context.Context, arg TakeWakeBellParams) (int64, error)
+	// TakeWakeSlot takes wake slot sqlc.arg(slot) of the table
+	// (sqlc.arg(table_name)) for this session without waiting: taken is 1 when
+	// taken, 0 when another session holds it; session_id is this session's id.
+	// The session holds the slot until it ends. Wake-ups across processes
+	// (queue/wake_mysql.go): an idle worker process waits for enqueues
+	// (WaitForEnqueues) on a connection of its own that holds one of the
+	// table's wake slots, user locks named after the database, the table and
+	// the slot's number (0 to 63); an enqueue of another process reads which
+	// sessions hold them (SelectWaitingSessions) and interrupts their waits
+	// (KILL QUERY, which sqlc cannot compile with a parameter: the queue sends
+	// it with the session's id, an integer the server gave).
+	TakeWakeSlot(ctx context.Context, arg TakeWakeSlotParams) (TakeWakeSlotRow, error)
+	// WaitForEnqueues waits up to 10 seconds for the bell of wake slot
+	// sqlc.arg(slot) of the table (sqlc.arg(table_name)), which another session
+	// holds: 0 when the wait ran out, -1 when it was interrupted (KILL QUERY;
+	// MySQL's GET_LOCK returns NULL, MariaDB fails with error 1317), 1 when the
+	// bell was taken: its holder has ended. A wait for a user lock, not
+	// SLEEP: KILL QUERY of one of several sessions in SLEEP at once sometimes
+	// took 2 seconds on MariaDB 10.11, of one waiting for a user lock never.
+	WaitForEnqueues(ctx context.Context, arg WaitForEnqueuesParams) (int64, error)
 }
 
 var _ Querier = (*Queries)(nil)

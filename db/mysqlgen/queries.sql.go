@@ -2050,6 +2050,38 @@ func (q *Queries) SelectTokens(ctx context.Context, ids []uint64) ([]SelectToken
 	return items, nil
 }
 
+const selectWaitingSessions = `-- name: SelectWaitingSessions :many
+WITH RECURSIVE slots (n) AS (SELECT 0 UNION ALL SELECT n + 1 FROM slots WHERE n < 63)
+SELECT /* jobqueue:no-table */ DISTINCT CAST(held.session_id AS SIGNED) AS session_id
+FROM (SELECT IS_USED_LOCK(CONCAT('jobqueue wake ', SHA1(CONCAT(DATABASE(), '.', CAST(? AS CHAR))), ' ', n)) AS session_id FROM slots) AS held
+WHERE held.session_id IS NOT NULL
+`
+
+// SelectWaitingSessions lists the sessions that hold a wake slot of the
+// table (sqlc.arg(table_name)), each once.
+func (q *Queries) SelectWaitingSessions(ctx context.Context, tableName interface{}) ([]int64, error) {
+	rows, err := q.db.QueryContext(ctx, selectWaitingSessions, tableName)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []int64
+	for rows.Next() {
+		var session_id int64
+		if err := rows.Scan(&session_id); err != nil {
+			return nil, err
+		}
+		items = append(items, session_id)
+	}
+	if err := rows.Close(); err != nil {
+		return nil, err
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const takeClaimMutex = `-- name: TakeClaimMutex :one
 SELECT /* jobqueue:no-table */ CAST(COALESCE(GET_LOCK(
     CONCAT('jobqueue claims ', SHA1(CONCAT(DATABASE(), '.', CAST(? AS CHAR)))),
@@ -2072,4 +2104,86 @@ func (q *Queries) TakeClaimMutex(ctx context.Context, arg TakeClaimMutexParams) 
 	var taken int64
 	err := row.Scan(&taken)
 	return taken, err
+}
+
+const takeWakeBell = `-- name: TakeWakeBell :one
+SELECT /* jobqueue:no-table */ CAST(COALESCE(GET_LOCK(
+    CONCAT('jobqueue bell ', SHA1(CONCAT(DATABASE(), '.', CAST(? AS CHAR))), ' ', CAST(? AS SIGNED)),
+    0), 0) AS SIGNED) AS taken
+`
+
+type TakeWakeBellParams struct {
+	TableName interface{}
+	Slot      int64
+}
+
+// TakeWakeBell takes the bell of wake slot sqlc.arg(slot) of the table
+// (sqlc.arg(table_name)) without waiting: 1 when taken. A second session
+// of the waiting worker holds it, so that WaitForEnqueues on the slot's
+// session waits for it until interrupted.
+func (q *Queries) TakeWakeBell(ctx context.Context, arg TakeWakeBellParams) (int64, error) {
+	row := q.db.QueryRowContext(ctx, takeWakeBell, arg.TableName, arg.Slot)
+	var taken int64
+	err := row.Scan(&taken)
+	return taken, err
+}
+
+const takeWakeSlot = `-- name: TakeWakeSlot :one
+SELECT /* jobqueue:no-table */ CAST(COALESCE(GET_LOCK(
+    CONCAT('jobqueue wake ', SHA1(CONCAT(DATABASE(), '.', CAST(? AS CHAR))), ' ', CAST(? AS SIGNED)),
+    0), 0) AS SIGNED) AS taken,
+    CAST(CONNECTION_ID() AS SIGNED) AS session_id
+`
+
+type TakeWakeSlotParams struct {
+	TableName interface{}
+	Slot      int64
+}
+
+type TakeWakeSlotRow struct {
+	Taken     int64
+	SessionID int64
+}
+
+// TakeWakeSlot takes wake slot sqlc.arg(slot) of the table
+// (sqlc.arg(table_name)) for this session without waiting: taken is 1 when
+// taken, 0 when another session holds it; session_id is this session's id.
+// The session holds the slot until it ends. Wake-ups across processes
+// (queue/wake_mysql.go): an idle worker process waits for enqueues
+// (WaitForEnqueues) on a connection of its own that holds one of the
+// table's wake slots, user locks named after the database, the table and
+// the slot's number (0 to 63); an enqueue of another process reads which
+// sessions hold them (SelectWaitingSessions) and interrupts their waits
+// (KILL QUERY, which sqlc cannot compile with a parameter: the queue sends
+// it with the session's id, an integer the server gave).
+func (q *Queries) TakeWakeSlot(ctx context.Context, arg TakeWakeSlotParams) (TakeWakeSlotRow, error) {
+	row := q.db.QueryRowContext(ctx, takeWakeSlot, arg.TableName, arg.Slot)
+	var i TakeWakeSlotRow
+	err := row.Scan(&i.Taken, &i.SessionID)
+	return i, err
+}
+
+const waitForEnqueues = `-- name: WaitForEnqueues :one
+SELECT /* jobqueue:no-table */ CAST(COALESCE(GET_LOCK(
+    CONCAT('jobqueue bell ', SHA1(CONCAT(DATABASE(), '.', CAST(? AS CHAR))), ' ', CAST(? AS SIGNED)),
+    10), -1) AS SIGNED) AS outcome
+`
+
+type WaitForEnqueuesParams struct {
+	TableName interface{}
+	Slot      int64
+}
+
+// WaitForEnqueues waits up to 10 seconds for the bell of wake slot
+// sqlc.arg(slot) of the table (sqlc.arg(table_name)), which another session
+// holds: 0 when the wait ran out, -1 when it was interrupted (KILL QUERY;
+// MySQL's GET_LOCK returns NULL, MariaDB fails with error 1317), 1 when the
+// bell was taken: its holder has ended. A wait for a user lock, not
+// SLEEP: KILL QUERY of one of several sessions in SLEEP at once sometimes
+// took 2 seconds on MariaDB 10.11, of one waiting for a user lock never.
+func (q *Queries) WaitForEnqueues(ctx context.Context, arg WaitForEnqueuesParams) (int64, error) {
+	row := q.db.QueryRowContext(ctx, waitForEnqueues, arg.TableName, arg.Slot)
+	var outcome int64
+	err := row.Scan(&outcome)
+	return outcome, err
 }

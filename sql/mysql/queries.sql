@@ -434,3 +434,48 @@ WHERE name = sqlc.arg(name) AND holder = sqlc.arg(holder) AND term = sqlc.arg(te
   AND lease_until > UTC_TIMESTAMP()
 LOCK IN SHARE MODE;
 
+-- name: TakeWakeSlot :one
+-- TakeWakeSlot takes wake slot sqlc.arg(slot) of the table
+-- (sqlc.arg(table_name)) for this session without waiting: taken is 1 when
+-- taken, 0 when another session holds it; session_id is this session's id.
+-- The session holds the slot until it ends. Wake-ups across processes
+-- (queue/wake_mysql.go): an idle worker process waits for enqueues
+-- (WaitForEnqueues) on a connection of its own that holds one of the
+-- table's wake slots, user locks named after the database, the table and
+-- the slot's number (0 to 63); an enqueue of another process reads which
+-- sessions hold them (SelectWaitingSessions) and interrupts their waits
+-- (KILL QUERY, which sqlc cannot compile with a parameter: the queue sends
+-- it with the session's id, an integer the server gave).
+SELECT /* jobqueue:no-table */ CAST(COALESCE(GET_LOCK(
+    CONCAT('jobqueue wake ', SHA1(CONCAT(DATABASE(), '.', CAST(sqlc.arg(table_name) AS CHAR))), ' ', CAST(sqlc.arg(slot) AS SIGNED)),
+    0), 0) AS SIGNED) AS taken,
+    CAST(CONNECTION_ID() AS SIGNED) AS session_id;
+
+-- name: TakeWakeBell :one
+-- TakeWakeBell takes the bell of wake slot sqlc.arg(slot) of the table
+-- (sqlc.arg(table_name)) without waiting: 1 when taken. A second session
+-- of the waiting worker holds it, so that WaitForEnqueues on the slot's
+-- session waits for it until interrupted.
+SELECT /* jobqueue:no-table */ CAST(COALESCE(GET_LOCK(
+    CONCAT('jobqueue bell ', SHA1(CONCAT(DATABASE(), '.', CAST(sqlc.arg(table_name) AS CHAR))), ' ', CAST(sqlc.arg(slot) AS SIGNED)),
+    0), 0) AS SIGNED) AS taken;
+
+-- name: WaitForEnqueues :one
+-- WaitForEnqueues waits up to 10 seconds for the bell of wake slot
+-- sqlc.arg(slot) of the table (sqlc.arg(table_name)), which another session
+-- holds: 0 when the wait ran out, -1 when it was interrupted (KILL QUERY;
+-- MySQL's GET_LOCK returns NULL, MariaDB fails with error 1317), 1 when the
+-- bell was taken: its holder has ended. A wait for a user lock, not
+-- SLEEP: KILL QUERY of one of several sessions in SLEEP at once sometimes
+-- took 2 seconds on MariaDB 10.11, of one waiting for a user lock never.
+SELECT /* jobqueue:no-table */ CAST(COALESCE(GET_LOCK(
+    CONCAT('jobqueue bell ', SHA1(CONCAT(DATABASE(), '.', CAST(sqlc.arg(table_name) AS CHAR))), ' ', CAST(sqlc.arg(slot) AS SIGNED)),
+    10), -1) AS SIGNED) AS outcome;
+
+-- name: SelectWaitingSessions :many
+-- SelectWaitingSessions lists the sessions that hold a wake slot of the
+-- table (sqlc.arg(table_name)), each once.
+WITH RECURSIVE slots (n) AS (SELECT 0 UNION ALL SELECT n + 1 FROM slots WHERE n < 63)
+SELECT /* jobqueue:no-table */ DISTINCT CAST(held.session_id AS SIGNED) AS session_id
+FROM (SELECT IS_USED_LOCK(CONCAT('jobqueue wake ', SHA1(CONCAT(DATABASE(), '.', CAST(sqlc.arg(table_name) AS CHAR))), ' ', n)) AS session_id FROM slots) AS held
+WHERE held.session_id IS NOT NULL;

@@ -1,0 +1,134 @@
+package queue
+
+// Telling the workers of other processes about the enqueues a Queue commits
+// itself, off the callers' paths: on PostgreSQL a NOTIFY
+// (notify_postgres_send.go), on MySQL interrupting the waits of idle worker
+// processes (wake_mysql.go). Both go through an announcer, which sends one
+// announcement at a time and at most one per announceGap, so that a burst
+// of enqueues costs a few statements, not one per job.
+
+import (
+	"context"
+	"log/slog"
+	"maps"
+	"slices"
+	"sync"
+	"time"
+)
+
+// announceTimeout bounds one announcement, and announceGap is the least
+// time between two of one queue: the first enqueue after a quiet spell is
+// announced at once, those of a burst at most every announceGap.
+const (
+	announceTimeout = 10 * time.Second
+	announceGap     = 5 * time.Millisecond
+)
+
+// announcer sends the announcements of a queue's enqueues: deliver sends
+// one for the job types requested since the last (sorted, without
+// duplicates); a failure is logged, and the workers find the jobs at their
+// next poll.
+type announcer struct {
+	deliver func(ctx context.Context, types []string) error
+	log     *slog.Logger
+	// what names the announcement in the failure's log line.
+	what string
+
+	mu      sync.Mutex
+	pending map[string]bool
+	sending bool
+	// sends counts the running send goroutines, for flush.
+	sends sync.WaitGroup
+}
+
+// newAnnouncer returns an announcer that sends through deliver. It starts
+// no goroutine until there is something to send, and none outlives its
+// send.
+func newAnnouncer(log *slog.Logger, what string, deliver func(ctx context.Context, types []string) error) *announcer {
+	return &announcer{deliver: deliver, log: log, what: what, pending: map[string]bool{}}
+}
+
+// request schedules an announcement of typ and returns at once.
+func (a *announcer) request(typ string) {
+	a.mu.Lock()
+	a.pending[typ] = true
+	if a.sending {
+		a.mu.Unlock()
+		return
+	}
+	a.sending = true
+	a.sends.Add(1)
+	a.mu.Unlock()
+	go func() {
+		defer a.sends.Done()
+		a.send()
+	}()
+}
+
+// claimSend makes the caller's own statement count as a send (PostgreSQL's
+// insert that notifies itself, pgNotifier.inline) when the announcer is
+// idle: then it reports true, and the requests of the next announceGap go
+// out together after it, as during any burst. When a send is under way it
+// reports false, and the caller requests as usual.
+func (a *announcer) claimSend() bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.sending {
+		return false
+	}
+	a.sending = true
+	a.sends.Add(1)
+	time.AfterFunc(announceGap, func() {
+		defer a.sends.Done()
+		a.send()
+	})
+	return true
+}
+
+// flush waits until the announcements requested so far are sent, or ctx
+// ends: a process that exits right after its last enqueue (a command-line
+// tool, a short job) would otherwise leave them unsent, and workers would
+// find the jobs only at their next poll.
+func (a *announcer) flush(ctx context.Context) {
+	done := make(chan struct{})
+	go func() {
+		a.sends.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-ctx.Done():
+	}
+}
+
+// send sends the pending types until none is left, announceGap apart.
+func (a *announcer) send() {
+	for {
+		a.mu.Lock()
+		if len(a.pending) == 0 {
+			a.sending = false
+			a.mu.Unlock()
+			return
+		}
+		types := slices.Sorted(maps.Keys(a.pending))
+		clear(a.pending)
+		a.mu.Unlock()
+		ctx, cancel := context.WithTimeout(context.Background(), announceTimeout)
+		err := a.deliver(ctx, types)
+		cancel()
+		if err != nil {
+			a.log.Warn(a.what+" failed; they find the jobs at their next poll", "types", types, "err", err)
+		}
+		time.Sleep(announceGap)
+	}
+}
+
+// notifyEnqueued tells the workers of other processes that jobs of type typ
+// were committed by this queue: on PostgreSQL by NOTIFY, on MySQL by
+// interrupting the waits of their idle worker processes; a no-op on
+// SQLite.
+func (q *Queue) notifyEnqueued(typ string) {
+	if q.announcer != nil {
+		q.announcer.request(typ)
+	}
+}
