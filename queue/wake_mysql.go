@@ -19,13 +19,15 @@ package queue
 // (announce.go), which, off the caller's path and at most once per
 // announceGap, interrupts with KILL QUERY the waits of the sessions that
 // hold the table's wake slots (SelectWaitingSessions: IS_USED_LOCK of each,
-// read again after holdersTTL). The interrupted wait returns NULL (MySQL) or fails with
-// error 1317 (MariaDB); the worker then claims at once, and waits again.
-// The wake-up is a hint, as a notification is on PostgreSQL. The wait is
-// for a lock, not SLEEP: on MariaDB 10.11, a KILL QUERY of one of several
-// sessions in SLEEP at once took 2 seconds now and then (4 of 900 in a
-// loop that interrupted three of them every 10 ms), never one of sessions
-// waiting for a user lock (0 of 900, at most 2.3 ms).
+// read again after holdersTTL). The interrupted wait returns NULL (MySQL)
+// or fails with error 1317 (MariaDB); the worker then claims at once, and
+// waits again. The wake-up is a hint, as a notification is on PostgreSQL.
+// The wait is for a lock, not SLEEP: on MariaDB 10.11, a KILL QUERY of one
+// of several sessions in SLEEP at once took 2 seconds now and then (4 of
+// 900 in a loop that interrupted three of them every 10 ms), never one of
+// sessions waiting for a user lock (0 of 900, at most 2.3 ms).
+//
+// The sending side is in wake_mysql_send.go, this file holds the worker's.
 //
 // The ids come from the slots' holders, and only a waiting connection holds
 // a slot: a KILL QUERY never reaches another statement of the worker's.
@@ -53,9 +55,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
-	"strconv"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/jobqueue/jobqueue/db/mysqlgen"
@@ -80,144 +80,6 @@ const waitInterruptGrace = time.Second
 
 // errNoWakeSlot: every wake slot of the table is held; the worker polls.
 var errNoWakeSlot = errors.New("all 64 wake slots of the table are held by other worker processes (wakeSlots)")
-
-// waitingSessions is the set of the session ids of a queue's waiting
-// workers.
-type waitingSessions struct {
-	mu  sync.Mutex
-	ids map[int64]bool
-}
-
-func (w *waitingSessions) add(id int64) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.ids == nil {
-		w.ids = map[int64]bool{}
-	}
-	w.ids[id] = true
-}
-
-func (w *waitingSessions) remove(id int64) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	delete(w.ids, id)
-}
-
-func (w *waitingSessions) has(id int64) bool {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.ids[id]
-}
-
-// newMySQLWakeAnnouncer returns the announcer of q on MySQL
-// (wakeOtherWorkers).
-// A server that refuses user locks (a Galera node) is asked no more.
-func newMySQLWakeAnnouncer(q *Queue) *announcer {
-	var refused atomic.Bool
-	return newAnnouncer(q.logger, "waking the idle workers of other processes", func(ctx context.Context, _ []string) error {
-		if refused.Load() {
-			return nil
-		}
-		_, err := q.wakeOtherWorkers(ctx)
-		if errors.Is(err, errPollsOnly) {
-			refused.Store(true)
-			q.logger.Info("not waking the idle workers of other processes: they poll", "err", err)
-			return nil
-		}
-		return err
-	})
-}
-
-// holdersTTL is how long an enqueuing queue keeps the list of the wake
-// slots' holders: they change only when worker processes start or stop,
-// and reading them (SelectWaitingSessions) for every announcement slowed
-// 16 goroutines of single Enqueue on MariaDB by 8 %. A worker process that
-// starts meanwhile is woken by this queue's enqueues from the next read
-// on (until then it polls); one that has stopped is read again at once.
-const holdersTTL = time.Second
-
-// slotHolders is an enqueuing queue's list of the wake slots' holders.
-type slotHolders struct {
-	mu   sync.Mutex
-	ids  []int64
-	read time.Time // zero: read them at the next announcement
-}
-
-// get returns the holders, reading them with read when the list is older
-// than holdersTTL.
-func (h *slotHolders) get(ctx context.Context, read func(context.Context) ([]int64, error)) ([]int64, error) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if !h.read.IsZero() && time.Since(h.read) < holdersTTL {
-		return h.ids, nil
-	}
-	ids, err := read(ctx)
-	if err != nil {
-		return nil, err
-	}
-	h.ids, h.read = ids, time.Now()
-	return ids, nil
-}
-
-// forget makes the next get read the holders again.
-func (h *slotHolders) forget() {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.read = time.Time{}
-}
-
-// wakeOtherWorkers interrupts the waits of the sessions that hold a wake
-// slot of the table (as read within holdersTTL), but those of q's own
-// workers, and returns their ids. A session of another database user,
-// which it may not interrupt, is skipped (that worker polls).
-func (q *Queue) wakeOtherWorkers(ctx context.Context) ([]int64, error) {
-	ids, err := q.holders.get(ctx, func(ctx context.Context) ([]int64, error) {
-		return mysqlgen.New(rawDBTX{r: q.run, db: q.db}).SelectWaitingSessions(ctx, q.run.table)
-	})
-	if isMySQLError(err, mysqlNotSupportedYet) {
-		return nil, fmt.Errorf("%w: it refuses user locks: %v", errPollsOnly, err)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("reading the table's wake slots: %w", err)
-	}
-	var woken []int64
-	for _, id := range ids {
-		if q.waiters.has(id) {
-			continue
-		}
-		err := interruptWait(ctx, q.db, id)
-		switch {
-		case errors.Is(err, errWaiterGone):
-			q.holders.forget()
-			continue
-		case isMySQLError(err, mysqlNotOwner):
-			q.logger.Debug("cannot wake a worker process of another database user (KILL QUERY needs CONNECTION_ADMIN); it polls", "session", id)
-			continue
-		case err != nil:
-			return woken, err
-		}
-		woken = append(woken, id)
-	}
-	return woken, nil
-}
-
-// errWaiterGone: the session whose wait was to be interrupted has ended.
-var errWaiterGone = errors.New("the waiting session has ended")
-
-// interruptWait interrupts the statement of session id (KILL QUERY), the
-// wait of a wake slot's holder; errWaiterGone when the session has ended.
-// KILL QUERY is written here because sqlc cannot compile it with a
-// parameter; id is an integer the server gave.
-func interruptWait(ctx context.Context, db *sql.DB, id int64) error {
-	_, err := db.ExecContext(ctx, "KILL QUERY "+strconv.FormatInt(id, 10))
-	if isMySQLError(err, mysqlNoSuchThread) {
-		return errWaiterGone
-	}
-	if err != nil {
-		return fmt.Errorf("interrupting the wait of session %d: %w", id, err)
-	}
-	return nil
-}
 
 // mysqlWaiter is the Waker of a worker on MySQL: it waits on a wake slot's
 // connection and turns each interrupted wait into a wake-up.
