@@ -73,6 +73,11 @@ const (
 	mysqlNotOwner         = 1095 // ER_KILL_DENIED_ERROR: another user's session
 )
 
+// waiterMinConns is the smallest limit of the pool's connections
+// (SetMaxOpenConns) with which a worker waits: the wait holds two for good,
+// and the claims, completions and heartbeats need the others.
+const waiterMinConns = 4
+
 // waitInterruptGrace is how long a stopping worker's wait may take to
 // return after it was interrupted before its connection is closed under
 // it.
@@ -89,8 +94,8 @@ type mysqlWaiter struct {
 	wakeups
 }
 
-// startMySQLWaiter starts, for a worker on MySQL that is not PollOnly, the
-// waiter, and makes it the Waker of the run (forwarding the wake-ups of
+// startMySQLWaiter starts, for a worker on MySQL that is not PollOnly and
+// whose pool allows waiterMinConns connections or more, the waiter, and makes it the Waker of the run (forwarding the wake-ups of
 // cfg.Waker, if one was given, into it). It returns a function that stops
 // the waiter and waits until its connection is closed. ctx ending stops it
 // too.
@@ -98,8 +103,8 @@ func (r *run) startMySQLWaiter(ctx context.Context) (stop func()) {
 	if r.q.kind != engine.MySQL || r.cfg.PollOnly {
 		return func() {}
 	}
-	if r.q.db.Stats().MaxOpenConnections == 1 {
-		r.log.Info("not waiting for the enqueues of other processes: the pool allows one connection and the worker needs it; polling only (raise SetMaxOpenConns, or set PollOnly)")
+	if n := r.q.db.Stats().MaxOpenConnections; n > 0 && n < waiterMinConns {
+		r.log.Info("not waiting for the enqueues of other processes: the wait holds two connections and the pool allows fewer than 4; polling only (raise SetMaxOpenConns, or set PollOnly)", "max_open_conns", n)
 		return func() {}
 	}
 	log := r.log.With("table", r.q.table.Name)

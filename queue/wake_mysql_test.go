@@ -177,9 +177,9 @@ func TestMySQLWakeSkipsOwnWorkers(t *testing.T) {
 }
 
 // TestMySQLWaiterEndsWithRun: the waiting session ends with Run (its wait
-// interrupted, not left sleeping on the server) and gives its slot back; a
-// worker with PollOnly, or on a pool of one connection, does not wait and
-// still finds the jobs by polling; a Waker of the config still wakes a
+// interrupted, not left waiting on the server) and gives its slot back; a
+// worker with PollOnly, or on a pool of fewer than waiterMinConns
+// connections, does not wait and still finds the jobs by polling; a Waker of the config still wakes a
 // waiting worker.
 func TestMySQLWaiterEndsWithRun(t *testing.T) {
 	t.Parallel()
@@ -217,6 +217,9 @@ func TestMySQLWaiterEndsWithRun(t *testing.T) {
 	}{
 		{"PollOnly", func(_ *sql.DB, cfg *WorkerConfig) { cfg.PollOnly = true }},
 		{"one connection", func(db *sql.DB, _ *WorkerConfig) { db.SetMaxOpenConns(1) }},
+		// The wait would hold both: the worker would have none left.
+		{"two connections", func(db *sql.DB, _ *WorkerConfig) { db.SetMaxOpenConns(2) }},
+		{"three connections", func(db *sql.DB, _ *WorkerConfig) { db.SetMaxOpenConns(waiterMinConns - 1) }},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()

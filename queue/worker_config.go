@@ -99,19 +99,20 @@ type WorkerConfig struct {
 	// *sql.DB for itself, LISTENs there on the channel named like the table,
 	// and every enqueue (from any process, at the commit of its transaction)
 	// NOTIFYs that channel with the job's type, so idle workers of that type
-	// wake at once instead of at their next poll. On MySQL the worker's own
-	// connection holds one of the table's wake slots (user locks) and waits
-	// there (SELECT SLEEP), and every Enqueue and EnqueueMany of another
-	// process, after its commit, interrupts those waits (KILL QUERY; it
-	// needs the same database user, or CONNECTION_ADMIN; EnqueueTx does not
-	// interrupt them, as its commit is the caller's). If the connection
-	// fails, the worker polls meanwhile and tries again with backoff. Set
-	// PollOnly where this cannot work, such as behind PgBouncer in
-	// transaction pooling mode or a MySQL proxy that shares server sessions
-	// among clients (the KILL QUERY would reach whichever client's statement
-	// runs on the waiting session), or to spare the connection; the worker
-	// then finds the jobs of other processes by polling. A pool limited to
-	// one connection polls only. SQLite always polls.
+	// wake at once instead of at their next poll. On MySQL the worker holds
+	// two connections: one holds one of the table's wake slots (user locks)
+	// and waits there for a lock the other holds, and every Enqueue and
+	// EnqueueMany of another process, after its commit, interrupts those
+	// waits (KILL QUERY; it needs the same database user, or
+	// CONNECTION_ADMIN; EnqueueTx does not interrupt them, as its commit is
+	// the caller's). If a connection fails, the worker polls meanwhile and
+	// tries again with backoff. Set PollOnly where this cannot work, such as
+	// behind PgBouncer in transaction pooling mode or a MySQL proxy that
+	// shares server sessions among clients (the KILL QUERY would reach
+	// whichever client's statement runs on the waiting session), or to spare
+	// the connections; the worker then finds the jobs of other processes by
+	// polling. A pool limited to one connection (on MySQL: fewer than four)
+	// polls only. SQLite always polls.
 	PollOnly bool
 }
 
