@@ -5,6 +5,7 @@ package queue
 // waits of the table's wake slots' holders, but its own workers'.
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"errors"
@@ -70,29 +71,45 @@ func newMySQLWakeAnnouncer(q *Queue) *announcer {
 // 16 goroutines of single Enqueue on MariaDB by 8 %. A worker process that
 // starts meanwhile is woken by this queue's enqueues from the next read
 // on (until then it polls); one that has stopped is read again at once.
-const holdersTTL = time.Second
+// An empty list is kept for emptyHoldersTTL only, so that the first
+// workers to start (as after a deployment) are woken within it, while an
+// enqueuer with no worker running still reads them at most 20 times a
+// second.
+const (
+	holdersTTL      = time.Second
+	emptyHoldersTTL = 50 * time.Millisecond
+)
 
 // slotHolders is an enqueuing queue's list of the wake slots' holders.
 type slotHolders struct {
+	// ttl and emptyTTL, zero, are holdersTTL and emptyHoldersTTL (tests
+	// set others).
+	ttl, emptyTTL time.Duration
+
 	mu   sync.Mutex
 	ids  []int64
 	read time.Time // zero: read them at the next announcement
 }
 
 // get returns the holders, reading them with read when the list is older
-// than holdersTTL.
-func (h *slotHolders) get(ctx context.Context, read func(context.Context) ([]int64, error)) ([]int64, error) {
+// than holdersTTL (emptyHoldersTTL when it was empty), and whether it read
+// them.
+func (h *slotHolders) get(ctx context.Context, read func(context.Context) ([]int64, error)) ([]int64, bool, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if !h.read.IsZero() && time.Since(h.read) < holdersTTL {
-		return h.ids, nil
+	ttl := cmp.Or(h.ttl, holdersTTL)
+	if len(h.ids) == 0 {
+		ttl = cmp.Or(h.emptyTTL, emptyHoldersTTL)
+	}
+	if !h.read.IsZero() && time.Since(h.read) < ttl {
+		return h.ids, false, nil
 	}
 	ids, err := read(ctx)
 	if err != nil {
-		return nil, err
+		return nil, true, err
 	}
 	h.ids, h.read = ids, time.Now()
-	return ids, nil
+	return ids, true, nil
 }
 
 // forget makes the next get read the holders again.
@@ -104,37 +121,49 @@ func (h *slotHolders) forget() {
 
 // wakeOtherWorkers interrupts the waits of the sessions that hold a wake
 // slot of the table (as read within holdersTTL), but those of q's own
-// workers, and returns their ids. A session of another database user,
-// which it may not interrupt, is skipped (that worker polls).
+// workers, and returns their ids. When a session of the list has ended
+// (its worker stopped, or waits on a new session), it reads the holders
+// again at once and interrupts the new ones too. A session of another
+// database user, which it may not interrupt, is skipped (that worker
+// polls).
 func (q *Queue) wakeOtherWorkers(ctx context.Context) ([]int64, error) {
-	ids, err := q.holders.get(ctx, func(ctx context.Context) ([]int64, error) {
+	read := func(ctx context.Context) ([]int64, error) {
 		return mysqlgen.New(rawDBTX{r: q.run, db: q.db}).SelectWaitingSessions(ctx, q.run.table)
-	})
-	if isMySQLError(err, mysqlNotSupportedYet) {
-		return nil, fmt.Errorf("%w: it refuses user locks: %v", errPollsOnly, err)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("reading the table's wake slots: %w", err)
 	}
 	var woken []int64
-	for _, id := range ids {
-		if q.waiters.has(id) {
-			continue
+	done := map[int64]bool{}
+	for {
+		ids, fresh, err := q.holders.get(ctx, read)
+		if isMySQLError(err, mysqlNotSupportedYet) {
+			return nil, fmt.Errorf("%w: it refuses user locks: %v", errPollsOnly, err)
 		}
-		err := interruptWait(ctx, q.db, id)
-		switch {
-		case errors.Is(err, errWaiterGone):
-			q.holders.forget()
-			continue
-		case isMySQLError(err, mysqlNotOwner):
-			q.logger.Debug("cannot wake a worker process of another database user (KILL QUERY needs CONNECTION_ADMIN); it polls", "session", id)
-			continue
-		case err != nil:
-			return woken, err
+		if err != nil {
+			return woken, fmt.Errorf("reading the table's wake slots: %w", err)
 		}
-		woken = append(woken, id)
+		gone := false
+		for _, id := range ids {
+			if done[id] || q.waiters.has(id) {
+				continue
+			}
+			done[id] = true
+			err := interruptWait(ctx, q.db, id)
+			switch {
+			case errors.Is(err, errWaiterGone):
+				gone = true
+				continue
+			case isMySQLError(err, mysqlNotOwner):
+				q.logger.Debug("cannot wake a worker process of another database user (KILL QUERY needs CONNECTION_ADMIN); it polls", "session", id)
+				continue
+			case err != nil:
+				return woken, err
+			}
+			woken = append(woken, id)
+		}
+		if !gone || fresh {
+			return woken, nil
+		}
+		q.holders.forget()
 	}
-	return woken, nil
 }
 
 // errWaiterGone: the session whose wait was to be interrupted has ended.

@@ -350,15 +350,19 @@ func TestInterruptWait(t *testing.T) {
 }
 
 // TestSlotHolders: the holders are read once, kept, and read again after
-// forget; a failed read is not kept.
+// forget; a failed read is not kept, an empty list only for its shorter
+// time.
 func TestSlotHolders(t *testing.T) {
-	var h slotHolders
+	h := slotHolders{emptyTTL: time.Nanosecond} // an empty list is read again
 	reads := 0
-	fail := false
+	fail, empty := false, false
 	read := func(context.Context) ([]int64, error) {
 		reads++
 		if fail {
 			return nil, errors.New("down")
+		}
+		if empty {
+			return []int64{}, nil
 		}
 		return []int64{int64(reads)}, nil
 	}
@@ -367,6 +371,7 @@ func TestSlotHolders(t *testing.T) {
 		name      string
 		forget    bool
 		fail      bool
+		empty     bool
 		want      string
 		wantReads int
 		wantErr   bool
@@ -376,14 +381,91 @@ func TestSlotHolders(t *testing.T) {
 		{name: "forgotten, read fails", forget: true, fail: true, wantReads: 2, wantErr: true},
 		{name: "read again", want: "[3]", wantReads: 3},
 		{name: "kept again", want: "[3]", wantReads: 3},
+		{name: "none waits", forget: true, empty: true, want: "[]", wantReads: 4},
+		{name: "an empty list is read again", empty: true, want: "[]", wantReads: 5},
+		{name: "a worker waits", want: "[6]", wantReads: 6},
+		{name: "kept once more", want: "[6]", wantReads: 6},
 	} {
 		if c.forget {
 			h.forget()
 		}
-		fail = c.fail
-		ids, err := h.get(ctx, read)
+		fail, empty = c.fail, c.empty
+		before := reads
+		ids, fresh, err := h.get(ctx, read)
 		if (err != nil) != c.wantErr || (err == nil && fmt.Sprint(ids) != c.want) || reads != c.wantReads {
 			t.Errorf("%s: %v, %v after %d reads; want %s (error %v) after %d", c.name, ids, err, reads, c.want, c.wantErr, c.wantReads)
 		}
+		if fresh != (reads > before) {
+			t.Errorf("%s: get reported fresh %v after %d reads (%d before)", c.name, fresh, reads, before)
+		}
+	}
+}
+
+// bellHolder returns the session that holds the bell of a wake slot of
+// env's table, or 0.
+func bellHolder(t *testing.T, env *testEnv) int64 {
+	t.Helper()
+	var id sql.NullInt64
+	err := env.db.QueryRow(`WITH RECURSIVE slots (n) AS (SELECT 0 UNION ALL SELECT n + 1 FROM slots WHERE n < 63)
+		SELECT MAX(IS_USED_LOCK(CONCAT('jobqueue bell ', SHA1(CONCAT(DATABASE(), '.', ?)), ' ', n))) FROM slots`,
+		env.tbl.Name).Scan(&id)
+	if err != nil {
+		t.Fatalf("reading the bells' holders: %v", err)
+	}
+	return id.Int64
+}
+
+// TestMySQLWaiterReconnects: when the waiting session, or the one that
+// holds its bell, ends, the worker warns, waits again on new sessions
+// (claiming once, for what it may have missed) and is woken by the
+// enqueues of other pools again, also of one that kept the old session in
+// its list of holders.
+func TestMySQLWaiterReconnects(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		name   string
+		victim func(t *testing.T, env *testEnv, waiter int64) int64
+	}{
+		{"the waiting session", func(_ *testing.T, _ *testEnv, waiter int64) int64 { return waiter }},
+		{"the bell's session", func(t *testing.T, env *testEnv, _ int64) int64 { return bellHolder(t, env) }},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			s := newWakeSetup(t, engine.MySQL, nil)
+			// The producer keeps the holders it reads: its next Enqueue
+			// finds the old waiter gone and must read them again.
+			s.producer.holders.ttl = time.Hour
+			waiter := waiterSession(t, s.env)
+			s.waitClaims(t, 2)
+			if _, err := s.producer.Enqueue(context.Background(), emailArgs{}, Type("email")); err != nil {
+				t.Fatal(err)
+			}
+			waitRan(t, s.ran, 1, "an Enqueue before the session ended")
+			victim := c.victim(t, s.env, waiter)
+			if victim == 0 {
+				t.Fatal("no session to end")
+			}
+			if _, err := s.env.db.Exec(fmt.Sprintf("KILL CONNECTION %d", victim)); err != nil {
+				t.Fatal(err)
+			}
+			var again int64
+			waitUntil(t, 10*time.Second, "a new session waiting on a wake slot", func() bool {
+				ids := waitingSessionsOf(t, s.env)
+				if len(ids) != 1 || ids[0] == waiter {
+					return false
+				}
+				again = ids[0]
+				return sessionStatement(t, s.env, again) == "WAIT" && bellHolder(t, s.env) != 0
+			})
+			if s.warns.Count(slog.LevelWarn, "waiting for the enqueues of other processes failed") == 0 {
+				t.Errorf("no warning about the ended session: %q", s.warns.Lines(slog.LevelWarn))
+			}
+			// The claim once the new wait began, then idle.
+			waitUntil(t, 5*time.Second, "the worker to be idle", func() bool { return !mysqlClaimRunning(t, s.env) })
+			if _, err := s.producer.Enqueue(context.Background(), emailArgs{}, Type("email")); err != nil {
+				t.Fatal(err)
+			}
+			waitRan(t, s.ran, 1, "an Enqueue after the new wait began")
+		})
 	}
 }
