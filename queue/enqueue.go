@@ -23,8 +23,12 @@ func (q *Queue) Enqueue(ctx context.Context, args JobArgs, opts ...EnqueueOption
 // EnqueueTx adds one job inside the caller's transaction: the job exists
 // only if tx commits. tx may come from any *sql.DB on the same database.
 // On PostgreSQL the commit wakes idle workers everywhere (the insert
-// NOTIFYs, see WorkerConfig.PollOnly); elsewhere workers find the job at
-// their next poll (the job is not visible when EnqueueTx returns).
+// NOTIFYs, see WorkerConfig.PollOnly). On MySQL, whose queue cannot see
+// the caller's commit, idle workers everywhere (this process's too) are
+// woken 5, 50 and 500 ms after the call, so that a transaction that
+// commits within half a second has its job started at the next of those
+// moments. On SQLite workers find the job at their next poll (it is not
+// visible when EnqueueTx returns).
 func (q *Queue) EnqueueTx(ctx context.Context, tx *sql.Tx, args JobArgs, opts ...EnqueueOption) (int64, error) {
 	if tx == nil {
 		return 0, errors.New("jobqueue: EnqueueTx: the transaction is nil; use Enqueue")
@@ -98,9 +102,11 @@ func (q *Queue) writeOne(ctx context.Context, tx *sql.Tx, j *newJob, key *unique
 			q.wake.notify() // this process's workers
 		}
 		if !inline {
-			q.notifyEnqueued(j.typ) // PostgreSQL: wake workers everywhere
+			q.notifyEnqueued(j.typ) // wake workers everywhere
 		}
 		q.countEnqueued(ctx, 1)
+	} else {
+		q.notifyCallersCommit() // MySQL: wake workers everywhere, after the commit
 	}
 	q.logger.Debug("job enqueued", "id", id, "kind", j.name, "type", j.typ, "scheduled_at", j.scheduledAt)
 	return id, nil
@@ -150,7 +156,8 @@ func (q *Queue) EnqueueMany(ctx context.Context, args []JobArgs, opts ...Enqueue
 	return n, err
 }
 
-// EnqueueManyTx is EnqueueMany inside the caller's transaction.
+// EnqueueManyTx is EnqueueMany inside the caller's transaction; workers
+// learn of its jobs as of EnqueueTx's.
 func (q *Queue) EnqueueManyTx(ctx context.Context, tx *sql.Tx, args []JobArgs, opts ...EnqueueOption) (int, error) {
 	if tx == nil {
 		return 0, errors.New("jobqueue: EnqueueManyTx: the transaction is nil; use EnqueueMany")
@@ -248,6 +255,9 @@ func (q *Queue) writeMany(ctx context.Context, tx *sql.Tx, jobs []*newJob, keyed
 		if err != nil {
 			return 0, fmt.Errorf("jobqueue: enqueue %d jobs: %w", total, refusedPayload(err))
 		}
+		if n > 0 {
+			q.notifyCallersCommit() // MySQL: wake workers everywhere, after the commit
+		}
 		return n, nil
 	}
 	var n int
@@ -272,7 +282,7 @@ func (q *Queue) writeMany(ctx context.Context, tx *sql.Tx, jobs []*newJob, keyed
 		all = append(all[:len(all):len(all)], k.j)
 	}
 	if !inline {
-		q.notifyEnqueued(notifyPayload(all)) // PostgreSQL: wake workers everywhere
+		q.notifyEnqueued(notifyPayload(all)) // wake workers everywhere
 	}
 	q.logger.Debug("jobs enqueued", "count", n)
 	q.countEnqueued(ctx, n)

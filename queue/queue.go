@@ -72,6 +72,10 @@ type Queue struct {
 	// notifier's, on MySQL it interrupts the waits of their idle worker
 	// processes (wake_mysql.go); nil on SQLite.
 	announcer *announcer
+	// txAnnouncer is the announcer on MySQL, which also announces the
+	// enqueues in callers' transactions (notifyCallersCommit); nil
+	// elsewhere.
+	txAnnouncer *announcer
 	// notifier sends the NOTIFY of those enqueues, or lets an insert notify
 	// itself, on PostgreSQL (notify_postgres.go); nil elsewhere.
 	notifier *pgNotifier
@@ -313,6 +317,8 @@ func New(db *sql.DB, opts ...Option) (*Queue, error) {
 	case engine.MySQL:
 		q.st = mysqlStore{q.run}
 		q.announcer = newMySQLWakeAnnouncer(q)
+		q.txAnnouncer = q.announcer
+		q.txAnnouncer.onShot = q.wake.notify // and this process's workers
 	default:
 		q.st = sqliteStore{q.run}
 	}

@@ -14,12 +14,14 @@ package queue
 //   - the waiting one waits for the bell (WaitForEnqueues, GET_LOCK with a
 //     timeout of 10 seconds), again and again.
 //
-// An enqueue that the queue commits itself (Enqueue, EnqueueMany, not
-// EnqueueTx, whose commit is the caller's) asks the queue's announcer
-// (announce.go), which, off the caller's path and at most once per
-// announceGap, interrupts with KILL QUERY the waits of the sessions that
-// hold the table's wake slots (SelectWaitingSessions: IS_USED_LOCK of each,
-// read again after holdersTTL). The interrupted wait returns NULL (MySQL)
+// An enqueue that the queue commits itself (Enqueue, EnqueueMany) asks the
+// queue's announcer (announce.go) right after its commit, one in a
+// caller's transaction (EnqueueTx, EnqueueManyTx), whose commit the queue
+// cannot see, 5, 50 and 500 ms after the call (requestAfterCommit). The
+// announcer, off the caller's path and at most once per announceGap,
+// interrupts with KILL QUERY the waits of the sessions that hold the
+// table's wake slots (SelectWaitingSessions: IS_USED_LOCK of each, read
+// again after holdersTTL). The interrupted wait returns NULL (MySQL)
 // or fails with error 1317 (MariaDB); the worker then claims at once, and
 // waits again. The wake-up is a hint, as a notification is on PostgreSQL.
 // The wait is for a lock, not SLEEP: on MariaDB 10.11, a KILL QUERY of one

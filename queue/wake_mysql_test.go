@@ -78,9 +78,10 @@ func mysqlClaimRunning(t *testing.T, env *testEnv) bool {
 
 // TestMySQLWakeWorkersOfOtherPools: Enqueue and EnqueueMany on one pool make
 // an idle worker on another pool start the jobs at once; the worker waits
-// again on the same session afterwards; an enqueue into another table, a
-// row inserted by hand and EnqueueTx (whose commit is the caller's) do not
-// wake it.
+// again on the same session afterwards; an enqueue into another table and a
+// row inserted by hand do not wake it; EnqueueTx and EnqueueManyTx, whose
+// commit the queue cannot see, wake it after the commit (a rolled-back one
+// runs nothing).
 func TestMySQLWakeWorkersOfOtherPools(t *testing.T) {
 	t.Parallel()
 	s := newWakeSetup(t, engine.MySQL, nil)
@@ -131,9 +132,71 @@ func TestMySQLWakeWorkersOfOtherPools(t *testing.T) {
 			t.Fatalf("after %s: the sessions holding wake slots are %v, want the same one (%d)", c.name, ids, waiter)
 		}
 	}
+	// The row inserted by hand would run at the next wake-up: remove it.
+	s.env.exec(t, "DELETE FROM {t} WHERE status = 'pending'")
+	// In a caller's transaction: the queue cannot see the commit, and its
+	// shots after the call wake the worker once it has happened.
+	for _, c := range []struct {
+		name   string
+		commit bool
+		n      int
+	}{
+		{"EnqueueTx committed", true, 1},
+		{"EnqueueManyTx committed", true, 2},
+		{"EnqueueTx rolled back", false, 0},
+	} {
+		tx, err := s.env.db.BeginTx(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.n == 2 {
+			_, err = p.EnqueueManyTx(ctx, tx, []JobArgs{emailArgs{}, emailArgs{}}, Type("email"))
+		} else {
+			_, err = p.EnqueueTx(ctx, tx, emailArgs{}, Type("email"))
+		}
+		if err != nil {
+			tx.Rollback()
+			t.Fatal(err)
+		}
+		if c.commit {
+			err = tx.Commit()
+		} else {
+			err = tx.Rollback()
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		waitShotsDone(t, p)
+		if c.n == 0 {
+			select {
+			case id := <-s.ran:
+				t.Fatalf("%s: job %d started", c.name, id)
+			default:
+			}
+			continue
+		}
+		waitRan(t, s.ran, c.n, c.name)
+	}
 	if n := s.warns.Count(slog.LevelWarn, ""); n != 0 {
 		t.Errorf("the worker logged %d warnings: %q", n, s.warns.Lines(slog.LevelWarn))
 	}
+}
+
+// waitShotsDone waits until q's announcer has no shot of
+// requestAfterCommit pending and nothing in flight.
+func waitShotsDone(t *testing.T, q *Queue) {
+	t.Helper()
+	waitUntil(t, 5*time.Second, "the announcements after the caller's commit", func() bool {
+		a := q.announcer
+		a.mu.Lock()
+		defer a.mu.Unlock()
+		for _, shot := range a.shots {
+			if shot != nil {
+				return false
+			}
+		}
+		return !a.sending
+	})
 }
 
 // TestMySQLWakeSkipsOwnWorkers: a queue's enqueues do not interrupt the
@@ -169,9 +232,26 @@ func TestMySQLWakeSkipsOwnWorkers(t *testing.T) {
 		}
 		waitUntil(t, 5*time.Second, "the worker to wait again", func() bool { return sessionStatement(t, env, waiter) == "WAIT" })
 	}
-	// Its own Enqueue still starts the job at once.
+	// Its own Enqueue still starts the job at once, and so does its own
+	// EnqueueTx once committed (the shots after it wake this process's
+	// workers directly).
 	id := enqueue(t, q, emailArgs{})
 	if got := waitFor(t, ran, wakeTimeout, "the job of the worker's own queue"); got != id {
+		t.Errorf("ran job %d, want %d", got, id)
+	}
+	tx, err := env.db.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, err = q.EnqueueTx(ctx, tx, emailArgs{})
+	if err != nil {
+		tx.Rollback()
+		t.Fatal(err)
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	if got := waitFor(t, ran, wakeTimeout, "the job of the worker's own queue's EnqueueTx"); got != id {
 		t.Errorf("ran job %d, want %d", got, id)
 	}
 }

@@ -104,8 +104,8 @@ type WorkerConfig struct {
 	// and waits there for a lock the other holds, and every Enqueue and
 	// EnqueueMany of another process, after its commit, interrupts those
 	// waits (KILL QUERY; it needs the same database user, or
-	// CONNECTION_ADMIN; EnqueueTx does not interrupt them, as its commit is
-	// the caller's). If a connection fails, the worker polls meanwhile and
+	// CONNECTION_ADMIN; EnqueueTx, whose commit the queue cannot see, does
+	// 5, 50 and 500 ms after the call). If a connection fails, the worker polls meanwhile and
 	// tries again with backoff. Set PollOnly where this cannot work, such as
 	// behind PgBouncer in transaction pooling mode or a MySQL proxy that
 	// shares server sessions among clients (the KILL QUERY would reach
