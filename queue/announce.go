@@ -40,10 +40,13 @@ type announcer struct {
 	// sends counts the running send goroutines, for flush.
 	sends sync.WaitGroup
 	// shots are the pending timers of requestAfterCommit, one per delay of
-	// afterCommitShots; onShot, if set, runs at each (this process's own
-	// wake-up).
-	shots  [len(afterCommitShots)]*time.Timer
-	onShot func()
+	// afterCommitShots, each armed for the call at armedFor; lastCall is
+	// the latest call. onShot, if set, runs at each shot (this process's
+	// own wake-up).
+	shots    [len(afterCommitShots)]*time.Timer
+	armedFor [len(afterCommitShots)]time.Time
+	lastCall time.Time
+	onShot   func()
 }
 
 // afterCommitShots are the delays after an enqueue in a caller's
@@ -101,22 +104,46 @@ func (a *announcer) claimSend() bool {
 
 // requestAfterCommit requests announcements at each of afterCommitShots
 // from now, for an enqueue in a caller's transaction (MySQL, whose
-// announcements name no type). A shot already pending serves: a stream of
-// such enqueues costs no more announcements than one of single Enqueues.
+// announcements name no type). A call while a shot of a delay is pending
+// shares it: the shot fires for the earlier call, and is armed once more
+// for the latest (rearmShot), so that every call has a shot at least each
+// delay after it, and a stream of calls costs one shot per delay and
+// period, no more announcements than a stream of single Enqueues.
 func (a *announcer) requestAfterCommit() {
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	now := time.Now()
+	a.lastCall = now
 	for i, d := range afterCommitShots {
-		if a.shots[i] != nil {
-			continue
+		if a.shots[i] == nil {
+			a.armShot(i, now, d)
 		}
-		a.shots[i] = time.AfterFunc(d, func() {
-			a.mu.Lock()
-			a.shots[i] = nil
-			a.mu.Unlock()
-			a.shot()
-		})
 	}
+}
+
+// armShot arms shot i, of delay d, for the call at call (a.mu held).
+func (a *announcer) armShot(i int, call time.Time, d time.Duration) {
+	a.armedFor[i] = call
+	a.shots[i] = time.AfterFunc(max(time.Until(call.Add(d)), 0), func() {
+		a.mu.Lock()
+		if again, ok := rearmShot(a.armedFor[i], a.lastCall); ok {
+			a.armShot(i, again, d)
+		} else {
+			a.shots[i] = nil
+		}
+		a.mu.Unlock()
+		a.shot()
+	})
+}
+
+// rearmShot is the rule of a shot that fires: armed for the call at
+// armedFor, it is armed again for the latest call when one came after
+// (ok), else it ends.
+func rearmShot(armedFor, lastCall time.Time) (call time.Time, ok bool) {
+	if lastCall.After(armedFor) {
+		return lastCall, true
+	}
+	return time.Time{}, false
 }
 
 // shot is a shot of requestAfterCommit: onShot, and an announcement.
