@@ -53,7 +53,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"sync"
 
 	"github.com/jobqueue/jobqueue/db/pggen"
 	"github.com/jobqueue/jobqueue/internal/engine"
@@ -116,33 +115,7 @@ func (r *run) startListener(ctx context.Context, cancelled func(ids []int64)) (s
 			l.types[t] = true
 		}
 	}
-	ctx, cancel := context.WithCancel(ctx)
-	var wg sync.WaitGroup
-	if user := r.cfg.Waker; user != nil {
-		wg.Go(func() { forwardWakeups(ctx, user.Wakeups(), l.wake) })
-	}
-	wg.Go(func() { l.loop(ctx) })
-	r.cfg.Waker = l
-	return func() {
-		cancel()
-		wg.Wait()
-	}
-}
-
-// forwardWakeups calls wake for every value from ch until ctx ends or ch is
-// closed.
-func forwardWakeups(ctx context.Context, ch <-chan struct{}, wake func()) {
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case _, ok := <-ch:
-			if !ok {
-				return
-			}
-			wake()
-		}
-	}
+	return r.startWaker(ctx, l.wakeups, l.loop)
 }
 
 // loop listens until ctx ends, connecting again with backoff whenever the

@@ -164,6 +164,33 @@ func (s *notifySetup) quiet(t *testing.T, d time.Duration, what string) {
 	}
 }
 
+// wakeCase is an enqueue of a test of wake-ups: do enqueues and returns
+// how many jobs the worker must start.
+type wakeCase struct {
+	name string
+	do   func() int
+}
+
+// ownCommitCases are the enqueues that p commits itself, of type email:
+// Enqueue (one job) and EnqueueMany (three).
+func ownCommitCases(t *testing.T, p *Queue) []wakeCase {
+	ctx := context.Background()
+	return []wakeCase{
+		{"Enqueue", func() int {
+			if _, err := p.Enqueue(ctx, emailArgs{}, Type("email")); err != nil {
+				t.Fatal(err)
+			}
+			return 1
+		}},
+		{"EnqueueMany", func() int {
+			if _, err := p.EnqueueMany(ctx, []JobArgs{emailArgs{}, emailArgs{}, emailArgs{}}, Type("email")); err != nil {
+				t.Fatal(err)
+			}
+			return 3
+		}},
+	}
+}
+
 // TestNotifyWakesWorkersOfOtherPools: an enqueue of any kind on one pool
 // makes an idle worker on another pool start the job at once, when its
 // transaction commits; a rolled-back one, or one of a type the worker does
@@ -196,22 +223,7 @@ func TestNotifyWakesWorkersOfOtherPools(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	for _, c := range []struct {
-		name string
-		do   func() int // jobs the worker must start
-	}{
-		{"Enqueue", func() int {
-			if _, err := p.Enqueue(ctx, emailArgs{}, Type("email")); err != nil {
-				t.Fatal(err)
-			}
-			return 1
-		}},
-		{"EnqueueMany", func() int {
-			if _, err := p.EnqueueMany(ctx, []JobArgs{emailArgs{}, emailArgs{}, emailArgs{}}, Type("email")); err != nil {
-				t.Fatal(err)
-			}
-			return 3
-		}},
+	for _, c := range append(ownCommitCases(t, p), []wakeCase{
 		{"EnqueueTx committed", func() int {
 			inTx(true, func(tx *sql.Tx) error { _, err := p.EnqueueTx(ctx, tx, emailArgs{}, Type("email")); return err })
 			return 1
@@ -240,7 +252,7 @@ func TestNotifyWakesWorkersOfOtherPools(t *testing.T) {
 			}
 			return 0
 		}},
-	} {
+	}...) {
 		t.Run(c.name, func(t *testing.T) {
 			t0 := time.Now()
 			n := c.do()

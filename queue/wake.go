@@ -51,6 +51,40 @@ func (w wakeups) wake() {
 	}
 }
 
+// startWaker makes own the Waker of the run (the queue's LISTEN or wait,
+// whose loop sends into it), forwarding into it the wake-ups of cfg.Waker,
+// if one was given, and runs loop. It returns a function that stops both
+// and waits until loop has returned; ctx ending stops them too.
+func (r *run) startWaker(ctx context.Context, own wakeups, loop func(context.Context)) (stop func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	if user := r.cfg.Waker; user != nil {
+		wg.Go(func() { forwardWakeups(ctx, user.Wakeups(), own.wake) })
+	}
+	wg.Go(func() { loop(ctx) })
+	r.cfg.Waker = own
+	return func() {
+		cancel()
+		wg.Wait()
+	}
+}
+
+// forwardWakeups calls wake for every value from ch until ctx ends or ch is
+// closed.
+func forwardWakeups(ctx context.Context, ch <-chan struct{}, wake func()) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case _, ok := <-ch:
+			if !ok {
+				return
+			}
+			wake()
+		}
+	}
+}
+
 // Backoff of the sessions that wait for other processes' enqueues (LISTEN
 // on PostgreSQL, a wake slot's wait on MySQL): it starts at
 // listenRetryMin, doubles up to listenRetryMax, and starts over once a

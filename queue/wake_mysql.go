@@ -57,7 +57,6 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
-	"sync"
 	"time"
 
 	"github.com/jobqueue/jobqueue/db/mysqlgen"
@@ -86,7 +85,7 @@ const waiterMinConns = 4
 const waitInterruptGrace = time.Second
 
 // errNoWakeSlot: every wake slot of the table is held; the worker polls.
-var errNoWakeSlot = errors.New("all 64 wake slots of the table are held by other worker processes (wakeSlots)")
+var errNoWakeSlot = fmt.Errorf("all %d wake slots of the table are held by other worker processes", wakeSlots)
 
 // mysqlWaiter is the Waker of a worker on MySQL: it waits on a wake slot's
 // connection and turns each interrupted wait into a wake-up.
@@ -109,21 +108,10 @@ func (r *run) startMySQLWaiter(ctx context.Context) (stop func()) {
 		r.log.Info("not waiting for the enqueues of other processes: the wait holds two connections and the pool allows fewer than 4; polling only (raise SetMaxOpenConns, or set PollOnly)", "max_open_conns", n)
 		return func() {}
 	}
-	log := r.log.With("table", r.q.table.Name)
-	w := &mysqlWaiter{q: r.q, log: log, wakeups: make(wakeups, 1)}
-	ctx, cancel := context.WithCancel(ctx)
-	var wg sync.WaitGroup
-	if user := r.cfg.Waker; user != nil {
-		wg.Go(func() { forwardWakeups(ctx, user.Wakeups(), w.wake) })
-	}
-	wg.Go(func() {
-		keepSession(ctx, log, "waiting for the enqueues of other processes", w.session, func(err error) bool { return errors.Is(err, errNoWakeSlot) })
+	w := &mysqlWaiter{q: r.q, log: r.log, wakeups: make(wakeups, 1)}
+	return r.startWaker(ctx, w.wakeups, func(ctx context.Context) {
+		keepSession(ctx, w.log, "waiting for the enqueues of other processes", w.session, func(err error) bool { return errors.Is(err, errNoWakeSlot) })
 	})
-	r.cfg.Waker = w
-	return func() {
-		cancel()
-		wg.Wait()
-	}
 }
 
 // session takes two connections, a wake slot on one and the slot's bell

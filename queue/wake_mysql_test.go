@@ -91,22 +91,7 @@ func TestMySQLWakeWorkersOfOtherPools(t *testing.T) {
 	p := s.producer
 	other := newTestEnv(t, engine.MySQL)
 	otherQ := other.queue(t, nil, WithLogger(testdb.QuietLogger()))
-	for _, c := range []struct {
-		name string
-		do   func() int // jobs the worker must start
-	}{
-		{"Enqueue", func() int {
-			if _, err := p.Enqueue(ctx, emailArgs{}, Type("email")); err != nil {
-				t.Fatal(err)
-			}
-			return 1
-		}},
-		{"EnqueueMany", func() int {
-			if _, err := p.EnqueueMany(ctx, []JobArgs{emailArgs{}, emailArgs{}, emailArgs{}}, Type("email")); err != nil {
-				t.Fatal(err)
-			}
-			return 3
-		}},
+	for _, c := range append(ownCommitCases(t, p), []wakeCase{
 		{"another table", func() int {
 			if _, err := otherQ.Enqueue(ctx, emailArgs{}, Type("email")); err != nil {
 				t.Fatal(err)
@@ -118,7 +103,7 @@ func TestMySQLWakeWorkersOfOtherPools(t *testing.T) {
 				VALUES ('email', 'email', '{}', 'pending', 0, 3, 1, 1, UTC_TIMESTAMP() - INTERVAL 1 SECOND, UTC_TIMESTAMP())`)
 			return 0
 		}},
-	} {
+	}...) {
 		n := c.do()
 		if n == 0 {
 			s.quiet(t, 300*time.Millisecond, c.name)
