@@ -231,6 +231,13 @@ func timesUTCInTokyo(t *testing.T) {
 		}
 		// A job due now in UTC is claimed now (not 9 hours off either way).
 		due := mustEnqueue(t, q, testArgs{N: 2}, Type("now"))
+		if kind == engine.SQLite {
+			// The SQLite watcher's probe compares times as the claim does.
+			mustEnqueue(t, q, testArgs{N: 3}, Type("in an hour"), Delay(time.Hour))
+			if !dueJobExists(t, q, "now") || dueJobExists(t, q, "in an hour") {
+				t.Fatalf("DueJobExists: the job due now is due %v, the one in an hour %v", dueJobExists(t, q, "now"), dueJobExists(t, q, "in an hour"))
+			}
+		}
 		jobs := mustClaim(t, q, []string{"now"}, 1, time.Minute)
 		if len(jobs) != 1 || jobs[0].ID != due {
 			t.Fatalf("a job due now was not claimed: %v", ids(jobs))

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -191,6 +192,47 @@ func ownCommitCases(t *testing.T, p *Queue) []wakeCase {
 	}
 }
 
+// callerTxCases are the enqueues of p, of type email, in a transaction on
+// s's table that the caller commits (EnqueueTx, one job; EnqueueManyTx,
+// two) or rolls back (one job each). Before the commit or rollback, s must
+// stay quiet for 300 ms: nothing is visible yet.
+func callerTxCases(t *testing.T, s *notifySetup, p *Queue) []wakeCase {
+	ctx := context.Background()
+	inTx := func(commit bool, fn func(tx *sql.Tx) error) {
+		t.Helper()
+		tx, err := s.env.db.BeginTx(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := fn(tx); err != nil {
+			_ = tx.Rollback()
+			t.Fatal(err)
+		}
+		s.quiet(t, 300*time.Millisecond, "before the commit")
+		if commit {
+			err = tx.Commit()
+		} else {
+			err = tx.Rollback()
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	one := func(tx *sql.Tx) error { _, err := p.EnqueueTx(ctx, tx, emailArgs{}, Type("email")); return err }
+	many := func(n int) func(tx *sql.Tx) error {
+		return func(tx *sql.Tx) error {
+			_, err := p.EnqueueManyTx(ctx, tx, slices.Repeat([]JobArgs{emailArgs{}}, n), Type("email"))
+			return err
+		}
+	}
+	return []wakeCase{
+		{"EnqueueTx committed", func() int { inTx(true, one); return 1 }},
+		{"EnqueueManyTx committed", func() int { inTx(true, many(2)); return 2 }},
+		{"EnqueueTx rolled back", func() int { inTx(false, one); return 0 }},
+		{"EnqueueManyTx rolled back", func() int { inTx(false, many(1)); return 0 }},
+	}
+}
+
 // TestNotifyWakesWorkersOfOtherPools: an enqueue of any kind on one pool
 // makes an idle worker on another pool start the job at once, when its
 // transaction commits; a rolled-back one, or one of a type the worker does
@@ -202,50 +244,7 @@ func TestNotifyWakesWorkersOfOtherPools(t *testing.T) {
 	listenerPID(t, s.env, 0)
 	s.waitClaims(t, 2) // the claim at start and the one after listening
 	p := s.producer
-	inTx := func(commit bool, fn func(tx *sql.Tx) error) {
-		t.Helper()
-		tx, err := s.env.db.BeginTx(ctx, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := fn(tx); err != nil {
-			tx.Rollback()
-			t.Fatal(err)
-		}
-		// Not visible yet: no notification before the commit.
-		s.quiet(t, 300*time.Millisecond, "before the commit")
-		if commit {
-			err = tx.Commit()
-		} else {
-			err = tx.Rollback()
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
-	for _, c := range append(ownCommitCases(t, p), []wakeCase{
-		{"EnqueueTx committed", func() int {
-			inTx(true, func(tx *sql.Tx) error { _, err := p.EnqueueTx(ctx, tx, emailArgs{}, Type("email")); return err })
-			return 1
-		}},
-		{"EnqueueManyTx committed", func() int {
-			inTx(true, func(tx *sql.Tx) error {
-				_, err := p.EnqueueManyTx(ctx, tx, []JobArgs{emailArgs{}, emailArgs{}}, Type("email"))
-				return err
-			})
-			return 2
-		}},
-		{"EnqueueTx rolled back", func() int {
-			inTx(false, func(tx *sql.Tx) error { _, err := p.EnqueueTx(ctx, tx, emailArgs{}, Type("email")); return err })
-			return 0
-		}},
-		{"EnqueueManyTx rolled back", func() int {
-			inTx(false, func(tx *sql.Tx) error {
-				_, err := p.EnqueueManyTx(ctx, tx, []JobArgs{emailArgs{}}, Type("email"))
-				return err
-			})
-			return 0
-		}},
+	for _, c := range append(append(ownCommitCases(t, p), callerTxCases(t, s, p)...), []wakeCase{
 		{"another type", func() int {
 			if _, err := p.Enqueue(ctx, emailArgs{}, Type("sms")); err != nil {
 				t.Fatal(err)

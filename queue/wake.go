@@ -94,10 +94,11 @@ const (
 	listenRetryMax = 30 * time.Second
 )
 
-// errPollsOnly marks a session's error that says the server cannot wake
-// workers at all (a Galera node refuses the wake slots' user locks): a
-// permanent one, logged at info level, not as a warning.
-var errPollsOnly = errors.New("the server cannot wake idle workers")
+// errPollsOnly marks a session's error that says the database cannot wake
+// workers at all (a Galera node refuses the wake slots' user locks; a
+// SQLite database not in WAL mode): a permanent one, logged at info level,
+// not as a warning.
+var errPollsOnly = errors.New("the database cannot wake idle workers")
 
 // keepSession runs session until ctx ends, again with backoff whenever it
 // fails (the worker polls meanwhile), and for good not after an error for

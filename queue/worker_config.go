@@ -91,28 +91,32 @@ type WorkerConfig struct {
 	// queue's own (WithWorkMiddleware): the first given is outermost.
 	Middleware []WorkMiddleware
 	// Waker, if set, wakes the idle worker when jobs may be ready in other
-	// processes. Enqueues in this process wake it without one, and so do,
-	// on PostgreSQL, enqueues anywhere (see PollOnly).
+	// processes. Enqueues in this process wake it without one, and so do
+	// enqueues anywhere, on every engine (see PollOnly).
 	Waker Waker
-	// PollOnly turns off listening on PostgreSQL and waiting on MySQL. By
+	// PollOnly turns off listening on PostgreSQL, waiting on MySQL and
+	// watching on SQLite, with which an idle worker starts the jobs that
+	// other processes enqueue at once instead of at its next poll. By
 	// default a worker on PostgreSQL holds one connection of the queue's
 	// *sql.DB for itself, LISTENs there on the channel named like the table,
 	// and every enqueue (from any process, at the commit of its transaction)
-	// NOTIFYs that channel with the job's type, so idle workers of that type
-	// wake at once instead of at their next poll. On MySQL the worker holds
+	// NOTIFYs that channel with the job's type. On MySQL the worker holds
 	// two connections: one holds one of the table's wake slots (user locks)
 	// and waits there for a lock the other holds, and every Enqueue and
 	// EnqueueMany of another process, after its commit, interrupts those
 	// waits (KILL QUERY; it needs the same database user, or
 	// CONNECTION_ADMIN; EnqueueTx, whose commit the queue cannot see, does
-	// 5, 50 and 500 ms after the call). If a connection fails, the worker polls meanwhile and
-	// tries again with backoff. Set PollOnly where this cannot work, such as
-	// behind PgBouncer in transaction pooling mode or a MySQL proxy that
-	// shares server sessions among clients (the KILL QUERY would reach
-	// whichever client's statement runs on the waiting session), or to spare
-	// the connections; the worker then finds the jobs of other processes by
-	// polling. A pool limited to one connection (on MySQL: fewer than four)
-	// polls only. SQLite always polls.
+	// 5, 50 and 500 ms after the call). On SQLite the worker holds one
+	// connection and reads PRAGMA data_version there every 2 ms; when
+	// another connection (of any process) has committed, it checks with a
+	// read whether a job of its types is due, and if so claims. If a
+	// connection fails, the worker polls meanwhile and tries again with
+	// backoff. Set PollOnly where this cannot work, such as behind PgBouncer
+	// in transaction pooling mode or a MySQL proxy that shares server
+	// sessions among clients (the KILL QUERY would reach whichever client's
+	// statement runs on the waiting session), or to spare the connections;
+	// the worker then finds the jobs of other processes by polling. A pool
+	// limited to one connection (on MySQL: fewer than four) polls only.
 	PollOnly bool
 }
 

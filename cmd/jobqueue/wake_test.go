@@ -17,18 +17,22 @@ import (
 // TestWorkWakeUp checks how an idle `jobqueue work` finds a job that
 // another process enqueues: on PostgreSQL at once through LISTEN/NOTIFY,
 // even with an hour between polls (which also proves `jobqueue enqueue`
-// sends its notification before it exits); with --poll-only, on every
+// sends its notification before it exits); on MySQL at once too, the
+// enqueue interrupting the worker's wait before it exits; on SQLite, by
+// watching the database's data version; with --poll-only, on every
 // engine, by polling at --poll-interval.
 func TestWorkWakeUp(t *testing.T) {
 	t.Parallel()
 	cases := []struct {
-		name   string
-		only   engine.Kind // "" for every engine
-		listen bool        // wait until the worker listens before enqueueing
-		args   []string
+		name  string
+		only  engine.Kind // "" for every engine
+		ready string      // the worker's log line to wait for before enqueueing
+		args  []string
 	}{
-		{"poll-only", "", false, []string{"--poll-only", "--poll-interval", "300ms"}},
-		{"listen", engine.Postgres, true, []string{"--poll-interval", "1h"}},
+		{"poll-only", "", "", []string{"--poll-only", "--poll-interval", "300ms"}},
+		{"listen", engine.Postgres, "listening for enqueues", []string{"--poll-interval", "1h"}},
+		{"wait", engine.MySQL, "waiting for the enqueues of other processes", []string{"--poll-interval", "1h"}},
+		{"watch", engine.SQLite, "started watching for the commits of other processes", []string{"--poll-interval", "1h"}},
 	}
 	testdb.ForEachEngine(t, func(t *testing.T, e *testdb.Env) {
 		for _, tc := range cases {
@@ -52,13 +56,13 @@ func TestWorkWakeUp(t *testing.T) {
 				if n := payloadN(t, waitFile(t, filepath.Join(dir, first), 20*time.Second)); n != 0 {
 					t.Fatalf("the first command read n=%d on stdin, want 0", n)
 				}
-				if tc.listen {
+				if tc.ready != "" {
 					// The worker claims once more right after LISTEN
-					// succeeds (jobs enqueued before were not heard);
-					// that claim starts within a moment of this line,
-					// long before the enqueue below, a new process,
-					// has connected.
-					waitStderr(t, stderr, "listening for enqueues", 20*time.Second)
+					// succeeds, or the watch has begun (jobs enqueued
+					// before were not heard); that claim starts within a
+					// moment of this line, long before the enqueue
+					// below, a new process, has connected.
+					waitStderr(t, stderr, tc.ready, 20*time.Second)
 				}
 				second := strings.TrimSpace(c.ok(t, "enqueue", "--name", "wake", "--payload", `{"n":1}`))
 				if n := payloadN(t, waitFile(t, filepath.Join(dir, second), 10*time.Second)); n != 1 {

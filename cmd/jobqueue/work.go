@@ -46,10 +46,12 @@ not failed but released at once, pending again (failed only if that was its
 last attempt), for the next worker.
 
 An idle worker looks for due jobs every --poll-interval; on PostgreSQL it also
-LISTENs for new jobs, and on MySQL it waits on a connection of its own that the
-enqueues of other processes interrupt, so they start at once (--poll-only turns
-that off; behind PgBouncer in transaction mode, with default_query_exec_mode=exec
-in the URL, the worker polls only by itself).
+LISTENs for new jobs, on MySQL it waits on a connection of its own that the
+enqueues of other processes interrupt, and on SQLite it watches the database
+file for the commits of other processes (every 2 ms, a read of shared memory),
+so they start at once (--poll-only turns that off; behind PgBouncer in
+transaction mode, with default_query_exec_mode=exec in the URL, the worker polls
+only by itself).
 
 Among all the workers of a table (any number of processes and machines) one
 leads, elected through the table <table>_leader: it alone runs the maintenance
@@ -233,7 +235,7 @@ the worker exits 0. --max-jobs and --max-runtime stop it on their own.`,
 	f.StringVar(&logLevel, "log-level", "info", "log level on stderr: debug, info, warn or error")
 	f.StringVar(&grace, "grace", "30s", "on SIGINT/SIGTERM, how long running commands may finish before they are killed")
 	f.StringVar(&pollInterval, "poll-interval", "1s", "how often an idle worker looks for due jobs (jittered); on PostgreSQL new jobs also wake it at once")
-	f.BoolVar(&pollOnly, "poll-only", false, "do not LISTEN (PostgreSQL) or wait (MySQL) for new jobs, only poll (automatic behind PgBouncer with default_query_exec_mode=exec)")
+	f.BoolVar(&pollOnly, "poll-only", false, "do not LISTEN (PostgreSQL), wait (MySQL) or watch the file (SQLite) for new jobs, only poll (automatic behind PgBouncer with default_query_exec_mode=exec)")
 	f.StringArrayVar(&periodic, "periodic", nil, "enqueue a job of kind NAME at each tick of SCHEDULE while this worker leads: 'NAME=SCHEDULE' (cron fields, @hourly…, @every DUR; CRON_TZ=ZONE prefix); repeatable")
 	f.BoolVar(&runMissed, "run-missed", false, "on gaining the lead, enqueue the latest tick of each periodic job that passed while no worker led")
 	f.StringVar(&retention, "retention", "", "the leader also prunes jobs that finished longer ago than this (e.g. 720h)")

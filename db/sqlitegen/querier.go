@@ -64,6 +64,15 @@ type Querier interface {
 	DeleteJobs(ctx context.Context, ids interface{}) ([]int64, error)
 	DeleteKeys(ctx context.Context, ids interface{}) error
 	DeleteOrphanKeys(ctx context.Context, maxRows int64) (int64, error)
+	// DueJobExists tells whether ClaimJobs with the same type and types would
+	// find a job now, from the start of the table (no watermark), by the same
+	// three candidate queries and indexes, reading one row at most. It only
+	// reads: in WAL mode it waits for no writer and holds up none. An idle
+	// worker's watcher (queue/wake_sqlite.go) asks it when another connection
+	// has committed a change to the database file (PRAGMA data_version, which
+	// sqlc cannot compile), before it wakes the claimer, whose claim takes the
+	// write lock.
+	DueJobExists(ctx context.Context, arg DueJobExistsParams) (bool, error)
 	// EndAbandonedAttempts is EndAttempts for reclaimed attempts: only those
 	// whose lease is still passed (a heartbeat may have come in between).
 	EndAbandonedAttempts(ctx context.Context, arg EndAbandonedAttemptsParams) (int64, error)

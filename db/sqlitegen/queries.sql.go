@@ -503,6 +503,47 @@ func (q *Queries) DeleteOrphanKeys(ctx context.Context, maxRows int64) (int64, e
 	return result.RowsAffected()
 }
 
+const dueJobExists = `-- name: DueJobExists :one
+SELECT EXISTS (
+    SELECT 1 FROM jobs j
+    WHERE CAST(?1 AS TEXT) IS NULL AND CAST(?2 AS TEXT) IS NULL
+      AND j.status = 'pending' AND j.scheduled_at <= ?3
+      AND (j.expires_at IS NULL OR j.expires_at > ?3)
+    UNION ALL
+    SELECT 1 FROM jobs j
+    WHERE ?1 IS NOT NULL AND j.type = ?1
+      AND j.status = 'pending' AND j.scheduled_at <= ?3
+      AND (j.expires_at IS NULL OR j.expires_at > ?3)
+    UNION ALL
+    SELECT 1 FROM jobs j
+    WHERE ?2 IS NOT NULL
+      AND j.type IN (SELECT t.value FROM json_each(?2) AS t)
+      AND j.status = 'pending' AND j.scheduled_at <= ?3
+      AND (j.expires_at IS NULL OR j.expires_at > ?3)
+) AS due
+`
+
+type DueJobExistsParams struct {
+	Type  sql.NullString
+	Types sql.NullString
+	Now   time.Time
+}
+
+// DueJobExists tells whether ClaimJobs with the same type and types would
+// find a job now, from the start of the table (no watermark), by the same
+// three candidate queries and indexes, reading one row at most. It only
+// reads: in WAL mode it waits for no writer and holds up none. An idle
+// worker's watcher (queue/wake_sqlite.go) asks it when another connection
+// has committed a change to the database file (PRAGMA data_version, which
+// sqlc cannot compile), before it wakes the claimer, whose claim takes the
+// write lock.
+func (q *Queries) DueJobExists(ctx context.Context, arg DueJobExistsParams) (bool, error) {
+	row := q.db.QueryRowContext(ctx, dueJobExists, arg.Type, arg.Types, arg.Now)
+	var due bool
+	err := row.Scan(&due)
+	return due, err
+}
+
 const endAbandonedAttempts = `-- name: EndAbandonedAttempts :execrows
 UPDATE jobs
 SET status = ?1, error = ?2,

@@ -93,6 +93,33 @@ RETURNING id, name, type, payload, attempts, claim_token, max_attempts, base_del
           max_delay, error, expires_at, finished_at,
           CAST(scheduled_at AS TEXT) AS scheduled_at, CAST(created_at AS TEXT) AS created_at;
 
+-- name: DueJobExists :one
+-- DueJobExists tells whether ClaimJobs with the same type and types would
+-- find a job now, from the start of the table (no watermark), by the same
+-- three candidate queries and indexes, reading one row at most. It only
+-- reads: in WAL mode it waits for no writer and holds up none. An idle
+-- worker's watcher (queue/wake_sqlite.go) asks it when another connection
+-- has committed a change to the database file (PRAGMA data_version, which
+-- sqlc cannot compile), before it wakes the claimer, whose claim takes the
+-- write lock.
+SELECT EXISTS (
+    SELECT 1 FROM jobs j
+    WHERE CAST(sqlc.narg(type) AS TEXT) IS NULL AND CAST(sqlc.narg(types) AS TEXT) IS NULL
+      AND j.status = 'pending' AND j.scheduled_at <= @now
+      AND (j.expires_at IS NULL OR j.expires_at > @now)
+    UNION ALL
+    SELECT 1 FROM jobs j
+    WHERE sqlc.narg(type) IS NOT NULL AND j.type = sqlc.narg(type)
+      AND j.status = 'pending' AND j.scheduled_at <= @now
+      AND (j.expires_at IS NULL OR j.expires_at > @now)
+    UNION ALL
+    SELECT 1 FROM jobs j
+    WHERE sqlc.narg(types) IS NOT NULL
+      AND j.type IN (SELECT t.value FROM json_each(sqlc.narg(types)) AS t)
+      AND j.status = 'pending' AND j.scheduled_at <= @now
+      AND (j.expires_at IS NULL OR j.expires_at > @now)
+) AS due;
+
 -- name: ExtendLeases :many
 -- ExtendLeases extends the leases of the attempts given as JSON arrays of
 -- ids and tokens (a token names one job, so the pair is matched) and
