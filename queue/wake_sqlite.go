@@ -5,8 +5,8 @@ package queue
 // (PollInterval; a p50 enqueue-to-start of about half a second with the
 // default of 1 second). Instead, while a Worker runs on SQLite (unless
 // WorkerConfig.PollOnly), it holds one connection of the queue's *sql.DB
-// for itself and reads PRAGMA data_version there every
-// dataVersionInterval. The number changes when another connection, of any
+// for itself and reads PRAGMA data_version there every few milliseconds
+// (watchInterval). The number changes when another connection, of any
 // process, has committed a change to the database file; reading it takes
 // no lock that a writer waits for (in WAL mode a reader never holds up a
 // writer, and the statement's read transaction ends with it). When it has
@@ -32,9 +32,17 @@ package queue
 // committing writer must wait for, so there the worker polls (logged at
 // info level).
 //
-// A worker idle for hours reads the number 1/dataVersionInterval times a
-// second: a few microseconds each in the process (the check reads SQLite's
-// shared memory, no file), measured by BenchmarkSQLiteWatcherCheck.
+// The check itself costs a few microseconds (it reads SQLite's shared
+// memory, no file: BenchmarkSQLiteWatcherCheck), but waking a Go process
+// every 2 ms costs about 2 % of a core however little it does then. So the
+// watcher checks every dataVersionInterval while jobs come (it has found
+// one due within dataVersionQuietAfter), and every dataVersionQuietInterval
+// otherwise (watchInterval): a stream of jobs starts within about a
+// millisecond each, the first job after a quiet spell within
+// dataVersionQuietInterval, and an idle worker costs a fraction of a
+// percent of a core. Commits that leave no job due (the worker's own
+// leader and maintenance writes, the application's tables) do not keep it
+// checking fast.
 
 import (
 	"context"
@@ -48,10 +56,24 @@ import (
 	"github.com/jobqueue/jobqueue/internal/engine"
 )
 
-// dataVersionInterval is how often an idle SQLite worker's watcher reads
-// PRAGMA data_version: the longest a commit of another process waits to be
-// seen.
-const dataVersionInterval = 2 * time.Millisecond
+// How often an idle SQLite worker's watcher reads PRAGMA data_version (see
+// watchInterval): every dataVersionInterval while it finds jobs due after
+// commits, every dataVersionQuietInterval once it has found none for
+// dataVersionQuietAfter.
+const (
+	dataVersionInterval      = 2 * time.Millisecond
+	dataVersionQuietInterval = 20 * time.Millisecond
+	dataVersionQuietAfter    = time.Second
+)
+
+// watchInterval is how long the watcher waits before its next check, given
+// how long ago a check last found a job due (or the watch started).
+func watchInterval(sinceDue time.Duration) time.Duration {
+	if sinceDue < dataVersionQuietAfter {
+		return dataVersionInterval
+	}
+	return dataVersionQuietInterval
+}
 
 // dataVersionQuery reads the connection's data version. It and
 // journalModeQuery are written here, not in sql/sqlite/queries.sql: sqlc
@@ -113,13 +135,14 @@ func (w *sqliteWatcher) session(ctx context.Context) error {
 
 	// Jobs committed while nobody watched were not seen here: claim once.
 	w.wake()
-	tick := time.NewTicker(dataVersionInterval)
-	defer tick.Stop()
+	dueAt := time.Now()
+	timer := time.NewTimer(dataVersionInterval)
+	defer timer.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-tick.C:
+		case <-timer.C:
 		}
 		due, err := dw.check(ctx)
 		switch {
@@ -128,8 +151,10 @@ func (w *sqliteWatcher) session(ctx context.Context) error {
 		case err != nil:
 			return err
 		case due:
+			dueAt = time.Now()
 			w.wake()
 		}
+		timer.Reset(watchInterval(time.Since(dueAt)))
 	}
 }
 

@@ -306,3 +306,22 @@ func BenchmarkSQLiteWatcherCheck(b *testing.B) {
 		})
 	}
 }
+
+// TestWatchInterval: the watcher checks often while jobs come, less often
+// once it has found none due for a while.
+func TestWatchInterval(t *testing.T) {
+	for _, c := range []struct {
+		sinceDue time.Duration
+		want     time.Duration
+	}{
+		{0, dataVersionInterval},
+		{500 * time.Millisecond, dataVersionInterval},
+		{dataVersionQuietAfter - time.Nanosecond, dataVersionInterval},
+		{dataVersionQuietAfter, dataVersionQuietInterval},
+		{time.Hour, dataVersionQuietInterval},
+	} {
+		if got := watchInterval(c.sinceDue); got != c.want {
+			t.Errorf("watchInterval(%v) = %v, want %v", c.sinceDue, got, c.want)
+		}
+	}
+}
