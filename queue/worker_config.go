@@ -106,10 +106,11 @@ type WorkerConfig struct {
 	// EnqueueMany of another process, after its commit, interrupts those
 	// waits (KILL QUERY; it needs the same database user, or
 	// CONNECTION_ADMIN; EnqueueTx, whose commit the queue cannot see, does
-	// 5, 50 and 500 ms after the call). On SQLite the worker holds one
-	// connection and reads PRAGMA data_version there every 2 ms; when
-	// another connection (of any process) has committed, it checks with a
-	// read whether a job of its types is due, and if so claims. If a
+	// 5, 50 and 500 ms after the call). On SQLite (in WAL mode) the worker
+	// holds one connection and reads PRAGMA data_version there every 2 ms
+	// while jobs come, every 20 ms otherwise; when another connection (of
+	// any process) has committed, it checks with a read whether a job of its
+	// types is due, and if so claims. If a
 	// connection fails, the worker polls meanwhile and tries again with
 	// backoff. Set PollOnly where this cannot work, such as behind PgBouncer
 	// in transaction pooling mode or a MySQL proxy that shares server

@@ -48,8 +48,8 @@ last attempt), for the next worker.
 An idle worker looks for due jobs every --poll-interval; on PostgreSQL it also
 LISTENs for new jobs, on MySQL it waits on a connection of its own that the
 enqueues of other processes interrupt, and on SQLite it watches the database
-file for the commits of other processes (every 2 ms, a read of shared memory),
-so they start at once (--poll-only turns that off; behind PgBouncer in
+file for the commits of other processes (every 2 ms while jobs come, every 20 ms
+otherwise; a read of shared memory), so they start at once (--poll-only turns that off; behind PgBouncer in
 transaction mode, with default_query_exec_mode=exec in the URL, the worker polls
 only by itself).
 
