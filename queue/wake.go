@@ -10,7 +10,8 @@ import (
 
 // wakeHub wakes idle workers of this process at once when a job is
 // enqueued here, instead of letting them wait for their next poll. Workers
-// in other processes still find the job by polling.
+// in other processes hear of it through their run's own Waker (startWaker:
+// PostgreSQL's LISTEN, MySQL's wait, SQLite's watch), or at their poll.
 type wakeHub struct {
 	mu sync.Mutex
 	ch chan struct{}
