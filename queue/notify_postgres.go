@@ -91,15 +91,8 @@ func (l *pgListener) wants(payload string) bool {
 // notifies the same channel), and nil whenever listening (re)starts, since
 // notifications sent while nobody listened are lost.
 func (r *run) startListener(ctx context.Context, cancelled func(ids []int64)) (stop func()) {
-	if r.q.kind != engine.Postgres || r.cfg.PollOnly {
-		return func() {}
-	}
-	if r.q.pooled {
-		r.log.Info("not listening for enqueues (LISTEN): the queue runs through a transaction pooler (see WithTransactionPooling); polling only")
-		return func() {}
-	}
-	if r.q.db.Stats().MaxOpenConnections == 1 {
-		r.log.Info("not listening for enqueues (LISTEN): the pool allows one connection and the worker needs it; polling only (raise SetMaxOpenConns, or set PollOnly)")
+	// The listening connection and one for the worker.
+	if !r.ownWakerAllowed(engine.Postgres, "listening for enqueues (LISTEN)", 2) {
 		return func() {}
 	}
 	l := &pgListener{

@@ -25,13 +25,14 @@ import (
 var errNotPgxConn = errors.New("jobqueue: pgx's connection is not at hand")
 
 // WithTransactionPooling tells the queue whether its connections go through
-// a transaction pooler such as PgBouncer in transaction pooling mode. A
-// pooled queue keeps no state in a database session: it prepares no
-// statements, and its workers poll instead of LISTENing. By default New
-// detects it on PostgreSQL: a pool whose pgx default_query_exec_mode is not
-// cache_statement (say default_query_exec_mode=exec in the URL, which is
-// what pgx needs behind PgBouncer) is taken as pooled. Elsewhere the
-// default is false.
+// a transaction pooler such as PgBouncer in transaction pooling mode (or
+// ProxySQL's multiplexing on MySQL). A pooled queue keeps no state in a
+// database session: it prepares no statements, and its workers poll
+// instead of holding a connection to be woken on (PostgreSQL's LISTEN,
+// MySQL's wait, SQLite's watch). By default New detects it on PostgreSQL: a
+// pool whose pgx default_query_exec_mode is not cache_statement (say
+// default_query_exec_mode=exec in the URL, which is what pgx needs behind
+// PgBouncer) is taken as pooled. Elsewhere the default is false.
 func WithTransactionPooling(on bool) Option {
 	return func(c *config) error { c.pooled = &on; return nil }
 }

@@ -6,6 +6,8 @@ import (
 	"log/slog"
 	"sync"
 	"time"
+
+	"github.com/jobqueue/jobqueue/internal/engine"
 )
 
 // wakeHub wakes idle workers of this process at once when a job is
@@ -68,6 +70,29 @@ func (r *run) startWaker(ctx context.Context, own wakeups, loop func(context.Con
 		cancel()
 		wg.Wait()
 	}
+}
+
+// ownWakerAllowed reports whether a worker on engine kind may start the
+// queue's own Waker of that engine, which holds connections of the pool for
+// good and needs the pool to allow at least minConns (what names it in the
+// log: "listening for enqueues (LISTEN)"). Not when the queue runs on
+// another engine or the worker is PollOnly; nor, logged at info level, when
+// the queue runs through a transaction pooler (it keeps no session: the
+// held connection would be a pooler's, shared with other clients) or the
+// pool allows fewer connections.
+func (r *run) ownWakerAllowed(kind engine.Kind, what string, minConns int) bool {
+	if r.q.kind != kind || r.cfg.PollOnly {
+		return false
+	}
+	if r.q.pooled {
+		r.log.Info("not " + what + ": the queue runs through a transaction pooler (see WithTransactionPooling); polling only")
+		return false
+	}
+	if n := r.q.db.Stats().MaxOpenConnections; n > 0 && n < minConns {
+		r.log.Info("not "+what+": the pool allows too few connections; polling only (raise SetMaxOpenConns, or set PollOnly)", "max_open_conns", n, "needs", minConns)
+		return false
+	}
+	return true
 }
 
 // forwardWakeups calls wake for every value from ch until ctx ends or ch is

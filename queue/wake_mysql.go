@@ -95,17 +95,14 @@ type mysqlWaiter struct {
 	wakeups
 }
 
-// startMySQLWaiter starts, for a worker on MySQL that is not PollOnly and
-// whose pool allows waiterMinConns connections or more, the waiter, and makes it the Waker of the run (forwarding the wake-ups of
-// cfg.Waker, if one was given, into it). It returns a function that stops
-// the waiter and waits until its connection is closed. ctx ending stops it
-// too.
+// startMySQLWaiter starts, for a worker on MySQL that is not PollOnly, not
+// behind a transaction pooler, and whose pool allows waiterMinConns
+// connections or more (ownWakerAllowed), the waiter, and makes it the Waker
+// of the run (forwarding the wake-ups of cfg.Waker, if one was given, into
+// it). It returns a function that stops the waiter and waits until its
+// connection is closed. ctx ending stops it too.
 func (r *run) startMySQLWaiter(ctx context.Context) (stop func()) {
-	if r.q.kind != engine.MySQL || r.cfg.PollOnly {
-		return func() {}
-	}
-	if n := r.q.db.Stats().MaxOpenConnections; n > 0 && n < waiterMinConns {
-		r.log.Info("not waiting for the enqueues of other processes: the wait holds two connections and the pool allows fewer than 4; polling only (raise SetMaxOpenConns, or set PollOnly)", "max_open_conns", n)
+	if !r.ownWakerAllowed(engine.MySQL, "waiting for the enqueues of other processes", waiterMinConns) {
 		return func() {}
 	}
 	w := &mysqlWaiter{q: r.q, log: r.log, wakeups: make(wakeups, 1)}

@@ -243,8 +243,8 @@ func TestMySQLWakeSkipsOwnWorkers(t *testing.T) {
 
 // TestMySQLWaiterEndsWithRun: the waiting session ends with Run (its wait
 // interrupted, not left waiting on the server) and gives its slot back; a
-// worker with PollOnly, or on a pool of fewer than waiterMinConns
-// connections, does not wait and still finds the jobs by polling; a Waker of the config still wakes a
+// worker with PollOnly, on a pool of fewer than waiterMinConns connections,
+// or behind a transaction pooler, does not wait and still finds the jobs by polling; a Waker of the config still wakes a
 // waiting worker.
 func TestMySQLWaiterEndsWithRun(t *testing.T) {
 	t.Parallel()
@@ -277,14 +277,16 @@ func TestMySQLWaiterEndsWithRun(t *testing.T) {
 		waitRan(t, s.ran, 1, "the config's Waker")
 	})
 	for _, c := range []struct {
-		name  string
-		setup func(db *sql.DB, cfg *WorkerConfig)
+		name   string
+		setup  func(db *sql.DB, cfg *WorkerConfig)
+		pooled bool // WithTransactionPooling(true): a proxy may share the session
 	}{
-		{"PollOnly", func(_ *sql.DB, cfg *WorkerConfig) { cfg.PollOnly = true }},
-		{"one connection", func(db *sql.DB, _ *WorkerConfig) { db.SetMaxOpenConns(1) }},
+		{"PollOnly", func(_ *sql.DB, cfg *WorkerConfig) { cfg.PollOnly = true }, false},
+		{"one connection", func(db *sql.DB, _ *WorkerConfig) { db.SetMaxOpenConns(1) }, false},
 		// The wait would hold both: the worker would have none left.
-		{"two connections", func(db *sql.DB, _ *WorkerConfig) { db.SetMaxOpenConns(2) }},
-		{"three connections", func(db *sql.DB, _ *WorkerConfig) { db.SetMaxOpenConns(waiterMinConns - 1) }},
+		{"two connections", func(db *sql.DB, _ *WorkerConfig) { db.SetMaxOpenConns(2) }, false},
+		{"three connections", func(db *sql.DB, _ *WorkerConfig) { db.SetMaxOpenConns(waiterMinConns - 1) }, false},
+		{"transaction pooler", func(*sql.DB, *WorkerConfig) {}, true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
@@ -293,7 +295,7 @@ func TestMySQLWaiterEndsWithRun(t *testing.T) {
 			cfg := fastConfig()
 			cfg.MaintenanceInterval = -1
 			c.setup(db, &cfg)
-			q := env.queue(t, db, WithLogger(testdb.QuietLogger()))
+			q := env.queue(t, db, WithLogger(testdb.QuietLogger()), WithTransactionPooling(c.pooled))
 			w := q.NewWorker(cfg)
 			ran := make(chan int64, 1)
 			Handle(w, func(ctx context.Context, job *Job[emailArgs]) error { ran <- job.ID; return nil })

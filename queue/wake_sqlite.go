@@ -95,17 +95,15 @@ type sqliteWatcher struct {
 	wakeups
 }
 
-// startSQLiteWatcher starts, for a worker on SQLite that is not PollOnly
-// and whose pool allows more than one connection, the watcher, and makes
-// it the Waker of the run (forwarding the wake-ups of cfg.Waker, if one was
-// given, into it). It returns a function that stops the watcher and waits
-// until its connection is given back. ctx ending stops it too.
+// startSQLiteWatcher starts, for a worker on SQLite that is not PollOnly,
+// not behind a transaction pooler, and whose pool allows more than one
+// connection (ownWakerAllowed), the watcher, and makes it the Waker of the
+// run (forwarding the wake-ups of cfg.Waker, if one was given, into it). It
+// returns a function that stops the watcher and waits until its connection
+// is given back. ctx ending stops it too.
 func (r *run) startSQLiteWatcher(ctx context.Context) (stop func()) {
-	if r.q.kind != engine.SQLite || r.cfg.PollOnly {
-		return func() {}
-	}
-	if r.q.db.Stats().MaxOpenConnections == 1 {
-		r.log.Info("not watching the database for the commits of other processes: the pool allows one connection and the worker needs it; polling only (raise SetMaxOpenConns, or set PollOnly)")
+	// The watching connection and one for the worker.
+	if !r.ownWakerAllowed(engine.SQLite, "watching the database for the commits of other processes", 2) {
 		return func() {}
 	}
 	w := &sqliteWatcher{q: r.q, log: r.log, types: r.cfg.Types, wakeups: make(wakeups, 1)}

@@ -187,7 +187,9 @@ func rollbackEnv(t *testing.T) (*testEnv, *sql.DB) {
 }
 
 // TestSQLiteWatcherOff: a worker that is PollOnly, whose pool allows one
-// connection, or whose database is not in WAL mode, does not watch (a job of another pool waits for the poll); a
+// connection, whose queue runs through a transaction pooler, or whose
+// database is not in WAL mode, does not watch (and says why, but for
+// PollOnly) (a job of another pool waits for the poll); a
 // watching worker gives its connection back when Run returns.
 func TestSQLiteWatcherOff(t *testing.T) {
 	t.Parallel()
@@ -195,13 +197,16 @@ func TestSQLiteWatcherOff(t *testing.T) {
 		name     string
 		edit     func(*testEnv, *WorkerConfig)
 		pool1    bool
+		pooled   bool // WithTransactionPooling(true)
 		rollback bool // the database in a rollback journal mode, not WAL
 		watch    bool
+		notice   string // what the worker logs at info level about it
 	}{
-		{"PollOnly", func(_ *testEnv, cfg *WorkerConfig) { cfg.PollOnly = true }, false, false, false},
-		{"pool of one", nil, true, false, false},
-		{"rollback journal", nil, false, true, false},
-		{"default", nil, false, false, true},
+		{"PollOnly", func(_ *testEnv, cfg *WorkerConfig) { cfg.PollOnly = true }, false, false, false, false, ""},
+		{"pool of one", nil, true, false, false, false, "the pool allows too few connections"},
+		{"transaction pooler", nil, false, true, false, false, "transaction pooler"},
+		{"rollback journal", nil, false, false, true, false, "journal mode is delete, not WAL"},
+		{"default", nil, false, false, false, true, ""},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
@@ -218,7 +223,7 @@ func TestSQLiteWatcherOff(t *testing.T) {
 				pool.SetMaxOpenConns(1)
 			}
 			logs, claims := &testdb.LogRecorder{}, &claimCounter{}
-			wq := env.queue(t, pool, WithLogger(slog.New(logs)), withStatementHook(claims.observe))
+			wq := env.queue(t, pool, WithLogger(slog.New(logs)), withStatementHook(claims.observe), WithTransactionPooling(c.pooled))
 			cfg := fastConfig()
 			cfg.Types = []string{"email"}
 			cfg.PollInterval = time.Minute
@@ -248,11 +253,9 @@ func TestSQLiteWatcherOff(t *testing.T) {
 			if got := logs.Count(slog.LevelDebug, "started watching for the commits of other processes"); (got > 0) != c.watch {
 				t.Fatalf("watching logged %d times, want watching %v", got, c.watch)
 			}
-			if want := c.pool1; want != (logs.Count(slog.LevelInfo, "not watching the database") == 1) {
-				t.Fatalf("the pool-of-one notice logged %v, want %v: %v", !want, want, logs.Lines(slog.LevelInfo))
-			}
-			if want := c.rollback; want != strings.Contains(strings.Join(logs.Lines(slog.LevelInfo), "\n"), "journal mode is delete, not WAL") {
-				t.Fatalf("the journal mode notice logged %v, want %v: %v", !want, want, logs.Lines(slog.LevelInfo))
+			info := strings.Join(logs.Lines(slog.LevelInfo), "\n")
+			if notWatching := strings.Contains(info, "not watching"); notWatching != (c.notice != "") || !strings.Contains(info, c.notice) {
+				t.Fatalf("the worker logged at info level:\n%s\nwant a notice of not watching: %q", info, c.notice)
 			}
 			if err := stop(5 * time.Second); err != nil {
 				t.Fatal(err)
