@@ -27,8 +27,8 @@ func (q *Queue) Enqueue(ctx context.Context, args JobArgs, opts ...EnqueueOption
 // the caller's commit, idle workers everywhere (this process's too) are
 // woken 5, 50 and 500 ms after the call, so that a transaction that
 // commits within half a second has its job started at the next of those
-// moments. On SQLite workers find the job at their next poll (it is not
-// visible when EnqueueTx returns).
+// moments. On SQLite idle workers everywhere see the commit itself (see
+// WorkerConfig.PollOnly). The job is not visible when EnqueueTx returns.
 func (q *Queue) EnqueueTx(ctx context.Context, tx *sql.Tx, args JobArgs, opts ...EnqueueOption) (int64, error) {
 	if tx == nil {
 		return 0, errors.New("jobqueue: EnqueueTx: the transaction is nil; use Enqueue")

@@ -92,7 +92,7 @@ func (l *pgListener) wants(payload string) bool {
 // notifications sent while nobody listened are lost.
 func (r *run) startListener(ctx context.Context, cancelled func(ids []int64)) (stop func()) {
 	// The listening connection and one for the worker.
-	if !r.ownWakerAllowed(engine.Postgres, "listening for enqueues (LISTEN)", 2) {
+	if !r.ownWakerAllowed("listening for enqueues (LISTEN)", 2) {
 		return func() {}
 	}
 	l := &pgListener{

@@ -39,7 +39,7 @@ func (h *wakeHub) notify() {
 }
 
 // wakeups is the channel of a Waker of the queue's own (the LISTEN of
-// PostgreSQL, the wait of MySQL), with a buffer of one: a burst of wake-ups
+// PostgreSQL, the wait of MySQL, the watch of SQLite), with a buffer of one: a burst of wake-ups
 // becomes one.
 type wakeups chan struct{}
 
@@ -54,8 +54,8 @@ func (w wakeups) wake() {
 	}
 }
 
-// startWaker makes own the Waker of the run (the queue's LISTEN or wait,
-// whose loop sends into it), forwarding into it the wake-ups of cfg.Waker,
+// startWaker makes own the Waker of the run (the queue's LISTEN, wait or
+// watch, whose loop sends into it), forwarding into it the wake-ups of cfg.Waker,
 // if one was given, and runs loop. It returns a function that stops both
 // and waits until loop has returned; ctx ending stops them too.
 func (r *run) startWaker(ctx context.Context, own wakeups, loop func(context.Context)) (stop func()) {
@@ -72,16 +72,31 @@ func (r *run) startWaker(ctx context.Context, own wakeups, loop func(context.Con
 	}
 }
 
-// ownWakerAllowed reports whether a worker on engine kind may start the
-// queue's own Waker of that engine, which holds connections of the pool for
-// good and needs the pool to allow at least minConns (what names it in the
-// log: "listening for enqueues (LISTEN)"). Not when the queue runs on
-// another engine or the worker is PollOnly; nor, logged at info level, when
-// the queue runs through a transaction pooler (it keeps no session: the
-// held connection would be a pooler's, shared with other clients) or the
-// pool allows fewer connections.
-func (r *run) ownWakerAllowed(kind engine.Kind, what string, minConns int) bool {
-	if r.q.kind != kind || r.cfg.PollOnly {
+// startOwnWaker starts the queue's own Waker of its engine, which wakes an
+// idle worker when other processes enqueue: PostgreSQL's LISTEN
+// (startListener; cancelled hears the ids of cancelled jobs), MySQL's wait
+// (startMySQLWaiter), SQLite's watch (startSQLiteWatcher). It returns the
+// function that stops it.
+func (r *run) startOwnWaker(ctx context.Context, cancelled func(ids []int64)) (stop func()) {
+	switch r.q.kind {
+	case engine.Postgres:
+		return r.startListener(ctx, cancelled)
+	case engine.MySQL:
+		return r.startMySQLWaiter(ctx)
+	default:
+		return r.startSQLiteWatcher(ctx)
+	}
+}
+
+// ownWakerAllowed reports whether a worker may start the queue's own Waker,
+// which holds connections of the pool for good and needs the pool to allow
+// at least minConns (what names it in the log: "listening for enqueues
+// (LISTEN)"). Not when the worker is PollOnly; nor, logged at info level,
+// when the queue runs through a transaction pooler (it keeps no session:
+// the held connection would be a pooler's, shared with other clients) or
+// the pool allows fewer connections.
+func (r *run) ownWakerAllowed(what string, minConns int) bool {
+	if r.cfg.PollOnly {
 		return false
 	}
 	if r.q.pooled {
@@ -112,7 +127,8 @@ func forwardWakeups(ctx context.Context, ch <-chan struct{}, wake func()) {
 }
 
 // Backoff of the sessions that wait for other processes' enqueues (LISTEN
-// on PostgreSQL, a wake slot's wait on MySQL): it starts at
+// on PostgreSQL, a wake slot's wait on MySQL, the watch on SQLite): it
+// starts at
 // listenRetryMin, doubles up to listenRetryMax, and starts over once a
 // session has lasted listenRetryMax.
 const (

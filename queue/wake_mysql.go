@@ -60,7 +60,6 @@ import (
 	"time"
 
 	"github.com/jobqueue/jobqueue/db/mysqlgen"
-	"github.com/jobqueue/jobqueue/internal/engine"
 )
 
 // wakeSlots is how many wake slots a table has (SelectWaitingSessions
@@ -102,7 +101,7 @@ type mysqlWaiter struct {
 // it). It returns a function that stops the waiter and waits until its
 // connection is closed. ctx ending stops it too.
 func (r *run) startMySQLWaiter(ctx context.Context) (stop func()) {
-	if !r.ownWakerAllowed(engine.MySQL, "waiting for the enqueues of other processes", waiterMinConns) {
+	if !r.ownWakerAllowed("waiting for the enqueues of other processes", waiterMinConns) {
 		return func() {}
 	}
 	w := &mysqlWaiter{q: r.q, log: r.log, wakeups: make(wakeups, 1)}

@@ -53,7 +53,6 @@ import (
 	"time"
 
 	"github.com/jobqueue/jobqueue/db/sqlitegen"
-	"github.com/jobqueue/jobqueue/internal/engine"
 )
 
 // How often an idle SQLite worker's watcher reads PRAGMA data_version (see
@@ -103,7 +102,7 @@ type sqliteWatcher struct {
 // is given back. ctx ending stops it too.
 func (r *run) startSQLiteWatcher(ctx context.Context) (stop func()) {
 	// The watching connection and one for the worker.
-	if !r.ownWakerAllowed(engine.SQLite, "watching the database for the commits of other processes", 2) {
+	if !r.ownWakerAllowed("watching the database for the commits of other processes", 2) {
 		return func() {}
 	}
 	w := &sqliteWatcher{q: r.q, log: r.log, types: r.cfg.Types, wakeups: make(wakeups, 1)}

@@ -215,25 +215,19 @@ func (r *run) run(ctx context.Context) error {
 	hbDone := make(chan struct{})
 	go func() { defer close(hbDone); hb.run(hbCtx) }()
 
-	// PostgreSQL: LISTEN feeds the Waker, and a cancel of a job running here
-	// makes the heartbeater check the leases at once. MySQL: the waits that
-	// other processes' enqueues interrupt feed it (wake_mysql.go). SQLite:
-	// the commits of other connections that leave a job due (wake_sqlite.go).
-	stopListening := r.startListener(stop, func(ids []int64) {
+	// The engine's own Waker (startOwnWaker); on PostgreSQL a cancel of a
+	// job running here also makes the heartbeater check the leases at once.
+	stopWaker := r.startOwnWaker(stop, func(ids []int64) {
 		if ids == nil || r.attempts.holdsAny(ids) {
 			hb.checkNow()
 		}
 	})
-	stopWaiting := r.startMySQLWaiter(stop)
-	stopWatching := r.startSQLiteWatcher(stop)
 	cl := &claimer{
 		q: r.q, cfg: r.cfg, log: r.log, dbCtx: r.dbCtx, jobs: r.jobs,
 		attempts: r.attempts, completer: c, work: work, freed: freed,
 	}
 	claimed := cl.loop(stop)
-	stopListening()
-	stopWaiting()
-	stopWatching()
+	stopWaker()
 	stopMaint()
 	close(work)
 
