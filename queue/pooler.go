@@ -29,10 +29,13 @@ var errNotPgxConn = errors.New("jobqueue: pgx's connection is not at hand")
 // ProxySQL's multiplexing on MySQL). A pooled queue keeps no state in a
 // database session: it prepares no statements, and its workers poll
 // instead of holding a connection to be woken on (PostgreSQL's LISTEN,
-// MySQL's wait, SQLite's watch). By default New detects it on PostgreSQL: a
-// pool whose pgx default_query_exec_mode is not cache_statement (say
-// default_query_exec_mode=exec in the URL, which is what pgx needs behind
-// PgBouncer) is taken as pooled. Elsewhere the default is false.
+// MySQL's wait, SQLite's watch). On MySQL its enqueues interrupt no other
+// process's wait either: KILL QUERY names a server session, and ProxySQL
+// reads the number as one of its own client sessions. By default New
+// detects it on PostgreSQL: a pool whose pgx default_query_exec_mode is
+// not cache_statement (say default_query_exec_mode=exec in the URL, which
+// is what pgx needs behind PgBouncer) is taken as pooled. Elsewhere the
+// default is false.
 func WithTransactionPooling(on bool) Option {
 	return func(c *config) error { c.pooled = &on; return nil }
 }

@@ -125,8 +125,12 @@ func (h *slotHolders) forget() {
 // (its worker stopped, or waits on a new session), it reads the holders
 // again at once and interrupts the new ones too. A session of another
 // database user, which it may not interrupt, is skipped (that worker
-// polls).
+// polls). A queue behind a transaction pooler interrupts nothing
+// (errBehindPooler).
 func (q *Queue) wakeOtherWorkers(ctx context.Context) ([]int64, error) {
+	if q.pooled {
+		return nil, errBehindPooler
+	}
 	read := func(ctx context.Context) ([]int64, error) {
 		return mysqlgen.New(rawDBTX{r: q.run, db: q.db}).SelectWaitingSessions(ctx, q.run.table)
 	}
@@ -165,6 +169,16 @@ func (q *Queue) wakeOtherWorkers(ctx context.Context) ([]int64, error) {
 		q.holders.forget()
 	}
 }
+
+// errBehindPooler: a queue whose connections go through a transaction
+// pooler (WithTransactionPooling) sends no KILL QUERY. The ids it would
+// send are the server's, and the pooler may read them as its own:
+// ProxySQL answers KILL QUERY itself and stops the statement of its client
+// session of that number and of the same user (lib/MySQL_Session.cpp,
+// MYSQL_COM_QUERY_KILL), which can be any statement of the application.
+// Workers connected directly then find the pooled queue's jobs at their
+// next poll.
+var errBehindPooler = fmt.Errorf("%w: the queue's connections go through a transaction pooler, which may read a server session id as one of its own client sessions (ProxySQL does), so its enqueues interrupt no wait", errPollsOnly)
 
 // errWaiterGone: the session whose wait was to be interrupted has ended.
 var errWaiterGone = errors.New("the waiting session has ended")

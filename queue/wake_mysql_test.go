@@ -185,7 +185,9 @@ func waitShotsDone(t *testing.T, q *Queue) {
 }
 
 // TestMySQLWakeSkipsOwnWorkers: a queue's enqueues do not interrupt the
-// waits of its own workers, which they wake directly; another queue's do.
+// waits of its own workers, which they wake directly; another queue's do,
+// unless it goes through a transaction pooler (errBehindPooler: it sends
+// no KILL QUERY, and the worker finds its jobs at its next poll).
 func TestMySQLWakeSkipsOwnWorkers(t *testing.T) {
 	t.Parallel()
 	env := newTestEnv(t, engine.MySQL)
@@ -199,23 +201,41 @@ func TestMySQLWakeSkipsOwnWorkers(t *testing.T) {
 	startWorker(t, w)
 	waiter := waiterSession(t, env)
 	ctx := context.Background()
+	pooled := env.queue(t, nil, WithLogger(testdb.QuietLogger()), WithTransactionPooling(true))
 	cases := []struct {
-		name string
-		q    *Queue
-		want []int64
+		name    string
+		q       *Queue
+		want    []int64
+		wantErr error
 	}{
-		{"the worker's own queue", q, nil},
-		{"another queue", env.queue(t, nil, WithLogger(testdb.QuietLogger())), []int64{waiter}},
+		{"the worker's own queue", q, nil, nil},
+		{"another queue", env.queue(t, nil, WithLogger(testdb.QuietLogger())), []int64{waiter}, nil},
+		{"another queue behind a transaction pooler", pooled, nil, errBehindPooler},
 	}
 	for _, c := range cases {
 		got, err := c.q.wakeOtherWorkers(ctx)
-		if err != nil {
-			t.Fatalf("%s: %v", c.name, err)
+		if !errors.Is(err, c.wantErr) {
+			t.Fatalf("%s: got error %v, want %v", c.name, err, c.wantErr)
 		}
 		if fmt.Sprint(got) != fmt.Sprint(c.want) {
 			t.Errorf("%s interrupted the waits of %v, want %v", c.name, got, c.want)
 		}
 		waitUntil(t, 5*time.Second, "the worker to wait again", func() bool { return sessionStatement(t, env, waiter) == "WAIT" })
+	}
+	// The pooled queue's Enqueue leaves the wait alone: the job waits for
+	// the worker's poll (a minute away), and the same session still waits.
+	pooledID := enqueue(t, pooled, emailArgs{})
+	waitShotsDone(t, pooled)
+	select {
+	case id := <-ran:
+		t.Fatalf("job %d started after the pooled queue's Enqueue, want no wake-up", id)
+	case <-time.After(300 * time.Millisecond):
+	}
+	if st := sessionStatement(t, env, waiter); st != "WAIT" {
+		t.Fatalf("after the pooled queue's Enqueue the waiting session runs %q, want its wait", st)
+	}
+	if err := q.Delete(ctx, pooledID); err != nil {
+		t.Fatal(err)
 	}
 	// Its own Enqueue still starts the job at once, and so does its own
 	// EnqueueTx once committed (the shots after it wake this process's
