@@ -31,7 +31,9 @@ var errNotPgxConn = errors.New("jobqueue: pgx's connection is not at hand")
 // instead of holding a connection to be woken on (PostgreSQL's LISTEN,
 // MySQL's wait, SQLite's watch). On MySQL its enqueues interrupt no other
 // process's wait either: KILL QUERY names a server session, and ProxySQL
-// reads the number as one of its own client sessions. By default New
+// reads the number as one of its own client sessions; its claimers keep
+// their claim sessions, whose settings and user lock ProxySQL keeps for
+// them (store_mysql_claim.go). By default New
 // detects it on PostgreSQL: a pool whose pgx default_query_exec_mode is
 // not cache_statement (say default_query_exec_mode=exec in the URL, which
 // is what pgx needs behind PgBouncer) is taken as pooled. Elsewhere the

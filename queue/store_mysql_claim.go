@@ -29,6 +29,11 @@ import (
 // pool has too few connections free (roomForClaimSession): with fewer, the
 // claimer's connection would starve the heartbeats, the completions and
 // the handlers, so claims then run on the pool, setting their level each.
+// A pooled queue (WithTransactionPooling) keeps its claim sessions: ProxySQL,
+// MySQL's multiplexing pooler, replays a client session's isolation level
+// and autocommit on whichever server connection serves it, and keeps a
+// session that took a user lock on one server connection (sysown/proxysql,
+// lib/MySQL_Session.cpp and lib/mysql_connection.cpp; not run here).
 func (s mysqlStore) claimSession(ctx context.Context) (claimSession, error) {
 	if !roomForClaimSession(s.r.db.Stats()) {
 		return nil, nil
