@@ -33,11 +33,10 @@ var errNotPgxConn = errors.New("jobqueue: pgx's connection is not at hand")
 // process's wait either: KILL QUERY names a server session, and ProxySQL
 // reads the number as one of its own client sessions; its claimers keep
 // their claim sessions, whose settings and user lock ProxySQL keeps for
-// them (store_mysql_claim.go). By default New
-// detects it on PostgreSQL: a pool whose pgx default_query_exec_mode is
-// not cache_statement (say default_query_exec_mode=exec in the URL, which
-// is what pgx needs behind PgBouncer) is taken as pooled. Elsewhere the
-// default is false.
+// them (store_mysql_claim.go). By default New detects it on PostgreSQL: a
+// pool whose pgx default_query_exec_mode is not cache_statement (say
+// default_query_exec_mode=exec in the URL, which is what pgx needs behind
+// PgBouncer) is taken as pooled. Elsewhere the default is false.
 func WithTransactionPooling(on bool) Option {
 	return func(c *config) error { c.pooled = &on; return nil }
 }

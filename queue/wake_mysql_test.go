@@ -260,8 +260,8 @@ func TestMySQLWakeSkipsOwnWorkers(t *testing.T) {
 // TestMySQLWaiterEndsWithRun: the waiting session ends with Run (its wait
 // interrupted, not left waiting on the server) and gives its slot back; a
 // worker with PollOnly, on a pool of fewer than waiterMinConns connections,
-// or behind a transaction pooler, does not wait and still finds the jobs by polling; a Waker of the config still wakes a
-// waiting worker.
+// or behind a transaction pooler, does not wait and still finds the jobs by
+// polling; a Waker of the config still wakes a waiting worker.
 func TestMySQLWaiterEndsWithRun(t *testing.T) {
 	t.Parallel()
 	t.Run("closed", func(t *testing.T) {

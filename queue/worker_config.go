@@ -112,12 +112,14 @@ type WorkerConfig struct {
 	// any process) has committed, it checks with a read whether a job of its
 	// types is due, and if so claims. If a
 	// connection fails, the worker polls meanwhile and tries again with
-	// backoff. Set PollOnly where this cannot work, such as behind PgBouncer
-	// in transaction pooling mode or a MySQL proxy that shares server
-	// sessions among clients (the KILL QUERY would reach whichever client's
-	// statement runs on the waiting session), or to spare the connections;
-	// the worker then finds the jobs of other processes by polling. A pool
-	// limited to one connection (on MySQL: fewer than four) polls only.
+	// backoff. Set PollOnly where this cannot work, or to spare the
+	// connections; the worker then finds the jobs of other processes by
+	// polling. Behind a transaction pooler (PgBouncer in transaction pooling
+	// mode, ProxySQL's multiplexing on MySQL, where KILL QUERY's server
+	// session id would be read as one of the proxy's own client sessions)
+	// give the queue WithTransactionPooling, which implies PollOnly and
+	// also keeps its enqueues from sending KILL QUERY. A pool limited to one
+	// connection (on MySQL: fewer than four) polls only.
 	PollOnly bool
 }
 
