@@ -108,16 +108,19 @@ func (q *Queue) leaderTableError(doing string, err error) error {
 
 // checkLeaderTable creates the leadership's row if missing, and returns an
 // error saying to run Install when the table has no <table>_leader. Other
-// failures are left to the elector, which tries again.
-func (q *Queue) checkLeaderTable(ctx context.Context) error {
+// failures are left to the elector, which tries again; ensured reports
+// whether the row now exists, so that the elector of the Run does not send
+// the same statement again.
+func (q *Queue) checkLeaderTable(ctx context.Context) (ensured bool, err error) {
 	cctx, cancel := context.WithTimeout(ctx, dbCallTimeout)
 	defer cancel()
 	if err := q.st.leaderEnsure(cctx, leaderRole); err != nil {
 		if missing, _ := missingObject(err); missing {
-			return q.leaderTableError("starting the worker", err)
+			return false, q.leaderTableError("starting the worker", err)
 		}
+		return false, nil
 	}
-	return nil
+	return true, nil
 }
 
 // errLeadershipEnded is the cause of a term's context once it ended.
@@ -165,6 +168,10 @@ type elector struct {
 	// failures tells the first failed attempt of a run of them, the one
 	// logged as a warning.
 	failures failureStreak
+	// rowEnsured is set before run when the role's row is known to exist
+	// (Run's checkLeaderTable created or found it): run then does not
+	// ensure it again.
+	rowEnsured bool
 }
 
 func newElector(q *Queue, log *slog.Logger, lease time.Duration) *elector {
@@ -232,7 +239,7 @@ func (e *elector) guard() error {
 // releases it if held, so that another worker takes over at once.
 func (e *elector) run(ctx context.Context) {
 	dbCtx := context.WithoutCancel(ctx)
-	ensured := false
+	ensured := e.rowEnsured
 	tick := time.NewTicker(e.every)
 	defer tick.Stop()
 	for {

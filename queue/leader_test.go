@@ -112,6 +112,38 @@ func TestLeaderTableMissing(t *testing.T) {
 	})
 }
 
+// TestRunEnsuresLeaderRowOnce: a Run creates the leadership's row (or
+// finds it) once, before it starts: its elector does not send the same
+// statement again before its first attempt to lead; a second Run of the
+// worker, with the row there, does the same.
+func TestRunEnsuresLeaderRowOnce(t *testing.T) {
+	forEachEngine(t, func(t *testing.T, kind engine.Kind) {
+		env := newTestEnv(t, kind)
+		sent := newStatementNames("EnsureLeaderRow", "AcquireLeader")
+		q := env.queue(t, nil, WithLogger(testdb.QuietLogger()), withStatementHook(sent.hook))
+		w := q.NewWorker(WorkerConfig{Types: []string{"none"}})
+		for _, run := range []string{"first Run (no row yet)", "second Run (the row there)"} {
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan error, 1)
+			go func() { done <- w.Run(ctx) }()
+			var got []string
+			waitUntil(t, 10*time.Second, "the elector's first attempt", func() bool {
+				got = append(got, sent.take()...)
+				return slices.Contains(got, "AcquireLeader")
+			})
+			cancel()
+			if err := <-done; err != nil {
+				t.Fatalf("%s: Run = %v", run, err)
+			}
+			first := got[:slices.Index(got, "AcquireLeader")+1]
+			if want := []string{"EnsureLeaderRow", "AcquireLeader"}; !slices.Equal(first, want) {
+				t.Errorf("%s sent %v before leading; want %v", run, first, want)
+			}
+			sent.take()
+		}
+	})
+}
+
 // TestPeriodicOncePerTick: two workers with the same periodic job of
 // @every 1s: its jobs have one tick each, none twice, one a second while
 // the leader runs; a job of @hourly enqueues nothing meanwhile (its last

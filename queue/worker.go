@@ -87,8 +87,9 @@ func (w *Worker) Run(ctx context.Context) error {
 	if err := checkPeriodic(w.q, cfg.Periodic); err != nil {
 		return err
 	}
+	leaderRow := false
 	if cfg.leads() {
-		if err := w.q.checkLeaderTable(ctx); err != nil {
+		if leaderRow, err = w.q.checkLeaderTable(ctx); err != nil {
 			return err
 		}
 	}
@@ -105,11 +106,12 @@ func (w *Worker) Run(ctx context.Context) error {
 	}
 	w.running = true
 	r := &run{
-		q:        w.q,
-		cfg:      cfg,
-		handlers: maps.Clone(w.handlers),
-		fallback: w.fallback,
-		abandon:  abandonGrace,
+		q:         w.q,
+		cfg:       cfg,
+		handlers:  maps.Clone(w.handlers),
+		fallback:  w.fallback,
+		abandon:   abandonGrace,
+		leaderRow: leaderRow,
 	}
 	if w.abandonGrace > 0 {
 		r.abandon = w.abandonGrace
@@ -135,6 +137,8 @@ type run struct {
 	handlers map[string]handlerFunc
 	fallback handlerFunc
 	abandon  time.Duration // see abandonGrace
+	// leaderRow: Run's check found or created the leadership's row.
+	leaderRow bool
 
 	// dbCtx is the context of the worker's own statements: it keeps ctx's
 	// values but not its end, so that results are written during shutdown.
@@ -183,6 +187,7 @@ func (r *run) run(ctx context.Context) error {
 	maintCtx, stopMaint := context.WithCancel(stop)
 	if r.cfg.leads() {
 		el := newElector(r.q, r.log, r.cfg.LeaderLease)
+		el.rowEnsured = r.leaderRow
 		bg.Go(func() { el.run(maintCtx) })
 		if r.cfg.MaintenanceInterval > 0 {
 			m := &maintainer{q: r.q, log: r.log, el: el, interval: r.cfg.MaintenanceInterval, retention: r.cfg.Retention}
