@@ -106,21 +106,25 @@ func (q *Queue) leaderTableError(doing string, err error) error {
 	return fmt.Errorf("jobqueue: %s: %w", doing, err)
 }
 
-// checkLeaderTable creates the leadership's row if missing, and returns an
-// error saying to run Install when the table has no <table>_leader. Other
-// failures are left to the elector, which tries again; ensured reports
-// whether the row now exists, so that the elector of the Run does not send
-// the same statement again.
-func (q *Queue) checkLeaderTable(ctx context.Context) (ensured bool, err error) {
+// checkLeaderTable returns an error saying to run Install when the table
+// has no <table>_leader. It reads the leadership's row, and exists reports
+// whether the row is there, so that the elector of the Run creates it only
+// when it is missing. A read, not the elector's insert: a worker's first
+// claim waits for this check, and several processes that start at once on
+// a new table would each wait for the one insert that wins (on SQLite for
+// the write lock as well). Other failures are left to the elector, which
+// tries again.
+func (q *Queue) checkLeaderTable(ctx context.Context) (exists bool, err error) {
 	cctx, cancel := context.WithTimeout(ctx, dbCallTimeout)
 	defer cancel()
-	if err := q.st.leaderEnsure(cctx, leaderRole); err != nil {
+	row, err := q.st.leaderGet(cctx, leaderRole)
+	if err != nil {
 		if missing, _ := missingObject(err); missing {
 			return false, q.leaderTableError("starting the worker", err)
 		}
 		return false, nil
 	}
-	return true, nil
+	return row != nil, nil
 }
 
 // errLeadershipEnded is the cause of a term's context once it ended.
@@ -169,8 +173,7 @@ type elector struct {
 	// logged as a warning.
 	failures failureStreak
 	// rowEnsured is set before run when the role's row is known to exist
-	// (Run's checkLeaderTable created or found it): run then does not
-	// ensure it again.
+	// (Run's checkLeaderTable found it): run then does not create it.
 	rowEnsured bool
 }
 

@@ -112,17 +112,25 @@ func TestLeaderTableMissing(t *testing.T) {
 	})
 }
 
-// TestRunEnsuresLeaderRowOnce: a Run creates the leadership's row (or
-// finds it) once, before it starts: its elector does not send the same
-// statement again before its first attempt to lead; a second Run of the
-// worker, with the row there, does the same.
+// TestRunEnsuresLeaderRowOnce: a Run checks the leader table with a read
+// (GetLeader) and its elector creates the leadership's row only when that
+// read found none, once, before its first attempt to lead: on a new table
+// the first Run writes the row, a second Run of the worker, with the row
+// there, does not.
 func TestRunEnsuresLeaderRowOnce(t *testing.T) {
 	forEachEngine(t, func(t *testing.T, kind engine.Kind) {
 		env := newTestEnv(t, kind)
-		sent := newStatementNames("EnsureLeaderRow", "AcquireLeader")
+		sent := newStatementNames("GetLeader", "EnsureLeaderRow", "AcquireLeader")
 		q := env.queue(t, nil, WithLogger(testdb.QuietLogger()), withStatementHook(sent.hook))
 		w := q.NewWorker(WorkerConfig{Types: []string{"none"}})
-		for _, run := range []string{"first Run (no row yet)", "second Run (the row there)"} {
+		for _, c := range []struct {
+			run  string
+			want []string
+		}{
+			{"first Run (no row yet)", []string{"GetLeader", "EnsureLeaderRow", "AcquireLeader"}},
+			{"second Run (the row there)", []string{"GetLeader", "AcquireLeader"}},
+		} {
+			run := c.run
 			ctx, cancel := context.WithCancel(context.Background())
 			done := make(chan error, 1)
 			go func() { done <- w.Run(ctx) }()
@@ -136,8 +144,8 @@ func TestRunEnsuresLeaderRowOnce(t *testing.T) {
 				t.Fatalf("%s: Run = %v", run, err)
 			}
 			first := got[:slices.Index(got, "AcquireLeader")+1]
-			if want := []string{"EnsureLeaderRow", "AcquireLeader"}; !slices.Equal(first, want) {
-				t.Errorf("%s sent %v before leading; want %v", run, first, want)
+			if !slices.Equal(first, c.want) {
+				t.Errorf("%s sent %v before leading; want %v", run, first, c.want)
 			}
 			sent.take()
 		}

@@ -137,7 +137,7 @@ type run struct {
 	handlers map[string]handlerFunc
 	fallback handlerFunc
 	abandon  time.Duration // see abandonGrace
-	// leaderRow: Run's check found or created the leadership's row.
+	// leaderRow: Run's check found the leadership's row.
 	leaderRow bool
 
 	// dbCtx is the context of the worker's own statements: it keeps ctx's
