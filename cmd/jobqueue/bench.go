@@ -186,7 +186,7 @@ func (a *app) bench(ctx context.Context, o benchOptions) error {
 		}
 	}
 	c := newBenchCounter(o.jobs, o.latencyJobs)
-	q, err := queue.New(db, queue.WithTable(name), queue.WithLogger(a.logger(slog.LevelWarn)), queue.WithListener(c.completed))
+	q, err := queue.New(db, append(a.poolingOptions(), queue.WithTable(name), queue.WithLogger(a.logger(slog.LevelWarn)), queue.WithListener(c.completed))...)
 	if err != nil {
 		return explainTableError(err, name)
 	}

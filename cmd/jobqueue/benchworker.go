@@ -122,7 +122,11 @@ func (d *benchProcesses) prepare(ctx context.Context) error {
 	d.runErr = make(chan error, 1)
 	ready := make(chan struct{}, d.n)
 	for i := range d.n {
-		cmd := exec.CommandContext(ctx, self, "--table", d.a.table, "bench-worker", "--workers", strconv.Itoa(d.workers))
+		args := []string{"--table", d.a.table}
+		if d.a.pooled {
+			args = append(args, "--transaction-pooling")
+		}
+		cmd := exec.CommandContext(ctx, self, append(args, "bench-worker", "--workers", strconv.Itoa(d.workers))...)
 		// The URL goes in the environment: a password in it would show in ps.
 		cmd.Env = append(os.Environ(), "JOBQUEUE_DB="+d.a.dbURL)
 		if n, ok := childProcs(d.n); ok {
@@ -258,7 +262,7 @@ func (a *app) benchWorker(ctx context.Context, workers int) (err error) {
 		return err
 	}
 	defer db.Close()
-	q, err := queue.New(db, queue.WithTable(name), queue.WithLogger(a.logger(slog.LevelWarn)), queue.WithListener(done))
+	q, err := queue.New(db, append(a.poolingOptions(), queue.WithTable(name), queue.WithLogger(a.logger(slog.LevelWarn)), queue.WithListener(done))...)
 	if err != nil {
 		return explainTableError(err, name)
 	}

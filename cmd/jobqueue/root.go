@@ -42,6 +42,9 @@ type app struct {
 	table string
 	// dbSet and tableSet tell whether the user gave --db or --table.
 	dbSet, tableSet bool
+	// pooled: --transaction-pooling, the connections go through a
+	// transaction pooler (queue.WithTransactionPooling).
+	pooled bool
 }
 
 // usageError is a mistake in how the command was called (exit status 2).
@@ -124,7 +127,8 @@ The database is --db URL, else $JOBQUEUE_DB, else ` + defaultDB + `. URLs:
   mysql://user:pass@host:3306/db                      (also mariadb://)
   sqlite:PATH or sqlite://PATH
 Behind PgBouncer in transaction pooling mode add default_query_exec_mode=exec
-to the postgres URL.
+to the postgres URL; behind ProxySQL's multiplexing (MySQL) pass
+--transaction-pooling to every command.
 
 Exit status: 0 on success, 1 on failure, 2 on bad usage.`,
 		SilenceErrors: true,
@@ -148,6 +152,7 @@ Exit status: 0 on success, 1 on failure, 2 on bad usage.`,
 	}
 	root.PersistentFlags().StringVar(&a.dbURL, "db", "", "database URL (default $JOBQUEUE_DB, else "+defaultDB+")")
 	root.PersistentFlags().StringVar(&a.table, "table", "jobs", "table name")
+	root.PersistentFlags().BoolVar(&a.pooled, "transaction-pooling", false, "the connections go through a transaction pooler (ProxySQL's multiplexing, PgBouncer in transaction mode): prepare no statements, workers poll only, enqueues interrupt no worker's wait (on PostgreSQL default_query_exec_mode=exec in the URL says so too)")
 	root.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error {
 		return &usageError{err: err}
 	})
@@ -248,7 +253,7 @@ func (a *app) openQueue(ctx context.Context, opts ...queue.Option) (*queue.Queue
 	if err != nil {
 		return nil, nil, err
 	}
-	all := append([]queue.Option{queue.WithTable(name), queue.WithLogger(a.logger(slog.LevelWarn))}, opts...)
+	all := append(append([]queue.Option{queue.WithTable(name), queue.WithLogger(a.logger(slog.LevelWarn))}, a.poolingOptions()...), opts...)
 	q, err := queue.New(db, all...)
 	if err != nil {
 		db.Close()
@@ -269,6 +274,15 @@ func (a *app) withQueue(ctx context.Context, fn func(q *queue.Queue) error, opts
 		return explainTableError(err, q.Table())
 	}
 	return nil
+}
+
+// poolingOptions are the queue options of --transaction-pooling: none
+// without it, so that New detects a PostgreSQL pooler from the URL.
+func (a *app) poolingOptions() []queue.Option {
+	if !a.pooled {
+		return nil
+	}
+	return []queue.Option{queue.WithTransactionPooling(true)}
 }
 
 // logger is a text logger on stderr at the given level.

@@ -20,7 +20,8 @@ import (
 // sends its notification before it exits); on MySQL at once too, the
 // enqueue interrupting the worker's wait before it exits; on SQLite, by
 // watching the database's data version; with --poll-only, on every
-// engine, by polling at --poll-interval.
+// engine, by polling at --poll-interval, and so with --transaction-pooling,
+// whose worker says in its log that it polls because of the pooler.
 func TestWorkWakeUp(t *testing.T) {
 	t.Parallel()
 	cases := []struct {
@@ -30,6 +31,7 @@ func TestWorkWakeUp(t *testing.T) {
 		args  []string
 	}{
 		{"poll-only", "", "", []string{"--poll-only", "--poll-interval", "300ms"}},
+		{"transaction-pooling", "", "the queue runs through a transaction pooler", []string{"--transaction-pooling", "--poll-interval", "300ms"}},
 		{"listen", engine.Postgres, "listening for enqueues", []string{"--poll-interval", "1h"}},
 		{"wait", engine.MySQL, "waiting for the enqueues of other processes", []string{"--poll-interval", "1h"}},
 		{"watch", engine.SQLite, "started watching for the commits of other processes", []string{"--poll-interval", "1h"}},

@@ -50,9 +50,11 @@ LISTENs for new jobs, on MySQL it waits on a connection of its own that the
 enqueues of other processes interrupt, and on SQLite it watches the database
 file for the commits of other processes (every 2 ms while jobs come, every 20 ms
 otherwise; a read of shared memory), so they start at once (--poll-only turns that
-off: use it behind ProxySQL's multiplexing, which would read the MySQL session ids
-of the enqueues' KILL QUERY as its own; behind PgBouncer in transaction mode, with
-default_query_exec_mode=exec in the URL, the worker polls only by itself).
+off). Behind ProxySQL's multiplexing, which would read the MySQL session ids of
+the enqueues' KILL QUERY as its own, pass --transaction-pooling (before or after
+the command) to work and to every command that enqueues: their workers poll only
+and their enqueues interrupt no wait; behind PgBouncer in transaction mode, with
+default_query_exec_mode=exec in the URL, the worker polls only by itself.
 
 Among all the workers of a table (any number of processes and machines) one
 leads, elected through the table <table>_leader: it alone runs the maintenance
