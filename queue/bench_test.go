@@ -190,7 +190,7 @@ func BenchmarkDrain(b *testing.B) {
 					b.StopTimer()
 					env.emptyTable(b)
 					enqueueSeq(b, env.queue(b, nil, WithLogger(testdb.QuietLogger())), n)
-					d, s := drainWorkersStats(b, env, 1, conc, n)
+					d, s := drainWorkersStats(b, env, 1, conc, n, false)
 					elapsed += d
 					st.add(s)
 				}
@@ -213,15 +213,18 @@ func BenchmarkDrain(b *testing.B) {
 }
 
 // BenchmarkDrainClaimers (PostgreSQL, MySQL): each iteration drains
-// JOBQUEUE_BENCH_JOBS jobs from a fresh table twice, once with one worker of
-// concurrency 64 and once with four workers of concurrency 16, each on a
-// Queue and pool of its own (as bench --processes 4 --workers 16 runs them,
-// in one process here), and reports both rates and their ratio
-// (four/one, issue 9's goal: at least 1): four claimers on one table must
-// not fight. It guards the claim-ahead cap (claimAheadMin, claimer.go):
-// with a cap of 64, a worker of concurrency 16 claimed and completed in
-// batches half the size of one of 64 (on MariaDB 40 to 80 jobs, against
-// 120), and four of them drained slower than one.
+// JOBQUEUE_BENCH_JOBS jobs from a fresh table three times: with one worker
+// of concurrency 64; with four workers of concurrency 16, each on a Queue
+// and pool of its own (as bench --processes 4 --workers 16 runs them, in
+// one process here); and with four workers of concurrency 16 on one Queue
+// (the workers of one process, one per type, say). It reports the rates
+// and their ratios to the first (4x16/1x64 is issue 9's goal: at least 1):
+// four claimers on one table must not fight. It guards the claim-ahead cap
+// (claimAheadMin, claimer.go): with a cap of 64, a worker of concurrency
+// 16 claimed and completed in batches half the size of one of 64 (on
+// MariaDB 40 to 80 jobs, against 120), and four of them drained slower
+// than one; and the completions of one queue's workers one at a time
+// (completeGate, completer.go), which the third setup's ratio shows.
 func BenchmarkDrainClaimers(b *testing.B) {
 	n := benchJobs(b)
 	for _, kind := range testdb.Kinds() {
@@ -229,21 +232,25 @@ func BenchmarkDrainClaimers(b *testing.B) {
 			continue // one writer: several pools only queue for it
 		}
 		b.Run(string(kind), func(b *testing.B) {
-			var one, four time.Duration
+			var one, four, shared time.Duration
 			var oneSt, fourSt drainStats
 			for range b.N {
 				b.StopTimer()
-				for _, workers := range []int{1, 4} {
+				for _, setup := range []string{"1x64", "4x16", "4x16 one queue"} {
 					env := newTestEnv(b, kind)
 					enqueueSeq(b, env.queue(b, nil, WithLogger(testdb.QuietLogger())), n)
-					if workers == 1 {
-						d, st := drainWorkersStats(b, env, 1, 64, n)
+					switch setup {
+					case "1x64":
+						d, st := drainWorkersStats(b, env, 1, 64, n, false)
 						one += d
 						oneSt.add(st)
-					} else {
-						d, st := drainWorkersStats(b, env, 4, 16, n)
+					case "4x16":
+						d, st := drainWorkersStats(b, env, 4, 16, n, false)
 						four += d
 						fourSt.add(st)
+					default:
+						d, _ := drainWorkersStats(b, env, 4, 16, n, true)
+						shared += d
 					}
 				}
 			}
@@ -251,6 +258,7 @@ func BenchmarkDrainClaimers(b *testing.B) {
 			b.ReportMetric(jobs/one.Seconds(), "jobs/s")
 			b.ReportMetric(jobs/four.Seconds(), "4x16-jobs/s")
 			b.ReportMetric(one.Seconds()/four.Seconds(), "4x16/1x64")
+			b.ReportMetric(one.Seconds()/shared.Seconds(), "4x16-one-queue/1x64")
 			// The size of the statements of each setup: every claim and
 			// completion costs the server about as much whatever its size,
 			// so four workers must claim and complete in batches about as
@@ -317,7 +325,7 @@ func drainOnce(b *testing.B, env *testEnv, conc, n int) time.Duration {
 // processes would.
 func drainWorkers(b *testing.B, env *testEnv, workers, conc, n int) time.Duration {
 	b.Helper()
-	d, _ := drainWorkersStats(b, env, workers, conc, n)
+	d, _ := drainWorkersStats(b, env, workers, conc, n, false)
 	return d
 }
 
@@ -348,12 +356,13 @@ func processCPU(b *testing.B) time.Duration {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
-// drainWorkersStats is drainWorkers, also returning what the drain cost.
-// drainPoolConns is how many connections warmDrainPool opens: as many as
-// the command line's worker keeps (cmd/jobqueue, workerConns).
+// drainPoolConns is how many connections warmDrainPool opens for each
+// worker: as many as the command line's worker keeps (cmd/jobqueue,
+// workerConns).
 const drainPoolConns = 6
 
-// warmDrainPool opens drainPoolConns connections of db at once, reads the
+// warmDrainPool opens drainPoolConns connections of db for each of workers
+// workers at once, reads the
 // env's table on each (a PostgreSQL backend loads the table's and its
 // indexes' catalog entries at its first statement on them) and takes each
 // from the pool once more, so that pgx's check of a connection at its
@@ -363,15 +372,15 @@ const drainPoolConns = 6
 // backends started during a drain of 20 000 jobs), while the one worker
 // ran on the env's pool that had enqueued the jobs. SQLite, which has no
 // server to start, is left as it is.
-func warmDrainPool(b *testing.B, env *testEnv, db *sql.DB) {
+func warmDrainPool(b *testing.B, env *testEnv, db *sql.DB, workers int) {
 	b.Helper()
 	if env.kind == engine.SQLite {
 		return
 	}
 	ctx := context.Background()
-	db.SetMaxIdleConns(drainPoolConns)
+	db.SetMaxIdleConns(drainPoolConns * workers)
 	for range 2 {
-		conns := make([]*sql.Conn, drainPoolConns)
+		conns := make([]*sql.Conn, drainPoolConns*workers)
 		for i := range conns {
 			c, err := db.Conn(ctx)
 			if err != nil {
@@ -391,7 +400,10 @@ func warmDrainPool(b *testing.B, env *testEnv, db *sql.DB) {
 	}
 }
 
-func drainWorkersStats(b *testing.B, env *testEnv, workers, conc, n int) (time.Duration, drainStats) {
+// drainWorkersStats is drainWorkers, also returning what the drain cost;
+// with oneQueue the workers share one Queue on the env's pool instead (the
+// workers of one process, one per type, say).
+func drainWorkersStats(b *testing.B, env *testEnv, workers, conc, n int, oneQueue bool) (time.Duration, drainStats) {
 	b.Helper()
 	var completed, claims, completes, fullWaits atomic.Int64
 	allDone := make(chan struct{}, 1)
@@ -408,14 +420,26 @@ func drainWorkersStats(b *testing.B, env *testEnv, workers, conc, n int) (time.D
 			completes.Add(1)
 		}
 	})
+	opts := []Option{WithLogger(testdb.QuietLogger()), count, statements, withCompleterFullHook(func() { fullWaits.Add(1) })}
+	var shared *Queue
+	var pools []*sql.DB // warmed: their idle connections go once drained
+	if oneQueue {
+		warmDrainPool(b, env, env.db, workers)
+		pools = append(pools, env.db)
+		shared = env.queue(b, nil, opts...)
+	}
 	ws := make([]*Worker, workers)
 	for i := range ws {
-		db := env.db
-		if workers > 1 {
-			db = env.newPool(b)
+		q := shared
+		if q == nil {
+			db := env.db
+			if workers > 1 {
+				db = env.newPool(b)
+			}
+			warmDrainPool(b, env, db, 1)
+			pools = append(pools, db)
+			q = env.queue(b, db, opts...)
 		}
-		warmDrainPool(b, env, db)
-		q := env.queue(b, db, WithLogger(testdb.QuietLogger()), count, statements, withCompleterFullHook(func() { fullWaits.Add(1) }))
 		ws[i] = q.NewWorker(WorkerConfig{Concurrency: conc, MaintenanceInterval: -1})
 		Handle(ws[i], func(ctx context.Context, job *Job[seqArgs]) error { return nil })
 	}
@@ -443,6 +467,12 @@ func drainWorkersStats(b *testing.B, env *testEnv, workers, conc, n int) (time.D
 		if err := <-done; err != nil {
 			b.Fatal(err)
 		}
+	}
+	for _, db := range pools {
+		// database/sql's default: the pools of earlier iterations live
+		// until the benchmark ends, and their warmed connections would
+		// take the server's max_connections.
+		db.SetMaxIdleConns(2)
 	}
 	if got := env.countWhere(b, "status = 'completed'"); got != n {
 		b.Fatalf("%d jobs completed, want %d", got, n)

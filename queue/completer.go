@@ -37,6 +37,37 @@ func completeBacklog(conc int) int {
 	return completeBatch + conc + claimAheadCap(conc)
 }
 
+// completeGate lets one completion statement of a queue run at a time.
+// Each worker has a completer of its own, which has at most one statement
+// in flight; several workers of one queue in a process (one per type, say)
+// had as many at once, and those waited on each other in the database: the
+// new row versions and index entries of completed jobs all go to the same
+// end pages of the table and of its indexes (LWLock:BufferContent and
+// Lock:extend waits in pg_stat_activity). One at a time, a completer whose
+// statement waits gathers the results that arrive meanwhile for its next
+// one. A worker alone never waits at the gate. Four workers of concurrency
+// 16 on one queue, PostgreSQL, bench with a switch for it, 20 000 jobs, 6
+// alternating rounds: 25.8k-28.0k jobs/s against 21.7k-25.8k without the
+// gate (one worker of 64: 28.3k-35.0k against 32.8k-36.6k, within the
+// noise); BenchmarkDrainClaimers' four workers on one queue drained 1.04 to
+// 1.10 times as fast as four on queues of their own with it, 0.99 to 1.06
+// without (4 runs each).
+type completeGate struct {
+	mu sync.Mutex
+	// waiting counts the completers waiting to enter (tests read it).
+	waiting atomic.Int32
+}
+
+// enter waits for the completion statement in flight, if any, to end.
+func (g *completeGate) enter() {
+	g.waiting.Add(1)
+	g.mu.Lock()
+	g.waiting.Add(-1)
+}
+
+// leave lets the next completion statement run.
+func (g *completeGate) leave() { g.mu.Unlock() }
+
 // completion is an attempt whose handler succeeded, waiting to be written.
 type completion struct {
 	a   *attempt
@@ -208,9 +239,11 @@ func (c *completer) write(batch []completion) writeResult {
 	for i, done := range batch {
 		refs[i] = done.a.ref
 	}
+	c.q.completes.enter()
 	ctx, cancel := context.WithTimeout(c.dbCtx, dbCallTimeout)
 	defer cancel()
 	stale, err := c.q.complete(ctx, refs)
+	c.q.completes.leave()
 	if err == nil && len(stale) > 0 {
 		c.refused(ctx, batch, stale)
 	}

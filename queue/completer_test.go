@@ -4,7 +4,9 @@ import (
 	"context"
 	"database/sql"
 	"log/slog"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -248,4 +250,56 @@ func TestWorkerCompletesAfterRefusedWrites(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestCompletionsOneAtATime: the completion statements of the workers of
+// one queue run one at a time (completeGate). While the first worker's
+// CompleteJobs is held in the statement hook, the second worker's
+// completer, whose job has run, waits at the gate and sends nothing; once
+// the first is let go, both jobs are completed. Not on SQLite, whose one
+// writer runs one write at a time anyway: the held completion holds it, and
+// the second job would never be claimed.
+func TestCompletionsOneAtATime(t *testing.T) {
+	t.Parallel()
+	for _, kind := range []engine.Kind{engine.Postgres, engine.MySQL} {
+		t.Run(string(kind), func(t *testing.T) {
+			t.Parallel()
+			testCompletionsOneAtATime(t, kind)
+		})
+	}
+}
+
+func testCompletionsOneAtATime(t *testing.T, kind engine.Kind) {
+	env := newTestEnv(t, kind)
+	release := make(chan struct{})
+	var sent atomic.Int32 // CompleteJobs statements sent
+	hook := func(query string, _ sqlRunner) {
+		if strings.Contains(query, "-- name: CompleteJobs ") && sent.Add(1) == 1 {
+			<-release
+		}
+	}
+	q := env.queue(t, nil, WithLogger(testdb.QuietLogger()), withStatementHook(hook))
+	for _, typ := range []string{"a", "b"} {
+		w := q.NewWorker(WorkerConfig{Types: []string{typ}, Concurrency: 1, MaintenanceInterval: -1})
+		Handle(w, func(ctx context.Context, job *Job[testArgs]) error { return nil })
+		stop, _ := startWorker(t, w)
+		t.Cleanup(func() { stop(10 * time.Second) })
+	}
+	var once sync.Once
+	letGo := func() { once.Do(func() { close(release) }) }
+	t.Cleanup(letGo) // before the workers stop, should the test fail
+	first := mustEnqueue(t, q, testArgs{N: 1}, Type("a"))
+	waitUntil(t, 10*time.Second, "the first worker's completion to be sent", func() bool { return sent.Load() == 1 })
+	second := mustEnqueue(t, q, testArgs{N: 2}, Type("b"))
+	waitUntil(t, 10*time.Second, "the second worker's completer to wait at the gate", func() bool { return q.completes.waiting.Load() == 1 })
+	if n := sent.Load(); n != 1 {
+		t.Fatalf("%d completion statements sent while the first ran, want 1", n)
+	}
+	letGo()
+	for _, id := range []int64{first, second} {
+		waitUntil(t, 10*time.Second, "both jobs to be completed", func() bool { return getJob(t, q, id).Status == StatusCompleted })
+	}
+	if n := sent.Load(); n != 2 {
+		t.Errorf("%d completion statements in all, want 2", n)
+	}
 }

@@ -89,6 +89,9 @@ type Queue struct {
 	// combiner writes the single enqueues of many goroutines at once
 	// together (enqueue_combine.go); nil where the store cannot.
 	combiner *enqueueCombiner
+	// completes lets the completion statements of the queue's workers run
+	// one at a time (completer.go).
+	completes completeGate
 	// batchSize overrides MaintenanceBatch and onBatch hears the rows each
 	// batch of ExpireOverdue and Prune changed (tests).
 	batchSize int
