@@ -361,42 +361,16 @@ func processCPU(b *testing.B) time.Duration {
 // workerConns).
 const drainPoolConns = 6
 
-// warmDrainPool opens drainPoolConns connections of db for each of workers
-// workers at once, reads the
-// env's table on each (a PostgreSQL backend loads the table's and its
-// indexes' catalog entries at its first statement on them) and takes each
-// from the pool once more, so that pgx's check of a connection at its
-// first reuse (a ping) is done too; they stay idle in the pool. Without
-// it the four workers of BenchmarkDrainClaimers, each on a new pool,
-// started their server sessions within the drain it times (PostgreSQL: 8
-// backends started during a drain of 20 000 jobs), while the one worker
-// ran on the env's pool that had enqueued the jobs. SQLite, which has no
-// server to start, is left as it is.
+// warmDrainPool warms drainPoolConns connections of db for each of workers
+// workers on the env's table (engine.WarmPool, as bench does before its
+// drain). Without it the four workers of BenchmarkDrainClaimers, each on a
+// new pool, started their server sessions within the drain it times
+// (PostgreSQL: 8 backends started during a drain of 20 000 jobs), while the
+// one worker ran on the env's pool that had enqueued the jobs.
 func warmDrainPool(b *testing.B, env *testEnv, db *sql.DB, workers int) {
 	b.Helper()
-	if env.kind == engine.SQLite {
-		return
-	}
-	ctx := context.Background()
-	db.SetMaxIdleConns(drainPoolConns * workers)
-	for range 2 {
-		conns := make([]*sql.Conn, drainPoolConns*workers)
-		for i := range conns {
-			c, err := db.Conn(ctx)
-			if err != nil {
-				b.Fatalf("warm the pool: %v", err)
-			}
-			conns[i] = c
-		}
-		for _, c := range conns {
-			var n int
-			if err := c.QueryRowContext(ctx, env.sql("SELECT COUNT(*) FROM {t} WHERE id = 0")).Scan(&n); err != nil {
-				b.Fatalf("warm the pool: %v", err)
-			}
-			if err := c.Close(); err != nil {
-				b.Fatalf("warm the pool: %v", err)
-			}
-		}
+	if err := engine.WarmPool(context.Background(), db, env.kind, env.table, drainPoolConns*workers); err != nil {
+		b.Fatalf("warm the pool: %v", err)
 	}
 }
 
