@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
-	"log/slog"
 	"math"
 	"slices"
 	"sync"
@@ -186,9 +185,9 @@ func (a *app) bench(ctx context.Context, o benchOptions) error {
 		}
 	}
 	c := newBenchCounter(o.jobs, o.latencyJobs)
-	q, err := queue.New(db, append(a.poolingOptions(), queue.WithTable(name), queue.WithLogger(a.logger(slog.LevelWarn)), queue.WithListener(c.completed))...)
+	q, err := a.newQueue(db, name, queue.WithListener(c.completed))
 	if err != nil {
-		return explainTableError(err, name)
+		return err
 	}
 	defer q.Close()
 	progress := func(format string, args ...any) { fmt.Fprintf(a.err, "bench: "+format+"\n", args...) }

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"os"
 	"os/exec"
 	"runtime"
@@ -262,9 +261,9 @@ func (a *app) benchWorker(ctx context.Context, workers int) (err error) {
 		return err
 	}
 	defer db.Close()
-	q, err := queue.New(db, append(a.poolingOptions(), queue.WithTable(name), queue.WithLogger(a.logger(slog.LevelWarn)), queue.WithListener(done))...)
+	q, err := a.newQueue(db, name, queue.WithListener(done))
 	if err != nil {
-		return explainTableError(err, name)
+		return err
 	}
 	defer q.Close()
 	if err := warmPool(ctx, db, k, name); err != nil {

@@ -102,10 +102,10 @@ func (a *app) demo(ctx context.Context) error {
 	if err := migrations.Install(ctx, db, name); err != nil {
 		return explainTableError(err, name)
 	}
-	q, err := queue.New(db, append(a.poolingOptions(), queue.WithTable(name), queue.WithRetryPolicy(demoPolicy()),
-		queue.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))...)
+	q, err := a.newQueue(db, name, queue.WithRetryPolicy(demoPolicy()),
+		queue.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
 	if err != nil {
-		return explainTableError(err, name)
+		return err
 	}
 	defer q.Close()
 	if _, err := q.Purge(ctx); err != nil {

@@ -253,11 +253,10 @@ func (a *app) openQueue(ctx context.Context, opts ...queue.Option) (*queue.Queue
 	if err != nil {
 		return nil, nil, err
 	}
-	all := append(append([]queue.Option{queue.WithTable(name), queue.WithLogger(a.logger(slog.LevelWarn))}, a.poolingOptions()...), opts...)
-	q, err := queue.New(db, all...)
+	q, err := a.newQueue(db, name, opts...)
 	if err != nil {
 		db.Close()
-		return nil, nil, explainTableError(err, name)
+		return nil, nil, err
 	}
 	return q, func() { q.Close(); db.Close() }, nil
 }
@@ -276,13 +275,20 @@ func (a *app) withQueue(ctx context.Context, fn func(q *queue.Queue) error, opts
 	return nil
 }
 
-// poolingOptions are the queue options of --transaction-pooling: none
-// without it, so that New detects a PostgreSQL pooler from the URL.
-func (a *app) poolingOptions() []queue.Option {
-	if !a.pooled {
-		return nil
+// newQueue is queue.New on db for every command: table name, warnings and
+// errors logged on stderr, and --transaction-pooling (without it, no
+// option: New detects a PostgreSQL pooler from the URL); opts come last and
+// so override these. An error about the table says what to do next.
+func (a *app) newQueue(db *sql.DB, name string, opts ...queue.Option) (*queue.Queue, error) {
+	all := []queue.Option{queue.WithTable(name), queue.WithLogger(a.logger(slog.LevelWarn))}
+	if a.pooled {
+		all = append(all, queue.WithTransactionPooling(true))
 	}
-	return []queue.Option{queue.WithTransactionPooling(true)}
+	q, err := queue.New(db, append(all, opts...)...)
+	if err != nil {
+		return nil, explainTableError(err, name)
+	}
+	return q, nil
 }
 
 // logger is a text logger on stderr at the given level.
