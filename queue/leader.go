@@ -172,19 +172,21 @@ type elector struct {
 	// failures tells the first failed attempt of a run of them, the one
 	// logged as a warning.
 	failures failureStreak
-	// rowEnsured is set before run when the role's row is known to exist
-	// (Run's checkLeaderTable found it): run then does not create it.
+	// rowEnsured: the role's row is known to exist (Run's
+	// checkLeaderTable found it), so run does not create it.
 	rowEnsured bool
 }
 
-func newElector(q *Queue, log *slog.Logger, lease time.Duration) *elector {
+// newElector returns the elector of a worker whose leases last lease;
+// rowExists tells that the role's row is known to exist.
+func newElector(q *Queue, log *slog.Logger, lease time.Duration, rowExists bool) *elector {
 	slack := lease / 5
 	if q.kind == engine.MySQL {
 		slack += time.Second // UTC_TIMESTAMP() keeps whole seconds
 	}
 	return &elector{
 		q: q, log: log, holder: newHolder(), lease: lease, every: lease / 5, slack: slack,
-		changed: make(chan struct{}),
+		changed: make(chan struct{}), rowEnsured: rowExists,
 	}
 }
 

@@ -430,7 +430,7 @@ func TestElectorRetriesConflicts(t *testing.T) {
 			q := env.queue(t, nil, WithLogger(slog.New(logs)))
 			st := &conflictingStore{store: q.st, conflicts: c.conflicts}
 			q.st = st
-			e := newElector(q, q.logger, 5*time.Second)
+			e := newElector(q, q.logger, 5*time.Second, false)
 			ctx := context.Background()
 			if !e.ensure(ctx) {
 				t.Fatalf("ensure failed: %q", logs.Lines(slog.LevelWarn))
@@ -481,7 +481,7 @@ func TestElectorRenewalTimeout(t *testing.T) {
 	q := env.queue(t, nil, WithLogger(testdb.QuietLogger()))
 	st := &deadlineStore{store: q.st}
 	q.st = st
-	e := newElector(q, q.logger, 5*time.Second)
+	e := newElector(q, q.logger, 5*time.Second, false)
 	ctx := context.Background()
 	if !e.ensure(ctx) {
 		t.Fatal("ensure failed")

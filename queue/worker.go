@@ -87,9 +87,9 @@ func (w *Worker) Run(ctx context.Context) error {
 	if err := checkPeriodic(w.q, cfg.Periodic); err != nil {
 		return err
 	}
-	leaderRow := false
+	leaderRowFound := false
 	if cfg.leads() {
-		if leaderRow, err = w.q.checkLeaderTable(ctx); err != nil {
+		if leaderRowFound, err = w.q.checkLeaderTable(ctx); err != nil {
 			return err
 		}
 	}
@@ -106,12 +106,12 @@ func (w *Worker) Run(ctx context.Context) error {
 	}
 	w.running = true
 	r := &run{
-		q:         w.q,
-		cfg:       cfg,
-		handlers:  maps.Clone(w.handlers),
-		fallback:  w.fallback,
-		abandon:   abandonGrace,
-		leaderRow: leaderRow,
+		q:              w.q,
+		cfg:            cfg,
+		handlers:       maps.Clone(w.handlers),
+		fallback:       w.fallback,
+		abandon:        abandonGrace,
+		leaderRowFound: leaderRowFound,
 	}
 	if w.abandonGrace > 0 {
 		r.abandon = w.abandonGrace
@@ -137,8 +137,8 @@ type run struct {
 	handlers map[string]handlerFunc
 	fallback handlerFunc
 	abandon  time.Duration // see abandonGrace
-	// leaderRow: Run's check found the leadership's row.
-	leaderRow bool
+	// leaderRowFound: Run's check found the leadership's row.
+	leaderRowFound bool
 
 	// dbCtx is the context of the worker's own statements: it keeps ctx's
 	// values but not its end, so that results are written during shutdown.
@@ -186,8 +186,7 @@ func (r *run) run(ctx context.Context) error {
 	var bg sync.WaitGroup
 	maintCtx, stopMaint := context.WithCancel(stop)
 	if r.cfg.leads() {
-		el := newElector(r.q, r.log, r.cfg.LeaderLease)
-		el.rowEnsured = r.leaderRow
+		el := newElector(r.q, r.log, r.cfg.LeaderLease, r.leaderRowFound)
 		bg.Go(func() { el.run(maintCtx) })
 		if r.cfg.MaintenanceInterval > 0 {
 			m := &maintainer{q: r.q, log: r.log, el: el, interval: r.cfg.MaintenanceInterval, retention: r.cfg.Retention}
