@@ -163,8 +163,12 @@ func (c *benchCounter) completed(ev queue.Event) {
 }
 
 // drainedOne counts one completed no-op job.
-func (c *benchCounter) drainedOne() {
-	if c.drained.Add(1) == c.drainN {
+func (c *benchCounter) drainedOne() { c.drainedN(1) }
+
+// drainedN counts n completed no-op jobs; the count that reaches the
+// drain's jobs ends the drain.
+func (c *benchCounter) drainedN(n int64) {
+	if after := c.drained.Add(n); after >= c.drainN && after-n < c.drainN {
 		close(c.drainEnd)
 	}
 }
@@ -271,7 +275,14 @@ wait:
 			dups++
 		}
 	}
+	seen := len(c.runs)
 	c.mu.Unlock()
+	if want := o.jobs + o.latencyJobs; seen != want {
+		// Every job completed, so each ran: a count short of it means runs
+		// went untold (a worker process's report lost), and duplicates
+		// among them would go uncounted.
+		return fmt.Errorf("the workers told of %d distinct jobs run, want %d: the duplicate count would be wrong", seen, want)
+	}
 	progress("measured enqueue-to-start latency of %d jobs", o.latencyJobs)
 	stats, err := q.Stats(ctx, "")
 	if err != nil {

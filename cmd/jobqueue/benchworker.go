@@ -92,10 +92,12 @@ func registerBenchHandlers(w *queue.Worker, ran func(id int64, at time.Time, lat
 // benchProcesses drains with n child processes of this binary running the
 // hidden bench-worker command. They talk over pipes, one line per message:
 // the child prints "ready" once connected, waits for "go" on its stdin,
-// prints "ran n|l ID UNIXNANO" as a no-op (n) or latency (l) job starts and
-// "done ID" when a no-op job is completed, and stops when its stdin closes.
-// The drain's lines ("ran n", "done") reach bench up to benchLinesDelay
-// late, in writes of many lines (benchLines); "ready" and "ran l" at once.
+// prints "done K" for K no-op jobs completed (up to benchLinesDelay late,
+// one line for all completed meanwhile: benchLines) and "ran l ID UNIXNANO"
+// as a latency job starts (at once), and stops when its stdin closes,
+// printing "ran n ID" for each no-op job it ran before it exits (bench
+// counts duplicates after the workers stopped, so the drain it times
+// carries no line per job).
 type benchProcesses struct {
 	a       *app
 	n       int
@@ -172,20 +174,33 @@ func (d *benchProcesses) prepare(ctx context.Context) error {
 
 // read parses one child's messages until its stdout closes.
 func (d *benchProcesses) read(r io.Reader, ready chan<- struct{}) {
+	readBenchLines(r, d.c, ready)
+}
+
+// readBenchLines parses a bench-worker's messages (see benchProcesses)
+// into c until r ends; "ready" goes to ready. A line it does not know is
+// skipped.
+func readBenchLines(r io.Reader, c *benchCounter, ready chan<- struct{}) {
 	sc := bufio.NewScanner(r)
 	for sc.Scan() {
 		f := strings.Fields(sc.Text())
 		switch {
 		case len(f) == 1 && f[0] == "ready":
 			ready <- struct{}{}
-		case len(f) == 4 && f[0] == "ran":
+		case len(f) == 4 && f[0] == "ran" && f[1] == "l":
 			id, err1 := strconv.ParseInt(f[2], 10, 64)
 			ns, err2 := strconv.ParseInt(f[3], 10, 64)
 			if err1 == nil && err2 == nil {
-				d.c.ran(id, time.Unix(0, ns), f[1] == "l")
+				c.ran(id, time.Unix(0, ns), true)
+			}
+		case len(f) == 3 && f[0] == "ran" && f[1] == "n":
+			if id, err := strconv.ParseInt(f[2], 10, 64); err == nil {
+				c.ran(id, time.Time{}, false)
 			}
 		case len(f) == 2 && f[0] == "done":
-			d.c.drainedOne()
+			if n, err := strconv.ParseInt(f[1], 10, 64); err == nil && n > 0 {
+				c.drainedN(n)
+			}
 		}
 	}
 }
@@ -253,7 +268,7 @@ func (a *app) benchWorker(ctx context.Context, workers int) (err error) {
 	defer func() { err = errors.Join(err, lines.close()) }()
 	done := func(ev queue.Event) {
 		if ev.Kind == queue.EventCompleted && ev.Job != nil && ev.Job.Name == (benchNoop{}).Kind() {
-			lines.soon("done %d", ev.Job.ID)
+			lines.done()
 		}
 	}
 	db, k, name, err := a.open(ctx)
@@ -281,13 +296,26 @@ func (a *app) benchWorker(ctx context.Context, workers int) (err error) {
 		}
 		stop() // stdin closed: bench is done
 	}()
+	// The no-op jobs this process ran, told when it stops: bench needs them
+	// only to count duplicates at its end.
+	var ranMu sync.Mutex
+	var ran []int64
+	defer func() {
+		ranMu.Lock()
+		defer ranMu.Unlock()
+		for _, id := range ran {
+			lines.soon("ran n %d", id)
+		}
+	}()
 	w := q.NewWorker(queue.WorkerConfig{Concurrency: workers, Lease: time.Minute, ShutdownTimeout: 10 * time.Second})
 	registerBenchHandlers(w, func(id int64, at time.Time, latency bool) {
 		if latency {
 			lines.now("ran l %d %d", id, at.UnixNano()) // timed: at once
 			return
 		}
-		lines.soon("ran n %d %d", id, at.UnixNano())
+		ranMu.Lock()
+		ran = append(ran, id)
+		ranMu.Unlock()
 	})
 	if err := w.Run(runCtx); err != nil && !errors.Is(err, context.Canceled) {
 		return explainTableError(err, name)
