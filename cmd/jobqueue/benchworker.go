@@ -150,7 +150,7 @@ func (d *benchProcesses) prepare(ctx context.Context) error {
 		d.running.Add(1)
 		go func() {
 			defer d.running.Done()
-			d.read(stdout, ready)
+			readBenchLines(stdout, d.c, ready) // until the child's stdout closes
 			err := cmd.Wait()
 			d.mu.Lock()
 			if err != nil {
@@ -170,11 +170,6 @@ func (d *benchProcesses) prepare(ctx context.Context) error {
 		}
 	}
 	return nil
-}
-
-// read parses one child's messages until its stdout closes.
-func (d *benchProcesses) read(r io.Reader, ready chan<- struct{}) {
-	readBenchLines(r, d.c, ready)
 }
 
 // readBenchLines parses a bench-worker's messages (see benchProcesses)
