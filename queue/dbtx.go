@@ -54,16 +54,21 @@ type runner struct {
 	// copyFormat (PostgreSQL) is whether the table's columns fit the bulk
 	// enqueue's binary COPY (copy_postgres.go), once checked.
 	copyFormat atomic.Int32
+	// recorded is a *sql.Row whose Scan returns errRecorded, for the
+	// queryRecorders of the queue's hot paths to answer with (a Row with
+	// an error only ever returns it, so one is shared).
+	recorded *sql.Row
 }
 
 func newRunner(db *sql.DB, t engine.Table) *runner {
 	return &runner{
-		db:      db,
-		kind:    t.Kind,
-		quoted:  t.Quoted(),
-		table:   t.Name,
-		prepare: t.Kind != engine.Postgres,
-		writer:  make(chan struct{}, 1),
+		db:       db,
+		kind:     t.Kind,
+		quoted:   t.Quoted(),
+		table:    t.Name,
+		prepare:  t.Kind != engine.Postgres,
+		writer:   make(chan struct{}, 1),
+		recorded: failedRow(context.Background(), errRecorded),
 	}
 }
 

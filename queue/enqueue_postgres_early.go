@@ -151,7 +151,8 @@ func (s pgStore) insertEarlyWith(ctx context.Context, d dbtx, j *newJob, now tim
 	// Without an offer the insert notifies (InsertJobNotify); with one,
 	// InsertJob, the claim and NotifyUnclaimed, which notifies only when
 	// the claim left the job pending.
-	var ins, flush, claim, notify queryRecorder
+	var flush, claim, notify queryRecorder
+	ins := queryRecorder{row: s.r.recorded} // InsertJob and InsertJobNotify scan a row
 	if o == nil {
 		_, err := pggen.New(&ins).InsertJobNotify(ctx, s.insertNotifyParams(j, now))
 		if err := recordingFailed("InsertJobNotify", err); err != nil {
