@@ -10,9 +10,10 @@ import (
 // table named table, changing nothing: nil for a version 2 table (whatever
 // its indexes: Install repairs those); an error wrapping ErrOutdatedTable for
 // a version 1 table or one whose migration was interrupted (Migrate converts
-// it); another error for a missing table or one that is not a jobqueue
-// table. A half-migrated MySQL table can have every version 2 column, so a
-// query that only reads those columns does not tell it apart: Check does.
+// it); an error wrapping ErrTableMissing for a missing table, and one
+// wrapping ErrForeignTable for a table that is not a jobqueue table. A
+// half-migrated MySQL table can have every version 2 column, so a query
+// that only reads those columns does not tell it apart: Check does.
 //
 // The table name and the engine are checked as Install checks them
 // (ErrInvalidTableName, ErrUnsupportedDatabase), before any SQL runs;
@@ -32,7 +33,7 @@ func Check(ctx context.Context, db *sql.DB, table string, opts ...Option) error 
 	case tableV1, tablePartial:
 		return outdatedError(t, st)
 	case tableMissing:
-		return fmt.Errorf("table %s does not exist; create it with migrations.Install (or `jobqueue install --table %s`)", t.Name, t.Name)
+		return fmt.Errorf("%w: table %s does not exist; create it with migrations.Install (or `jobqueue install --table %s`)", ErrTableMissing, t.Name, t.Name)
 	case tableForeign:
 		return foreignError(t)
 	}

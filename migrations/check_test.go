@@ -18,35 +18,35 @@ import (
 func TestCheck(t *testing.T) {
 	t.Parallel()
 	cases := []struct {
-		name     string
-		setup    func(t *testing.T, db *sql.DB, tb engine.Table)
-		outdated bool   // the error wraps ErrOutdatedTable
-		want     string // a substring of the error; "" for none
+		name  string
+		setup func(t *testing.T, db *sql.DB, tb engine.Table)
+		is    error  // the sentinel the error wraps (ErrOutdatedTable, ErrTableMissing, ErrForeignTable); nil for none
+		want  string // a substring of the error; "" for none
 	}{
 		{"version 2", func(t *testing.T, db *sql.DB, tb engine.Table) {
 			if err := Install(context.Background(), db, tb.Name); err != nil {
 				t.Fatal(err)
 			}
-		}, false, ""},
+		}, nil, ""},
 		{"version 2 without an index", func(t *testing.T, db *sql.DB, tb engine.Table) {
 			if err := Install(context.Background(), db, tb.Name); err != nil {
 				t.Fatal(err)
 			}
 			mustExec(t, db, dropIndexSQL(tb, tb.IndexName("lease_until")))
-		}, false, ""},
-		{"missing", func(*testing.T, *sql.DB, engine.Table) {}, false, "does not exist"},
+		}, nil, ""},
+		{"missing", func(*testing.T, *sql.DB, engine.Table) {}, ErrTableMissing, "does not exist"},
 		{"version 1", func(t *testing.T, db *sql.DB, tb engine.Table) {
 			mustExec(t, db, append(v1DDL(tb), v1Rows(tb))...)
-		}, true, "Migrate"},
+		}, ErrOutdatedTable, "Migrate"},
 		{"half migrated", func(t *testing.T, db *sql.DB, tb engine.Table) {
 			if err := Install(context.Background(), db, tb.Name); err != nil {
 				t.Fatal(err)
 			}
 			mustExec(t, db, "ALTER TABLE "+tb.Quoted()+" ADD COLUMN locked_at TIMESTAMP NULL")
-		}, true, "interrupted"},
+		}, ErrOutdatedTable, "interrupted"},
 		{"foreign", func(t *testing.T, db *sql.DB, tb engine.Table) {
 			mustExec(t, db, "CREATE TABLE "+tb.Quoted()+" (id INT PRIMARY KEY, queue VARCHAR(20), attempts INT)")
-		}, false, "not a jobqueue table"},
+		}, ErrForeignTable, "not a jobqueue table"},
 	}
 	testdb.ForEachEngine(t, func(t *testing.T, e *testdb.Env) {
 		for _, c := range cases {
@@ -58,8 +58,8 @@ func TestCheck(t *testing.T) {
 				c.setup(t, db, tb)
 				if c.name == "missing" {
 					err := Check(context.Background(), db, name)
-					if err == nil || !strings.Contains(err.Error(), c.want) || errors.Is(err, ErrOutdatedTable) {
-						t.Errorf("Check = %v, want an error containing %q", err, c.want)
+					if err == nil || !strings.Contains(err.Error(), c.want) || !errors.Is(err, c.is) || errors.Is(err, ErrOutdatedTable) {
+						t.Errorf("Check = %v, want an error wrapping %v, containing %q", err, c.is, c.want)
 					}
 					if st, err := inspect(context.Background(), db, tb); err != nil || st != tableMissing {
 						t.Errorf("after Check the table is %v (%v), want missing", st, err)
@@ -73,8 +73,11 @@ func TestCheck(t *testing.T) {
 					t.Fatalf("Check = %v, want nil", err)
 				case c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)):
 					t.Fatalf("Check = %v, want an error containing %q", err, c.want)
-				case errors.Is(err, ErrOutdatedTable) != c.outdated:
-					t.Errorf("Check = %v: errors.Is(ErrOutdatedTable) = %v, want %v", err, !c.outdated, c.outdated)
+				}
+				for _, sentinel := range []error{ErrOutdatedTable, ErrTableMissing, ErrForeignTable} {
+					if got, want := errors.Is(err, sentinel), sentinel == c.is; got != want {
+						t.Errorf("Check = %v: errors.Is(%v) = %v, want %v", err, sentinel, got, want)
+					}
 				}
 				if diff := cmp.Diff(before, takeSnapshot(t, db, tb)); diff != "" {
 					t.Errorf("Check changed the table (-before +after):\n%s", diff)

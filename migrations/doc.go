@@ -45,6 +45,13 @@ var (
 	// ErrOutdatedTable is returned by Install for a version 1 table or one
 	// whose migration was interrupted; Migrate converts it.
 	ErrOutdatedTable = engine.ErrOutdatedTable
+	// ErrTableMissing is returned by Check for a table that does not
+	// exist; Install creates it. It is queue.ErrTableMissing.
+	ErrTableMissing = engine.ErrTableMissing
+	// ErrForeignTable is returned by Install, Check, Migrate and Uninstall
+	// for a table of the name that is not a jobqueue table; none of them
+	// changes it.
+	ErrForeignTable = engine.ErrForeignTable
 	// ErrInvalidPolicy is returned, before any SQL runs, by Migrate and
 	// GooseMigrations for a retry policy that is not valid (see
 	// RetryPolicy) or whose numbers do not fit the table's INT columns.

@@ -80,7 +80,7 @@ func outdatedError(t engine.Table, st tableState) error {
 
 // foreignError says that t is not a jobqueue table.
 func foreignError(t engine.Table) error {
-	return fmt.Errorf("table %s exists but is not a jobqueue table (a jobqueue table has the columns %s, and attempts… or retry_count…); choose another table name", t.Name, strings.Join(commonColumns, ", "))
+	return fmt.Errorf("%w: table %s exists but is not a jobqueue table (a jobqueue table has the columns %s, and attempts… or retry_count…); choose another table name", ErrForeignTable, t.Name, strings.Join(commonColumns, ", "))
 }
 
 // ensureTable brings t to the version 2 layout: under a per-table lock (so

@@ -174,7 +174,7 @@ var (
 	ErrJobNotFound = errors.New("jobqueue: job not found")
 	// ErrTableMissing: New found no table of the name; create it with
 	// migrations.Install (or `jobqueue install`).
-	ErrTableMissing = errors.New("jobqueue: table missing")
+	ErrTableMissing = engine.ErrTableMissing
 	// ErrInvalidFilter: List was given a filter it cannot run (unknown
 	// status, negative AfterID, Limit out of range). Nothing was read.
 	ErrInvalidFilter = errors.New("jobqueue: invalid list filter")

@@ -34,6 +34,13 @@ var (
 	// ErrOutdatedTable is returned for a version 1 table or one whose
 	// migration was interrupted; migrations.Migrate converts it.
 	ErrOutdatedTable = errors.New("jobqueue: outdated table")
+	// ErrTableMissing is returned for a jobs table that does not exist;
+	// migrations.Install creates it.
+	ErrTableMissing = errors.New("jobqueue: table missing")
+	// ErrForeignTable is returned for a table of the name that exists but
+	// is not a jobqueue table (none of its layouts' columns); nothing is
+	// done to it.
+	ErrForeignTable = errors.New("jobqueue: foreign table")
 )
 
 // Kinds returns every supported engine, a new slice each call (the
