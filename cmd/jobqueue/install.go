@@ -1,11 +1,16 @@
 package main
 
 import (
+	"context"
+	"database/sql"
+	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/spf13/cobra"
 
 	"github.com/jobqueue/jobqueue/migrations"
+	"github.com/jobqueue/jobqueue/queue"
 )
 
 func (a *app) installCommand() *cobra.Command {
@@ -77,4 +82,85 @@ The operator's guide is docs/upgrading.md.`,
 		cmd.MarkFlagRequired(n)
 	}
 	return cmd
+}
+
+func (a *app) uninstallCommand() *cobra.Command {
+	var force bool
+	cmd := &cobra.Command{
+		Use:   "uninstall [--force]",
+		Short: "Drop the table with its indexes and side tables (refused while it holds jobs, unless --force)",
+		Long: `uninstall drops the table named by --table with its indexes and side tables
+(the leadership's and the unique keys' tables), what install created. A table
+that holds jobs is refused unless --force is given, and then EVERY JOB IN IT IS
+DELETED: stop the workers and producers that use it first. A version 1 table
+is refused unless --force, too. A table of the name that is not a jobqueue
+table is never dropped. When the table is missing, what is left of its side
+tables is dropped.`,
+		Args: cobra.NoArgs,
+		RunE: runE(func(cmd *cobra.Command, args []string) error {
+			ctx := cmd.Context()
+			db, k, name, err := a.open(ctx)
+			if err != nil {
+				return err
+			}
+			defer db.Close()
+			jobs, err := a.uninstallable(ctx, db, name, force)
+			if err != nil {
+				return err
+			}
+			if err := migrations.Uninstall(ctx, db, name); err != nil {
+				return err
+			}
+			switch {
+			case jobs < 0:
+				fmt.Fprintf(a.out, "table %s was not installed (%s); nothing of it is left\n", name, k)
+			default:
+				fmt.Fprintf(a.out, "table %s is uninstalled (%s); %d jobs deleted with it\n", name, k, jobs)
+			}
+			return nil
+		}),
+	}
+	cmd.Flags().BoolVar(&force, "force", false, "drop the table even though it holds jobs, DELETING THEM")
+	return cmd
+}
+
+// uninstallable tells whether uninstall may drop the table name: it returns
+// how many jobs the table holds (-1 when it is missing; 0 for a version 1
+// table, whose jobs are not counted), or why it may not: a table that holds
+// jobs, or is version 1, without force; a table that is not a jobqueue
+// table, even with force.
+func (a *app) uninstallable(ctx context.Context, db *sql.DB, name string, force bool) (int64, error) {
+	err := migrations.Check(ctx, db, name)
+	switch {
+	case errors.Is(err, migrations.ErrTableMissing):
+		return -1, nil
+	case errors.Is(err, migrations.ErrOutdatedTable):
+		if !force {
+			return 0, fmt.Errorf("table %s is a version 1 (or partly migrated) jobqueue table; uninstall would delete its jobs with it: pass --force to drop it anyway (or convert it with 'jobqueue migrate')", name)
+		}
+		return 0, nil
+	case err != nil:
+		return 0, explainTableError(err, name)
+	}
+	q, err := a.newQueue(db, name)
+	if err != nil {
+		return 0, explainTableError(err, name)
+	}
+	defer q.Close()
+	stats, err := q.Stats(ctx, "")
+	if err != nil {
+		return 0, err
+	}
+	var total int64
+	var held []string
+	for _, st := range queue.Statuses() {
+		if n := stats[st]; n > 0 {
+			total += n
+			held = append(held, fmt.Sprintf("%d %s", n, st))
+		}
+	}
+	if total > 0 && !force {
+		return 0, fmt.Errorf("table %s holds %d jobs (%s); uninstall would delete them with it: stop the workers and producers that use it, then pass --force", name, total, strings.Join(held, ", "))
+	}
+	return total, nil
 }

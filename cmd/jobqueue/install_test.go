@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -39,4 +41,107 @@ func TestInstall(t *testing.T) {
 			t.Errorf("the installed table cannot be read or is not empty: %d, %v", n, err)
 		}
 	})
+}
+
+// TestUninstall checks `uninstall` on every engine, table by table: it
+// drops an empty table, refuses one that holds jobs (or is version 1)
+// unless --force and then deletes them, drops what a missing table left,
+// and never drops a table that is not a jobqueue table.
+func TestUninstall(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name  string
+		setup func(t *testing.T, e *testdb.Env, c cli)
+		args  []string
+		code  int
+		want  []string // substrings of stdout on success, of the one-line error otherwise
+		// gone: the table is dropped afterwards (install makes it anew
+		// and it is empty); otherwise it is as before, and holds rows.
+		gone bool
+	}{
+		{"empty", func(t *testing.T, e *testdb.Env, c cli) { c.ok(t, "install") },
+			nil, 0, []string{"is uninstalled", "0 jobs deleted"}, true},
+		{"holding jobs", enqueueTwo, nil, exitFailure, []string{"holds 2 jobs (2 pending)", "--force"}, false},
+		{"holding jobs, forced", enqueueTwo, []string{"--force"}, 0, []string{"2 jobs deleted"}, true},
+		{"missing", func(*testing.T, *testdb.Env, cli) {}, nil, 0, []string{"was not installed"}, true},
+		{"side tables left over", func(t *testing.T, e *testdb.Env, c cli) {
+			c.ok(t, "install")
+			if _, err := e.DB.ExecContext(context.Background(), "DROP TABLE "+parseTable(t, e.Kind, c.table).Quoted()); err != nil {
+				t.Fatal(err)
+			}
+		}, nil, 0, []string{"was not installed"}, true},
+		{"version 1", version1Table, nil, exitFailure, []string{"version 1", "--force", "jobqueue migrate"}, false},
+		{"version 1, forced", version1Table, []string{"--force"}, 0, []string{"is uninstalled"}, true},
+		{"not a jobqueue table, forced", func(t *testing.T, e *testdb.Env, c cli) {
+			if _, err := e.DB.ExecContext(context.Background(), "CREATE TABLE "+parseTable(t, e.Kind, c.table).Quoted()+" (id INT PRIMARY KEY, note VARCHAR(20))"); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := e.DB.ExecContext(context.Background(), "INSERT INTO "+parseTable(t, e.Kind, c.table).Quoted()+" (id, note) VALUES (1, 'keep me')"); err != nil {
+				t.Fatal(err)
+			}
+		}, []string{"--force"}, exitFailure, []string{"not a jobqueue table"}, false},
+	}
+	testdb.ForEachEngine(t, func(t *testing.T, e *testdb.Env) {
+		for _, tc := range cases {
+			t.Run(tc.name, func(t *testing.T) {
+				t.Parallel()
+				c := cli{db: e.URL, table: e.Table(t)}
+				tc.setup(t, e, c)
+				r := c.run(t, append([]string{"uninstall"}, tc.args...)...)
+				if tc.code != 0 {
+					assertOneLineError(t, r, tc.code, tc.want...)
+				} else if r.code != 0 {
+					t.Fatalf("uninstall: exit %d, stderr %q", r.code, r.stderr)
+				}
+				for _, w := range tc.want {
+					if tc.code == 0 && !strings.Contains(r.stdout, w) {
+						t.Errorf("uninstall printed %q, want it to contain %q", r.stdout, w)
+					}
+				}
+				var n int
+				err := e.DB.QueryRowContext(context.Background(), "SELECT COUNT(*) FROM "+parseTable(t, e.Kind, c.table).Quoted()).Scan(&n)
+				switch {
+				case tc.gone && err == nil:
+					t.Errorf("the table is still there after uninstall (%d rows)", n)
+				case !tc.gone && (err != nil || n == 0):
+					t.Errorf("the refused table: %d rows, %v; want it kept with its rows", n, err)
+				}
+				if tc.gone {
+					// Nothing of it is left in the way of a fresh install.
+					c.ok(t, "install")
+					assertStats(t, c, "", nil)
+				}
+			})
+		}
+	})
+	t.Run("bad table name", func(t *testing.T) {
+		c := cli{db: "sqlite:" + filepath.Join(t.TempDir(), "q.db"), table: "bad-name"}
+		assertOneLineError(t, c.run(t, "uninstall", "--force"), exitUsage, "table name")
+	})
+}
+
+// enqueueTwo installs c's table and enqueues two pending jobs in it.
+func enqueueTwo(t *testing.T, _ *testdb.Env, c cli) {
+	c.ok(t, "install")
+	for range 2 {
+		c.ok(t, "enqueue", "--name", "email", "--payload", `{"to":"ada@example.com"}`)
+	}
+}
+
+// version1Table creates c's table in the version 1 layout with two jobs.
+func version1Table(t *testing.T, e *testdb.Env, c cli) {
+	ddl, err := os.ReadFile(filepath.Join("..", "..", "migrations", "testdata", "v1_"+string(e.Kind)+".sql"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tbl := parseTable(t, e.Kind, c.table)
+	stmts := append(splitSQL(strings.ReplaceAll(string(ddl), "{{table}}", c.table)),
+		"INSERT INTO "+tbl.Quoted()+` (name, type, payload, status, retry_count, error, scheduled_at) VALUES
+			('send_email', 'email', '{"to":"ada@example.com"}', 'pending', 0, NULL, '2026-01-01 10:00:00'),
+			('charge', 'billing', '{"cents":100}', 'failed', 2, 'declined', '2026-01-01 09:00:00')`)
+	for _, s := range stmts {
+		if _, err := e.DB.ExecContext(context.Background(), s); err != nil {
+			t.Fatalf("%v\n%s", err, s)
+		}
+	}
 }

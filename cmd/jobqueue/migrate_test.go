@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"database/sql"
 	"fmt"
 	"os"
@@ -20,27 +19,10 @@ import (
 func TestVersion1Table(t *testing.T) {
 	t.Parallel()
 	testdb.ForEachEngine(t, func(t *testing.T, e *testdb.Env) {
-		k, url, db := e.Kind, e.URL, e.DB
+		url := e.URL
 		table := e.Table(t)
-		ctx := context.Background()
-		// The version 1 DDL of the migrate helper's fixtures.
-		ddl, err := os.ReadFile(filepath.Join("..", "..", "migrations", "testdata", "v1_"+string(k)+".sql"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, stmt := range splitSQL(strings.ReplaceAll(string(ddl), "{{table}}", table)) {
-			if _, err := db.ExecContext(ctx, stmt); err != nil {
-				t.Fatalf("%v\n%s", err, stmt)
-			}
-		}
-		tbl := parseTable(t, k, table)
-		insert := "INSERT INTO " + tbl.Quoted() + ` (name, type, payload, status, retry_count, error, scheduled_at) VALUES
-				('send_email', 'email', '{"to":"ada@example.com"}', 'pending', 0, NULL, '2026-01-01 10:00:00'),
-				('charge', 'billing', '{"cents":100}', 'failed', 2, 'declined', '2026-01-01 09:00:00')`
-		if _, err := db.ExecContext(ctx, insert); err != nil {
-			t.Fatal(err)
-		}
 		c := cli{db: url, table: table}
+		version1Table(t, e, c)
 
 		assertOneLineError(t, c.run(t, "install"), exitFailure, "outdated", "jobqueue migrate", "--max-attempts")
 		assertOneLineError(t, c.run(t, "migrate"), exitUsage, "max-attempts")

@@ -160,6 +160,7 @@ Exit status: 0 on success, 1 on failure, 2 on bad usage.`,
 	root.AddCommand(
 		a.installCommand(),
 		a.migrateCommand(),
+		a.uninstallCommand(),
 		a.enqueueCommand(),
 		a.statsCommand(),
 		a.listCommand(),

@@ -127,7 +127,7 @@ func TestBadDatabase(t *testing.T) {
 // TestHelp checks that every command has --help (exit 0, on stdout).
 func TestHelp(t *testing.T) {
 	t.Parallel()
-	for _, cmd := range []string{"", "install", "migrate", "enqueue", "stats", "list", "show", "retry", "expire", "reclaim", "prune", "work", "demo", "bench"} {
+	for _, cmd := range []string{"", "install", "migrate", "uninstall", "enqueue", "stats", "list", "show", "retry", "cancel", "delete", "expire", "reclaim", "prune", "leader", "work", "web", "goose-file", "demo", "bench"} {
 		t.Run("help "+cmd, func(t *testing.T) {
 			t.Parallel()
 			args := []string{"--help"}
