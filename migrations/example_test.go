@@ -62,3 +62,37 @@ func ExampleInstall() {
 	// version 1: true
 	// after Migrate: <nil>
 }
+
+// Uninstall drops a jobs table with its indexes and side tables, and every
+// job in it. It refuses a table of the name that is not a jobqueue table
+// (ErrForeignTable), and Check then reports a dropped table missing
+// (ErrTableMissing).
+func ExampleUninstall() {
+	ctx := context.Background()
+	dir, err := os.MkdirTemp("", "jobqueue-example-")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	db, err := sql.Open("sqlite", "file:"+filepath.Join(dir, "app.db")+"?_pragma=busy_timeout(10000)")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer db.Close()
+
+	if err := migrations.Install(ctx, db, "jobs"); err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("uninstall:", migrations.Uninstall(ctx, db, "jobs"))
+	fmt.Println("missing:", errors.Is(migrations.Check(ctx, db, "jobs"), migrations.ErrTableMissing))
+
+	if _, err := db.ExecContext(ctx, "CREATE TABLE users (id INTEGER PRIMARY KEY, email TEXT)"); err != nil {
+		log.Fatal(err)
+	}
+	err = migrations.Uninstall(ctx, db, "users")
+	fmt.Println("someone else's table:", errors.Is(err, migrations.ErrForeignTable))
+	// Output:
+	// uninstall: <nil>
+	// missing: true
+	// someone else's table: true
+}
