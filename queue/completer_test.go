@@ -3,6 +3,7 @@ package queue
 import (
 	"context"
 	"database/sql"
+	"fmt"
 	"log/slog"
 	"strings"
 	"sync"
@@ -301,5 +302,125 @@ func testCompletionsOneAtATime(t *testing.T, kind engine.Kind) {
 	}
 	if n := sent.Load(); n != 2 {
 		t.Errorf("%d completion statements in all, want 2", n)
+	}
+}
+
+// TestCompleteGate: a completer enters a free gate; one that finds it held
+// enters once the statement in flight leaves, and writes beside it
+// (entering not) when it has waited its bound, or at once when the
+// statement in flight has held the gate that long already.
+func TestCompleteGate(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name string
+		wait time.Duration // the gate's bound
+		held time.Duration // how long the statement in flight has run (-1: none)
+		// leave: the statement in flight leaves once the completer waits.
+		leave bool
+		want  bool // the completer entered
+	}{
+		{"free", time.Hour, -1, false, true},
+		{"held, then left", time.Hour, 0, true, true},
+		{"held past the completer's bound", 50 * time.Millisecond, 0, false, false},
+		{"held past the bound already", time.Hour, 2 * time.Hour, false, false},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			g := &completeGate{wait: c.wait}
+			if c.held >= 0 {
+				if !g.enter() {
+					t.Fatal("the first statement did not enter the free gate")
+				}
+				g.mu.Lock()
+				g.since = g.since.Add(-c.held)
+				g.mu.Unlock()
+			}
+			got := make(chan bool, 1)
+			go func() { got <- g.enter() }()
+			if c.leave {
+				waitUntil(t, 10*time.Second, "the completer to wait at the gate", func() bool { return g.waiting.Load() == 1 })
+				g.leave()
+			}
+			select {
+			case entered := <-got:
+				if entered != c.want {
+					t.Errorf("enter = %v, want %v", entered, c.want)
+				}
+			case <-time.After(30 * time.Second):
+				t.Fatal("the completer still waits at the gate after 30 s")
+			}
+		})
+	}
+}
+
+// TestCompletionBesideStuckOne: a completion statement that waits on a row
+// lock (an application's transaction holds the job's row) does not hold up
+// the completions of the queue's other workers beyond completeGateWait:
+// while it waits, the second worker's job is completed, and once the lock
+// goes, the first one too. Not on SQLite, whose one writer makes every
+// write wait behind the lock.
+func TestCompletionBesideStuckOne(t *testing.T) {
+	t.Parallel()
+	for _, kind := range []engine.Kind{engine.Postgres, engine.MySQL} {
+		t.Run(string(kind), func(t *testing.T) {
+			t.Parallel()
+			env := newTestEnv(t, kind)
+			var sent atomic.Int32 // CompleteJobs statements sent
+			hook := func(query string, _ sqlRunner) {
+				if strings.Contains(query, "-- name: CompleteJobs ") {
+					sent.Add(1)
+				}
+			}
+			q := env.queue(t, nil, WithLogger(testdb.QuietLogger()), withStatementHook(hook))
+			started, finish := make(chan int64, 1), make(chan struct{})
+			wa := q.NewWorker(WorkerConfig{Types: []string{"a"}, Concurrency: 1, MaintenanceInterval: -1})
+			Handle(wa, func(ctx context.Context, job *Job[testArgs]) error {
+				started <- job.ID
+				<-finish
+				return nil
+			})
+			wb := q.NewWorker(WorkerConfig{Types: []string{"b"}, Concurrency: 1, MaintenanceInterval: -1})
+			Handle(wb, func(ctx context.Context, job *Job[testArgs]) error { return nil })
+			for _, w := range []*Worker{wa, wb} {
+				stop, _ := startWorker(t, w)
+				t.Cleanup(func() { stop(10 * time.Second) })
+			}
+			first := mustEnqueue(t, q, testArgs{N: 1}, Type("a"))
+			if id := <-started; id != first {
+				t.Fatalf("worker a started job %d, want %d", id, first)
+			}
+			// The application's transaction takes the running job's row.
+			tx, err := env.db.BeginTx(context.Background(), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var unlocked sync.Once
+			unlock := func() {
+				unlocked.Do(func() {
+					if err := tx.Rollback(); err != nil {
+						t.Errorf("rolling back the lock's transaction: %v", err)
+					}
+				})
+			}
+			t.Cleanup(unlock) // before the workers stop, should the test fail
+			var id int64
+			if err := tx.QueryRow(fmt.Sprintf("SELECT id FROM %s WHERE id = %d FOR UPDATE", env.tbl.Quoted(), first)).Scan(&id); err != nil {
+				t.Fatal(err)
+			}
+			close(finish)
+			waitUntil(t, 10*time.Second, "worker a's completion to be sent", func() bool { return sent.Load() == 1 })
+			second := mustEnqueue(t, q, testArgs{N: 2}, Type("b"))
+			waitUntil(t, 10*time.Second, "worker b's job to be completed while a's completion waits on the lock", func() bool {
+				return getJob(t, q, second).Status == StatusCompleted
+			})
+			if st := getJob(t, q, first).Status; st != StatusInProgress {
+				t.Errorf("job %d is %s while its row is locked, want in_progress", first, st)
+			}
+			unlock()
+			waitUntil(t, 10*time.Second, "worker a's job to be completed once the lock is gone", func() bool {
+				return getJob(t, q, first).Status == StatusCompleted
+			})
+		})
 	}
 }
