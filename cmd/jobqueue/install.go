@@ -111,11 +111,10 @@ tables is dropped.`,
 			if err := migrations.Uninstall(ctx, db, name); err != nil {
 				return err
 			}
-			switch {
-			case jobs < 0:
+			if jobs == "" {
 				fmt.Fprintf(a.out, "table %s was not installed (%s); nothing of it is left\n", name, k)
-			default:
-				fmt.Fprintf(a.out, "table %s is uninstalled (%s); %d jobs deleted with it\n", name, k, jobs)
+			} else {
+				fmt.Fprintf(a.out, "table %s is uninstalled (%s); %s deleted with it\n", name, k, jobs)
 			}
 			return nil
 		}),
@@ -124,32 +123,31 @@ tables is dropped.`,
 	return cmd
 }
 
-// uninstallable tells whether uninstall may drop the table name: it returns
-// how many jobs the table holds (-1 when it is missing; 0 for a version 1
-// table, whose jobs are not counted), or why it may not: a table that holds
-// jobs, or is version 1, without force; a table that is not a jobqueue
-// table, even with force.
-func (a *app) uninstallable(ctx context.Context, db *sql.DB, name string, force bool) (int64, error) {
+// uninstallable tells whether uninstall may drop the table name: it
+// returns what jobs go with it ("" when the table is missing), or why it
+// may not: a table that holds jobs, or is version 1, without force; a table
+// that is not a jobqueue table, even with force.
+func (a *app) uninstallable(ctx context.Context, db *sql.DB, name string, force bool) (string, error) {
 	err := migrations.Check(ctx, db, name)
 	switch {
 	case errors.Is(err, migrations.ErrTableMissing):
-		return -1, nil
+		return "", nil
 	case errors.Is(err, migrations.ErrOutdatedTable):
 		if !force {
-			return 0, fmt.Errorf("table %s is a version 1 (or partly migrated) jobqueue table; uninstall would delete its jobs with it: pass --force to drop it anyway (or convert it with 'jobqueue migrate')", name)
+			return "", fmt.Errorf("table %s is a version 1 (or partly migrated) jobqueue table; uninstall would delete its jobs with it: pass --force to drop it anyway (or convert it with 'jobqueue migrate')", name)
 		}
-		return 0, nil
+		return "its jobs (a version 1 table: not counted)", nil
 	case err != nil:
-		return 0, explainTableError(err, name)
+		return "", explainTableError(err, name)
 	}
 	q, err := a.newQueue(db, name)
 	if err != nil {
-		return 0, explainTableError(err, name)
+		return "", explainTableError(err, name)
 	}
 	defer q.Close()
 	stats, err := q.Stats(ctx, "")
 	if err != nil {
-		return 0, err
+		return "", err
 	}
 	var total int64
 	var held []string
@@ -160,7 +158,7 @@ func (a *app) uninstallable(ctx context.Context, db *sql.DB, name string, force 
 		}
 	}
 	if total > 0 && !force {
-		return 0, fmt.Errorf("table %s holds %d jobs (%s); uninstall would delete them with it: stop the workers and producers that use it, then pass --force", name, total, strings.Join(held, ", "))
+		return "", fmt.Errorf("table %s holds %d jobs (%s); uninstall would delete them with it: stop the workers and producers that use it, then pass --force", name, total, strings.Join(held, ", "))
 	}
-	return total, nil
+	return fmt.Sprintf("%d jobs", total), nil
 }

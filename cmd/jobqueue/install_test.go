@@ -71,7 +71,7 @@ func TestUninstall(t *testing.T) {
 			}
 		}, nil, 0, []string{"was not installed"}, true},
 		{"version 1", version1Table, nil, exitFailure, []string{"version 1", "--force", "jobqueue migrate"}, false},
-		{"version 1, forced", version1Table, []string{"--force"}, 0, []string{"is uninstalled"}, true},
+		{"version 1, forced", version1Table, []string{"--force"}, 0, []string{"is uninstalled", "its jobs (a version 1 table: not counted) deleted"}, true},
 		{"not a jobqueue table, forced", func(t *testing.T, e *testdb.Env, c cli) {
 			if _, err := e.DB.ExecContext(context.Background(), "CREATE TABLE "+parseTable(t, e.Kind, c.table).Quoted()+" (id INT PRIMARY KEY, note VARCHAR(20))"); err != nil {
 				t.Fatal(err)
