@@ -192,17 +192,60 @@ func (q *Queue) heartbeat(ctx context.Context, refs []attemptRef, lease time.Dur
 // deletes on success), fenced by token; it returns the refs that no longer
 // held their job (stale; nothing changed for them).
 func (q *Queue) complete(ctx context.Context, refs []attemptRef) (stale []attemptRef, err error) {
+	stale, _, err = q.completeWith(ctx, refs, false)
+	return stale, err
+}
+
+// completeWith is complete; with skipLocked the jobs whose rows another
+// transaction holds locked are left alone where the engine can (see the
+// stores' complete) and returned apart as busy: their attempts still hold
+// them, to be completed later.
+func (q *Queue) completeWith(ctx context.Context, refs []attemptRef, skipLocked bool) (stale, busy []attemptRef, err error) {
 	now := q.now()
 	stale, err = writeHeld(refs, func(chunk []attemptRef) (map[int64]bool, error) {
-		return q.st.complete(ctx, chunk, now, q.deleteOnSuccess)
+		return q.st.complete(ctx, chunk, now, q.deleteOnSuccess, skipLocked)
 	})
+	if err == nil && skipLocked && len(stale) > 0 {
+		// The others are written: a failed read leaves these to try again
+		// (those that were stale show it then), rather than the batch.
+		if s, held, rerr := q.stillHeld(ctx, stale); rerr == nil {
+			stale, busy = s, held
+		} else {
+			stale, busy = nil, stale
+		}
+	}
 	if err != nil {
-		return stale, fmt.Errorf("jobqueue: complete: %w", err)
+		return stale, nil, fmt.Errorf("jobqueue: complete: %w", err)
 	}
 	if len(stale) > 0 {
 		q.logger.Warn("stale attempts not completed", "count", len(stale))
 	}
-	return stale, nil
+	return stale, busy, nil
+}
+
+// stillHeld reads the jobs of refs and separates the refs that no longer
+// hold their job (stale) from those that still do (held). The read waits
+// for no row lock.
+func (q *Queue) stillHeld(ctx context.Context, refs []attemptRef) (stale, held []attemptRef, err error) {
+	refs, stale = splitRefs(refs)
+	ids := make(map[int64]bool, len(refs))
+	for _, chunk := range chunkRefs(refs) {
+		jobs, err := q.st.heldAttempts(ctx, chunk)
+		if err != nil {
+			return nil, nil, err
+		}
+		for _, j := range jobs {
+			ids[j.ID] = true
+		}
+	}
+	for _, r := range refs {
+		if ids[r.ID] {
+			held = append(held, r)
+		} else {
+			stale = append(stale, r)
+		}
+	}
+	return stale, held, nil
 }
 
 // release ends attempts the worker gives up (at shutdown, when their

@@ -1,7 +1,9 @@
 package queue
 
 import (
+	"cmp"
 	"context"
+	"errors"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -128,6 +130,10 @@ type completion struct {
 	dur time.Duration
 	// tries is how many writes of it have failed.
 	tries int
+	// skipLocked: a write of it ran out of time (waiting, most likely, on
+	// a row lock another transaction holds) or found its row locked, so its
+	// writes leave locked rows alone (Queue.completeWith).
+	skipLocked bool
 }
 
 // completer writes the succeeded attempts of one run in batches (fenced by
@@ -220,7 +226,12 @@ func (c *completer) settled(n int) {
 type writeResult struct {
 	batch []completion
 	stale []attemptRef
-	err   error
+	// busy are the attempts whose rows another transaction held locked
+	// (left alone, to write again); timedOut: the write failed for want of
+	// time.
+	busy     []attemptRef
+	err      error
+	timedOut bool
 }
 
 // run gathers the results handed over: the first of a batch waits up to
@@ -287,23 +298,30 @@ func (c *completer) run(stop <-chan struct{}) {
 	}
 }
 
-// write completes one batch, once.
+// write completes one batch, once. A batch with a result whose write ran
+// out of time before leaves locked rows alone, and returns their results as
+// busy.
 func (c *completer) write(batch []completion) writeResult {
 	refs := make([]attemptRef, len(batch))
+	skipLocked := false
 	for i, done := range batch {
 		refs[i] = done.a.ref
+		skipLocked = skipLocked || done.skipLocked
 	}
 	entered := c.q.completes.enter()
-	ctx, cancel := context.WithTimeout(c.dbCtx, dbCallTimeout)
+	ctx, cancel := context.WithTimeout(c.dbCtx, cmp.Or(c.q.completeTimeout, dbCallTimeout))
 	defer cancel()
-	stale, err := c.q.complete(ctx, refs)
+	stale, busy, err := c.q.completeWith(ctx, refs, skipLocked)
 	if entered {
 		c.q.completes.leave()
 	}
 	if err == nil && len(stale) > 0 {
 		c.refused(ctx, batch, stale)
 	}
-	return writeResult{batch: batch, stale: stale, err: err}
+	// Out of time, not stopped: the statement most likely waited on a row
+	// lock that another transaction holds.
+	timedOut := err != nil && errors.Is(ctx.Err(), context.DeadlineExceeded) && c.dbCtx.Err() == nil
+	return writeResult{batch: batch, stale: stale, busy: busy, err: err, timedOut: timedOut}
 }
 
 // refused logs the attempts of batch whose completion was refused (stale)
@@ -324,32 +342,27 @@ func (c *completer) refused(ctx context.Context, batch []completion, stale []att
 }
 
 // settle acts on a written batch: it emits EventCompleted for each attempt
-// completed (write has logged and told those refused), or, when the write failed, returns the results to try again
-// and how long to wait first (giving up on those tried completeTries
-// times).
+// completed (write has logged and told those refused), and returns the
+// results to try again, the busy ones or all when the write failed, and how
+// long to wait first (giving up on those tried completeTries times).
 func (c *completer) settle(res writeResult) (retry []completion, wait time.Duration) {
 	if res.err != nil {
-		tries := 0
-		for _, done := range res.batch {
-			done.tries++
-			if done.tries < completeTries {
-				retry = append(retry, done)
-				tries = max(tries, done.tries)
+		return c.again(res.batch, res.err, res.timedOut)
+	}
+	done, busy := res.batch, []completion(nil)
+	if len(res.busy) > 0 {
+		locked := make(map[attemptRef]bool, len(res.busy))
+		for _, r := range res.busy {
+			locked[r] = true
+		}
+		done = nil
+		for _, d := range res.batch {
+			if locked[d.a.ref] {
+				busy = append(busy, d)
+			} else {
+				done = append(done, d)
 			}
 		}
-		if given := len(res.batch) - len(retry); given > 0 {
-			c.log.Error("completing jobs failed; they stay in_progress until Reclaim runs them again", "jobs", given, "err", res.err)
-			c.settled(given)
-		}
-		if len(retry) == 0 {
-			return nil, 0
-		}
-		wait = completeRetryWait
-		for range tries - 1 {
-			wait *= 4
-		}
-		c.log.Warn("completing jobs failed; trying again", "jobs", len(retry), "retry_in", wait, "err", res.err)
-		return retry, wait
 	}
 	if c.q.listening() {
 		lost := make(map[attemptRef]bool, len(res.stale))
@@ -357,17 +370,53 @@ func (c *completer) settle(res writeResult) (retry []completion, wait time.Durat
 			lost[s] = true
 		}
 		now := c.q.now()
-		for _, done := range res.batch {
-			if lost[done.a.ref] {
+		for _, d := range done {
+			if lost[d.a.ref] {
 				continue
 			}
-			ev := *done.a.row
+			ev := *d.a.row
 			ev.Status, ev.ClaimToken, ev.LeaseUntil, ev.FinishedAt = StatusCompleted, "", nil, &now
-			c.q.emit(Event{Kind: EventCompleted, Job: &ev, Outcome: OutcomeCompleted, Duration: done.dur})
+			c.q.emit(Event{Kind: EventCompleted, Job: &ev, Outcome: OutcomeCompleted, Duration: d.dur})
 		}
 	}
-	c.settled(len(res.batch))
+	c.settled(len(done))
+	if len(busy) > 0 {
+		return c.again(busy, errRowLocked, true)
+	}
 	return nil, 0
+}
+
+// errRowLocked is why a busy result is written again.
+var errRowLocked = errors.New("another transaction holds the job's row locked")
+
+// again counts a failed try of each of batch (a write that failed with err,
+// or busy results), gives up on those tried completeTries times (their jobs
+// stay in_progress until Reclaim runs them again), and returns the others,
+// to write again after wait; skipLocked marks them to leave locked rows
+// alone from now on.
+func (c *completer) again(batch []completion, err error, skipLocked bool) (retry []completion, wait time.Duration) {
+	tries := 0
+	for _, done := range batch {
+		done.tries++
+		done.skipLocked = done.skipLocked || skipLocked
+		if done.tries < completeTries {
+			retry = append(retry, done)
+			tries = max(tries, done.tries)
+		}
+	}
+	if given := len(batch) - len(retry); given > 0 {
+		c.log.Error("completing jobs failed; they stay in_progress until Reclaim runs them again", "jobs", given, "err", err)
+		c.settled(given)
+	}
+	if len(retry) == 0 {
+		return nil, 0
+	}
+	wait = completeRetryWait
+	for range tries - 1 {
+		wait *= 4
+	}
+	c.log.Warn("completing jobs failed; trying again", "jobs", len(retry), "retry_in", wait, "err", err)
+	return retry, wait
 }
 
 // notify tells ch without blocking (ch has a buffer of one, so a burst of

@@ -92,6 +92,9 @@ type Queue struct {
 	// completes lets the completion statements of the queue's workers run
 	// one at a time (completer.go).
 	completes completeGate
+	// completeTimeout, when positive, bounds a completion statement in
+	// place of dbCallTimeout (tests).
+	completeTimeout time.Duration
 	// batchSize overrides MaintenanceBatch and onBatch hears the rows each
 	// batch of ExpireOverdue and Prune changed (tests).
 	batchSize int

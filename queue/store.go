@@ -33,8 +33,11 @@ type store interface {
 	// returns the ids of those.
 	extend(ctx context.Context, refs []attemptRef, leaseUntil time.Time) (map[int64]bool, error)
 	// complete marks the attempts that still hold their job completed (or
-	// deletes their rows) and returns their ids.
-	complete(ctx context.Context, refs []attemptRef, now time.Time, del bool) (map[int64]bool, error)
+	// deletes their rows) and returns their ids. With skipLocked it leaves
+	// alone, rather than waits for, the rows another transaction holds
+	// locked (SQLite, which locks no rows, waits as always); their ids are
+	// not returned either.
+	complete(ctx context.Context, refs []attemptRef, now time.Time, del, skipLocked bool) (map[int64]bool, error)
 	// heldAttempts reads the jobs that refs (no id twice) still hold.
 	heldAttempts(ctx context.Context, refs []attemptRef) ([]*JobRow, error)
 	// abandoned reads at most limit abandoned attempts: in_progress jobs

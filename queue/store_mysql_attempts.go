@@ -247,7 +247,13 @@ func (s mysqlStore) inTxOnce(ctx context.Context, fn func(qs *mysqlgen.Queries) 
 	return res, nil
 }
 
-func (s mysqlStore) complete(ctx context.Context, refs []attemptRef, now time.Time, del bool) (map[int64]bool, error) {
+// complete waits for locked rows with or without skipLocked: a statement
+// the completer timed out (see CompleteJobsSkipLocked on PostgreSQL) keeps
+// waiting on the server, and keeps the rows it changed locked, until
+// innodb_lock_wait_timeout, since go-sql-driver/mysql closes the
+// connection on a cancel and sends no KILL QUERY, so rows skipped after it
+// would mostly be its own.
+func (s mysqlStore) complete(ctx context.Context, refs []attemptRef, now time.Time, del, _ bool) (map[int64]bool, error) {
 	return s.lockedUpdate(ctx, refs, "completing", func(qs *mysqlgen.Queries, ids []uint64, toks []sql.NullString) (int64, error) {
 		if del {
 			return qs.DeleteCompletedJobs(ctx, mysqlgen.DeleteCompletedJobsParams{Ids: ids, Tokens: toks})

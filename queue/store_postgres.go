@@ -170,13 +170,18 @@ func (s pgStore) extend(ctx context.Context, refs []attemptRef, leaseUntil time.
 	return idSet(held), err
 }
 
-func (s pgStore) complete(ctx context.Context, refs []attemptRef, now time.Time, del bool) (map[int64]bool, error) {
+func (s pgStore) complete(ctx context.Context, refs []attemptRef, now time.Time, del, skipLocked bool) (map[int64]bool, error) {
 	var held []int64
 	var err error
-	if del {
-		held, err = s.qs().DeleteCompletedJobs(ctx, tokenObject(refs))
-	} else {
-		held, err = s.qs().CompleteJobs(ctx, pggen.CompleteJobsParams{Now: nullTime(&now), Tokens: tokenObject(refs)})
+	switch tokens := tokenObject(refs); {
+	case del && skipLocked:
+		held, err = s.qs().DeleteCompletedJobsSkipLocked(ctx, tokens)
+	case del:
+		held, err = s.qs().DeleteCompletedJobs(ctx, tokens)
+	case skipLocked:
+		held, err = s.qs().CompleteJobsSkipLocked(ctx, pggen.CompleteJobsSkipLockedParams{Now: nullTime(&now), Tokens: tokens})
+	default:
+		held, err = s.qs().CompleteJobs(ctx, pggen.CompleteJobsParams{Now: nullTime(&now), Tokens: tokens})
 	}
 	return idSet(held), err
 }

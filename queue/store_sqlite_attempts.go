@@ -121,7 +121,7 @@ func (s sqliteStore) extend(ctx context.Context, refs []attemptRef, leaseUntil t
 	return idSet(held), err
 }
 
-func (s sqliteStore) complete(ctx context.Context, refs []attemptRef, now time.Time, del bool) (map[int64]bool, error) {
+func (s sqliteStore) complete(ctx context.Context, refs []attemptRef, now time.Time, del, _ bool) (map[int64]bool, error) {
 	ids, toks := refLists(refs)
 	held, err := writeGated(ctx, s, func() ([]int64, error) {
 		if del {

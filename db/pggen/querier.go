@@ -63,6 +63,14 @@ type Querier interface {
 	// types.
 	ClaimJobsOfTypes(ctx context.Context, arg ClaimJobsOfTypesParams) ([]Job, error)
 	CompleteJobs(ctx context.Context, arg CompleteJobsParams) ([]int64, error)
+	// CompleteJobsSkipLocked is CompleteJobs that leaves alone, rather than
+	// waits for, the rows another transaction holds locked: the completer's
+	// retry of a batch whose CompleteJobs ran out of time (queue/completer.go),
+	// so that one job whose row an application's transaction holds does not
+	// keep the rest of its batch from completing. The rows it skipped are not
+	// returned; the queue tells them from stale attempts by reading them
+	// (SelectHeldAttempts).
+	CompleteJobsSkipLocked(ctx context.Context, arg CompleteJobsSkipLockedParams) ([]int64, error)
 	CountByStatus(ctx context.Context) ([]CountByStatusRow, error)
 	CountByStatusOfType(ctx context.Context, type_ string) ([]CountByStatusOfTypeRow, error)
 	// CountStatusesOfTypeUpTo is CountStatusesUpTo for one type (index
@@ -72,6 +80,9 @@ type Querier interface {
 	// @max_rows (index status_scheduled).
 	CountStatusesUpTo(ctx context.Context, maxRows int32) (CountStatusesUpToRow, error)
 	DeleteCompletedJobs(ctx context.Context, tokens json.RawMessage) ([]int64, error)
+	// DeleteCompletedJobsSkipLocked is DeleteCompletedJobs that leaves alone
+	// the rows another transaction holds locked (see CompleteJobsSkipLocked).
+	DeleteCompletedJobsSkipLocked(ctx context.Context, tokens json.RawMessage) ([]int64, error)
 	// DeleteJobs deletes the jobs among the ids that are not in_progress and
 	// returns the ids it deleted.
 	DeleteJobs(ctx context.Context, ids json.RawMessage) ([]int64, error)

@@ -403,6 +403,52 @@ func (q *Queries) CompleteJobs(ctx context.Context, arg CompleteJobsParams) ([]i
 	return items, nil
 }
 
+const completeJobsSkipLocked = `-- name: CompleteJobsSkipLocked :many
+UPDATE jobs
+SET status = 'completed', finished_at = $1, claim_token = NULL, lease_until = NULL
+WHERE id IN (
+    SELECT l.id FROM jobs l
+    WHERE l.id = ANY (ARRAY(SELECT jsonb_object_keys($2::jsonb)::bigint))
+      AND l.claim_token = ($2::jsonb ->> l.id::text)
+    FOR UPDATE SKIP LOCKED)
+RETURNING id
+`
+
+type CompleteJobsSkipLockedParams struct {
+	Now    sql.NullTime
+	Tokens json.RawMessage
+}
+
+// CompleteJobsSkipLocked is CompleteJobs that leaves alone, rather than
+// waits for, the rows another transaction holds locked: the completer's
+// retry of a batch whose CompleteJobs ran out of time (queue/completer.go),
+// so that one job whose row an application's transaction holds does not
+// keep the rest of its batch from completing. The rows it skipped are not
+// returned; the queue tells them from stale attempts by reading them
+// (SelectHeldAttempts).
+func (q *Queries) CompleteJobsSkipLocked(ctx context.Context, arg CompleteJobsSkipLockedParams) ([]int64, error) {
+	rows, err := q.db.QueryContext(ctx, completeJobsSkipLocked, arg.Now, arg.Tokens)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []int64
+	for rows.Next() {
+		var id int64
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		items = append(items, id)
+	}
+	if err := rows.Close(); err != nil {
+		return nil, err
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const countByStatus = `-- name: CountByStatus :many
 SELECT status, count(*) AS n FROM jobs GROUP BY status
 `
@@ -545,6 +591,41 @@ RETURNING id
 
 func (q *Queries) DeleteCompletedJobs(ctx context.Context, tokens json.RawMessage) ([]int64, error) {
 	rows, err := q.db.QueryContext(ctx, deleteCompletedJobs, tokens)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []int64
+	for rows.Next() {
+		var id int64
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		items = append(items, id)
+	}
+	if err := rows.Close(); err != nil {
+		return nil, err
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const deleteCompletedJobsSkipLocked = `-- name: DeleteCompletedJobsSkipLocked :many
+DELETE FROM jobs
+WHERE id IN (
+    SELECT l.id FROM jobs l
+    WHERE l.id = ANY (ARRAY(SELECT jsonb_object_keys($1::jsonb)::bigint))
+      AND l.claim_token = ($1::jsonb ->> l.id::text)
+    FOR UPDATE SKIP LOCKED)
+RETURNING id
+`
+
+// DeleteCompletedJobsSkipLocked is DeleteCompletedJobs that leaves alone
+// the rows another transaction holds locked (see CompleteJobsSkipLocked).
+func (q *Queries) DeleteCompletedJobsSkipLocked(ctx context.Context, tokens json.RawMessage) ([]int64, error) {
+	rows, err := q.db.QueryContext(ctx, deleteCompletedJobsSkipLocked, tokens)
 	if err != nil {
 		return nil, err
 	}

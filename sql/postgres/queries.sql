@@ -247,6 +247,34 @@ WHERE id = ANY (ARRAY(SELECT jsonb_object_keys(sqlc.arg(tokens)::jsonb)::bigint)
   AND claim_token = (sqlc.arg(tokens)::jsonb ->> id::text)
 RETURNING id;
 
+-- name: CompleteJobsSkipLocked :many
+-- CompleteJobsSkipLocked is CompleteJobs that leaves alone, rather than
+-- waits for, the rows another transaction holds locked: the completer's
+-- retry of a batch whose CompleteJobs ran out of time (queue/completer.go),
+-- so that one job whose row an application's transaction holds does not
+-- keep the rest of its batch from completing. The rows it skipped are not
+-- returned; the queue tells them from stale attempts by reading them
+-- (SelectHeldAttempts).
+UPDATE jobs
+SET status = 'completed', finished_at = @now, claim_token = NULL, lease_until = NULL
+WHERE id IN (
+    SELECT l.id FROM jobs l
+    WHERE l.id = ANY (ARRAY(SELECT jsonb_object_keys(sqlc.arg(tokens)::jsonb)::bigint))
+      AND l.claim_token = (sqlc.arg(tokens)::jsonb ->> l.id::text)
+    FOR UPDATE SKIP LOCKED)
+RETURNING id;
+
+-- name: DeleteCompletedJobsSkipLocked :many
+-- DeleteCompletedJobsSkipLocked is DeleteCompletedJobs that leaves alone
+-- the rows another transaction holds locked (see CompleteJobsSkipLocked).
+DELETE FROM jobs
+WHERE id IN (
+    SELECT l.id FROM jobs l
+    WHERE l.id = ANY (ARRAY(SELECT jsonb_object_keys(sqlc.arg(tokens)::jsonb)::bigint))
+      AND l.claim_token = (sqlc.arg(tokens)::jsonb ->> l.id::text)
+    FOR UPDATE SKIP LOCKED)
+RETURNING id;
+
 -- name: SelectHeldAttempts :many
 -- SelectHeldAttempts reads the jobs that the given attempts still hold.
 --

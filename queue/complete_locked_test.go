@@ -1,0 +1,142 @@
+package queue
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/jobqueue/jobqueue/internal/engine"
+	"github.com/jobqueue/jobqueue/internal/testdb"
+)
+
+// lockRow takes the row of job id FOR UPDATE in a transaction of db and
+// returns the function that rolls it back (also run when t ends).
+func lockRow(t *testing.T, db *sql.DB, tbl engine.Table, id int64) (unlock func()) {
+	t.Helper()
+	tx, err := db.BeginTx(context.Background(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var once sync.Once
+	unlock = func() {
+		once.Do(func() {
+			if err := tx.Rollback(); err != nil {
+				t.Errorf("rolling back the lock's transaction: %v", err)
+			}
+		})
+	}
+	t.Cleanup(unlock)
+	var got int64
+	if err := tx.QueryRow(fmt.Sprintf("SELECT id FROM %s WHERE id = %d FOR UPDATE", tbl.Quoted(), id)).Scan(&got); err != nil {
+		t.Fatal(err)
+	}
+	return unlock
+}
+
+// TestCompleteSkipLocked: completeWith with skipLocked completes the
+// attempts whose rows are free, returns a stale ref as stale, and, on
+// PostgreSQL, returns the attempt whose row another transaction holds
+// locked as busy, leaving its job in_progress, to be completed once the
+// lock is gone. Without a lock it is complete, on every engine.
+func TestCompleteSkipLocked(t *testing.T) {
+	forEachEngine(t, func(t *testing.T, kind engine.Kind) {
+		ctx := context.Background()
+		env := coreEnv(t, kind)
+		q, _ := coreQueue(t, env)
+		for i := range 3 {
+			mustEnqueue(t, q, testArgs{N: i})
+		}
+		jobs := mustClaim(t, q, nil, 3, time.Minute)
+		var unlock func()
+		wantBusy := []attemptRef(nil)
+		if kind == engine.Postgres {
+			unlock = lockRow(t, env.db, env.tbl, jobs[1].ID)
+			wantBusy = []attemptRef{jobs[1].ref()}
+		}
+		staleRef := attemptRef{ID: jobs[2].ID, Token: "stale"}
+		stale, busy, err := q.completeWith(ctx, []attemptRef{jobs[0].ref(), jobs[1].ref(), staleRef}, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff([]attemptRef{staleRef}, stale); diff != "" {
+			t.Errorf("stale (-want +got):\n%s", diff)
+		}
+		if diff := cmp.Diff(wantBusy, busy); diff != "" {
+			t.Errorf("busy (-want +got):\n%s", diff)
+		}
+		want := map[int64]Status{jobs[0].ID: StatusCompleted, jobs[1].ID: StatusCompleted, jobs[2].ID: StatusInProgress}
+		if unlock != nil {
+			want[jobs[1].ID] = StatusInProgress
+		}
+		for id, st := range want {
+			if got := getJob(t, q, id).Status; got != st {
+				t.Errorf("job %d is %s, want %s", id, got, st)
+			}
+		}
+		if unlock == nil {
+			return
+		}
+		unlock()
+		if stale, busy, err := q.completeWith(ctx, wantBusy, true); err != nil || len(stale)+len(busy) != 0 {
+			t.Fatalf("completing the busy attempt once the lock is gone: stale %v, busy %v, %v", stale, busy, err)
+		}
+		if got := getJob(t, q, jobs[1].ID).Status; got != StatusCompleted {
+			t.Errorf("job %d is %s once its lock is gone, want completed", jobs[1].ID, got)
+		}
+	})
+}
+
+// TestCompletionBatchBesideLockedRow (PostgreSQL): an application's
+// transaction holds the row of one of three jobs that finish together.
+// Their completion runs out of time (completeTimeout, here half a
+// second); written again leaving locked rows alone, the other two are
+// completed while the lock is held, and the locked one is at most given
+// up alone (left to Reclaim), or completed once the lock is gone. Before,
+// the batch was tried whole four times and given up whole.
+func TestCompletionBatchBesideLockedRow(t *testing.T) {
+	t.Parallel()
+	env := newTestEnv(t, engine.Postgres)
+	logs := &testdb.LogRecorder{}
+	q := env.queue(t, nil, WithLogger(slog.New(logs)))
+	q.completeTimeout = 500 * time.Millisecond
+	started, finish := make(chan int64, 3), make(chan struct{})
+	w := q.NewWorker(WorkerConfig{Concurrency: 3, MaintenanceInterval: -1})
+	Handle(w, func(ctx context.Context, job *Job[testArgs]) error {
+		started <- job.ID
+		<-finish
+		return nil
+	})
+	stop, _ := startWorker(t, w)
+	t.Cleanup(func() { stop(10 * time.Second) })
+	ids := make([]int64, 3)
+	for i := range ids {
+		ids[i] = mustEnqueue(t, q, testArgs{N: i})
+	}
+	for range ids {
+		<-started
+	}
+	unlock := lockRow(t, env.db, env.tbl, ids[0])
+	close(finish)
+	waitUntil(t, 20*time.Second, "the jobs whose rows are free to be completed while the other's is locked", func() bool {
+		return getJob(t, q, ids[1]).Status == StatusCompleted && getJob(t, q, ids[2]).Status == StatusCompleted
+	})
+	if st := getJob(t, q, ids[0]).Status; st != StatusInProgress {
+		t.Errorf("the locked job is %s, want in_progress", st)
+	}
+	unlock()
+	waitUntil(t, 20*time.Second, "the locked job's completion to be written or given up", func() bool {
+		return getJob(t, q, ids[0]).Status == StatusCompleted || logs.Count(slog.LevelError, "stay in_progress") > 0
+	})
+	for _, l := range logs.Lines(slog.LevelError) {
+		if strings.Contains(l, "stay in_progress") && !strings.Contains(l, "jobs=1 ") {
+			t.Errorf("more than the locked job given up: %s", l)
+		}
+	}
+}
