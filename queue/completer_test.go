@@ -3,7 +3,6 @@ package queue
 import (
 	"context"
 	"database/sql"
-	"fmt"
 	"log/slog"
 	"strings"
 	"sync"
@@ -391,23 +390,7 @@ func TestCompletionBesideStuckOne(t *testing.T) {
 				t.Fatalf("worker a started job %d, want %d", id, first)
 			}
 			// The application's transaction takes the running job's row.
-			tx, err := env.db.BeginTx(context.Background(), nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			var unlocked sync.Once
-			unlock := func() {
-				unlocked.Do(func() {
-					if err := tx.Rollback(); err != nil {
-						t.Errorf("rolling back the lock's transaction: %v", err)
-					}
-				})
-			}
-			t.Cleanup(unlock) // before the workers stop, should the test fail
-			var id int64
-			if err := tx.QueryRow(fmt.Sprintf("SELECT id FROM %s WHERE id = %d FOR UPDATE", env.tbl.Quoted(), first)).Scan(&id); err != nil {
-				t.Fatal(err)
-			}
+			unlock := lockRow(t, env.db, env.tbl, first)
 			close(finish)
 			waitUntil(t, 10*time.Second, "worker a's completion to be sent", func() bool { return sent.Load() == 1 })
 			second := mustEnqueue(t, q, testArgs{N: 2}, Type("b"))
