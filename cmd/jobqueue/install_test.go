@@ -73,11 +73,11 @@ func TestUninstall(t *testing.T) {
 		{"version 1", version1Table, nil, exitFailure, []string{"version 1", "--force", "jobqueue migrate"}, false},
 		{"version 1, forced", version1Table, []string{"--force"}, 0, []string{"is uninstalled", "its jobs (a version 1 table: not counted) deleted"}, true},
 		{"not a jobqueue table, forced", func(t *testing.T, e *testdb.Env, c cli) {
-			if _, err := e.DB.ExecContext(context.Background(), "CREATE TABLE "+parseTable(t, e.Kind, c.table).Quoted()+" (id INT PRIMARY KEY, note VARCHAR(20))"); err != nil {
-				t.Fatal(err)
-			}
-			if _, err := e.DB.ExecContext(context.Background(), "INSERT INTO "+parseTable(t, e.Kind, c.table).Quoted()+" (id, note) VALUES (1, 'keep me')"); err != nil {
-				t.Fatal(err)
+			q := parseTable(t, e.Kind, c.table).Quoted()
+			for _, stmt := range []string{"CREATE TABLE " + q + " (id INT PRIMARY KEY, note VARCHAR(20))", "INSERT INTO " + q + " (id, note) VALUES (1, 'keep me')"} {
+				if _, err := e.DB.ExecContext(context.Background(), stmt); err != nil {
+					t.Fatal(err)
+				}
 			}
 		}, []string{"--force"}, exitFailure, []string{"not a jobqueue table"}, false},
 	}
