@@ -279,6 +279,10 @@ func testCompletionsOneAtATime(t *testing.T, kind engine.Kind) {
 		}
 	}
 	q := env.queue(t, nil, WithLogger(testdb.QuietLogger()), withStatementHook(hook))
+	// The first statement is held for as long as the test takes: the gate's
+	// bound (completeGateWait, TestCompleteGate) must not let the second
+	// pass it meanwhile, however slowly the second job comes.
+	q.completes.wait = time.Hour
 	for _, typ := range []string{"a", "b"} {
 		w := q.NewWorker(WorkerConfig{Types: []string{typ}, Concurrency: 1, MaintenanceInterval: -1})
 		Handle(w, func(ctx context.Context, job *Job[testArgs]) error { return nil })
