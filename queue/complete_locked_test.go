@@ -10,7 +10,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-sql-driver/mysql"
 	"github.com/google/go-cmp/cmp"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/jobqueue/jobqueue/internal/engine"
 	"github.com/jobqueue/jobqueue/internal/testdb"
@@ -42,9 +44,9 @@ func lockRow(t *testing.T, db *sql.DB, tbl engine.Table, id int64) (unlock func(
 
 // TestCompleteSkipLocked: completeWith with skipLocked completes the
 // attempts whose rows are free, returns a stale ref as stale, and, on
-// PostgreSQL, returns the attempt whose row another transaction holds
-// locked as busy, leaving its job in_progress, to be completed once the
-// lock is gone. Without a lock it is complete, on every engine.
+// PostgreSQL and MySQL, returns the attempt whose row another transaction
+// holds locked as busy, leaving its job in_progress, to be completed once
+// the lock is gone. On SQLite, which locks no rows, it is complete.
 func TestCompleteSkipLocked(t *testing.T) {
 	forEachEngine(t, func(t *testing.T, kind engine.Kind) {
 		ctx := context.Background()
@@ -56,7 +58,7 @@ func TestCompleteSkipLocked(t *testing.T) {
 		jobs := mustClaim(t, q, nil, 3, time.Minute)
 		var unlock func()
 		wantBusy := []attemptRef(nil)
-		if kind == engine.Postgres {
+		if kind != engine.SQLite {
 			unlock = lockRow(t, env.db, env.tbl, jobs[1].ID)
 			wantBusy = []attemptRef{jobs[1].ref()}
 		}
@@ -93,50 +95,109 @@ func TestCompleteSkipLocked(t *testing.T) {
 	})
 }
 
-// TestCompletionBatchBesideLockedRow (PostgreSQL): an application's
-// transaction holds the row of one of three jobs that finish together.
-// Their completion runs out of time (completeTimeout, here half a
-// second); written again leaving locked rows alone, the other two are
-// completed while the lock is held, and the locked one is at most given
-// up alone (left to Reclaim), or completed once the lock is gone. Before,
-// the batch was tried whole four times and given up whole.
+// TestCompletionBatchBesideLockedRow (PostgreSQL, MySQL): an
+// application's transaction holds the row of one of three jobs that finish
+// together. Their completion waits on it until it runs out of time (the
+// completer's timeout, here half a second) or the server ends the wait
+// (lock_timeout, innodb_lock_wait_timeout in the URL); written again
+// leaving locked rows alone, the other two are completed while the lock is
+// held, and the locked one is at most given up alone (left to Reclaim), or
+// completed once the lock is gone. Before, the batch was tried whole four
+// times and given up whole (on MySQL until this test's cases for it).
 func TestCompletionBatchBesideLockedRow(t *testing.T) {
-	t.Parallel()
-	env := newTestEnv(t, engine.Postgres)
-	logs := &testdb.LogRecorder{}
-	q := env.queue(t, nil, WithLogger(slog.New(logs)))
-	q.completeTimeout = 500 * time.Millisecond
-	started, finish := make(chan int64, 3), make(chan struct{})
-	w := q.NewWorker(WorkerConfig{Concurrency: 3, MaintenanceInterval: -1})
-	Handle(w, func(ctx context.Context, job *Job[testArgs]) error {
-		started <- job.ID
-		<-finish
-		return nil
-	})
-	stop, _ := startWorker(t, w)
-	t.Cleanup(func() { stop(10 * time.Second) })
-	ids := make([]int64, 3)
-	for i := range ids {
-		ids[i] = mustEnqueue(t, q, testArgs{N: i})
+	for _, tc := range []struct {
+		name    string
+		kind    engine.Kind
+		timeout time.Duration // the completer's; 0: its default (30 s)
+		params  string        // added to the URL's query
+		locked  int           // which of the three jobs' rows is held
+	}{
+		// MySQL: the timed-out statement waits on in the server (the
+		// driver cancels by closing the connection) with the rows it
+		// locked before the held one: the first is held, so none.
+		{name: "postgres, out of time", kind: engine.Postgres, timeout: 500 * time.Millisecond, locked: 1},
+		{name: "mysql, out of time", kind: engine.MySQL, timeout: 500 * time.Millisecond, locked: 0},
+		{name: "postgres, lock_timeout", kind: engine.Postgres, params: "lock_timeout=1000", locked: 1},
+		{name: "mysql, innodb_lock_wait_timeout", kind: engine.MySQL, params: "innodb_lock_wait_timeout=1", locked: 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			env := newTestEnv(t, tc.kind)
+			db := env.db
+			if tc.params != "" {
+				sep := "?"
+				if strings.Contains(env.url, "?") {
+					sep = "&"
+				}
+				db = testdb.OpenURL(t, env.url+sep+tc.params)
+			}
+			logs := &testdb.LogRecorder{}
+			q := env.queue(t, db, WithLogger(slog.New(logs)))
+			q.completeTimeout = tc.timeout
+			started, finish := make(chan int64, 3), make(chan struct{})
+			w := q.NewWorker(WorkerConfig{Concurrency: 3, MaintenanceInterval: -1})
+			Handle(w, func(ctx context.Context, job *Job[testArgs]) error {
+				started <- job.ID
+				<-finish
+				return nil
+			})
+			stop, _ := startWorker(t, w)
+			t.Cleanup(func() { stop(10 * time.Second) })
+			ids := make([]int64, 3)
+			for i := range ids {
+				ids[i] = mustEnqueue(t, q, testArgs{N: i})
+			}
+			for range ids {
+				<-started
+			}
+			unlock := lockRow(t, env.db, env.tbl, ids[tc.locked])
+			close(finish)
+			waitUntil(t, 20*time.Second, "the jobs whose rows are free to be completed while the other's is locked", func() bool {
+				for i, id := range ids {
+					if i != tc.locked && getJob(t, q, id).Status != StatusCompleted {
+						return false
+					}
+				}
+				return true
+			})
+			if st := getJob(t, q, ids[tc.locked]).Status; st != StatusInProgress {
+				t.Errorf("the locked job is %s, want in_progress", st)
+			}
+			if n := logs.Count(slog.LevelWarn, "trying again"); n == 0 {
+				t.Errorf("no write of the batch failed first: the lock did not hold it up")
+			}
+			unlock()
+			waitUntil(t, 20*time.Second, "the locked job's completion to be written or given up", func() bool {
+				return getJob(t, q, ids[tc.locked]).Status == StatusCompleted || logs.Count(slog.LevelError, "stay in_progress") > 0
+			})
+			for _, l := range logs.Lines(slog.LevelError) {
+				if strings.Contains(l, "stay in_progress") && !strings.Contains(l, "jobs=1 ") {
+					t.Errorf("more than the locked job given up: %s", l)
+				}
+			}
+		})
 	}
-	for range ids {
-		<-started
-	}
-	unlock := lockRow(t, env.db, env.tbl, ids[0])
-	close(finish)
-	waitUntil(t, 20*time.Second, "the jobs whose rows are free to be completed while the other's is locked", func() bool {
-		return getJob(t, q, ids[1]).Status == StatusCompleted && getJob(t, q, ids[2]).Status == StatusCompleted
-	})
-	if st := getJob(t, q, ids[0]).Status; st != StatusInProgress {
-		t.Errorf("the locked job is %s, want in_progress", st)
-	}
-	unlock()
-	waitUntil(t, 20*time.Second, "the locked job's completion to be written or given up", func() bool {
-		return getJob(t, q, ids[0]).Status == StatusCompleted || logs.Count(slog.LevelError, "stay in_progress") > 0
-	})
-	for _, l := range logs.Lines(slog.LevelError) {
-		if strings.Contains(l, "stay in_progress") && !strings.Contains(l, "jobs=1 ") {
-			t.Errorf("more than the locked job given up: %s", l)
+}
+
+// TestLockWaitEnded: the servers' errors for a lock wait they ended, also
+// wrapped, and nothing else.
+func TestLockWaitEnded(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		err  error
+		want bool
+	}{
+		{"mysql lock wait timeout", &mysql.MySQLError{Number: 1205}, true},
+		{"mysql wrapped", fmt.Errorf("completing: %w", &mysql.MySQLError{Number: 1205}), true},
+		{"mysql deadlock", &mysql.MySQLError{Number: 1213}, false},
+		{"postgres lock_not_available", &pgconn.PgError{Code: "55P03"}, true},
+		{"postgres wrapped", fmt.Errorf("complete: %w", &pgconn.PgError{Code: "55P03"}), true},
+		{"postgres query_canceled", &pgconn.PgError{Code: "57014"}, false},
+		{"context deadline", context.DeadlineExceeded, false},
+		{"nil", nil, false},
+	} {
+		if got := lockWaitEnded(tc.err); got != tc.want {
+			t.Errorf("%s: lockWaitEnded = %v, want %v", tc.name, got, tc.want)
 		}
 	}
 }

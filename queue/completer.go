@@ -228,7 +228,7 @@ type writeResult struct {
 	stale []attemptRef
 	// busy are the attempts whose rows another transaction held locked
 	// (left alone, to write again); timedOut: the write failed for want of
-	// time.
+	// time, or the server ended its wait for a row lock (lockWaitEnded).
 	busy     []attemptRef
 	err      error
 	timedOut bool
@@ -319,8 +319,8 @@ func (c *completer) write(batch []completion) writeResult {
 		c.refused(ctx, batch, stale)
 	}
 	// Out of time, not stopped: the statement most likely waited on a row
-	// lock that another transaction holds.
-	timedOut := err != nil && errors.Is(ctx.Err(), context.DeadlineExceeded) && c.dbCtx.Err() == nil
+	// lock that another transaction holds; or the server ended its wait.
+	timedOut := err != nil && (errors.Is(ctx.Err(), context.DeadlineExceeded) && c.dbCtx.Err() == nil || lockWaitEnded(err))
 	return writeResult{batch: batch, stale: stale, busy: busy, err: err, timedOut: timedOut}
 }
 

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/go-sql-driver/mysql"
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // errRollback makes inOwnTx roll back without an error.
@@ -97,6 +98,15 @@ func (q *Queue) connTx(ctx context.Context, fn func(d dbtx) error) (err error) {
 // a MySQL deadlock, or SQLite busy.
 func retryableTx(err error) bool {
 	return isMySQLError(err, 1213) || isSQLiteBusy(err)
+}
+
+// lockWaitEnded reports a statement that the server ended because it
+// waited too long for a row lock: MySQL's innodb_lock_wait_timeout (error
+// 1205) or PostgreSQL's lock_timeout (SQLSTATE 55P03), when the pool's
+// sessions set them.
+func lockWaitEnded(err error) bool {
+	var pgErr *pgconn.PgError
+	return isMySQLError(err, 1205) || (errors.As(err, &pgErr) && pgErr.Code == "55P03")
 }
 
 // isMySQLError reports whether err is (or wraps) the MySQL server error

@@ -178,8 +178,8 @@ func (s mysqlStore) extend(ctx context.Context, refs []attemptRef, leaseUntil ti
 // this: in a short READ COMMITTED transaction it first runs update on all
 // refs; when every ref matched (the usual case) it commits. Otherwise it
 // rolls back and, in a second transaction, locks the rows the refs still
-// hold (LockHeldJobs), updates those and commits.
-func (s mysqlStore) lockedUpdate(ctx context.Context, refs []attemptRef, what string, update func(qs *mysqlgen.Queries, ids []uint64, toks []sql.NullString) (int64, error)) (map[int64]bool, error) {
+// hold (LockHeldJobs), updates those and commits (updateLocked).
+func (s mysqlStore) lockedUpdate(ctx context.Context, refs []attemptRef, what string, update mysqlUpdate) (map[int64]bool, error) {
 	ids, toks := refLists(refs)
 	all := make(map[int64]bool, len(ids))
 	for _, id := range ids {
@@ -192,8 +192,27 @@ func (s mysqlStore) lockedUpdate(ctx context.Context, refs []attemptRef, what st
 	if err != nil || held != nil {
 		return held, err
 	}
+	return s.updateLocked(ctx, refs, what, false, update)
+}
+
+// mysqlUpdate changes the jobs of ids (padded) fenced by toks and returns
+// how many rows changed.
+type mysqlUpdate func(qs *mysqlgen.Queries, ids []uint64, toks []sql.NullString) (int64, error)
+
+// updateLocked locks, in one READ COMMITTED transaction, the rows that refs
+// still hold (LockHeldJobs; with skipLocked LockHeldJobsSkipLocked, which
+// leaves alone the rows another transaction holds), runs update on those
+// and commits; it returns their ids.
+func (s mysqlStore) updateLocked(ctx context.Context, refs []attemptRef, what string, skipLocked bool, update mysqlUpdate) (map[int64]bool, error) {
+	ids, toks := refLists(refs)
 	return s.inTx(ctx, func(qs *mysqlgen.Queries) (map[int64]bool, bool, error) {
-		locked, err := qs.LockHeldJobs(ctx, mysqlgen.LockHeldJobsParams{Ids: padIDs(uids(ids)), Tokens: padIDs(mysqlTokens(toks))})
+		lock := qs.LockHeldJobs
+		if skipLocked {
+			lock = func(ctx context.Context, arg mysqlgen.LockHeldJobsParams) ([]uint64, error) {
+				return qs.LockHeldJobsSkipLocked(ctx, mysqlgen.LockHeldJobsSkipLockedParams(arg))
+			}
+		}
+		locked, err := lock(ctx, mysqlgen.LockHeldJobsParams{Ids: padIDs(uids(ids)), Tokens: padIDs(mysqlTokens(toks))})
 		if err != nil {
 			return nil, false, err
 		}
@@ -247,19 +266,26 @@ func (s mysqlStore) inTxOnce(ctx context.Context, fn func(qs *mysqlgen.Queries) 
 	return res, nil
 }
 
-// complete waits for locked rows with or without skipLocked: a statement
-// the completer timed out (see CompleteJobsSkipLocked on PostgreSQL) keeps
-// waiting on the server, and keeps the rows it changed locked, until
-// innodb_lock_wait_timeout, since go-sql-driver/mysql closes the
-// connection on a cancel and sends no KILL QUERY, so rows skipped after it
-// would mostly be its own.
-func (s mysqlStore) complete(ctx context.Context, refs []attemptRef, now time.Time, del, _ bool) (map[int64]bool, error) {
-	return s.lockedUpdate(ctx, refs, "completing", func(qs *mysqlgen.Queries, ids []uint64, toks []sql.NullString) (int64, error) {
+// complete writes the batch with lockedUpdate; with skipLocked (a write of
+// it ran out of time, or its lock wait did) it locks the rows it can
+// (updateLocked) and leaves those another transaction holds alone. A
+// statement the completer timed out keeps waiting on the server, and keeps
+// the rows it locked before the held one, until innodb_lock_wait_timeout:
+// go-sql-driver/mysql closes the connection on a cancel and sends no KILL
+// QUERY. Those rows are then skipped too, and written once it has ended;
+// an innodb_lock_wait_timeout below the completion's 30 s (README, Running
+// at scale) ends such a statement in the server instead, its rows free.
+func (s mysqlStore) complete(ctx context.Context, refs []attemptRef, now time.Time, del, skipLocked bool) (map[int64]bool, error) {
+	update := func(qs *mysqlgen.Queries, ids []uint64, toks []sql.NullString) (int64, error) {
 		if del {
 			return qs.DeleteCompletedJobs(ctx, mysqlgen.DeleteCompletedJobsParams{Ids: ids, Tokens: toks})
 		}
 		return qs.CompleteJobs(ctx, mysqlgen.CompleteJobsParams{Now: nullTime(&now), Ids: ids, Tokens: toks})
-	})
+	}
+	if skipLocked {
+		return s.updateLocked(ctx, refs, "completing", true, update)
+	}
+	return s.lockedUpdate(ctx, refs, "completing", update)
 }
 
 func (s mysqlStore) heldAttempts(ctx context.Context, refs []attemptRef) ([]*JobRow, error) {

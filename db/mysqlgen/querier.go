@@ -92,6 +92,10 @@ type Querier interface {
 	// LockHeldJobs locks the jobs that the given attempts still hold, inside the
 	// transaction that completes them.
 	LockHeldJobs(ctx context.Context, arg LockHeldJobsParams) ([]uint64, error)
+	// LockHeldJobsSkipLocked is LockHeldJobs leaving alone the rows another
+	// transaction holds locked: a completion written again after a write of it
+	// waited on a lock (queue/store_mysql_attempts.go) completes the others.
+	LockHeldJobsSkipLocked(ctx context.Context, arg LockHeldJobsSkipLockedParams) ([]uint64, error)
 	// Job control (Queue.Cancel, Queue.Delete and their bulk forms). MySQL has
 	// no RETURNING: a batch locks its rows and reads their statuses
 	// (LockJobStatuses), then changes them, in one short READ COMMITTED

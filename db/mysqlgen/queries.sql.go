@@ -1088,6 +1088,62 @@ func (q *Queries) LockHeldJobs(ctx context.Context, arg LockHeldJobsParams) ([]u
 	return items, nil
 }
 
+const lockHeldJobsSkipLocked = `-- name: LockHeldJobsSkipLocked :many
+SELECT id FROM jobs
+WHERE id IN (/*SLICE:ids*/?) AND claim_token IN (/*SLICE:tokens*/?)
+  AND status = 'in_progress'
+FOR UPDATE SKIP LOCKED
+`
+
+type LockHeldJobsSkipLockedParams struct {
+	Ids    []uint64
+	Tokens []sql.NullString
+}
+
+// LockHeldJobsSkipLocked is LockHeldJobs leaving alone the rows another
+// transaction holds locked: a completion written again after a write of it
+// waited on a lock (queue/store_mysql_attempts.go) completes the others.
+func (q *Queries) LockHeldJobsSkipLocked(ctx context.Context, arg LockHeldJobsSkipLockedParams) ([]uint64, error) {
+	query := lockHeldJobsSkipLocked
+	var queryParams []interface{}
+	if len(arg.Ids) > 0 {
+		for _, v := range arg.Ids {
+			queryParams = append(queryParams, v)
+		}
+		query = strings.Replace(query, "/*SLICE:ids*/?", strings.Repeat(",?", len(arg.Ids))[1:], 1)
+	} else {
+		query = strings.Replace(query, "/*SLICE:ids*/?", "NULL", 1)
+	}
+	if len(arg.Tokens) > 0 {
+		for _, v := range arg.Tokens {
+			queryParams = append(queryParams, v)
+		}
+		query = strings.Replace(query, "/*SLICE:tokens*/?", strings.Repeat(",?", len(arg.Tokens))[1:], 1)
+	} else {
+		query = strings.Replace(query, "/*SLICE:tokens*/?", "NULL", 1)
+	}
+	rows, err := q.db.QueryContext(ctx, query, queryParams...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []uint64
+	for rows.Next() {
+		var id uint64
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		items = append(items, id)
+	}
+	if err := rows.Close(); err != nil {
+		return nil, err
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const lockJobStatuses = `-- name: LockJobStatuses :many
 
 SELECT id, status FROM jobs WHERE id IN (/*SLICE:ids*/?) FOR UPDATE

@@ -132,6 +132,15 @@ WHERE id IN (sqlc.slice(ids)) AND claim_token IN (sqlc.slice(tokens))
   AND status = 'in_progress'
 FOR UPDATE;
 
+-- name: LockHeldJobsSkipLocked :many
+-- LockHeldJobsSkipLocked is LockHeldJobs leaving alone the rows another
+-- transaction holds locked: a completion written again after a write of it
+-- waited on a lock (queue/store_mysql_attempts.go) completes the others.
+SELECT id FROM jobs
+WHERE id IN (sqlc.slice(ids)) AND claim_token IN (sqlc.slice(tokens))
+  AND status = 'in_progress'
+FOR UPDATE SKIP LOCKED;
+
 -- name: CompleteJobs :execrows
 UPDATE jobs
 SET status = 'completed', finished_at = sqlc.arg(now), claim_token = NULL, lease_until = NULL
