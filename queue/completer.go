@@ -320,7 +320,7 @@ func (c *completer) write(batch []completion) writeResult {
 	}
 	// Out of time, not stopped: the statement most likely waited on a row
 	// lock that another transaction holds; or the server ended its wait.
-	timedOut := err != nil && (errors.Is(ctx.Err(), context.DeadlineExceeded) && c.dbCtx.Err() == nil || lockWaitEnded(err))
+	timedOut := err != nil && ((errors.Is(ctx.Err(), context.DeadlineExceeded) && c.dbCtx.Err() == nil) || lockWaitEnded(err))
 	return writeResult{batch: batch, stale: stale, busy: busy, err: err, timedOut: timedOut}
 }
 
