@@ -19,7 +19,12 @@
 //     hour: a time skipped when clocks go forward runs at the moment of the
 //     change, and a time repeated when they go back runs once, the first
 //     time. Jobs whose hour field is * run by elapsed time: every matching
-//     minute that exists, both passes of a repeated hour included.
+//     minute that exists, both passes of a repeated hour included;
+//   - ticks found on the zone's wall clock, one span between two changes of
+//     its clocks at a time, rather than by robfig's Next, which skips days
+//     or invents ticks where clocks change at midnight (Asia/Beirut) or by
+//     30 minutes (Australia/Lord_Howe), and gives up on dates more than
+//     five years apart (29 February from 2096 to 2104).
 package cron
 
 import (
@@ -40,9 +45,8 @@ type Schedule struct {
 	loc  *time.Location
 	// every is set for @every DUR; else spec holds the cron fields.
 	every time.Duration
-	cron  *robfig.SpecSchedule
-	// wall is cron evaluated on wall-clock times (UTC, no transitions),
-	// to find ticks in the times that daylight saving time skips.
+	// wall is the cron fields evaluated on wall-clock times read as UTC
+	// (no transitions); Next turns them into instants in loc.
 	wall *robfig.SpecSchedule
 	// fixedHour: the hour field is not *, so the tick is at a wall time
 	// (DST rules apply).
@@ -140,10 +144,10 @@ func parseIn(orig, text string, loc *time.Location) (*Schedule, error) {
 		if !ok {
 			return nil, fmt.Errorf("%w: %q: unsupported schedule", ErrInvalidSchedule, orig)
 		}
-		in, wall := *spec, *spec
-		in.Location, wall.Location = loc, time.UTC
+		wall := *spec
+		wall.Location = time.UTC
 		const starBit = 1 << 63
-		s := &Schedule{spec: orig, loc: loc, cron: &in, wall: &wall, fixedHour: spec.Hour&starBit == 0}
+		s := &Schedule{spec: orig, loc: loc, wall: &wall, fixedHour: spec.Hour&starBit == 0}
 		if s.Next(time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)).IsZero() {
 			return nil, fmt.Errorf("%w: %q never matches a date", ErrInvalidSchedule, orig)
 		}
@@ -162,73 +166,128 @@ func (s *Schedule) Location() *time.Location { return s.loc }
 // when there is none (a date that never comes, such as 30 February).
 func (s *Schedule) Next(t time.Time) time.Time {
 	if s.every > 0 {
-		// Whole multiples of every since the Unix epoch, counted in
-		// seconds: every is whole seconds, and nanoseconds since the epoch
-		// overflow int64 outside 1678-2262 (an @every of centuries reaches
-		// past that).
-		d := int64(s.every / time.Second)
-		sec := t.Unix() // floored: t is in [sec, sec+1)
-		q := sec / d
-		if sec%d != 0 && sec < 0 {
-			q-- // round towards the past, not towards zero
-		}
-		return time.Unix((q+1)*d, 0).UTC()
+		return s.nextEvery(t)
 	}
-	t = t.In(s.loc)
-	for range 1000 {
-		n := s.cron.Next(t)
-		if n.IsZero() {
-			return n
-		}
-		if !s.fixedHour {
-			return n.UTC()
-		}
-		if g := s.skippedTick(t, n); !g.IsZero() {
-			return g.UTC()
-		}
-		if repeated(n) {
-			t = n // its wall time came already, an hour (or so) before
-			continue
-		}
-		return n.UTC()
-	}
-	return time.Time{}
+	return s.nextCron(t)
 }
 
-// skippedTick returns the first moment in (t, n) at which clocks went
-// forward over a wall time that the schedule matches (that tick runs at
-// the change), or the zero time.
-func (s *Schedule) skippedTick(t, n time.Time) time.Time {
-	cur := t
-	for range 100 {
-		_, end := cur.ZoneBounds()
-		if end.IsZero() || !end.Before(n) {
+// nextEvery is Next for @every: whole multiples of every since the Unix
+// epoch, counted in seconds (every is whole seconds, and nanoseconds since
+// the epoch overflow int64 outside 1678-2262, which an @every of centuries
+// reaches past).
+func (s *Schedule) nextEvery(t time.Time) time.Time {
+	d := int64(s.every / time.Second)
+	sec := t.Unix() // floored: t is in [sec, sec+1)
+	q := sec / d
+	if sec%d != 0 && sec < 0 {
+		q-- // round towards the past, not towards zero
+	}
+	return time.Unix((q+1)*d, 0).UTC()
+}
+
+// maxPeriods bounds the periods of a zone that nextCron walks through
+// before it gives up (no tick): a tick comes within 8 years (29 February
+// skips 2100), and zones change their clocks a few times a year.
+const maxPeriods = 1000
+
+// nextCron is Next for cron fields. It walks the zone's periods (the spans
+// in which its UTC offset stays the same) from t on. Within a period the
+// wall clock is the instant plus the offset, so the period's ticks are the
+// wall times in it that the fields match, found by s.wall, which reads
+// wall times as UTC and knows no transitions. Between two periods the DST
+// rules apply: for a fixed-hour job, wall times that clocks going forward
+// skip run at the change, and wall times that clocks going back repeat run
+// in the first pass only; a job whose hour is * runs at every matching
+// wall time that exists, in both passes.
+func (s *Schedule) nextCron(t time.Time) time.Time {
+	p := periodAt(t.In(s.loc))
+	after := t.UTC().Add(p.offset) // ticks are at wall times later than this
+	for range maxPeriods {
+		if r := p.repeatedUntil(); s.fixedHour && !r.IsZero() {
+			after = latest(after, r.Add(-time.Nanosecond))
+		}
+		m := nextWall(s.wall, after)
+		if m.IsZero() {
 			return time.Time{}
 		}
-		_, before := end.Add(-time.Nanosecond).Zone()
-		_, after := end.Zone()
-		if gap := time.Duration(after-before) * time.Second; gap > 0 {
-			// The wall times [w0, w0+gap) did not exist; w0 is the wall
-			// clock of the change in the zone before it, read as UTC.
-			w0 := end.Add(time.Duration(before) * time.Second).UTC()
-			if m := s.wall.Next(w0.Add(-time.Second)); !m.IsZero() && m.Before(w0.Add(gap)) {
-				return end
-			}
+		if tick := m.Add(-p.offset); p.end.IsZero() || tick.Before(p.end) {
+			return tick.UTC()
 		}
-		cur = end
+		next := periodAt(p.end)
+		if s.fixedHour && m.Before(p.end.UTC().Add(next.offset)) {
+			// m is in the wall times [end+offset, end+next.offset) that
+			// the clocks skipped at the end of p: it runs at the change.
+			return p.end.UTC()
+		}
+		// The ticks left are at wall times from the end of p on (next may
+		// start before it, see periodAt).
+		p, after = next, p.end.UTC().Add(next.offset-time.Nanosecond)
 	}
 	return time.Time{}
 }
 
-// repeated reports whether n is in the second pass of wall times that
-// clocks going back repeated: the same wall time was an earlier moment.
-func repeated(n time.Time) bool {
-	start, _ := n.ZoneBounds()
-	if start.IsZero() {
-		return false
+// period is a span of time in which a zone keeps one UTC offset.
+type period struct {
+	// start and end bound the period, [start, end); zero when unbounded.
+	start, end time.Time
+	// offset is the wall clock minus UTC in the period; before, the same
+	// in the period before it (offset when start is zero).
+	offset, before time.Duration
+}
+
+// periodAt returns the period of t's zone that t is in. Its bounds may
+// also be the start of a year with no change of offset there, which does
+// no harm.
+func periodAt(t time.Time) period {
+	start, end := t.ZoneBounds()
+	if !end.IsZero() && !end.After(t) {
+		// Past a zone's table of transitions, Go's ZoneBounds (Go 1.26)
+		// ends the last period of a leap year on 31 December at 00:00 UTC,
+		// a year of 365 days, even for a t after that (TestNextAcrossTransitions
+		// has such rows). The offset lasts until the next year in UTC begins, where
+		// the zone's rule is applied afresh.
+		end = time.Date(t.UTC().Year()+1, time.January, 1, 0, 0, 0, 0, time.UTC).In(t.Location())
 	}
-	_, before := start.Add(-time.Nanosecond).Zone()
-	_, now := n.Zone()
-	back := time.Duration(before-now) * time.Second
-	return back > 0 && n.Sub(start) < back
+	_, off := t.Zone()
+	p := period{start: start, end: end, offset: seconds(off), before: seconds(off)}
+	if !start.IsZero() {
+		_, before := start.Add(-time.Nanosecond).Zone()
+		p.before = seconds(before)
+	}
+	return p
+}
+
+// repeatedUntil returns the end of the wall times (read as UTC) that the
+// period repeats from the one before, when clocks went back at its start:
+// those wall times came already, in the first pass. It is the zero time
+// when the period repeats none.
+func (p period) repeatedUntil() time.Time {
+	if p.start.IsZero() || p.before <= p.offset {
+		return time.Time{}
+	}
+	return p.start.UTC().Add(p.before)
+}
+
+// nextWall returns the first wall time later than w (both read as UTC)
+// that spec matches, or the zero time when there is none within ten years,
+// which means never: a date that exists comes back within 8 years (29
+// February, across 2100). robfig's Next gives up after five years, so it
+// is asked a second time from where the first search ended.
+func nextWall(spec *robfig.SpecSchedule, w time.Time) time.Time {
+	if m := spec.Next(w); !m.IsZero() {
+		return m
+	}
+	// None up to the end of the year w.Year()+5, so none until w+5 years.
+	return spec.Next(w.AddDate(5, 0, 0))
+}
+
+// seconds turns a zone offset in seconds into a Duration.
+func seconds(off int) time.Duration { return time.Duration(off) * time.Second }
+
+// latest returns the later of a and b.
+func latest(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
 }

@@ -117,7 +117,8 @@ func TestParseRejects(t *testing.T) {
 		"", "   ", "* * * *", "* * * * * *", "61 * * * *", "* 24 * * *", "* * 0 * *", "* * * 13 *",
 		"* * * * mon-xyz", "@sometimes", "@every", "@every 0s", "@every -1m", "@every 500ms",
 		"@every 1.5s", "@every soon", "CRON_TZ=Mars/Phobos 0 3 * * *", "CRON_TZ=Europe/Paris",
-		"CRON_TZ= 0 3 * * *", "TZ=Local 0 3 * * *", "0 0 30 2 *",
+		"CRON_TZ= 0 3 * * *", "TZ=Local 0 3 * * *", "0 0 30 2 *", "0 0 31 2,4 *",
+		"CRON_TZ=Europe/Berlin 0 0 30 2 *", "CRON_TZ=Australia/Lord_Howe 0 0 31 2,4,6 *",
 	} {
 		t.Run(spec, func(t *testing.T) {
 			s, err := Parse(spec)
