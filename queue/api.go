@@ -157,6 +157,9 @@ var (
 	// ErrOutdatedTable: the table is version 1 or half migrated; run
 	// migrations.Migrate.
 	ErrOutdatedTable = engine.ErrOutdatedTable
+	// ErrForeignTable: a table of the name exists but is not a jobqueue
+	// table (another program's); choose another table name.
+	ErrForeignTable = engine.ErrForeignTable
 	// ErrInvalidPolicy: a retry policy with a zero or negative field.
 	ErrInvalidPolicy = policy.ErrInvalidPolicy
 	// ErrInvalidJob: a job that cannot be enqueued as given (empty or too long

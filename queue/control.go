@@ -127,6 +127,10 @@ func (q *Queue) DeleteMany(ctx context.Context, ids []int64) ([]IDResult, error)
 // its error. Ids that are not positive are missing without a statement.
 func (q *Queue) control(ctx context.Context, ids []int64, op func(context.Context, []int64) (map[int64]bool, map[int64]Status, error), refused func(int64, Status) error) ([]IDResult, error) {
 	out := make([]IDResult, 0, len(ids))
+	// The result of each id decided so far: an id given again, in this
+	// batch or a later one, gets the same result, not the one a second
+	// try would give (a job cancelled by the first is finished by then).
+	decided := map[int64]error{}
 	for start := 0; start < len(ids); {
 		// Take ids until the batch holds controlBatch distinct ones.
 		seen := map[int64]bool{}
@@ -134,7 +138,7 @@ func (q *Queue) control(ctx context.Context, ids []int64, op func(context.Contex
 		end := start
 		for ; end < len(ids); end++ {
 			id := ids[end]
-			if id <= 0 || seen[id] {
+			if _, done := decided[id]; done || id <= 0 || seen[id] {
 				continue
 			}
 			if len(batch) == controlBatch {
@@ -154,13 +158,17 @@ func (q *Queue) control(ctx context.Context, ids []int64, op func(context.Contex
 		}
 		for _, id := range ids[start:end] {
 			r := IDResult{ID: id}
+			err, known := decided[id]
 			switch st, ok := others[id]; {
+			case known:
+				r.Err = err
 			case done[id]:
 			case ok:
 				r.Err = refused(id, st)
 			default:
 				r.Err = fmt.Errorf("%w: no job %d in table %q", ErrJobNotFound, id, q.table.Name)
 			}
+			decided[id] = r.Err
 			out = append(out, r)
 		}
 		start = end

@@ -76,3 +76,48 @@ func TestControlManyOneStatementPerBatch(t *testing.T) {
 		}
 	})
 }
+
+// TestControlManyRepeatedIDAcrossBatches: an id given twice gets the same
+// result twice, also when its second place falls in a later batch of
+// controlBatch ids (the second try found the job cancelled, or deleted, by
+// the first, and answered ErrJobFinished or ErrJobNotFound).
+func TestControlManyRepeatedIDAcrossBatches(t *testing.T) {
+	forEachEngine(t, func(t *testing.T, kind engine.Kind) {
+		ctx := context.Background()
+		env := coreEnv(t, kind)
+		q, _ := coreQueue(t, env)
+		for _, c := range []struct {
+			op  string
+			run func(context.Context, []int64) ([]IDResult, error)
+		}{
+			{"CancelMany", q.CancelMany},
+			{"DeleteMany", q.DeleteMany},
+		} {
+			t.Run(c.op, func(t *testing.T) {
+				var args []JobArgs
+				for i := range controlBatch + 1 {
+					args = append(args, testArgs{N: i})
+				}
+				if _, err := q.EnqueueMany(ctx, args); err != nil {
+					t.Fatal(err)
+				}
+				rows, err := q.List(ctx, ListFilter{Status: StatusPending, Limit: controlBatch + 1})
+				if err != nil || len(rows) != controlBatch+1 {
+					t.Fatalf("List = %d rows, %v", len(rows), err)
+				}
+				var ids []int64
+				for _, r := range rows {
+					ids = append(ids, r.ID)
+				}
+				ids = append(ids, ids[0]) // again, after controlBatch others
+				res, err := c.run(ctx, ids)
+				if err != nil || len(res) != len(ids) {
+					t.Fatalf("%s = %d results, %v; want %d", c.op, len(res), err, len(ids))
+				}
+				if first, again := res[0], res[len(res)-1]; first.Err != nil || again.Err != nil {
+					t.Fatalf("%s: id %d given twice: results %v and %v; want success twice", c.op, ids[0], first.Err, again.Err)
+				}
+			})
+		}
+	})
+}

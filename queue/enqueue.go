@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 )
 
@@ -300,9 +299,7 @@ func (q *Queue) writeMany(ctx context.Context, tx *sql.Tx, jobs []*newJob, keyed
 func (q *Queue) insertOwn(ctx context.Context, jobs []*newJob, now time.Time) (int, bool, error) {
 	if pg, ok := q.st.(pgStore); ok && !q.pooled && pg.r.copyFormat.Load() != copyNone {
 		payload := notifyPayload(jobs)
-		// A NUL cannot travel in the statement's text (nor be stored: the
-		// COPY then fails on the type column).
-		inline := q.notifier != nil && strings.IndexByte(payload, 0) < 0 && q.notifier.inline()
+		inline := q.notifier != nil && q.notifier.inline()
 		err := pg.copyOwn(ctx, q.db, jobs, now, inline, payload)
 		if !errors.Is(err, errNoPgx) && !errors.Is(err, errNoCopy) {
 			if err != nil {

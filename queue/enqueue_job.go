@@ -23,13 +23,11 @@ func (q *Queue) prepareJob(args JobArgs, typ string, at time.Time, expires *time
 		return nil, fmt.Errorf("%w: the args are a nil %T; pass a value", ErrInvalidJob, args)
 	}
 	kind := args.Kind()
-	switch n := utf8.RuneCountInString(kind); {
-	case n == 0:
+	if kind == "" {
 		return nil, fmt.Errorf("%w: Kind() of %T is empty; it names the job and must not be", ErrInvalidJob, args)
-	case n > maxKindLen:
-		return nil, fmt.Errorf("%w: Kind() of %T has %d characters; at most %d are allowed", ErrInvalidJob, args, n, maxKindLen)
-	case !utf8.ValidString(kind):
-		return nil, fmt.Errorf("%w: Kind() of %T is not valid UTF-8", ErrInvalidJob, args)
+	}
+	if p := textProblem(kind, maxKindLen); p != "" {
+		return nil, fmt.Errorf("%w: Kind() of %T: the kind %s", ErrInvalidJob, args, p)
 	}
 	var payload []byte
 	switch raw := args.(type) {

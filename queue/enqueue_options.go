@@ -8,7 +8,6 @@ package queue
 import (
 	"fmt"
 	"time"
-	"unicode/utf8"
 )
 
 // EnqueueOption sets something about an enqueued job (for EnqueueMany,
@@ -120,16 +119,11 @@ func (q *Queue) resolve(opts []EnqueueOption, now time.Time) (typ string, at tim
 }
 
 // typeProblem says what is wrong with a type name, or "" when nothing is:
-// the type column is VARCHAR(64), so a type has 1 to 64 characters (not
-// bytes) of valid UTF-8. Enqueue and WorkerConfig apply this one rule.
+// the type column is VARCHAR(64), so a type is 1 to 64 characters
+// (textProblem). Enqueue and WorkerConfig apply this one rule.
 func typeProblem(typ string) string {
-	switch n := utf8.RuneCountInString(typ); {
-	case n == 0:
-		return "the type is empty"
-	case !utf8.ValidString(typ):
-		return fmt.Sprintf("the type %q is not valid UTF-8", typ)
-	case n > maxTypeLen:
-		return fmt.Sprintf("the type %.20q… has %d characters; at most %d are allowed", typ, n, maxTypeLen)
+	if p := textProblem(typ, maxTypeLen); p != "" {
+		return "the type " + p
 	}
 	return ""
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 )
 
@@ -39,9 +38,8 @@ func (q *Queue) streamMany(ctx context.Context, args []JobArgs, opts []EnqueueOp
 		}
 		return j, nil
 	}
-	// Every job has the call's type, the notification's payload. A NUL
-	// cannot travel in the statement's text (nor be stored).
-	inline := q.notifier != nil && strings.IndexByte(typ, 0) < 0 && q.notifier.inline()
+	// Every job has the call's type, the notification's payload.
+	inline := q.notifier != nil && q.notifier.inline()
 	r := newPgCopyReaderOf(len(args), job, now)
 	err = pg.copyRows(ctx, q.db, r, inline, typ)
 	switch {

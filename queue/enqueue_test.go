@@ -103,6 +103,20 @@ func TestEnqueueRejectsBadInput(t *testing.T) {
 			{name: "negative expires-in", args: testArgs{}, opts: []EnqueueOption{ExpiresIn(-time.Minute)}, want: ErrInvalidJob},
 			{name: "at and delay", args: testArgs{}, opts: []EnqueueOption{At(now), Delay(time.Second)}, want: ErrInvalidJob},
 			{name: "NUL in payload", args: testArgs{Text: "a\x00b"}, want: ErrPayloadRejected, only: engine.Postgres},
+			// PostgreSQL cannot store a NUL nor text that is not UTF-8, and
+			// a job must not be written on two engines and refused on the
+			// third: every engine refuses them before writing (textProblem).
+			{name: "NUL in kind", args: kindArgs{K: "a\x00b"}, want: ErrInvalidJob},
+			{name: "kind not UTF-8", args: kindArgs{K: "a\xffb"}, want: ErrInvalidJob},
+			{name: "NUL in type", args: testArgs{}, opts: []EnqueueOption{Type("a\x00b")}, want: ErrInvalidJob},
+			{name: "type not UTF-8", args: testArgs{}, opts: []EnqueueOption{Type("a\xffb")}, want: ErrInvalidJob},
+			{name: "NUL in unique key", args: testArgs{}, opts: []EnqueueOption{UniqueKey("a\x00b")}, want: ErrInvalidJob},
+			{name: "unique key not UTF-8", args: testArgs{}, opts: []EnqueueOption{UniqueKey("a\xffb")}, want: ErrInvalidJob},
+			// MySQL compares "report " equal to "report" (PAD SPACE), the
+			// other engines do not.
+			{name: "kind ending in a space", args: kindArgs{K: "report "}, want: ErrInvalidJob},
+			{name: "type ending in a space", args: testArgs{}, opts: []EnqueueOption{Type("report ")}, want: ErrInvalidJob},
+			{name: "unique key ending in a space", args: testArgs{}, opts: []EnqueueOption{UniqueKey("report ")}, want: ErrInvalidJob},
 			// The INT column holds at most 2^31-1 seconds: PostgreSQL stored a
 			// negative base_delay (int32 wrap), MySQL a wrapped one.
 			{name: "base delay beyond the INT column", args: testArgs{}, opts: []EnqueueOption{Policy(RetryPolicy{MaxAttempts: 1, BaseDelay: (math.MaxInt32 + 1) * time.Second, MaxDelay: time.Hour})}, want: ErrInvalidPolicy},
@@ -155,7 +169,9 @@ func TestEnqueueRejectsBadInput(t *testing.T) {
 func isOptionError(name string) bool {
 	switch name {
 	case "type of 65 characters", "empty type", "deadline before schedule", "negative expires-in", "at and delay",
-		"schedule after year 9999", "deadline after year 9999", "schedule before year 1":
+		"schedule after year 9999", "deadline after year 9999", "schedule before year 1",
+		"NUL in type", "type not UTF-8", "NUL in unique key", "unique key not UTF-8",
+		"type ending in a space", "unique key ending in a space":
 		return true
 	}
 	return false

@@ -53,6 +53,11 @@ func TestListPages(t *testing.T) {
 			{"all three", ListFilter{Status: StatusPending, Type: "b", Name: "x"}, 3},
 			{"no match", ListFilter{Name: "nothing"}, 0},
 			{"kind too long", ListFilter{Name: strings.Repeat("k", maxKindLen+1)}, 0},
+			// Values no job can hold (textProblem): nothing, and no error
+			// (PostgreSQL refused them with one).
+			{"kind with NUL", ListFilter{Name: "x\x00"}, 0},
+			{"type not UTF-8", ListFilter{Type: "a\xff"}, 0},
+			{"type ending in a space", ListFilter{Type: "a "}, 0}, // MySQL matched "a"
 		}
 		for _, c := range cases {
 			t.Run(c.name, func(t *testing.T) {

@@ -6,17 +6,22 @@ import (
 	"fmt"
 	"math"
 	"time"
-	"unicode/utf8"
 )
 
 // Stats counts the jobs per status, of one type or (typ "") of all; every
 // status is a key, with 0 when there are none.
 func (q *Queue) Stats(ctx context.Context, typ string) (map[Status]int64, error) {
+	out := make(map[Status]int64, len(Statuses()))
+	for _, s := range Statuses() {
+		out[s] = 0
+	}
+	if noJobHas(typ, maxTypeLen) {
+		return out, nil
+	}
 	got, err := q.st.stats(ctx, typ)
 	if err != nil {
 		return nil, fmt.Errorf("jobqueue: stats: %w", err)
 	}
-	out := make(map[Status]int64, len(Statuses()))
 	for _, s := range Statuses() {
 		out[s] = got[s]
 	}
@@ -58,8 +63,8 @@ func (q *Queue) List(ctx context.Context, f ListFilter) ([]*JobRow, error) {
 	case beforeID == 0:
 		beforeID = math.MaxInt64
 	}
-	if utf8.RuneCountInString(f.Type) > maxTypeLen || utf8.RuneCountInString(f.Name) > maxKindLen {
-		return []*JobRow{}, nil // no job has such a type or kind
+	if noJobHas(f.Type, maxTypeLen) || noJobHas(f.Name, maxKindLen) {
+		return []*JobRow{}, nil
 	}
 	rows, err := q.st.list(ctx, f, beforeID, limit)
 	if err != nil {
@@ -96,7 +101,9 @@ func (q *Queue) Get(ctx context.Context, id int64) (*JobRow, error) {
 // job's deadline is cleared too, else it would expire again, and so is a
 // failed job's deadline that has passed; a deadline still ahead is kept.
 // It returns false, and changes nothing, for a job in any other status or
-// a missing id.
+// a missing id; and an error wrapping ErrDuplicate, changing nothing, for
+// a job whose unique key another live job has taken meanwhile (retry it
+// once that one has finished).
 func (q *Queue) Retry(ctx context.Context, id int64) (bool, error) {
 	var ok bool
 	var err error

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"time"
-	"unicode/utf8"
 )
 
 // The reads behind a dashboard's overview. Each one reads one of the
@@ -65,8 +64,8 @@ func (q *Queue) StatsUpTo(ctx context.Context, typ string, limit int64) (map[Sta
 	for _, s := range Statuses() {
 		out[s] = 0
 	}
-	if utf8.RuneCountInString(typ) > maxTypeLen {
-		return out, nil // no job has such a type
+	if noJobHas(typ, maxTypeLen) {
+		return out, nil
 	}
 	got, err := q.overviewStore().countUpTo(ctx, typ, limit)
 	if err != nil {
@@ -83,7 +82,7 @@ func (q *Queue) StatsUpTo(ctx context.Context, typ string, limit int64) (map[Sta
 // job is due. Its age, now minus its ScheduledAt, tells how far the workers
 // are behind.
 func (q *Queue) OldestDue(ctx context.Context, typ string) (*JobRow, error) {
-	if utf8.RuneCountInString(typ) > maxTypeLen {
+	if noJobHas(typ, maxTypeLen) {
 		return nil, nil
 	}
 	row, err := q.overviewStore().oldestDue(ctx, typ, q.now())

@@ -73,12 +73,20 @@ func TestOverviewReads(t *testing.T) {
 			{"email capped", "email", 1, map[Status]int64{StatusPending: 1}},
 			{"default", "default", 1000000, map[Status]int64{StatusFailed: 2}},
 			{"unknown type", "nope", 10, map[Status]int64{}},
+			{"type with NUL", "email\x00", 100, map[Status]int64{}},
+			{"type not UTF-8", "email\xff", 100, map[Status]int64{}},
 		}
 		for _, c := range countCases {
 			t.Run(c.name, func(t *testing.T) {
 				got, err := q.StatsUpTo(ctx, c.typ, c.limit)
 				if err != nil {
 					t.Fatal(err)
+				}
+				// Stats agrees, where the counts stay under the limit.
+				if all, err := q.Stats(ctx, c.typ); err != nil {
+					t.Fatalf("Stats(%q): %v", c.typ, err)
+				} else if c.limit >= 100 && !cmp.Equal(all, got) {
+					t.Fatalf("Stats(%q) = %v, StatsUpTo = %v", c.typ, all, got)
 				}
 				want := map[Status]int64{}
 				for _, s := range Statuses() {
@@ -103,6 +111,8 @@ func TestOverviewReads(t *testing.T) {
 			{"zz_later", 0},
 			{"default", 0},
 			{strings.Repeat("t", 65), 0}, // longer than any type: no job, no error
+			{"email\x00", 0},             // PostgreSQL refused a NUL with an error
+			{"email\xff", 0},             // and text that is not UTF-8
 		}
 		for _, c := range oldestCases {
 			got, err := q.OldestDue(ctx, c.typ)

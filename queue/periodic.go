@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"log/slog"
 	"time"
-	"unicode/utf8"
 )
 
 // Schedule gives the ticks of a periodic job. It must be deterministic
@@ -64,8 +63,8 @@ func (p PeriodicJob) check(q *Queue, now time.Time) error {
 	switch {
 	case p.name == "":
 		return errors.New("the name is empty")
-	case utf8.RuneCountInString(p.name) > maxPeriodicName:
-		return fmt.Errorf("the name %.40q… has %d characters; at most %d", p.name, utf8.RuneCountInString(p.name), maxPeriodicName)
+	case textProblem(p.name, maxPeriodicName) != "":
+		return fmt.Errorf("the name %s", textProblem(p.name, maxPeriodicName))
 	case p.schedule == nil:
 		return fmt.Errorf("%q: the schedule is nil", p.name)
 	case p.args == nil:

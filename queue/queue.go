@@ -341,7 +341,7 @@ func New(db *sql.DB, opts ...Option) (*Queue, error) {
 	defer cancel()
 	if err := q.st.probe(ctx); err != nil {
 		q.run.close()
-		return nil, engine.ExplainPooler(q.explainProbe(err))
+		return nil, engine.ExplainPooler(q.explainProbe(ctx, err))
 	}
 	// The probe reads the version 2 columns; a MySQL table whose migration
 	// was interrupted part-way has them too (next to retry_count, or with
@@ -376,8 +376,10 @@ func (q *Queue) checkVersion(ctx context.Context) error {
 		return nil
 	case schema.V1, schema.Partial:
 		return fmt.Errorf("%w: table %q is %s; finish converting it with migrations.Migrate(ctx, db, policy, %q) or `jobqueue migrate --table %s` (with everything that uses the table stopped)", ErrOutdatedTable, name, state, name, name)
+	case schema.Missing:
+		return fmt.Errorf("%w: %s table %q does not exist; create it with migrations.Install(ctx, db, %q) or `jobqueue install --table %s`", ErrTableMissing, q.kind, name, name, name)
 	default:
-		return fmt.Errorf("jobqueue: table %q is %s; use another table name or create one with migrations.Install", name, state)
+		return fmt.Errorf("%w: table %q is %s; use another table name (migrations.Install creates a new one)", ErrForeignTable, name, state)
 	}
 }
 
@@ -398,14 +400,19 @@ func missingObject(err error) (table, column bool) {
 }
 
 // explainProbe turns the error of the table check into one that says what
-// to do.
-func (q *Queue) explainProbe(err error) error {
+// to do. A table without the columns the probe reads is a version 1 table,
+// or another program's: the catalog tells which (checkVersion), so that
+// the error does not send the caller to Migrate, which refuses the latter.
+func (q *Queue) explainProbe(ctx context.Context, err error) error {
 	missingTable, missingColumn := missingObject(err)
 	name := q.table.Name
 	switch {
 	case missingTable:
 		return fmt.Errorf("%w: %s table %q does not exist; create it with migrations.Install(ctx, db, %q) or `jobqueue install --table %s`", ErrTableMissing, q.kind, name, name, name)
 	case missingColumn:
+		if verr := q.checkVersion(ctx); errors.Is(verr, ErrForeignTable) {
+			return verr
+		}
 		return fmt.Errorf("%w: table %q lacks the version 2 columns (%v); convert it once with migrations.Migrate(ctx, db, policy, %q) or `jobqueue migrate --table %s`", ErrOutdatedTable, name, err, name, name)
 	}
 	return fmt.Errorf("jobqueue: checking table %q: %w", name, err)

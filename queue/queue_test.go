@@ -153,6 +153,10 @@ func TestNewChecksTheTable(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		foreign, err := engine.ParseTable(kind, testdb.Table(t, db))
+		if err != nil {
+			t.Fatal(err)
+		}
 		cases := []struct {
 			name  string
 			setup func(t *testing.T)
@@ -161,6 +165,13 @@ func TestNewChecksTheTable(t *testing.T) {
 			text  []string
 		}{
 			{name: "missing table", table: tbl.Name, want: ErrTableMissing, text: []string{"migrations.Install", "jobqueue install"}},
+			// Another program's table: not sent to Migrate, which refuses it.
+			{name: "foreign table", table: foreign.Name, want: ErrForeignTable, text: []string{"not a jobqueue table", "another table name"},
+				setup: func(t *testing.T) {
+					if _, err := db.ExecContext(ctx, "CREATE TABLE "+foreign.Quoted()+" (x INTEGER)"); err != nil {
+						t.Fatal(err)
+					}
+				}},
 			{name: "bad name", table: "jobs; drop", want: ErrInvalidTableName},
 			{name: "version 1 table", table: tbl.Name, want: ErrOutdatedTable, text: []string{"migrations.Migrate"},
 				setup: func(t *testing.T) {

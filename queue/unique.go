@@ -36,7 +36,6 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
-	"unicode/utf8"
 
 	"github.com/go-sql-driver/mysql"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -121,13 +120,11 @@ func resolveUnique(o *enqueueOpts, now time.Time) (*uniqueKey, error) {
 		return nil, nil
 	}
 	key := *o.uniqueKey
-	switch n := utf8.RuneCountInString(key); {
-	case key == "":
+	if key == "" {
 		return nil, fmt.Errorf("%w: the unique key is empty; give 1 to %d characters", ErrInvalidJob, maxUniqueKeyLen)
-	case !utf8.ValidString(key):
-		return nil, fmt.Errorf("%w: the unique key %q is not valid UTF-8", ErrInvalidJob, key)
-	case n > maxUniqueKeyLen:
-		return nil, fmt.Errorf("%w: the unique key %.20q… has %d characters; at most %d are allowed", ErrInvalidJob, key, n, maxUniqueKeyLen)
+	}
+	if p := textProblem(key, maxUniqueKeyLen); p != "" {
+		return nil, fmt.Errorf("%w: the unique key %s", ErrInvalidJob, p)
 	}
 	k := &uniqueKey{key: key, heldUntil: now}
 	if o.uniqueFor != nil {

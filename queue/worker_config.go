@@ -16,7 +16,8 @@ type WorkerConfig struct {
 	// Types are the queues (the type column) the worker takes jobs from;
 	// empty means every type.
 	Types []string
-	// Concurrency is how many handlers run at once (default 10). One
+	// Concurrency is how many handlers run at once (default 10, at most
+	// MaxConcurrency). One
 	// goroutine claims jobs for all of them, in batches that fill only the
 	// free slots, so more concurrency does not mean more round trips.
 	Concurrency int
@@ -141,6 +142,11 @@ type Waker interface {
 const (
 	// DefaultConcurrency is WorkerConfig.Concurrency's default.
 	DefaultConcurrency = 10
+	// MaxConcurrency is the most WorkerConfig.Concurrency allows: a worker
+	// starts a goroutine per slot and sizes its buffers by it, so that a
+	// mistyped figure (a million) would take the machine's memory before
+	// the first job; run more worker processes for more.
+	MaxConcurrency = 10000
 	// DefaultLease is WorkerConfig.Lease's default.
 	DefaultLease = 5 * time.Minute
 	// DefaultPollInterval is WorkerConfig.PollInterval's default.
@@ -180,8 +186,8 @@ func (c WorkerConfig) withDefaults() (WorkerConfig, error) {
 		c.LeaderLease = DefaultLeaderLease
 	}
 	var problems []error
-	if c.Concurrency < 0 {
-		problems = append(problems, fmt.Errorf("Concurrency %d is negative", c.Concurrency))
+	if c.Concurrency < 0 || c.Concurrency > MaxConcurrency {
+		problems = append(problems, fmt.Errorf("Concurrency %d is out of range; use 1 to %d, or 0 for %d", c.Concurrency, MaxConcurrency, DefaultConcurrency))
 	}
 	if c.Lease < time.Second {
 		problems = append(problems, fmt.Errorf("Lease %v is under 1s (MySQL keeps whole seconds)", c.Lease))

@@ -117,12 +117,15 @@ func TestWorkerConfigErrors(t *testing.T) {
 		want string
 	}{
 		{"negative concurrency", WorkerConfig{Concurrency: -1}, "Concurrency"},
+		// A mistyped figure took the machine's memory before the first job.
+		{"concurrency over the maximum", WorkerConfig{Concurrency: MaxConcurrency + 1}, "Concurrency"},
 		{"lease under a second", WorkerConfig{Lease: 500 * time.Millisecond}, "Lease"},
 		{"heartbeat not below lease", WorkerConfig{Lease: time.Second, HeartbeatInterval: time.Second}, "HeartbeatInterval"},
 		{"negative max jobs", WorkerConfig{MaxJobs: -1}, "MaxJobs"},
 		{"negative max runtime", WorkerConfig{MaxRuntime: -time.Second}, "MaxRuntime"},
 		{"empty type", WorkerConfig{Types: []string{""}}, "type"},
 		{"type too long", WorkerConfig{Types: []string{strings.Repeat("t", 65)}}, "type"},
+		{"type with NUL", WorkerConfig{Types: []string{"t\x00"}}, "NUL"},
 	}
 	env := newTestEnv(t, engine.SQLite)
 	q := env.queue(t, nil)
@@ -137,6 +140,9 @@ func TestWorkerConfigErrors(t *testing.T) {
 				t.Errorf("Run: %v; want an error about %s", err, tc.want)
 			}
 		})
+	}
+	if _, err := (WorkerConfig{Concurrency: MaxConcurrency}).withDefaults(); err != nil {
+		t.Errorf("Concurrency MaxConcurrency: %v", err)
 	}
 	// Defaults are sensible.
 	cfg, err := WorkerConfig{}.withDefaults()
