@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/jobqueue/jobqueue/queue"
 )
@@ -25,6 +26,12 @@ func (h *handler) retry(ctx context.Context, ids []int64) ([]idResult, error) {
 	out := make([]idResult, 0, len(ids))
 	for _, id := range ids {
 		ok, err := h.q.Retry(ctx, id)
+		if errors.Is(err, queue.ErrDuplicate) {
+			// An answer about this job (its unique key is taken), not a
+			// failure of the database: the other ids are still tried.
+			out = append(out, idResult{ID: id, Error: strings.TrimPrefix(err.Error(), "jobqueue: ")})
+			continue
+		}
 		if err != nil {
 			return out, err
 		}

@@ -157,6 +157,10 @@ func (h *handler) jobJSON(j *queue.JobRow) jobjson.Job {
 
 // apiJob answers GET /api/jobs/{id}.
 func (h *handler) apiJob(w http.ResponseWriter, r *http.Request) {
+	if isActionPath(r.URL.Path) { // an action route, asked with GET
+		methodNotAllowed(w, r, http.MethodPost)
+		return
+	}
 	id, err := parseID(r.PathValue("id"))
 	if err != nil {
 		badRequest(w, err)
@@ -205,17 +209,19 @@ func (h *handler) apiAction(a Action) http.HandlerFunc {
 			return
 		}
 		results, err := h.act(r.Context(), a, req.IDs)
-		if err != nil {
-			h.serverError(w, r, err)
-			return
-		}
 		var done []int64
 		for _, res := range results {
 			if res.OK {
 				done = append(done, res.ID)
 			}
 		}
+		// Logged also when the database failed part-way: the jobs done
+		// before it stay done.
 		h.log.Info("web: jobs "+actionPast(a), "user", h.user(r), "action", a, "ids", req.IDs, "done", done, "remote", r.RemoteAddr)
+		if err != nil {
+			h.serverError(w, r, err)
+			return
+		}
 		writeJSON(w, http.StatusOK, actionResponse{Results: results})
 	}
 }
@@ -317,7 +323,9 @@ func decodeBody(w http.ResponseWriter, r *http.Request, v any) error {
 		}
 		return fmt.Errorf("malformed JSON body: %v", err)
 	}
-	if dec.More() {
+	// Anything but the end after the object, a stray } or ] included
+	// (which dec.More does not count), is refused.
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
 		return errors.New("malformed JSON body: data after the object")
 	}
 	return nil

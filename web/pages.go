@@ -109,7 +109,7 @@ func (h *handler) pageJobs(w http.ResponseWriter, r *http.Request) {
 	d.Jobs = v
 	f, err := h.listFilter(r.URL.Query())
 	v.Filter = f
-	v.Query = filterQuery(f)
+	v.Query = filterQuery(f, h.opts.PageSize)
 	if err != nil {
 		v.Error = err.Error()
 		h.render(w, r, http.StatusBadRequest, "jobs", d)
@@ -245,8 +245,10 @@ func typeParam(v url.Values) (string, error) {
 	return t, nil
 }
 
-// filterQuery is f as URL values, without after_id, for links.
-func filterQuery(f jobsFilter) url.Values {
+// filterQuery is f as URL values, without after_id, for links: the limit
+// too when it is not pageSize, the default, so that the next page is as
+// long as this one.
+func filterQuery(f jobsFilter, pageSize int) url.Values {
 	v := url.Values{}
 	if f.Status != "" {
 		v.Set("status", string(f.Status))
@@ -256,6 +258,9 @@ func filterQuery(f jobsFilter) url.Values {
 	}
 	if f.Name != "" {
 		v.Set("name", f.Name)
+	}
+	if f.Limit != pageSize {
+		v.Set("limit", strconv.Itoa(f.Limit))
 	}
 	return v
 }

@@ -1,0 +1,182 @@
+package web_test
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/jobqueue/jobqueue/internal/testdb"
+	"github.com/jobqueue/jobqueue/queue"
+	"github.com/jobqueue/jobqueue/web"
+)
+
+// TestFiltersNoJobCanMatch: a type or name filter that no job can hold (a
+// NUL, bytes that are not UTF-8, a trailing space) finds nothing on every
+// engine. PostgreSQL refused such text with an error, which the dashboard
+// answered with 500.
+func TestFiltersNoJobCanMatch(t *testing.T) {
+	testdb.ForEachEngine(t, func(t *testing.T, e *testdb.Env) {
+		q := newQueue(t, e)
+		if _, err := q.Enqueue(context.Background(), cleanup{}); err != nil {
+			t.Fatal(err)
+		}
+		h := web.NewHandler(q, web.Options{Logger: testdb.QuietLogger()})
+		for _, target := range []string{"/api/jobs?type=%00", "/api/jobs?name=%ff", "/api/jobs?type=default%20"} {
+			code, body := call(t, h, "GET", target, "")
+			if code != http.StatusOK || len(decode[jobsPage](t, body).Jobs) != 0 {
+				t.Errorf("GET %s = %d %s; want 200 and no jobs", target, code, body)
+			}
+		}
+		for _, target := range []string{"/api/stats?type=%ff", "/api/stats?type=a%00"} {
+			code, body := call(t, h, "GET", target, "")
+			if code != http.StatusOK || decode[stats](t, body) != (stats{}) {
+				t.Errorf("GET %s = %d %s; want 200 and zero counts", target, code, body)
+			}
+		}
+		if code, body := call(t, h, "GET", "/jobs?name=a%00b", ""); code != http.StatusOK {
+			t.Errorf("GET /jobs?name=a%%00b = %d; want 200:\n%s", code, body)
+		}
+	})
+}
+
+// TestRetryRefusedForItsKey: a job whose unique key another live job has
+// taken gets a result of its own (not ok, with the reason); the ids before
+// and after it are retried, and the log names them. The refusal used to
+// fail the whole request with 500, after retrying the ids before it
+// unlogged and leaving the ids after it untried.
+func TestRetryRefusedForItsKey(t *testing.T) {
+	testdb.ForEachEngine(t, func(t *testing.T, e *testdb.Env) {
+		q := newQueue(t, e)
+		ctx := context.Background()
+		enqueue := func(args queue.JobArgs, opts ...queue.EnqueueOption) int64 {
+			t.Helper()
+			id, err := q.Enqueue(ctx, args, opts...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return id
+		}
+		keyed := enqueue(sendEmail{To: "a@example.com"}, queue.UniqueKey("k"))
+		before := enqueue(resizeImage{Path: "/1"})
+		after := enqueue(resizeImage{Path: "/2"})
+		if _, err := q.CancelMany(ctx, []int64{keyed, before, after}); err != nil { // all three failed
+			t.Fatal(err)
+		}
+		holder := enqueue(sendEmail{To: "b@example.com"}, queue.UniqueKey("k")) // the key, free again
+		logs := &logBuffer{}
+		h := web.NewHandler(q, web.Options{Logger: slog.New(slog.NewTextHandler(logs, nil))})
+		code, body := call(t, h, "POST", "/api/jobs/retry", fmt.Sprintf(`{"ids":[%d,%d,%d]}`, before, keyed, after))
+		if code != http.StatusOK {
+			t.Fatalf("retry = %d %s; want 200 with a result per id", code, body)
+		}
+		r := decode[results](t, body).Results
+		if len(r) != 3 || !r[0].OK || r[1].OK || !r[2].OK {
+			t.Fatalf("results = %+v; want ok, refused, ok", r)
+		}
+		if want := fmt.Sprintf("held by job %d", holder); !strings.Contains(r[1].Error, want) {
+			t.Errorf("the refusal %q does not say %q", r[1].Error, want)
+		}
+		for _, id := range []int64{before, after} {
+			if j, err := q.Get(ctx, id); err != nil || j.Status != queue.StatusPending {
+				t.Errorf("job %d after the retry: %v, %v; want pending", id, j, err)
+			}
+		}
+		if want := fmt.Sprintf("done=\"[%d %d]\"", before, after); !strings.Contains(logs.String(), want) {
+			t.Errorf("log %q does not hold %s", logs.String(), want)
+		}
+	})
+}
+
+// TestBodyEndsWithTheObject: anything after the JSON object is refused
+// with 400 and nothing is done, a stray } or ] included (json.Decoder's
+// More does not count them, and such a delete went through).
+func TestBodyEndsWithTheObject(t *testing.T) {
+	testdb.ForEachEngine(t, func(t *testing.T, e *testdb.Env) {
+		q := newQueue(t, e)
+		ctx := context.Background()
+		id, err := q.Enqueue(ctx, cleanup{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		h := web.NewHandler(q, web.Options{Logger: testdb.QuietLogger()})
+		for _, body := range []string{`{"ids":[%d]}}`, `{"ids":[%d]}]`, `{"ids":[%d]} {}`, `{"ids":[%d]} x`} {
+			body = fmt.Sprintf(body, id)
+			if code, resp := call(t, h, "POST", "/api/jobs/delete", body); code != http.StatusBadRequest {
+				t.Errorf("POST /api/jobs/delete %s = %d %s; want 400", body, code, resp)
+			}
+		}
+		if _, err := q.Get(ctx, id); err != nil {
+			t.Fatalf("the job is gone: %v", err)
+		}
+		if code, resp := call(t, h, "POST", "/api/jobs/delete", fmt.Sprintf("{\"ids\":[%d]}\n \n", id)); code != http.StatusOK {
+			t.Errorf("a body with white space after the object = %d %s; want 200", code, resp)
+		}
+	})
+}
+
+// TestPagingKeepsTheLimit: the jobs page's links (older, newest, the status
+// chips and the filter form) keep a limit given in the URL, so that every
+// page is as long as the first.
+func TestPagingKeepsTheLimit(t *testing.T) {
+	testdb.ForEachEngine(t, func(t *testing.T, e *testdb.Env) {
+		q := newQueue(t, e)
+		for range 6 {
+			if _, err := q.Enqueue(context.Background(), cleanup{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		h := web.NewHandler(q, web.Options{Logger: testdb.QuietLogger()})
+		_, first := call(t, h, "GET", "/jobs?limit=2", "")
+		older := regexp.MustCompile(`id="older" href="([^"]+)"`).FindStringSubmatch(first)
+		if older == nil {
+			t.Fatalf("no older link:\n%s", first)
+		}
+		next := strings.ReplaceAll(older[1], "&amp;", "&")
+		_, second := call(t, h, "GET", next, "")
+		if n := strings.Count(second, `<tr data-id=`); n != 2 {
+			t.Fatalf("/jobs?limit=2 links older to %s, which shows %d jobs; want 2", next, n)
+		}
+		for _, want := range []string{`<input type="hidden" name="limit" value="2">`, `limit=2&amp;status=pending`} {
+			if !strings.Contains(second, "limit=2") || !strings.Contains(second, want) {
+				t.Errorf("the second page does not hold %s", want)
+			}
+		}
+		_, plain := call(t, h, "GET", "/jobs", "")
+		if strings.Contains(plain, "limit=") {
+			t.Errorf("the default page size is spelled in the links of /jobs")
+		}
+	})
+}
+
+// TestWrongMethodIs405: an API route asked with another method answers 405
+// with an Allow header naming the route's method, not 404 (or, for GET of
+// an action route, 400 "bad job id").
+func TestWrongMethodIs405(t *testing.T) {
+	testdb.ForEachEngine(t, func(t *testing.T, e *testdb.Env) {
+		q := newQueue(t, e)
+		h := web.NewHandler(q, web.Options{Logger: testdb.QuietLogger()})
+		cases := []struct{ method, target, allow string }{
+			{"PUT", "/api/jobs/retry", "POST"},
+			{"GET", "/api/jobs/retry", "POST"},
+			{"GET", "/api/maintenance/prune", "POST"},
+			{"POST", "/api/stats", "GET"},
+			{"DELETE", "/api/jobs/1", "GET"},
+		}
+		for _, c := range cases {
+			r := httptest.NewRequest(c.method, c.target, nil)
+			w := httptest.NewRecorder()
+			h.ServeHTTP(w, r)
+			if w.Code != http.StatusMethodNotAllowed || w.Header().Get("Allow") != c.allow {
+				t.Errorf("%s %s = %d, Allow %q, %s; want 405, Allow %q", c.method, c.target, w.Code, w.Header().Get("Allow"), strings.TrimSpace(w.Body.String()), c.allow)
+			}
+		}
+		if code, body := call(t, h, "GET", "/api/nothing", ""); code != http.StatusNotFound {
+			t.Errorf("GET /api/nothing = %d %s; want 404", code, body)
+		}
+	})
+}
