@@ -11,7 +11,9 @@ import (
 // its indexes: Install repairs those); an error wrapping ErrOutdatedTable for
 // a version 1 table or one whose migration was interrupted (Migrate converts
 // it); an error wrapping ErrTableMissing for a missing table, and one
-// wrapping ErrForeignTable for a table that is not a jobqueue table. A
+// wrapping ErrForeignTable for a table that is not a jobqueue table, or
+// when one of its side tables' names (<table>_<suffix>) is held by a table
+// that is not that side table (Install would refuse it too). A
 // half-migrated MySQL table can have every version 2 column, so a query
 // that only reads those columns does not tell it apart: Check does.
 //
@@ -26,6 +28,11 @@ func Check(ctx context.Context, db *sql.DB, table string, opts ...Option) error 
 	st, err := inspect(ctx, db, t)
 	if err != nil {
 		return err
+	}
+	if st != tableForeign {
+		if err := checkSideObjects(ctx, db, t); err != nil {
+			return err
+		}
 	}
 	switch st {
 	case tableV2:

@@ -49,8 +49,10 @@ var (
 	// exist; Install creates it. It is queue.ErrTableMissing.
 	ErrTableMissing = engine.ErrTableMissing
 	// ErrForeignTable is returned by Install, Check, Migrate and Uninstall
-	// for a table of the name that is not a jobqueue table; none of them
-	// changes it.
+	// for a table of the name that is not a jobqueue table, and for a side
+	// table's name (<table>_<suffix>) held by a table that is not that
+	// side table (another queue's jobs table, say); none of them changes
+	// it, nor creates or drops anything else.
 	ErrForeignTable = engine.ErrForeignTable
 	// ErrInvalidPolicy is returned, before any SQL runs, by Migrate and
 	// GooseMigrations for a retry policy that is not valid (see

@@ -39,7 +39,11 @@ import (
 // PostgreSQL and SQLite the migration runs in goose's transaction (with
 // goose's version row); on MySQL, where DDL commits on its own, it runs
 // without one (in one when db allows a single open connection, since goose
-// holds one while the migration runs).
+// holds one while the migration runs). On SQLite the conversion rebuilds
+// the table inside goose's transaction, where foreign_keys cannot be
+// turned off: while it is on, a version 1 table that other tables' foreign
+// keys reference is refused, changing nothing (their ON DELETE actions
+// would run); run that `goose up` with foreign_keys off, or use Migrate.
 func GooseMigrations(db *sql.DB, table string, p RetryPolicy, version int64, opts ...Option) ([]*goose.Migration, error) {
 	t, err := tableFor(db, table, opts)
 	if err != nil {
@@ -105,17 +109,19 @@ func gooseFunc(db *sql.DB, k engine.Kind, fn func(context.Context, execQueryer) 
 // goose's global registry. fn gets the *sql.Tx on PostgreSQL and SQLite and
 // the *sql.DB on MySQL (see gooseFunc). On SQLite a busy error (another
 // writer held the database) rolls back and retries fn, up to 5 times.
-func runGoose(ctx context.Context, db *sql.DB, k engine.Kind, fn func(context.Context, execQueryer) error) error {
+// extra are more options of the provider (Migrate's on SQLite).
+func runGoose(ctx context.Context, db *sql.DB, k engine.Kind, fn func(context.Context, execQueryer) error, extra ...goose.ProviderOption) error {
 	dialect, err := gooseDialect(k)
 	if err != nil {
 		return err
 	}
 	m := goose.NewGoMigration(1, gooseFunc(db, k, fn), nil)
-	p, err := goose.NewProvider(dialect, db, nil,
+	opts := append([]goose.ProviderOption{
 		goose.WithGoMigrations(m),
 		goose.WithDisableVersioning(true),
 		goose.WithDisableGlobalRegistry(true),
-	)
+	}, extra...)
+	p, err := goose.NewProvider(dialect, db, nil, opts...)
 	if err != nil {
 		return fmt.Errorf("goose provider: %w", err)
 	}

@@ -126,3 +126,24 @@ ORDER BY il.name, ii.seqno`
 	}
 	return idx, nil
 }
+
+// queryOne runs query on q and scans its first row into dest; found is
+// false when it returns no row. (execQueryer has no QueryRowContext: a
+// *sql.Conn, *sql.Tx and *sql.DB all have QueryContext.)
+func queryOne(ctx context.Context, q queryer, dest []any, query string, args ...any) (found bool, err error) {
+	rows, err := q.QueryContext(ctx, query, args...)
+	if err != nil {
+		return false, err
+	}
+	defer rows.Close()
+	if rows.Next() {
+		if err := rows.Scan(dest...); err != nil {
+			return false, err
+		}
+		found = true
+	}
+	if err := rows.Err(); err != nil {
+		return false, err
+	}
+	return found, rows.Close()
+}

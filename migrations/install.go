@@ -26,8 +26,12 @@ type execQueryer interface {
 // any of the four indexes that is missing and rebuilds any of them whose
 // columns differ from the definition, and creates missing side tables
 // (CREATE … IF NOT EXISTS). Columns and indexes a user added are left
-// alone. Every statement comes from internal/ddl, which GooseSQL uses too. It is idempotent and meant to run on every
-// deploy; concurrent calls on the same table wait for each other.
+// alone. A side table's name held by another table (one without exactly
+// the side table's columns, another queue's jobs table say) is refused
+// with an error wrapping ErrForeignTable, before anything is created.
+// Every statement comes from internal/ddl, which GooseSQL uses too. It is
+// idempotent and meant to run on every deploy; concurrent calls on the
+// same table wait for each other.
 //
 // The table name must match [a-zA-Z_][a-zA-Z0-9_]* (ErrInvalidTableName,
 // before any SQL runs); PostgreSQL folds it to lower case and allows at
@@ -84,11 +88,13 @@ func foreignError(t engine.Table) error {
 }
 
 // ensureTable brings t to the version 2 layout: under a per-table lock (so
-// that concurrent installs wait for each other) it inspects the table;
-// missing → created with its indexes; version 2 → ensureIndexes; version 1
-// or partly migrated → onOutdated, after which the table must be version 2
-// and its indexes are ensured; a table that is not ours → an error. Last,
-// the side tables are created where missing (ensureSideTables).
+// that concurrent installs wait for each other) it inspects the table and
+// refuses, before it changes anything, a table that is not ours or a side
+// table's name held by something else (checkSideObjects); then: missing →
+// created with its indexes; version 2 → ensureIndexes; version 1 or partly
+// migrated → onOutdated, after which the table must be version 2 and its
+// indexes are ensured. Last, the side tables are created where missing
+// (ensureSideTables).
 //
 // On MySQL, when ex is a *sql.DB, the work runs on one connection taken
 // from it (the lock is a session lock), and onOutdated gets that
@@ -112,6 +118,11 @@ func ensureTable(ctx context.Context, ex execQueryer, t engine.Table, onOutdated
 	st, err := inspect(ctx, ex, t)
 	if err != nil {
 		return err
+	}
+	if st != tableForeign {
+		if err := checkSideObjects(ctx, ex, t); err != nil {
+			return err
+		}
 	}
 	switch st {
 	case tableMissing:
@@ -168,8 +179,8 @@ func oneSession(ctx context.Context, k engine.Kind, ex execQueryer) (_ execQuery
 	return conn, func() { conn.Close() }, nil
 }
 
-// lockTable takes a lock that serializes installs and migrations of t,
-// and returns its release:
+// lockTable takes a lock that serializes installs, migrations and
+// uninstalls of t, and returns its release:
 //   - PostgreSQL: pg_advisory_xact_lock, released when ex's transaction
 //     ends (outside a transaction it would end at once: use a *sql.Tx);
 //   - MySQL: GET_LOCK (a session lock: ex must be one session, a *sql.Conn
@@ -180,7 +191,7 @@ func lockTable(ctx context.Context, ex execQueryer, t engine.Table) (func() erro
 	switch t.Kind {
 	case engine.Postgres:
 		if _, err := ex.ExecContext(ctx, `SELECT pg_advisory_xact_lock(hashtext('jobqueue.table:' || current_schema() || '.' || $1::text))`, t.Name); err != nil {
-			return nil, fmt.Errorf("lock table %s for install: %w", t.Name, err)
+			return nil, fmt.Errorf("lock table %s: %w", t.Name, err)
 		}
 		return nop, nil
 	case engine.MySQL:
@@ -188,7 +199,7 @@ func lockTable(ctx context.Context, ex execQueryer, t engine.Table) (func() erro
 		const name = `CONCAT('jobqueue:', LEFT(SHA2(CONCAT(DATABASE(), '.', ?), 256), 40))`
 		rows, err := ex.QueryContext(ctx, `SELECT GET_LOCK(`+name+`, 120)`, t.Name)
 		if err != nil {
-			return nil, fmt.Errorf("lock table %s for install: %w", t.Name, err)
+			return nil, fmt.Errorf("lock table %s: %w", t.Name, err)
 		}
 		var got sql.NullInt64
 		for rows.Next() {
@@ -201,10 +212,10 @@ func lockTable(ctx context.Context, ex execQueryer, t engine.Table) (func() erro
 			err = rows.Err()
 		}
 		if err != nil {
-			return nil, fmt.Errorf("lock table %s for install: %w", t.Name, err)
+			return nil, fmt.Errorf("lock table %s: %w", t.Name, err)
 		}
 		if got.Int64 != 1 {
-			return nil, fmt.Errorf("lock table %s for install: another install or migration of it has held the lock for 120 s; try again when it has finished", t.Name)
+			return nil, fmt.Errorf("lock table %s: another install, migration or uninstall of it has held the lock for 120 s; try again when it has finished", t.Name)
 		}
 		return func() error {
 			_, err := ex.ExecContext(context.WithoutCancel(ctx), `DO RELEASE_LOCK(`+name+`)`, t.Name)

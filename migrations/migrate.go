@@ -12,6 +12,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/pressly/goose/v3"
+
 	"github.com/jobqueue/jobqueue/internal/engine"
 )
 
@@ -36,7 +38,12 @@ import (
 // interrupted at any point completes when Migrate runs again with the same
 // policy (Install refuses the table in between). On MySQL created_at goes
 // from TIMESTAMP to a UTC DATETIME keeping each instant, whatever the
-// server's or session's time zone.
+// server's or session's time zone. On SQLite, which rebuilds the table,
+// Migrate turns foreign_keys off on its connection for the migration and
+// on again afterwards, as SQLite's procedure for a table rebuild says, so
+// that the foreign keys of your tables that reference the jobs table run
+// no ON DELETE action; before it commits, PRAGMA foreign_key_check must
+// find no row of yours referencing a missing job.
 //
 // A missing table is installed (as Install does); a version 2 table is left
 // as it is (Migrate then only checks its indexes, like Install). The policy
@@ -72,6 +79,10 @@ type migrateOptions struct {
 	// error stops the migration there.
 	mysqlBatchIDs int
 	afterBatch    func(batch int) error
+	// sqliteForeignKeys, on SQLite, turns foreign_keys off on goose's
+	// connection for the migration (set by sqliteGooseOptions); nil in a
+	// service's own goose run.
+	sqliteForeignKeys *sqliteForeignKeysOff
 }
 
 // migrate is Migrate with options.
@@ -87,11 +98,15 @@ func migrate(ctx context.Context, db *sql.DB, p RetryPolicy, table string, o mig
 	if err != nil {
 		return fmt.Errorf("migrate: %w", err)
 	}
+	var gooseOpts []goose.ProviderOption
+	if k == engine.SQLite {
+		gooseOpts = sqliteGooseOptions(&o)
+	}
 	err = runGoose(ctx, db, k, func(ctx context.Context, ex execQueryer) error {
 		return ensureTable(ctx, ex, t, func(ctx context.Context, ex execQueryer, st tableState) error {
 			return convertV1(ctx, ex, t, p, o)
 		})
-	})
+	}, gooseOpts...)
 	if err != nil {
 		next := "nothing was changed (one transaction); fix the cause and run Migrate again"
 		if k == engine.MySQL {

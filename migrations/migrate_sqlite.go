@@ -9,7 +9,10 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"strconv"
 	"strings"
+
+	"github.com/pressly/goose/v3"
 
 	"github.com/jobqueue/jobqueue/internal/ddl"
 	"github.com/jobqueue/jobqueue/internal/engine"
@@ -18,12 +21,134 @@ import (
 // sqliteSteps are the steps of the conversion on SQLite.
 func (c *converter) sqliteSteps() []migrateStep {
 	return []migrateStep{
+		{"check the foreign keys referencing the table", c.sqliteRefuseForeignKeyActions},
 		{"check the times", c.sqliteCheckTimes},
 		{"create the version 2 table", c.sqliteCreate},
 		{"copy and convert the rows", c.sqliteCopy},
 		{"replace the version 1 table", c.sqliteSwap},
 		{"create the indexes", func(ctx context.Context, ex execQueryer) error { return ensureIndexes(ctx, ex, c.t) }},
+		{"check the references to the new table", c.sqliteForeignKeyCheck},
 	}
+}
+
+// The rebuild drops the version 1 table. With foreign_keys on, SQLite's
+// DROP TABLE first deletes every row, which runs the ON DELETE actions of
+// the foreign keys of other tables that reference it: their rows would be
+// deleted (CASCADE) or their references changed (SET NULL, SET DEFAULT),
+// or the drop fails (RESTRICT, NO ACTION). SQLite's procedure for a
+// rebuild therefore turns foreign_keys off before the transaction (it
+// cannot change inside one) and runs PRAGMA foreign_key_check before the
+// commit. Migrate does so on goose's connection (sqliteForeignKeysOff); a
+// service's own goose run (GooseMigrations) cannot, so there the
+// migration refuses a referenced table while foreign_keys is on
+// (sqliteRefuseForeignKeyActions).
+
+// sqliteForeignKeysOff turns foreign_keys off on the connection that
+// Migrate's goose run uses, and back on afterwards. It is given to goose
+// as its SessionLocker, whose SessionLock goose calls on that connection
+// before it begins the migration's transaction and SessionUnlock after
+// the transaction has ended; it locks nothing.
+type sqliteForeignKeysOff struct {
+	// wasOn is whether foreign_keys was on before SessionLock turned it
+	// off; the migration then checks the references (sqliteForeignKeyCheck).
+	wasOn bool
+}
+
+// SessionLock records whether foreign_keys is on for conn and turns it off.
+func (f *sqliteForeignKeysOff) SessionLock(ctx context.Context, conn *sql.Conn) error {
+	if err := conn.QueryRowContext(ctx, "PRAGMA foreign_keys").Scan(&f.wasOn); err != nil {
+		return fmt.Errorf("read PRAGMA foreign_keys: %w", err)
+	}
+	if !f.wasOn {
+		return nil
+	}
+	if _, err := conn.ExecContext(ctx, "PRAGMA foreign_keys = OFF"); err != nil {
+		return fmt.Errorf("turn foreign_keys off for the table rebuild: %w", err)
+	}
+	return nil
+}
+
+// SessionUnlock turns foreign_keys on again for conn when SessionLock
+// turned it off. When that fails, conn is discarded, so that its pool
+// never hands out a connection left without foreign keys; the migration's
+// outcome stands.
+func (f *sqliteForeignKeysOff) SessionUnlock(ctx context.Context, conn *sql.Conn) error {
+	if !f.wasOn {
+		return nil
+	}
+	if _, err := conn.ExecContext(ctx, "PRAGMA foreign_keys = ON"); err != nil {
+		discardConn(conn)
+	}
+	return nil
+}
+
+// sqliteGooseOptions are the goose options Migrate runs with on SQLite:
+// foreign_keys off on goose's connection during the migration, recorded in
+// o so that the migration checks the references before it commits.
+func sqliteGooseOptions(o *migrateOptions) []goose.ProviderOption {
+	o.sqliteForeignKeys = &sqliteForeignKeysOff{}
+	return []goose.ProviderOption{goose.WithSessionLocker(o.sqliteForeignKeys)}
+}
+
+// sqliteRefuseForeignKeyActions refuses, before anything is written, to
+// rebuild a table that other tables' foreign keys reference while
+// foreign_keys is on for the migration's connection (see above): the
+// drop would run their ON DELETE actions.
+func (c *converter) sqliteRefuseForeignKeyActions(ctx context.Context, ex execQueryer) error {
+	var on bool
+	if _, err := queryOne(ctx, ex, []any{&on}, "PRAGMA foreign_keys"); err != nil {
+		return fmt.Errorf("read PRAGMA foreign_keys: %w", err)
+	}
+	if !on {
+		return nil
+	}
+	refs, err := referencingTables(ctx, ex, c.t)
+	if err != nil || len(refs) == 0 {
+		return err
+	}
+	return fmt.Errorf("foreign keys of your tables reference table %s (%s) and foreign_keys is on for the migration's connection: "+
+		"SQLite migrates by rebuilding the table, and dropping the version 1 table would run their ON DELETE actions (deleting or changing your rows); "+
+		"foreign_keys cannot be turned off inside the migration's transaction. Nothing was changed: run the migration on a connection with foreign_keys off "+
+		"(for goose, a database URL without _pragma=foreign_keys(1)), or with migrations.Migrate or `jobqueue migrate`, which turn it off on their own connection",
+		c.t.Name, strings.Join(refs, ", "))
+}
+
+// sqliteForeignKeyCheck runs PRAGMA foreign_key_check on the references to
+// the rebuilt table when Migrate turned foreign_keys off for the rebuild:
+// a row of another table that references no job fails the migration, which
+// leaves everything as it was. The rebuild keeps every id, so such a row
+// referenced no job before either (it was written while foreign_keys was
+// off).
+func (c *converter) sqliteForeignKeyCheck(ctx context.Context, ex execQueryer) error {
+	if c.o.sqliteForeignKeys == nil || !c.o.sqliteForeignKeys.wasOn {
+		return nil
+	}
+	var table string
+	var rowid sql.NullInt64
+	found, err := queryOne(ctx, ex, []any{&table, &rowid}, `SELECT "table", rowid FROM pragma_foreign_key_check WHERE lower(parent) = lower(?) LIMIT 1`, c.t.Name)
+	if err != nil {
+		return fmt.Errorf("PRAGMA foreign_key_check: %w", err)
+	}
+	if !found {
+		return nil
+	}
+	return fmt.Errorf("PRAGMA foreign_key_check: row %s of your table %s references a job of table %s that does not exist "+
+		"(it did not before the migration either: the rebuild keeps every id); nothing was changed: correct or delete that row, and any others "+
+		"`SELECT * FROM pragma_foreign_key_check(%s)` lists, then run Migrate again", rowidText(rowid), table, c.t.Name, quoteSQLiteString(table))
+}
+
+// rowidText is a rowid for an error message ("?" for a WITHOUT ROWID
+// table's row, which has none).
+func rowidText(rowid sql.NullInt64) string {
+	if !rowid.Valid {
+		return "?"
+	}
+	return strconv.FormatInt(rowid.Int64, 10)
+}
+
+// quoteSQLiteString quotes s as an SQLite string literal.
+func quoteSQLiteString(s string) string {
+	return "'" + strings.ReplaceAll(s, "'", "''") + "'"
 }
 
 // SQLite keeps times as text, which the queue compares as text: every time
@@ -180,29 +305,28 @@ func (c *converter) sqliteCopy(ctx context.Context, ex execQueryer) error {
 // sqliteSwap drops the version 1 table, gives the new one its name, keeps
 // the AUTOINCREMENT counter (ids are never reused) and recreates the user's
 // own indexes (those on the columns that remain), and the triggers and
-// views that name the table (SQLite's rename refuses to run while a view
-// names a missing table, so they are dropped first, as SQLite's guide to
-// table rebuilds does). One that uses retry_count or locked_at cannot be
-// recreated: the error says which, and the transaction leaves everything
-// as it was.
+// views that depend on the table (sqliteDependents; SQLite's rename refuses
+// to run while a view or trigger names a missing table, so they are
+// dropped first, as SQLite's guide to table rebuilds does). One that uses
+// retry_count or locked_at cannot be recreated: the error says which, and
+// the transaction leaves everything as it was.
 func (c *converter) sqliteSwap(ctx context.Context, ex execQueryer) error {
 	ours := map[string]bool{}
 	for _, s := range []string{"status_scheduled", "type", "locked_at", "type_status_scheduled", "status_expires", "lease_until"} {
-		ours[c.t.IndexName(s)] = true
+		ours[strings.ToLower(c.t.IndexName(s))] = true
 	}
-	// Schema objects in creation order; LIKE is case-insensitive.
-	objs, err := sqliteObjects(ctx, ex, `SELECT type, name, sql FROM sqlite_master
-WHERE sql IS NOT NULL AND ((type = 'index' AND tbl_name = ?) OR (type IN ('trigger', 'view') AND (tbl_name = ? OR sql LIKE '%' || ? || '%')))
-ORDER BY rowid`, c.t.Name, c.t.Name, c.t.Name)
+	objs, err := c.sqliteDependents(ctx, ex)
 	if err != nil {
 		return err
 	}
 	var recreate []sqliteObject
 	for _, o := range objs {
-		if o.typ == "index" && (ours[o.name] || strings.Contains(strings.ToLower(o.sql), "retry_count") || strings.Contains(strings.ToLower(o.sql), "locked_at")) {
+		ids := sqliteIdentifiers(o.sql)
+		usesV1 := ids["retry_count"] || ids["locked_at"]
+		if o.typ == "index" && (ours[strings.ToLower(o.name)] || usesV1) {
 			continue // ours, or the user's on a column version 2 drops
 		}
-		if low := strings.ToLower(o.sql); o.typ != "index" && (strings.Contains(low, "retry_count") || strings.Contains(low, "locked_at")) {
+		if o.typ != "index" && usesV1 {
 			return fmt.Errorf("your %s %s uses retry_count or locked_at, which version 2 drops; drop it, run Migrate, then create it again for version 2", o.typ, o.name)
 		}
 		recreate = append(recreate, o)
@@ -266,10 +390,131 @@ ORDER BY rowid`, c.t.Name, c.t.Name, c.t.Name)
 	return nil
 }
 
-// sqliteObject is one row of sqlite_master.
-type sqliteObject struct{ typ, name, sql string }
+// sqliteDependents are the schema objects the rebuild of the table must
+// drop and recreate, in creation order: its indexes; the triggers on it;
+// and the views and triggers whose SQL names it as a whole identifier
+// (quoted or bare, in any case: SQLite's names are case-insensitive), or
+// names such a view, and so on. A view or trigger of another table whose
+// name merely contains the table's name is not one of them.
+func (c *converter) sqliteDependents(ctx context.Context, ex execQueryer) ([]sqliteObject, error) {
+	all, err := sqliteObjects(ctx, ex, `SELECT type, name, tbl_name, sql FROM sqlite_master
+WHERE sql IS NOT NULL AND ((type = 'index' AND tbl_name = ? COLLATE NOCASE) OR type IN ('trigger', 'view'))
+ORDER BY rowid`, c.t.Name)
+	if err != nil {
+		return nil, err
+	}
+	named := map[string]bool{strings.ToLower(c.t.Name): true} // the table and the views found so far
+	picked := make([]bool, len(all))
+	for changed := true; changed; {
+		changed = false
+		for i, o := range all {
+			if picked[i] || !sqliteDependsOn(o, c.t.Name, named) {
+				continue
+			}
+			picked[i], changed = true, true
+			if o.typ == "view" {
+				named[strings.ToLower(o.name)] = true
+			}
+		}
+	}
+	var out []sqliteObject
+	for i, o := range all {
+		if picked[i] {
+			out = append(out, o)
+		}
+	}
+	return out, nil
+}
 
-// sqliteObjects runs a query of sqlite_master returning type, name, sql.
+// sqliteDependsOn reports whether the schema object o must be recreated
+// with the table: an index of it (the query picked only those), a trigger
+// on it, or a view or trigger whose SQL names it or a view in named.
+func sqliteDependsOn(o sqliteObject, table string, named map[string]bool) bool {
+	if o.typ == "index" || o.typ == "trigger" && strings.EqualFold(o.tblName, table) {
+		return true
+	}
+	for id := range sqliteIdentifiers(o.sql) {
+		if named[id] {
+			return true
+		}
+	}
+	return false
+}
+
+// sqliteIdentifiers are the identifiers in the SQL text s, in lower case:
+// bare words and "quoted", `quoted` or [quoted] names, not the contents of
+// string literals and comments, nor numbers. Keywords and column names
+// count too: a column spelled like the table makes a view look dependent,
+// which at worst recreates a view that did not need it.
+func sqliteIdentifiers(s string) map[string]bool {
+	ids := map[string]bool{}
+	// quoted reads a quoted name or literal starting at s[i] and ending
+	// with end (doubled inside it), and returns it and the index after.
+	quoted := func(i int, end byte) (string, int) {
+		var b strings.Builder
+		for j := i + 1; j < len(s); j++ {
+			if s[j] != end {
+				b.WriteByte(s[j])
+				continue
+			}
+			if end != ']' && j+1 < len(s) && s[j+1] == end {
+				b.WriteByte(end)
+				j++
+				continue
+			}
+			return b.String(), j + 1
+		}
+		return b.String(), len(s)
+	}
+	isWord := func(ch byte) bool {
+		return ch == '_' || ch == '$' || ch >= 0x80 || ch >= 'a' && ch <= 'z' || ch >= 'A' && ch <= 'Z' || ch >= '0' && ch <= '9'
+	}
+	for i := 0; i < len(s); {
+		ch := s[i]
+		switch {
+		case ch == '\'':
+			_, i = quoted(i, '\'')
+		case ch == '"' || ch == '`' || ch == '[':
+			end := ch
+			if ch == '[' {
+				end = ']'
+			}
+			var id string
+			id, i = quoted(i, end)
+			ids[strings.ToLower(id)] = true
+		case ch == '-' && strings.HasPrefix(s[i:], "--"):
+			if n := strings.IndexByte(s[i:], '\n'); n >= 0 {
+				i += n + 1
+			} else {
+				i = len(s)
+			}
+		case ch == '/' && strings.HasPrefix(s[i:], "/*"):
+			if n := strings.Index(s[i+2:], "*/"); n >= 0 {
+				i += n + 4
+			} else {
+				i = len(s)
+			}
+		case isWord(ch):
+			j := i
+			for j < len(s) && isWord(s[j]) {
+				j++
+			}
+			if ch < '0' || ch > '9' { // a number is no identifier
+				ids[strings.ToLower(s[i:j])] = true
+			}
+			i = j
+		default:
+			i++
+		}
+	}
+	return ids
+}
+
+// sqliteObject is one row of sqlite_master.
+type sqliteObject struct{ typ, name, tblName, sql string }
+
+// sqliteObjects runs a query of sqlite_master returning type, name,
+// tbl_name and sql.
 func sqliteObjects(ctx context.Context, ex execQueryer, q string, args ...any) ([]sqliteObject, error) {
 	rows, err := ex.QueryContext(ctx, q, args...)
 	if err != nil {
@@ -279,7 +524,7 @@ func sqliteObjects(ctx context.Context, ex execQueryer, q string, args ...any) (
 	var out []sqliteObject
 	for rows.Next() {
 		var o sqliteObject
-		if err := rows.Scan(&o.typ, &o.name, &o.sql); err != nil {
+		if err := rows.Scan(&o.typ, &o.name, &o.tblName, &o.sql); err != nil {
 			return nil, err
 		}
 		out = append(out, o)

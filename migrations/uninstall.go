@@ -4,8 +4,10 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"strings"
 
 	"github.com/jobqueue/jobqueue/internal/ddl"
+	"github.com/jobqueue/jobqueue/internal/engine"
 )
 
 // Uninstall drops the jobs table named table and everything Install creates
@@ -13,31 +15,128 @@ import (
 // already missing are skipped, so it can run again, and a missing table's
 // leftover side tables are dropped. It drops exactly what internal/ddl
 // defines (the goose file's Down drops the same), whatever jobs the table
-// holds, of version 2 or 1: check first that it is the table you mean. A
-// table of the name that is not a jobqueue table is refused with an error
-// wrapping ErrForeignTable, and nothing is dropped. It is what `jobqueue
-// bench` uses to start from a fresh table, and `jobqueue uninstall`. The
-// engine is found as Install finds it (WithEngine names it).
+// holds, of version 2 or 1: check first that it is the table you mean. It
+// is what `jobqueue bench` uses to start from a fresh table, and `jobqueue
+// uninstall`. The engine is found as Install finds it (WithEngine names it).
+//
+// It refuses, dropping nothing, a table of the name that is not a jobqueue
+// table, and a side table's name (<table>_<suffix>) held by a table that is
+// not that side table (another queue's jobs table, say): both with an error
+// wrapping ErrForeignTable. It refuses too, dropping nothing, while foreign
+// keys of other tables reference the table or a side table (PostgreSQL and
+// MySQL would refuse the drop; SQLite with foreign_keys on would run their
+// ON DELETE actions on those tables' rows).
+//
+// On PostgreSQL and SQLite it runs in one transaction: when a drop fails
+// (on PostgreSQL, say, because a view of yours depends on the table),
+// nothing is dropped. On MySQL/MariaDB every DROP commits on its own: the
+// tables go in one DROP TABLE statement after the checks above, which
+// MySQL 8.0 runs all or nothing; MariaDB drops them one by one, so a
+// failure there (a lost connection, a foreign key added meanwhile) can
+// leave some of the side tables or the jobs table: run Uninstall again to
+// drop what is left.
 func Uninstall(ctx context.Context, db *sql.DB, table string, opts ...Option) error {
 	t, err := tableFor(db, table, opts)
 	if err != nil {
 		return err
 	}
-	st, err := inspect(ctx, db, t)
+	err = runGoose(ctx, db, t.Kind, func(ctx context.Context, ex execQueryer) error {
+		return dropTable(ctx, ex, t)
+	})
 	if err != nil {
 		return fmt.Errorf("uninstall table %s: %w", t.Name, err)
+	}
+	return nil
+}
+
+// dropTable drops the jobs table t and its side objects through ex (goose's
+// transaction on PostgreSQL and SQLite; on MySQL one session, as in
+// ensureTable), under the table's lock, after the checks Uninstall
+// describes (uninstallable).
+func dropTable(ctx context.Context, ex execQueryer, t engine.Table) (err error) {
+	ex, release, err := oneSession(ctx, t.Kind, ex)
+	if err != nil {
+		return err
+	}
+	defer release()
+	unlock, err := lockTable(ctx, ex, t)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if uerr := unlock(); uerr != nil && err == nil {
+			err = uerr
+		}
+	}()
+	if err := uninstallable(ctx, ex, t); err != nil {
+		return err
+	}
+	next := "nothing was dropped (one transaction): remove what the error names as standing in the way, then run Uninstall again"
+	if t.Kind == engine.MySQL {
+		next = "MySQL commits each DROP on its own, so some tables may be gone: fix the cause and run Uninstall again to drop what is left"
+	}
+	for _, s := range dropStatements(t) {
+		if _, err := ex.ExecContext(ctx, s); err != nil {
+			return fmt.Errorf("%s: %w; %s", s, err, next)
+		}
+	}
+	return nil
+}
+
+// uninstallable returns why t and its side objects may not be dropped, or
+// nil: the table is not a jobqueue table, a side object's name is held by
+// something else (checkSideObjects), or another table's foreign key
+// references one of the tables to drop.
+func uninstallable(ctx context.Context, q queryer, t engine.Table) error {
+	st, err := inspect(ctx, q, t)
+	if err != nil {
+		return err
 	}
 	if st == tableForeign {
 		return foreignError(t)
 	}
-	objs := ddl.Objects(t)
-	for i := len(objs) - 1; i >= 0; i-- {
-		if objs[i].Drop == "" {
+	if err := checkSideObjects(ctx, q, t); err != nil {
+		return err
+	}
+	var refs []string
+	for _, o := range ddl.Objects(t) {
+		if o.Kind != ddl.JobsTable && o.Kind != ddl.SideTableKind {
 			continue
 		}
-		if _, err := db.ExecContext(ctx, objs[i].Drop); err != nil {
-			return fmt.Errorf("uninstall table %s: drop %s: %w", t.Name, objs[i].Name, err)
+		r, err := referencingTables(ctx, q, o.Table)
+		if err != nil {
+			return err
+		}
+		for _, ref := range r {
+			refs = append(refs, ref+" → "+o.Name)
 		}
 	}
+	if len(refs) > 0 {
+		return fmt.Errorf("foreign keys of other tables reference the tables to drop: %s; nothing was dropped: drop those foreign keys (or their tables) first, then run Uninstall again",
+			strings.Join(refs, ", "))
+	}
 	return nil
+}
+
+// dropStatements are the statements that drop t and its side objects, in
+// the reverse order of their creation (ddl.Objects). On MySQL the tables
+// go in one DROP TABLE, which MySQL 8.0 runs all or nothing (after any
+// views, of which MySQL has none today).
+func dropStatements(t engine.Table) []string {
+	objs := ddl.Objects(t)
+	var stmts, tables []string
+	for i := len(objs) - 1; i >= 0; i-- {
+		o := objs[i]
+		switch {
+		case o.Drop == "":
+		case t.Kind == engine.MySQL && (o.Kind == ddl.JobsTable || o.Kind == ddl.SideTableKind):
+			tables = append(tables, o.Table.Quoted())
+		default:
+			stmts = append(stmts, o.Drop)
+		}
+	}
+	if len(tables) > 0 {
+		stmts = append(stmts, "DROP TABLE IF EXISTS "+strings.Join(tables, ", "))
+	}
+	return stmts
 }

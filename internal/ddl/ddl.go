@@ -12,7 +12,8 @@
 // 2. To add one, append a SideTable to the list in SideTables (sidetables.go):
 //
 //	{
-//		Suffix: "unique", // the table is <jobs table>_unique
+//		Suffix:  "unique", // the table is <jobs table>_unique
+//		Columns: []string{"job_id", …}, // its columns, as Create makes them
 //		Create: func(side engine.Table) []string {
 //			switch side.Kind {
 //			case engine.Postgres: return []string{`CREATE TABLE IF NOT EXISTS ` + side.Quoted() + ` (…)`}
@@ -39,7 +40,12 @@
 //     it silently) and <table>_<suffix> in MySQL's 64 (TestNamesFit checks
 //     every name);
 //   - a statement may contain semicolons (a trigger body): the goose file
-//     wraps such statements in StatementBegin/StatementEnd.
+//     wraps such statements in StatementBegin/StatementEnd;
+//   - Columns lists exactly the columns the first statement creates (the
+//     same names on every engine): a table of the side table's name with
+//     other columns is another program's, which Install and Uninstall
+//     refuse to touch. Should a later release add a column, the check
+//     (migrations' checkSideObjects) must also accept the older set.
 //
 // Write the same table in sql/<engine>/schema.sql (with the jobs table
 // called jobs) when sqlc-generated queries use it.

@@ -141,3 +141,40 @@ func TestSideName(t *testing.T) {
 		t.Errorf("Side = %+v, want jobs_unique on postgres", got)
 	}
 }
+
+// TestSideObjectsDeclareTheirColumns: every side table and view lists its
+// columns (what Install and Uninstall tell it from another program's table
+// by), in lower case, each once, and each is a word of the statement that
+// creates it on every engine. (The migrations' catalog tests compare the
+// list with the columns the engines report.)
+func TestSideObjectsDeclareTheirColumns(t *testing.T) {
+	for _, k := range engine.Kinds() {
+		t.Run(string(k), func(t *testing.T) {
+			tb, err := engine.ParseTable(k, "jobs")
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, o := range SideObjects(tb) {
+				if o.Kind != SideTableKind && o.Kind != SideView {
+					if o.Columns != nil {
+						t.Errorf("%s %s lists columns %v; only side tables and views do", o.Kind, o.Name, o.Columns)
+					}
+					continue
+				}
+				if len(o.Columns) == 0 {
+					t.Errorf("%s %s lists no columns", o.Kind, o.Name)
+				}
+				seen := map[string]bool{}
+				for _, c := range o.Columns {
+					if seen[c] || c != strings.ToLower(c) {
+						t.Errorf("%s %s: column %q twice or not in lower case", o.Kind, o.Name, c)
+					}
+					seen[c] = true
+					if !regexp.MustCompile(`\b` + regexp.QuoteMeta(c) + `\b`).MatchString(o.Create) {
+						t.Errorf("%s %s: column %s is not in its statement:\n%s", o.Kind, o.Name, c, o.Create)
+					}
+				}
+			}
+		})
+	}
+}

@@ -30,6 +30,10 @@ type Object struct {
 	Create string
 	// Drop drops it if it exists, or is "" (see Object).
 	Drop string
+	// Columns, for a SideTableKind or SideView object, are the names of
+	// its columns (SideTable.Columns, View.Columns): what tells it from
+	// another table or view of the same name. Nil for other kinds.
+	Columns []string
 }
 
 // Objects is everything a fresh install of the jobs table t creates, in
@@ -56,7 +60,7 @@ func SideObjects(t engine.Table) []Object {
 		for i, s := range st.Create(side) {
 			o := Object{Kind: SideStatement, Table: side, Name: side.Name, Create: s}
 			if i == 0 {
-				o.Kind, o.Drop = SideTableKind, DropTable(side)
+				o.Kind, o.Drop, o.Columns = SideTableKind, DropTable(side), st.Columns
 			}
 			out = append(out, o)
 		}
@@ -68,7 +72,7 @@ func SideObjects(t engine.Table) []Object {
 			for i, s := range v.Create {
 				o := Object{Kind: SideStatement, Table: view, Name: view.Name, Create: s}
 				if i == 0 {
-					o.Kind, o.Drop = SideView, "DROP VIEW IF EXISTS "+view.Quoted()
+					o.Kind, o.Drop, o.Columns = SideView, "DROP VIEW IF EXISTS "+view.Quoted(), v.Columns
 				}
 				out = append(out, o)
 			}

@@ -8,6 +8,12 @@ type SideTable struct {
 	// Suffix names the table: <jobs table>_<Suffix>; lower case letters,
 	// digits and underscores, at most MaxSideSuffix characters.
 	Suffix string
+	// Columns are the names of the table's columns, in lower case, the
+	// same on every engine: Install, Migrate, Check and Uninstall take a
+	// table of the name for this side table only when it has exactly
+	// these columns, and refuse any other (ErrForeignTable) rather than
+	// use or drop it.
+	Columns []string
 	// Create returns the statements that create the side table side (on
 	// side.Kind, its name quoted by side.Quoted()) and its indexes, in
 	// order. Each must be idempotent; the first creates the table.
@@ -24,6 +30,9 @@ type View struct {
 	// Suffix names the view like a side table's (at most MaxSideSuffix
 	// characters, unique among side tables and views).
 	Suffix string
+	// Columns are the names of the view's columns, in lower case (see
+	// SideTable.Columns).
+	Columns []string
 	// Create returns the idempotent statements that create the view view
 	// and then its triggers.
 	Create []string
@@ -60,7 +69,8 @@ func SideSuffixes() []string {
 // hold a key at a time. unique_key keeps the key for Retry. held_until is
 // when UniqueFor's period ends (the enqueue time without one).
 var uniqueTable = SideTable{
-	Suffix: "unique",
+	Suffix:  "unique",
+	Columns: []string{"job_id", "unique_key", "live_key", "held_until"},
 	Create: func(side engine.Table) []string {
 		live := QuoteIdent(side.Kind, IndexName(side, "live_key"))
 		switch side.Kind {
@@ -114,7 +124,8 @@ func keyedView(jobs engine.Table) View {
 	side := Side(jobs, "unique")
 	view := Side(jobs, "keyed")
 	trigger := QuoteIdent(jobs.Kind, view.Name+"_insert")
-	return View{Suffix: "keyed", Create: []string{
+	return View{Suffix: "keyed", Columns: []string{"name", "type", "payload", "max_attempts", "base_delay", "max_delay",
+		"scheduled_at", "expires_at", "created_at", "unique_key", "held_until"}, Create: []string{
 		`CREATE VIEW IF NOT EXISTS ` + view.Quoted() + ` AS
 SELECT j.name, j.type, j.payload, j.max_attempts, j.base_delay, j.max_delay,
        j.scheduled_at, j.expires_at, j.created_at, u.unique_key, u.held_until
@@ -145,7 +156,8 @@ func Side(t engine.Table, suffix string) engine.Table {
 // server's clock (UTC), with fractions of a second, so that every process
 // compares leases against one clock (queue/leader.go).
 var leaderTable = SideTable{
-	Suffix: "leader",
+	Suffix:  "leader",
+	Columns: []string{"name", "holder", "term", "renewals", "since", "renewed_at", "lease_until"},
 	Create: func(side engine.Table) []string {
 		switch side.Kind {
 		case engine.Postgres:
