@@ -126,5 +126,5 @@ func sideTakenError(t engine.Table, o ddl.Object, kind string, cols map[string]c
 	}
 	return fmt.Errorf("%w: %s is %s, not the %s %s that table %s keeps beside it (a %s with the columns %s); "+
 		"nothing was created or dropped: rename %s (or drop it, if nothing needs it), or give the queue another table name",
-		ErrForeignTable, o.Name, what, o.Kind, o.Name, t.Name, wantKind, strings.Join(o.Columns, ", "), o.Name)
+		engine.ErrSideNameTaken, o.Name, what, o.Kind, o.Name, t.Name, wantKind, strings.Join(o.Columns, ", "), o.Name)
 }

@@ -95,25 +95,53 @@ to stderr.`,
   jobqueue bench --db postgres://postgres@127.0.0.1/test --table bench_jobs --jobs 20000 --workers 16 --processes 4`,
 		Args: cobra.NoArgs,
 		RunE: runE(func(cmd *cobra.Command, args []string) error {
-			if o.jobs < 1 || o.workers < 1 || o.latencyJobs < 0 {
-				return usagef("--jobs and --workers must be at least 1 and --latency-jobs at least 0")
-			}
-			if o.processes < 1 || o.enqueuers < 0 {
-				return usagef("--processes must be at least 1 and --enqueuers at least 0 (0: bulk enqueue)")
+			if err := o.check(); err != nil {
+				return err
 			}
 			return a.bench(cmd.Context(), o)
 		}),
 	}
 	f := cmd.Flags()
-	f.IntVar(&o.jobs, "jobs", 0, "no-op jobs to enqueue and drain (required)")
-	f.IntVar(&o.workers, "workers", 0, "each worker's concurrency (required)")
-	f.IntVar(&o.latencyJobs, "latency-jobs", 200, "single jobs enqueued 10 ms apart to measure enqueue-to-start latency")
-	f.IntVar(&o.processes, "processes", 1, "worker processes that drain (more than 1: child processes of this binary)")
-	f.IntVar(&o.enqueuers, "enqueuers", 0, "goroutines that enqueue the jobs one Enqueue each (0: bulk batches of 1000)")
+	f.IntVar(&o.jobs, "jobs", 0, fmt.Sprintf("no-op jobs to enqueue and drain, 1 to %d (required)", maxBenchJobs))
+	f.IntVar(&o.workers, "workers", 0, fmt.Sprintf("each worker's concurrency, 1 to %d (required)", queue.MaxConcurrency))
+	f.IntVar(&o.latencyJobs, "latency-jobs", 200, fmt.Sprintf("single jobs enqueued 10 ms apart to measure enqueue-to-start latency, 0 to %d", maxBenchLatencyJobs))
+	f.IntVar(&o.processes, "processes", 1, fmt.Sprintf("worker processes that drain, 1 to %d (more than 1: child processes of this binary)", maxBenchProcesses))
+	f.IntVar(&o.enqueuers, "enqueuers", 0, fmt.Sprintf("goroutines that enqueue the jobs one Enqueue each, 0 to %d (0: bulk batches of 1000)", maxBenchEnqueuers))
 	f.BoolVar(&o.force, "force", false, "delete every job already in the table first, not only earlier benches' jobs")
 	cmd.MarkFlagRequired("jobs")
 	cmd.MarkFlagRequired("workers")
 	return cmd
+}
+
+// The largest counts bench takes: beyond them a run needs more memory
+// (bench keeps an entry per job), processes or connections than a
+// measurement is worth, and a mistyped number would exhaust the machine.
+const (
+	maxBenchJobs        = 10_000_000
+	maxBenchLatencyJobs = 100_000
+	maxBenchProcesses   = 64
+	maxBenchEnqueuers   = 1000
+)
+
+// check refuses flags out of range, as a usage error naming the flag and
+// its range.
+func (o benchOptions) check() error {
+	for _, f := range []struct {
+		flag     string
+		n        int
+		min, max int
+	}{
+		{"--jobs", o.jobs, 1, maxBenchJobs},
+		{"--workers", o.workers, 1, queue.MaxConcurrency},
+		{"--latency-jobs", o.latencyJobs, 0, maxBenchLatencyJobs},
+		{"--processes", o.processes, 1, maxBenchProcesses},
+		{"--enqueuers", o.enqueuers, 0, maxBenchEnqueuers},
+	} {
+		if err := checkRange(f.flag, f.n, f.min, f.max); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // benchCounter records which jobs ran, how often, and when the latency jobs

@@ -42,19 +42,24 @@ func TestBenchModes(t *testing.T) {
 	})
 }
 
-// TestBenchModesBadInput: a bad --processes or --enqueuers is a usage error
-// found before anything runs.
+// TestBenchModesBadInput: a --processes or --enqueuers out of range is a
+// usage error naming the range, found before anything runs.
 func TestBenchModesBadInput(t *testing.T) {
 	t.Parallel()
 	c := cli{db: "sqlite:" + t.TempDir() + "/x.db"}
-	for _, args := range [][]string{
-		{"--processes", "0"},
-		{"--processes", "-2"},
-		{"--enqueuers", "-1"},
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--processes", "0"}, "--processes 0 is out of range; use 1 to 64"},
+		{[]string{"--processes", "-2"}, "--processes -2 is out of range; use 1 to 64"},
+		{[]string{"--processes", "65"}, "--processes 65 is out of range; use 1 to 64"},
+		{[]string{"--enqueuers", "-1"}, "--enqueuers -1 is out of range; use 0 to 1000"},
+		{[]string{"--enqueuers", "1001"}, "--enqueuers 1001 is out of range; use 0 to 1000"},
 	} {
-		t.Run(strings.Join(args, "="), func(t *testing.T) {
-			r := c.run(t, append([]string{"bench", "--jobs", "10", "--workers", "1"}, args...)...)
-			assertOneLineError(t, r, 2, "--processes must be at least 1")
+		t.Run(strings.Join(tc.args, "="), func(t *testing.T) {
+			r := c.run(t, append([]string{"bench", "--jobs", "10", "--workers", "1"}, tc.args...)...)
+			assertOneLineError(t, r, 2, tc.want)
 		})
 	}
 }

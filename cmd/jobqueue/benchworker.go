@@ -248,8 +248,8 @@ func (a *app) benchWorkerCommand() *cobra.Command {
 		Hidden: true,
 		Args:   cobra.NoArgs,
 		RunE: runE(func(cmd *cobra.Command, args []string) error {
-			if workers < 1 {
-				return usagef("--workers must be at least 1")
+			if err := checkRange("--workers", workers, 1, queue.MaxConcurrency); err != nil {
+				return err
 			}
 			return a.benchWorker(cmd.Context(), workers)
 		}),

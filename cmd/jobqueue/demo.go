@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -67,28 +68,138 @@ type FlashSale struct {
 func (FlashSale) Kind() string { return "flash_sale" }
 
 func (a *app) demoCommand() *cobra.Command {
-	return &cobra.Command{
-		Use:   "demo",
+	var force bool
+	cmd := &cobra.Command{
+		Use:   "demo [--force]",
 		Short: "Show the whole life of jobs: enqueue, run, retry, schedule, expire (about 5 s)",
 		Long: `demo shows the whole life of jobs on the embedded SQLite default (or --db) in a
 table of its own, ` + demoTable + ` (or --table), which it installs and EMPTIES first, so
-it can run again and again. It enqueues emails (one with a bad address, which
-fails for good), thumbnails that fail once and succeed on retry, card charges
-that fail three times, a reminder scheduled a few seconds ahead and a flash
-sale announcement that expires before it can go out; then it runs a worker
-with a progress bar and prints what happened. Backoff is shortened to 1 s and
-2 s for the demo. It takes about 5 seconds.`,
+it can run again and again. A table that holds only the jobs of earlier demos
+is emptied without asking; one that holds other jobs is refused unless --force
+is given, and then EVERY JOB IN IT IS DELETED.
+
+It enqueues emails (one with a bad address, which fails for good), thumbnails
+that fail once and succeed on retry, card charges that fail three times, a
+reminder scheduled a few seconds ahead and a flash sale announcement that
+expires before it can go out; then it runs a worker with a progress bar and
+prints what happened. Backoff is shortened to 1 s and 2 s for the demo. It
+takes about 5 seconds.`,
 		Args: cobra.NoArgs,
 		RunE: runE(func(cmd *cobra.Command, args []string) error {
 			if !a.tableSet {
 				a.table = demoTable
 			}
-			return a.demo(cmd.Context())
+			return a.demo(cmd.Context(), force)
 		}),
 	}
+	cmd.Flags().BoolVar(&force, "force", false, "empty the table even though it holds jobs other than earlier demos', DELETING THEM")
+	return cmd
 }
 
-func (a *app) demo(ctx context.Context) error {
+// demoJob is one job the demo enqueues: its args, its type and any other
+// options.
+type demoJob struct {
+	args queue.JobArgs
+	typ  string
+	opts []queue.EnqueueOption
+}
+
+// demoEmails are the welcome emails the demo enqueues in one batch, one of
+// them to a bad address.
+func demoEmails() []demoJob {
+	var jobs []demoJob
+	for _, to := range []string{"ada@example.com", "grace@example.com", "linus@example.com", "ken@example.com", "barbara@example.com", "edsger@example.com", "not-an-address"} {
+		jobs = append(jobs, demoJob{args: SendEmail{To: to, Subject: "Welcome!"}, typ: "email"})
+	}
+	return jobs
+}
+
+// demoSingles are the demo's other jobs, enqueued one by one: thumbnails,
+// card charges, a reminder due in 4 s and a flash sale that expires in 2 s.
+func demoSingles() []demoJob {
+	var jobs []demoJob
+	for i, img := range []string{"cat.png", "dog.png", "owl.png", "fox.png"} {
+		jobs = append(jobs, demoJob{args: ResizeImage{URL: "https://img.example.com/" + img, Width: 200 + 100*i}, typ: "media"})
+	}
+	for _, c := range []string{"cus_1001", "cus_1002"} {
+		jobs = append(jobs, demoJob{args: ChargeCard{Customer: c, Cents: 4999}, typ: "billing"})
+	}
+	return append(jobs,
+		demoJob{args: SendEmail{To: "ada@example.com", Subject: "Your trial ends soon"}, typ: "email", opts: []queue.EnqueueOption{queue.Delay(4 * time.Second)}},
+		demoJob{args: FlashSale{Item: "espresso machine"}, typ: "email", opts: []queue.EnqueueOption{queue.ExpiresIn(2 * time.Second)}},
+	)
+}
+
+// enqueueDemoJobs enqueues the demo's jobs in q, the welcome emails in one
+// batch and the others one by one, and returns how many.
+func enqueueDemoJobs(ctx context.Context, q *queue.Queue) (int, error) {
+	emails, singles := demoEmails(), demoSingles()
+	batch := make([]queue.JobArgs, len(emails))
+	for i, j := range emails {
+		batch[i] = j.args
+	}
+	if _, err := q.EnqueueMany(ctx, batch, queue.Type("email")); err != nil {
+		return 0, err
+	}
+	for _, j := range singles {
+		if _, err := q.Enqueue(ctx, j.args, append([]queue.EnqueueOption{queue.Type(j.typ)}, j.opts...)...); err != nil {
+			return 0, err
+		}
+	}
+	return len(emails) + len(singles), nil
+}
+
+// demoScan is the most jobs demoForeignJobs reads to tell the demo's own:
+// a table of earlier demos holds one run's jobs (the demo empties it first).
+const demoScan = 1000
+
+// demoForeignJobs counts the jobs of q's table (total) and those of them
+// that no demo enqueued (foreign): a job is a demo's when its kind, type
+// and payload are those of one of the demo's jobs. A table of more than
+// demoScan jobs is not a demo's: only demoScan of them are looked at, the
+// others counted as foreign.
+func demoForeignJobs(ctx context.Context, q *queue.Queue) (total, foreign int64, err error) {
+	total, err = countJobs(ctx, q, "")
+	if err != nil || total == 0 {
+		return total, 0, err
+	}
+	own := map[string]bool{}
+	for _, j := range append(demoEmails(), demoSingles()...) {
+		payload, err := json.Marshal(j.args)
+		if err != nil {
+			return 0, 0, err
+		}
+		own[demoJobKey(j.args.Kind(), j.typ, payload)] = true
+	}
+	rows, err := q.List(ctx, queue.ListFilter{Limit: int(min(total, demoScan))})
+	if err != nil {
+		return 0, 0, err
+	}
+	foreign = total
+	for _, r := range rows {
+		if own[demoJobKey(r.Name, r.Type, r.Payload)] {
+			foreign--
+		}
+	}
+	return total, foreign, nil
+}
+
+// demoJobKey identifies a job by kind, type and payload, the payload in a
+// canonical form (databases store JSON with their own spacing and key
+// order); a payload that is not JSON gives a key of no demo job.
+func demoJobKey(kind, typ string, payload []byte) string {
+	var v any
+	if err := json.Unmarshal(payload, &v); err != nil {
+		return ""
+	}
+	canonical, err := json.Marshal(v)
+	if err != nil {
+		return ""
+	}
+	return kind + "\x00" + typ + "\x00" + string(canonical)
+}
+
+func (a *app) demo(ctx context.Context, force bool) error {
 	ctx, cancel := context.WithTimeout(ctx, 50*time.Second)
 	defer cancel()
 	db, _, name, err := a.open(ctx)
@@ -97,7 +208,6 @@ func (a *app) demo(ctx context.Context) error {
 	}
 	defer db.Close()
 	say := func(format string, args ...any) { fmt.Fprintf(a.out, format+"\n", args...) }
-	say("jobqueue demo on %s, table %s", safeURL(a.dbURL), name)
 
 	if err := migrations.Install(ctx, db, name); err != nil {
 		return explainTableError(err, name)
@@ -108,38 +218,24 @@ func (a *app) demo(ctx context.Context) error {
 		return err
 	}
 	defer q.Close()
+	held, foreign, err := demoForeignJobs(ctx, q)
+	if err != nil {
+		return err
+	}
+	if foreign > 0 && !force {
+		return fmt.Errorf("table %s holds %d jobs (%d of them not from an earlier demo) and demo empties its table first: pass --table NAME for a table of its own (by default %s), or --force to delete every job in %s", name, held, foreign, demoTable, name)
+	}
+	say("jobqueue demo on %s, table %s", safeURL(a.dbURL), name)
 	if _, err := q.Purge(ctx); err != nil {
 		return fmt.Errorf("empty the demo table %s: %w", name, err)
 	}
 	say("1. installed the table (idempotent) and emptied it")
 
-	// Enqueue a mixed set of jobs.
-	emails := []queue.JobArgs{}
-	for _, to := range []string{"ada@example.com", "grace@example.com", "linus@example.com", "ken@example.com", "barbara@example.com", "edsger@example.com"} {
-		emails = append(emails, SendEmail{To: to, Subject: "Welcome!"})
-	}
-	emails = append(emails, SendEmail{To: "not-an-address", Subject: "Welcome!"})
-	if _, err := q.EnqueueMany(ctx, emails, queue.Type("email")); err != nil {
+	total, err := enqueueDemoJobs(ctx, q)
+	if err != nil {
 		return err
 	}
-	for i, img := range []string{"cat.png", "dog.png", "owl.png", "fox.png"} {
-		if _, err := q.Enqueue(ctx, ResizeImage{URL: "https://img.example.com/" + img, Width: 200 + 100*i}, queue.Type("media")); err != nil {
-			return err
-		}
-	}
-	for _, c := range []string{"cus_1001", "cus_1002"} {
-		if _, err := q.Enqueue(ctx, ChargeCard{Customer: c, Cents: 4999}, queue.Type("billing")); err != nil {
-			return err
-		}
-	}
-	if _, err := q.Enqueue(ctx, SendEmail{To: "ada@example.com", Subject: "Your trial ends soon"}, queue.Type("email"), queue.Delay(4*time.Second)); err != nil {
-		return err
-	}
-	if _, err := q.Enqueue(ctx, FlashSale{Item: "espresso machine"}, queue.Type("email"), queue.ExpiresIn(2*time.Second)); err != nil {
-		return err
-	}
-	total := len(emails) + 4 + 2 + 2
-	say("2. enqueued %d jobs: %d emails (one to a bad address), 4 thumbnails that fail once,", total, len(emails))
+	say("2. enqueued %d jobs: %d emails (one to a bad address), 4 thumbnails that fail once,", total, len(demoEmails()))
 	say("   2 card charges that always fail (3 attempts, backoff 1 s then 2 s), a reminder")
 	say("   due in 4 s, and a flash-sale notice that expires in 2 s")
 

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"net/url"
 	"path/filepath"
 	"regexp"
@@ -10,6 +11,8 @@ import (
 
 	"github.com/jobqueue/jobqueue/internal/engine"
 	"github.com/jobqueue/jobqueue/internal/testdb"
+	"github.com/jobqueue/jobqueue/migrations"
+	"github.com/jobqueue/jobqueue/queue"
 )
 
 // TestDemo runs the demo twice on a new SQLite file: both runs finish in
@@ -70,4 +73,79 @@ func TestDemoHidesPassword(t *testing.T) {
 	if strings.Contains(r.stdout+r.stderr, password) {
 		t.Errorf("the demo shows the password:\n%s\n%s", r.stdout, r.stderr)
 	}
+}
+
+// TestDemoKeepsOtherJobs: demo refuses (exit 1, naming --force and
+// --table) a table that holds jobs it did not enqueue, even of its own kind
+// and type, and keeps them; with --force it empties the table and runs.
+func TestDemoKeepsOtherJobs(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name string
+		job  []string // enqueue's flags for the job that is not the demo's
+	}{
+		{"another kind", []string{"--name", "important", "--payload", `{"order":1}`}},
+		{"the demo's kind and type, another payload", []string{"--name", "send_email", "--type", "email", "--payload", `{"to":"customer@example.com","subject":"Welcome!"}`}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			c := cli{db: "sqlite:" + filepath.Join(t.TempDir(), "d.db"), table: "prod_jobs", timeout: 70 * time.Second}
+			c.ok(t, "install")
+			id := strings.TrimSpace(c.ok(t, append([]string{"enqueue"}, tc.job...)...))
+			r := c.run(t, "demo")
+			assertOneLineError(t, r, exitFailure, "table prod_jobs holds 1 jobs (1 of them not from an earlier demo)", "--table", "--force")
+			if r.stdout != "" {
+				t.Errorf("the refused demo printed %q", r.stdout)
+			}
+			c.ok(t, "show", id)
+			out := c.ok(t, "demo", "--force")
+			if !strings.Contains(out, "emptied it") {
+				t.Errorf("demo --force did not empty the table:\n%s", out)
+			}
+			if r := c.run(t, "show", id); r.code == 0 {
+				t.Errorf("job %s is still there after demo --force", id)
+			}
+		})
+	}
+}
+
+// TestDemoForeignJobs: on every engine (each stores JSON its own way), the
+// jobs the demo enqueues are its own, and a job of the demo's kind and
+// type with another payload is not.
+func TestDemoForeignJobs(t *testing.T) {
+	t.Parallel()
+	testdb.ForEachEngine(t, func(t *testing.T, e *testdb.Env) {
+		ctx := context.Background()
+		name := e.Table(t)
+		if err := migrations.Install(ctx, e.DB, name); err != nil {
+			t.Fatal(err)
+		}
+		q, err := queue.New(e.DB, queue.WithTable(name), queue.WithLogger(testdb.QuietLogger()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer q.Close()
+		check := func(wantTotal, wantForeign int64) {
+			t.Helper()
+			total, foreign, err := demoForeignJobs(ctx, q)
+			if err != nil || total != wantTotal || foreign != wantForeign {
+				t.Errorf("demoForeignJobs = %d, %d, %v; want %d, %d", total, foreign, err, wantTotal, wantForeign)
+			}
+		}
+		check(0, 0)
+		n, err := enqueueDemoJobs(ctx, q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		check(int64(n), 0)
+		if _, err := q.Enqueue(ctx, SendEmail{To: "customer@example.com", Subject: "Welcome!"}, queue.Type("email")); err != nil {
+			t.Fatal(err)
+		}
+		check(int64(n)+1, 1)
+		if _, err := q.Enqueue(ctx, SendEmail{To: "ada@example.com", Subject: "Welcome!"}, queue.Type("default")); err != nil {
+			t.Fatal(err)
+		}
+		check(int64(n)+2, 2)
+	})
 }

@@ -127,7 +127,9 @@ printed, "duplicate of ID" goes to stderr, and the exit status is 0.`,
 			return a.withQueue(ctx, func(q *queue.Queue) error {
 				id, err := q.Enqueue(ctx, queue.RawArgs{Name: name, Payload: json.RawMessage(payload)}, opts...)
 				if errors.Is(err, queue.ErrDuplicate) {
-					fmt.Fprintln(a.out, id)
+					if _, err := fmt.Fprintln(a.out, id); err != nil {
+						return fmt.Errorf("duplicate of %d: job %d holds the unique key %q, so nothing was enqueued, but its id could not be printed: %w", id, id, uniqueKey, err)
+					}
 					fmt.Fprintf(a.err, "duplicate of %d: job %d holds the unique key %q; nothing was enqueued\n", id, id, uniqueKey)
 					return nil
 				}
@@ -137,7 +139,11 @@ printed, "duplicate of ID" goes to stderr, and the exit status is 0.`,
 				if err != nil {
 					return err
 				}
-				fmt.Fprintln(a.out, id)
+				// The id is the command's only output: a script that
+				// cannot read it must not carry on as if it could.
+				if _, err := fmt.Fprintln(a.out, id); err != nil {
+					return fmt.Errorf("job %d was enqueued but its id could not be printed: %w", id, err)
+				}
 				return nil
 			})
 		}),

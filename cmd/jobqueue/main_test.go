@@ -5,6 +5,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -64,6 +65,9 @@ type cli struct {
 	dir       string // working directory; empty: the test's
 	stdin     string
 	timeout   time.Duration
+	// stdout, when set, is the command's stdout (say /dev/full) instead of
+	// a buffer; result.stdout is then empty.
+	stdout io.Writer
 }
 
 // run runs the binary with the global flags and args and waits for it.
@@ -89,6 +93,9 @@ func (c cli) run(t *testing.T, args ...string) result {
 	cmd.Stdin = strings.NewReader(c.stdin)
 	var out, errOut bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errOut
+	if c.stdout != nil {
+		cmd.Stdout = c.stdout
+	}
 	err := cmd.Run()
 	if ctx.Err() != nil {
 		t.Fatalf("jobqueue %s: did not finish within %v; stderr: %s", strings.Join(all, " "), timeout, errOut.String())

@@ -5,6 +5,8 @@ import (
 	"testing"
 )
 
+// TestRedactURL: the passwords of a database URL are hidden in a message
+// however it quotes the URL or a password, and nothing else is changed.
 func TestRedactURL(t *testing.T) {
 	t.Parallel()
 	cases := []struct {
@@ -19,6 +21,17 @@ func TestRedactURL(t *testing.T) {
 		{"a password in the query only", "postgres://h/db?sslmode=disable&password=hunter22", "at postgres://h/db?sslmode=disable&password=hunter22", "at postgres://h/db?sslmode=disable&password=xxxxx"},
 		{"sqlite", "sqlite:/tmp/x.db", "open sqlite:/tmp/x.db", "open sqlite:/tmp/x.db"},
 		{"a short password elsewhere in the text is left", "postgres://u:ab@h/db", "about ab", "about ab"},
+		// Only the passwords are hidden in the URL, not the same letters
+		// elsewhere in it.
+		{"a short password, the rest of the URL kept", "postgres://u:ab@h/db?sslmode=disable", "at postgres://u:xxxxx@h/db?sslmode=disable: refused", "at postgres://u:xxxxx@h/db?sslmode=disable: refused"},
+		{"a short password, the URL as written", "postgres://u:ab@h/ab?sslmode=disable&password=ab", "at postgres://u:ab@h/ab?sslmode=disable&password=ab", "at postgres://u:xxxxx@h/ab?sslmode=disable&password=xxxxx"},
+		{"a password that is also the user name", "mysql://root:root@h/root", "parse mysql://root:root@h/root", "parse mysql://root:xxxxx@h/root"},
+		// %q escapes '"' and '\\' in the URL and in the password.
+		{"a quote in the password, the URL quoted", `mysql://u:pa"ss@h/db`, `parse "mysql://u:pa\"ss@h/db": bad`, `parse "mysql://u:xxxxx@h/db": bad`},
+		{"a backslash in the password, the URL quoted", `mysql://u:pa\ss@h/db`, `parse "mysql://u:pa\\ss@h/db": bad`, `parse "mysql://u:xxxxx@h/db": bad`},
+		{"a short quoted password, the URL quoted", `mysql://u:"@h/db?x=a"`, `parse "mysql://u:\"@h/db?x=a\"": bad`, `parse "mysql://u:xxxxx@h/db?x=a\"": bad`},
+		{"a quote in the password, the password quoted", `mysql://u:pa"ss@h/db`, `password "pa\"ss" refused`, `password "xxxxx" refused`},
+		{"a quote in a query password, the URL quoted", `postgres://h/db?password=pa"ss&sslmode=disable`, `in "postgres://h/db?password=pa\"ss&sslmode=disable"`, `in "postgres://h/db?password=xxxxx&sslmode=disable"`},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -11,7 +11,7 @@ import (
 	"strings"
 
 	"github.com/go-sql-driver/mysql"
-	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5"
 	"github.com/spf13/cobra"
 
 	"github.com/jobqueue/jobqueue/internal/engine"
@@ -59,6 +59,15 @@ func (e *usageError) Unwrap() error { return e.err }
 // usagef returns a usage error (exit status 2).
 func usagef(format string, args ...any) error {
 	return &usageError{err: fmt.Errorf(format, args...)}
+}
+
+// checkRange refuses n, given to the flag flag, unless it is between lo and
+// hi: a usage error naming the flag and the range.
+func checkRange(flag string, n, lo, hi int) error {
+	if n < lo || n > hi {
+		return usagef("%s %d is out of range; use %d to %d", flag, n, lo, hi)
+	}
+	return nil
 }
 
 // failure is an error of a command that was called correctly (exit status 1).
@@ -239,7 +248,9 @@ func checkDSN(driver, dsn string) error {
 	var err error
 	switch driver {
 	case "pgx":
-		_, err = pgconn.ParseConfig(dsn)
+		// pgx's own options (default_query_exec_mode,
+		// statement_cache_capacity…) too, not only libpq's.
+		_, err = pgx.ParseConfig(dsn)
 	case "mysql":
 		_, err = mysql.ParseDSN(dsn)
 	}
@@ -304,6 +315,11 @@ func explainTableError(err error, table string) error {
 		return err // it names the side table and says to run jobqueue install
 	case errors.Is(err, queue.ErrTableMissing):
 		return fmt.Errorf("%w: there is no table %s in this database; create it with 'jobqueue install --table %s' (or pick the right one with --db and --table)", queue.ErrTableMissing, table, table)
+	case errors.Is(err, engine.ErrSideNameTaken):
+		return err // it names the side table's name and what holds it
+	case errors.Is(err, engine.ErrForeignTable):
+		// Not a table to migrate (migrate refuses it): another program's.
+		return fmt.Errorf("%w: table %s in this database is not a jobqueue table (another program's table has that name; jobqueue leaves it alone); choose another name with --table, and create that table with 'jobqueue install --table NAME'", engine.ErrForeignTable, table)
 	case errors.Is(err, engine.ErrOutdatedTable):
 		// The library's text names the Go API; say it for the command line.
 		return fmt.Errorf("%w: table %s is a version 1 (or partly migrated) table; stop everything that uses it, back it up, then convert it once with 'jobqueue migrate --table %s --max-attempts N --base-delay SECS --max-delay SECS' (see docs/upgrading.md)", engine.ErrOutdatedTable, table, table)

@@ -1,11 +1,15 @@
 package main
 
 import (
+	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/jobqueue/jobqueue/internal/testdb"
 )
 
 // TestUsageErrors checks that bad usage exits 2 with one line on stderr
@@ -55,9 +59,18 @@ func TestUsageErrors(t *testing.T) {
 		{"work with an empty --exec", []string{"work", "--exec", " "}, []string{"--exec", "empty"}},
 		{"work with an empty --type", []string{"work", "--exec", "true", "--type", ""}, []string{"--type"}},
 		{"work bad concurrency", []string{"work", "--exec", "true", "--concurrency", "0"}, []string{"--concurrency"}},
+		{"work concurrency above the maximum", []string{"work", "--exec", "true", "--concurrency", "10001"}, []string{"--concurrency 10001", "1 to 10000"}},
+		{"work huge concurrency", []string{"work", "--exec", "true", "--concurrency", "100000000"}, []string{"--concurrency 100000000", "1 to 10000"}},
 		{"work bad lease", []string{"work", "--exec", "true", "--lease", "10ms"}, []string{"--lease"}},
 		{"bench without flags", []string{"bench"}, []string{"jobs", "workers", "not set"}},
 		{"bench bad jobs", []string{"bench", "--jobs", "0", "--workers", "1"}, []string{"--jobs"}},
+		{"bench jobs above the maximum", []string{"bench", "--jobs", "10000001", "--workers", "1"}, []string{"--jobs 10000001", "1 to 10000000"}},
+		{"bench workers above the maximum", []string{"bench", "--jobs", "1", "--workers", "10001"}, []string{"--workers 10001", "1 to 10000"}},
+		{"bench processes above the maximum", []string{"bench", "--jobs", "1", "--workers", "1", "--processes", "65"}, []string{"--processes 65", "1 to 64"}},
+		{"bench enqueuers above the maximum", []string{"bench", "--jobs", "1", "--workers", "1", "--latency-jobs", "0", "--enqueuers", "1001"}, []string{"--enqueuers 1001", "0 to 1000"}},
+		{"bench negative enqueuers", []string{"bench", "--jobs", "1", "--workers", "1", "--enqueuers", "-1"}, []string{"--enqueuers -1", "0 to 1000"}},
+		{"bench latency jobs above the maximum", []string{"bench", "--jobs", "1", "--workers", "1", "--latency-jobs", "100001"}, []string{"--latency-jobs 100001", "0 to 100000"}},
+		{"bench-worker workers above the maximum", []string{"bench-worker", "--workers", "10001"}, []string{"--workers 10001", "1 to 10000"}},
 		{"stray argument", []string{"stats", "extra"}, []string{"unknown command"}},
 	}
 	for _, tc := range cases {
@@ -98,11 +111,23 @@ func TestBadDatabase(t *testing.T) {
 		{"unreachable mysql", "mysql://root:secret@127.0.0.1:1/test", "", exitFailure, []string{"cannot reach the mysql database", "check that the server runs"}},
 		{"bad mysql option", "mysql://root:secret@127.0.0.1:1/test?timeout=soon", "", exitUsage, []string{"soon", "--db"}},
 		{"bad postgres option", "postgres://u:secret@127.0.0.1:1/test?sslmode=bogus", "", exitUsage, []string{"sslmode", "--db"}},
+		{"bad pgx option", "postgres://u:secret@127.0.0.1:1/test?sslmode=disable&default_query_exec_mode=bogus", "", exitUsage, []string{"default_query_exec_mode", "--db"}},
+		{"postgres port out of range", "postgres://u:secret@127.0.0.1:99999/test", "", exitUsage, []string{"port"}},
+		{"mysql port out of range", "mysql://root:secret@127.0.0.1:99999/test", "", exitUsage, []string{"port 99999", "1 to 65535"}},
+		{"mysql port 0", "mysql://root:secret@127.0.0.1:0/test", "", exitUsage, []string{"port 0", "1 to 65535"}},
 		// Every case here checks that the password "secret" is not shown.
 		{"unknown scheme with a password", "postgress://u:secret@127.0.0.1:1/test", "", exitUsage, []string{`unknown scheme "postgress"`, "u:xxxxx@"}},
 		{"mysql without database, with a password", "mysql://root:secret@127.0.0.1:3306/", "", exitUsage, []string{"names no database"}},
 		{"unparsable URL with a password", "mysql://u:secret@[::1/test", "", exitUsage, []string{"bad database URL"}},
 		{"bad escape in a password", "postgres://u:secret%zz@127.0.0.1:1/test", "", exitUsage, []string{"bad database URL"}},
+		// net/url refuses these passwords, and its error quotes the URL
+		// with %q, escaping '"' and '\'.
+		{"a quote in a mysql password", `mysql://u:secret"@127.0.0.1:1/test`, "", exitUsage, []string{"bad database URL", "percent-encode"}},
+		{"a quote in a postgres password", `postgres://u:"secret@127.0.0.1:1/test`, "", exitUsage, []string{"bad database URL", "percent-encode"}},
+		{"a backslash in a password", `mysql://u:secret\@127.0.0.1:1/test`, "", exitUsage, []string{"bad database URL", "percent-encode"}},
+		{"a # in a password", `postgres://u:secret#1@127.0.0.1:1/test`, "", exitUsage, []string{"bad database URL", "percent-encode"}},
+		// Only the password is hidden, not the same letters elsewhere.
+		{"a short password", "postgres://u:ab@127.0.0.1:1/test?sslmode=disable", "", exitFailure, []string{"cannot reach the postgres database", "postgres://u:xxxxx@127.0.0.1:1/test?sslmode=disable"}},
 		{"password with an @", "mysql://u:se@secret@127.0.0.1:1/test", "", exitFailure, []string{"cannot reach the mysql database"}},
 		{"password in the query", "postgres://postgres@127.0.0.1:1/test?sslmode=disable&password=secret", "", exitFailure, []string{"cannot reach the postgres database", "password=xxxxx"}},
 		{"password in the query and user info", "postgres://u:secret@127.0.0.1:1/test?password=secret&sslmode=disable", "", exitFailure, []string{"cannot reach the postgres database"}},
@@ -175,5 +200,141 @@ func TestMissingTable(t *testing.T) {
 	c := cli{db: "sqlite:" + filepath.Join(t.TempDir(), "empty.db"), table: "nothing_here"}
 	for _, args := range [][]string{{"stats"}, {"enqueue", "--name", "k"}, {"list"}, {"work", "--exec", "true"}} {
 		assertOneLineError(t, c.run(t, args...), exitFailure, "no table nothing_here", "jobqueue install --table nothing_here")
+	}
+}
+
+// TestForeignTable checks that the commands on a table of the name that is
+// not a jobqueue table (another program's) fail (exit 1) saying so and to
+// choose another --table, without sending the user to 'jobqueue migrate'
+// (which refuses such a table) or to the Go API, and leave it as it was.
+func TestForeignTable(t *testing.T) {
+	t.Parallel()
+	testdb.ForEachEngine(t, func(t *testing.T, e *testdb.Env) {
+		c := cli{db: e.URL, table: e.Table(t)}
+		q := parseTable(t, e.Kind, c.table).Quoted()
+		for _, stmt := range []string{"CREATE TABLE " + q + " (id INT PRIMARY KEY, note VARCHAR(20))", "INSERT INTO " + q + " (id, note) VALUES (1, 'keep me')"} {
+			if _, err := e.DB.ExecContext(context.Background(), stmt); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for _, args := range [][]string{{"stats"}, {"enqueue", "--name", "k"}, {"list"}, {"show", "1"}, {"leader"}, {"work", "--exec", "true"}, {"install"}} {
+			r := c.run(t, args...)
+			assertOneLineError(t, r, exitFailure, "not a jobqueue table", "choose another name with --table")
+			for _, wrong := range []string{"jobqueue migrate", "migrations.", "version 1"} {
+				if strings.Contains(r.stderr, wrong) {
+					t.Errorf("%v: the error says %q, wrong for another program's table: %q", args, wrong, r.stderr)
+				}
+			}
+		}
+		var note string
+		if err := e.DB.QueryRowContext(context.Background(), "SELECT note FROM "+q+" WHERE id = 1").Scan(&note); err != nil || note != "keep me" {
+			t.Errorf("the foreign table's row: %q, %v; want it kept", note, err)
+		}
+	})
+}
+
+// TestSideNameTaken: install and uninstall of a table whose side table's
+// name another table holds are refused with the library's message, which
+// names that table (the generic "not a jobqueue table" of the jobs table
+// would send the user to rename the wrong one), and the other table keeps
+// its row.
+func TestSideNameTaken(t *testing.T) {
+	t.Parallel()
+	testdb.ForEachEngine(t, func(t *testing.T, e *testdb.Env) {
+		c := cli{db: e.URL, table: e.Table(t)}
+		side := c.table + "_leader"
+		t.Cleanup(func() { testdb.Drop(t, e.DB, side) })
+		q := parseTable(t, e.Kind, side).Quoted()
+		for _, stmt := range []string{"CREATE TABLE " + q + " (id INT PRIMARY KEY, note VARCHAR(20))", "INSERT INTO " + q + " (id, note) VALUES (1, 'keep me')"} {
+			if _, err := e.DB.ExecContext(context.Background(), stmt); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for _, args := range [][]string{{"install"}, {"uninstall"}} {
+			assertOneLineError(t, c.run(t, args...), exitFailure, side, "rename")
+		}
+		var note string
+		if err := e.DB.QueryRowContext(context.Background(), "SELECT note FROM "+q+" WHERE id = 1").Scan(&note); err != nil || note != "keep me" {
+			t.Errorf("the other table's row: %q, %v; want it kept", note, err)
+		}
+	})
+}
+
+// TestUnwritableStdout checks that a command whose output cannot be
+// written (stdout on a full disk) fails (exit 1) saying so, rather than
+// exiting 0 with its output lost: enqueue says which job it enqueued (or
+// which one it found for the unique key), since its id is its only output.
+func TestUnwritableStdout(t *testing.T) {
+	t.Parallel()
+	full, err := os.OpenFile("/dev/full", os.O_WRONLY, 0)
+	if err != nil {
+		t.Skip("no /dev/full:", err)
+	}
+	defer full.Close()
+	c := cli{db: "sqlite:" + filepath.Join(t.TempDir(), "full.db"), table: "full_stdout"}
+	c.ok(t, "install")
+	if id := strings.TrimSpace(c.ok(t, "enqueue", "--name", "k", "--unique-key", "u")); id != "1" {
+		t.Fatalf("the first job's id is %s, want 1", id)
+	}
+	cases := []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"enqueue", "--name", "k"}, []string{"job 2 was enqueued but its id could not be printed", "no space left"}},
+		{[]string{"enqueue", "--name", "k", "--unique-key", "u"}, []string{"duplicate of 1", "nothing was enqueued", "its id could not be printed"}},
+		{[]string{"leader"}, []string{"no space left"}},
+		{[]string{"leader", "--json"}, []string{"no space left"}},
+		{[]string{"stats"}, []string{"no space left"}},
+		{[]string{"stats", "--json"}, []string{"no space left"}},
+		{[]string{"list"}, []string{"no space left"}},
+		{[]string{"show", "1"}, []string{"no space left"}},
+	}
+	toFull := c
+	toFull.stdout = full
+	for _, tc := range cases {
+		assertOneLineError(t, toFull.run(t, tc.args...), exitFailure, tc.want...)
+	}
+	if out := c.ok(t, "list", "--json"); strings.Count(out, `"id":`) != 2 {
+		t.Errorf("want the two jobs enqueued, the duplicate not: %s", out)
+	}
+}
+
+// TestSQLitePath checks that sqlite:PATH (and sqlite://PATH) uses the file
+// named PATH exactly, whatever characters it holds: a '#' does not cut it
+// short (opening another file), a "%20" is not decoded, spaces and other
+// characters are kept.
+func TestSQLitePath(t *testing.T) {
+	t.Parallel()
+	// Each file in a directory of its own under one temp dir (a subtest's
+	// temp dir is named after it: a '#' there would put a wrongly opened
+	// file outside it).
+	root := t.TempDir()
+	for i, name := range []string{"we#ird.db", "a%20b.db", "50%.db", "with space.db", "it's (1) & [2].db", "ünï.db"} {
+		for j, prefix := range []string{"sqlite:", "sqlite://"} {
+			t.Run(prefix+name, func(t *testing.T) {
+				t.Parallel()
+				dir := filepath.Join(root, fmt.Sprintf("%d-%d", i, j))
+				if err := os.Mkdir(dir, 0o755); err != nil {
+					t.Fatal(err)
+				}
+				c := cli{db: prefix + filepath.Join(dir, name), table: "jobs"}
+				c.ok(t, "install")
+				c.ok(t, "enqueue", "--name", "k")
+				assertStats(t, c, "", map[string]int64{"pending": 1})
+				entries, err := os.ReadDir(dir)
+				if err != nil {
+					t.Fatal(err)
+				}
+				var names []string
+				for _, e := range entries {
+					if n := e.Name(); n != name+"-wal" && n != name+"-shm" {
+						names = append(names, n)
+					}
+				}
+				if len(names) != 1 || names[0] != name {
+					t.Errorf("--db %s made the files %q, want %q", c.db, names, name)
+				}
+			})
+		}
 	}
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"strings"
 	"time"
@@ -93,8 +94,10 @@ the worker exits 0. --max-jobs and --max-runtime stop it on their own.`,
 			if strings.TrimSpace(command) == "" {
 				return usagef("--exec is empty; give the command to run for each job, e.g. --exec './handle-job.sh'")
 			}
-			if concurrency < 1 {
-				return usagef("--concurrency %d must be at least 1", concurrency)
+			// Checked here, before anything is opened: the worker
+			// allocates per slot.
+			if err := checkRange("--concurrency", concurrency, 1, queue.MaxConcurrency); err != nil {
+				return err
 			}
 			if maxJobs < 0 {
 				return usagef("--max-jobs %d must not be negative", maxJobs)
@@ -230,7 +233,7 @@ the worker exits 0. --max-jobs and --max-runtime stop it on their own.`,
 	}
 	f := cmd.Flags()
 	f.StringArrayVar(&types, "type", nil, "claim jobs of this type (queue); repeat for several (default every type)")
-	f.IntVar(&concurrency, "concurrency", 4, "commands run at once")
+	f.IntVar(&concurrency, "concurrency", 4, fmt.Sprintf("commands run at once, 1 to %d", queue.MaxConcurrency))
 	f.StringVar(&lease, "lease", "5m", "how long a claimed job is held without a heartbeat; extended while the command runs")
 	f.StringVar(&command, "exec", "", "shell command run for each job (required)")
 	f.IntVar(&maxJobs, "max-jobs", 0, "stop after this many jobs finished (0: no limit)")

@@ -41,6 +41,11 @@ var (
 	// is not a jobqueue table (none of its layouts' columns); nothing is
 	// done to it.
 	ErrForeignTable = errors.New("jobqueue: foreign table")
+	// ErrSideNameTaken wraps ErrForeignTable for the name of one of a jobs
+	// table's side tables (<table>_<suffix>) held by a table or view that
+	// is not that side table (another queue's jobs table, say); nothing is
+	// done to it. The error names the object.
+	ErrSideNameTaken = fmt.Errorf("%w: a side table's name is taken", ErrForeignTable)
 )
 
 // Kinds returns every supported engine, a new slice each call (the

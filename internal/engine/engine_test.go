@@ -1,7 +1,11 @@
 package engine
 
 import (
+	"context"
 	"errors"
+	"os"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -112,6 +116,13 @@ func TestDriverDSN(t *testing.T) {
 		{"sqlite:///tmp/x.db", "sqlite", SQLite, []string{"file:/tmp/x.db?"}},
 		{"sqlite://rel.db", "sqlite", SQLite, []string{"file:rel.db?"}},
 		{"sqlite:/tmp/x.db?_pragma=foreign_keys(1)", "sqlite", SQLite, []string{"file:/tmp/x.db?_pragma=busy_timeout", "&_pragma=foreign_keys(1)"}},
+		// The DSN is a SQLite URI: '#' and '%' in the path are escaped, a
+		// leading "//" is not read as an authority, spaces stay.
+		{"sqlite:/tmp/we#ird.db", "sqlite", SQLite, []string{"file:/tmp/we%23ird.db?"}},
+		{"sqlite:/tmp/a%20b.db", "sqlite", SQLite, []string{"file:/tmp/a%2520b.db?"}},
+		{"sqlite:/tmp/a b.db", "sqlite", SQLite, []string{"file:/tmp/a b.db?"}},
+		{"sqlite:////tmp/x.db", "sqlite", SQLite, []string{"file:/%2Ftmp/x.db?"}},
+		{"mysql://root@127.0.0.1:65535/test", "mysql", MySQL, []string{"tcp(127.0.0.1:65535)"}},
 	}
 	for _, c := range cases {
 		driver, dsn, k, err := DriverDSN(c.url)
@@ -125,7 +136,8 @@ func TestDriverDSN(t *testing.T) {
 			}
 		}
 	}
-	for _, bad := range []string{"", "jobs.db", "redis://h", "mysql://h", "mysql:///db", "mysql://h/a/b", "sqlite:", "sqlite://", "sqlite:?_pragma=x", "postgres://?@", "postgres://?@,"} {
+	for _, bad := range []string{"", "jobs.db", "redis://h", "mysql://h", "mysql:///db", "mysql://h/a/b", "sqlite:", "sqlite://", "sqlite:?_pragma=x", "postgres://?@", "postgres://?@,",
+		"mysql://h:0/db", "mysql://h:65536/db", "mysql://h:99999/db", "mysql://h:000000000000000099999/db"} {
 		if _, _, _, err := DriverDSN(bad); !errors.Is(err, ErrBadURL) {
 			t.Errorf("DriverDSN(%q) error = %v, want ErrBadURL", bad, err)
 		}
@@ -174,6 +186,100 @@ func TestParseKind(t *testing.T) {
 			}
 			if err != nil || got != c.want {
 				t.Errorf("ParseKind(%q) = %q, %v; want %q", c.name, got, err, c.want)
+			}
+		})
+	}
+}
+
+// TestDriverDSNBadURLHidesPassword: a URL that net/url refuses is refused
+// with ErrBadURL and an error that says what is wrong and to percent-encode,
+// but shows no part of the URL's password, in any quoting (net/url's own
+// error quotes the URL with %q, which escapes '"' and '\').
+func TestDriverDSNBadURLHidesPassword(t *testing.T) {
+	cases := []struct {
+		url  string
+		want string // in the error
+	}{
+		{`mysql://root:kiwi"mango@127.0.0.1:3306/test`, "user name or password"},
+		{`postgres://root:kiwi"mango@127.0.0.1:5432/test`, "user name or password"},
+		{`mysql://root:kiwi\mango@127.0.0.1:3306/test`, "user name or password"},
+		{`postgresql://root:kiwi mango@127.0.0.1/test`, "user name or password"},
+		{`mysql://root:kiwi%zzmango@127.0.0.1:3306/test`, "two hexadecimal digits"},
+		{`postgres://root:kiwi%zzmango@127.0.0.1:5432/test`, "two hexadecimal digits"},
+		{`mysql://root:kiwi#mango@127.0.0.1:3306/test`, "port number"},
+		{`postgres://root:kiwi#mango@127.0.0.1:5432/test`, "port number"},
+		{"mysql://root:kiwi\x01mango@127.0.0.1:3306/test", "control character"},
+	}
+	for _, c := range cases {
+		_, _, _, err := DriverDSN(c.url)
+		if !errors.Is(err, ErrBadURL) {
+			t.Errorf("DriverDSN(%q) error = %v, want ErrBadURL", c.url, err)
+			continue
+		}
+		msg := err.Error()
+		for _, leak := range []string{"kiwi", "mango"} {
+			if strings.Contains(msg, leak) {
+				t.Errorf("DriverDSN(%q) error shows the password (%q): %s", c.url, leak, msg)
+			}
+		}
+		for _, w := range []string{c.want, "percent-encode"} {
+			if !strings.Contains(msg, w) {
+				t.Errorf("DriverDSN(%q) error lacks %q: %s", c.url, w, msg)
+			}
+		}
+	}
+}
+
+// TestDriverDSNBadPort: a MySQL URL's port outside 1-65535 is a bad URL
+// that names the port and the range, found before any dial.
+func TestDriverDSNBadPort(t *testing.T) {
+	for _, port := range []string{"0", "65536", "99999"} {
+		_, _, _, err := DriverDSN("mysql://root:secret@127.0.0.1:" + port + "/test")
+		if !errors.Is(err, ErrBadURL) || !strings.Contains(err.Error(), "port "+port) || !strings.Contains(err.Error(), "1 to 65535") {
+			t.Errorf("port %s: error = %v, want ErrBadURL naming the port and 1 to 65535", port, err)
+		}
+	}
+}
+
+// TestOpenSQLitePath: sqlite:PATH opens the file named PATH exactly,
+// whatever characters it holds: a '#' does not cut it short, a "%20" is
+// not decoded, spaces and other characters are kept.
+func TestOpenSQLitePath(t *testing.T) {
+	// Each file goes in a directory of its own under one temp dir: t.Run's
+	// temp dirs are named after the subtest, so a name with a '#' would
+	// put a wrongly opened file outside them.
+	root := t.TempDir()
+	for i, name := range []string{
+		"we#ird.db", "a%20b.db", "100%.db", "with space.db", "semi;colon&and=eq.db",
+		"quote'\"s.db", "plus+tilde~.db", "ünïcode.db", "#.db", "%.db",
+	} {
+		t.Run(name, func(t *testing.T) {
+			dir := filepath.Join(root, strconv.Itoa(i))
+			if err := os.Mkdir(dir, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			path := filepath.Join(dir, name)
+			db, k, err := Open(context.Background(), "sqlite:"+path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = db.Exec("CREATE TABLE t (x INTEGER)")
+			db.Close()
+			if err != nil || k != SQLite {
+				t.Fatalf("kind %s, create a table: %v", k, err)
+			}
+			entries, err := os.ReadDir(dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var names []string
+			for _, e := range entries {
+				if n := e.Name(); n != name+"-wal" && n != name+"-shm" {
+					names = append(names, n)
+				}
+			}
+			if len(names) != 1 || names[0] != name {
+				t.Errorf("sqlite:%s made the files %q, want %q", path, names, name)
 			}
 		})
 	}

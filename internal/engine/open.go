@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -37,8 +38,8 @@ func DriverDSN(rawURL string) (driver, dsn string, k Kind, err error) {
 		if !strings.HasPrefix(rest, "//") {
 			return "", "", "", fmt.Errorf("%w: %q; use postgres://user@host:port/db", ErrBadURL, redact(rawURL))
 		}
-		if _, err := url.Parse(rawURL); err != nil {
-			return "", "", "", fmt.Errorf("%w: %v", ErrBadURL, err)
+		if _, err := parseURL(rawURL); err != nil {
+			return "", "", "", err
 		}
 		// pgx knows the scheme in lower case only.
 		rawURL = strings.ToLower(scheme) + ":" + rest
@@ -73,20 +74,22 @@ func DriverDSN(rawURL string) (driver, dsn string, k Kind, err error) {
 		}
 		return "pgx", dsn, Postgres, nil
 	case "mysql", "mariadb":
-		u, err := url.Parse(rawURL)
+		u, err := parseURL(rawURL)
 		if err != nil {
-			return "", "", "", fmt.Errorf("%w: %v", ErrBadURL, err)
+			return "", "", "", err
 		}
 		if u.Host == "" {
-			return "", "", "", fmt.Errorf("%w: %q names no host; use mysql://user:pass@host:port/db", ErrBadURL, rawURL)
+			return "", "", "", fmt.Errorf("%w: %q names no host; use mysql://user:pass@host:port/db", ErrBadURL, redact(rawURL))
 		}
 		dbName := strings.TrimPrefix(u.Path, "/")
 		if dbName == "" || strings.Contains(dbName, "/") {
-			return "", "", "", fmt.Errorf("%w: %q names no database; use mysql://user:pass@host:port/db", ErrBadURL, rawURL)
+			return "", "", "", fmt.Errorf("%w: %q names no database; use mysql://user:pass@host:port/db", ErrBadURL, redact(rawURL))
 		}
 		host := u.Host
 		if u.Port() == "" {
 			host += ":3306"
+		} else if err := checkPort(u.Port()); err != nil {
+			return "", "", "", err
 		}
 		var creds string
 		if u.User != nil {
@@ -123,14 +126,33 @@ func DriverDSN(rawURL string) (driver, dsn string, k Kind, err error) {
 		}
 		return "sqlite", dsn, SQLite, nil
 	default:
-		return "", "", "", fmt.Errorf("%w: unknown scheme %q in %q; use postgres://…, mysql://user:pass@host:port/db or sqlite:PATH", ErrBadURL, scheme, rawURL)
+		return "", "", "", fmt.Errorf("%w: unknown scheme %q in %q; use postgres://…, mysql://user:pass@host:port/db or sqlite:PATH", ErrBadURL, scheme, redact(rawURL))
 	}
 }
 
 // SQLiteDSN is the modernc.org/sqlite DSN for the database file at path, with
-// the settings a queue wants: WAL, a busy timeout and BEGIN IMMEDIATE.
+// the settings a queue wants: WAL, a busy timeout and BEGIN IMMEDIATE. The
+// DSN is a SQLite file: URI, so the path is escaped (see sqliteURIPath).
 func SQLiteDSN(path string) string {
-	return "file:" + path + "?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_txlock=immediate"
+	return "file:" + sqliteURIPath(path) + "?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_txlock=immediate"
+}
+
+// sqliteURIPath escapes the file name path for the path of a SQLite file:
+// URI (https://www.sqlite.org/uri.html), where "%HH" is decoded, '?'
+// starts the options, '#' ends the path, and a leading "//" starts an
+// authority: those characters are percent-encoded, everything else (spaces
+// included) is taken as it is.
+func sqliteURIPath(path string) string {
+	var b strings.Builder
+	for i := 0; i < len(path); i++ {
+		switch c := path[i]; {
+		case c == '%' || c == '?' || c == '#' || c == '/' && i == 1 && path[0] == '/':
+			fmt.Fprintf(&b, "%%%02X", c)
+		default:
+			b.WriteByte(c)
+		}
+	}
+	return b.String()
 }
 
 // Open opens the database at rawURL (see DriverDSN) and checks that it
@@ -174,13 +196,67 @@ func openPostgres(dsn string) (*sql.DB, error) {
 	return stdlib.OpenDB(*cfg), nil
 }
 
-// redact hides the password of a URL for error messages.
+// redact hides the password of a URL for error messages. A URL that does
+// not parse and has an '@' (so perhaps a password, whose end cannot be told)
+// is shown as its scheme only.
 func redact(rawURL string) string {
 	u, err := url.Parse(rawURL)
-	if err != nil || u.User == nil {
+	if err != nil {
+		if strings.Contains(rawURL, "@") {
+			scheme, _, _ := strings.Cut(rawURL, ":")
+			return scheme + "://…"
+		}
+		return rawURL
+	}
+	if u.User == nil {
 		return rawURL
 	}
 	return u.Redacted()
+}
+
+// parseURL is url.Parse for a database URL, with an error that wraps
+// ErrBadURL and says what is wrong without quoting the URL: what net/url
+// refused may be the password, and its error quotes the URL with %q, whose
+// escapes ('"' as \", '\' as \\) keep a caller from finding the password
+// to hide it.
+func parseURL(rawURL string) (*url.URL, error) {
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s; percent-encode the special characters of the user name and password (e.g. %%40 for '@', %%2F for '/', %%23 for '#', %%25 for '%%', %%22 for '\"', %%5C for '\\')", ErrBadURL, describeURLError(err))
+	}
+	return u, nil
+}
+
+// describeURLError says what url.Parse found wrong, without the parts of
+// the URL that its errors quote (a bad escape, a bad port: perhaps a piece
+// of a password).
+func describeURLError(err error) string {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		err = ue.Err
+	}
+	var esc url.EscapeError
+	var host url.InvalidHostError
+	msg := strings.TrimPrefix(err.Error(), "net/url: ")
+	switch {
+	case errors.As(err, &esc):
+		return "it has a '%' that is not followed by two hexadecimal digits"
+	case errors.As(err, &host):
+		return "its host name holds a character that is not allowed there"
+	case strings.HasPrefix(msg, "invalid port"):
+		return "what follows the last ':' of its host is not a port number (a '/', '?' or '#' in the password ends the host early)"
+	case msg == "invalid userinfo":
+		return "its user name or password holds a character that is not allowed there"
+	}
+	return "net/url cannot parse it: " + msg
+}
+
+// checkPort refuses a port (digits, as net/url leaves it) outside 1-65535.
+func checkPort(port string) error {
+	if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
+		return fmt.Errorf("%w: port %s is out of range; use 1 to 65535", ErrBadURL, port)
+	}
+	return nil
 }
 
 // ExplainPooler adds what to do to err when it is the mark of pgx's
