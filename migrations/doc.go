@@ -54,6 +54,9 @@ var (
 	// side table (another queue's jobs table, say); none of them changes
 	// it, nor creates or drops anything else.
 	ErrForeignTable = engine.ErrForeignTable
+	// ErrSideNameTaken wraps ErrForeignTable for the second case: a side
+	// table's name held by something else. The error names it.
+	ErrSideNameTaken = engine.ErrSideNameTaken
 	// ErrInvalidPolicy is returned, before any SQL runs, by Migrate and
 	// GooseMigrations for a retry policy that is not valid (see
 	// RetryPolicy) or whose numbers do not fit the table's INT columns.
