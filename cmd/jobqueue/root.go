@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"strings"
+	"sync"
 
 	"github.com/go-sql-driver/mysql"
 	"github.com/jackc/pgx/v5"
@@ -81,6 +82,8 @@ func (e *failure) Unwrap() error { return e.err }
 
 // run runs the command line args and returns the exit status.
 func run(ctx context.Context, args []string, s streams) int {
+	out := &outputWriter{w: s.out}
+	s.out = out
 	a := &app{streams: s}
 	root := a.rootCommand()
 	root.SetArgs(args)
@@ -89,6 +92,11 @@ func run(ctx context.Context, args []string, s streams) int {
 	root.SetErr(s.err)
 	cmd, err := root.ExecuteContextC(ctx)
 	if err == nil {
+		if werr := out.firstErr(); werr != nil {
+			// The command did its work, but what it printed was lost.
+			fmt.Fprintf(s.err, "jobqueue: the command's output could not be written: %v\n", werr)
+			return exitFailure
+		}
 		return exitOK
 	}
 	code := exitUsage // errors cobra finds itself: unknown command or flag, bad value, missing flag
@@ -104,6 +112,34 @@ func run(ctx context.Context, args []string, s streams) int {
 	line := redactURL(redactURL(oneLine(engine.ExplainPooler(err), code, cmd), a.dbURL), os.Getenv("JOBQUEUE_DB"))
 	fmt.Fprintln(s.err, line)
 	return code
+}
+
+// outputWriter passes writes on to w and keeps the first error, so that a
+// command whose output could not be written (stdout on a full disk, a
+// closed pipe) fails, also where the command did not check a write.
+type outputWriter struct {
+	w   io.Writer
+	mu  sync.Mutex
+	err error
+}
+
+func (o *outputWriter) Write(p []byte) (int, error) {
+	n, err := o.w.Write(p)
+	if err != nil {
+		o.mu.Lock()
+		if o.err == nil {
+			o.err = err
+		}
+		o.mu.Unlock()
+	}
+	return n, err
+}
+
+// firstErr is the first write error, or nil.
+func (o *outputWriter) firstErr() error {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.err
 }
 
 // oneLine formats err, returned by cmd, as the single line printed on

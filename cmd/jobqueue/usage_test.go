@@ -288,6 +288,10 @@ func TestUnwritableStdout(t *testing.T) {
 		{[]string{"stats", "--json"}, []string{"no space left"}},
 		{[]string{"list"}, []string{"no space left"}},
 		{[]string{"show", "1"}, []string{"no space left"}},
+		// Commands that print a line after their work: the work is done,
+		// the line is lost, the exit says so.
+		{[]string{"install"}, []string{"output could not be written", "no space left"}},
+		{[]string{"cancel", "1"}, []string{"no space left"}},
 	}
 	toFull := c
 	toFull.stdout = full
