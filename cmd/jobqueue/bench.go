@@ -389,7 +389,7 @@ func freshTable(ctx context.Context, db *sql.DB, name string, force bool) error 
 		return err
 	}
 	if ours != total && !force {
-		return fmt.Errorf("table %s holds %d jobs (%d of them not from an earlier bench) and bench drops and recreates its table: pass --table NAME for a table of its own, or --force to drop every job in %s", name, total, total-ours, name)
+		return fmt.Errorf("table %s holds %s (%d of them not from an earlier bench) and bench drops and recreates its table: pass --table NAME for a table of its own, or --force to drop every job in %s", name, jobCount(total), total-ours, name)
 	}
 	if err := migrations.Uninstall(ctx, db, name); err != nil {
 		return err

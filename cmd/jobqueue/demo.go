@@ -223,7 +223,7 @@ func (a *app) demo(ctx context.Context, force bool) error {
 		return err
 	}
 	if foreign > 0 && !force {
-		return fmt.Errorf("table %s holds %d jobs (%d of them not from an earlier demo) and demo empties its table first: pass --table NAME for a table of its own (by default %s), or --force to delete every job in %s", name, held, foreign, demoTable, name)
+		return fmt.Errorf("table %s holds %s (%d of them not from an earlier demo) and demo empties its table first: pass --table NAME for a table of its own (by default %s), or --force to delete every job in %s", name, jobCount(held), foreign, demoTable, name)
 	}
 	say("jobqueue demo on %s, table %s", safeURL(a.dbURL), name)
 	if _, err := q.Purge(ctx); err != nil {

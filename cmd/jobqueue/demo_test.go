@@ -94,7 +94,7 @@ func TestDemoKeepsOtherJobs(t *testing.T) {
 			c.ok(t, "install")
 			id := strings.TrimSpace(c.ok(t, append([]string{"enqueue"}, tc.job...)...))
 			r := c.run(t, "demo")
-			assertOneLineError(t, r, exitFailure, "table prod_jobs holds 1 jobs (1 of them not from an earlier demo)", "--table", "--force")
+			assertOneLineError(t, r, exitFailure, "table prod_jobs holds 1 job (1 of them not from an earlier demo)", "--table", "--force")
 			if r.stdout != "" {
 				t.Errorf("the refused demo printed %q", r.stdout)
 			}

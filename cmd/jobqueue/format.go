@@ -95,3 +95,11 @@ func shorten(s string, n int) string {
 	}
 	return string(r[:n-1]) + "…"
 }
+
+// jobCount is n jobs in words: "1 job", "3 jobs".
+func jobCount[N int | int64](n N) string {
+	if n == 1 {
+		return "1 job"
+	}
+	return fmt.Sprintf("%d jobs", n)
+}

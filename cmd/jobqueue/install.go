@@ -158,7 +158,7 @@ func (a *app) uninstallable(ctx context.Context, db *sql.DB, name string, force 
 		}
 	}
 	if total > 0 && !force {
-		return "", fmt.Errorf("table %s holds %d jobs (%s); uninstall would delete them with it: stop the workers and producers that use it, then pass --force", name, total, strings.Join(held, ", "))
+		return "", fmt.Errorf("table %s holds %s (%s); uninstall would delete them with it: stop the workers and producers that use it, then pass --force", name, jobCount(total), strings.Join(held, ", "))
 	}
 	return fmt.Sprintf("%d jobs", total), nil
 }
