@@ -113,7 +113,10 @@ func (q *Queue) writeOne(ctx context.Context, tx *sql.Tx, j *newJob, key *unique
 
 // WithOptions gives one job of EnqueueMany (or EnqueueManyTx) options of
 // its own, applied after the call's: a unique key per job, say
-// (queue.WithOptions(args, queue.UniqueKey("report:42"))). With Enqueue it
+// (queue.WithOptions(args, queue.UniqueKey("report:42"))). A job's own
+// option replaces the call's of the same kind; its schedule (At or Delay)
+// replaces the call's schedule, and its deadline (ExpiresAt or ExpiresIn)
+// the call's deadline, whichever of the two each gives. With Enqueue it
 // adds to the call's options likewise.
 func WithOptions(args JobArgs, opts ...EnqueueOption) JobArgs {
 	return withOptions{args: args, opts: opts}
@@ -140,7 +143,14 @@ func unwrapOptions(args JobArgs, opts []EnqueueOption) (JobArgs, []EnqueueOption
 	if !ok {
 		return args, opts
 	}
-	return w.args, append(append([]EnqueueOption(nil), opts...), w.opts...)
+	return w.args, withOwn(opts, w.opts)
+}
+
+// withOwn is the options of a job with options of its own (WithOptions):
+// the call's, then the job's, which replace the call's (ownOptions).
+func withOwn(call, own []EnqueueOption) []EnqueueOption {
+	all := make([]EnqueueOption, 0, len(call)+1+len(own))
+	return append(append(append(all, call...), ownOptions), own...)
 }
 
 // EnqueueMany adds jobs in multi-row statements (chunks within the
@@ -213,8 +223,7 @@ func (q *Queue) prepareMany(args []JobArgs, opts []EnqueueOption, now time.Time)
 			var at time.Time
 			var expires *time.Time
 			var p RetryPolicy
-			all := append(append([]EnqueueOption(nil), opts...), w.opts...)
-			if typ, at, expires, p, k, err = q.resolve(all, now); err == nil {
+			if typ, at, expires, p, k, err = q.resolve(withOwn(opts, w.opts), now); err == nil {
 				jobs[i], err = q.prepareJob(w.args, typ, at, expires, p)
 			}
 		} else {
@@ -250,9 +259,9 @@ func (q *Queue) writeMany(ctx context.Context, tx *sql.Tx, jobs []*newJob, keyed
 				return 0, err
 			}
 		}
-		n, err := q.insertAll(ctx, q.run.onCallers(tx), jobs, keyed, now)
+		n, err := q.insertInCallersTx(ctx, tx, jobs, keyed, now)
 		if err != nil {
-			return 0, fmt.Errorf("jobqueue: enqueue %d jobs: %w", total, refusedPayload(err))
+			return 0, fmt.Errorf("jobqueue: enqueue %d jobs (none written): %w", total, refusedPayload(err))
 		}
 		if n > 0 {
 			q.notifyCallersCommit() // MySQL: wake workers everywhere, after the commit
@@ -285,6 +294,38 @@ func (q *Queue) writeMany(ctx context.Context, tx *sql.Tx, jobs []*newJob, keyed
 	}
 	q.logger.Debug("jobs enqueued", "count", n)
 	q.countEnqueued(ctx, n)
+	return n, nil
+}
+
+// callersSavepoint names the savepoint of insertInCallersTx.
+const callersSavepoint = "jobqueue_enqueue_many"
+
+// insertInCallersTx is insertAll in the caller's transaction tx, all or
+// nothing. When the jobs take more than one statement (several chunks of a
+// large EnqueueManyTx, jobs with unique keys), a savepoint takes back the
+// statements that went through if a later one fails: MySQL and SQLite keep
+// the transaction open after a failed statement, and a caller that commits
+// its own work after the error would commit part of the jobs (PostgreSQL
+// aborts the transaction; there the savepoint leaves it usable, as on the
+// other engines).
+func (q *Queue) insertInCallersTx(ctx context.Context, tx *sql.Tx, jobs []*newJob, keyed []keyedJob, now time.Time) (int, error) {
+	d := q.run.onCallers(tx)
+	if len(jobs)+len(keyed) <= 1 {
+		return q.insertAll(ctx, d, jobs, keyed, now)
+	}
+	if _, err := tx.ExecContext(ctx, "SAVEPOINT "+callersSavepoint); err != nil {
+		return 0, fmt.Errorf("set a savepoint in your transaction: %w", err)
+	}
+	n, err := q.insertAll(ctx, d, jobs, keyed, now)
+	if err != nil {
+		if _, rerr := tx.ExecContext(ctx, "ROLLBACK TO SAVEPOINT "+callersSavepoint); rerr != nil {
+			return 0, errors.Join(err, fmt.Errorf("and the jobs written before it could not be taken back (roll your transaction back): %w", rerr))
+		}
+		return 0, err
+	}
+	if _, err := tx.ExecContext(ctx, "RELEASE SAVEPOINT "+callersSavepoint); err != nil {
+		return 0, fmt.Errorf("release the savepoint in your transaction: %w", err)
+	}
 	return n, nil
 }
 

@@ -3,7 +3,9 @@ package queue
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -232,4 +234,112 @@ func TestEnqueueManyPooledNoCopy(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestWithOptionsReplaceTheCalls: a job's own options (WithOptions) are
+// applied after the call's, so its schedule replaces the call's schedule
+// (a job's At overrides the call's Delay, where the call was refused as
+// "both At and Delay") and its deadline the call's deadline; a job without
+// one keeps the call's, and two of a kind in one list are still refused.
+func TestWithOptionsReplaceTheCalls(t *testing.T) {
+	forEachEngine(t, func(t *testing.T, kind engine.Kind) {
+		ctx := context.Background()
+		env := coreEnv(t, kind)
+		q, clock := coreQueue(t, env)
+		now := clock.now()
+		hour := func(h int) time.Time { return now.Add(time.Duration(h) * time.Hour) }
+		cases := []struct {
+			name              string
+			call, own         []EnqueueOption
+			wantAt, wantUntil time.Time // wantUntil zero: no deadline
+			wantErr           bool
+		}{
+			{name: "own At over the call's Delay", call: []EnqueueOption{Delay(time.Hour)}, own: []EnqueueOption{At(hour(3))}, wantAt: hour(3)},
+			{name: "own Delay over the call's At", call: []EnqueueOption{At(hour(5))}, own: []EnqueueOption{Delay(2 * time.Hour)}, wantAt: hour(2)},
+			{name: "the call's Delay kept", call: []EnqueueOption{Delay(time.Hour)}, own: []EnqueueOption{Type("own")}, wantAt: hour(1)},
+			{name: "own ExpiresAt over the call's ExpiresIn", call: []EnqueueOption{ExpiresIn(time.Hour)}, own: []EnqueueOption{ExpiresAt(hour(4))}, wantAt: now, wantUntil: hour(4)},
+			{name: "own ExpiresIn over the call's ExpiresAt", call: []EnqueueOption{ExpiresAt(hour(4))}, own: []EnqueueOption{ExpiresIn(2 * time.Hour)}, wantAt: now, wantUntil: hour(2)},
+			{name: "the call's deadline kept, own schedule", call: []EnqueueOption{ExpiresIn(6 * time.Hour)}, own: []EnqueueOption{Delay(time.Hour)}, wantAt: hour(1), wantUntil: hour(6)},
+			{name: "own At and Delay", own: []EnqueueOption{At(hour(1)), Delay(time.Hour)}, wantErr: true},
+			{name: "the call's At and Delay", call: []EnqueueOption{At(hour(1)), Delay(time.Hour)}, own: []EnqueueOption{Delay(time.Hour)}, wantErr: true},
+			{name: "own schedule after the call's deadline", call: []EnqueueOption{ExpiresIn(time.Hour)}, own: []EnqueueOption{Delay(2 * time.Hour)}, wantErr: true},
+		}
+		for _, c := range cases {
+			t.Run(c.name, func(t *testing.T) {
+				env.emptyTable(t)
+				n, err := q.EnqueueMany(ctx, []JobArgs{WithOptions(testArgs{N: 1}, c.own...)}, c.call...)
+				if c.wantErr {
+					if !errors.Is(err, ErrInvalidJob) || n != 0 {
+						t.Fatalf("EnqueueMany = %d, %v; want ErrInvalidJob", n, err)
+					}
+					return
+				}
+				if err != nil || n != 1 {
+					t.Fatalf("EnqueueMany = %d, %v; want 1 job", n, err)
+				}
+				jobs, err := q.List(ctx, ListFilter{Limit: 1})
+				if err != nil || len(jobs) != 1 {
+					t.Fatalf("List = %v, %v", jobs, err)
+				}
+				j := jobs[0]
+				if !j.ScheduledAt.Equal(c.wantAt.Truncate(time.Second)) && !j.ScheduledAt.Equal(c.wantAt) {
+					t.Errorf("scheduled at %v, want %v", j.ScheduledAt, c.wantAt)
+				}
+				switch {
+				case c.wantUntil.IsZero() && j.ExpiresAt != nil:
+					t.Errorf("expires at %v, want no deadline", *j.ExpiresAt)
+				case !c.wantUntil.IsZero() && (j.ExpiresAt == nil || !j.ExpiresAt.Truncate(time.Second).Equal(c.wantUntil.Truncate(time.Second))):
+					t.Errorf("expires at %v, want %v", j.ExpiresAt, c.wantUntil)
+				}
+			})
+		}
+	})
+}
+
+// TestEnqueueManyTxAllOrNothing: EnqueueManyTx whose later statement the
+// server refuses (a payload nested deeper than it takes, in the second
+// chunk of a large call) leaves none of its jobs in the caller's
+// transaction, which stays usable: the caller's own work before it
+// commits alone. On MySQL the first chunk's 7281 jobs stayed and were
+// committed with the caller's work; on PostgreSQL the transaction was
+// aborted, the caller's work with it.
+func TestEnqueueManyTxAllOrNothing(t *testing.T) {
+	forEachEngine(t, func(t *testing.T, kind engine.Kind) {
+		if kind == engine.SQLite {
+			t.Skip("SQLite stores any JSON text: no statement of a valid call is refused")
+		}
+		ctx := context.Background()
+		env := coreEnv(t, kind)
+		q, _ := coreQueue(t, env)
+		refused := strings.Repeat("[", 40) + strings.Repeat("]", 40) // MariaDB takes 31 levels, MySQL 100
+		if kind == engine.Postgres {
+			refused = `{"a":"\ud800"}` // valid JSON to Go, a lone surrogate to JSONB
+		}
+		args := make([]JobArgs, 8000) // two chunks of multi-row statements
+		for i := range args {
+			args[i] = testArgs{N: i}
+		}
+		args = append(args, RawArgs{Name: "refused", Payload: json.RawMessage(refused)})
+		tx, err := env.db.BeginTx(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer tx.Rollback()
+		own, err := q.EnqueueTx(ctx, tx, testArgs{N: -1}) // the caller's own work
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n, err := q.EnqueueManyTx(ctx, tx, args); err == nil || n != 0 {
+			t.Fatalf("EnqueueManyTx = %d, %v; want the payload refused", n, err)
+		}
+		if err := tx.Commit(); err != nil {
+			t.Fatalf("commit after the refused EnqueueManyTx: %v", err)
+		}
+		if got := rowCount(t, env); got != 1 {
+			t.Fatalf("%d rows after the commit; want only the caller's own job %d", got, own)
+		}
+		if j := getJob(t, q, own); j.Status != StatusPending {
+			t.Fatalf("the caller's own job: %v", j.Status)
+		}
+	})
 }

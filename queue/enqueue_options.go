@@ -23,6 +23,46 @@ type enqueueOpts struct {
 	policy    *RetryPolicy
 	uniqueKey *string
 	uniqueFor *time.Duration
+	// call is the call's schedule and deadline when a job's own options
+	// follow them (ownOptions).
+	call *enqueueOpts
+}
+
+// ownOptions goes between the call's options and a job's own
+// (WithOptions), which are applied after the call's: a schedule (At or
+// Delay) or a deadline (ExpiresAt or ExpiresIn) of the job's own replaces
+// the call's whole, so a job's At overrides the call's Delay rather than
+// clashing with it; its other options replace the call's one by one.
+func ownOptions(o *enqueueOpts) {
+	call := *o
+	o.call = &call
+	o.at, o.delay, o.expiresAt, o.expiresIn = nil, nil, nil, nil
+}
+
+// checkOneSchedule checks that o's options of one list (the call's, or a job's
+// own) give at most one schedule and one deadline.
+func (o *enqueueOpts) checkOneSchedule() error {
+	if o.at != nil && o.delay != nil {
+		return fmt.Errorf("%w: both At and Delay are given; use one", ErrInvalidJob)
+	}
+	if o.expiresAt != nil && o.expiresIn != nil {
+		return fmt.Errorf("%w: both ExpiresAt and ExpiresIn are given; use one", ErrInvalidJob)
+	}
+	return nil
+}
+
+// inheritSchedule takes the call's schedule and deadline (ownOptions) where
+// the job's own options give none.
+func (o *enqueueOpts) inheritSchedule() {
+	if o.call == nil {
+		return
+	}
+	if o.at == nil && o.delay == nil {
+		o.at, o.delay = o.call.at, o.call.delay
+	}
+	if o.expiresAt == nil && o.expiresIn == nil {
+		o.expiresAt, o.expiresIn = o.call.expiresAt, o.call.expiresIn
+	}
 }
 
 // Type puts the job in the named queue (default "default"); workers claim
@@ -73,12 +113,15 @@ func (q *Queue) resolve(opts []EnqueueOption, now time.Time) (typ string, at tim
 	if problem := typeProblem(typ); problem != "" {
 		return "", at, nil, p, nil, fmt.Errorf("%w: %s", ErrInvalidJob, problem)
 	}
-	if o.at != nil && o.delay != nil {
-		return "", at, nil, p, nil, fmt.Errorf("%w: both At and Delay are given; use one", ErrInvalidJob)
+	for _, layer := range []*enqueueOpts{o.call, &o} {
+		if layer == nil {
+			continue
+		}
+		if err := layer.checkOneSchedule(); err != nil {
+			return "", at, nil, p, nil, err
+		}
 	}
-	if o.expiresAt != nil && o.expiresIn != nil {
-		return "", at, nil, p, nil, fmt.Errorf("%w: both ExpiresAt and ExpiresIn are given; use one", ErrInvalidJob)
-	}
+	o.inheritSchedule()
 	at = now
 	switch {
 	case o.at != nil:

@@ -184,19 +184,29 @@ func (q *Queue) reclaim(ctx context.Context, f *termFence) (int64, error) {
 			if jobs, err = q.st.abandoned(ctx, d, now, reclaimBatch); err != nil {
 				return err
 			}
+			// The batched statements match "id in the ids and token in the
+			// tokens", which is the (id, token) pair only for tokens that
+			// name their job (wellFormed). A token of another version 2
+			// client of the table (a random one) is ended in a statement
+			// of its own, where the two are the same.
 			var held []*JobRow
+			var batches [][]*JobRow
 			for _, j := range jobs {
 				if j.ref().wellFormed() {
 					held = append(held, j)
+				} else {
+					batches = append(batches, []*JobRow{j})
 				}
 			}
-			order, groups := groupEnds(held, endCause{kind: causeReclaimed}, now)
-			for _, e := range order {
-				m, err := q.st.endAbandoned(ctx, d, groups[e], e, now)
-				n += m
-				ended[e.outcome] += m
-				if err != nil {
-					return err
+			for _, rows := range append([][]*JobRow{held}, batches...) {
+				order, groups := groupEnds(rows, endCause{kind: causeReclaimed}, now)
+				for _, e := range order {
+					m, err := q.st.endAbandoned(ctx, d, groups[e], e, now)
+					n += m
+					ended[e.outcome] += m
+					if err != nil {
+						return err
+					}
 				}
 			}
 			return nil

@@ -211,6 +211,49 @@ func TestReclaimInBatches(t *testing.T) {
 	})
 }
 
+// TestReclaimOtherClientsTokens: Reclaim ends the abandoned attempts of
+// another version 2 client of the table, whose claim tokens are random
+// (SPEC section 3) rather than this package's "<batch>-<id>", and a full
+// round of them does not hide this package's own abandoned attempts
+// behind it. They were skipped, and with a round of 500 Reclaim ended
+// nothing at all.
+func TestReclaimOtherClientsTokens(t *testing.T) {
+	forEachEngine(t, func(t *testing.T, kind engine.Kind) {
+		ctx := context.Background()
+		env := coreEnv(t, kind)
+		q, clock := coreQueue(t, env)
+		args := make([]JobArgs, reclaimBatch)
+		for i := range args {
+			args[i] = testArgs{N: i}
+		}
+		if _, err := q.EnqueueMany(ctx, args, Type("other")); err != nil {
+			t.Fatal(err)
+		}
+		if got := mustClaim(t, q, []string{"other"}, reclaimBatch, time.Minute); len(got) != reclaimBatch {
+			t.Fatalf("claimed %d of %d", len(got), reclaimBatch)
+		}
+		// Another client's tokens, one random string for all (a pair
+		// matched as "id in ids and token in tokens" would end them all
+		// with one row's token).
+		env.exec(t, "UPDATE {t} SET claim_token = 'c0ffee0123456789' WHERE type = 'other'")
+		clock.add(time.Second)
+		ours := mustEnqueue(t, q, testArgs{N: -1}, Type("ours"))
+		if got := mustClaim(t, q, []string{"ours"}, 1, time.Minute); len(got) != 1 {
+			t.Fatalf("claimed %d", len(got))
+		}
+		clock.add(5 * time.Minute) // every lease has passed
+		if n, err := q.Reclaim(ctx); err != nil || n != reclaimBatch+1 {
+			t.Fatalf("Reclaim = %d, %v; want %d", n, err, reclaimBatch+1)
+		}
+		if j := getJob(t, q, ours); j.Status != StatusPending {
+			t.Errorf("this package's abandoned attempt (job %d) is %s after Reclaim, want pending", ours, j.Status)
+		}
+		if n := env.countWhere(t, "status = 'pending' AND claim_token IS NULL AND error = ?", reclaimError); n != reclaimBatch+1 {
+			t.Fatalf("%d reclaimed rows, want %d", n, reclaimBatch+1)
+		}
+	})
+}
+
 // TestReclaimSparesARenewedLease: an attempt read as abandoned whose lease
 // is renewed before its end is written keeps its job.
 func TestReclaimSparesARenewedLease(t *testing.T) {
