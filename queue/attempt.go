@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"reflect"
 	"sort"
 	"strconv"
 	"strings"
@@ -330,11 +331,21 @@ func (q *Queue) failAttempt(ctx context.Context, job *JobRow, handlerErr error) 
 }
 
 // errorText is the error's text as stored: never empty, valid UTF-8 without
-// NUL, and at most maxErrorLen bytes.
+// NUL, and at most maxErrorLen bytes. It never panics: a handler may
+// return a nil pointer as a non-nil error (whose Error method then reads
+// through nil), or an error whose Error method panics, and the text is
+// read on an executor's goroutine, where a panic would end the process.
 func errorText(err error) string {
 	s := "failed"
-	if err != nil && err.Error() != "" {
-		s = err.Error()
+	switch v := reflect.ValueOf(err); {
+	case err == nil:
+	case v.Kind() == reflect.Pointer && v.IsNil():
+		s = fmt.Sprintf("failed: the handler returned a nil %T as its error", err)
+	default:
+		// fmt recovers a panicking Error method into its text.
+		if t := fmt.Sprint(err); t != "" {
+			s = t
+		}
 	}
 	s = strings.ToValidUTF8(s, "\uFFFD")
 	s = strings.ReplaceAll(s, "\x00", "")

@@ -28,11 +28,37 @@ type executors struct {
 	released  *releaseList
 }
 
+// errHandlerExited is the error recorded for an attempt whose handler
+// ended its goroutine without returning.
+var errHandlerExited = errors.New("the handler ended its goroutine without returning (runtime.Goexit, as t.FailNow does)")
+
 // loop runs the attempts of work until it is closed, telling freed how
-// long each handler took once it returned.
-func (e *executors) loop(work <-chan *attempt, freed chan<- time.Duration) {
+// long each handler took once it returned. A handler that ends the
+// goroutine without returning (runtime.Goexit: t.FailNow or a test helper
+// in a handler) ends this loop with it, and recover cannot stop that; the
+// loop's deferred call then records the attempt as failed
+// (errHandlerExited), frees its slot and calls restart, which starts an
+// executor in its place. Before, the attempt stayed in the inflightSet,
+// its lease renewed for the whole run, and the worker had a slot fewer.
+func (e *executors) loop(work <-chan *attempt, freed chan<- time.Duration, restart func()) {
+	var cur *attempt // the attempt being executed
+	var start time.Time
+	defer func() {
+		if cur == nil {
+			return // work was closed
+		}
+		dur := time.Since(start)
+		e.attempts.remove(cur.ref)
+		cur.cancel(context.Canceled)
+		e.recordFailure(cur, errHandlerExited, dur, e.jobLog(cur.row))
+		freed <- dur
+		restart()
+	}()
 	for a := range work {
-		freed <- e.execute(a)
+		cur, start = a, time.Now()
+		d := e.execute(a)
+		cur = nil
+		freed <- d
 	}
 }
 

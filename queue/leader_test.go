@@ -636,3 +636,23 @@ func TestPeriodicTickOutcomes(t *testing.T) {
 		}
 	})
 }
+
+// TestAddPeriodicWhileRunning: AddPeriodic registers jobs "for the next
+// Run", so it may be called while the worker runs; Run read the
+// configuration without the worker's lock, a data race (go test -race,
+// which CI runs on this package, fails here without the lock).
+func TestAddPeriodicWhileRunning(t *testing.T) {
+	env := newTestEnv(t, engine.SQLite)
+	q := env.queue(t, nil, WithLogger(testdb.QuietLogger()))
+	cfg := fastConfig()
+	cfg.MaintenanceInterval = -1
+	w := q.NewWorker(cfg)
+	ctx, cancel := context.WithCancel(context.Background())
+	ran := make(chan error, 1)
+	go func() { ran <- w.Run(ctx) }() // nothing orders its start and the call below
+	err := w.AddPeriodic(Periodic("p", cron.MustParse("@every 1h"), emailArgs{}))
+	cancel()
+	if runErr := <-ran; err != nil || runErr != nil {
+		t.Fatalf("AddPeriodic: %v; Run: %v", err, runErr)
+	}
+}

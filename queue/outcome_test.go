@@ -281,3 +281,41 @@ func TestReclaimSparesARenewedLease(t *testing.T) {
 		}
 	})
 }
+
+// nilPtrErr is an error whose Error method reads its receiver: a nil
+// *nilPtrErr returned as an error panics there.
+type nilPtrErr struct{ msg string }
+
+func (e *nilPtrErr) Error() string { return e.msg }
+
+// panicErr is an error whose Error method panics.
+type panicErr struct{}
+
+func (panicErr) Error() string { panic("boom") }
+
+// TestErrorTextNeverPanics: the text stored for a handler's error is read
+// on an executor's goroutine, where a panic ended the process: a nil
+// pointer returned as a non-nil error (Go's typed-nil pitfall) and an
+// Error method that panics give a text instead.
+func TestErrorTextNeverPanics(t *testing.T) {
+	var typedNil *nilPtrErr
+	cases := []struct {
+		name string
+		err  error
+		want string
+	}{
+		{"nil", nil, "failed"},
+		{"plain", errors.New("boom"), "boom"},
+		{"empty text", errors.New(""), "failed"},
+		{"typed nil", typedNil, "failed: the handler returned a nil *queue.nilPtrErr as its error"},
+		{"typed nil wrapped", fmt.Errorf("send: %w", typedNil), "send: <nil>"}, // fmt printed it
+		{"panicking Error", panicErr{}, "%!v(PANIC=Error method: boom)"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			if got := errorText(c.err); got != c.want {
+				t.Errorf("errorText = %q, want %q", got, c.want)
+			}
+		})
+	}
+}

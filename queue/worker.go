@@ -24,6 +24,8 @@ import (
 	"math/rand/v2"
 	"sync"
 	"time"
+
+	"github.com/jobqueue/jobqueue/internal/engine"
 )
 
 // dbCallTimeout bounds each of the worker's own statements.
@@ -80,7 +82,10 @@ func (w *Worker) AddPeriodic(jobs ...PeriodicJob) error {
 // their cancelled contexts for 5 seconds (Run leaves them running). A Worker
 // runs once at a time; it may Run again after Run returned.
 func (w *Worker) Run(ctx context.Context) error {
-	cfg, err := w.cfg.withDefaults()
+	w.mu.Lock()
+	c := w.cfg // AddPeriodic may change it while this run goes on
+	w.mu.Unlock()
+	cfg, err := c.withDefaults()
 	if err != nil {
 		return err
 	}
@@ -211,8 +216,10 @@ func (r *run) run(ctx context.Context) error {
 	}
 	ex.work = workChain(r.log, append(append([]WorkMiddleware(nil), r.q.workMW...), r.cfg.Middleware...), ex.handle)
 	var execs sync.WaitGroup
+	var startExecutor func() // also in place of one whose handler called runtime.Goexit
+	startExecutor = func() { execs.Go(func() { ex.loop(work, freed, startExecutor) }) }
 	for range r.cfg.Concurrency {
-		execs.Go(func() { ex.loop(work, freed) })
+		startExecutor()
 	}
 	hb := &heartbeater{q: r.q, log: r.log, lease: r.cfg.Lease, interval: r.cfg.HeartbeatInterval, attempts: r.attempts, poke: make(chan struct{}, 1)}
 	hbCtx, stopHeartbeats := context.WithCancel(r.dbCtx)
@@ -220,8 +227,12 @@ func (r *run) run(ctx context.Context) error {
 	go func() { defer close(hbDone); hb.run(hbCtx) }()
 
 	// The engine's own Waker (startOwnWaker); on PostgreSQL a cancel of a
-	// job running here also makes the heartbeater check the leases at once.
-	stopWaker := r.startOwnWaker(stop, func(ids []int64) {
+	// job running here also makes the heartbeater check the leases at once,
+	// so there it listens until the executors are done (a shutdown's grace,
+	// the handlers still running after MaxJobs), not only while the
+	// claimer runs: a cancel then waited for the next heartbeat.
+	hearsCancels := r.q.kind == engine.Postgres
+	stopWaker := r.startOwnWaker(r.dbCtx, func(ids []int64) {
 		if ids == nil || r.attempts.holdsAny(ids) {
 			hb.checkNow()
 		}
@@ -231,11 +242,16 @@ func (r *run) run(ctx context.Context) error {
 		attempts: r.attempts, completer: c, work: work, freed: freed,
 	}
 	claimed := cl.loop(stop)
-	stopWaker()
+	if !hearsCancels {
+		stopWaker()
+	}
 	stopMaint()
 	close(work)
 
 	runErr := r.awaitExecutors(stop, &execs)
+	if hearsCancels {
+		stopWaker()
+	}
 
 	stopHeartbeats()
 	<-hbDone

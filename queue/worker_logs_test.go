@@ -29,8 +29,13 @@ func TestWorkerMaintenanceLogsOnce(t *testing.T) {
 		cfg.Types = []string{"none"}
 		w := q.NewWorker(cfg)
 		stop, _ := startWorker(t, w)
-		waitUntil(t, 10*time.Second, "the maintenance to expire and reclaim", func() bool {
-			return env.countWhere(t, "status = 'expired'") == 1 && env.countWhere(t, "status = 'pending'") == 1
+		// Wait for the lines, not only the rows: a stop right after the
+		// reclaim's commit showed could cancel the act while its commit's
+		// answer was on its way, and the line (written once the act
+		// returned) was never written (seen under -race in CI).
+		waitUntil(t, 10*time.Second, "the maintenance to expire and reclaim, and say so", func() bool {
+			return env.countWhere(t, "status = 'expired'") == 1 && env.countWhere(t, "status = 'pending'") == 1 &&
+				logs.Count(slog.LevelInfo, "reclaim") > 0 && logs.Count(slog.LevelInfo, "expired") > 0
 		})
 		if err := stop(10 * time.Second); err != nil {
 			t.Fatalf("stopping the worker: %v", err)

@@ -3,6 +3,7 @@ package queue
 import (
 	"context"
 	"errors"
+	"runtime"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -316,6 +317,40 @@ func TestWorkerHandleDefault(t *testing.T) {
 		}
 		if id := waitFor(t, typed, 5*time.Second, "the typed handler"); id != email {
 			t.Errorf("typed handler got job %d, want %d", id, email)
+		}
+	})
+}
+
+// TestHandlerGoexit: a handler that ends its goroutine without returning
+// (runtime.Goexit, which t.FailNow calls) fails its attempt, and the
+// worker keeps its slot: the next job runs. The attempt stayed in_progress
+// with its lease renewed for the whole run, and the worker of one slot ran
+// nothing more.
+func TestHandlerGoexit(t *testing.T) {
+	forEachEngine(t, func(t *testing.T, kind engine.Kind) {
+		env := newTestEnv(t, kind)
+		q := env.queue(t, nil)
+		cfg := fastConfig()
+		cfg.Concurrency = 1
+		w := q.NewWorker(cfg)
+		Handle(w, func(ctx context.Context, job *Job[emailArgs]) error {
+			if job.Args.To == "goexit" {
+				runtime.Goexit()
+			}
+			return nil
+		})
+		once := Policy(RetryPolicy{MaxAttempts: 1, BaseDelay: time.Second, MaxDelay: time.Second})
+		exited := enqueue(t, q, emailArgs{To: "goexit"}, once)
+		next := enqueue(t, q, emailArgs{To: "next"}, once)
+		stop, _ := startWorker(t, w)
+		waitUntil(t, 20*time.Second, "both jobs to finish", func() bool {
+			return getJob(t, q, exited).Status == StatusFailed && getJob(t, q, next).Status == StatusCompleted
+		})
+		if j := getJob(t, q, exited); !strings.Contains(j.Error, "runtime.Goexit") {
+			t.Errorf("the exited attempt's error: %v", j.Error)
+		}
+		if err := stop(10 * time.Second); err != nil {
+			t.Fatal(err)
 		}
 	})
 }
