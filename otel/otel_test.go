@@ -366,3 +366,44 @@ func sorted(s []int64) []int64 {
 	slices.Sort(s)
 	return s
 }
+
+// TestShutdownCutOffCancelledCounted: an attempt that the shutdown cut off,
+// and whose job was cancelled before its release was written, is counted
+// once, as cancelled (queue.Event's doc: every claimed attempt ends in
+// exactly one event). The release dropped it without an event.
+func TestShutdownCutOffCancelledCounted(t *testing.T) {
+	testdb.ForEachEngine(t, func(t *testing.T, e *testdb.Env) {
+		ctx := context.Background()
+		rec := newRecorded(t)
+		q, _ := openQueue(t, e, rec.tel.QueueOptions()...)
+		id, err := q.Enqueue(ctx, task{"x"}, queue.Type("mail"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		runCtx, stop := context.WithCancel(ctx)
+		defer stop()
+		started := make(chan struct{})
+		w := q.NewWorker(queue.WorkerConfig{Concurrency: 1, ShutdownTimeout: -1, Lease: 30 * time.Second, MaintenanceInterval: -1})
+		queue.Handle(w, func(hctx context.Context, job *queue.Job[task]) error {
+			close(started)
+			<-hctx.Done() // the shutdown cancels it
+			if err := q.Cancel(context.Background(), job.ID); err != nil {
+				return err
+			}
+			return context.Cause(hctx)
+		})
+		go func() { <-started; stop() }()
+		if err := w.Run(runCtx); err != nil {
+			t.Fatal(err)
+		}
+		row, err := q.Get(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("job after the run: status %s, error %q, attempts %d", row.Status, row.Error, row.Attempts)
+		got := rec.collect(t)
+		if n := got[jobqueueotel.MetricWorked]["outcome=cancelled,type=mail"]; n != 1 {
+			t.Errorf("%s = %v; want outcome=cancelled,type=mail counted once (the job is %s %q)", jobqueueotel.MetricWorked, got[jobqueueotel.MetricWorked], row.Status, row.Error)
+		}
+	})
+}

@@ -184,37 +184,33 @@ func (q *Queue) enqueueMany(ctx context.Context, tx *sql.Tx, args []JobArgs, opt
 			return n, err
 		}
 	}
-	jobs, keyed, err := q.prepareMany(args, opts, now)
+	all, jobs, keyed, err := q.prepareMany(args, opts, now)
 	if err != nil {
 		return 0, err
 	}
 	if q.enqueueMW == nil {
 		return q.writeMany(ctx, tx, jobs, keyed, len(args), now)
 	}
-	call := &EnqueueCall{Jobs: make([]EnqueuedJob, 0, len(args)), Many: true, Tx: tx, many: true, plain: jobs, keyed: keyed, tx: tx, now: now}
-	for _, j := range jobs {
-		call.Jobs = append(call.Jobs, j.view())
-	}
-	for _, k := range keyed {
-		call.Jobs = append(call.Jobs, k.j.view())
-	}
-	for i := range call.keyed {
-		call.keyed[i].at = len(jobs) + i
+	// The call's Jobs are in the order given (keyed[i].at is each keyed
+	// job's place there), so that a middleware can match them to args.
+	call := &EnqueueCall{Jobs: make([]EnqueuedJob, len(all)), Many: true, Tx: tx, many: true, plain: jobs, keyed: keyed, tx: tx, now: now}
+	for i, j := range all {
+		call.Jobs[i] = j.view()
 	}
 	err = q.enqueueMW(ctx, call)
 	return call.n, err
 }
 
-// prepareMany checks the jobs of EnqueueMany and splits them into those
-// without a unique key (written in multi-row statements) and those with one
-// (written one by one).
-func (q *Queue) prepareMany(args []JobArgs, opts []EnqueueOption, now time.Time) ([]*newJob, []keyedJob, error) {
+// prepareMany checks the jobs of EnqueueMany and returns them all in the
+// order given, and split into those without a unique key (written in
+// multi-row statements) and those with one (written one by one, each with
+// its place in all).
+func (q *Queue) prepareMany(args []JobArgs, opts []EnqueueOption, now time.Time) (all, jobs []*newJob, keyed []keyedJob, err error) {
 	typ, at, expires, p, key, err := q.resolve(opts, now)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
-	jobs := make([]*newJob, len(args))
-	var keyed []keyedJob // the jobs with a unique key, written one by one
+	jobs = make([]*newJob, len(args))
 	for i, a := range args {
 		k := key
 		if w, ok := a.(withOptions); ok {
@@ -230,23 +226,25 @@ func (q *Queue) prepareMany(args []JobArgs, opts []EnqueueOption, now time.Time)
 			jobs[i], err = q.prepareJob(a, typ, at, expires, p)
 		}
 		if err != nil {
-			return nil, nil, fmt.Errorf("job %d of %d: %w (no job was written)", i, len(args), err)
+			return nil, nil, nil, fmt.Errorf("job %d of %d: %w (no job was written)", i, len(args), err)
 		}
 		if k != nil {
-			keyed = append(keyed, keyedJob{j: jobs[i], key: k})
-			jobs[i] = nil
+			keyed = append(keyed, keyedJob{j: jobs[i], key: k, at: i})
 		}
 	}
+	all = jobs
 	if len(keyed) > 0 {
-		plain := jobs[:0]
-		for _, j := range jobs {
-			if j != nil {
-				plain = append(plain, j)
+		jobs = make([]*newJob, 0, len(all)-len(keyed))
+		next := 0 // the next keyed job
+		for i, j := range all {
+			if next < len(keyed) && keyed[next].at == i {
+				next++
+				continue
 			}
+			jobs = append(jobs, j)
 		}
-		jobs = plain
 	}
-	return jobs, keyed, nil
+	return all, jobs, keyed, nil
 }
 
 // writeMany writes the checked jobs of EnqueueMany (total of them), in tx

@@ -16,6 +16,8 @@ import (
 
 	"github.com/jobqueue/jobqueue/internal/engine"
 	"github.com/jobqueue/jobqueue/internal/testdb"
+
+	"github.com/google/go-cmp/cmp"
 )
 
 // mwJob is the job of the middleware tests; What says what its handler does.
@@ -400,6 +402,43 @@ func TestReleasedAttemptOutcome(t *testing.T) {
 			if got := getJob(t, q, id); got.Status != w.status {
 				t.Errorf("job %d is %s in the table, want %s", id, got.Status, w.status)
 			}
+		}
+	})
+}
+
+// TestEnqueueCallJobsInOrderGiven: EnqueueCall.Jobs are the jobs in the
+// order given, each with its Duplicate set after next, also when only some
+// jobs of an EnqueueMany have a unique key. They came unkeyed first, so a
+// middleware matching Jobs[i] to args[i] took the wrong job's result.
+func TestEnqueueCallJobsInOrderGiven(t *testing.T) {
+	forEachEngine(t, func(t *testing.T, kind engine.Kind) {
+		ctx := context.Background()
+		env := coreEnv(t, kind)
+		var seen []EnqueuedJob
+		q, _ := coreQueue(t, env, WithEnqueueMiddleware(func(ctx context.Context, call *EnqueueCall, next EnqueueFunc) error {
+			err := next(ctx, call)
+			seen = append([]EnqueuedJob(nil), call.Jobs...)
+			return err
+		}))
+		if _, err := q.Enqueue(ctx, testArgs{N: 1}, UniqueKey("k")); err != nil {
+			t.Fatal(err)
+		}
+		n, err := q.EnqueueMany(ctx, []JobArgs{
+			testArgs{N: 2},
+			WithOptions(testArgs{N: 3}, UniqueKey("k")), // a duplicate
+			testArgs{N: 4},
+			WithOptions(testArgs{N: 5}, UniqueKey("free")),
+		})
+		if err != nil || n != 3 {
+			t.Fatalf("EnqueueMany = %d, %v; want 3", n, err)
+		}
+		var got []string
+		for _, j := range seen {
+			got = append(got, fmt.Sprintf("%s dup=%v", j.Payload, j.Duplicate))
+		}
+		want := []string{`{"n":2} dup=false`, `{"n":3} dup=true`, `{"n":4} dup=false`, `{"n":5} dup=false`}
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("call.Jobs, in the order given (-want +got):\n%s", diff)
 		}
 	})
 }

@@ -119,6 +119,10 @@ func (r *run) releaseInterrupted() {
 	for _, it := range items {
 		end, ok := ends[it.row.ref()]
 		if !ok {
+			// Stale: the job was cancelled, or its lease passed, after
+			// the cut-off; the attempt ends as one that lost its job, as
+			// the completer's and the failures' stale attempts do.
+			r.q.lost(ctx, it.row, errShutdown, it.dur)
 			continue
 		}
 		ev := *it.row
