@@ -11,21 +11,24 @@ import (
 // Stats counts the jobs per status, of one type or (typ "") of all; every
 // status is a key, with 0 when there are none.
 func (q *Queue) Stats(ctx context.Context, typ string) (map[Status]int64, error) {
-	out := make(map[Status]int64, len(Statuses()))
-	for _, s := range Statuses() {
-		out[s] = 0
-	}
 	if noJobHas(typ, maxTypeLen) {
-		return out, nil
+		return everyStatus(nil), nil
 	}
 	got, err := q.st.stats(ctx, typ)
 	if err != nil {
 		return nil, fmt.Errorf("jobqueue: stats: %w", err)
 	}
+	return everyStatus(got), nil
+}
+
+// everyStatus is the counts of got with every status as a key: 0 for the
+// statuses got lacks (got may be nil).
+func everyStatus(got map[Status]int64) map[Status]int64 {
+	out := make(map[Status]int64, len(Statuses()))
 	for _, s := range Statuses() {
 		out[s] = got[s]
 	}
-	return out, nil
+	return out
 }
 
 // List's page size: DefaultListLimit when ListFilter.Limit is 0, at most

@@ -60,21 +60,14 @@ func (q *Queue) StatsUpTo(ctx context.Context, typ string, limit int64) (map[Sta
 	if limit < 1 {
 		return nil, fmt.Errorf("jobqueue: stats: the limit %d must be at least 1", limit)
 	}
-	out := make(map[Status]int64, len(Statuses()))
-	for _, s := range Statuses() {
-		out[s] = 0
-	}
 	if noJobHas(typ, maxTypeLen) {
-		return out, nil
+		return everyStatus(nil), nil
 	}
 	got, err := q.overviewStore().countUpTo(ctx, typ, limit)
 	if err != nil {
 		return nil, fmt.Errorf("jobqueue: stats: %w", err)
 	}
-	for _, s := range Statuses() {
-		out[s] = got[s]
-	}
-	return out, nil
+	return everyStatus(got), nil
 }
 
 // OldestDue returns the pending job of the given type (all types when typ
