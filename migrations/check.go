@@ -25,14 +25,9 @@ func Check(ctx context.Context, db *sql.DB, table string, opts ...Option) error 
 	if err != nil {
 		return err
 	}
-	st, err := inspect(ctx, db, t)
+	st, err := inspectOwn(ctx, db, t)
 	if err != nil {
 		return err
-	}
-	if st != tableForeign {
-		if err := checkSideObjects(ctx, db, t); err != nil {
-			return err
-		}
 	}
 	switch st {
 	case tableV2:
@@ -41,8 +36,6 @@ func Check(ctx context.Context, db *sql.DB, table string, opts ...Option) error 
 		return outdatedError(t, st)
 	case tableMissing:
 		return fmt.Errorf("%w: table %s does not exist; create it with migrations.Install (or `jobqueue install --table %s`)", ErrTableMissing, t.Name, t.Name)
-	case tableForeign:
-		return foreignError(t)
 	}
 	return fmt.Errorf("table %s: unexpected state %s", t.Name, st)
 }

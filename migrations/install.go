@@ -99,30 +99,18 @@ func foreignError(t engine.Table) error {
 // On MySQL, when ex is a *sql.DB, the work runs on one connection taken
 // from it (the lock is a session lock), and onOutdated gets that
 // *sql.Conn.
-func ensureTable(ctx context.Context, ex execQueryer, t engine.Table, onOutdated func(context.Context, execQueryer, tableState) error) (err error) {
-	ex, release, err := oneSession(ctx, t.Kind, ex)
-	if err != nil {
-		return err
-	}
-	defer release()
-	unlock, err := lockTable(ctx, ex, t)
-	if err != nil {
-		return err
-	}
-	defer func() {
-		if uerr := unlock(); uerr != nil && err == nil {
-			err = uerr
-		}
-	}()
+func ensureTable(ctx context.Context, ex execQueryer, t engine.Table, onOutdated func(context.Context, execQueryer, tableState) error) error {
+	return underTableLock(ctx, ex, t, func(ctx context.Context, ex execQueryer) error {
+		return ensureLocked(ctx, ex, t, onOutdated)
+	})
+}
 
-	st, err := inspect(ctx, ex, t)
+// ensureLocked is ensureTable's work, on one session holding the table's
+// lock.
+func ensureLocked(ctx context.Context, ex execQueryer, t engine.Table, onOutdated func(context.Context, execQueryer, tableState) error) error {
+	st, err := inspectOwn(ctx, ex, t)
 	if err != nil {
 		return err
-	}
-	if st != tableForeign {
-		if err := checkSideObjects(ctx, ex, t); err != nil {
-			return err
-		}
 	}
 	switch st {
 	case tableMissing:
@@ -141,8 +129,6 @@ func ensureTable(ctx context.Context, ex execQueryer, t engine.Table, onOutdated
 		if st != tableV2 {
 			return fmt.Errorf("%w: table %s is still %s after its migration; run Migrate again", ErrOutdatedTable, t.Name, st)
 		}
-	case tableForeign:
-		return foreignError(t)
 	default:
 		return fmt.Errorf("table %s: unexpected state %s", t.Name, st)
 	}
@@ -150,6 +136,42 @@ func ensureTable(ctx context.Context, ex execQueryer, t engine.Table, onOutdated
 		return err
 	}
 	return ensureSideTables(ctx, ex, t)
+}
+
+// underTableLock runs fn on one session of ex (oneSession) holding the
+// lock that serializes installs, migrations and uninstalls of t
+// (lockTable); an error releasing the lock is returned when fn succeeded.
+func underTableLock(ctx context.Context, ex execQueryer, t engine.Table, fn func(context.Context, execQueryer) error) (err error) {
+	ex, release, err := oneSession(ctx, t.Kind, ex)
+	if err != nil {
+		return err
+	}
+	defer release()
+	unlock, err := lockTable(ctx, ex, t)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if uerr := unlock(); uerr != nil && err == nil {
+			err = uerr
+		}
+	}()
+	return fn(ctx, ex)
+}
+
+// inspectOwn is inspect for a caller that will touch t or its side
+// objects: it refuses, with an error wrapping ErrForeignTable, a table of
+// the name that is not a jobqueue table (foreignError) and a side object's
+// name held by something else (checkSideObjects).
+func inspectOwn(ctx context.Context, q queryer, t engine.Table) (tableState, error) {
+	st, err := inspect(ctx, q, t)
+	if err != nil {
+		return st, err
+	}
+	if st == tableForeign {
+		return st, foreignError(t)
+	}
+	return st, checkSideObjects(ctx, q, t)
 }
 
 // ensureSideTables creates the side tables of t (internal/ddl.SideTables)

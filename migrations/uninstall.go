@@ -53,34 +53,22 @@ func Uninstall(ctx context.Context, db *sql.DB, table string, opts ...Option) er
 // transaction on PostgreSQL and SQLite; on MySQL one session, as in
 // ensureTable), under the table's lock, after the checks Uninstall
 // describes (uninstallable).
-func dropTable(ctx context.Context, ex execQueryer, t engine.Table) (err error) {
-	ex, release, err := oneSession(ctx, t.Kind, ex)
-	if err != nil {
-		return err
-	}
-	defer release()
-	unlock, err := lockTable(ctx, ex, t)
-	if err != nil {
-		return err
-	}
-	defer func() {
-		if uerr := unlock(); uerr != nil && err == nil {
-			err = uerr
+func dropTable(ctx context.Context, ex execQueryer, t engine.Table) error {
+	return underTableLock(ctx, ex, t, func(ctx context.Context, ex execQueryer) error {
+		if err := uninstallable(ctx, ex, t); err != nil {
+			return err
 		}
-	}()
-	if err := uninstallable(ctx, ex, t); err != nil {
-		return err
-	}
-	next := "nothing was dropped (one transaction): remove what the error names as standing in the way, then run Uninstall again"
-	if t.Kind == engine.MySQL {
-		next = "MySQL commits each DROP on its own, so some tables may be gone: fix the cause and run Uninstall again to drop what is left"
-	}
-	for _, s := range dropStatements(t) {
-		if _, err := ex.ExecContext(ctx, s); err != nil {
-			return fmt.Errorf("%s: %w; %s", s, err, next)
+		next := "nothing was dropped (one transaction): remove what the error names as standing in the way, then run Uninstall again"
+		if t.Kind == engine.MySQL {
+			next = "MySQL commits each DROP on its own, so some tables may be gone: fix the cause and run Uninstall again to drop what is left"
 		}
-	}
-	return nil
+		for _, s := range dropStatements(t) {
+			if _, err := ex.ExecContext(ctx, s); err != nil {
+				return fmt.Errorf("%s: %w; %s", s, err, next)
+			}
+		}
+		return nil
+	})
 }
 
 // uninstallable returns why t and its side objects may not be dropped, or
@@ -88,14 +76,7 @@ func dropTable(ctx context.Context, ex execQueryer, t engine.Table) (err error) 
 // something else (checkSideObjects), or another table's foreign key
 // references one of the tables to drop.
 func uninstallable(ctx context.Context, q queryer, t engine.Table) error {
-	st, err := inspect(ctx, q, t)
-	if err != nil {
-		return err
-	}
-	if st == tableForeign {
-		return foreignError(t)
-	}
-	if err := checkSideObjects(ctx, q, t); err != nil {
+	if _, err := inspectOwn(ctx, q, t); err != nil {
 		return err
 	}
 	var refs []string
