@@ -360,73 +360,62 @@ func TestCancelPayloads(t *testing.T) {
 	}
 }
 
-// TestCancelAtOnceAfterMaxJobs: on PostgreSQL a cancelled job's handler
+// TestCancelAtOnceWhileFinishing: on PostgreSQL a cancelled job's handler
 // sees its context cancelled at once (NOTIFY), not at the next heartbeat
-// (5 minutes here), also when the worker has claimed its MaxJobs and lets
-// them finish: the worker stopped listening when it stopped claiming.
-func TestCancelAtOnceAfterMaxJobs(t *testing.T) {
-	env := newTestEnv(t, engine.Postgres)
-	q := env.queue(t, nil, WithLogger(testdb.QuietLogger()))
-	cfg := fastConfig()
-	cfg.MaxJobs = 1
-	cfg.Lease, cfg.HeartbeatInterval = 10*time.Minute, 5*time.Minute
-	w := q.NewWorker(cfg)
-	started := make(chan int64, 1)
-	stopped := make(chan error, 1)
-	Handle(w, func(ctx context.Context, job *Job[emailArgs]) error {
-		started <- job.ID
-		<-ctx.Done()
-		stopped <- context.Cause(ctx)
-		return nil
-	})
-	id := enqueue(t, q, emailArgs{To: "block"})
-	stop, _ := startWorker(t, w)
-	waitFor(t, started, 20*time.Second, "the handler to start")
-	if err := q.Cancel(context.Background(), id); err != nil {
-		t.Fatal(err)
+// (5 minutes here), also once the worker has stopped claiming and lets its
+// running handlers finish: after it claimed its MaxJobs, and during a
+// shutdown's grace (ShutdownTimeout). The worker stopped listening when it
+// stopped claiming.
+func TestCancelAtOnceWhileFinishing(t *testing.T) {
+	cases := []struct {
+		name      string
+		configure func(*WorkerConfig)
+		shutdown  bool   // cancel Run's context once the handler runs
+		stopped   string // the worker's line saying it stopped claiming
+	}{
+		{name: "after MaxJobs", configure: func(c *WorkerConfig) { c.MaxJobs = 1 }, stopped: "worker claimed MaxJobs jobs"},
+		{name: "shutdown grace", configure: func(c *WorkerConfig) { c.ShutdownTimeout = time.Minute }, shutdown: true, stopped: "waiting for running handlers"},
 	}
-	cause := waitFor(t, stopped, 10*time.Second, "the cancelled handler's context to end (PostgreSQL: at once)")
-	if !errors.Is(cause, ErrLeaseLost) {
-		t.Errorf("cause %v", cause)
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			env := newTestEnv(t, engine.Postgres)
+			var logs testdb.LogRecorder
+			q := env.queue(t, nil, WithLogger(slog.New(&logs)))
+			cfg := fastConfig()
+			cfg.Lease, cfg.HeartbeatInterval = 10*time.Minute, 5*time.Minute
+			c.configure(&cfg)
+			w := q.NewWorker(cfg)
+			started := make(chan int64, 1)
+			stopped := make(chan error, 1)
+			Handle(w, func(ctx context.Context, job *Job[emailArgs]) error {
+				started <- job.ID
+				<-ctx.Done()
+				stopped <- context.Cause(ctx)
+				return nil
+			})
+			id := enqueue(t, q, emailArgs{To: "block"})
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			runDone := make(chan error, 1)
+			go func() { runDone <- w.Run(ctx) }()
+			waitFor(t, started, 20*time.Second, "the handler to start")
+			if c.shutdown {
+				cancel() // the worker stops; the handler may run on for ShutdownTimeout
+			}
+			waitUntil(t, 10*time.Second, "the worker to stop claiming and let its handler finish", func() bool {
+				return logs.Count(slog.LevelInfo, c.stopped) > 0
+			})
+			if err := q.Cancel(context.Background(), id); err != nil {
+				t.Fatal(err)
+			}
+			cause := waitFor(t, stopped, 10*time.Second, "the cancelled handler's context to end (PostgreSQL: at once)")
+			if !errors.Is(cause, ErrLeaseLost) {
+				t.Errorf("cause %v", cause)
+			}
+			cancel()
+			if err := waitFor(t, runDone, 70*time.Second, "Run to return"); err != nil {
+				t.Fatal(err)
+			}
+		})
 	}
-	if err := stop(10 * time.Second); err != nil {
-		t.Fatal(err)
-	}
-}
-
-// TestCancelAtOnceDuringShutdownGrace: the same while the worker stops
-// and lets its running handler finish (ShutdownTimeout).
-func TestCancelAtOnceDuringShutdownGrace(t *testing.T) {
-	env := newTestEnv(t, engine.Postgres)
-	var logs testdb.LogRecorder
-	q := env.queue(t, nil, WithLogger(slog.New(&logs)))
-	cfg := fastConfig()
-	cfg.ShutdownTimeout = time.Minute
-	cfg.Lease, cfg.HeartbeatInterval = 10*time.Minute, 5*time.Minute
-	w := q.NewWorker(cfg)
-	started := make(chan int64, 1)
-	stopped := make(chan error, 1)
-	Handle(w, func(ctx context.Context, job *Job[emailArgs]) error {
-		started <- job.ID
-		<-ctx.Done()
-		stopped <- context.Cause(ctx)
-		return nil
-	})
-	id := enqueue(t, q, emailArgs{To: "block"})
-	ctx, cancel := context.WithCancel(context.Background())
-	runDone := make(chan error, 1)
-	go func() { runDone <- w.Run(ctx) }()
-	waitFor(t, started, 20*time.Second, "the handler to start")
-	cancel() // the worker stops; the handler may run on for ShutdownTimeout
-	waitUntil(t, 10*time.Second, "the worker to stop claiming and wait for its handler", func() bool {
-		return logs.Count(slog.LevelInfo, "waiting for running handlers") > 0
-	})
-	if err := q.Cancel(context.Background(), id); err != nil {
-		t.Fatal(err)
-	}
-	cause := waitFor(t, stopped, 10*time.Second, "the cancelled handler's context to end (PostgreSQL: at once)")
-	if !errors.Is(cause, ErrLeaseLost) {
-		t.Errorf("cause %v", cause)
-	}
-	waitFor(t, runDone, 70*time.Second, "Run to return")
 }
