@@ -51,15 +51,15 @@ Times are the database server's clock, in UTC.`,
 				}
 				switch {
 				case ld == nil:
-					_, err = fmt.Fprintf(a.out, "no leader: no worker has led table %s yet\n", q.Table())
+					fmt.Fprintf(a.out, "no leader: no worker has led table %s yet\n", q.Table())
 				case !ld.Active:
-					_, err = fmt.Fprintf(a.out, "no leader: the last one, %s, let its lease pass at %s (term %d)\n",
+					fmt.Fprintf(a.out, "no leader: the last one, %s, let its lease pass at %s (term %d)\n",
 						ld.Holder, ld.LeaseUntil.Format(time.RFC3339), ld.Term)
 				default:
-					_, err = fmt.Fprintf(a.out, "leader %s since %s (term %d; renewed %s, lease until %s)\n",
+					fmt.Fprintf(a.out, "leader %s since %s (term %d; renewed %s, lease until %s)\n",
 						ld.Holder, ld.Since.Format(time.RFC3339), ld.Term, ld.RenewedAt.Format(time.RFC3339Nano), ld.LeaseUntil.Format(time.RFC3339Nano))
 				}
-				return err
+				return nil
 			})
 		}),
 	}
