@@ -30,8 +30,6 @@ func takeLease(t *testing.T, q *Queue, holder string, lease time.Duration) *term
 	if err := q.st.leaderEnsure(ctx, leaderRole); err != nil {
 		t.Fatal(err)
 	}
-	// MySQL's lease times have whole seconds: a lease released this second
-	// has passed only from the next.
 	// A statement kept waiting by another's act fails at its deadline.
 	var last error
 	testwait.Until(t, 10*time.Second, 20*time.Millisecond, func() bool {

@@ -147,7 +147,10 @@ type Querier interface {
 	// this session held it.
 	ReleaseClaimMutex(ctx context.Context, tableName interface{}) (int64, error)
 	// ReleaseLeader ends holder's lease now, so that another process takes the
-	// role at once.
+	// role at once: a microsecond before UTC_TIMESTAMP(), since that keeps
+	// whole seconds and a lease that ends in the current second still holds
+	// until the next (AcquireLeader takes over a lease_until before now;
+	// Queue.Leader shows it active).
 	ReleaseLeader(ctx context.Context, arg ReleaseLeaderParams) (int64, error)
 	RetakeKey(ctx context.Context, jobID uint64) (int64, error)
 	// RetryCandidate reads what Retry decides on (queue/retry.go), locked

@@ -1570,7 +1570,7 @@ func (q *Queries) ReleaseClaimMutex(ctx context.Context, tableName interface{}) 
 
 const releaseLeader = `-- name: ReleaseLeader :execrows
 UPDATE jobs_leader
-SET lease_until = UTC_TIMESTAMP()
+SET lease_until = TIMESTAMPADD(MICROSECOND, -1, UTC_TIMESTAMP())
 WHERE name = ? AND holder = ?
   AND lease_until > UTC_TIMESTAMP()
 `
@@ -1581,7 +1581,10 @@ type ReleaseLeaderParams struct {
 }
 
 // ReleaseLeader ends holder's lease now, so that another process takes the
-// role at once.
+// role at once: a microsecond before UTC_TIMESTAMP(), since that keeps
+// whole seconds and a lease that ends in the current second still holds
+// until the next (AcquireLeader takes over a lease_until before now;
+// Queue.Leader shows it active).
 func (q *Queries) ReleaseLeader(ctx context.Context, arg ReleaseLeaderParams) (int64, error) {
 	result, err := q.db.ExecContext(ctx, releaseLeader, arg.Name, arg.Holder)
 	if err != nil {

@@ -420,9 +420,12 @@ WHERE name = sqlc.arg(name)
 
 -- name: ReleaseLeader :execrows
 -- ReleaseLeader ends holder's lease now, so that another process takes the
--- role at once.
+-- role at once: a microsecond before UTC_TIMESTAMP(), since that keeps
+-- whole seconds and a lease that ends in the current second still holds
+-- until the next (AcquireLeader takes over a lease_until before now;
+-- Queue.Leader shows it active).
 UPDATE jobs_leader
-SET lease_until = UTC_TIMESTAMP()
+SET lease_until = TIMESTAMPADD(MICROSECOND, -1, UTC_TIMESTAMP())
 WHERE name = sqlc.arg(name) AND holder = sqlc.arg(holder)
   AND lease_until > UTC_TIMESTAMP();
 
