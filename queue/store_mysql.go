@@ -322,8 +322,14 @@ func (s mysqlStore) insertUnique(ctx context.Context, d dbtx, j *newJob, k uniqu
 	if err != nil {
 		return 0, false, err
 	}
-	n, err := qs.InsertKey(ctx, mysqlgen.InsertKeyParams{JobID: uint64(id), UniqueKey: k.key, LiveKey: nullString(k.key), HeldUntil: k.heldUntil})
-	if err != nil || n == 1 {
+	res, err := qs.InsertKey(ctx, mysqlgen.InsertKeyParams{JobID: uint64(id), UniqueKey: k.key, LiveKey: nullString(k.key), HeldUntil: k.heldUntil})
+	if err != nil {
+		return id, false, err
+	}
+	// The holder's job_id when another job holds the key, 0 when the key
+	// row was inserted (see InsertKey).
+	holder, err := res.LastInsertId()
+	if err != nil || holder == 0 {
 		return id, err == nil, err
 	}
 	return 0, false, qs.DeleteJob(ctx, uint64(id))

@@ -79,10 +79,15 @@ type Querier interface {
 	HolderStatus(ctx context.Context, id uint64) ([]JobsStatus, error)
 	HolderStatusForUpdate(ctx context.Context, id uint64) ([]JobsStatus, error)
 	InsertJob(ctx context.Context, arg InsertJobParams) (int64, error)
-	// InsertKey takes a key for a job just inserted; 0 rows: another job
-	// holds it (the no-op update takes an exclusive lock on the holder's row,
-	// so concurrent inserters of one key queue up instead of deadlocking).
-	InsertKey(ctx context.Context, arg InsertKeyParams) (int64, error)
+	// InsertKey takes a key for a job just inserted. When another job holds
+	// it, the no-op update takes an exclusive lock on the holder's row (so
+	// concurrent inserters of one key queue up instead of deadlocking) and
+	// makes the holder's job_id the statement's insert id; when the row is
+	// inserted, the insert id is 0 (the table has no AUTO_INCREMENT). The
+	// insert id tells the two apart, not the affected rows: a connection with
+	// clientFoundRows=true counts the holder's unchanged row as affected, as
+	// it counts an inserted one.
+	InsertKey(ctx context.Context, arg InsertKeyParams) (sql.Result, error)
 	JobKeyForUpdate(ctx context.Context, jobID uint64) ([]JobKeyForUpdateRow, error)
 	KeyHolderForUpdate(ctx context.Context, liveKey sql.NullString) ([]KeyHolderForUpdateRow, error)
 	// ListJobs pages newest first on the primary key: the jobs with ids below

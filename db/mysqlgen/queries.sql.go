@@ -869,10 +869,10 @@ func (q *Queries) InsertJob(ctx context.Context, arg InsertJobParams) (int64, er
 	return result.LastInsertId()
 }
 
-const insertKey = `-- name: InsertKey :execrows
+const insertKey = `-- name: InsertKey :execresult
 INSERT INTO jobs_unique (job_id, unique_key, live_key, held_until)
 VALUES (?, ?, ?, ?)
-ON DUPLICATE KEY UPDATE live_key = live_key
+ON DUPLICATE KEY UPDATE job_id = LAST_INSERT_ID(job_id)
 `
 
 type InsertKeyParams struct {
@@ -882,20 +882,21 @@ type InsertKeyParams struct {
 	HeldUntil time.Time
 }
 
-// InsertKey takes a key for a job just inserted; 0 rows: another job
-// holds it (the no-op update takes an exclusive lock on the holder's row,
-// so concurrent inserters of one key queue up instead of deadlocking).
-func (q *Queries) InsertKey(ctx context.Context, arg InsertKeyParams) (int64, error) {
-	result, err := q.db.ExecContext(ctx, insertKey,
+// InsertKey takes a key for a job just inserted. When another job holds
+// it, the no-op update takes an exclusive lock on the holder's row (so
+// concurrent inserters of one key queue up instead of deadlocking) and
+// makes the holder's job_id the statement's insert id; when the row is
+// inserted, the insert id is 0 (the table has no AUTO_INCREMENT). The
+// insert id tells the two apart, not the affected rows: a connection with
+// clientFoundRows=true counts the holder's unchanged row as affected, as
+// it counts an inserted one.
+func (q *Queries) InsertKey(ctx context.Context, arg InsertKeyParams) (sql.Result, error) {
+	return q.db.ExecContext(ctx, insertKey,
 		arg.JobID,
 		arg.UniqueKey,
 		arg.LiveKey,
 		arg.HeldUntil,
 	)
-	if err != nil {
-		return 0, err
-	}
-	return result.RowsAffected()
 }
 
 const jobKeyForUpdate = `-- name: JobKeyForUpdate :many

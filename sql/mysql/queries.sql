@@ -343,13 +343,18 @@ DELETE FROM jobs WHERE id IN (sqlc.slice(ids)) AND status <> 'in_progress';
 -- name: ProbeUnique :many
 SELECT job_id, unique_key, live_key, held_until FROM jobs_unique LIMIT 0;
 
--- name: InsertKey :execrows
--- InsertKey takes a key for a job just inserted; 0 rows: another job
--- holds it (the no-op update takes an exclusive lock on the holder's row,
--- so concurrent inserters of one key queue up instead of deadlocking).
+-- name: InsertKey :execresult
+-- InsertKey takes a key for a job just inserted. When another job holds
+-- it, the no-op update takes an exclusive lock on the holder's row (so
+-- concurrent inserters of one key queue up instead of deadlocking) and
+-- makes the holder's job_id the statement's insert id; when the row is
+-- inserted, the insert id is 0 (the table has no AUTO_INCREMENT). The
+-- insert id tells the two apart, not the affected rows: a connection with
+-- clientFoundRows=true counts the holder's unchanged row as affected, as
+-- it counts an inserted one.
 INSERT INTO jobs_unique (job_id, unique_key, live_key, held_until)
 VALUES (?, ?, ?, ?)
-ON DUPLICATE KEY UPDATE live_key = live_key;
+ON DUPLICATE KEY UPDATE job_id = LAST_INSERT_ID(job_id);
 
 -- name: DeleteJob :exec
 -- DeleteJob removes a job just inserted whose key was taken.
