@@ -297,6 +297,28 @@ func (q *Queue) releaseEnds(ctx context.Context, refs []attemptRef) (stale []att
 	return stale, ends, nil
 }
 
+// unclaim gives back attempts that were claimed but never started (their
+// handlers never ran: the shutdown cut them off while they waited in the
+// claimer's buffer): each job still held is pending again as it was before
+// its claim, its attempt not counted, its scheduled_at and error kept,
+// fenced by token like release. It returns the refs that no longer held
+// their job (nothing changed for them). A job whose deadline has passed
+// meanwhile is pending with a passed deadline, which no claim takes and
+// ExpireOverdue expires.
+func (q *Queue) unclaim(ctx context.Context, refs []attemptRef) (stale []attemptRef, err error) {
+	stale, err = writeHeld(refs, func(chunk []attemptRef) (map[int64]bool, error) {
+		return q.st.unclaim(ctx, chunk)
+	})
+	if err != nil {
+		return stale, fmt.Errorf("jobqueue: giving back unstarted attempts: %w", err)
+	}
+	if n := len(refs) - len(stale); n > 0 {
+		q.logger.Info("claimed jobs not started given back", "count", n)
+		q.wake.notify()
+	}
+	return stale, nil
+}
+
 // fail records a failed attempt of job (fenced by job.ID and job.ClaimToken)
 // with the handler's error, as the outcome rule decides (decideOutcome). It
 // returns the new status and, for pending, the next scheduled_at; an error

@@ -33,9 +33,10 @@ const claimConflictPause = 5 * time.Millisecond
 // A process that crashes leaves its buffered jobs in_progress, and Reclaim
 // takes them back once their lease has passed, like any other attempt. At
 // shutdown the executors start the buffered attempts during ShutdownTimeout
-// like the running ones; those it cuts off are released by the shutdown's
-// rule without being started, their attempt counted as a crash would count
-// it. So a worker whose ShutdownTimeout is negative (cancel at once) claims
+// like the running ones; those it cuts off are given back without being
+// started (Queue.unclaim: pending as before their claim, the attempt not
+// counted; a crash, which cannot tell, leaves them to Reclaim, which counts
+// it). A worker whose ShutdownTimeout is negative (cancel at once) claims
 // nothing ahead: its buffer would be cut off whole at every shutdown.
 const (
 	// claimAheadMin is the least cap of the buffer (see claimAheadCap). It

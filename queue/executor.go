@@ -75,7 +75,7 @@ func (e *executors) execute(a *attempt) time.Duration {
 		e.attempts.remove(a.ref)
 		if errors.Is(cause, errShutdown) {
 			e.log.Info("claimed job not started before shutdown; releasing it", "job_id", row.ID, "kind", row.Name)
-			e.released.add(row, 0)
+			e.released.add(row, false, 0)
 		} else {
 			e.log.Warn("claimed job not started: its attempt lost the job before it began; the job is left to Reclaim",
 				"job_id", row.ID, "kind", row.Name, "cause", cause)
@@ -100,7 +100,7 @@ func (e *executors) execute(a *attempt) time.Duration {
 		return dur
 	case errors.Is(cause, errShutdown):
 		e.jobLog(row).Info("handler cancelled by shutdown; releasing its job", "handler_err", err, "duration", dur)
-		e.released.add(row, dur)
+		e.released.add(row, true, dur)
 		return dur
 	}
 	e.recordFailure(a, err, dur, e.jobLog(row))

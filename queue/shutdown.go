@@ -26,23 +26,24 @@ var errShutdown = fmt.Errorf("%w (ShutdownTimeout passed)", ErrWorkerShutdown)
 
 // releaseList collects the attempts cut off by shutdown (their handlers
 // returned an error after errShutdown, or never started), to release in one
-// batch.
+// batch (those that never started are given back: unclaim).
 type releaseList struct {
 	mu    sync.Mutex
 	items []releasedAttempt
 }
 
-// releasedAttempt is an attempt on the releaseList: its job as claimed and
-// how long its handler ran (0: it never started).
+// releasedAttempt is an attempt on the releaseList: its job as claimed,
+// whether its handler started, and how long it ran.
 type releasedAttempt struct {
-	row *JobRow
-	dur time.Duration
+	row     *JobRow
+	started bool
+	dur     time.Duration
 }
 
 // add puts an attempt on the list.
-func (l *releaseList) add(row *JobRow, dur time.Duration) {
+func (l *releaseList) add(row *JobRow, started bool, dur time.Duration) {
 	l.mu.Lock()
-	l.items = append(l.items, releasedAttempt{row: row, dur: dur})
+	l.items = append(l.items, releasedAttempt{row: row, started: started, dur: dur})
 	l.mu.Unlock()
 }
 
@@ -94,30 +95,72 @@ func (r *run) awaitExecutors(stop context.Context, execs *sync.WaitGroup) error 
 }
 
 // releaseInterrupted releases, in one batch, the attempts whose handlers
-// returned an error after the shutdown cancelled them (or never started),
-// and emits an EventFailed with the outcome of each one released.
+// returned an error after the shutdown cancelled them, and gives back
+// those that never started (unclaim: their jobs pending as before their
+// claim, the attempt not counted), and emits an EventFailed with the
+// outcome of each one.
 func (r *run) releaseInterrupted() {
 	items := r.released.take()
 	if len(items) == 0 {
 		return
 	}
-	refs := make([]attemptRef, len(items))
-	for i, it := range items {
-		refs[i] = it.row.ref()
+	var started, unstarted []attemptRef
+	for _, it := range items {
+		if it.started {
+			started = append(started, it.row.ref())
+		} else {
+			unstarted = append(unstarted, it.row.ref())
+		}
 	}
 	ctx, cancel := context.WithTimeout(r.dbCtx, dbCallTimeout)
 	defer cancel()
-	stale, ends, err := r.q.releaseEnds(ctx, refs)
-	if err != nil {
-		r.log.Error("releasing interrupted attempts failed; their jobs stay in_progress until Reclaim", "jobs", len(refs), "err", err)
-		return
+	// The outcome of each attempt: its end (released), given back, or
+	// neither (stale); unknown, and left to Reclaim, when its write failed.
+	var ends map[attemptRef]attemptEnd
+	givenBack := map[attemptRef]bool{}
+	startedFailed, unstartedFailed := false, false
+	if len(started) > 0 {
+		var stale []attemptRef
+		var err error
+		stale, ends, err = r.q.releaseEnds(ctx, started)
+		if err != nil {
+			startedFailed = true
+			r.log.Error("releasing interrupted attempts failed; their jobs stay in_progress until Reclaim", "jobs", len(started), "err", err)
+		} else {
+			r.log.Info("released interrupted attempts", "jobs", len(ends), "stale", len(stale))
+		}
 	}
-	r.log.Info("released interrupted attempts", "jobs", len(ends), "stale", len(stale))
+	if len(unstarted) > 0 {
+		stale, err := r.q.unclaim(ctx, unstarted)
+		if err != nil {
+			unstartedFailed = true
+			r.log.Error("giving back claimed jobs not started failed; they stay in_progress until Reclaim", "jobs", len(unstarted), "err", err)
+		} else {
+			for _, ref := range unstarted {
+				givenBack[ref] = true
+			}
+			for _, ref := range stale {
+				delete(givenBack, ref)
+			}
+		}
+	}
 	if !r.q.listening() {
 		return
 	}
 	for _, it := range items {
-		end, ok := ends[it.row.ref()]
+		if (it.started && startedFailed) || (!it.started && unstartedFailed) {
+			continue
+		}
+		ref := it.row.ref()
+		ev := *it.row
+		ev.ClaimToken, ev.LeaseUntil = "", nil
+		if givenBack[ref] {
+			// As before its claim; an attempt that never ran.
+			ev.Status, ev.Attempts = StatusPending, ev.Attempts-1
+			r.q.emit(Event{Kind: EventFailed, Job: &ev, Err: errShutdown, Outcome: OutcomeRetried})
+			continue
+		}
+		end, ok := ends[ref]
 		if !ok {
 			// Stale: the job was cancelled, or its lease passed, after
 			// the cut-off; the attempt ends as one that lost its job, as
@@ -125,8 +168,7 @@ func (r *run) releaseInterrupted() {
 			r.q.lost(ctx, it.row, errShutdown, it.dur)
 			continue
 		}
-		ev := *it.row
-		ev.Status, ev.Error, ev.ClaimToken, ev.LeaseUntil = end.status, end.errText, "", nil
+		ev.Status, ev.Error = end.status, end.errText
 		if end.status == StatusPending {
 			ev.ScheduledAt = end.retryAt
 		} else {

@@ -47,6 +47,10 @@ type store interface {
 	// endAttempts writes e to the jobs that refs (no id twice) still hold
 	// and returns their ids.
 	endAttempts(ctx context.Context, refs []attemptRef, e attemptEnd) (map[int64]bool, error)
+	// unclaim makes the jobs that refs (no id twice) still hold pending
+	// again as before their claim (attempts - 1, scheduled_at and error
+	// kept) and returns their ids: attempts that never started.
+	unclaim(ctx context.Context, refs []attemptRef) (map[int64]bool, error)
 	// endAbandoned writes e to the jobs that refs (no id twice) still hold
 	// with a lease that ended before now, and returns how many.
 	endAbandoned(ctx context.Context, d dbtx, refs []attemptRef, e attemptEnd, now time.Time) (int64, error)

@@ -309,6 +309,12 @@ func (s mysqlStore) endAttempts(ctx context.Context, refs []attemptRef, e attemp
 	})
 }
 
+func (s mysqlStore) unclaim(ctx context.Context, refs []attemptRef) (map[int64]bool, error) {
+	return s.lockedUpdate(ctx, refs, "giving back attempts", func(qs *mysqlgen.Queries, ids []uint64, toks []sql.NullString) (int64, error) {
+		return qs.UnclaimJobs(ctx, mysqlgen.UnclaimJobsParams{Ids: ids, Tokens: toks})
+	})
+}
+
 // endAbandoned runs at READ COMMITTED (see readCommitted).
 func (s mysqlStore) endAbandoned(ctx context.Context, d dbtx, refs []attemptRef, e attemptEnd, now time.Time) (int64, error) {
 	ids, toks := refLists(refs)

@@ -209,6 +209,14 @@ func (s pgStore) endAttempts(ctx context.Context, refs []attemptRef, e attemptEn
 	return idSet(held), err
 }
 
+func (s pgStore) unclaim(ctx context.Context, refs []attemptRef) (map[int64]bool, error) {
+	ids, toks := refLists(refs)
+	held, err := s.qs().UnclaimJobs(ctx, pggen.UnclaimJobsParams{
+		Ids: json.RawMessage(jsonList(ids)), Tokens: json.RawMessage(jsonList(toks)),
+	})
+	return idSet(held), err
+}
+
 func (s pgStore) endAbandoned(ctx context.Context, d dbtx, refs []attemptRef, e attemptEnd, now time.Time) (int64, error) {
 	ids, toks := refLists(refs)
 	return pggen.New(d).EndAbandonedAttempts(ctx, pggen.EndAbandonedAttemptsParams{

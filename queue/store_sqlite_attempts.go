@@ -159,6 +159,14 @@ func (s sqliteStore) endAttempts(ctx context.Context, refs []attemptRef, e attem
 	return idSet(held), err
 }
 
+func (s sqliteStore) unclaim(ctx context.Context, refs []attemptRef) (map[int64]bool, error) {
+	ids, toks := refLists(refs)
+	held, err := writeGated(ctx, s, func() ([]int64, error) {
+		return s.qs().UnclaimJobs(ctx, sqlitegen.UnclaimJobsParams{Ids: jsonList(ids), Tokens: jsonList(toks)})
+	})
+	return idSet(held), err
+}
+
 func (s sqliteStore) endAbandoned(ctx context.Context, d dbtx, refs []attemptRef, e attemptEnd, now time.Time) (int64, error) {
 	ids, toks := refLists(refs)
 	return busyRetryOn(ctx, d, func() (int64, error) {

@@ -86,7 +86,9 @@ type WorkerConfig struct {
 	// returns nil has done its work and is completed. A handler that has
 	// not returned 5 seconds after the cancellation is left running and its
 	// job in_progress, for Reclaim once its lease has passed (releasing it
-	// would let the job run twice at once).
+	// would let the job run twice at once). A job the worker claimed but
+	// had not started yet is given back as it was before the claim:
+	// pending, its attempt not counted.
 	ShutdownTimeout time.Duration
 	// Middleware wraps every handler call of this worker, inside the
 	// queue's own (WithWorkMiddleware): the first given is outermost.

@@ -231,6 +231,12 @@ type Querier interface {
 	// (KILL QUERY, which sqlc cannot compile with a parameter: the queue sends
 	// it with the session's id, an integer the server gave).
 	TakeWakeSlot(ctx context.Context, arg TakeWakeSlotParams) (TakeWakeSlotRow, error)
+	// UnclaimJobs gives back attempts that were claimed but never started (a
+	// worker's buffered jobs that the shutdown cut off before an executor
+	// took them, queue/shutdown.go): each job is pending again as it was
+	// before its claim, its attempt not counted, its scheduled_at and error
+	// kept.
+	UnclaimJobs(ctx context.Context, arg UnclaimJobsParams) (int64, error)
 	// WaitForEnqueues waits up to 10 seconds for the bell of wake slot
 	// sqlc.arg(slot) of the table (sqlc.arg(table_name)), which another session
 	// holds: 0 when the wait ran out, -1 when it was interrupted (KILL QUERY;

@@ -2223,6 +2223,49 @@ func (q *Queries) TakeWakeSlot(ctx context.Context, arg TakeWakeSlotParams) (Tak
 	return i, err
 }
 
+const unclaimJobs = `-- name: UnclaimJobs :execrows
+UPDATE jobs
+SET status = 'pending', attempts = attempts - 1, claim_token = NULL, lease_until = NULL
+WHERE id IN (/*SLICE:ids*/?) AND claim_token IN (/*SLICE:tokens*/?)
+  AND status = 'in_progress'
+`
+
+type UnclaimJobsParams struct {
+	Ids    []uint64
+	Tokens []sql.NullString
+}
+
+// UnclaimJobs gives back attempts that were claimed but never started (a
+// worker's buffered jobs that the shutdown cut off before an executor
+// took them, queue/shutdown.go): each job is pending again as it was
+// before its claim, its attempt not counted, its scheduled_at and error
+// kept.
+func (q *Queries) UnclaimJobs(ctx context.Context, arg UnclaimJobsParams) (int64, error) {
+	query := unclaimJobs
+	var queryParams []interface{}
+	if len(arg.Ids) > 0 {
+		for _, v := range arg.Ids {
+			queryParams = append(queryParams, v)
+		}
+		query = strings.Replace(query, "/*SLICE:ids*/?", strings.Repeat(",?", len(arg.Ids))[1:], 1)
+	} else {
+		query = strings.Replace(query, "/*SLICE:ids*/?", "NULL", 1)
+	}
+	if len(arg.Tokens) > 0 {
+		for _, v := range arg.Tokens {
+			queryParams = append(queryParams, v)
+		}
+		query = strings.Replace(query, "/*SLICE:tokens*/?", strings.Repeat(",?", len(arg.Tokens))[1:], 1)
+	} else {
+		query = strings.Replace(query, "/*SLICE:tokens*/?", "NULL", 1)
+	}
+	result, err := q.db.ExecContext(ctx, query, queryParams...)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected()
+}
+
 const waitForEnqueues = `-- name: WaitForEnqueues :one
 SELECT /* jobqueue:no-table */ CAST(COALESCE(GET_LOCK(
     CONCAT('jobqueue bell ', SHA1(CONCAT(DATABASE(), '.', CAST(? AS CHAR))), ' ', CAST(? AS SIGNED)),

@@ -286,6 +286,12 @@ type Querier interface {
 	// claim_token. sqlc.narg(retry_at) is when the job runs again, or NULL to
 	// leave scheduled_at as it is.
 	SelectHeldAttempts(ctx context.Context, arg SelectHeldAttemptsParams) ([]Job, error)
+	// UnclaimJobs gives back attempts that were claimed but never started (a
+	// worker's buffered jobs that the shutdown cut off before an executor
+	// took them, queue/shutdown.go): each job is pending again as it was
+	// before its claim, its attempt not counted, its scheduled_at and error
+	// kept.
+	UnclaimJobs(ctx context.Context, arg UnclaimJobsParams) ([]int64, error)
 }
 
 var _ Querier = (*Queries)(nil)

@@ -1739,3 +1739,45 @@ func (q *Queries) SelectHeldAttempts(ctx context.Context, arg SelectHeldAttempts
 	}
 	return items, nil
 }
+
+const unclaimJobs = `-- name: UnclaimJobs :many
+UPDATE jobs
+SET status = 'pending', attempts = attempts - 1, claim_token = NULL, lease_until = NULL
+WHERE id IN (SELECT i.value FROM json_each(?1) AS i)
+  AND claim_token IN (SELECT t.value FROM json_each(?2) AS t)
+  AND status = 'in_progress'
+RETURNING id
+`
+
+type UnclaimJobsParams struct {
+	Ids    interface{}
+	Tokens interface{}
+}
+
+// UnclaimJobs gives back attempts that were claimed but never started (a
+// worker's buffered jobs that the shutdown cut off before an executor
+// took them, queue/shutdown.go): each job is pending again as it was
+// before its claim, its attempt not counted, its scheduled_at and error
+// kept.
+func (q *Queries) UnclaimJobs(ctx context.Context, arg UnclaimJobsParams) ([]int64, error) {
+	rows, err := q.db.QueryContext(ctx, unclaimJobs, arg.Ids, arg.Tokens)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []int64
+	for rows.Next() {
+		var id int64
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		items = append(items, id)
+	}
+	if err := rows.Close(); err != nil {
+		return nil, err
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}

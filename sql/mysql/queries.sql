@@ -185,6 +185,17 @@ SET status = sqlc.arg(status), error = sqlc.arg(error),
 WHERE id IN (sqlc.slice(ids)) AND claim_token IN (sqlc.slice(tokens))
   AND status = 'in_progress';
 
+-- name: UnclaimJobs :execrows
+-- UnclaimJobs gives back attempts that were claimed but never started (a
+-- worker's buffered jobs that the shutdown cut off before an executor
+-- took them, queue/shutdown.go): each job is pending again as it was
+-- before its claim, its attempt not counted, its scheduled_at and error
+-- kept.
+UPDATE jobs
+SET status = 'pending', attempts = attempts - 1, claim_token = NULL, lease_until = NULL
+WHERE id IN (sqlc.slice(ids)) AND claim_token IN (sqlc.slice(tokens))
+  AND status = 'in_progress';
+
 -- name: EndAbandonedAttempts :execrows
 -- EndAbandonedAttempts is EndAttempts for reclaimed attempts: only those
 -- whose lease is still passed (a heartbeat may have come in between).

@@ -308,6 +308,19 @@ WHERE id = ANY (ARRAY(SELECT jsonb_array_elements_text(sqlc.arg(ids)::jsonb)::bi
   AND claim_token = ANY (ARRAY(SELECT jsonb_array_elements_text(sqlc.arg(tokens)::jsonb)))
 RETURNING id;
 
+-- name: UnclaimJobs :many
+-- UnclaimJobs gives back attempts that were claimed but never started (a
+-- worker's buffered jobs that the shutdown cut off before an executor
+-- took them, queue/shutdown.go): each job is pending again as it was
+-- before its claim, its attempt not counted, its scheduled_at and error
+-- kept.
+UPDATE jobs
+SET status = 'pending', attempts = attempts - 1, claim_token = NULL, lease_until = NULL
+WHERE id = ANY (ARRAY(SELECT jsonb_array_elements_text(sqlc.arg(ids)::jsonb)::bigint))
+  AND claim_token = ANY (ARRAY(SELECT jsonb_array_elements_text(sqlc.arg(tokens)::jsonb)))
+  AND status = 'in_progress'
+RETURNING id;
+
 -- name: EndAbandonedAttempts :execrows
 -- EndAbandonedAttempts is EndAttempts for reclaimed attempts: only those
 -- whose lease is still passed (a heartbeat may have come in between).

@@ -181,6 +181,19 @@ WHERE id IN (SELECT i.value FROM json_each(sqlc.arg(ids)) AS i)
   AND status = 'in_progress'
 RETURNING id;
 
+-- name: UnclaimJobs :many
+-- UnclaimJobs gives back attempts that were claimed but never started (a
+-- worker's buffered jobs that the shutdown cut off before an executor
+-- took them, queue/shutdown.go): each job is pending again as it was
+-- before its claim, its attempt not counted, its scheduled_at and error
+-- kept.
+UPDATE jobs
+SET status = 'pending', attempts = attempts - 1, claim_token = NULL, lease_until = NULL
+WHERE id IN (SELECT i.value FROM json_each(sqlc.arg(ids)) AS i)
+  AND claim_token IN (SELECT t.value FROM json_each(sqlc.arg(tokens)) AS t)
+  AND status = 'in_progress'
+RETURNING id;
+
 -- name: EndAbandonedAttempts :execrows
 -- EndAbandonedAttempts is EndAttempts for reclaimed attempts: only those
 -- whose lease is still passed (a heartbeat may have come in between).
