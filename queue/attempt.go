@@ -319,6 +319,18 @@ func (q *Queue) unclaim(ctx context.Context, refs []attemptRef) (stale []attempt
 	return stale, nil
 }
 
+// emitGivenBack emits the EventFailed of an attempt of row (as claimed)
+// that unclaim gave back, with err as the reason: its job pending as
+// before the claim.
+func (q *Queue) emitGivenBack(row *JobRow, err error) {
+	if !q.listening() {
+		return
+	}
+	ev := *row
+	ev.Status, ev.Attempts, ev.ClaimToken, ev.LeaseUntil = StatusPending, row.Attempts-1, "", nil
+	q.emit(Event{Kind: EventFailed, Job: &ev, Err: err, Outcome: OutcomeRetried})
+}
+
 // fail records a failed attempt of job (fenced by job.ID and job.ClaimToken)
 // with the handler's error, as the outcome rule decides (decideOutcome). It
 // returns the new status and, for pending, the next scheduled_at; an error

@@ -29,7 +29,9 @@ const claimConflictPause = 5 * time.Millisecond
 // A buffered attempt is in the inflightSet from its claim on, so the
 // heartbeater renews its lease like a running one; it waits about one
 // claim round trip before an executor starts it, and an executor does not
-// start one whose context was cancelled meanwhile (lease lost, shutdown).
+// start one whose context was cancelled meanwhile (lease lost, shutdown),
+// nor one whose lease or job's deadline has passed meanwhile (it gives it
+// back: executors.tooLate).
 // A process that crashes leaves its buffered jobs in_progress, and Reclaim
 // takes them back once their lease has passed, like any other attempt. At
 // shutdown the executors start the buffered attempts during ShutdownTimeout

@@ -67,7 +67,8 @@ func (e *executors) loop(work <-chan *attempt, freed chan<- time.Duration, resta
 // started (it waited in the claimer's buffer while a heartbeat found its
 // job lost or its lease unrenewable, or while the shutdown cancelled the
 // handlers) is not started: its job is left to Reclaim, or released with
-// the attempts the shutdown cut off.
+// the attempts the shutdown cut off. Nor is one whose lease or whose job's
+// deadline has passed meanwhile (tooLate): it is given back.
 func (e *executors) execute(a *attempt) time.Duration {
 	defer a.cancel(context.Canceled)
 	row := a.row
@@ -81,6 +82,11 @@ func (e *executors) execute(a *attempt) time.Duration {
 				"job_id", row.ID, "kind", row.Name, "cause", cause)
 			e.q.lost(e.dbCtx, row, nil, 0)
 		}
+		return 0
+	}
+	if late := e.tooLate(a); late != "" {
+		e.attempts.remove(a.ref)
+		e.giveBack(a, late)
 		return 0
 	}
 	start := time.Now()
@@ -105,6 +111,49 @@ func (e *executors) execute(a *attempt) time.Duration {
 	}
 	e.recordFailure(a, err, dur, e.jobLog(row))
 	return dur
+}
+
+// tooLate says why attempt a, about to start, must not start any more, or
+// "" when it may: its lease has passed by the queue's clock (the process
+// was paused while the attempt waited in the claimer's buffer, say, so
+// that no heartbeat renewed it: another worker may have reclaimed the job
+// and be running it), or its job's deadline has (a job is not started
+// past its ExpiresAt).
+func (e *executors) tooLate(a *attempt) string {
+	now := e.q.now()
+	// Heartbeats only move a lease on: one that the claim gave beyond now
+	// needs no look at the set (and its lock) on the hot path.
+	if l := a.row.LeaseUntil; l == nil || !now.Before(*l) {
+		if end, ok := e.attempts.leaseEndOf(a.ref); ok && !now.Before(end) {
+			return "its lease passed before it started"
+		}
+	}
+	if x := a.row.ExpiresAt; x != nil && !x.After(now) {
+		return "its deadline passed before it started"
+	}
+	return ""
+}
+
+// giveBack gives back the attempt a, which was not started (why says
+// why), if it still holds its job (Queue.unclaim: pending as before its
+// claim, its attempt not counted; a job past its deadline then expires by
+// ExpireOverdue); else it emits EventLost. When the write fails the job
+// stays in_progress for Reclaim.
+func (e *executors) giveBack(a *attempt, why string) {
+	row := a.row
+	ctx, cancel := context.WithTimeout(e.dbCtx, dbCallTimeout)
+	defer cancel()
+	stale, err := e.q.unclaim(ctx, []attemptRef{a.ref})
+	switch {
+	case err != nil:
+		e.log.Error("claimed job not started ("+why+"); giving it back failed, the job is left to Reclaim", "job_id", row.ID, "kind", row.Name, "err", err)
+	case len(stale) > 0:
+		e.log.Warn("claimed job not started ("+why+"); its attempt no longer holds the job", "job_id", row.ID, "kind", row.Name)
+		e.q.lost(ctx, row, nil, 0)
+	default:
+		e.log.Warn("claimed job not started ("+why+"); given back", "job_id", row.ID, "kind", row.Name)
+		e.q.emitGivenBack(row, errors.New("jobqueue: claimed job not started: "+why))
+	}
 }
 
 // jobLog is the logger of the lines about one attempt of row. It is made

@@ -81,6 +81,18 @@ func (s *inflightSet) holdsAny(ids []int64) bool {
 	return false
 }
 
+// leaseEndOf returns the lease end of the attempt of ref, and false when
+// the set does not hold it.
+func (s *inflightSet) leaseEndOf(ref attemptRef) (time.Time, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	a, ok := s.m[ref]
+	if !ok {
+		return time.Time{}, false
+	}
+	return a.leaseEnd, true
+}
+
 // each calls fn, under the set's lock, for each attempt of refs still in
 // the set; fn may read and move its leaseEnd and cancel it.
 func (s *inflightSet) each(refs []attemptRef, fn func(a *attempt)) {

@@ -152,14 +152,12 @@ func (r *run) releaseInterrupted() {
 			continue
 		}
 		ref := it.row.ref()
-		ev := *it.row
-		ev.ClaimToken, ev.LeaseUntil = "", nil
 		if givenBack[ref] {
-			// As before its claim; an attempt that never ran.
-			ev.Status, ev.Attempts = StatusPending, ev.Attempts-1
-			r.q.emit(Event{Kind: EventFailed, Job: &ev, Err: errShutdown, Outcome: OutcomeRetried})
+			r.q.emitGivenBack(it.row, errShutdown)
 			continue
 		}
+		ev := *it.row
+		ev.ClaimToken, ev.LeaseUntil = "", nil
 		end, ok := ends[ref]
 		if !ok {
 			// Stale: the job was cancelled, or its lease passed, after

@@ -56,7 +56,7 @@ func TestShutdownGivesBackUnstartedAttempts(t *testing.T) {
 		for i, c := range cases {
 			row := rows[ids[i]]
 			actx, cancel := context.WithCancelCause(ctx)
-			a := &attempt{row: row, ref: row.ref(), ctx: actx, cancel: cancel}
+			a := &attempt{row: row, ref: row.ref(), ctx: actx, cancel: cancel, leaseEnd: *row.LeaseUntil}
 			ex.attempts.add(a)
 			if c.started {
 				// The shutdown cancels the handler while it runs.

@@ -1,0 +1,96 @@
+package queue
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/jobqueue/jobqueue/internal/engine"
+	"github.com/jobqueue/jobqueue/internal/testdb"
+)
+
+// TestExecutorStartsNoAttemptTooLate: an attempt that waited in the
+// claimer's buffer is started only while its lease and its job's deadline
+// still hold. Past its lease (the process was paused, say, and its
+// heartbeats with it) another worker may have reclaimed the job and be
+// running it; past the deadline the job must not start any more
+// (ExpiresAt). Such an attempt is not started and, if it still holds its
+// job, is given back as before its claim (the deadline's job then expires
+// by ExpireOverdue). Before, the executor started it whatever the time.
+func TestExecutorStartsNoAttemptTooLate(t *testing.T) {
+	cases := []struct {
+		name      string
+		expiresIn time.Duration // 0: no deadline
+		lease     time.Duration
+		wait      time.Duration // in the buffer, by the queue's clock
+		reclaimed bool          // another worker reclaimed and claimed the job meanwhile
+		wantRun   bool
+		wantState Status
+		wantTries int
+	}{
+		{"in time", 0, time.Hour, time.Second, false, true, StatusCompleted, 1},
+		{"deadline passed while it waited", 2 * time.Second, time.Hour, 2 * time.Second, false, false, StatusPending, 0},
+		{"lease passed while it waited", 0, time.Second, time.Second, false, false, StatusPending, 0},
+		{"lease passed and the job claimed elsewhere", 0, time.Second, 2 * time.Second, true, false, StatusInProgress, 2},
+	}
+	forEachEngine(t, func(t *testing.T, kind engine.Kind) {
+		for _, c := range cases {
+			t.Run(c.name, func(t *testing.T) {
+				ctx := context.Background()
+				env := coreEnv(t, kind)
+				q, clock := coreQueue(t, env)
+				var opts []EnqueueOption
+				if c.expiresIn > 0 {
+					opts = append(opts, ExpiresIn(c.expiresIn))
+				}
+				id := mustEnqueue(t, q, testArgs{N: 1}, opts...)
+				rows := mustClaim(t, q, nil, 1, c.lease)
+				if len(rows) != 1 || rows[0].ID != id {
+					t.Fatalf("claimed %v, want job %d", rows, id)
+				}
+				row := rows[0]
+				clock.add(c.wait)
+				if c.reclaimed {
+					if n, err := q.Reclaim(ctx); err != nil || n != 1 {
+						t.Fatalf("Reclaim: %d, %v; want 1", n, err)
+					}
+					if again := mustClaim(t, q, nil, 1, time.Hour); len(again) != 1 {
+						t.Fatalf("claimed %d jobs after the reclaim, want 1", len(again))
+					}
+				}
+				ran := false
+				ex := &executors{
+					q: q, log: testdb.QuietLogger(), dbCtx: ctx,
+					handlers: map[string]handlerFunc{"test": func(context.Context, *JobRow) error { ran = true; return nil }},
+					attempts: newInflightSet(), released: &releaseList{},
+					completer: newCompleter(q, testdb.QuietLogger(), ctx, 10),
+				}
+				ex.work = ex.handle
+				actx, cancel := context.WithCancelCause(ctx)
+				a := &attempt{row: row, ref: row.ref(), ctx: actx, cancel: cancel, leaseEnd: *row.LeaseUntil}
+				ex.attempts.add(a)
+				ex.execute(a)
+				if ran != c.wantRun {
+					t.Fatalf("the handler ran: %v, want %v", ran, c.wantRun)
+				}
+				if n := ex.attempts.len(); n != 0 {
+					t.Errorf("%d attempts left in flight, want 0", n)
+				}
+				if c.wantRun {
+					stop := make(chan struct{})
+					close(stop)
+					ex.completer.run(stop) // writes what was handed over, then returns
+				}
+				j := getJob(t, q, id)
+				if j.Status != c.wantState || j.Attempts != c.wantTries {
+					t.Fatalf("job is %s at %d attempts, want %s at %d", j.Status, j.Attempts, c.wantState, c.wantTries)
+				}
+				if c.expiresIn > 0 {
+					if n, err := q.ExpireOverdue(ctx); err != nil || n != 1 {
+						t.Fatalf("ExpireOverdue: %d, %v; want the given-back job expired", n, err)
+					}
+				}
+			})
+		}
+	})
+}
