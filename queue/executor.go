@@ -96,6 +96,15 @@ func (e *executors) execute(a *attempt) time.Duration {
 
 	cause := context.Cause(a.ctx)
 	switch {
+	case err == nil && errors.Is(cause, errLeaseRanOut):
+		// Cancelled because its lease could not be renewed, yet done: the
+		// job may still be this attempt's (the renewals failed, not the
+		// job), so its completion is written, fenced by its claim token
+		// like any (refused if the job was reclaimed meanwhile). Dropped,
+		// the job stayed in_progress until Reclaim ran the work again.
+		e.jobLog(row).Warn("handler finished after its lease could not be renewed; completing the job unless it was reclaimed meanwhile", "duration", dur)
+		e.completer.add(completion{a: a, dur: dur})
+		return dur
 	case errors.Is(cause, ErrLeaseLost):
 		e.jobLog(row).Warn("handler finished after its attempt lost the job (or could not renew its lease); result dropped, the job is left to Reclaim",
 			"handler_err", err, "duration", dur, "cause", cause)

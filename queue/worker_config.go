@@ -26,8 +26,10 @@ type WorkerConfig struct {
 	// attempt whose worker vanished is reclaimed once its lease has passed.
 	// When renewals fail (the database does not answer) until the lease
 	// would run out before the next heartbeat, the handler's context is
-	// cancelled with a cause wrapping ErrLeaseLost and its result dropped,
-	// so that it does not run on while another worker reclaims the job.
+	// cancelled with a cause wrapping ErrLeaseLost, so that it does not run
+	// on while another worker reclaims the job; an error it then returns is
+	// dropped (the job is left to Reclaim), while nil, the work done, is
+	// written as the job's completion unless the job was reclaimed meanwhile.
 	Lease time.Duration
 	// PollInterval is how long an idle worker waits before it looks for due
 	// jobs again (default 1 second), jittered by ±20% so that workers spread

@@ -326,3 +326,64 @@ func TestWorkerCancelsAttemptWhoseLeaseRunsOut(t *testing.T) {
 		}
 	})
 }
+
+// TestWorkerCompletesAttemptDoneAfterLeaseRanOut: a handler whose lease
+// could not be renewed (heartbeats failed: here another transaction holds
+// the job's row) is cancelled; when it still returns nil it has done its
+// work, and the worker writes its completion, fenced by its claim token
+// (refused if the job was reclaimed meanwhile). Before, the result was
+// dropped: the job stayed in_progress until Reclaim, which ran the work
+// again.
+func TestWorkerCompletesAttemptDoneAfterLeaseRanOut(t *testing.T) {
+	forEachEngine(t, func(t *testing.T, kind engine.Kind) {
+		ctx := context.Background()
+		env := newTestEnv(t, kind)
+		q := env.queue(t, nil, WithLogger(testdb.QuietLogger()))
+		id := enqueue(t, q, emailArgs{To: "slow"})
+		cfg := fastConfig()
+		cfg.Concurrency = 1
+		cfg.Lease = 2 * time.Second
+		cfg.HeartbeatInterval = 200 * time.Millisecond
+		cfg.MaintenanceInterval = -1
+		w := q.NewWorker(cfg)
+		started := make(chan struct{})
+		cancelled := make(chan error, 1)
+		release := make(chan struct{})
+		Handle(w, func(ctx context.Context, job *Job[emailArgs]) error {
+			close(started)
+			<-ctx.Done()
+			cancelled <- context.Cause(ctx)
+			<-release // the work is done once the row is free again
+			return nil
+		})
+		stop, _ := startWorker(t, w)
+		waitFor(t, started, 10*time.Second, "the handler to start")
+
+		other := env.newPool(t)
+		tx, err := other.BeginTx(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer tx.Rollback()
+		if _, err := tx.ExecContext(ctx, env.sql("UPDATE {t} SET error = error WHERE id = ?"), id); err != nil {
+			t.Fatal(err)
+		}
+		cause := waitFor(t, cancelled, 8*time.Second, "the handler to be cancelled once its lease could not be renewed")
+		if !errors.Is(cause, errLeaseRanOut) {
+			t.Fatalf("handler cancelled with cause %v, want errLeaseRanOut", cause)
+		}
+		if err := tx.Rollback(); err != nil {
+			t.Fatal(err)
+		}
+		close(release)
+		waitUntil(t, 10*time.Second, "the job done after its lease ran out to be completed", func() bool {
+			return getJob(t, q, id).Status == StatusCompleted
+		})
+		if err := stop(10 * time.Second); err != nil {
+			t.Fatalf("Run: %v", err)
+		}
+		if row := getJob(t, q, id); row.Attempts != 1 || row.ClaimToken != "" {
+			t.Errorf("completed job %+v; want it completed at its first attempt, token cleared", row)
+		}
+	})
+}
