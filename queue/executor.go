@@ -5,6 +5,8 @@ import (
 	"errors"
 	"log/slog"
 	"time"
+
+	"github.com/jobqueue/jobqueue/internal/engine"
 )
 
 // executors run the handlers of one run: Concurrency goroutines, each
@@ -130,6 +132,12 @@ func (e *executors) execute(a *attempt) time.Duration {
 // past its ExpiresAt).
 func (e *executors) tooLate(a *attempt) string {
 	now := e.q.now()
+	// A lease ends for Reclaim once lease_until < now as the statement
+	// sends it: MySQL sends now in whole seconds, so there a lease_until
+	// (itself cut to the second) holds until a second after it.
+	if e.q.kind == engine.MySQL {
+		now = now.Add(-time.Second)
+	}
 	// Heartbeats only move a lease on: one that the claim gave beyond now
 	// needs no look at the set (and its lock) on the hot path.
 	if l := a.row.LeaseUntil; l == nil || !now.Before(*l) {
@@ -137,7 +145,7 @@ func (e *executors) tooLate(a *attempt) string {
 			return "its lease passed before it started"
 		}
 	}
-	if x := a.row.ExpiresAt; x != nil && !x.After(now) {
+	if x := a.row.ExpiresAt; x != nil && !x.After(e.q.now()) {
 		return "its deadline passed before it started"
 	}
 	return ""
