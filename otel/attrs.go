@@ -15,7 +15,10 @@ import (
 // The attributes of the instruments: a job's type (its queue) and the
 // outcome of an attempt. Never its id or kind.
 const (
-	AttrType    = attribute.Key("type")
+	// AttrType is the job's type, on every instrument.
+	AttrType = attribute.Key("type")
+	// AttrOutcome is how an attempt ended (a queue.Outcome), on
+	// jobqueue.jobs.worked and jobqueue.job.duration.
 	AttrOutcome = attribute.Key("outcome")
 )
 

@@ -39,7 +39,10 @@ const (
 // The gauges' names, as SPEC section 11 gives them (in the Prometheus text
 // format: jobqueue_jobs and jobqueue_oldest_pending_age_seconds).
 const (
-	MetricJobs             = "jobqueue.jobs"
+	// MetricJobs is the gauge of the jobs per type and status.
+	MetricJobs = "jobqueue.jobs"
+	// MetricOldestPendingAge is the gauge of the seconds since the oldest
+	// due pending job of each type was due.
 	MetricOldestPendingAge = "jobqueue.oldest_pending.age"
 )
 

@@ -55,13 +55,21 @@ const ScopeName = "github.com/jobqueue/jobqueue/otel"
 
 // The names of the spans and of the instruments.
 const (
+	// SpanEnqueue is the producer span around every enqueue.
 	SpanEnqueue = "jobqueue.enqueue"
-	SpanWork    = "jobqueue.work"
+	// SpanWork is the consumer span around every handler call.
+	SpanWork = "jobqueue.work"
 
+	// MetricEnqueued counts the jobs written, by type.
 	MetricEnqueued = "jobqueue.jobs.enqueued"
-	MetricWorked   = "jobqueue.jobs.worked"
+	// MetricWorked counts the attempts ended, by type and outcome.
+	MetricWorked = "jobqueue.jobs.worked"
+	// MetricDuration is the histogram of how long handlers ran, in
+	// seconds, by type and outcome.
 	MetricDuration = "jobqueue.job.duration"
-	MetricWait     = "jobqueue.job.wait"
+	// MetricWait is the histogram of the time from a job's scheduled_at to
+	// its claim, in seconds, by type.
+	MetricWait = "jobqueue.job.wait"
 )
 
 // Config configures the telemetry. Its zero value uses the global

@@ -15,11 +15,22 @@ import (
 
 // The attributes of the spans.
 const (
-	AttrJobID        = attribute.Key("jobqueue.job.id")
-	AttrJobKind      = attribute.Key("jobqueue.job.kind")
-	AttrJobType      = attribute.Key("jobqueue.job.type")
-	AttrJobAttempt   = attribute.Key("jobqueue.job.attempt")
-	AttrJobCount     = attribute.Key("jobqueue.jobs.count")
+	// AttrJobID is the job's id: on a work span, and on an enqueue span
+	// of one job once written (the existing job's, for a duplicate).
+	AttrJobID = attribute.Key("jobqueue.job.id")
+	// AttrJobKind is the job's kind (its name column): on a work span, and
+	// on an enqueue span whose jobs all share it.
+	AttrJobKind = attribute.Key("jobqueue.job.kind")
+	// AttrJobType is the job's type (its queue): on a work span, and on an
+	// enqueue span whose jobs all share it, with AttrJobKind.
+	AttrJobType = attribute.Key("jobqueue.job.type")
+	// AttrJobAttempt is the attempt's number, 1 for the first, on a work
+	// span.
+	AttrJobAttempt = attribute.Key("jobqueue.job.attempt")
+	// AttrJobCount is the number of jobs of an enqueue span.
+	AttrJobCount = attribute.Key("jobqueue.jobs.count")
+	// AttrJobDuplicate is true on the enqueue span of one job whose unique
+	// key another live job held, so that nothing was written.
 	AttrJobDuplicate = attribute.Key("jobqueue.job.duplicate")
 )
 

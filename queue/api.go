@@ -56,11 +56,19 @@ type Status string
 
 // The statuses a job goes through (SPEC section 3).
 const (
-	StatusPending    Status = "pending"
+	// StatusPending: waiting to run, from its ScheduledAt on (also between
+	// attempts).
+	StatusPending Status = "pending"
+	// StatusInProgress: claimed by a worker; an attempt runs under a lease.
 	StatusInProgress Status = "in_progress"
-	StatusCompleted  Status = "completed"
-	StatusFailed     Status = "failed"
-	StatusExpired    Status = "expired"
+	// StatusCompleted: its handler succeeded (finished).
+	StatusCompleted Status = "completed"
+	// StatusFailed: failed for good (attempts used up, a permanent error,
+	// or cancelled); Retry runs it again (finished).
+	StatusFailed Status = "failed"
+	// StatusExpired: its deadline (ExpiresAt) passed before it completed;
+	// Retry runs it again (finished).
+	StatusExpired Status = "expired"
 )
 
 // Statuses returns every status, in the order of a job's life (a new
@@ -238,9 +246,17 @@ type EventKind string
 
 // The events a listener hears.
 const (
-	EventClaimed   EventKind = "claimed"
+	// EventClaimed: a worker claimed the job (Event.Job, its attempt
+	// counted) and is about to run its handler.
+	EventClaimed EventKind = "claimed"
+	// EventCompleted: the handler succeeded and the job is completed (or
+	// deleted, with WithDeleteOnSuccess).
 	EventCompleted EventKind = "completed"
-	EventFailed    EventKind = "failed" // Event.Permanent tells whether it will be retried
+	// EventFailed: an attempt failed (Event.Err); Event.Permanent tells
+	// whether the job will be retried, Event.Outcome how it ended.
+	EventFailed EventKind = "failed"
+	// EventReclaimed: Reclaim ended Event.Count abandoned attempts (Job is
+	// nil).
 	EventReclaimed EventKind = "reclaimed"
 	// EventLost: an attempt that had lost its job ended; its result changed
 	// nothing. Its job was cancelled (Event.Outcome is OutcomeCancelled), or

@@ -50,6 +50,8 @@ const leaderRole = "maintenance"
 
 // Bounds of WorkerConfig.LeaderLease.
 const (
+	// DefaultLeaderLease is WorkerConfig.LeaderLease's default; a lease
+	// given must be between 2 seconds and 30 minutes.
 	DefaultLeaderLease = 5 * time.Second
 	minLeaderLease     = 2 * time.Second
 	maxLeaderLease     = 30 * time.Minute // MySQL's statement takes it in int32 microseconds
