@@ -163,7 +163,9 @@ func (s *Schedule) String() string { return s.spec }
 func (s *Schedule) Location() *time.Location { return s.loc }
 
 // Next returns the first tick strictly after t, in UTC, or the zero time
-// when there is none (a date that never comes, such as 30 February).
+// when there is none. Parse refuses a schedule that never matches a date
+// (such as 30 February), so a parsed schedule has a next tick for any t
+// short of the end of time.
 func (s *Schedule) Next(t time.Time) time.Time {
 	if s.every > 0 {
 		return s.nextEvery(t)
