@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"log"
 	"time"
+	_ "time/tzdata" // Europe/Paris, whatever zones the machine has
 
 	"github.com/jobqueue/jobqueue/queue"
 	"github.com/jobqueue/jobqueue/queue/cron"
