@@ -1,7 +1,7 @@
 package queue_test
 
-// Examples of DeleteMany, WithLogger and IsPermanent, on SQLite in a temp
-// dir (openExampleQueue, example_more_test.go).
+// Examples of DeleteMany, WithLogger, IsPermanent and ErrUnknownKind, on
+// SQLite in a temp dir (openExampleQueue, example_more_test.go).
 
 import (
 	"context"
@@ -84,4 +84,28 @@ func ExampleIsPermanent() {
 	// true
 	// true
 	// false
+}
+
+// A job whose kind has no handler on the worker (and no HandleDefault)
+// fails with an error wrapping ErrUnknownKind, and is retried by its policy,
+// since another worker (a newer deploy) may know the kind.
+func ExampleWorker_unknownKind() {
+	ctx := context.Background()
+	q, _, done := openExampleQueue(queue.WithListener(func(ev queue.Event) {
+		if ev.Kind == queue.EventFailed {
+			fmt.Println("unknown kind:", errors.Is(ev.Err, queue.ErrUnknownKind), "outcome:", ev.Outcome)
+		}
+	}))
+	defer done()
+	if _, err := q.Enqueue(ctx, queue.RawArgs{Name: "resize_image"}); err != nil {
+		log.Fatal(err)
+	}
+
+	w := q.NewWorker(queue.WorkerConfig{MaxJobs: 1})
+	queue.Handle(w, func(ctx context.Context, job *queue.Job[SendEmail]) error { return nil })
+	if err := w.Run(ctx); err != nil {
+		log.Fatal(err)
+	}
+	// Output:
+	// unknown kind: true outcome: retried
 }
