@@ -60,6 +60,41 @@ func ExampleNew() {
 	// sqlite jobs
 }
 
+// ExampleNewContext opens a queue under the caller's context: its end or
+// deadline bounds the checks of the table (New allows them 30 seconds).
+func ExampleNewContext() {
+	dir, err := os.MkdirTemp("", "jobqueue-example-")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	db, err := sql.Open("sqlite", "file:"+filepath.Join(dir, "app.db")+
+		"?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)&_txlock=immediate")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer db.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := migrations.Install(ctx, db, "jobs"); err != nil {
+		log.Fatal(err)
+	}
+	q, err := queue.NewContext(ctx, db, queue.WithTable("jobs"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer q.Close()
+	fmt.Println(q.Engine(), q.Table())
+
+	ended, stop := context.WithCancel(context.Background())
+	stop()
+	_, err = queue.NewContext(ended, db, queue.WithTable("jobs"))
+	fmt.Println(errors.Is(err, context.Canceled))
+	// Output:
+	// sqlite jobs
+	// true
+}
+
 // unencodable has a field encoding/json cannot encode.
 type unencodable struct {
 	C chan int `json:"c"`

@@ -268,7 +268,19 @@ const newTimeout = 30 * time.Second
 // refuses those with ErrOutdatedTable, reading the catalog as Install does). On MySQL the DSN must
 // have parseTime=true. New keeps no state outside the Queue; open as many
 // queues (on as many tables) as needed.
+//
+// New reads the table within 30 seconds and cannot be cancelled otherwise;
+// NewContext is New under the caller's context.
 func New(db *sql.DB, opts ...Option) (*Queue, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), newTimeout)
+	defer cancel()
+	return NewContext(ctx, db, opts...)
+}
+
+// NewContext is New with ctx bounding the statements it runs to check the
+// table (its end, or its deadline, fails NewContext with ctx's error). The
+// Queue it returns does not keep ctx: each of its calls takes its own.
+func NewContext(ctx context.Context, db *sql.DB, opts ...Option) (*Queue, error) {
 	cfg := config{table: "jobs", policy: DefaultRetryPolicy(), codec: JSONCodec{}}
 	for _, o := range opts {
 		if err := o(&cfg); err != nil {
@@ -337,8 +349,6 @@ func New(db *sql.DB, opts ...Option) (*Queue, error) {
 			},
 		}
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), newTimeout)
-	defer cancel()
 	if err := q.st.probe(ctx); err != nil {
 		q.run.close()
 		return nil, engine.ExplainPooler(q.explainProbe(ctx, err))

@@ -217,7 +217,7 @@ func (a *app) bench(ctx context.Context, o benchOptions) error {
 		}
 	}
 	c := newBenchCounter(o.jobs, o.latencyJobs)
-	q, err := a.newQueue(db, name, queue.WithListener(c.completed))
+	q, err := a.newQueue(ctx, db, name, queue.WithListener(c.completed))
 	if err != nil {
 		return err
 	}
@@ -374,7 +374,7 @@ func freshTable(ctx context.Context, db *sql.DB, name string, force bool) error 
 	if err := migrations.Install(ctx, db, name); err != nil {
 		return explainTableError(err, name)
 	}
-	q, err := queue.New(db, queue.WithTable(name))
+	q, err := queue.NewContext(ctx, db, queue.WithTable(name))
 	if err != nil {
 		return explainTableError(err, name)
 	}

@@ -271,7 +271,7 @@ func (a *app) benchWorker(ctx context.Context, workers int) (err error) {
 		return err
 	}
 	defer db.Close()
-	q, err := a.newQueue(db, name, queue.WithListener(done))
+	q, err := a.newQueue(ctx, db, name, queue.WithListener(done))
 	if err != nil {
 		return err
 	}

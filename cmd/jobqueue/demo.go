@@ -212,7 +212,7 @@ func (a *app) demo(ctx context.Context, force bool) error {
 	if err := migrations.Install(ctx, db, name); err != nil {
 		return explainTableError(err, name)
 	}
-	q, err := a.newQueue(db, name, queue.WithRetryPolicy(demoPolicy()),
+	q, err := a.newQueue(ctx, db, name, queue.WithRetryPolicy(demoPolicy()),
 		queue.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
 	if err != nil {
 		return err

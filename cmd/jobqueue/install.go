@@ -140,7 +140,7 @@ func (a *app) uninstallable(ctx context.Context, db *sql.DB, name string, force 
 	case err != nil:
 		return "", explainTableError(err, name)
 	}
-	q, err := a.newQueue(db, name)
+	q, err := a.newQueue(ctx, db, name)
 	if err != nil {
 		return "", explainTableError(err, name)
 	}

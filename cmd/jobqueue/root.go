@@ -301,7 +301,7 @@ func (a *app) openQueue(ctx context.Context, opts ...queue.Option) (*queue.Queue
 	if err != nil {
 		return nil, nil, err
 	}
-	q, err := a.newQueue(db, name, opts...)
+	q, err := a.newQueue(ctx, db, name, opts...)
 	if err != nil {
 		db.Close()
 		return nil, nil, err
@@ -327,12 +327,12 @@ func (a *app) withQueue(ctx context.Context, fn func(q *queue.Queue) error, opts
 // errors logged on stderr, and --transaction-pooling (without it, no
 // option: New detects a PostgreSQL pooler from the URL); opts come last and
 // so override these. An error about the table says what to do next.
-func (a *app) newQueue(db *sql.DB, name string, opts ...queue.Option) (*queue.Queue, error) {
+func (a *app) newQueue(ctx context.Context, db *sql.DB, name string, opts ...queue.Option) (*queue.Queue, error) {
 	all := []queue.Option{queue.WithTable(name), queue.WithLogger(a.logger(slog.LevelWarn))}
 	if a.pooled {
 		all = append(all, queue.WithTransactionPooling(true))
 	}
-	q, err := queue.New(db, append(all, opts...)...)
+	q, err := queue.NewContext(ctx, db, append(all, opts...)...)
 	if err != nil {
 		return nil, explainTableError(err, name)
 	}
