@@ -55,6 +55,50 @@ func TestClaimAheadSize(t *testing.T) {
 	}
 }
 
+// TestHandlerAverage: the claimer's moving average of handler durations
+// (which sizes the buffer ahead) takes the durations of handlers that ran
+// and ignores attempts the executors did not start (notStarted), which
+// would pull it towards 0 and let a worker of long handlers claim ahead.
+func TestHandlerAverage(t *testing.T) {
+	ms := time.Millisecond
+	cases := []struct {
+		name      string
+		returned  []time.Duration
+		wantDur   time.Duration
+		wantKnown bool
+	}{
+		{"none yet", nil, 0, false},
+		{"only unstarted attempts", []time.Duration{notStarted, notStarted}, 0, false},
+		{"first handler sets it", []time.Duration{40 * ms}, 40 * ms, true},
+		{"moves an eighth of the way", []time.Duration{40 * ms, 48 * ms}, 41 * ms, true},
+		{"unstarted attempts leave it", []time.Duration{30 * ms, notStarted, notStarted, notStarted, notStarted}, 30 * ms, true},
+		{"long handlers stay past the bound", append([]time.Duration{30 * ms}, repeat(notStarted, 50)...), 30 * ms, true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			c := &claimer{cfg: WorkerConfig{Concurrency: 8}, claimRTT: 2 * ms, rttKnown: true}
+			for _, d := range tc.returned {
+				c.handlerReturned(d)
+			}
+			if c.handlerDur != tc.wantDur || c.durKnown != tc.wantKnown {
+				t.Errorf("average %v (known %v), want %v (known %v)", c.handlerDur, c.durKnown, tc.wantDur, tc.wantKnown)
+			}
+			if tc.wantDur >= claimAheadMaxHandler && c.ahead() != 0 {
+				t.Errorf("ahead() = %d for handlers of %v, want 0", c.ahead(), c.handlerDur)
+			}
+		})
+	}
+}
+
+// repeat is n copies of d.
+func repeat(d time.Duration, n int) []time.Duration {
+	out := make([]time.Duration, n)
+	for i := range out {
+		out[i] = d
+	}
+	return out
+}
+
 // TestExecutorSkipsAttemptCancelledBeforeStart: a claimed attempt that
 // waited in the buffer while its context was cancelled is not started: one
 // that lost its job is left to Reclaim, one the shutdown cut off is
@@ -84,8 +128,8 @@ func TestExecutorSkipsAttemptCancelledBeforeStart(t *testing.T) {
 			a := &attempt{row: row, ref: row.ref(), ctx: ctx, cancel: cancel}
 			ex.attempts.add(a)
 			cancel(tc.cause)
-			if d := ex.execute(a); d != 0 {
-				t.Errorf("execute returned duration %v for an attempt it did not start", d)
+			if d := ex.execute(a); d != notStarted {
+				t.Errorf("execute returned duration %v for an attempt it did not start, want notStarted", d)
 			}
 			if ran {
 				t.Error("the handler ran although the attempt was cancelled before it started")

@@ -110,8 +110,12 @@ func (c *claimer) ahead() int {
 	return int(min(want, int64(limit)))
 }
 
-// handlerReturned folds one handler's duration into its moving average.
+// handlerReturned folds one handler's duration into its moving average;
+// notStarted (an attempt the executor did not start) changes nothing.
 func (c *claimer) handlerReturned(d time.Duration) {
+	if d == notStarted {
+		return
+	}
 	if !c.durKnown {
 		c.handlerDur, c.durKnown = d, true
 		return

@@ -64,8 +64,15 @@ func (e *executors) loop(work <-chan *attempt, freed chan<- time.Duration, resta
 	}
 }
 
+// notStarted is what execute returns for an attempt it did not start: no
+// handler ran, so the claimer takes back the slot without folding a
+// duration into its average of handlers (a 0 for each cancelled or given
+// back attempt pulled the average down, and so claimed ahead more for
+// handlers too long for it).
+const notStarted time.Duration = -1
+
 // execute runs one attempt's handler, records its result and returns how
-// long the handler ran. An attempt whose context was cancelled before it
+// long the handler ran, or notStarted. An attempt whose context was cancelled before it
 // started (it waited in the claimer's buffer while a heartbeat found its
 // job lost or its lease unrenewable, or while the shutdown cancelled the
 // handlers) is not started: its job is left to Reclaim, or released with
@@ -84,12 +91,12 @@ func (e *executors) execute(a *attempt) time.Duration {
 				"job_id", row.ID, "kind", row.Name, "cause", cause)
 			e.q.lost(e.dbCtx, row, nil, 0)
 		}
-		return 0
+		return notStarted
 	}
 	if late := e.tooLate(a); late != "" {
 		e.attempts.remove(a.ref)
 		e.giveBack(a, late)
-		return 0
+		return notStarted
 	}
 	start := time.Now()
 	err := e.work(a.ctx, row)
