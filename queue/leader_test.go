@@ -539,8 +539,8 @@ func (s everyFrom) Next(t time.Time) time.Time {
 //     enqueued in that term, a Warn, and the worker steps down; it leads
 //     again in a new term and enqueues the tick then;
 //   - refused by the server (PostgreSQL: a number beyond numeric): an Error
-//     that says the tick is skipped, after one try, not the three a
-//     failing database gets.
+//     that says the tick is skipped, after one try, not the tries again
+//     that a failing database gets.
 //
 // The term-ended case runs where another connection can write while the
 // act's transaction is open (not SQLite, where the act holds the

@@ -126,9 +126,18 @@ func tickKeyFor(tick, next time.Time) time.Duration {
 // skips to the latest.
 const maxCatchUp = 10
 
-// periodicEnqueueTries is how many times the leader tries to enqueue a
-// tick when the database fails.
-const periodicEnqueueTries = 3
+// A tick's enqueue that the database fails (a restart, a dropped
+// connection, a statement refused) is tried again while the worker leads:
+// after periodicRetryWait, the wait doubling up to periodicRetryMaxWait,
+// for at most periodicRetryFor from the first try; then the tick is
+// skipped. The tick's unique key makes a try that did commit, unknown to
+// the leader, a duplicate. The leader used to try three times back to
+// back, so that a failure of a few milliseconds lost the tick for good.
+const (
+	periodicRetryWait    = 50 * time.Millisecond
+	periodicRetryMaxWait = 2 * time.Second
+	periodicRetryFor     = 30 * time.Second
+)
 
 // scheduler enqueues the ticks of a worker's periodic jobs while the
 // worker leads. It owns its jobs' next ticks and touches the table only
@@ -224,17 +233,20 @@ func (s *scheduler) lead(ctx, term context.Context, f *termFence, changed <-chan
 	}
 }
 
-// enqueue enqueues one tick of p as an act fenced by f, trying again a few
-// times when the database fails (the tick's unique key makes that safe).
-// It returns false when the database refused the act (errTermEnded): the
-// worker steps down.
+// enqueue enqueues one tick of p as an act fenced by f, trying again with
+// a growing pause while the database fails it (the tick's unique key makes
+// that safe), as long as this worker leads and for at most
+// periodicRetryFor. It returns false when the database refused the act
+// (errTermEnded): the worker steps down.
 func (s *scheduler) enqueue(ctx context.Context, f *termFence, p PeriodicJob, tick time.Time) bool {
 	if err := s.q.needUnique(ctx); err != nil { // before the act, which holds a connection
 		s.log.Error("enqueuing a periodic job's tick failed; the tick is skipped", "periodic", p.name, "tick", tick, "err", err)
 		return true
 	}
 	var err error
-	for try := 0; try < periodicEnqueueTries; try++ {
+	first := time.Now()
+	wait := periodicRetryWait
+	for try := 1; ; try++ {
 		if s.el.guard() != nil || ctx.Err() != nil {
 			return true
 		}
@@ -260,9 +272,26 @@ func (s *scheduler) enqueue(ctx context.Context, f *termFence, p PeriodicJob, ti
 			s.log.Info("periodic job enqueued", "periodic", p.name, "tick", tick, "job_id", id, "term", f.term)
 			s.q.wake.notify()
 			return true
-		case errors.Is(err, ErrInvalidJob) || errors.Is(err, ErrPayloadRejected):
-			try = periodicEnqueueTries // no point in trying again
 		}
+		if errors.Is(err, ErrInvalidJob) || errors.Is(err, ErrPayloadRejected) || time.Since(first)+wait > periodicRetryFor {
+			break // no point in trying again, or tried long enough
+		}
+		if s.el.guard() != nil || ctx.Err() != nil {
+			return true
+		}
+		if try == 1 {
+			s.log.Warn("enqueuing a periodic job's tick failed; trying again while this worker leads", "periodic", p.name, "tick", tick, "err", err, "retry_in", wait)
+		} else {
+			s.log.Debug("enqueuing a periodic job's tick failed again", "periodic", p.name, "tick", tick, "try", try, "err", err, "retry_in", wait)
+		}
+		timer := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			timer.Stop()
+			return true
+		case <-timer.C:
+		}
+		wait = min(2*wait, periodicRetryMaxWait)
 	}
 	if s.el.guard() == nil {
 		s.log.Error("enqueuing a periodic job's tick failed; the tick is skipped", "periodic", p.name, "tick", tick, "err", err)
