@@ -188,12 +188,30 @@ func (e *executors) jobLog(row *JobRow) *slog.Logger {
 }
 
 // recordFailure writes the failed attempt a (handler error err) by the
-// queue's rule and emits EventFailed.
+// queue's rule and emits EventFailed. A write that fails (the database
+// restarts, a connection drops, a statement is refused) is tried again like
+// a completion: completeTries times in all, after completeRetryWait, the
+// wait multiplied by 4 before each further try. Given up, the job stays
+// in_progress until Reclaim, which makes it pending again at once: the
+// handler's Permanent or RetryAfter and its error text would be lost.
 func (e *executors) recordFailure(a *attempt, err error, dur time.Duration, log *slog.Logger) {
 	row := a.row
+	var end attemptEnd
+	var ferr error
+	wait := completeRetryWait
+	for try := 1; ; try++ {
+		ctx, cancel := context.WithTimeout(e.dbCtx, dbCallTimeout)
+		end, ferr = e.q.failAttempt(ctx, row, err)
+		cancel()
+		if ferr == nil || errors.Is(ferr, ErrLeaseLost) || try == completeTries {
+			break
+		}
+		log.Warn("recording a failed attempt failed; trying again", "handler_err", err, "err", ferr, "retry_in", wait)
+		time.Sleep(wait) // dbCtx never ends (run.dbCtx)
+		wait *= 4
+	}
 	ctx, cancel := context.WithTimeout(e.dbCtx, dbCallTimeout)
 	defer cancel()
-	end, ferr := e.q.failAttempt(ctx, row, err)
 	if ferr != nil {
 		if errors.Is(ferr, ErrLeaseLost) {
 			log.Warn("handler failed after its attempt lost the job; nothing recorded", "handler_err", err, "duration", dur)

@@ -13,12 +13,13 @@ import (
 	"github.com/jobqueue/jobqueue/internal/testdb"
 )
 
-// refuseTicks makes the env's table refuse, by a trigger, every insert of a
-// job of kind "tick" while its control table says so (on at first): a
-// database that fails the leader's enqueue of a tick for a while, on every
-// engine. It returns the statement that turns the refusal off; the trigger
-// and the control table go when t ends.
-func refuseTicks(t *testing.T, env *testEnv) (off string) {
+// refuseRows makes the env's table refuse, by a trigger, every write of
+// event (INSERT or UPDATE) whose new row meets cond (an SQL condition on
+// NEW, the same on every engine) while its control table says so (on at
+// first): a database that fails some of the queue's writes for a while, on
+// every engine. It returns the statement that turns the refusal off; the
+// trigger and the control table go when t ends.
+func refuseRows(t *testing.T, env *testEnv, event, cond string) (off string) {
 	t.Helper()
 	quoted := func(suffix string) string {
 		tbl, err := engine.ParseTable(env.kind, env.table+suffix)
@@ -28,27 +29,28 @@ func refuseTicks(t *testing.T, env *testEnv) (off string) {
 		return tbl.Quoted()
 	}
 	ctl, trg, fn := quoted("_ctl"), quoted("_trg"), quoted("_fn")
-	const msg = "tick refused by the test"
+	const msg = "write refused by the test"
+	when := cond + " AND (SELECT refuse FROM " + ctl + ") = 1"
 	var ddl, drop []string
 	switch env.kind {
 	case engine.Postgres:
 		ddl = []string{
-			"CREATE FUNCTION " + fn + "() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN IF NEW.name = 'tick' AND (SELECT refuse FROM " + ctl + ") = 1 THEN RAISE EXCEPTION '" + msg + "'; END IF; RETURN NEW; END $$",
-			"CREATE TRIGGER " + trg + " BEFORE INSERT ON {t} FOR EACH ROW EXECUTE FUNCTION " + fn + "()",
+			"CREATE FUNCTION " + fn + "() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN IF " + when + " THEN RAISE EXCEPTION '" + msg + "'; END IF; RETURN NEW; END $$",
+			"CREATE TRIGGER " + trg + " BEFORE " + event + " ON {t} FOR EACH ROW EXECUTE FUNCTION " + fn + "()",
 		}
 		drop = []string{"DROP TRIGGER IF EXISTS " + trg + " ON {t}", "DROP FUNCTION IF EXISTS " + fn + "()"}
 	case engine.MySQL:
 		ddl = []string{
-			"CREATE TRIGGER " + trg + " BEFORE INSERT ON {t} FOR EACH ROW BEGIN IF NEW.name = 'tick' AND (SELECT refuse FROM " + ctl + ") = 1 THEN SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = '" + msg + "'; END IF; END",
+			"CREATE TRIGGER " + trg + " BEFORE " + event + " ON {t} FOR EACH ROW BEGIN IF " + when + " THEN SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = '" + msg + "'; END IF; END",
 		}
 		drop = []string{"DROP TRIGGER IF EXISTS " + trg}
 	case engine.SQLite:
 		ddl = []string{
-			"CREATE TRIGGER " + trg + " BEFORE INSERT ON {t} FOR EACH ROW WHEN NEW.name = 'tick' AND (SELECT refuse FROM " + ctl + ") = 1 BEGIN SELECT RAISE(ABORT, '" + msg + "'); END",
+			"CREATE TRIGGER " + trg + " BEFORE " + event + " ON {t} FOR EACH ROW WHEN " + when + " BEGIN SELECT RAISE(ABORT, '" + msg + "'); END",
 		}
 		drop = []string{"DROP TRIGGER IF EXISTS " + trg}
 	default:
-		t.Fatalf("no tick refusal for engine %s", env.kind)
+		t.Fatalf("no refusal for engine %s", env.kind)
 	}
 	ddl = append([]string{"CREATE TABLE " + ctl + " (refuse INT NOT NULL)", "INSERT INTO " + ctl + " VALUES (1)"}, ddl...)
 	drop = append(drop, "DROP TABLE IF EXISTS "+ctl)
@@ -62,7 +64,7 @@ func refuseTicks(t *testing.T, env *testEnv) (off string) {
 	for _, q := range ddl {
 		env.exec(t, q)
 	}
-	return "UPDATE " + ctl + " SET refuse = 0"
+	return env.sql("UPDATE " + ctl + " SET refuse = 0")
 }
 
 // TestPeriodicTickOutlivesOutage: a tick whose enqueue the database fails
@@ -76,7 +78,7 @@ func TestPeriodicTickOutlivesOutage(t *testing.T) {
 		for _, refused := range []int{1, 5} {
 			t.Run(fmt.Sprintf("%d acts refused", refused), func(t *testing.T) {
 				env := newTestEnv(t, kind)
-				off := env.sql(refuseTicks(t, env))
+				off := refuseRows(t, env, "INSERT", "NEW.name = 'tick'")
 				sched := everyFrom{start: time.Now().UTC().Truncate(time.Minute).Add(-10 * time.Minute), period: 1000 * time.Hour}
 				p := Periodic("outage", sched, kindArgs{K: "tick"}, Type("periodic"))
 				logs := &testdb.LogRecorder{}
