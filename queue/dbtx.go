@@ -364,10 +364,30 @@ func (d dbtx) ExecContext(ctx context.Context, query string, args ...any) (sql.R
 	case err != nil:
 		return nil, err
 	case st != nil:
-		return st.ExecContext(ctx, args...)
+		return explained(st.ExecContext(ctx, args...))
 	default:
-		return d.sender().ExecContext(ctx, text, args...)
+		return explained(d.sender().ExecContext(ctx, text, args...))
 	}
+}
+
+// explained returns v and err, err explained when it is the mark of pgx's
+// statement cache behind a transaction pooler (engine.ExplainPooler: it
+// says to add default_query_exec_mode=exec to the URL). Every statement the
+// queue sends through database/sql or on pgx's connection (onPgx) has its
+// error explained so, whichever API call returns it or worker logs it.
+func explained[T any](v T, err error) (T, error) {
+	return v, engine.ExplainPooler(err)
+}
+
+// explainedRow is row, or a row that fails with its error explained (see
+// explained).
+func explainedRow(ctx context.Context, row *sql.Row) *sql.Row {
+	if err := row.Err(); err != nil {
+		if e := engine.ExplainPooler(err); e != err {
+			return failedRow(ctx, e)
+		}
+	}
+	return row
 }
 
 // execOnce runs a statement built at run time from generated text (a
@@ -379,7 +399,7 @@ func (d dbtx) execOnce(ctx context.Context, text string, args ...any) (sql.Resul
 	}
 	args = d.r.args(args)
 	d.seen(text)
-	return d.sender().ExecContext(ctx, text, args...)
+	return explained(d.sender().ExecContext(ctx, text, args...))
 }
 
 // PrepareContext prepares a generated statement.
@@ -404,9 +424,9 @@ func (d dbtx) QueryContext(ctx context.Context, query string, args ...any) (*sql
 	case err != nil:
 		return nil, err
 	case st != nil:
-		return st.QueryContext(ctx, args...)
+		return explained(st.QueryContext(ctx, args...))
 	default:
-		return d.sender().QueryContext(ctx, text, args...)
+		return explained(d.sender().QueryContext(ctx, text, args...))
 	}
 }
 
@@ -417,8 +437,8 @@ func (d dbtx) QueryRowContext(ctx context.Context, query string, args ...any) *s
 	case err != nil:
 		return failedRow(ctx, err)
 	case st != nil:
-		return st.QueryRowContext(ctx, args...)
+		return explainedRow(ctx, st.QueryRowContext(ctx, args...))
 	default:
-		return d.sender().QueryRowContext(ctx, text, args...)
+		return explainedRow(ctx, d.sender().QueryRowContext(ctx, text, args...))
 	}
 }

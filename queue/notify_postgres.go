@@ -183,7 +183,7 @@ func (d rawDBTX) ExecContext(ctx context.Context, query string, args ...any) (sq
 	if err != nil {
 		return nil, err
 	}
-	return d.db.ExecContext(ctx, text, d.r.args(args)...)
+	return explained(d.db.ExecContext(ctx, text, d.r.args(args)...))
 }
 
 func (d rawDBTX) PrepareContext(ctx context.Context, query string) (*sql.Stmt, error) {
@@ -199,7 +199,7 @@ func (d rawDBTX) QueryContext(ctx context.Context, query string, args ...any) (*
 	if err != nil {
 		return nil, err
 	}
-	return d.db.QueryContext(ctx, text, d.r.args(args)...)
+	return explained(d.db.QueryContext(ctx, text, d.r.args(args)...))
 }
 
 func (d rawDBTX) QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row {
@@ -207,5 +207,5 @@ func (d rawDBTX) QueryRowContext(ctx context.Context, query string, args ...any)
 	if err != nil {
 		return failedRow(ctx, err)
 	}
-	return d.db.QueryRowContext(ctx, text, d.r.args(args)...)
+	return explainedRow(ctx, d.db.QueryRowContext(ctx, text, d.r.args(args)...))
 }

@@ -15,16 +15,18 @@ import (
 // (copy_postgres.go) and the claim scanned on pgx (claim_postgres.go) reach
 // pgx's own interface. It returns errNoPgx, having called nothing, when the
 // pool's driver is not pgx's stdlib; when fn fails and its failure closed
-// the connection, the error makes database/sql discard it.
+// the connection, the error makes database/sql discard it. An error of
+// pgx's statement cache behind a transaction pooler is explained
+// (engine.ExplainPooler).
 func onPgx(conn *sql.Conn, fn func(pc *pgx.Conn) error) error {
-	return conn.Raw(func(dc any) error {
+	return engine.ExplainPooler(conn.Raw(func(dc any) error {
 		sc, ok := engine.PgxConn(dc)
 		if !ok {
 			return errNoPgx
 		}
 		pc := sc.Conn()
 		return badConnIfClosed(pc, fn(pc))
-	})
+	}))
 }
 
 // badConnIfClosed returns err, and makes database/sql discard the
