@@ -65,6 +65,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -401,12 +402,20 @@ func readEarly(p *pgconn.Pipeline, types *pgtype.Map, id *int64, claimed *[]*Job
 }
 
 // askEarly asks once whether the session may run FlushCommits and records
-// the answer (an error counts as no, logged).
+// the answer (an error the server gives the question itself counts as no,
+// logged). A failure that says nothing about the question (the caller's
+// context ended, the connection was lost, the server is restarting) leaves
+// it unasked, to ask again at the next first Enqueue after a quiet spell:
+// taken for a no, it turned the early commit, and the claims enqueues run
+// for idle workers (takesOffers), off for the life of the queue.
 func (s pgStore) askEarly(ctx context.Context) {
 	ok, err := pggen.New(rawDBTX{r: s.r, db: s.r.db}).CanFlushCommits(ctx)
 	switch {
 	case err != nil && ctx.Err() != nil:
 		return // the caller's context ended: ask again next time
+	case err != nil && !earlyQuestionRefused(err):
+		s.early.log.Debug("asking whether pg_logical_emit_message may run failed; asking again at the next enqueue", "err", err)
+		return
 	case err != nil:
 		s.early.log.Warn("cannot tell whether pg_logical_emit_message may run; the first Enqueue after a quiet spell waits for its WAL flush before workers see it", "err", err)
 		s.early.state.CompareAndSwap(earlyUnknown, earlyRefused)
@@ -416,4 +425,15 @@ func (s pgStore) askEarly(ctx context.Context) {
 	default:
 		s.early.state.CompareAndSwap(earlyUnknown, earlyAllowed)
 	}
+}
+
+// earlyQuestionRefused reports whether err, the failure of CanFlushCommits,
+// is the server's answer to the question itself: the statement is refused
+// there (SQLSTATE class 42, syntax error or access rule violation, or 0A,
+// feature not supported), so asking again would fail the same way. Other
+// failures (class 08 connection, 57 operator intervention such as a
+// restart, 53 insufficient resources, no answer at all) may pass.
+func earlyQuestionRefused(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && (strings.HasPrefix(pgErr.Code, "42") || strings.HasPrefix(pgErr.Code, "0A"))
 }
