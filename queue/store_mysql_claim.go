@@ -73,14 +73,37 @@ func (cs *mysqlClaimSession) connect(ctx context.Context) error {
 	// mutex, rather than learning it from the first refusal (takeMutex).
 	cs.explicitBegin = wsrep == 1
 	cs.mutex = cs.mutex && wsrep != 1
+	// The server ends a session idle for wait_timeout seconds (28 800 by
+	// default, a URL or the server's settings may make it seconds), and a
+	// claimer's session sits idle while every slot of its worker is busy.
+	var wait int64
+	if err := conn.QueryRowContext(ctx, "SELECT @@SESSION.wait_timeout").Scan(&wait); err != nil {
+		discardConn(conn)
+		return fmt.Errorf("the claim connection: reading the server's idle timeout (SELECT @@SESSION.wait_timeout): %w", err)
+	}
+	cs.idleLimit = claimSessionIdleLimit(time.Duration(wait) * time.Second)
 	if !cs.explicitBegin {
 		if _, err := conn.ExecContext(ctx, "SET SESSION autocommit = 0"); err != nil {
 			discardConn(conn)
 			return fmt.Errorf("the claim connection: setting autocommit off: %w", err)
 		}
 	}
-	cs.conn = conn
+	cs.conn, cs.lastUsed = conn, time.Now()
 	return nil
+}
+
+// claimSessionIdleLimit is how long a claim session whose server ends
+// sessions idle for wait may sit idle before the next claim takes a new
+// one: a second less (the server counts from its own receipt of the last
+// statement, which came before the claimer's end of it), and at most half
+// of a shorter wait. Used past the server's limit, the session was found
+// closed by the next claim, which failed ("sql: connection is already
+// closed", logged as an error, and claimed again only after a pause).
+func claimSessionIdleLimit(wait time.Duration) time.Duration {
+	if wait <= 0 {
+		return 0
+	}
+	return max(wait-time.Second, wait/2)
 }
 
 // mysqlUnknownSystemVariable is ER_UNKNOWN_SYSTEM_VARIABLE: MySQL's answer
@@ -134,9 +157,21 @@ type mysqlClaimSession struct {
 	// starts from the frontier: after a full claim more jobs are
 	// probably due, and other claimers probably claim them too.
 	turns claimTurns
+	// idleLimit is how long the session may sit idle before a claim takes
+	// a new one (claimSessionIdleLimit of the server's wait_timeout; 0:
+	// no limit); lastUsed is when its last claim ended.
+	idleLimit time.Duration
+	lastUsed  time.Time
 }
 
+// claim runs a claim on the session, on a new one when the last claim
+// dropped the connection or the session has sat idle so long that the
+// server may have ended it (idleLimit).
 func (cs *mysqlClaimSession) claim(ctx context.Context, types []string, max int, token string, now, leaseUntil time.Time, after claimPos) ([]*JobRow, error) {
+	if cs.conn != nil && cs.idleLimit > 0 && time.Since(cs.lastUsed) >= cs.idleLimit {
+		cs.close()
+	}
+	defer func() { cs.lastUsed = time.Now() }()
 	if cs.conn == nil {
 		// The last claim could not end its transaction or release the
 		// mutex and dropped its connection (close): open another like the
