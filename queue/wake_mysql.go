@@ -142,6 +142,14 @@ func (w *mysqlWaiter) session(ctx context.Context) error {
 	if _, err := mysqlgen.New(rawDBTX{r: w.q.run, db: conns[1]}).TakeWakeBell(cctx, key); err != nil {
 		return fmt.Errorf("taking the wake slot's bell: %w", err)
 	}
+	// The bell's session runs nothing more while the worker lives: give it
+	// the longest idle timeout (session control, on a connection that is
+	// discarded afterwards). A server whose wait_timeout is short ended it,
+	// which freed the bell and ended the wait: a warning and a spell of
+	// polling every wait_timeout.
+	if _, err := conns[1].ExecContext(cctx, "SET SESSION wait_timeout = 31536000"); err != nil {
+		return fmt.Errorf("keeping the wake slot's bell (SET SESSION wait_timeout): %w", err)
+	}
 	cancel()
 	w.q.waiters.add(id)
 	defer w.q.waiters.remove(id)
