@@ -123,7 +123,7 @@ func (l *pgListener) loop(ctx context.Context) {
 // the pool.
 func (l *pgListener) session(ctx context.Context) error {
 	cctx, cancel := context.WithTimeout(ctx, dbCallTimeout)
-	conn, err := l.db.Conn(cctx)
+	conn, err := sessionConn(cctx, l.db, pgKeepIdleSession) // it waits idle between notifications
 	cancel()
 	if err != nil {
 		return fmt.Errorf("taking a connection: %w", err)

@@ -48,14 +48,27 @@ func (s pgStore) claimSession(ctx context.Context) (claimSession, error) {
 	if !roomForClaimSession(s.r.db.Stats()) {
 		return nil, nil
 	}
-	// Both settings in one statement: one round trip before a new
-	// worker's first claim instead of two.
-	conn, err := sessionConn(ctx, s.r.db, "SELECT set_config('plan_cache_mode', 'force_generic_plan', false), set_config('synchronous_commit', 'off', false)")
+	// The settings in one statement: one round trip before a new
+	// worker's first claim. The session sits idle while every slot of the
+	// worker is busy: a server or URL that ends idle sessions
+	// (idle_session_timeout) must not end it (pgKeepIdleSession).
+	conn, err := sessionConn(ctx, s.r.db, "SELECT set_config('plan_cache_mode', 'force_generic_plan', false), set_config('synchronous_commit', 'off', false), ("+pgKeepIdleSession+")")
 	if err != nil {
 		return nil, fmt.Errorf("the claim connection: %w", err)
 	}
 	return &pgClaimSession{s: s, conn: conn, turns: newClaimTurns()}, nil
 }
+
+// pgKeepIdleSession turns idle_session_timeout (PostgreSQL 14 and later;
+// on earlier servers it selects no row and sets nothing) off for the
+// session: the queue's own sessions, the claim session and the LISTEN
+// session, sit idle by design, and a timeout that ended them made the next
+// claim fail (logged as an error, claimed again after a pause) and the
+// listener warn and listen again, with a growing pause, every timeout,
+// losing the notifications sent meanwhile. Session control, like the
+// claim session's other settings, on connections never handed back to the
+// pool.
+const pgKeepIdleSession = "SELECT set_config(name, '0', false) FROM pg_settings WHERE name = 'idle_session_timeout'"
 
 // The claims of a busy table take turns (claim_turns.go): a claim that
 // takes its turn sends LockClaims, a transaction-scoped advisory lock named
