@@ -370,20 +370,31 @@ func (d dbtx) ExecContext(ctx context.Context, query string, args ...any) (sql.R
 	}
 }
 
-// explained returns v and err, err explained when it is the mark of pgx's
-// statement cache behind a transaction pooler (engine.ExplainPooler: it
-// says to add default_query_exec_mode=exec to the URL). Every statement the
-// queue sends through database/sql or on pgx's connection (onPgx) has its
-// error explained so, whichever API call returns it or worker logs it.
+// explained returns v and err, err explained (explainErr). Every statement
+// the queue sends through database/sql or on pgx's connection (onPgx) has
+// its error explained so, whichever API call returns it or worker logs it.
 func explained[T any](v T, err error) (T, error) {
-	return v, engine.ExplainPooler(err)
+	return v, explainErr(err)
+}
+
+// explainErr adds what to do to the errors of a server reached the wrong
+// way: pgx's statement cache behind a transaction pooler
+// (engine.ExplainPooler: add default_query_exec_mode=exec to the URL), and
+// a write refused on a read-only connection (engine.ExplainReadOnly:
+// connect to the primary, target_session_attrs=read-write). Other errors
+// are returned as they are.
+func explainErr(err error) error {
+	if err == nil {
+		return nil
+	}
+	return engine.ExplainReadOnly(engine.ExplainPooler(err))
 }
 
 // explainedRow is row, or a row that fails with its error explained (see
 // explained).
 func explainedRow(ctx context.Context, row *sql.Row) *sql.Row {
 	if err := row.Err(); err != nil {
-		if e := engine.ExplainPooler(err); e != err {
+		if e := explainErr(err); e != err {
 			return failedRow(ctx, e)
 		}
 	}

@@ -15,11 +15,10 @@ import (
 // (copy_postgres.go) and the claim scanned on pgx (claim_postgres.go) reach
 // pgx's own interface. It returns errNoPgx, having called nothing, when the
 // pool's driver is not pgx's stdlib; when fn fails and its failure closed
-// the connection, the error makes database/sql discard it. An error of
-// pgx's statement cache behind a transaction pooler is explained
-// (engine.ExplainPooler).
+// the connection, the error makes database/sql discard it. Its error is
+// explained (explainErr).
 func onPgx(conn *sql.Conn, fn func(pc *pgx.Conn) error) error {
-	return engine.ExplainPooler(conn.Raw(func(dc any) error {
+	return explainErr(conn.Raw(func(dc any) error {
 		sc, ok := engine.PgxConn(dc)
 		if !ok {
 			return errNoPgx

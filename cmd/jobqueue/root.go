@@ -109,7 +109,7 @@ func run(ctx context.Context, args []string, s streams) int {
 		code = exitUsage
 	}
 	// The URL may hold a password, and some errors quote it.
-	line := redactURL(redactURL(oneLine(engine.ExplainPooler(err), code, cmd), a.dbURL), os.Getenv("JOBQUEUE_DB"))
+	line := redactURL(redactURL(oneLine(engine.ExplainReadOnly(engine.ExplainPooler(err)), code, cmd), a.dbURL), os.Getenv("JOBQUEUE_DB"))
 	fmt.Fprintln(s.err, line)
 	return code
 }

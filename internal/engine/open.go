@@ -282,6 +282,31 @@ func (e *poolerError) Error() string {
 
 func (e *poolerError) Unwrap() error { return e.err }
 
+// ExplainReadOnly adds what to do to err when it is PostgreSQL's refusal of
+// a write in a read-only transaction (SQLSTATE 25006): the connection
+// reached a standby (a URL of several hosts without
+// target_session_attrs=read-write reaches whichever answers first, and after
+// a failover the old primary may come back as one), or the session has
+// default_transaction_read_only on. Other errors, and errors it explained
+// already, are returned as they are.
+func ExplainReadOnly(err error) error {
+	var pe *pgconn.PgError
+	var done *readOnlyError
+	if errors.As(err, &done) || !errors.As(err, &pe) || pe.Code != "25006" {
+		return err
+	}
+	return &readOnlyError{err}
+}
+
+// readOnlyError is an error explained by ExplainReadOnly.
+type readOnlyError struct{ err error }
+
+func (e *readOnlyError) Error() string {
+	return e.err.Error() + "; the server accepts no writes on this connection (a standby, or default_transaction_read_only is on): connect to the primary, and with several hosts in the postgres URL add target_session_attrs=read-write"
+}
+
+func (e *readOnlyError) Unwrap() error { return e.err }
+
 // samePgTarget reports whether two pgx configurations name the same
 // database: host, port, database, user and password.
 func samePgTarget(a, b *pgconn.Config) bool {

@@ -38,3 +38,35 @@ func TestExplainPooler(t *testing.T) {
 		})
 	}
 }
+
+// TestExplainReadOnly: PostgreSQL's refusal of a write in a read-only
+// transaction (SQLSTATE 25006: a standby, or default_transaction_read_only)
+// says to connect to the primary and, with several hosts in the URL, to add
+// target_session_attrs=read-write, once, and keeps its cause; other errors
+// are left as they are.
+func TestExplainReadOnly(t *testing.T) {
+	readOnly := &pgconn.PgError{Code: "25006", Message: "cannot execute INSERT in a read-only transaction"}
+	for _, c := range []struct {
+		name    string
+		err     error
+		explain bool
+	}{
+		{"read-only", fmt.Errorf("enqueue: %w", readOnly), true},
+		{"explained already", ExplainReadOnly(readOnly), true},
+		{"another error", &pgconn.PgError{Code: "42P01", Message: `relation "jobs" does not exist`}, false},
+		{"not PostgreSQL", errors.New("cannot execute INSERT in a read-only transaction"), false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			got := ExplainReadOnly(c.err)
+			if n := strings.Count(got.Error(), "target_session_attrs=read-write"); n != map[bool]int{true: 1, false: 0}[c.explain] {
+				t.Errorf("%q names the URL parameter %d times", got, n)
+			}
+			if !errors.Is(got, c.err) {
+				t.Errorf("the cause is lost: %v", got)
+			}
+		})
+	}
+	if ExplainReadOnly(nil) != nil {
+		t.Error("ExplainReadOnly(nil) is not nil")
+	}
+}

@@ -1,0 +1,40 @@
+package main
+
+import (
+	"net/url"
+	"strings"
+	"testing"
+
+	"github.com/jobqueue/jobqueue/internal/engine"
+	"github.com/jobqueue/jobqueue/internal/testdb"
+)
+
+// TestReadOnlyServerError: commands that write, on a PostgreSQL connection
+// that accepts no writes (a standby reached without
+// target_session_attrs=read-write; here default_transaction_read_only on),
+// fail with one line that says to connect to the primary and add
+// target_session_attrs=read-write; they said only `cannot execute … in a
+// read-only transaction`.
+func TestReadOnlyServerError(t *testing.T) {
+	direct := testdb.Open(t, engine.Postgres)
+	table := testdb.Table(t, direct)
+	u, err := url.Parse(testdb.URL(t, engine.Postgres))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rw := cli{db: u.String(), table: table}
+	rw.ok(t, "install")
+	v := u.Query()
+	v.Set("options", "-c default_transaction_read_only=on")
+	u.RawQuery = strings.ReplaceAll(v.Encode(), "+", "%20") // pgx reads a '+' as itself
+	ro := cli{db: u.String(), table: table}
+	for _, args := range [][]string{
+		{"enqueue", "--name", "n"},
+		{"prune", "--older-than", "1h"},
+		{"--table", table + "_new", "install"},
+	} {
+		t.Run(args[0], func(t *testing.T) {
+			assertOneLineError(t, ro.run(t, args...), 1, "cannot execute", "target_session_attrs=read-write")
+		})
+	}
+}
