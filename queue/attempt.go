@@ -189,6 +189,32 @@ func (q *Queue) heartbeat(ctx context.Context, refs []attemptRef, lease time.Dur
 	return lost, nil
 }
 
+// heartbeatSkipLocked is heartbeat that leaves alone, rather than waits
+// for, the rows another transaction holds locked (store.extendSkipLocked):
+// it returns the refs that no longer hold their job (lost) apart from
+// those whose rows were locked (busy: they still hold their jobs, but their
+// leases were not renewed). The read that tells them apart waits for no
+// row lock; when it fails, the refs not renewed count as busy.
+func (q *Queue) heartbeatSkipLocked(ctx context.Context, refs []attemptRef, lease time.Duration) (lost, busy []attemptRef, err error) {
+	if lease <= 0 {
+		return nil, nil, fmt.Errorf("jobqueue: heartbeat: the lease must be positive, not %v", lease)
+	}
+	leaseUntil := q.now().Add(lease)
+	notRenewed, err := writeHeld(refs, func(chunk []attemptRef) (map[int64]bool, error) {
+		return q.st.extendSkipLocked(ctx, chunk, leaseUntil)
+	})
+	if err != nil {
+		return nil, nil, fmt.Errorf("jobqueue: heartbeat: %w", err)
+	}
+	if len(notRenewed) == 0 {
+		return nil, nil, nil
+	}
+	if lost, busy, rerr := q.stillHeld(ctx, notRenewed); rerr == nil {
+		return lost, busy, nil
+	}
+	return nil, notRenewed, nil
+}
+
 // complete finishes attempts as completed (or deletes the rows when the queue
 // deletes on success), fenced by token; it returns the refs that no longer
 // held their job (stale; nothing changed for them).

@@ -2,6 +2,7 @@ package queue
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"time"
@@ -73,11 +74,28 @@ func (h *heartbeater) run(ctx context.Context) {
 }
 
 // renew renews the leases of one chunk of attempts and acts on the result.
+// A renewal that ran out of time (waiting, most likely, on a row lock that
+// another transaction holds: an application's transaction left open on a
+// job's row) or whose lock wait the server ended is sent again at once
+// leaving locked rows alone (heartbeatSkipLocked), as the completer does
+// with completions: one held row kept every attempt of the chunk from
+// renewing its lease, and the heartbeater then cancelled all their
+// handlers (errLeaseRanOut) and left their jobs to run again. The
+// attempts whose rows were locked are renewed at a later heartbeat, or
+// cancelled when their leases run out first.
 func (h *heartbeater) renew(ctx context.Context, chunk []attemptRef) {
 	cctx, cancel := context.WithTimeout(ctx, min(h.interval, dbCallTimeout))
 	sent := h.q.now()
 	lost, err := h.q.heartbeat(cctx, chunk, h.lease)
+	timedOut := err != nil && ((errors.Is(cctx.Err(), context.DeadlineExceeded) && ctx.Err() == nil) || lockWaitEnded(err))
 	cancel()
+	var busy []attemptRef
+	if timedOut {
+		cctx, cancel := context.WithTimeout(ctx, min(h.interval, dbCallTimeout))
+		sent = h.q.now()
+		lost, busy, err = h.q.heartbeatSkipLocked(cctx, chunk, h.lease)
+		cancel()
+	}
 	if err != nil {
 		if ctx.Err() == nil {
 			h.log.Warn("renewing leases failed; trying again at the next heartbeat", "attempts", len(chunk), "err", err)
@@ -85,10 +103,25 @@ func (h *heartbeater) renew(ctx context.Context, chunk []attemptRef) {
 		}
 		return
 	}
+	renewed := chunk
+	if len(busy) > 0 {
+		skipped := make(map[attemptRef]bool, len(busy))
+		for _, r := range busy {
+			skipped[r] = true
+		}
+		renewed = make([]attemptRef, 0, len(chunk)-len(busy))
+		for _, r := range chunk {
+			if !skipped[r] {
+				renewed = append(renewed, r)
+			}
+		}
+		h.log.Warn("leases not renewed: another transaction holds their jobs' rows locked; trying again at the next heartbeat", "attempts", len(busy))
+		h.cancelUnrenewed(busy)
+	}
 	// The renewed leases end at sent+lease or a little later (MySQL keeps
 	// whole seconds, so take the second before).
 	renewedTo := sent.Add(h.lease).Truncate(time.Second)
-	h.attempts.each(chunk, func(a *attempt) {
+	h.attempts.each(renewed, func(a *attempt) {
 		if a.leaseEnd.Before(renewedTo) {
 			a.leaseEnd = renewedTo
 		}

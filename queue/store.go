@@ -32,6 +32,10 @@ type store interface {
 	// extend moves the lease of the attempts that still hold their job and
 	// returns the ids of those.
 	extend(ctx context.Context, refs []attemptRef, leaseUntil time.Time) (map[int64]bool, error)
+	// extendSkipLocked is extend that leaves alone, rather than waits for,
+	// the rows another transaction holds locked (SQLite, which locks no
+	// rows, waits as always); their ids are not returned either.
+	extendSkipLocked(ctx context.Context, refs []attemptRef, leaseUntil time.Time) (map[int64]bool, error)
 	// complete marks the attempts that still hold their job completed (or
 	// deletes their rows) and returns their ids. With skipLocked it leaves
 	// alone, rather than waits for, the rows another transaction holds

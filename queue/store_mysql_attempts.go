@@ -173,6 +173,38 @@ func (s mysqlStore) extend(ctx context.Context, refs []attemptRef, leaseUntil ti
 	return held, nil
 }
 
+// extendSkipLocked locks, in one READ COMMITTED transaction, the rows that
+// refs still hold and no other transaction holds locked
+// (LockHeldJobsSkipLocked), moves their leases and commits; it returns
+// their ids. ExtendLeases' count is not checked: MySQL counts only the rows
+// whose values changed, and a lease renewed within the same second keeps
+// its value, while the rows locked are known to hold their jobs.
+func (s mysqlStore) extendSkipLocked(ctx context.Context, refs []attemptRef, leaseUntil time.Time) (map[int64]bool, error) {
+	ids, toks := refLists(refs)
+	return s.inTx(ctx, func(qs *mysqlgen.Queries) (map[int64]bool, bool, error) {
+		locked, err := qs.LockHeldJobsSkipLocked(ctx, mysqlgen.LockHeldJobsSkipLockedParams{Ids: padIDs(uids(ids)), Tokens: padIDs(mysqlTokens(toks))})
+		if err != nil {
+			return nil, false, err
+		}
+		held := idSet(locked)
+		if len(held) == 0 {
+			return held, true, nil
+		}
+		var hIDs []uint64
+		var hToks []sql.NullString
+		for _, r := range refs {
+			if held[r.ID] {
+				hIDs = append(hIDs, uint64(r.ID))
+				hToks = append(hToks, nullString(r.Token))
+			}
+		}
+		if _, err := qs.ExtendLeases(ctx, mysqlgen.ExtendLeasesParams{LeaseUntil: nullTime(&leaseUntil), Ids: padIDs(hIDs), Tokens: padIDs(hToks)}); err != nil {
+			return nil, false, err
+		}
+		return held, true, nil
+	})
+}
+
 // lockedUpdate changes the jobs that refs still hold and returns their ids.
 // MySQL has no RETURNING, so a batch learns which attempts were stale like
 // this: in a short READ COMMITTED transaction it first runs update on all

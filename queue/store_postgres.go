@@ -170,6 +170,11 @@ func (s pgStore) extend(ctx context.Context, refs []attemptRef, leaseUntil time.
 	return idSet(held), err
 }
 
+func (s pgStore) extendSkipLocked(ctx context.Context, refs []attemptRef, leaseUntil time.Time) (map[int64]bool, error) {
+	held, err := s.qs().ExtendLeasesSkipLocked(ctx, pggen.ExtendLeasesSkipLockedParams{LeaseUntil: nullTime(&leaseUntil), Tokens: tokenObject(refs)})
+	return idSet(held), err
+}
+
 func (s pgStore) complete(ctx context.Context, refs []attemptRef, now time.Time, del, skipLocked bool) (map[int64]bool, error) {
 	var held []int64
 	var err error

@@ -121,6 +121,11 @@ func (s sqliteStore) extend(ctx context.Context, refs []attemptRef, leaseUntil t
 	return idSet(held), err
 }
 
+// extendSkipLocked is extend: SQLite locks no rows, only the database.
+func (s sqliteStore) extendSkipLocked(ctx context.Context, refs []attemptRef, leaseUntil time.Time) (map[int64]bool, error) {
+	return s.extend(ctx, refs, leaseUntil)
+}
+
 func (s sqliteStore) complete(ctx context.Context, refs []attemptRef, now time.Time, del, _ bool) (map[int64]bool, error) {
 	ids, toks := refLists(refs)
 	held, err := writeGated(ctx, s, func() ([]int64, error) {

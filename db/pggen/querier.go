@@ -122,6 +122,14 @@ type Querier interface {
 	// keys sorted), where `claim_token = ANY (tokens)` compared every row with
 	// every token of the batch (a batch of 300 cost 45 000 comparisons).
 	ExtendLeases(ctx context.Context, arg ExtendLeasesParams) ([]int64, error)
+	// ExtendLeasesSkipLocked is ExtendLeases that leaves alone, rather than
+	// waits for, the rows another transaction holds locked: the heartbeat's
+	// retry of a renewal that ran out of time (queue/heartbeat.go), so that one
+	// job whose row an application's transaction holds does not keep the other
+	// attempts of the worker from renewing their leases. The rows it skipped
+	// are not returned; the queue tells them from lost attempts by reading them
+	// (SelectHeldAttempts).
+	ExtendLeasesSkipLocked(ctx context.Context, arg ExtendLeasesSkipLockedParams) ([]int64, error)
 	// FailJob records one failed attempt as the queue decided.
 	FailJob(ctx context.Context, arg FailJobParams) (int64, error)
 	// FenceLeaderAct is the first statement of each act of a leader, in the

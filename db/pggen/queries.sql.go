@@ -891,6 +891,52 @@ func (q *Queries) ExtendLeases(ctx context.Context, arg ExtendLeasesParams) ([]i
 	return items, nil
 }
 
+const extendLeasesSkipLocked = `-- name: ExtendLeasesSkipLocked :many
+UPDATE jobs
+SET lease_until = $1
+WHERE id IN (
+    SELECT l.id FROM jobs l
+    WHERE l.id = ANY (ARRAY(SELECT jsonb_object_keys($2::jsonb)::bigint))
+      AND l.claim_token = ($2::jsonb ->> l.id::text)
+    FOR UPDATE SKIP LOCKED)
+RETURNING id
+`
+
+type ExtendLeasesSkipLockedParams struct {
+	LeaseUntil sql.NullTime
+	Tokens     json.RawMessage
+}
+
+// ExtendLeasesSkipLocked is ExtendLeases that leaves alone, rather than
+// waits for, the rows another transaction holds locked: the heartbeat's
+// retry of a renewal that ran out of time (queue/heartbeat.go), so that one
+// job whose row an application's transaction holds does not keep the other
+// attempts of the worker from renewing their leases. The rows it skipped
+// are not returned; the queue tells them from lost attempts by reading them
+// (SelectHeldAttempts).
+func (q *Queries) ExtendLeasesSkipLocked(ctx context.Context, arg ExtendLeasesSkipLockedParams) ([]int64, error) {
+	rows, err := q.db.QueryContext(ctx, extendLeasesSkipLocked, arg.LeaseUntil, arg.Tokens)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []int64
+	for rows.Next() {
+		var id int64
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		items = append(items, id)
+	}
+	if err := rows.Close(); err != nil {
+		return nil, err
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const failJob = `-- name: FailJob :execrows
 UPDATE jobs
 SET status = $1, error = $2,

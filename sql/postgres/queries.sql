@@ -234,6 +234,23 @@ WHERE id = ANY (ARRAY(SELECT jsonb_object_keys(sqlc.arg(tokens)::jsonb)::bigint)
   AND claim_token = (sqlc.arg(tokens)::jsonb ->> id::text)
 RETURNING id;
 
+-- name: ExtendLeasesSkipLocked :many
+-- ExtendLeasesSkipLocked is ExtendLeases that leaves alone, rather than
+-- waits for, the rows another transaction holds locked: the heartbeat's
+-- retry of a renewal that ran out of time (queue/heartbeat.go), so that one
+-- job whose row an application's transaction holds does not keep the other
+-- attempts of the worker from renewing their leases. The rows it skipped
+-- are not returned; the queue tells them from lost attempts by reading them
+-- (SelectHeldAttempts).
+UPDATE jobs
+SET lease_until = @lease_until
+WHERE id IN (
+    SELECT l.id FROM jobs l
+    WHERE l.id = ANY (ARRAY(SELECT jsonb_object_keys(sqlc.arg(tokens)::jsonb)::bigint))
+      AND l.claim_token = (sqlc.arg(tokens)::jsonb ->> l.id::text)
+    FOR UPDATE SKIP LOCKED)
+RETURNING id;
+
 -- name: CompleteJobs :many
 UPDATE jobs
 SET status = 'completed', finished_at = @now, claim_token = NULL, lease_until = NULL
