@@ -146,8 +146,16 @@ var errPollsOnly = errors.New("the database cannot wake idle workers")
 // fails (the worker polls meanwhile), and for good not after an error for
 // which permanent reports true (a warning, or an info for errPollsOnly).
 // what names the session in the log.
+//
+// Every MySQL wake slot of the table held by other processes
+// (errNoWakeSlot) is a state of the deployment, not a failure: the worker
+// polls and tries again with the backoff, since processes stop (a rolling
+// deployment starts the new ones before the old ones stop), warning the
+// first time and saying so at debug level after. It stopped trying for
+// good there, and polled for the rest of its life.
 func keepSession(ctx context.Context, log *slog.Logger, what string, session func(context.Context) error, permanent func(error) bool) {
 	delay := listenRetryMin
+	toldNoSlot := false
 	for {
 		start := time.Now()
 		err := session(ctx)
@@ -165,7 +173,16 @@ func keepSession(ctx context.Context, log *slog.Logger, what string, session fun
 		if time.Since(start) >= listenRetryMax {
 			delay = listenRetryMin
 		}
-		log.Warn(what+" failed; the worker polls meanwhile and tries again", "err", err, "retry_in", delay)
+		switch {
+		case errors.Is(err, errNoWakeSlot) && !toldNoSlot:
+			toldNoSlot = true
+			log.Warn("cannot go on "+what+" for now; the worker polls meanwhile and tries again", "err", err, "retry_in", delay)
+		case errors.Is(err, errNoWakeSlot):
+			log.Debug("cannot go on "+what+" for now; the worker polls meanwhile and tries again", "err", err, "retry_in", delay)
+		default:
+			toldNoSlot = false
+			log.Warn(what+" failed; the worker polls meanwhile and tries again", "err", err, "retry_in", delay)
+		}
 		t := time.NewTimer(delay)
 		select {
 		case <-ctx.Done():

@@ -83,7 +83,8 @@ const waiterMinConns = 4
 // it.
 const waitInterruptGrace = time.Second
 
-// errNoWakeSlot: every wake slot of the table is held; the worker polls.
+// errNoWakeSlot: every wake slot of the table is held; the worker polls,
+// and tries again with the backoff (keepSession).
 var errNoWakeSlot = fmt.Errorf("all %d wake slots of the table are held by other worker processes", wakeSlots)
 
 // mysqlWaiter is the Waker of a worker on MySQL: it waits on a wake slot's
@@ -106,7 +107,7 @@ func (r *run) startMySQLWaiter(ctx context.Context) (stop func()) {
 	}
 	w := &mysqlWaiter{q: r.q, log: r.log, wakeups: make(wakeups, 1)}
 	return r.startWaker(ctx, w.wakeups, func(ctx context.Context) {
-		keepSession(ctx, w.log, "waiting for the enqueues of other processes", w.session, func(err error) bool { return errors.Is(err, errNoWakeSlot) })
+		keepSession(ctx, w.log, "waiting for the enqueues of other processes", w.session, func(error) bool { return false })
 	})
 }
 

@@ -328,8 +328,9 @@ func TestMySQLWaiterEndsWithRun(t *testing.T) {
 }
 
 // TestMySQLWakeSlotsFull: with every wake slot of the table held, a worker
-// warns once and polls; the holder is listed once however many slots it
-// holds.
+// warns once and polls (trying again for a slot meanwhile:
+// TestMySQLWaiterTakesASlotFreedLater); the holder is listed once however
+// many slots it holds.
 func TestMySQLWakeSlotsFull(t *testing.T) {
 	t.Parallel()
 	env := newTestEnv(t, engine.MySQL)
