@@ -117,8 +117,14 @@ func (q *Queue) writeOne(ctx context.Context, tx *sql.Tx, j *newJob, key *unique
 // option replaces the call's of the same kind; its schedule (At or Delay)
 // replaces the call's schedule, and its deadline (ExpiresAt or ExpiresIn)
 // the call's deadline, whichever of the two each gives. With Enqueue it
-// adds to the call's options likewise.
+// adds to the call's options likewise. WithOptions of a job that has
+// options of its own adds opts after them.
 func WithOptions(args JobArgs, opts ...EnqueueOption) JobArgs {
+	if w, ok := args.(withOptions); ok {
+		// One wrapper: a wrapper inside another would go to the codec as
+		// the args (the payload {}), its options lost.
+		return withOptions{args: w.args, opts: append(w.opts[:len(w.opts):len(w.opts)], opts...)}
+	}
 	return withOptions{args: args, opts: opts}
 }
 

@@ -349,3 +349,56 @@ func TestEnqueueManyTxAllOrNothing(t *testing.T) {
 		}
 	})
 }
+
+// TestWithOptionsNested: a job wrapped in WithOptions twice keeps its
+// payload and every option of both wrappers, the outer one's last, in
+// Enqueue and EnqueueMany alike. The inner wrapper used to go to the codec
+// as the args: the job was written with the payload {} and without the
+// inner options, and the caller was told nothing.
+func TestWithOptionsNested(t *testing.T) {
+	forEachEngine(t, func(t *testing.T, kind engine.Kind) {
+		ctx := context.Background()
+		env := coreEnv(t, kind)
+		q, _ := coreQueue(t, env)
+		nested := WithOptions(WithOptions(testArgs{N: 7}, Type("inner"), Delay(time.Hour)), Type("outer"))
+		cases := []struct {
+			name    string
+			enqueue func() error
+		}{
+			{name: "Enqueue", enqueue: func() error {
+				_, err := q.Enqueue(ctx, nested)
+				return err
+			}},
+			{name: "EnqueueMany", enqueue: func() error {
+				n, err := q.EnqueueMany(ctx, []JobArgs{nested, testArgs{N: 8}})
+				if err == nil && n != 2 {
+					return fmt.Errorf("wrote %d jobs, want 2", n)
+				}
+				return err
+			}},
+		}
+		for _, c := range cases {
+			t.Run(c.name, func(t *testing.T) {
+				env.emptyTable(t)
+				if err := c.enqueue(); err != nil {
+					t.Fatal(err)
+				}
+				jobs, err := q.List(ctx, ListFilter{Type: "outer"})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if len(jobs) != 1 {
+					t.Fatalf("%d jobs of type outer, want 1", len(jobs))
+				}
+				j := jobs[0]
+				var got testArgs
+				if err := json.Unmarshal(j.Payload, &got); err != nil || got.N != 7 {
+					t.Errorf("payload %s (%v), want N 7", j.Payload, err)
+				}
+				if !j.ScheduledAt.After(j.CreatedAt.Add(59 * time.Minute)) {
+					t.Errorf("scheduled at %v, created at %v: the inner Delay was lost", j.ScheduledAt, j.CreatedAt)
+				}
+			})
+		}
+	})
+}
