@@ -30,6 +30,9 @@ import (
 //     told (offerResult.err) and claims as usual;
 //   - the claim fails: the transaction failed with it, so the enqueue is
 //     sent again without the claim, and the claimer claims as usual;
+//   - the enqueue's context ends once the transaction is sent: its
+//     outcome is still read (at most dbCallTimeout), so the claimer gets
+//     what was claimed and the Enqueue the job's id;
 //   - the connection breaks after the commit was sent: as with any claim
 //     whose result is lost, what it claimed (if it committed) is left
 //     in_progress until its lease passes, and Reclaim runs it again.

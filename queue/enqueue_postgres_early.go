@@ -233,12 +233,27 @@ func (s pgStore) insertEarlyWith(ctx context.Context, d dbtx, j *newJob, now tim
 		if err != nil {
 			return err
 		}
+		pctx := ctx // the pipeline's
+		if o != nil {
+			// Once sent, the insert and the offered claim commit whatever
+			// the caller's context does (the server runs the pipeline to
+			// its sync even when pgx closes the connection), and a claim
+			// whose result is not read is lost to the claimer until its
+			// lease passes: read it to its end, as a combined enqueue
+			// waits for its statement, within dbCallTimeout.
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			var cancel context.CancelFunc
+			pctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), dbCallTimeout)
+			defer cancel()
+		}
 		// No BEGIN and no COMMIT: what the pipeline sends up to its first
 		// sync point is one transaction, which the sync commits (the
 		// extended protocol's implicit transaction; an error in any of
 		// its statements rolls all of them back). The settings are local
 		// to it.
-		p := pc.PgConn().StartPipeline(ctx)
+		p := pc.PgConn().StartPipeline(pctx)
 		p.SendQueryStatement(setSD, nil, nil, nil)
 		for i, sd := range stmts {
 			p.SendQueryStatement(sd, params[i].ParamValues, params[i].ParamFormats, params[i].ResultFormats)
@@ -274,7 +289,7 @@ func (s pgStore) insertEarlyWith(ctx context.Context, d dbtx, j *newJob, now tim
 			// the table changed under it, which pgx's own statement cache
 			// would notice): prepare it anew next time.
 			for _, text := range texts {
-				if derr := pc.Deallocate(ctx, text); derr != nil {
+				if derr := pc.Deallocate(pctx, text); derr != nil {
 					return badConnIfClosed(pc, errors.Join(err, derr, errBadSession))
 				}
 			}
