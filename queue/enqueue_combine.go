@@ -2,9 +2,12 @@ package queue
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // Combining single enqueues. Each Enqueue on its own is a statement that
@@ -16,9 +19,13 @@ import (
 // caller then getting its own id. A lone Enqueue, or a few at once, never
 // waits: it writes at once, as without the combiner.
 //
-// A combined statement that fails (a payload the server refuses, say)
-// writes nothing, and each of its jobs is then written on its own, so that
-// each caller gets its own result as if it had written alone. The
+// A combined statement that the server refuses (a payload it does not
+// take, say) wrote nothing, and each of its jobs is then written on its
+// own, so that each caller gets its own result as if it had written alone.
+// A combined statement whose outcome is unknown (the connection broke, or
+// its timeout passed, once it was sent) may have committed: each of its
+// callers gets the error, as a single Enqueue would, and no job is written
+// again (which would write it twice). The
 // statement runs under its own timeout, not under any caller's deadline or
 // cancellation: a caller whose context ends while its job waits gets the
 // context's error and its job is not written; once the job's statement is
@@ -39,6 +46,21 @@ const (
 	combineMax      = 100
 	combineMaxBytes = 1 << 20
 )
+
+// errBatchNotSent marks the failure of a combined statement that was not
+// sent: nothing was written.
+var errBatchNotSent = errors.New("jobqueue: internal: the combined statement was not sent")
+
+// batchRefused reports whether err, the failure of a combined statement,
+// says that nothing was written, so that its jobs may be written again
+// one by one: the statement was not sent, or the server refused it (a
+// statement committed on its own commits whole or not at all, and the
+// server's error says it did not). Any other failure (the connection
+// broke, the timeout passed) leaves the outcome unknown.
+func batchRefused(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.Is(err, errBatchNotSent) || errors.As(err, &pgErr)
+}
 
 // batchInserter is a store that writes jobs of several callers in one
 // statement committed on its own, returning their ids in order (PostgreSQL).
@@ -123,8 +145,8 @@ func (c *enqueueCombiner) release() {
 	}()
 }
 
-// write writes taken in one statement, or each alone when that fails, and
-// tells each its result.
+// write writes taken in one statement, or each alone when that statement
+// wrote nothing (batchRefused), and tells each its result.
 func (c *enqueueCombiner) write(taken []*combinedJob) {
 	var ids []int64
 	var err error
@@ -138,9 +160,12 @@ func (c *enqueueCombiner) write(taken []*combinedJob) {
 		cancel()
 	}
 	for i, w := range taken {
-		if len(taken) > 1 && err == nil {
+		switch {
+		case len(taken) > 1 && err == nil:
 			w.id = ids[i]
-		} else {
+		case len(taken) > 1 && !batchRefused(err):
+			w.err = err // it may have committed: not written again
+		default:
 			ctx, cancel := context.WithTimeout(context.WithoutCancel(w.ctx), dbCallTimeout)
 			w.id, w.err = c.single(ctx, w.j)
 			cancel()

@@ -105,10 +105,10 @@ func (s pgStore) insertMany(ctx context.Context, d dbtx, jobs []*newJob, now tim
 func (s pgStore) insertBatch(ctx context.Context, jobs []*newJob, now time.Time) ([]int64, error) {
 	chunks, err := jsonChunks(jobs, pgTimeLayout)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("%w: %w", errBatchNotSent, err)
 	}
 	if len(chunks) != 1 {
-		return nil, fmt.Errorf("jobqueue: internal: a batch of %d enqueues makes %d statements, want 1", len(jobs), len(chunks))
+		return nil, fmt.Errorf("%w: jobqueue: internal: a batch of %d enqueues makes %d statements, want 1", errBatchNotSent, len(jobs), len(chunks))
 	}
 	ids, err := s.qs().InsertJobsJSONReturning(ctx, pggen.InsertJobsJSONReturningParams{CreatedAt: now, Rows: json.RawMessage(chunks[0])})
 	if err != nil {
