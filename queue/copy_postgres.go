@@ -9,6 +9,7 @@ import (
 	"io"
 	"math"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -99,6 +100,30 @@ type pgCopyReader struct {
 	started bool
 	done    bool  // the trailer is in buf
 	err     error // the error of job, if any
+
+	// pgx reads the COPY's data in a goroutine of its own, which
+	// CopyFrom does not wait for when the connection fails (the context
+	// ended, say): mu is held while Read encodes, and once stopped Read
+	// encodes nothing more (stop), so that the caller reads the state
+	// above, and calls job itself, only once that goroutine is done with
+	// them. onStop hears stop begin (tests).
+	mu      sync.Mutex
+	stopped bool
+	onStop  func()
+}
+
+// errCopyStopped is what a stopped pgCopyReader reads.
+var errCopyStopped = errors.New("jobqueue: internal: the COPY's data is no longer read")
+
+// stop waits for a Read under way to end, and makes Read encode nothing
+// more: after it, job is no longer called from pgx's goroutine.
+func (r *pgCopyReader) stop() {
+	if r.onStop != nil {
+		r.onStop()
+	}
+	r.mu.Lock()
+	r.stopped = true
+	r.mu.Unlock()
 }
 
 // newPgCopyReader is the COPY data of the checked jobs.
@@ -120,6 +145,11 @@ func pgMicros(t time.Time) int64 {
 }
 
 func (r *pgCopyReader) Read(p []byte) (int, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.stopped {
+		return 0, errCopyStopped
+	}
 	if r.off == len(r.buf) {
 		if r.done {
 			return 0, io.EOF
@@ -237,6 +267,7 @@ func (s pgStore) copyRows(ctx context.Context, db *sql.DB, r *pgCopyReader, noti
 			s.r.observe(query, nil)
 		}
 		_, err := pc.PgConn().CopyFrom(ctx, r, query)
+		r.stop()
 		if err != nil && r.err != nil {
 			// The server's error names the aborted COPY; the job's says
 			// what is wrong.

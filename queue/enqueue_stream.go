@@ -41,6 +41,7 @@ func (q *Queue) streamMany(ctx context.Context, args []JobArgs, opts []EnqueueOp
 	// Every job has the call's type, the notification's payload.
 	inline := q.notifier != nil && q.notifier.inline()
 	r := newPgCopyReaderOf(len(args), job, now)
+	r.onStop = q.copyStopping
 	err = pg.copyRows(ctx, q.db, r, inline, typ)
 	switch {
 	case errors.Is(err, errNoPgx) || errors.Is(err, errNoCopy):

@@ -89,6 +89,10 @@ type Queue struct {
 	// combiner writes the single enqueues of many goroutines at once
 	// together (enqueue_combine.go); nil where the store cannot.
 	combiner *enqueueCombiner
+	// copyStopping, when set, hears a streamed EnqueueMany's COPY stop its
+	// reader (pgCopyReader.stop), before it waits for the encoding under
+	// way (tests).
+	copyStopping func()
 	// completes lets the completion statements of the queue's workers run
 	// one at a time (completer.go).
 	completes completeGate
