@@ -322,17 +322,26 @@ func (s mysqlStore) insertUnique(ctx context.Context, d dbtx, j *newJob, k uniqu
 	if err != nil {
 		return 0, false, err
 	}
+	takeBack := func(err error) error {
+		return takeBackJob(ctx, id, err, func(ctx context.Context) error { return qs.DeleteJob(ctx, uint64(id)) })
+	}
 	res, err := qs.InsertKey(ctx, mysqlgen.InsertKeyParams{JobID: uint64(id), UniqueKey: k.key, LiveKey: nullString(k.key), HeldUntil: k.heldUntil})
 	if err != nil {
-		return id, false, err
+		return 0, false, takeBack(err)
 	}
 	// The holder's job_id when another job holds the key, 0 when the key
 	// row was inserted (see InsertKey).
 	holder, err := res.LastInsertId()
-	if err != nil || holder == 0 {
-		return id, err == nil, err
+	if err != nil {
+		return 0, false, takeBack(err)
 	}
-	return 0, false, qs.DeleteJob(ctx, uint64(id))
+	if holder == 0 {
+		return id, true, nil
+	}
+	if err := qs.DeleteJob(ctx, uint64(id)); err != nil {
+		return 0, false, takeBack(err)
+	}
+	return 0, false, nil
 }
 
 // keyHolder always locks: a locking read sees the latest committed row

@@ -310,11 +310,20 @@ func (s sqliteStore) insertUnique(ctx context.Context, d dbtx, j *newJob, k uniq
 	if err != nil {
 		return 0, false, err
 	}
-	n, err := qs.InsertKey(ctx, sqlitegen.InsertKeyParams{JobID: id, UniqueKey: k.key, HeldUntil: k.heldUntil})
-	if err != nil || n == 1 {
-		return id, err == nil, err
+	takeBack := func(err error) error {
+		return takeBackJob(ctx, id, err, func(ctx context.Context) error { return qs.DeleteJob(ctx, id) })
 	}
-	return 0, false, qs.DeleteJob(ctx, id)
+	n, err := qs.InsertKey(ctx, sqlitegen.InsertKeyParams{JobID: id, UniqueKey: k.key, HeldUntil: k.heldUntil})
+	if err != nil {
+		return 0, false, takeBack(err)
+	}
+	if n == 1 {
+		return id, true, nil
+	}
+	if err := qs.DeleteJob(ctx, id); err != nil {
+		return 0, false, takeBack(err)
+	}
+	return 0, false, nil
 }
 
 func (s sqliteStore) keyHolder(ctx context.Context, d dbtx, key string, lock bool) (keyRow, bool, error) {

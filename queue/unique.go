@@ -268,6 +268,22 @@ func (q *Queue) takeKey(ctx context.Context, d dbtx, j *newJob, k *uniqueKey, no
 	return 0, fmt.Errorf("jobqueue: the unique key %q changed hands %d times during the enqueue; try again", k.key, maxKeyTries)
 }
 
+// takeBackJob deletes (del) the job id that a keyed enqueue inserted
+// before its key row's statement failed with err, and returns err. MySQL
+// and SQLite end only the failed statement, not the transaction: in the
+// caller's transaction (EnqueueTx, EnqueueManyTx) the job would stay, and a
+// caller that commits its own work after the error would commit it without
+// its key row. The delete runs even when the context ended (within
+// dbCallTimeout); when it fails too, the error says to roll back.
+func takeBackJob(ctx context.Context, id int64, err error, del func(context.Context) error) error {
+	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), dbCallTimeout)
+	defer cancel()
+	if derr := del(dctx); derr != nil {
+		return errors.Join(err, fmt.Errorf("and the job (id %d) written before it could not be taken back (roll your transaction back): %w", id, derr))
+	}
+	return err
+}
+
 // keyHolder returns the job holding key (0: none) and whether it is live;
 // lock locks the holder's key row and job row until d's transaction ends.
 func (q *Queue) keyHolder(ctx context.Context, d dbtx, key string, now time.Time, lock bool) (int64, bool, error) {
