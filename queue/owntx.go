@@ -25,7 +25,7 @@ func (q *Queue) inOwnTx(ctx context.Context, fn func(d dbtx) error) error {
 // retryTx runs tx, a whole transaction, and runs it again (up to 5 times,
 // with a short growing pause) while it fails only because of others: a
 // MySQL deadlock (also a Galera certification conflict, reported the
-// same way) or SQLite busy. Any other error, or ctx ending, returns at once.
+// same way), a PostgreSQL deadlock, or SQLite busy. Any other error, or ctx ending, returns at once.
 func retryTx(ctx context.Context, tx func() error) error {
 	var err error
 	for try := 1; ; try++ {
@@ -95,9 +95,11 @@ func (q *Queue) connTx(ctx context.Context, fn func(d dbtx) error) (err error) {
 }
 
 // retryableTx reports a transaction that failed only because of others:
-// a MySQL deadlock, or SQLite busy.
+// a deadlock (MySQL's 1213, PostgreSQL's 40P01: the server rolled the
+// transaction back), or SQLite busy.
 func retryableTx(err error) bool {
-	return isMySQLError(err, 1213) || isSQLiteBusy(err)
+	var pgErr *pgconn.PgError
+	return isMySQLError(err, 1213) || isSQLiteBusy(err) || (errors.As(err, &pgErr) && pgErr.Code == "40P01")
 }
 
 // lockWaitEnded reports a statement that the server ended because it
