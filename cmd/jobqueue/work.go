@@ -119,6 +119,11 @@ the worker exits 0. --max-jobs and --max-runtime stop it on their own.`,
 			if err != nil {
 				return err
 			}
+			if graceD == 0 {
+				// No grace: kill at once. WorkerConfig takes 0 as
+				// "the default" (30s) and a negative timeout as none.
+				graceD = -1
+			}
 			pollD, err := parseDuration("--poll-interval", pollInterval)
 			if err != nil {
 				return err
@@ -239,7 +244,7 @@ the worker exits 0. --max-jobs and --max-runtime stop it on their own.`,
 	f.IntVar(&maxJobs, "max-jobs", 0, "stop after this many jobs finished (0: no limit)")
 	f.StringVar(&maxRuntime, "max-runtime", "", "stop after running this long (e.g. 1h)")
 	f.StringVar(&logLevel, "log-level", "info", "log level on stderr: debug, info, warn or error")
-	f.StringVar(&grace, "grace", "30s", "on SIGINT/SIGTERM, how long running commands may finish before they are killed")
+	f.StringVar(&grace, "grace", "30s", "on SIGINT/SIGTERM, how long running commands may finish before they are killed (0: killed at once)")
 	f.StringVar(&pollInterval, "poll-interval", "1s", "how often an idle worker looks for due jobs (jittered); on PostgreSQL new jobs also wake it at once")
 	f.BoolVar(&pollOnly, "poll-only", false, "do not LISTEN (PostgreSQL), wait (MySQL) or watch the file (SQLite) for new jobs, only poll (automatic behind PgBouncer with default_query_exec_mode=exec)")
 	f.StringArrayVar(&periodic, "periodic", nil, "enqueue a job of kind NAME at each tick of SCHEDULE while this worker leads: 'NAME=SCHEDULE' (cron fields, @hourly…, @every DUR; CRON_TZ=ZONE prefix); repeatable")

@@ -199,3 +199,35 @@ func TestWorkLeaseLostKillsGroup(t *testing.T) {
 		}
 	})
 }
+
+// TestWorkGraceZero checks that --grace 0 kills a running command at once
+// on SIGTERM (no grace), rather than giving it the default 30 s: the worker
+// exits 0 well within that, the command's child is gone and the job is
+// released, pending again.
+func TestWorkGraceZero(t *testing.T) {
+	t.Parallel()
+	for _, grace := range []string{"0", "0s"} {
+		t.Run(grace, func(t *testing.T) {
+			t.Parallel()
+			c := sqliteCLI(t)
+			c.ok(t, "install")
+			c.ok(t, "enqueue", "--name", "stuck")
+			pidFile := filepath.Join(t.TempDir(), "child.pid")
+			cmd, stderr := startWorker(t, c, "--grace", grace, "--exec", "sleep 60 & echo $! > "+pidFile+"; wait")
+			child, err := strconv.Atoi(strings.TrimSpace(waitFile(t, pidFile, 20*time.Second)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+				t.Fatal(err)
+			}
+			// The default grace is 30s: a worker still waiting after 15s
+			// did not take --grace 0 as no grace.
+			if code := waitExit(t, cmd, 15*time.Second); code != 0 {
+				t.Fatalf("exit %d after SIGTERM, want 0; stderr:\n%s", code, stderr)
+			}
+			waitGone(t, child, 5*time.Second, "outlived --grace "+grace, stderr)
+			assertStats(t, c, "", map[string]int64{"pending": 1})
+		})
+	}
+}
