@@ -63,6 +63,11 @@ table of millions of rows).`,
 			if err != nil {
 				return usagef("bad --addr %q: give HOST:PORT, such as 127.0.0.1:8080", addr)
 			}
+			// A port out of range or not a number, before the database is
+			// opened: a usage error, as for work --metrics-addr.
+			if err := checkAddr("--addr", addr); err != nil {
+				return err
+			}
 			if !isLoopback(host) && user == "" && !readOnly && !insecure {
 				return usagef("refusing to serve the dashboard's actions on %s without authentication: set %s and %s, or add --read-only, or --insecure if something in front of it authenticates", addr, envWebUser, envWebPassword)
 			}

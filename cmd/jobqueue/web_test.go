@@ -30,6 +30,9 @@ func TestWebRefusals(t *testing.T) {
 		{"user without password", []string{envWebUser + "=alice"}, nil, "set both"},
 		{"password without user", []string{envWebPassword + "=x"}, nil, "set both"},
 		{"no port", nil, []string{"--addr", "127.0.0.1"}, "bad --addr"},
+		{"port out of range", nil, []string{"--addr", "127.0.0.1:99999"}, "bad --addr"},
+		{"negative port", nil, []string{"--addr", "127.0.0.1:-1"}, "bad --addr"},
+		{"port not a number", nil, []string{"--addr", "127.0.0.1:80x"}, "bad --addr"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
