@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"os/exec"
 	"strconv"
@@ -42,6 +43,11 @@ type execRunner struct {
 	// it started, or a grandchild that escaped the group, could otherwise
 	// hold them open); 5 s when zero.
 	waitDelay time.Duration
+	// log, when set, hears (once per stream) that stdout or stderr could
+	// not be written.
+	log *slog.Logger
+	// stdoutFailed and stderrFailed log that once.
+	stdoutFailed, stderrFailed sync.Once
 }
 
 // run runs the command for job and returns nil when it exits 0.
@@ -55,8 +61,11 @@ func (r *execRunner) run(ctx context.Context, job execJob) error {
 		"JOB_ATTEMPT="+strconv.Itoa(job.Attempt),
 	)
 	tail := &tailBuffer{max: stderrTail}
-	cmd.Stdout = orDiscard(r.stdout)
-	cmd.Stderr = io.MultiWriter(tail, orDiscard(r.stderr))
+	// The output is passed through whether or not it can be written: a
+	// write error would end the copy, close the command's pipe (SIGPIPE on
+	// its next write) and fail a command that exited 0.
+	cmd.Stdout = r.passThrough(r.stdout, &r.stdoutFailed, "stdout")
+	cmd.Stderr = io.MultiWriter(tail, r.passThrough(r.stderr, &r.stderrFailed, "stderr"))
 	// Its own process group, so that whatever the shell starts is killed too.
 	ownProcessGroup(cmd)
 	cmd.Cancel = func() error { return killProcessGroup(cmd) }
@@ -94,12 +103,28 @@ func describe(stderr string) string {
 	return "no stderr output"
 }
 
-func orDiscard(w io.Writer) io.Writer {
+// passThrough is w (the worker's stdout or stderr, nil: discard) for the
+// commands' output, never failing: what cannot be written is dropped, and
+// the first failure logged, so that the command goes on and its exit status
+// alone decides its job's outcome.
+func (r *execRunner) passThrough(w io.Writer, failed *sync.Once, stream string) io.Writer {
 	if w == nil {
 		return io.Discard
 	}
-	return w
+	return writerFunc(func(p []byte) (int, error) {
+		if _, err := w.Write(p); err != nil && r.log != nil {
+			failed.Do(func() {
+				r.log.Warn("the commands' "+stream+" cannot be written: their output there is dropped; the jobs' outcome is still their exit status", "err", err)
+			})
+		}
+		return len(p), nil
+	})
 }
+
+// writerFunc is a function as an io.Writer.
+type writerFunc func(p []byte) (int, error)
+
+func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
 
 // tailBuffer keeps the last max bytes written to it.
 type tailBuffer struct {

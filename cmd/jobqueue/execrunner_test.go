@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -223,6 +224,59 @@ func TestExecRunnerBackgroundChild(t *testing.T) {
 			for _, w := range tc.wantErr {
 				if err == nil || !strings.Contains(err.Error(), w) {
 					t.Errorf("error %v does not contain %q", err, w)
+				}
+			}
+		})
+	}
+}
+
+// failingWriter refuses every write, as stdout on a full disk does.
+type failingWriter struct{}
+
+func (failingWriter) Write([]byte) (int, error) {
+	return 0, errors.New("write /dev/stdout: no space left on device")
+}
+
+// TestExecRunnerUnwritableOutput checks that a worker whose own stdout or
+// stderr cannot be written (a full disk, a closed pipe) still judges each
+// command by its exit status: the output passed through is lost, but the
+// command is neither cut off (its pipe closed, SIGPIPE) nor failed for it,
+// and a failure's error still holds the end of its stderr.
+func TestExecRunnerUnwritableOutput(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name           string
+		stdout, stderr bool // which of the worker's streams fail
+		command        string
+		wantErr        []string // nil: success
+	}{
+		{"stdout, exit 0", true, false, "echo hello; echo again", nil},
+		{"stdout, more than a pipe holds, exit 0", true, false, "head -c 300000 /dev/zero; echo done", nil},
+		{"stderr, exit 0", false, true, "echo note >&2; echo more >&2", nil},
+		{"stderr, more than a pipe holds, exit 3", false, true, "head -c 300000 /dev/zero | tr '\\0' x >&2; echo >&2; echo 'the real reason' >&2; exit 3", []string{"exit status 3", "the real reason"}},
+		{"both, exit 0", true, true, "echo out; echo err >&2; echo out; echo err >&2", nil},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			r := &execRunner{command: tc.command, stdout: io.Discard, stderr: io.Discard}
+			if tc.stdout {
+				r.stdout = failingWriter{}
+			}
+			if tc.stderr {
+				r.stderr = failingWriter{}
+			}
+			err := r.run(context.Background(), execJob{ID: 1})
+			msg := fmt.Sprint(err)
+			if len(msg) > 200 { // the start and the end say enough
+				msg = msg[:100] + " ... " + msg[len(msg)-100:]
+			}
+			if tc.wantErr == nil && err != nil {
+				t.Fatalf("error %s, want none: the command exited 0", msg)
+			}
+			for _, w := range tc.wantErr {
+				if err == nil || !strings.Contains(err.Error(), w) {
+					t.Errorf("error %s does not contain %q", msg, w)
 				}
 			}
 		})

@@ -223,7 +223,7 @@ the worker exits 0. --max-jobs and --max-runtime stop it on their own.`,
 				Periodic:            periodicJobs,
 				RunMissed:           runMissed,
 			})
-			runner := &execRunner{command: command, stdout: a.out, stderr: a.err}
+			runner := &execRunner{command: command, stdout: a.out, stderr: a.err, log: log}
 			w.HandleDefault(func(ctx context.Context, job *queue.JobRow) error {
 				return runner.run(ctx, execJob{
 					ID: job.ID, Name: job.Name, Type: job.Type, Attempt: job.Attempts, Payload: job.Payload,
