@@ -19,6 +19,13 @@ import (
 // error when the command fails.
 const stderrTail = 2048
 
+// defaultWaitDelay is execRunner.waitDelay's default. It must stay well
+// under the 5 s a stopping worker waits for handlers after cancelling them
+// (queue's abandonGrace): a command killed at the end of the grace returns
+// at most this long after the kill, so that its job is released rather than
+// left in_progress until its lease with the worker exiting 1.
+const defaultWaitDelay = 2 * time.Second
+
 // execJob is what the exec runner needs of a job.
 type execJob struct {
 	ID      int64
@@ -41,7 +48,7 @@ type execRunner struct {
 	// waitDelay bounds how long to wait for the output pipes after the
 	// command exits or its process group is killed (a background process
 	// it started, or a grandchild that escaped the group, could otherwise
-	// hold them open); 5 s when zero.
+	// hold them open); defaultWaitDelay when zero.
 	waitDelay time.Duration
 	// log, when set, hears (once per stream) that stdout or stderr could
 	// not be written.
@@ -71,7 +78,7 @@ func (r *execRunner) run(ctx context.Context, job execJob) error {
 	cmd.Cancel = func() error { return killProcessGroup(cmd) }
 	cmd.WaitDelay = r.waitDelay
 	if cmd.WaitDelay == 0 {
-		cmd.WaitDelay = 5 * time.Second
+		cmd.WaitDelay = defaultWaitDelay
 	}
 	err := cmd.Run()
 	if errors.Is(err, exec.ErrWaitDelay) && cmd.ProcessState != nil && cmd.ProcessState.Success() && ctx.Err() == nil {

@@ -231,3 +231,38 @@ func TestWorkGraceZero(t *testing.T) {
 		})
 	}
 }
+
+// TestWorkGraceEscapedChild checks that a command that started a process
+// outside its process group (setsid), which the kill cannot reach and which
+// holds the command's output open, does not hold up the shutdown: once the
+// grace has passed the worker stops waiting for that output in time to
+// release the job (pending again) and exit 0, rather than giving up on the
+// handler, exiting 1 and leaving the job in_progress until its lease.
+func TestWorkGraceEscapedChild(t *testing.T) {
+	t.Parallel()
+	if _, err := exec.LookPath("setsid"); err != nil {
+		t.Skip("no setsid:", err)
+	}
+	c := sqliteCLI(t)
+	c.ok(t, "install")
+	c.ok(t, "enqueue", "--name", "daemonizes")
+	pidFile := filepath.Join(t.TempDir(), "escaped.pid")
+	cmd, stderr := startWorker(t, c, "--grace", "100ms", "--exec",
+		"setsid sleep 60 & echo $! > "+pidFile+"; sleep 60")
+	escaped, err := strconv.Atoi(strings.TrimSpace(waitFile(t, pidFile, 20*time.Second)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := syscall.Kill(escaped, syscall.SIGKILL); err != nil && !errors.Is(err, syscall.ESRCH) {
+			t.Errorf("killing the escaped process %d: %v", escaped, err)
+		}
+	})
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if code := waitExit(t, cmd, 20*time.Second); code != 0 {
+		t.Fatalf("exit %d after SIGTERM, want 0; stderr:\n%s", code, stderr)
+	}
+	assertStats(t, c, "", map[string]int64{"pending": 1})
+}
