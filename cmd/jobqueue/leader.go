@@ -84,6 +84,9 @@ func parsePeriodic(values []string, typ string) ([]queue.PeriodicJob, error) {
 		if !ok || name == "" || spec == "" {
 			return nil, usagef("--periodic %q: want NAME=SCHEDULE, e.g. --periodic 'report=0 3 * * *' or --periodic 'ping=@every 30s'", v)
 		}
+		if p := textProblem(name, maxPeriodicNameLen); p != "" {
+			return nil, usagef("--periodic %.40q: the name %s", v, p)
+		}
 		if seen[name] {
 			return nil, usagef("--periodic: two periodic jobs are named %q; give each its own name", name)
 		}

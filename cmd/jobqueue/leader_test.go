@@ -203,6 +203,8 @@ func TestWorkPeriodicBadInput(t *testing.T) {
 		{"bad time zone", []string{"--periodic", "tick=CRON_TZ=Mars/Phobos 0 3 * * *"}, []string{"--periodic", "Mars/Phobos"}},
 		{"bad every", []string{"--periodic", "tick=@every 10ms"}, []string{"--periodic"}},
 		{"two with one name", []string{"--periodic", "tick=@hourly", "--periodic", "tick=@daily"}, []string{"--periodic", `two periodic jobs are named "tick"`}},
+		{"name too long", []string{"--periodic", strings.Repeat("n", 201) + "=@hourly"}, []string{"--periodic", "201 characters", "at most 200"}},
+		{"name not UTF-8", []string{"--periodic", "tick\xff=@hourly"}, []string{"--periodic", "not valid UTF-8"}},
 		{"bad retention", []string{"--retention", "-1h"}, []string{"--retention"}},
 		{"bad leader lease", []string{"--leader-lease", "1s"}, []string{"--leader-lease"}},
 	}
