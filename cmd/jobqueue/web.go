@@ -14,7 +14,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/jobqueue/jobqueue/queue"
 	"github.com/jobqueue/jobqueue/web"
 )
 
@@ -73,7 +72,17 @@ table of millions of rows).`,
 			}
 			ctx := cmd.Context()
 			logger := a.logger(slog.LevelInfo)
-			return a.withQueue(ctx, func(q *queue.Queue) error {
+			q, closeQueue, err := a.openQueue(ctx)
+			if err != nil {
+				if ctx.Err() != nil {
+					// SIGINT or SIGTERM while connecting: a stop
+					// asked for, not a database out of reach.
+					return nil
+				}
+				return err
+			}
+			defer closeQueue()
+			err = func() error {
 				m, err := newPromMetrics(logger)
 				if err != nil {
 					return err
@@ -96,7 +105,11 @@ table of millions of rows).`,
 					h = basicAuth(h, user, pass, logger)
 				}
 				return serve(ctx, addr, h, a, readOnly, user != "")
-			})
+			}()
+			if err != nil {
+				return explainTableError(err, q.Table())
+			}
+			return nil
 		}),
 	}
 	cmd.Flags().StringVar(&addr, "addr", "127.0.0.1:8080", "address to listen on (HOST:PORT)")

@@ -202,6 +202,12 @@ the worker exits 0. --max-jobs and --max-runtime stop it on their own.`,
 			}
 			q, closeQueue, err := a.openQueue(ctx, opts...)
 			if err != nil {
+				if ctx.Err() != nil {
+					// SIGINT or SIGTERM while connecting: a stop
+					// asked for, not a database out of reach.
+					log.Info("worker stopped before it started: signal received while connecting to the database")
+					return nil
+				}
 				return err
 			}
 			defer closeQueue()

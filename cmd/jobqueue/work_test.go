@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -265,4 +266,60 @@ func TestWorkGraceEscapedChild(t *testing.T) {
 		t.Fatalf("exit %d after SIGTERM, want 0; stderr:\n%s", code, stderr)
 	}
 	assertStats(t, c, "", map[string]int64{"pending": 1})
+}
+
+// TestSignalWhileConnecting checks that work and web, stopped by SIGTERM
+// or SIGINT while they still connect to the database (a server that
+// accepts the connection and never answers), exit 0 as a stop asked for,
+// not 1 with "cannot reach the database ... check that the server runs".
+func TestSignalWhileConnecting(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name string
+		args []string
+		sig  syscall.Signal
+	}{
+		{"work SIGTERM", []string{"work", "--exec", "true"}, syscall.SIGTERM},
+		{"work SIGINT", []string{"work", "--exec", "true"}, syscall.SIGINT},
+		{"web SIGTERM", []string{"web", "--addr", "127.0.0.1:0"}, syscall.SIGTERM},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			ln, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { ln.Close() })
+			accepted := make(chan net.Conn, 1)
+			go func() {
+				conn, err := ln.Accept()
+				if err != nil {
+					return // the listener was closed: the test ended
+				}
+				accepted <- conn // held open, never answered
+			}()
+			url := "postgres://postgres@" + ln.Addr().String() + "/test?sslmode=disable&connect_timeout=60"
+			cmd := exec.Command(binary, append([]string{"--db", url}, tc.args...)...)
+			cmd.Env = cleanEnv()
+			stderr := &syncBuffer{}
+			cmd.Stderr = stderr
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { cmd.Process.Kill() })
+			select {
+			case conn := <-accepted:
+				t.Cleanup(func() { conn.Close() })
+			case <-time.After(20 * time.Second):
+				t.Fatalf("%s did not connect within 20s; stderr: %s", tc.name, stderr)
+			}
+			if err := cmd.Process.Signal(tc.sig); err != nil {
+				t.Fatal(err)
+			}
+			if code := waitExit(t, cmd, 20*time.Second); code != 0 {
+				t.Fatalf("exit %d after %v while connecting, want 0; stderr:\n%s", code, tc.sig, stderr)
+			}
+		})
+	}
 }
