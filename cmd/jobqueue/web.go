@@ -41,7 +41,7 @@ Basic auth is on when ` + envWebUser + ` and ` + envWebPassword + ` are set. On 
 address other than loopback the dashboard refuses to start without basic auth
 or --read-only, since anyone who reaches it could delete jobs; --insecure
 starts it anyway (when something in front of it authenticates). --read-only
-hides the actions and refuses them. SIGINT or SIGTERM stops it.
+hides the actions and refuses them. SIGINT, SIGTERM or SIGHUP stops it.
 
 /metrics, beside the dashboard on the same address (and behind the same
 basic auth when it is on), serves the table's jobs per type and status and

@@ -85,7 +85,7 @@ jobqueue_oldest_pending_age_seconds), read at most once per 5s whatever the
 scrape rate (--metrics-count-limit N stops each count at N, for a table of
 millions of rows). Port 0 picks a free port; the URL is logged at start.
 
-SIGINT or SIGTERM stops claiming; running commands get --grace to finish, then
+SIGINT, SIGTERM or SIGHUP stops claiming; running commands get --grace to finish, then
 the worker exits 0. --max-jobs and --max-runtime stop it on their own.`,
 		Example: `  jobqueue work --type email --concurrency 4 --exec './send-email.py'
   jobqueue work --exec 'jq -r .to; test "$JOB_ATTEMPT" -gt 1' --max-jobs 10
@@ -254,7 +254,7 @@ the worker exits 0. --max-jobs and --max-runtime stop it on their own.`,
 	f.IntVar(&maxJobs, "max-jobs", 0, "stop after this many jobs finished (0: no limit)")
 	f.StringVar(&maxRuntime, "max-runtime", "", "stop after running this long (e.g. 1h)")
 	f.StringVar(&logLevel, "log-level", "info", "log level on stderr: debug, info, warn or error")
-	f.StringVar(&grace, "grace", "30s", "on SIGINT/SIGTERM, how long running commands may finish before they are killed (0: killed at once)")
+	f.StringVar(&grace, "grace", "30s", "on SIGINT/SIGTERM/SIGHUP, how long running commands may finish before they are killed (0: killed at once)")
 	f.StringVar(&pollInterval, "poll-interval", "1s", "how often an idle worker looks for due jobs (jittered); on PostgreSQL new jobs also wake it at once")
 	f.BoolVar(&pollOnly, "poll-only", false, "do not LISTEN (PostgreSQL), wait (MySQL) or watch the file (SQLite) for new jobs, only poll (automatic behind PgBouncer with default_query_exec_mode=exec)")
 	f.StringArrayVar(&periodic, "periodic", nil, "enqueue a job of kind NAME at each tick of SCHEDULE while this worker leads: 'NAME=SCHEDULE' (cron fields, @hourly…, @every DUR; CRON_TZ=ZONE prefix); repeatable")

@@ -119,30 +119,38 @@ func TestWorkSIGTERM(t *testing.T) {
 // TestWorkGraceKillsGroup checks that a command still running when the
 // grace period ends is killed with everything it started, the worker exits
 // 0 and the job is released at once: pending again, its attempt counted,
-// not failed.
+// not failed. SIGHUP (the terminal or the ssh session closed) stops the
+// worker as SIGINT and SIGTERM do: by default it would end the worker at
+// once, and the commands, in process groups of their own that the hangup
+// does not reach, would run on unwatched while their jobs stay in_progress.
 func TestWorkGraceKillsGroup(t *testing.T) {
 	t.Parallel()
-	c := sqliteCLI(t)
-	c.ok(t, "install")
-	c.ok(t, "enqueue", "--name", "stuck")
-	pidFile := filepath.Join(t.TempDir(), "child.pid")
-	cmd, stderr := startWorker(t, c, "--grace", "500ms", "--exec", "sleep 60 & echo $! > "+pidFile+"; wait")
-	child, err := strconv.Atoi(strings.TrimSpace(waitFile(t, pidFile, 20*time.Second)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
-		t.Fatal(err)
-	}
-	if code := waitExit(t, cmd, 15*time.Second); code != 0 {
-		t.Fatalf("exit %d after SIGINT, want 0; stderr:\n%s", code, stderr)
-	}
-	waitGone(t, child, 5*time.Second, "outlived the grace period", nil)
-	assertStats(t, c, "", map[string]int64{"pending": 1})
-	var job map[string]any
-	decodeJSON(t, c.ok(t, "show", "1", "--json"), &job)
-	if job["attempts"] != 1.0 || job["claim_token"] != nil || !strings.Contains(fmt.Sprint(job["error"]), "shut down") {
-		t.Errorf("the interrupted job was not released as Reclaim would: %v", job)
+	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP} {
+		t.Run(sig.String(), func(t *testing.T) {
+			t.Parallel()
+			c := sqliteCLI(t)
+			c.ok(t, "install")
+			c.ok(t, "enqueue", "--name", "stuck")
+			pidFile := filepath.Join(t.TempDir(), "child.pid")
+			cmd, stderr := startWorker(t, c, "--grace", "500ms", "--exec", "sleep 60 & echo $! > "+pidFile+"; wait")
+			child, err := strconv.Atoi(strings.TrimSpace(waitFile(t, pidFile, 20*time.Second)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := cmd.Process.Signal(sig); err != nil {
+				t.Fatal(err)
+			}
+			if code := waitExit(t, cmd, 15*time.Second); code != 0 {
+				t.Fatalf("exit %d after %v, want 0; stderr:\n%s", code, sig, stderr)
+			}
+			waitGone(t, child, 5*time.Second, "outlived the grace period", nil)
+			assertStats(t, c, "", map[string]int64{"pending": 1})
+			var job map[string]any
+			decodeJSON(t, c.ok(t, "show", "1", "--json"), &job)
+			if job["attempts"] != 1.0 || job["claim_token"] != nil || !strings.Contains(fmt.Sprint(job["error"]), "shut down") {
+				t.Errorf("the interrupted job was not released as Reclaim would: %v", job)
+			}
+		})
 	}
 }
 
