@@ -20,10 +20,15 @@ import (
 )
 
 func main() {
+	sigs := []os.Signal{os.Interrupt, syscall.SIGTERM}
 	// SIGHUP (the terminal or ssh session closed) too: by default it would
 	// end a worker at once, leaving its commands, in process groups of their
-	// own that the hangup does not reach, running on unwatched.
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
+	// own that the hangup does not reach, running on unwatched. Unless it is
+	// ignored (nohup): catching it would undo that.
+	if !signal.Ignored(syscall.SIGHUP) {
+		sigs = append(sigs, syscall.SIGHUP)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), sigs...)
 	code := run(ctx, os.Args[1:], streams{in: os.Stdin, out: os.Stdout, err: os.Stderr})
 	stop()
 	os.Exit(code)

@@ -331,3 +331,37 @@ func TestSignalWhileConnecting(t *testing.T) {
 		})
 	}
 }
+
+// TestWorkNohup checks that a worker started with SIGHUP ignored (nohup)
+// keeps it ignored: a hangup does not stop it, and it goes on running jobs.
+func TestWorkNohup(t *testing.T) {
+	t.Parallel()
+	c := sqliteCLI(t)
+	c.ok(t, "install")
+	dir := t.TempDir()
+	c.ok(t, "enqueue", "--name", "first")
+	// The shell ignores SIGHUP and execs the worker, which inherits that.
+	script := `trap '' HUP; exec "$@"`
+	args := []string{"-c", script, "sh", binary, "--db", c.db, "--table", c.table, "work",
+		"--poll-interval", "50ms", "--exec", "echo yes > " + dir + "/$JOB_NAME"}
+	cmd := exec.Command("sh", args...)
+	cmd.Env = cleanEnv()
+	stderr := &syncBuffer{}
+	cmd.Stderr = stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill() })
+	waitFile(t, filepath.Join(dir, "first"), 20*time.Second)
+	if err := cmd.Process.Signal(syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	c.ok(t, "enqueue", "--name", "second")
+	waitFile(t, filepath.Join(dir, "second"), 20*time.Second)
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if code := waitExit(t, cmd, 15*time.Second); code != 0 {
+		t.Fatalf("exit %d after SIGTERM, want 0; stderr:\n%s", code, stderr)
+	}
+}
