@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -54,6 +55,11 @@ table of millions of rows).`,
 			user, pass := os.Getenv(envWebUser), os.Getenv(envWebPassword)
 			if (user == "") != (pass == "") {
 				return usagef("set both %s and %s for basic auth, or neither", envWebUser, envWebPassword)
+			}
+			if strings.Contains(user, ":") {
+				// Basic auth sends "user:password" and splits it at the
+				// first colon: no one could log in.
+				return usagef("%s must not contain a colon, which basic auth cannot carry in a user name; choose another name", envWebUser)
 			}
 			if err := checkCountLimit(countLimit); err != nil {
 				return err

@@ -29,6 +29,7 @@ func TestWebRefusals(t *testing.T) {
 		{"public name without auth", nil, []string{"--addr", "example.com:8080"}, "JOBQUEUE_WEB_USER"},
 		{"user without password", []string{envWebUser + "=alice"}, nil, "set both"},
 		{"password without user", []string{envWebPassword + "=x"}, nil, "set both"},
+		{"user with a colon", []string{envWebUser + "=ops:team", envWebPassword + "=x"}, nil, "colon"},
 		{"no port", nil, []string{"--addr", "127.0.0.1"}, "bad --addr"},
 		{"port out of range", nil, []string{"--addr", "127.0.0.1:99999"}, "bad --addr"},
 		{"negative port", nil, []string{"--addr", "127.0.0.1:-1"}, "bad --addr"},
