@@ -81,10 +81,12 @@ func (r *execRunner) run(ctx context.Context, job execJob) error {
 		cmd.WaitDelay = defaultWaitDelay
 	}
 	err := cmd.Run()
-	if errors.Is(err, exec.ErrWaitDelay) && cmd.ProcessState != nil && cmd.ProcessState.Success() && ctx.Err() == nil {
+	if errors.Is(err, exec.ErrWaitDelay) && cmd.ProcessState != nil && cmd.ProcessState.Success() {
 		// The command exited 0, but something it left running in the
 		// background still held its stderr after waitDelay: the exit
-		// status decides (SPEC: exit 0 completes).
+		// status decides (SPEC: exit 0 completes), also when the job's
+		// context ended during that wait (a kill would have left it no
+		// exit status 0).
 		err = nil
 	}
 	if err == nil {

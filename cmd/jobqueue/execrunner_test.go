@@ -282,3 +282,54 @@ func TestExecRunnerUnwritableOutput(t *testing.T) {
 		})
 	}
 }
+
+// TestExecRunnerExitBeforeCancel: a command that exited 0 on its own, and
+// whose background child still holds its output, is judged by its exit
+// status even when the job's context ends while the runner waits for that
+// output (the worker's grace passing, say): it completes, rather than
+// being reported as killed (its job released, to run again).
+func TestExecRunnerExitBeforeCancel(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	shellFile, childFile := filepath.Join(dir, "shell.pid"), filepath.Join(dir, "child.pid")
+	r := &execRunner{
+		command:   "sleep 30 & echo $! > " + childFile + "; echo $$ > " + shellFile + "; exit 0",
+		waitDelay: 3 * time.Second,
+	}
+	t.Cleanup(func() {
+		if b, err := os.ReadFile(childFile); err == nil {
+			if pid, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil {
+				syscall.Kill(pid, syscall.SIGKILL)
+			}
+		}
+	})
+	ctx, cancel := context.WithCancelCause(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- r.run(ctx, execJob{ID: 7}) }()
+	var shell int
+	testwait.Until(t, 10*time.Second, 20*time.Millisecond, func() bool {
+		b, err := os.ReadFile(shellFile)
+		if err != nil || !strings.HasSuffix(string(b), "\n") {
+			return false
+		}
+		if shell, err = strconv.Atoi(strings.TrimSpace(string(b))); err != nil {
+			t.Fatalf("the pid file holds %q: %v", b, err)
+		}
+		return true
+	}, func() string { return "the command did not start" })
+	// Once the shell is reaped, the runner has its exit status and only
+	// waits for the output the child holds.
+	waitGone(t, shell, 10*time.Second, "(the shell) did not exit", nil)
+	testwait.Until(t, 10*time.Second, 20*time.Millisecond, func() bool {
+		return errors.Is(syscall.Kill(shell, 0), syscall.ESRCH)
+	}, func() string { return "the shell was not reaped" })
+	cancel(errors.New("worker shut down"))
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("error %v, want none: the command exited 0 before the context ended", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("run did not return")
+	}
+}
