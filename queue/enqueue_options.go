@@ -8,6 +8,8 @@ package queue
 import (
 	"fmt"
 	"time"
+
+	"github.com/jobqueue/jobqueue/internal/jobtext"
 )
 
 // EnqueueOption sets something about an enqueued job (for EnqueueMany,
@@ -87,8 +89,8 @@ func Policy(p RetryPolicy) EnqueueOption { return func(o *enqueueOpts) { o.polic
 
 // Limits of the table's columns (characters).
 const (
-	maxKindLen = 255
-	maxTypeLen = 64
+	maxKindLen = jobtext.MaxKind
+	maxTypeLen = jobtext.MaxType
 )
 
 // DefaultType is the type of a job enqueued without Type.

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"log/slog"
 	"time"
+
+	"github.com/jobqueue/jobqueue/internal/jobtext"
 )
 
 // Schedule gives the ticks of a periodic job. It must be deterministic
@@ -56,7 +58,7 @@ func (p PeriodicJob) Name() string { return p.name }
 
 // maxPeriodicName bounds a periodic job's name, so that its ticks' unique
 // keys (name and time) fit the unique key's limit.
-const maxPeriodicName = 200
+const maxPeriodicName = jobtext.MaxPeriodicName
 
 // check reports what is wrong with p, as registered on q's worker, at now.
 func (p PeriodicJob) check(q *Queue, now time.Time) error {

@@ -41,11 +41,12 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/jobqueue/jobqueue/internal/engine"
+	"github.com/jobqueue/jobqueue/internal/jobtext"
 )
 
 // maxUniqueKeyLen is the longest unique key, in characters (the side
 // table's VARCHAR(255)).
-const maxUniqueKeyLen = 255
+const maxUniqueKeyLen = jobtext.MaxUniqueKey
 
 // UniqueKey makes the job unique by key: while a job enqueued with the same
 // key is pending or in_progress (or within its UniqueFor period), the

@@ -7,6 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/jobqueue/jobqueue/internal/jobtext"
 	"github.com/jobqueue/jobqueue/queue"
 	"github.com/jobqueue/jobqueue/queue/cron"
 )
@@ -84,7 +85,7 @@ func parsePeriodic(values []string, typ string) ([]queue.PeriodicJob, error) {
 		if !ok || name == "" || spec == "" {
 			return nil, usagef("--periodic %q: want NAME=SCHEDULE, e.g. --periodic 'report=0 3 * * *' or --periodic 'ping=@every 30s'", v)
 		}
-		if p := textProblem(name, maxPeriodicNameLen); p != "" {
+		if p := jobtext.Problem(name, jobtext.MaxPeriodicName); p != "" {
 			return nil, usagef("--periodic %.40q: the name %s", v, p)
 		}
 		if seen[name] {

@@ -7,10 +7,10 @@ import (
 	"log/slog"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/spf13/cobra"
 
+	"github.com/jobqueue/jobqueue/internal/jobtext"
 	"github.com/jobqueue/jobqueue/queue"
 )
 
@@ -136,7 +136,7 @@ the worker exits 0. --max-jobs and --max-runtime stop it on their own.`,
 				if t == "" {
 					return usagef("--type must not be empty")
 				}
-				if p := textProblem(t, maxTypeLen); p != "" {
+				if p := jobtext.Problem(t, jobtext.MaxType); p != "" {
 					return usagef("--type %s", p)
 				}
 			}
@@ -272,29 +272,6 @@ the worker exits 0. --max-jobs and --max-runtime stop it on their own.`,
 // "A job's kind …, type (up to 64) …"; queue.Periodic's doc), checked here so
 // that a bad --type or --periodic is a usage error found before anything is
 // opened, as the queue would refuse it only once the worker starts.
-const (
-	maxTypeLen         = 64
-	maxPeriodicNameLen = 200
-)
-
-// textProblem says what the queue would refuse in s, a type or a name of
-// at most max characters ("" when nothing): not valid UTF-8, a NUL
-// character (PostgreSQL cannot store it), a trailing space (MySQL ignores
-// it when it compares) or too long.
-func textProblem(s string, max int) string {
-	switch n := utf8.RuneCountInString(s); {
-	case !utf8.ValidString(s):
-		return fmt.Sprintf("%.20q is not valid UTF-8", s)
-	case strings.IndexByte(s, 0) >= 0:
-		return fmt.Sprintf("%.20q contains a NUL character, which PostgreSQL cannot store", s)
-	case strings.HasSuffix(s, " "):
-		return fmt.Sprintf("%.20q ends with a space, which MySQL ignores when it compares; remove it", s)
-	case n > max:
-		return fmt.Sprintf("%.20q… has %d characters; at most %d are allowed", s, n, max)
-	}
-	return ""
-}
-
 // logCompleted logs each completed job at info.
 func logCompleted(log *slog.Logger) func(queue.Event) {
 	return func(ev queue.Event) {
