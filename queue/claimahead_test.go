@@ -25,17 +25,22 @@ func TestClaimAheadSize(t *testing.T) {
 		durKnown  bool
 		wantAhead int
 		cancelNow bool // ShutdownTimeout negative
+		payload   int  // average payload length in bytes (0: none claimed yet)
 	}{
-		{"nothing measured yet", 8, 0, 0, false, false, 0, false},
-		{"no handler returned yet", 8, 2 * time.Millisecond, 0, true, false, 0, false},
-		{"no full claim yet", 8, 0, 100 * time.Microsecond, false, true, 0, false},
-		{"long handlers", 8, 2 * time.Millisecond, claimAheadMaxHandler, true, true, 0, false},
-		{"handlers as long as a claim", 8, 2 * time.Millisecond, 2 * time.Millisecond, true, true, 8, false},
-		{"handlers half a claim", 8, 2 * time.Millisecond, time.Millisecond, true, true, 16, false},
-		{"no-op handlers, capped", 8, 2 * time.Millisecond, 0, true, true, claimAheadMin, false},
-		{"high concurrency caps at concurrency", claimAheadMin + 50, 2 * time.Millisecond, 0, true, true, claimAheadMin + 50, false},
-		{"cap never above one claim", 5000, 2 * time.Millisecond, 0, true, true, maxClaim, false},
-		{"shutdown cancels at once", 8, 2 * time.Millisecond, 0, true, true, 0, true},
+		{"nothing measured yet", 8, 0, 0, false, false, 0, false, 0},
+		{"no handler returned yet", 8, 2 * time.Millisecond, 0, true, false, 0, false, 0},
+		{"no full claim yet", 8, 0, 100 * time.Microsecond, false, true, 0, false, 0},
+		{"long handlers", 8, 2 * time.Millisecond, claimAheadMaxHandler, true, true, 0, false, 0},
+		{"handlers as long as a claim", 8, 2 * time.Millisecond, 2 * time.Millisecond, true, true, 8, false, 0},
+		{"handlers half a claim", 8, 2 * time.Millisecond, time.Millisecond, true, true, 16, false, 0},
+		{"no-op handlers, capped", 8, 2 * time.Millisecond, 0, true, true, claimAheadMin, false, 0},
+		{"high concurrency caps at concurrency", claimAheadMin + 50, 2 * time.Millisecond, 0, true, true, claimAheadMin + 50, false, 0},
+		{"cap never above one claim", 5000, 2 * time.Millisecond, 0, true, true, maxClaim, false, 0},
+		{"shutdown cancels at once", 8, 2 * time.Millisecond, 0, true, true, 0, true, 0},
+		{"small payloads: the cap", 8, 2 * time.Millisecond, 0, true, true, claimAheadMin, false, 100},
+		{"1 MB payloads: 32 MB ahead", 8, 2 * time.Millisecond, 0, true, true, 32, false, 1 << 20},
+		{"payloads above the bound: nothing ahead", 8, 2 * time.Millisecond, 0, true, true, 0, false, 64 << 20},
+		{"handlers' need below the byte bound", 8, 2 * time.Millisecond, time.Millisecond, true, true, 16, false, 1 << 20},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -44,7 +49,7 @@ func TestClaimAheadSize(t *testing.T) {
 				cfg.ShutdownTimeout = -1
 			}
 			c := &claimer{cfg: cfg,
-				claimRTT: tc.rtt, rttKnown: tc.rttKnown, handlerDur: tc.dur, durKnown: tc.durKnown}
+				claimRTT: tc.rtt, rttKnown: tc.rttKnown, handlerDur: tc.dur, durKnown: tc.durKnown, payloadLen: tc.payload}
 			if got := c.ahead(); got != tc.wantAhead {
 				t.Errorf("ahead() = %d, want %d", got, tc.wantAhead)
 			}
@@ -88,6 +93,49 @@ func TestHandlerAverage(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestPayloadAverage: the claimer's average payload length, which bounds
+// the bytes claimed ahead, starts at the first job's and moves a 64th of
+// the way per job.
+func TestPayloadAverage(t *testing.T) {
+	cases := []struct {
+		name    string
+		lengths []int
+		want    int
+	}{
+		{"none yet", nil, 0},
+		{"first sets it", []int{1000}, 1000},
+		{"an empty payload counts as 1", []int{0}, 1},
+		{"moves a 64th of the way", []int{1000, 1640}, 1010},
+		{"large payloads pull it up", append([]int{10}, repeatInt(1<<20, 200)...), 1 << 20 * 95 / 100},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			c := &claimer{}
+			for _, n := range tc.lengths {
+				c.payloadClaimed(n)
+			}
+			if tc.name == "large payloads pull it up" {
+				if c.payloadLen < tc.want || c.payloadLen > 1<<20 {
+					t.Errorf("average %d after 200 payloads of 1 MB, want between %d and %d", c.payloadLen, tc.want, 1<<20)
+				}
+				return
+			}
+			if c.payloadLen != tc.want {
+				t.Errorf("average %d, want %d", c.payloadLen, tc.want)
+			}
+		})
+	}
+}
+
+// repeatInt is n copies of v.
+func repeatInt(v, n int) []int {
+	out := make([]int, n)
+	for i := range out {
+		out[i] = v
+	}
+	return out
 }
 
 // repeat is n copies of d.

@@ -59,6 +59,11 @@ const (
 	// them, and a buffered job would wait for a slot while another worker
 	// could run it).
 	claimAheadMaxHandler = 20 * time.Millisecond
+	// claimAheadMaxBytes bounds the payloads the buffer holds, by their
+	// moving average per job: 900 jobs of 1 MB payloads ahead were 900 MB
+	// of a worker's memory; at 32 MB they are 32 jobs, which still cover a
+	// claim's round trip of handlers that take a millisecond or more.
+	claimAheadMaxBytes = 32 << 20
 )
 
 // claimAheadCap is the most jobs a worker of concurrency conc holds claimed
@@ -92,6 +97,9 @@ type claimer struct {
 	// Moving averages (see ahead); known once measured.
 	claimRTT, handlerDur time.Duration
 	rttKnown, durKnown   bool
+	// payloadLen is the moving average of the claimed jobs' payload
+	// lengths in bytes (see claimAheadMaxBytes); 0 before the first.
+	payloadLen int
 
 	// cursor holds the watermark and the claim session (made by the
 	// first claim; loop closes its session when it returns).
@@ -105,6 +113,9 @@ func (c *claimer) ahead() int {
 		return 0
 	}
 	limit := claimAheadCap(c.cfg.Concurrency)
+	if c.payloadLen > 0 {
+		limit = min(limit, claimAheadMaxBytes/c.payloadLen)
+	}
 	d := max(c.handlerDur, time.Microsecond)
 	want := (int64(c.cfg.Concurrency)*int64(c.claimRTT) + int64(d) - 1) / int64(d)
 	return int(min(want, int64(limit)))
@@ -121,6 +132,16 @@ func (c *claimer) handlerReturned(d time.Duration) {
 		return
 	}
 	c.handlerDur += (d - c.handlerDur) / 8
+}
+
+// payloadClaimed folds one claimed job's payload length into its moving
+// average, which moves a 64th of the way per job.
+func (c *claimer) payloadClaimed(n int) {
+	if c.payloadLen == 0 {
+		c.payloadLen = max(n, 1)
+		return
+	}
+	c.payloadLen = max(c.payloadLen+(n-c.payloadLen)/64, 1)
 }
 
 // claimTook folds one claim's round trip into its moving average.
@@ -409,6 +430,7 @@ func (c *claimer) dispatch(row *JobRow) {
 		a.leaseEnd = c.q.now().Add(c.cfg.Lease)
 	}
 	c.attempts.add(a)
+	c.payloadClaimed(len(row.Payload))
 	if c.log.Enabled(c.jobs, slog.LevelDebug) { // spares boxing the fields of every job
 		c.log.Debug("job claimed", "job_id", row.ID, "kind", row.Name, "type", row.Type, "attempt", row.Attempts)
 	}
