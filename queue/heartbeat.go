@@ -119,12 +119,16 @@ func (h *heartbeater) renew(ctx context.Context, chunk []attemptRef) {
 		h.cancelUnrenewed(busy)
 	}
 	// The renewed leases end at sent+lease or a little later (MySQL keeps
-	// whole seconds, so take the second before).
+	// whole seconds, so take the second before). That is where they end
+	// now, even when it is earlier than the end known before: the renewal
+	// replaced lease_until, and a wall clock stepped back since the last
+	// one (NTP correcting a clock that ran ahead) wrote an earlier end.
+	// Kept at the later end, the worker counted on a lease the table no
+	// longer gave it, and did not cancel the handler in time when the
+	// next renewals failed.
 	renewedTo := sent.Add(h.lease).Truncate(time.Second)
 	h.attempts.each(renewed, func(a *attempt) {
-		if a.leaseEnd.Before(renewedTo) {
-			a.leaseEnd = renewedTo
-		}
+		a.leaseEnd = renewedTo
 	})
 	h.attempts.each(lost, func(a *attempt) {
 		h.log.Warn("attempt lost its job (cancelled, or its lease passed and it was reclaimed, retried or deleted); cancelling its handler",

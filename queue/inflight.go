@@ -16,7 +16,7 @@ type attempt struct {
 	cancel context.CancelCauseFunc
 	// leaseEnd is when the attempt's lease ends at the latest, as far as
 	// the worker knows (guarded by inflightSet.mu): the claim's
-	// lease_until, then moved by each heartbeat that renewed it.
+	// lease_until, then the end each heartbeat that renewed it wrote.
 	leaseEnd time.Time
 }
 
