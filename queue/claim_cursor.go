@@ -84,9 +84,11 @@ func (c *claimCursor) claim(ctx context.Context, n int) ([]*JobRow, error) {
 
 // plan is where a claim that starts at now starts: after the watermark, or
 // from the start (the zero claimPos, fromStart) when no watermark is set or
-// a rescan is due.
+// a rescan is due. A rescan is due too when now is before the last one
+// (the wall clock was stepped back): else none came until the clock had
+// caught up again, as long as the step.
 func (c *claimCursor) plan(now time.Time) (after claimPos, fromStart bool) {
-	if !c.set || !now.Before(c.rescanDue) {
+	if !c.set || !now.Before(c.rescanDue) || now.Before(c.rescanDue.Add(-claimRescanEvery)) {
 		return claimPos{}, true
 	}
 	return c.pos, false

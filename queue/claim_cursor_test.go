@@ -107,3 +107,40 @@ func TestClaimWatermarkLosesNoJob(t *testing.T) {
 		}
 	})
 }
+
+// TestClaimCursorRescansAfterClockSteps: a claimer scans from the start at
+// least every claimRescanEvery, whatever its wall clock does. The time of
+// the next rescan was kept on the wall clock, so after a step back (NTP
+// correcting a clock that ran ahead) no rescan came until the clock had
+// caught up with it again; while a backlog kept the claims past the
+// watermark busy, a job behind it (a reclaimed or released one, an At() in
+// the past) waited as long as the step.
+func TestClaimCursorRescansAfterClockSteps(t *testing.T) {
+	t0 := time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
+	cases := []struct {
+		name   string
+		now    time.Time // of the next claim, the last from the start having run at t0
+		rescan bool
+	}{
+		{"at once", t0, false},
+		{"before the period", t0.Add(claimRescanEvery / 2), false},
+		{"after the period", t0.Add(claimRescanEvery), true},
+		{"clock forward 1h", t0.Add(time.Hour), true},
+		{"clock back a little", t0.Add(-claimRescanEvery / 2), true},
+		{"clock back 2 periods", t0.Add(-2 * claimRescanEvery), true},
+		{"clock back 1h", t0.Add(-time.Hour), true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			c := &claimCursor{}
+			c.advance([]*JobRow{{ID: 7, ScheduledAt: t0.Add(-time.Hour)}}, true, t0)
+			after, fromStart := c.plan(tc.now)
+			if fromStart != tc.rescan {
+				t.Fatalf("plan at %v after a scan from the start at %v: from the start %v, want %v", tc.now, t0, fromStart, tc.rescan)
+			}
+			if !fromStart && (after.id != 7 || !after.at.Equal(t0.Add(-time.Hour))) {
+				t.Fatalf("plan starts after %+v, not after the last job claimed", after)
+			}
+		})
+	}
+}
