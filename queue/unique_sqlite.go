@@ -37,8 +37,12 @@ type keyedView struct{ missingSince atomic.Int64 }
 // when the key is held or the view is missing: then the caller takes the
 // key in a transaction.
 func (q *Queue) insertKeyedView(ctx context.Context, j *newJob, k *uniqueKey, now time.Time) (int64, bool, error) {
-	if m := q.keyedView.missingSince.Load(); m != 0 && now.Sub(time.Unix(0, m)) < keyedViewRecheck {
-		return 0, false, nil
+	// A time found missing after now (the wall clock was stepped back)
+	// does not put the next look off.
+	if m := q.keyedView.missingSince.Load(); m != 0 {
+		if since := now.Sub(time.Unix(0, m)); since >= 0 && since < keyedViewRecheck {
+			return 0, false, nil
+		}
 	}
 	arg := sqlitegen.InsertKeyedParams{
 		Name: j.name, Type: j.typ, Payload: string(j.payload),
