@@ -309,27 +309,47 @@ func (e *elector) attempt(ctx context.Context) {
 		e.lose("another worker holds the lease")
 		return
 	}
-	var gained *leaderRow
-	if !e.leads() {
-		// A gain: read the term this worker now holds, which every act
-		// of its checks. The row belongs to another holder only if it
-		// lost the lease again meanwhile: the next attempt tells.
-		cctx, cancel := context.WithTimeout(ctx, max(e.every, time.Second))
-		var r *leaderRow
-		err := retryTx(cctx, func() (err error) {
-			r, err = e.q.st.leaderGet(cctx, leaderRole)
-			return err
-		})
-		cancel()
-		if err != nil || r == nil || r.holder != e.holder {
-			if err != nil && ctx.Err() == nil {
-				e.attemptFailed(e.q.leaderTableError("reading the term just gained", err))
-			}
-			return
+	// Read the term this worker now holds, which every act of its checks:
+	// after a gain, and after a renewal too, which starts a new term when
+	// the lease had passed by the server's clock although this process, by
+	// its monotonic clock, still led (the server's clock was stepped
+	// forward, or this machine was suspended: Go's monotonic clock stands
+	// still meanwhile). Kept in the old term, the leader's next act was
+	// refused, and a periodic tick due then skipped. The row belongs to
+	// another holder only if this worker lost the lease again meanwhile:
+	// the next attempt tells.
+	leading := e.leads()
+	cctx, cancel = context.WithTimeout(ctx, max(e.every, time.Second))
+	var r *leaderRow
+	err = retryTx(cctx, func() (err error) {
+		r, err = e.q.st.leaderGet(cctx, leaderRole)
+		return err
+	})
+	cancel()
+	switch {
+	case err != nil && leading:
+		// The renewal itself succeeded: lead on in the term known; an
+		// act refused in it steps down (stepDown).
+		r = nil
+	case err != nil || r == nil || r.holder != e.holder:
+		if err != nil && ctx.Err() == nil {
+			e.attemptFailed(e.q.leaderTableError("reading the term just gained", err))
 		}
-		gained = r
+		return
+	case leading && r.term != e.currentTerm():
+		e.lose(fmt.Sprintf("the database started term %d: the lease had passed by the server's clock before this renewal (the server's clock stepped forward, or this process was suspended)", r.term))
+	case leading:
+		r = nil // renewed in the same term
 	}
-	e.extend(sent.Add(e.lease-e.slack), gained)
+	e.extend(sent.Add(e.lease-e.slack), r)
+}
+
+// currentTerm is the term this process leads in (meaningful while it
+// leads).
+func (e *elector) currentTerm() int64 {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.term
 }
 
 // attemptTimeout is how long an attempt sent at now may take when this
