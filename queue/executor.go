@@ -145,8 +145,11 @@ func (e *executors) tooLate(a *attempt) string {
 	if e.q.kind == engine.MySQL {
 		now = now.Add(-time.Second)
 	}
-	// Heartbeats only move a lease on: one that the claim gave beyond now
-	// needs no look at the set (and its lock) on the hot path.
+	// Heartbeats move a lease on: one that the claim gave beyond now
+	// needs no look at the set (and its lock) on the hot path. (After
+	// the wall clock was stepped back a renewal writes an earlier end;
+	// that attempt is then judged by the claim's end, which only matters
+	// if the renewals stopped too: README, Clocks.)
 	if l := a.row.LeaseUntil; l == nil || !now.Before(*l) {
 		if end, ok := e.attempts.leaseEndOf(a.ref); ok && !now.Before(end) {
 			return "its lease passed before it started"
