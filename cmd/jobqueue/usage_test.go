@@ -132,6 +132,9 @@ func TestBadDatabase(t *testing.T) {
 		// Only the password is hidden, not the same letters elsewhere.
 		{"a short password", "postgres://u:ab@127.0.0.1:1/test?sslmode=disable", "", exitFailure, []string{"cannot reach the postgres database", "postgres://u:xxxxx@127.0.0.1:1/test?sslmode=disable"}},
 		{"password with an @", "mysql://u:se@secret@127.0.0.1:1/test", "", exitFailure, []string{"cannot reach the mysql database"}},
+		// pgx, unlike net/url and go-sql-driver/mysql, would end this user
+		// info at the first '@' and dial "secret@127.0.0.1".
+		{"postgres password with an @", "postgres://u:se@secret@127.0.0.1:1/test", "", exitUsage, []string{"bad database URL", "percent-encode", "%40"}},
 		{"password in the query", "postgres://postgres@127.0.0.1:1/test?sslmode=disable&password=secret", "", exitFailure, []string{"cannot reach the postgres database", "password=xxxxx"}},
 		{"password in the query and user info", "postgres://u:secret@127.0.0.1:1/test?password=secret&sslmode=disable", "", exitFailure, []string{"cannot reach the postgres database"}},
 		{"sqlite in a missing directory", "sqlite:" + filepath.Join(t.TempDir(), "no", "such", "dir", "x.db"), "", exitFailure, []string{"sqlite"}},

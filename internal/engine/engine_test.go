@@ -123,6 +123,16 @@ func TestDriverDSN(t *testing.T) {
 		{"sqlite:/tmp/a b.db", "sqlite", SQLite, []string{"file:/tmp/a b.db?"}},
 		{"sqlite:////tmp/x.db", "sqlite", SQLite, []string{"file:/%2Ftmp/x.db?"}},
 		{"mysql://root@127.0.0.1:65535/test", "mysql", MySQL, []string{"tcp(127.0.0.1:65535)"}},
+		// User info that pgx reads as net/url does, or that the options
+		// override, is taken as it is.
+		{"postgres://u:p%40ss@h/db", "pgx", Postgres, []string{"postgres://u:p%40ss@h/db?"}},
+		{"postgres://u:a@h/db?password=b", "pgx", Postgres, []string{"password=b"}},
+		{"postgres://u@h/db?user=v", "pgx", Postgres, []string{"user=v"}},
+		{"postgres://:pw@h/db", "pgx", Postgres, []string{"postgres://:pw@h/db?"}},
+		{"postgres://u:@h/db", "pgx", Postgres, []string{"postgres://u:@h/db?"}},
+		{"postgres://u:p:q@h/db", "pgx", Postgres, []string{"postgres://u:p:q@h/db?"}},
+		{"postgres://u:p@h1:5432,h2:5433/db?target_session_attrs=read-write", "pgx", Postgres, []string{"h1:5432,h2:5433"}},
+		{"postgres://u:p@/db?host=/var/run/postgresql", "pgx", Postgres, []string{"host=/var/run/postgresql"}},
 	}
 	for _, c := range cases {
 		driver, dsn, k, err := DriverDSN(c.url)
@@ -209,6 +219,13 @@ func TestDriverDSNBadURLHidesPassword(t *testing.T) {
 		{`mysql://root:kiwi#mango@127.0.0.1:3306/test`, "port number"},
 		{`postgres://root:kiwi#mango@127.0.0.1:5432/test`, "port number"},
 		{"mysql://root:kiwi\x01mango@127.0.0.1:3306/test", "control character"},
+		// An '@' left in a password: net/url takes the last '@' as the
+		// end of the user info, pgx an earlier one, so pgx would dial
+		// "mango@127.0.0.1" and its error would show that piece.
+		{"postgres://root:kiwi@mango@127.0.0.1:5432/test", "user name or password"},
+		{"postgresql://root:kiwi@mango@127.0.0.1/test?sslmode=disable", "user name or password"},
+		{"postgres://root:kiwi@mango@127.0.0.1:5432/test?connect_timeout=3", "user name or password"},
+		{"postgres://root@kiwi@mango@127.0.0.1:5432/test", "user name or password"},
 	}
 	for _, c := range cases {
 		_, _, _, err := DriverDSN(c.url)

@@ -38,11 +38,28 @@ func DriverDSN(rawURL string) (driver, dsn string, k Kind, err error) {
 		if !strings.HasPrefix(rest, "//") {
 			return "", "", "", fmt.Errorf("%w: %q; use postgres://user@host:port/db", ErrBadURL, redact(rawURL))
 		}
-		if _, err := parseURL(rawURL); err != nil {
+		u, err := parseURL(rawURL)
+		if err != nil {
 			return "", "", "", err
 		}
 		// pgx knows the scheme in lower case only.
 		rawURL = strings.ToLower(scheme) + ":" + rest
+		// An '@' left unescaped in the user info: net/url ends it at the
+		// last '@', pgx at an earlier one, so pgx would log in with a
+		// piece of the password and dial the rest of it as a host name,
+		// which its errors then show. Refuse the URL, quoting none of it.
+		// The options are left out of the comparison: a user or password
+		// given there (?user=…&password=…) rightly overrides the user info.
+		if u.User != nil {
+			authority, _, _ := strings.Cut(rawURL, "?")
+			if cfg, err := pgconn.ParseConfig(authority); err == nil {
+				name := u.User.Username()
+				pw, hasPw := u.User.Password()
+				if (name != "" && cfg.User != name) || (hasPw && cfg.Password != pw) {
+					return "", "", "", fmt.Errorf("%w: pgx would read the user name or password in the %s:// URL otherwise than a URL reads them (an '@' in them, perhaps); percent-encode the special characters of the user name and password (e.g. %%40 for '@', %%2F for '/', %%3F for '?')", ErrBadURL, strings.ToLower(scheme))
+				}
+			}
+		}
 		// The URL goes to pgx as it is (pgx reads multi-host URLs, and
 		// reads some others unlike net/url), with connect_timeout added
 		// unless the URL or the environment sets one.
