@@ -57,6 +57,10 @@ func (a *app) controlCommand(name, short, long, done string, op func(*queue.Queu
 			ctx := cmd.Context()
 			return a.withQueue(ctx, func(q *queue.Queue) error {
 				res, err := op(q, ctx, ids)
+				if err == nil && len(ids) == 1 && len(res) == 1 && res[0].Err != nil {
+					// One id: its error is the command's one line.
+					return res[0].Err
+				}
 				failed := 0
 				for _, r := range res {
 					if r.Err != nil {

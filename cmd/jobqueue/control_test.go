@@ -65,6 +65,35 @@ func TestCancelDeleteCLI(t *testing.T) {
 	})
 }
 
+// TestControlOneIDOneLine: `cancel ID` and `delete ID` of a single job that
+// cannot be cancelled or deleted fail as every command does, with exit 1
+// and one line on stderr (the job's own error), not that line followed by
+// a count of one.
+func TestControlOneIDOneLine(t *testing.T) {
+	t.Parallel()
+	c := cli{db: "sqlite:" + filepath.Join(t.TempDir(), "c.db")}
+	c.ok(t, "install")
+	done := strings.TrimSpace(c.ok(t, "enqueue", "--name", "a"))
+	c.ok(t, "cancel", done)
+	cases := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"cancel", done}, "job " + done + " is failed"},
+		{[]string{"cancel", "999999"}, "no job 999999"},
+		{[]string{"delete", "999999"}, "no job 999999"},
+	}
+	for _, tc := range cases {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			r := c.run(t, tc.args...)
+			assertOneLineError(t, r, 1, tc.want)
+			if r.stdout != "" {
+				t.Errorf("stdout %q, want nothing", r.stdout)
+			}
+		})
+	}
+}
+
 // TestCancelRunningExec checks on every engine that cancelling a job whose
 // `work --exec` command runs kills the command with everything it started
 // (within a heartbeat; at once on PostgreSQL, through NOTIFY), leaves the
