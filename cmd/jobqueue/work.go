@@ -251,7 +251,7 @@ the worker exits 0. --max-jobs and --max-runtime stop it on their own.`,
 	f.IntVar(&concurrency, "concurrency", 4, fmt.Sprintf("commands run at once, 1 to %d", queue.MaxConcurrency))
 	f.StringVar(&lease, "lease", "5m", "how long a claimed job is held without a heartbeat; extended while the command runs")
 	f.StringVar(&command, "exec", "", "shell command run for each job (required)")
-	f.IntVar(&maxJobs, "max-jobs", 0, "stop after this many jobs finished (0: no limit)")
+	f.IntVar(&maxJobs, "max-jobs", 0, "claim this many jobs in all (each attempt of a retried job counts), let them finish, then stop (0: no limit)")
 	f.StringVar(&maxRuntime, "max-runtime", "", "stop after running this long (e.g. 1h)")
 	f.StringVar(&logLevel, "log-level", "info", "log level on stderr: debug, info, warn or error")
 	f.StringVar(&grace, "grace", "30s", "on SIGINT/SIGTERM/SIGHUP, how long running commands may finish before they are killed (0: killed at once)")
