@@ -83,7 +83,7 @@ func (e *executors) execute(a *attempt) time.Duration {
 	row := a.row
 	if cause := context.Cause(a.ctx); cause != nil {
 		e.attempts.remove(a.ref)
-		if errors.Is(cause, errShutdown) {
+		if cutOffByShutdown(cause) {
 			e.log.Info("claimed job not started before shutdown; releasing it", "job_id", row.ID, "kind", row.Name)
 			e.released.add(row, false, 0)
 		} else {
@@ -122,7 +122,7 @@ func (e *executors) execute(a *attempt) time.Duration {
 	case err == nil:
 		e.completer.add(completion{a: a, dur: dur})
 		return dur
-	case errors.Is(cause, errShutdown):
+	case cutOffByShutdown(cause):
 		e.jobLog(row).Info("handler cancelled by shutdown; releasing its job", "handler_err", err, "duration", dur)
 		e.released.add(row, true, dur)
 		return dur

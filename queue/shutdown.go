@@ -2,6 +2,7 @@ package queue
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -15,10 +16,21 @@ const abandonGrace = 5 * time.Second
 // because it stopped and ShutdownTimeout passed.
 var errShutdown = fmt.Errorf("%w (ShutdownTimeout passed)", ErrWorkerShutdown)
 
+// errStopNow is the cause of a handler's context that the worker cancelled
+// because Worker.StopNow was called. The attempt is settled as one that
+// ShutdownTimeout cut off (cutOffByShutdown).
+var errStopNow = fmt.Errorf("%w (Worker.StopNow: no grace)", ErrWorkerShutdown)
+
+// cutOffByShutdown reports whether cause, an attempt's context's, is the
+// shutdown's cancellation (errShutdown or errStopNow). Only the worker sets
+// these causes: a handler's error does not count.
+func cutOffByShutdown(cause error) bool { return errors.Is(cause, ErrWorkerShutdown) }
+
 // The end of a run. Once the claimer has stopped, awaitExecutors lets the
 // running handlers finish (all the time they need when MaxJobs ended the
-// run; ShutdownTimeout once ctx ended or MaxRuntime passed), then cancels
-// their contexts with errShutdown, and gives up on them abandonGrace later.
+// run; ShutdownTimeout once ctx ended or MaxRuntime passed; none once
+// StopNow was called), then cancels their contexts with errShutdown (or
+// errStopNow), and gives up on them abandonGrace later.
 // The executors put the attempts whose handlers then returned an error on
 // the releaseList, and releaseInterrupted releases them in one batch. The
 // shutdown owns the releaseList and the handlers' parent context; it reads
@@ -57,20 +69,40 @@ func (l *releaseList) take() []releasedAttempt {
 }
 
 // awaitExecutors waits for the executors (whose work channel is closed) to
-// return: as long as they need until stop ends, then ShutdownTimeout, then
-// it cancels the handlers' contexts and waits r.abandon more. It returns an
-// error when handlers ignored the cancellation (they are left running).
+// return: as long as they need until stop ends, then ShutdownTimeout (none
+// once r.now ended: StopNow), then it cancels the handlers' contexts and
+// waits r.abandon more. It returns an error when handlers ignored the
+// cancellation (they are left running).
 func (r *run) awaitExecutors(stop context.Context, execs *sync.WaitGroup) error {
 	execsDone := make(chan struct{})
 	go func() { execs.Wait(); close(execsDone) }()
 	var grace, abandon <-chan time.Time
 	stopped := stop.Done()
+	var now <-chan struct{}
+	if r.now != nil {
+		now = r.now.Done()
+	}
+	// cut cancels the handlers' contexts with cause, once.
+	cut := func(cause error) {
+		grace, stopped, now = nil, nil, nil
+		r.shutdownCause = cause
+		r.cancelJobs(cause)
+		abandon = time.After(r.abandon)
+	}
 	for {
 		select {
 		case <-execsDone:
 			return nil
+		case <-now:
+			if n := r.attempts.len(); n > 0 {
+				r.log.Warn("worker stopping at once (StopNow): cancelling running handlers", "running", n)
+			}
+			cut(errStopNow)
 		case <-stopped:
 			stopped = nil
+			if now != nil && r.now.Err() != nil {
+				continue // StopNow stopped the run: no grace (case <-now)
+			}
 			if r.cfg.ShutdownTimeout < 0 {
 				grace = closedTimeChan()
 			} else {
@@ -84,8 +116,7 @@ func (r *run) awaitExecutors(stop context.Context, execs *sync.WaitGroup) error 
 			if n := r.attempts.len(); n > 0 {
 				r.log.Warn("shutdown timeout passed: cancelling running handlers", "running", n)
 			}
-			r.cancelJobs(errShutdown)
-			abandon = time.After(r.abandon)
+			cut(errShutdown)
 		case <-abandon:
 			n := r.attempts.len()
 			r.log.Error("handlers ignore their cancelled contexts; leaving them", "running", n)
@@ -116,6 +147,10 @@ func (r *run) releaseInterrupted() {
 	defer cancel()
 	// The outcome of each attempt: its end (released), given back, or
 	// neither (stale); unknown, and left to Reclaim, when its write failed.
+	cause := r.shutdownCause
+	if cause == nil {
+		cause = errShutdown
+	}
 	var ends map[attemptRef]attemptEnd
 	givenBack := map[attemptRef]bool{}
 	startedFailed, unstartedFailed := false, false
@@ -153,7 +188,7 @@ func (r *run) releaseInterrupted() {
 		}
 		ref := it.row.ref()
 		if givenBack[ref] {
-			r.q.emitGivenBack(it.row, errShutdown)
+			r.q.emitGivenBack(it.row, cause)
 			continue
 		}
 		ev := *it.row
@@ -163,7 +198,7 @@ func (r *run) releaseInterrupted() {
 			// Stale: the job was cancelled, or its lease passed, after
 			// the cut-off; the attempt ends as one that lost its job, as
 			// the completer's and the failures' stale attempts do.
-			r.q.lost(ctx, it.row, errShutdown, it.dur)
+			r.q.lost(ctx, it.row, cause, it.dur)
 			continue
 		}
 		ev.Status, ev.Error = end.status, end.errText
@@ -172,7 +207,7 @@ func (r *run) releaseInterrupted() {
 		} else {
 			ev.FinishedAt = nullableTime(end.finishedAt)
 		}
-		r.q.emit(Event{Kind: EventFailed, Job: &ev, Err: errShutdown, Permanent: end.status != StatusPending, Outcome: end.outcome, Duration: it.dur})
+		r.q.emit(Event{Kind: EventFailed, Job: &ev, Err: cause, Permanent: end.status != StatusPending, Outcome: end.outcome, Duration: it.dur})
 	}
 }
 

@@ -33,7 +33,8 @@ const dbCallTimeout = 30 * time.Second
 
 // ErrWorkerShutdown is wrapped by the cause (context.Cause) of a handler's
 // context that the worker cancelled because it stopped and ShutdownTimeout
-// passed. A lost job cancels the context with a cause wrapping ErrLeaseLost.
+// passed, or because Worker.StopNow was called. A lost job cancels the
+// context with a cause wrapping ErrLeaseLost.
 var ErrWorkerShutdown = errors.New("jobqueue: worker shut down")
 
 // Worker claims jobs from a Queue and runs their handlers. Create it with
@@ -47,6 +48,9 @@ type Worker struct {
 	handlers map[string]handlerFunc
 	fallback handlerFunc
 	running  bool
+	// stopNow, while a Run is in progress, ends that Run's stopNow
+	// context (see StopNow); nil otherwise.
+	stopNow context.CancelFunc
 	// abandonGrace overrides the const of that name (tests).
 	abandonGrace time.Duration
 }
@@ -74,17 +78,31 @@ func (w *Worker) AddPeriodic(jobs ...PeriodicJob) error {
 	return nil
 }
 
-// Run claims and runs jobs until ctx ends, MaxRuntime passes or MaxJobs jobs
-// were claimed. Then it stops claiming, lets running handlers finish (for up
-// to ShutdownTimeout once ctx ended or MaxRuntime passed; after that their
-// contexts are cancelled), writes the results still pending, and returns nil.
+// Run claims and runs jobs until ctx ends, MaxRuntime passes, MaxJobs jobs
+// were claimed or StopNow is called. Then it stops claiming, lets running
+// handlers finish (for up to ShutdownTimeout once ctx ended or MaxRuntime
+// passed, not at all after StopNow; after that their contexts are
+// cancelled), writes the results still pending, and returns nil.
 // It returns an error for an invalid configuration or when handlers ignored
 // their cancelled contexts for 5 seconds (Run leaves them running). A Worker
 // runs once at a time; it may Run again after Run returned.
 func (w *Worker) Run(ctx context.Context) error {
 	w.mu.Lock()
+	if w.running {
+		w.mu.Unlock()
+		return errors.New("jobqueue: Worker.Run: this worker is already running")
+	}
 	c := w.cfg // AddPeriodic may change it while this run goes on
+	// From here until Run returns, StopNow stops this run.
+	now, stopNow := context.WithCancel(context.Background())
+	w.running, w.stopNow = true, stopNow
 	w.mu.Unlock()
+	defer func() {
+		w.mu.Lock()
+		w.running, w.stopNow = false, nil
+		w.mu.Unlock()
+		stopNow()
+	}()
 	cfg, err := c.withDefaults()
 	if err != nil {
 		return err
@@ -105,11 +123,6 @@ func (w *Worker) Run(ctx context.Context) error {
 		}
 	}
 	w.mu.Lock()
-	if w.running {
-		w.mu.Unlock()
-		return errors.New("jobqueue: Worker.Run: this worker is already running")
-	}
-	w.running = true
 	r := &run{
 		q:              w.q,
 		cfg:            cfg,
@@ -117,17 +130,41 @@ func (w *Worker) Run(ctx context.Context) error {
 		fallback:       w.fallback,
 		abandon:        abandonGrace,
 		leaderRowFound: leaderRowFound,
+		now:            now,
 	}
 	if w.abandonGrace > 0 {
 		r.abandon = w.abandonGrace
 	}
 	w.mu.Unlock()
-	defer func() {
-		w.mu.Lock()
-		w.running = false
-		w.mu.Unlock()
-	}()
 	return r.run(ctx)
+}
+
+// StopNow stops the Worker's Run in progress at once, without the grace of
+// ShutdownTimeout. Run stops claiming, as when its ctx ends, and the
+// contexts of the running handlers are cancelled now, with the cause the
+// end of ShutdownTimeout gives them (wrapping ErrWorkerShutdown); what
+// follows is what follows the end of ShutdownTimeout: an attempt whose
+// handler then returns an error is released at once by Reclaim's rule
+// (pending again, its attempt counted; failed if it was its last attempt,
+// expired if its deadline has passed), one whose handler returns nil is
+// completed, jobs claimed and not yet started are given back (pending,
+// their attempt not counted), the results are written, and Run returns nil
+// (or, when handlers ignore their cancelled contexts for 5 seconds, the
+// error it returns then, leaving them running).
+//
+// Called during the grace it ends the grace; called before ctx ends (or
+// MaxRuntime passes) it stops the worker with no grace; called once the
+// handlers were cancelled, or again, it does nothing more. It does not
+// wait for Run to return. While no Run is in progress (before Run, after
+// it returned) it does nothing, and it has no effect on a later Run. It
+// is safe to call from any goroutine, at any time.
+func (w *Worker) StopNow() {
+	w.mu.Lock()
+	stopNow := w.stopNow
+	w.mu.Unlock()
+	if stopNow != nil {
+		stopNow()
+	}
 }
 
 // run is one Run of a Worker: it owns the contexts and channels that join
@@ -144,6 +181,13 @@ type run struct {
 	abandon  time.Duration // see abandonGrace
 	// leaderRowFound: Run's check found the leadership's row.
 	leaderRowFound bool
+	// now ends when Worker.StopNow is called: the run stops, with no
+	// grace.
+	now context.Context
+	// shutdownCause is the cause with which the shutdown cancelled the
+	// handlers (errShutdown or errStopNow), once it did; read by
+	// releaseInterrupted after the executors returned.
+	shutdownCause error
 
 	// dbCtx is the context of the worker's own statements: it keeps ctx's
 	// values but not its end, so that results are written during shutdown.
@@ -177,6 +221,14 @@ func (r *run) run(ctx context.Context) error {
 		var cancel context.CancelFunc
 		stop, cancel = context.WithTimeout(ctx, r.cfg.MaxRuntime)
 		defer cancel()
+	}
+	if r.now != nil {
+		// StopNow stops the run as the end of ctx does (and more:
+		// awaitExecutors gives no grace).
+		var cancel context.CancelFunc
+		stop, cancel = context.WithCancel(stop)
+		defer cancel()
+		defer context.AfterFunc(r.now, cancel)()
 	}
 	r.log.Info("worker started", "types", r.cfg.Types, "concurrency", r.cfg.Concurrency, "lease", r.cfg.Lease)
 
