@@ -28,8 +28,10 @@ func main() {
 	if !signal.Ignored(syscall.SIGHUP) {
 		sigs = append(sigs, syscall.SIGHUP)
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), sigs...)
-	code := run(ctx, os.Args[1:], streams{in: os.Stdin, out: os.Stdout, err: os.Stderr})
+	// The first signal stops the command gracefully (ctx ends); a second
+	// one makes work stop at once (hard).
+	ctx, hard, stop := notifyStops(context.Background(), sigs...)
+	code := run(ctx, hard, os.Args[1:], streams{in: os.Stdin, out: os.Stdout, err: os.Stderr})
 	stop()
 	os.Exit(code)
 }

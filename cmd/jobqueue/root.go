@@ -46,6 +46,10 @@ type app struct {
 	// pooled: --transaction-pooling, the connections go through a
 	// transaction pooler (queue.WithTransactionPooling).
 	pooled bool
+	// hardStop is closed by a second SIGINT, SIGTERM or SIGHUP (the first
+	// ends the command's context): work then stops at once, with no grace
+	// left. Nil (never closed) when run has no such signal.
+	hardStop <-chan struct{}
 }
 
 // usageError is a mistake in how the command was called (exit status 2).
@@ -80,11 +84,12 @@ func (e *failure) Error() string { return e.err.Error() }
 // Unwrap gives the error inside, for errors.Is and errors.As.
 func (e *failure) Unwrap() error { return e.err }
 
-// run runs the command line args and returns the exit status.
-func run(ctx context.Context, args []string, s streams) int {
+// run runs the command line args and returns the exit status. ctx ends
+// at the first stop signal, hardStop closes at the second.
+func run(ctx context.Context, hardStop <-chan struct{}, args []string, s streams) int {
 	out := &outputWriter{w: s.out}
 	s.out = out
-	a := &app{streams: s}
+	a := &app{streams: s, hardStop: hardStop}
 	root := a.rootCommand()
 	root.SetArgs(args)
 	root.SetIn(s.in)

@@ -86,7 +86,10 @@ scrape rate (--metrics-count-limit N stops each count at N, for a table of
 millions of rows). Port 0 picks a free port; the URL is logged at start.
 
 SIGINT, SIGTERM or SIGHUP stops claiming; running commands get --grace to finish, then
-the worker exits 0. --max-jobs and --max-runtime stop it on their own.`,
+the worker exits 0. A second such signal during the grace (Ctrl-C again) ends it
+at once: the running commands' process groups are killed and their jobs released,
+as when --grace has passed, and the worker exits 0. --max-jobs and --max-runtime
+stop it on their own.`,
 		Example: `  jobqueue work --type email --concurrency 4 --exec './send-email.py'
   jobqueue work --exec 'jq -r .to; test "$JOB_ATTEMPT" -gt 1' --max-jobs 10
   jobqueue work --type reports --exec ./report.sh --periodic 'nightly=0 3 * * *' --retention 720h`,
@@ -239,7 +242,19 @@ the worker exits 0. --max-jobs and --max-runtime stop it on their own.`,
 					ID: job.ID, Name: job.Name, Type: job.Type, Attempt: job.Attempts, Payload: job.Payload,
 				})
 			})
+			// A second signal, during the grace the first gave: no
+			// grace left.
+			runDone := make(chan struct{})
+			go func() {
+				select {
+				case <-a.hardStop:
+					log.Warn("second signal: stopping at once: killing the running commands' process groups and releasing their jobs")
+					w.StopNow()
+				case <-runDone:
+				}
+			}()
 			err = w.Run(ctx)
+			close(runDone)
 			if err != nil && !errors.Is(err, context.Canceled) {
 				return explainTableError(err, q.Table())
 			}
@@ -254,7 +269,7 @@ the worker exits 0. --max-jobs and --max-runtime stop it on their own.`,
 	f.IntVar(&maxJobs, "max-jobs", 0, "claim this many jobs in all (each attempt of a retried job counts), let them finish, then stop (0: no limit)")
 	f.StringVar(&maxRuntime, "max-runtime", "", "stop after running this long (e.g. 1h)")
 	f.StringVar(&logLevel, "log-level", "info", "log level on stderr: debug, info, warn or error")
-	f.StringVar(&grace, "grace", "30s", "on SIGINT/SIGTERM/SIGHUP, how long running commands may finish before they are killed (0: killed at once)")
+	f.StringVar(&grace, "grace", "30s", "on SIGINT/SIGTERM/SIGHUP, how long running commands may finish before they are killed (0: killed at once; a second signal ends it)")
 	f.StringVar(&pollInterval, "poll-interval", "1s", "how often an idle worker looks for due jobs (jittered); on PostgreSQL new jobs also wake it at once")
 	f.BoolVar(&pollOnly, "poll-only", false, "do not LISTEN (PostgreSQL), wait (MySQL) or watch the file (SQLite) for new jobs, only poll (automatic behind PgBouncer with default_query_exec_mode=exec)")
 	f.StringArrayVar(&periodic, "periodic", nil, "enqueue a job of kind NAME at each tick of SCHEDULE while this worker leads: 'NAME=SCHEDULE' (cron fields, @hourly…, @every DUR; CRON_TZ=ZONE prefix); repeatable")

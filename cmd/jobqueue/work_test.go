@@ -154,6 +154,63 @@ func TestWorkGraceKillsGroup(t *testing.T) {
 	}
 }
 
+// TestWorkSecondSignalStopsAtOnce checks that a second SIGINT, SIGTERM or
+// SIGHUP, caught while the worker gives its running command a long grace,
+// ends the grace at once: the command's process group is killed, the job
+// released (pending again, its attempt counted, as at the end of --grace),
+// a log line says so, and the worker exits 0, well before the grace ends.
+// Before, the worker ignored it, and only kill -9 would stop it, leaving
+// the command running and the job in_progress until its lease passed.
+func TestWorkSecondSignalStopsAtOnce(t *testing.T) {
+	t.Parallel()
+	for _, sigs := range [][2]syscall.Signal{
+		{syscall.SIGINT, syscall.SIGINT},
+		{syscall.SIGTERM, syscall.SIGTERM},
+		{syscall.SIGTERM, syscall.SIGHUP},
+	} {
+		t.Run(sigs[0].String()+" then "+sigs[1].String(), func(t *testing.T) {
+			t.Parallel()
+			c := sqliteCLI(t)
+			c.ok(t, "install")
+			c.ok(t, "enqueue", "--name", "stuck")
+			pidFile := filepath.Join(t.TempDir(), "child.pid")
+			cmd, stderr := startWorker(t, c, "--grace", "10m", "--exec", "sleep 600 & echo $! > "+pidFile+"; wait")
+			child, err := strconv.Atoi(strings.TrimSpace(waitFile(t, pidFile, 20*time.Second)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := cmd.Process.Signal(sigs[0]); err != nil {
+				t.Fatal(err)
+			}
+			eventually(t, 20*time.Second, "the worker to log that it waits for its running command", func() bool {
+				return strings.Contains(stderr.String(), "worker stopping: waiting for running handlers")
+			})
+			if isZombie(cmd.Process.Pid) {
+				t.Fatalf("the worker exited on the first signal, with a grace of 10m; stderr:\n%s", stderr)
+			}
+			if err := syscall.Kill(child, 0); err != nil {
+				t.Fatalf("the command's child is gone after the first signal, with a grace of 10m: %v", err)
+			}
+			if err := cmd.Process.Signal(sigs[1]); err != nil {
+				t.Fatal(err)
+			}
+			if code := waitExit(t, cmd, 20*time.Second); code != 0 {
+				t.Fatalf("exit %d after %v then %v, want 0; stderr:\n%s", code, sigs[0], sigs[1], stderr)
+			}
+			if !strings.Contains(stderr.String(), "second signal: stopping at once") {
+				t.Errorf("no log line about the hard stop; stderr:\n%s", stderr)
+			}
+			waitGone(t, child, 5*time.Second, "outlived the second signal", stderr)
+			assertStats(t, c, "", map[string]int64{"pending": 1})
+			var job map[string]any
+			decodeJSON(t, c.ok(t, "show", "1", "--json"), &job)
+			if job["attempts"] != 1.0 || job["claim_token"] != nil || !strings.Contains(fmt.Sprint(job["error"]), "shut down") {
+				t.Errorf("the job cut off by the second signal was not released as at the end of --grace: %v", job)
+			}
+		})
+	}
+}
+
 // TestWorkMaxRuntime checks that --max-runtime stops an idle worker with
 // exit 0.
 func TestWorkMaxRuntime(t *testing.T) {
