@@ -15,7 +15,8 @@ import (
 
 // TestWorkerStopNow: a handler that blocks until its context ends. Without
 // StopNow, a stopping Run waits ShutdownTimeout before it cancels it; with
-// StopNow (called during the grace, or before ctx ended, once or twice)
+// StopNow (called during the grace, before ctx ended, once MaxJobs were
+// claimed, once or twice)
 // Run cancels it at once, with a cause wrapping ErrWorkerShutdown, and
 // returns nil promptly; either way its job is released by Reclaim's rule
 // (pending again now, its attempt counted; failed on its last attempt) and
@@ -30,8 +31,11 @@ func TestWorkerStopNow(t *testing.T) {
 		// stopNow: when StopNow is called: "" never, "grace" once the
 		// worker waits for its handler, "before" while it runs (ctx not
 		// ended).
-		stopNow    string
-		twice      bool // StopNow is called twice
+		stopNow string
+		twice   bool // StopNow is called twice
+		// maxJobs: WorkerConfig.MaxJobs (Run waits for the handlers of the
+		// jobs it claimed with no timeout).
+		maxJobs    int
 		wantStatus Status
 	}{
 		{name: "without StopNow Run waits for ShutdownTimeout", shutdownTimeout: time.Second, maxAttempts: 3,
@@ -41,6 +45,8 @@ func TestWorkerStopNow(t *testing.T) {
 		{name: "StopNow twice during the grace", shutdownTimeout: longGrace, maxAttempts: 3, stopNow: "grace", twice: true,
 			wantStatus: StatusPending},
 		{name: "StopNow before ctx ends", shutdownTimeout: longGrace, maxAttempts: 3, stopNow: "before",
+			wantStatus: StatusPending},
+		{name: "StopNow once MaxJobs were claimed", shutdownTimeout: longGrace, maxAttempts: 3, stopNow: "before", maxJobs: 1,
 			wantStatus: StatusPending},
 		{name: "StopNow on a last attempt fails it by Reclaim's rule", shutdownTimeout: longGrace, maxAttempts: 1, stopNow: "grace",
 			wantStatus: StatusFailed},
@@ -55,6 +61,7 @@ func TestWorkerStopNow(t *testing.T) {
 				cfg := fastConfig()
 				cfg.Concurrency = 1
 				cfg.ShutdownTimeout = tc.shutdownTimeout
+				cfg.MaxJobs = tc.maxJobs
 				w := q.NewWorker(cfg)
 				w.StopNow() // no Run yet: nothing to stop, and no effect on the next Run
 				started := make(chan int64, 10)
@@ -75,6 +82,13 @@ func TestWorkerStopNow(t *testing.T) {
 				t0 := time.Now()
 				stopped := make(chan error, 1)
 				if tc.stopNow == "before" {
+					if tc.maxJobs > 0 {
+						select {
+						case err := <-done:
+							t.Fatalf("Run returned (%v) while the handler of its last job ran", err)
+						case <-time.After(100 * time.Millisecond):
+						}
+					}
 					w.StopNow()
 					if tc.twice {
 						w.StopNow()
