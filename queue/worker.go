@@ -141,9 +141,10 @@ func (w *Worker) Run(ctx context.Context) error {
 
 // StopNow stops the Worker's Run in progress at once, without the grace of
 // ShutdownTimeout. Run stops claiming, as when its ctx ends, and the
-// contexts of the running handlers are cancelled now, with the cause the
-// end of ShutdownTimeout gives them (wrapping ErrWorkerShutdown); what
-// follows is what follows the end of ShutdownTimeout: an attempt whose
+// contexts of the running handlers are cancelled now, with a cause
+// wrapping ErrWorkerShutdown as at the end of ShutdownTimeout (its text
+// names StopNow); what follows is what follows the end of
+// ShutdownTimeout: an attempt whose
 // handler then returns an error is released at once by Reclaim's rule
 // (pending again, its attempt counted; failed if it was its last attempt,
 // expired if its deadline has passed), one whose handler returns nil is
