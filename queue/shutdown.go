@@ -70,7 +70,7 @@ func (l *releaseList) take() []releasedAttempt {
 
 // awaitExecutors waits for the executors (whose work channel is closed) to
 // return: as long as they need until stop ends, then ShutdownTimeout (none
-// once r.now ended: StopNow), then it cancels the handlers' contexts and
+// once r.stoppedNow ended: StopNow), then it cancels the handlers' contexts and
 // waits r.abandon more. It returns an error when handlers ignored the
 // cancellation (they are left running).
 func (r *run) awaitExecutors(stop context.Context, execs *sync.WaitGroup) error {
@@ -78,13 +78,13 @@ func (r *run) awaitExecutors(stop context.Context, execs *sync.WaitGroup) error 
 	go func() { execs.Wait(); close(execsDone) }()
 	var grace, abandon <-chan time.Time
 	stopped := stop.Done()
-	var now <-chan struct{}
-	if r.now != nil {
-		now = r.now.Done()
+	var stoppedNow <-chan struct{}
+	if r.stoppedNow != nil {
+		stoppedNow = r.stoppedNow.Done()
 	}
 	// cut cancels the handlers' contexts with cause, once.
 	cut := func(cause error) {
-		grace, stopped, now = nil, nil, nil
+		grace, stopped, stoppedNow = nil, nil, nil
 		r.shutdownCause = cause
 		r.cancelJobs(cause)
 		abandon = time.After(r.abandon)
@@ -93,14 +93,14 @@ func (r *run) awaitExecutors(stop context.Context, execs *sync.WaitGroup) error 
 		select {
 		case <-execsDone:
 			return nil
-		case <-now:
+		case <-stoppedNow:
 			if n := r.attempts.len(); n > 0 {
 				r.log.Warn("worker stopping at once (StopNow): cancelling running handlers", "running", n)
 			}
 			cut(errStopNow)
 		case <-stopped:
 			stopped = nil
-			if now != nil && r.now.Err() != nil {
+			if stoppedNow != nil && r.stoppedNow.Err() != nil {
 				continue // StopNow stopped the run: no grace (case <-now)
 			}
 			if r.cfg.ShutdownTimeout < 0 {

@@ -94,7 +94,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	}
 	c := w.cfg // AddPeriodic may change it while this run goes on
 	// From here until Run returns, StopNow stops this run.
-	now, stopNow := context.WithCancel(context.Background())
+	stoppedNow, stopNow := context.WithCancel(context.Background())
 	w.running, w.stopNow = true, stopNow
 	w.mu.Unlock()
 	defer func() {
@@ -130,7 +130,7 @@ func (w *Worker) Run(ctx context.Context) error {
 		fallback:       w.fallback,
 		abandon:        abandonGrace,
 		leaderRowFound: leaderRowFound,
-		now:            now,
+		stoppedNow:     stoppedNow,
 	}
 	if w.abandonGrace > 0 {
 		r.abandon = w.abandonGrace
@@ -182,9 +182,9 @@ type run struct {
 	abandon  time.Duration // see abandonGrace
 	// leaderRowFound: Run's check found the leadership's row.
 	leaderRowFound bool
-	// now ends when Worker.StopNow is called: the run stops, with no
+	// stoppedNow ends when Worker.StopNow is called: the run stops, with no
 	// grace.
-	now context.Context
+	stoppedNow context.Context
 	// shutdownCause is the cause with which the shutdown cancelled the
 	// handlers (errShutdown or errStopNow), once it did; read by
 	// releaseInterrupted after the executors returned.
@@ -223,13 +223,13 @@ func (r *run) run(ctx context.Context) error {
 		stop, cancel = context.WithTimeout(ctx, r.cfg.MaxRuntime)
 		defer cancel()
 	}
-	if r.now != nil {
+	if r.stoppedNow != nil {
 		// StopNow stops the run as the end of ctx does (and more:
 		// awaitExecutors gives no grace).
 		var cancel context.CancelFunc
 		stop, cancel = context.WithCancel(stop)
 		defer cancel()
-		defer context.AfterFunc(r.now, cancel)()
+		defer context.AfterFunc(r.stoppedNow, cancel)()
 	}
 	r.log.Info("worker started", "types", r.cfg.Types, "concurrency", r.cfg.Concurrency, "lease", r.cfg.Lease)
 
