@@ -43,7 +43,7 @@ func TestCrashedAttemptIsReclaimed(t *testing.T) {
 		ran := make(chan *Job[seqArgs], 1)
 		Handle(w, func(ctx context.Context, job *Job[seqArgs]) error { ran <- job; return nil })
 		startWorker(t, w)
-		job := waitFor(t, ran, 5*time.Second, "the abandoned job to run again")
+		job := waitFor(t, ran, 30*time.Second, "the abandoned job to run again")
 		if job.ID != id || job.Attempts != 2 || job.ClaimToken == old.ClaimToken {
 			t.Errorf("rerun: job %d attempt %d token %q; want job %d at attempt 2 with a new token", job.ID, job.Attempts, job.ClaimToken, id)
 		}
@@ -101,8 +101,8 @@ func TestWorkerKilledWithoutGrace(t *testing.T) {
 			return ctx.Err()
 		})
 		stop1, _ := startWorker(t, w1)
-		waitFor(t, started, 5*time.Second, "the first attempt to start")
-		if err := stop1(5 * time.Second); err != nil {
+		waitFor(t, started, 30*time.Second, "the first attempt to start")
+		if err := stop1(30 * time.Second); err != nil {
 			t.Fatalf("first worker: %v", err)
 		}
 		if row := getJob(t, first, id); row.Status != StatusPending || row.Attempts != 1 || !strings.Contains(row.Error, "interrupted") {
@@ -118,8 +118,8 @@ func TestWorkerKilledWithoutGrace(t *testing.T) {
 			return nil
 		})
 		startWorker(t, w2)
-		waitFor(t, done, 5*time.Second, "the released job to run again")
-		waitUntil(t, 5*time.Second, "the job to be completed", func() bool {
+		waitFor(t, done, 30*time.Second, "the released job to run again")
+		waitUntil(t, 30*time.Second, "the job to be completed", func() bool {
 			return getJob(t, second, id).Status == StatusCompleted
 		})
 		mu.Lock()

@@ -63,7 +63,7 @@ func TestWorkerLeavesNoGoroutines(t *testing.T) {
 				t.Fatalf("Run: %v", err)
 			}
 			var left []string
-			testwait.Until(t, 2*time.Second, 20*time.Millisecond, func() bool {
+			testwait.Until(t, 30*time.Second, 20*time.Millisecond, func() bool {
 				left = queueGoroutines(t)
 				return len(left) == 0
 			}, func() string {

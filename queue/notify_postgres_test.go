@@ -19,10 +19,14 @@ import (
 // Tests of LISTEN/NOTIFY on PostgreSQL (notify_postgres.go). Every worker
 // here runs on a pool of its own, as on another machine, with a poll
 // interval of a minute: only a notification can make it claim within the
-// few seconds each test waits.
+// seconds each test waits.
 
-// wakeTimeout bounds how long a notified worker may take to start a job.
-const wakeTimeout = 3 * time.Second
+// wakeTimeout bounds how long a notified worker may take to start a job:
+// well under the poll interval of a minute, so that only a wake-up starts
+// it in time, and long enough for a machine slowed by the race detector
+// and other tests (a wake-up is a NOTIFY or a lock, a claim and a handler;
+// 3 s was too short there).
+const wakeTimeout = 20 * time.Second
 
 // claimCounter counts the claim statements a queue sends
 // (withStatementHook), and keeps when the last one was about to be sent.
@@ -82,7 +86,7 @@ func newWakeSetup(t *testing.T, kind engine.Kind, edit func(*testEnv, *WorkerCon
 func listenerPID(t *testing.T, env *testEnv, not int) int {
 	t.Helper()
 	var pid int
-	waitUntil(t, 5*time.Second, "a session listening on the table", func() bool {
+	waitUntil(t, 30*time.Second, "a session listening on the table", func() bool {
 		pid = findListener(t, env, not)
 		return pid != 0
 	})
@@ -130,12 +134,12 @@ func waitRan(t *testing.T, ran <-chan int64, n int, what string) {
 // after the LISTEN waits until it is idle.
 func (s *notifySetup) waitClaims(t *testing.T, n int64) {
 	t.Helper()
-	waitUntil(t, 5*time.Second, fmt.Sprintf("the worker to claim %d times", n), func() bool { return s.claims.n.Load() >= n })
+	waitUntil(t, 30*time.Second, fmt.Sprintf("the worker to claim %d times", n), func() bool { return s.claims.n.Load() >= n })
 	if s.env.kind == engine.MySQL {
-		waitUntil(t, 5*time.Second, "the worker's last claim to finish", func() bool { return !mysqlClaimRunning(t, s.env) })
+		waitUntil(t, 30*time.Second, "the worker's last claim to finish", func() bool { return !mysqlClaimRunning(t, s.env) })
 		return
 	}
-	waitUntil(t, 5*time.Second, "the worker's last claim to finish", func() bool {
+	waitUntil(t, 30*time.Second, "the worker's last claim to finish", func() bool {
 		var done bool
 		sent := time.Unix(0, s.claims.last.Load())
 		if err := s.env.db.QueryRowContext(context.Background(),
@@ -363,7 +367,7 @@ func TestListenerEndsWithRun(t *testing.T) {
 		if err := s.stop(10 * time.Second); err != nil {
 			t.Fatal(err)
 		}
-		waitUntil(t, 5*time.Second, fmt.Sprintf("session %d to end", pid), func() bool {
+		waitUntil(t, 30*time.Second, fmt.Sprintf("session %d to end", pid), func() bool {
 			var n int
 			if err := s.env.db.QueryRow("SELECT count(*) FROM pg_stat_activity WHERE pid = $1", pid).Scan(&n); err != nil {
 				t.Fatal(err)

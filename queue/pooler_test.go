@@ -58,7 +58,7 @@ func TestTransactionPooling(t *testing.T) {
 				listenerPID(t, env, 0)
 				return
 			}
-			waitUntil(t, 5*time.Second, "the worker to say it polls only", func() bool { return log.Count(slog.LevelInfo, "transaction pooler") > 0 })
+			waitUntil(t, 30*time.Second, "the worker to say it polls only", func() bool { return log.Count(slog.LevelInfo, "transaction pooler") > 0 })
 			if pid := findListener(t, env, 0); pid != 0 {
 				t.Errorf("session %d LISTENs for a pooled queue's worker", pid)
 			}

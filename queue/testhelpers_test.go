@@ -324,7 +324,7 @@ func (s *statementNames) take() []string {
 // spell, and no announcement holds a connection of the pool.
 func waitNotifierIdle(t *testing.T, q *Queue) {
 	t.Helper()
-	waitUntil(t, 5*time.Second, "the announcer to be idle", func() bool {
+	waitUntil(t, 30*time.Second, "the announcer to be idle", func() bool {
 		q.announcer.mu.Lock()
 		defer q.announcer.mu.Unlock()
 		return !q.announcer.sending

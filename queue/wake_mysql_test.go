@@ -35,7 +35,7 @@ func waitingSessionsOf(t *testing.T, env *testEnv) []int64 {
 func waiterSession(t *testing.T, env *testEnv) int64 {
 	t.Helper()
 	var id int64
-	waitUntil(t, 5*time.Second, "a session waiting on a wake slot of the table", func() bool {
+	waitUntil(t, 30*time.Second, "a session waiting on a wake slot of the table", func() bool {
 		ids := waitingSessionsOf(t, env)
 		if len(ids) != 1 {
 			return false
@@ -110,7 +110,7 @@ func TestMySQLWakeWorkersOfOtherPools(t *testing.T) {
 			continue
 		}
 		waitRan(t, s.ran, n, c.name)
-		waitUntil(t, 5*time.Second, "the worker to wait again", func() bool {
+		waitUntil(t, 30*time.Second, "the worker to wait again", func() bool {
 			return sessionStatement(t, s.env, waiter) == "WAIT" && !mysqlClaimRunning(t, s.env)
 		})
 		if ids := waitingSessionsOf(t, s.env); len(ids) != 1 || ids[0] != waiter {
@@ -171,7 +171,7 @@ func TestMySQLWakeWorkersOfOtherPools(t *testing.T) {
 // requestAfterCommit pending and nothing in flight.
 func waitShotsDone(t *testing.T, q *Queue) {
 	t.Helper()
-	waitUntil(t, 5*time.Second, "the announcements after the caller's commit", func() bool {
+	waitUntil(t, 30*time.Second, "the announcements after the caller's commit", func() bool {
 		a := q.announcer
 		a.mu.Lock()
 		defer a.mu.Unlock()
@@ -221,7 +221,7 @@ func TestMySQLWakeSkipsOwnWorkers(t *testing.T) {
 		if fmt.Sprint(got) != fmt.Sprint(c.want) {
 			t.Errorf("%s interrupted the waits of %v, want %v", c.name, got, c.want)
 		}
-		waitUntil(t, 5*time.Second, "the worker to wait again", func() bool { return sessionStatement(t, env, waiter) == "WAIT" })
+		waitUntil(t, 30*time.Second, "the worker to wait again", func() bool { return sessionStatement(t, env, waiter) == "WAIT" })
 	}
 	// Its own Enqueue still starts the job at once, and so does its own
 	// EnqueueTx once committed (the shots after it wake this process's
@@ -249,7 +249,7 @@ func TestMySQLWakeSkipsOwnWorkers(t *testing.T) {
 	// announcer says so once, at info, having interrupted nothing (last:
 	// the worker finds the job at its poll, or at any other wake-up).
 	enqueue(t, pooled, emailArgs{})
-	waitUntil(t, 5*time.Second, "the pooled queue's announcer to give up waking other processes", func() bool {
+	waitUntil(t, 30*time.Second, "the pooled queue's announcer to give up waking other processes", func() bool {
 		return pooledLog.Count(slog.LevelInfo, "not waking the idle workers of other processes") == 1
 	})
 	if lines := strings.Join(pooledLog.Lines(slog.LevelInfo), "\n"); !strings.Contains(lines, "transaction pooler") {
@@ -276,7 +276,7 @@ func TestMySQLWaiterEndsWithRun(t *testing.T) {
 		if st := sessionStatement(t, s.env, waiter); st == "WAIT" {
 			t.Errorf("session %d still waits after Run returned", waiter)
 		}
-		waitUntil(t, 5*time.Second, fmt.Sprintf("session %d to end", waiter), func() bool {
+		waitUntil(t, 30*time.Second, fmt.Sprintf("session %d to end", waiter), func() bool {
 			return len(waitingSessionsOf(t, s.env)) == 0
 		})
 	})
@@ -360,7 +360,7 @@ func TestMySQLWakeSlotsFull(t *testing.T) {
 	ran := make(chan int64, 1)
 	Handle(w, func(ctx context.Context, job *Job[emailArgs]) error { ran <- job.ID; return nil })
 	startWorker(t, w)
-	waitUntil(t, 5*time.Second, "the worker's warning", func() bool { return warns.Count(slog.LevelWarn, "cannot go on waiting") == 1 })
+	waitUntil(t, 30*time.Second, "the worker's warning", func() bool { return warns.Count(slog.LevelWarn, "cannot go on waiting") == 1 })
 	id := enqueue(t, env.queue(t, nil, WithLogger(testdb.QuietLogger())), emailArgs{})
 	if got := waitFor(t, ran, wakeTimeout, "the job, found by polling"); got != id {
 		t.Errorf("ran job %d, want %d", got, id)
@@ -412,20 +412,20 @@ func TestInterruptWait(t *testing.T) {
 			o, err := gen.WaitForEnqueues(ctx, mysqlgen.WaitForEnqueuesParams(key))
 			ch <- result{o, err}
 		}()
-		waitUntil(t, 5*time.Second, "the wait to start", func() bool { return sessionStatement(t, env, id) == "WAIT" })
+		waitUntil(t, 30*time.Second, "the wait to start", func() bool { return sessionStatement(t, env, id) == "WAIT" })
 		return ch
 	}
 	waited := wait()
 	if err := interruptWait(ctx, env.db, id); err != nil {
 		t.Fatalf("interrupting the wait: %v", err)
 	}
-	got := waitFor(t, waited, 5*time.Second, "the interrupted wait")
+	got := waitFor(t, waited, 30*time.Second, "the interrupted wait")
 	if !(got.err == nil && got.outcome == -1) && !isMySQLError(got.err, mysqlQueryInterrupted) {
 		t.Errorf("the interrupted wait returned %d, %v; want -1 (MySQL) or error %d (MariaDB)", got.outcome, got.err, mysqlQueryInterrupted)
 	}
 	waited = wait()
 	discardConn(bell) // the bell's holder ends (closing its connection)
-	if got := waitFor(t, waited, 5*time.Second, "the wait for a bell whose holder ended"); got.err != nil || got.outcome != 1 {
+	if got := waitFor(t, waited, 30*time.Second, "the wait for a bell whose holder ended"); got.err != nil || got.outcome != 1 {
 		t.Errorf("the wait returned %d, %v; want 1 (the bell taken)", got.outcome, got.err)
 	}
 	if err := interruptWait(ctx, env.db, 1<<40); !errors.Is(err, errWaiterGone) {
@@ -545,7 +545,7 @@ func TestMySQLWaiterReconnects(t *testing.T) {
 				t.Errorf("no warning about the ended session: %q", s.warns.Lines(slog.LevelWarn))
 			}
 			// The claim once the new wait began, then idle.
-			waitUntil(t, 5*time.Second, "the worker to be idle", func() bool { return !mysqlClaimRunning(t, s.env) })
+			waitUntil(t, 30*time.Second, "the worker to be idle", func() bool { return !mysqlClaimRunning(t, s.env) })
 			if _, err := s.producer.Enqueue(context.Background(), emailArgs{}, Type("email")); err != nil {
 				t.Fatal(err)
 			}

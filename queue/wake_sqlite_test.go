@@ -37,7 +37,7 @@ func dueJobExists(t *testing.T, q *Queue, types ...string) bool {
 // what it may have missed, is taken by the claim that follows).
 func waitWatching(t *testing.T, logs *testdb.LogRecorder) {
 	t.Helper()
-	waitUntil(t, 5*time.Second, "the worker to watch for commits", func() bool {
+	waitUntil(t, 30*time.Second, "the worker to watch for commits", func() bool {
 		return logs.Count(slog.LevelDebug, "started watching for the commits of other processes") > 0
 	})
 }
@@ -154,7 +154,7 @@ func TestSQLiteWakeWorkersOfOtherPools(t *testing.T) {
 		// Let the run's completion land: it is a commit of another
 		// connection too, which must not wake the worker (the quiet cases
 		// count claims).
-		waitUntil(t, 5*time.Second, "the jobs to complete", func() bool {
+		waitUntil(t, 30*time.Second, "the jobs to complete", func() bool {
 			return s.env.countWhere(t, "status = 'in_progress'") == 0
 		})
 	}
@@ -243,7 +243,7 @@ func TestSQLiteWatcherOff(t *testing.T) {
 				// The claim at the start, and no other: the job of another
 				// pool (taken by that claim, or left for the next poll)
 				// wakes no one.
-				waitUntil(t, 5*time.Second, "the worker's first claim", func() bool { return claims.n.Load() >= 1 })
+				waitUntil(t, 30*time.Second, "the worker's first claim", func() bool { return claims.n.Load() >= 1 })
 				mustEnqueue(t, producer, emailArgs{}, Type("email"))
 				time.Sleep(300 * time.Millisecond) // a window for a wake-up that must not come
 				if n := claims.n.Load(); n != 1 {
@@ -257,7 +257,7 @@ func TestSQLiteWatcherOff(t *testing.T) {
 			if notWatching := strings.Contains(info, "not watching"); notWatching != (c.notice != "") || !strings.Contains(info, c.notice) {
 				t.Fatalf("the worker logged at info level:\n%s\nwant a notice of not watching: %q", info, c.notice)
 			}
-			if err := stop(5 * time.Second); err != nil {
+			if err := stop(30 * time.Second); err != nil {
 				t.Fatal(err)
 			}
 			if n := pool.Stats().InUse; n != 0 {

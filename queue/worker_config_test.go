@@ -27,7 +27,7 @@ func TestWorkerLimits(t *testing.T) {
 				enqueue(t, q, emailArgs{})
 			}
 			_, done := startWorker(t, w)
-			if err := waitFor(t, done, 5*time.Second, "Run to return after MaxJobs"); err != nil {
+			if err := waitFor(t, done, 30*time.Second, "Run to return after MaxJobs"); err != nil {
 				t.Fatalf("Run: %v", err)
 			}
 			if c := calls.Load(); c != 4 {
@@ -49,7 +49,7 @@ func TestWorkerLimits(t *testing.T) {
 			Handle(w, func(ctx context.Context, job *Job[emailArgs]) error { return nil })
 			t0 := time.Now()
 			_, done := startWorker(t, w)
-			if err := waitFor(t, done, 5*time.Second, "Run to return after MaxRuntime"); err != nil {
+			if err := waitFor(t, done, 30*time.Second, "Run to return after MaxRuntime"); err != nil {
 				t.Fatalf("Run: %v", err)
 			}
 			if took := time.Since(t0); took < 300*time.Millisecond {
@@ -81,12 +81,12 @@ func TestWorkerWakesAtOnce(t *testing.T) {
 		other := env.queue(t, env.newPool(t))
 		id := enqueue(t, other, emailArgs{})
 		startWorker(t, w)
-		if got := waitFor(t, ran, 5*time.Second, "the first claim's job"); got != id {
+		if got := waitFor(t, ran, 30*time.Second, "the first claim's job"); got != id {
 			t.Fatalf("ran job %d, want %d", got, id)
 		}
 
 		id = enqueue(t, q, emailArgs{})
-		if got := waitFor(t, ran, 3*time.Second, "the enqueue to wake the worker"); got != id {
+		if got := waitFor(t, ran, 30*time.Second, "the enqueue to wake the worker"); got != id {
 			t.Errorf("ran job %d, want %d", got, id)
 		}
 
@@ -99,7 +99,7 @@ func TestWorkerWakesAtOnce(t *testing.T) {
 		case <-time.After(200 * time.Millisecond):
 		}
 		waker.ch <- struct{}{}
-		if got := waitFor(t, ran, 3*time.Second, "the Waker to wake the worker"); got != id {
+		if got := waitFor(t, ran, 30*time.Second, "the Waker to wake the worker"); got != id {
 			t.Errorf("ran job %d, want %d", got, id)
 		}
 	})
@@ -184,7 +184,7 @@ func TestHandleRegistration(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- w2.Run(ctx) }()
-	waitUntil(t, 5*time.Second, "Run to start", func() bool {
+	waitUntil(t, 30*time.Second, "Run to start", func() bool {
 		w2.mu.Lock()
 		defer w2.mu.Unlock()
 		if w2.running {

@@ -101,9 +101,9 @@ func TestWorkerLostJobCancelsHandler(t *testing.T) {
 		})
 		id := enqueue(t, q, emailArgs{})
 		stop, _ := startWorker(t, w)
-		waitFor(t, started, 5*time.Second, "the handler to start")
+		waitFor(t, started, 30*time.Second, "the handler to start")
 		env.exec(t, "UPDATE {t} SET claim_token = 'taken-by-another' WHERE id = ?", id)
-		err := waitFor(t, cause, 5*time.Second, "the handler's context to be cancelled")
+		err := waitFor(t, cause, 30*time.Second, "the handler's context to be cancelled")
 		if !errors.Is(err, ErrLeaseLost) {
 			t.Errorf("handler context cause %v, want ErrLeaseLost", err)
 		}
@@ -175,14 +175,14 @@ func TestWorkerGracefulShutdown(t *testing.T) {
 				first := enqueue(t, q, emailArgs{}, policy)
 				second := enqueue(t, q, emailArgs{}, policy)
 				stop, _ := startWorker(t, w)
-				if id := waitFor(t, started, 5*time.Second, "the first job"); id != first {
+				if id := waitFor(t, started, 30*time.Second, "the first job"); id != first {
 					t.Fatalf("first job run is %d, want %d", id, first)
 				}
 				t0 := time.Now()
 				stopped := make(chan error, 1)
 				go func() { stopped <- stop(10 * time.Second) }()
 				if tc.finishesInTime {
-					waitUntil(t, 5*time.Second, "the worker to wait for its running handler", func() bool {
+					waitUntil(t, 30*time.Second, "the worker to wait for its running handler", func() bool {
 						return logs.Count(slog.LevelDebug, "worker stopping: waiting for running handlers") > 0
 					})
 					close(finish)
@@ -241,15 +241,15 @@ func TestWorkerAbandonsHandlersIgnoringCancel(t *testing.T) {
 		})
 		id := enqueue(t, q, emailArgs{})
 		stop, _ := startWorker(t, w)
-		waitFor(t, started, 5*time.Second, "the handler to start")
-		err := stop(5 * time.Second)
+		waitFor(t, started, 30*time.Second, "the handler to start")
+		err := stop(30 * time.Second)
 		if err == nil || !strings.Contains(err.Error(), "still running") {
 			t.Errorf("Run: %v; want an error about handlers still running", err)
 		}
 		// Its late result must change nothing: once the executor has
 		// taken it (it logs so), the row is as the attempt left it.
 		close(release)
-		waitUntil(t, 5*time.Second, "the executor to take the late result", func() bool {
+		waitUntil(t, 30*time.Second, "the executor to take the late result", func() bool {
 			return logs.Count(slog.LevelDebug, "handler cancelled by shutdown") > 0
 		})
 		if row := getJob(t, q, id); row.Status != StatusInProgress || row.Error != "" {

@@ -82,11 +82,11 @@ func TestWorkerRunsTypedHandlers(t *testing.T) {
 		pid := enqueue(t, q, &ptrArgs{Name: "p"})
 		stop, _ := startWorker(t, w)
 
-		job := waitFor(t, got, 5*time.Second, "the email handler")
+		job := waitFor(t, got, 30*time.Second, "the email handler")
 		if job.ID != id || job.Args.To != "a@example.com" || job.Name != "email" || job.Attempts != 1 || job.Status != StatusInProgress || job.ClaimToken == "" {
 			t.Errorf("handler got %+v args %+v; want job %d, To a@example.com, attempt 1, in_progress with a token", job.JobRow, job.Args, id)
 		}
-		pjob := waitFor(t, gotPtr, 5*time.Second, "the pointer handler")
+		pjob := waitFor(t, gotPtr, 30*time.Second, "the pointer handler")
 		if pjob.ID != pid || pjob.Args == nil || pjob.Args.Name != "p" {
 			t.Errorf("pointer handler got %+v", pjob.Args)
 		}
@@ -94,7 +94,7 @@ func TestWorkerRunsTypedHandlers(t *testing.T) {
 		if ev.Job == nil || ev.Job.Status != StatusCompleted {
 			t.Errorf("completed event %+v", ev)
 		}
-		waitUntil(t, 5*time.Second, "both jobs completed", func() bool {
+		waitUntil(t, 30*time.Second, "both jobs completed", func() bool {
 			return getJob(t, q, id).Status == StatusCompleted && getJob(t, q, pid).Status == StatusCompleted
 		})
 		if err := stop(10 * time.Second); err != nil {
@@ -311,11 +311,11 @@ func TestWorkerHandleDefault(t *testing.T) {
 		other := enqueue(t, q, otherArgs{N: 7})
 		email := enqueue(t, q, emailArgs{To: "t"})
 		startWorker(t, w)
-		row := waitFor(t, caught, 5*time.Second, "the catch-all handler")
+		row := waitFor(t, caught, 30*time.Second, "the catch-all handler")
 		if row.ID != other || row.Name != "other" || !strings.Contains(string(row.Payload), `"n"`) {
 			t.Errorf("catch-all got job %d %q %s; want %d other with its payload", row.ID, row.Name, row.Payload, other)
 		}
-		if id := waitFor(t, typed, 5*time.Second, "the typed handler"); id != email {
+		if id := waitFor(t, typed, 30*time.Second, "the typed handler"); id != email {
 			t.Errorf("typed handler got job %d, want %d", id, email)
 		}
 	})
