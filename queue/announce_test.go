@@ -12,7 +12,30 @@ import (
 // TestAnnouncerAfterCommit: requestAfterCommit keeps one pending shot per
 // delay however often it is called; each shot runs onShot and announces;
 // flush sends the pending shots at once.
+//
+// Each check needs the shots' timers not to have overtaken the test (the
+// first fires 5 ms after the requests, the last half a second after): on a
+// machine slowed by the race detector and other tests the test may look
+// too late to tell, and then tries again with a new announcer. A try that
+// can tell and finds a fault fails the test at once.
 func TestAnnouncerAfterCommit(t *testing.T) {
+	const tries = 10
+	var late []string
+	for range tries {
+		why := announcerAfterCommit(t)
+		if why == "" {
+			return
+		}
+		late = append(late, why)
+	}
+	t.Fatalf("%d tries, each too late to check: %q", tries, late)
+}
+
+// announcerAfterCommit is one try of TestAnnouncerAfterCommit: it fails t
+// on a fault, and returns why it could not tell (the timers overtook it),
+// or "" once every check was made.
+func announcerAfterCommit(t *testing.T) string {
+	t.Helper()
 	var delivered, shots atomic.Int64
 	a := newAnnouncer(testdb.QuietLogger(), "test", func(context.Context, []string) error {
 		delivered.Add(1)
@@ -30,22 +53,39 @@ func TestAnnouncerAfterCommit(t *testing.T) {
 		}
 		return n
 	}
+	first, last := afterCommitShots[0], afterCommitShots[len(afterCommitShots)-1]
+	t0 := time.Now() // no shot fires before t0 + its delay
 	for range 10 {
 		a.requestAfterCommit()
 	}
-	if n := pending(); n != len(afterCommitShots) {
+	n := pending()
+	if time.Since(t0) >= first {
+		flushAll(a)
+		return "the first shot was due before the pending shots were counted"
+	}
+	if n != len(afterCommitShots) {
 		t.Fatalf("%d shots pending after 10 requests, want %d", n, len(afterCommitShots))
 	}
 	// The first shots fire by themselves (5 and 50 ms; each once more for
 	// the calls after the first, rearmShot)...
-	waitUntil(t, 5*time.Second, "the first two shots", func() bool { return shots.Load() >= 2 && pending() == 1 })
+	deadline := time.Now().Add(30 * time.Second)
+	for !(shots.Load() >= 2 && pending() == 1) {
+		if pending() == 0 {
+			return "the last shot fired by itself before the first two were seen done"
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for the first two shots: %d shots, %d pending", shots.Load(), pending())
+		}
+		time.Sleep(time.Millisecond)
+	}
 	before := shots.Load()
-	// ... and flush sends the last at once instead of in half a second.
-	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	// ... and flush sends the last at once instead of in half a second: it
+	// returns before the last shot is due, having sent it.
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	a.flush(ctx)
-	if ctx.Err() != nil {
-		t.Fatal("flush waited for the last shot's delay")
+	if time.Since(t0) >= last {
+		return "flush returned once the last shot was due (a flush that waits for it would too)"
 	}
 	if got, n := shots.Load()-before, pending(); got != 1 || n != 0 {
 		t.Errorf("flush ran %d shots and left %d pending; want 1 and 0", got, n)
@@ -53,6 +93,15 @@ func TestAnnouncerAfterCommit(t *testing.T) {
 	if n := delivered.Load(); n < 1 || n > shots.Load() {
 		t.Errorf("%d announcements delivered for %d shots, want 1 to %d (a burst shares one)", n, shots.Load(), shots.Load())
 	}
+	return ""
+}
+
+// flushAll sends an abandoned try's pending shots, so that its timers do
+// not fire during the next try.
+func flushAll(a *announcer) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	a.flush(ctx)
 }
 
 // TestRearmShot: a shot that fires is armed again for a call that came
