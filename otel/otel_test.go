@@ -202,9 +202,12 @@ func TestTelemetryDrain(t *testing.T) {
 		}
 		enqueueCalls++
 		ids := map[string]int64{
-			"retry":  enqueue(task{"retry"}, queue.Type("mail")),
-			"fail":   enqueue(task{"fail"}, queue.Type("mail")),
-			"expire": enqueue(task{"expire"}, queue.Type("mail"), queue.ExpiresIn(2*time.Second)),
+			"retry": enqueue(task{"retry"}, queue.Type("mail")),
+			"fail":  enqueue(task{"fail"}, queue.Type("mail")),
+			// Long enough for the worker, started below, to claim it
+			// before it expires on a busy machine (a claim skips an
+			// expired job, and the drain would wait for it forever).
+			"expire": enqueue(task{"expire"}, queue.Type("mail"), queue.ExpiresIn(6*time.Second)),
 			"cancel": enqueue(task{"cancel"}, queue.Type("mail")),
 			"lose":   enqueue(task{"lose"}, queue.Type("mail")),
 		}
