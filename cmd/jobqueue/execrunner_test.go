@@ -122,7 +122,7 @@ func TestExecRunnerKillsGroup(t *testing.T) {
 	if d := time.Since(start); d > 3*time.Second {
 		t.Errorf("took %v to return after cancel", d)
 	}
-	waitGone(t, childPID, 5*time.Second, "survived the kill", nil)
+	waitGone(t, childPID, 30*time.Second, "survived the kill", nil)
 }
 
 // waitGone waits until process pid has ended, or is a zombie about to be

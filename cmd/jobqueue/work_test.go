@@ -143,7 +143,7 @@ func TestWorkGraceKillsGroup(t *testing.T) {
 			if code := waitExit(t, cmd, 15*time.Second); code != 0 {
 				t.Fatalf("exit %d after %v, want 0; stderr:\n%s", code, sig, stderr)
 			}
-			waitGone(t, child, 5*time.Second, "outlived the grace period", nil)
+			waitGone(t, child, 30*time.Second, "outlived the grace period", nil)
 			assertStats(t, c, "", map[string]int64{"pending": 1})
 			var job map[string]any
 			decodeJSON(t, c.ok(t, "show", "1", "--json"), &job)
@@ -292,7 +292,7 @@ func TestWorkGraceZero(t *testing.T) {
 			if code := waitExit(t, cmd, 15*time.Second); code != 0 {
 				t.Fatalf("exit %d after SIGTERM, want 0; stderr:\n%s", code, stderr)
 			}
-			waitGone(t, child, 5*time.Second, "outlived --grace "+grace, stderr)
+			waitGone(t, child, 30*time.Second, "outlived --grace "+grace, stderr)
 			assertStats(t, c, "", map[string]int64{"pending": 1})
 		})
 	}
