@@ -133,7 +133,7 @@ func TestWorkerGracefulShutdown(t *testing.T) {
 		wantErr        string // in the row's error; "" means none
 		wantCause      error
 	}{
-		{name: "in-flight job finishes within the timeout", shutdownTimeout: 5 * time.Second, maxAttempts: 3, finishesInTime: true,
+		{name: "in-flight job finishes within the timeout", shutdownTimeout: 30 * time.Second, maxAttempts: 3, finishesInTime: true,
 			wantStatus: StatusCompleted},
 		{name: "job that finishes its work after the cancel completes", shutdownTimeout: 50 * time.Millisecond, maxAttempts: 3,
 			wantStatus: StatusCompleted, wantCause: ErrWorkerShutdown},
@@ -180,14 +180,14 @@ func TestWorkerGracefulShutdown(t *testing.T) {
 				}
 				t0 := time.Now()
 				stopped := make(chan error, 1)
-				go func() { stopped <- stop(10 * time.Second) }()
+				go func() { stopped <- stop(30 * time.Second) }()
 				if tc.finishesInTime {
 					waitUntil(t, 30*time.Second, "the worker to wait for its running handler", func() bool {
 						return logs.Count(slog.LevelDebug, "worker stopping: waiting for running handlers") > 0
 					})
 					close(finish)
 				}
-				if err := waitFor(t, stopped, 15*time.Second, "Run to return"); err != nil {
+				if err := waitFor(t, stopped, 40*time.Second, "Run to return"); err != nil {
 					t.Fatalf("Run after shutdown: %v", err)
 				}
 				if c, _ := cause.Load().(error); tc.finishesInTime && c != nil {
