@@ -67,9 +67,25 @@ func announcerAfterCommit(t *testing.T) string {
 		t.Fatalf("%d shots pending after 10 requests, want %d", n, len(afterCommitShots))
 	}
 	// The first shots fire by themselves (5 and 50 ms; each once more for
-	// the calls after the first, rearmShot)...
+	// the calls after the first, rearmShot)... A shot's onShot runs after
+	// it left a.shots: wait for the count of their onShots, which is 1 for
+	// a shot that ended armed for the first call (as the pending last one
+	// still is) and 2 for one that was armed again.
+	firstShots := func() int64 {
+		a.mu.Lock()
+		defer a.mu.Unlock()
+		n := int64(0)
+		for i := range len(afterCommitShots) - 1 {
+			if a.armedFor[i].Equal(a.armedFor[len(afterCommitShots)-1]) {
+				n++
+			} else {
+				n += 2
+			}
+		}
+		return n
+	}
 	deadline := time.Now().Add(30 * time.Second)
-	for !(shots.Load() >= 2 && pending() == 1) {
+	for !(pending() == 1 && shots.Load() == firstShots()) {
 		if pending() == 0 {
 			return "the last shot fired by itself before the first two were seen done"
 		}
