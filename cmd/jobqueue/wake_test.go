@@ -67,7 +67,7 @@ func TestWorkWakeUp(t *testing.T) {
 					waitStderr(t, stderr, tc.ready, 20*time.Second)
 				}
 				second := strings.TrimSpace(c.ok(t, "enqueue", "--name", "wake", "--payload", `{"n":1}`))
-				if n := payloadN(t, waitFile(t, filepath.Join(dir, second), 10*time.Second)); n != 1 {
+				if n := payloadN(t, waitFile(t, filepath.Join(dir, second), 30*time.Second)); n != 1 {
 					t.Errorf("the second command read n=%d on stdin, want 1", n)
 				}
 			})
