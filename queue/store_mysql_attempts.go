@@ -173,35 +173,16 @@ func (s mysqlStore) extend(ctx context.Context, refs []attemptRef, leaseUntil ti
 	return held, nil
 }
 
-// extendSkipLocked locks, in one READ COMMITTED transaction, the rows that
-// refs still hold and no other transaction holds locked
-// (LockHeldJobsSkipLocked), moves their leases and commits; it returns
-// their ids. ExtendLeases' count is not checked: MySQL counts only the rows
-// whose values changed, and a lease renewed within the same second keeps
-// its value, while the rows locked are known to hold their jobs.
+// extendSkipLocked moves the leases of the rows that refs still hold and
+// no other transaction holds locked (updateLocked with skipLocked) and
+// returns their ids. ExtendLeases' count tells nothing (countUnknown):
+// MySQL counts only the rows whose values changed, and a lease renewed
+// within the same second keeps its value, while the rows locked are known
+// to hold their jobs.
 func (s mysqlStore) extendSkipLocked(ctx context.Context, refs []attemptRef, leaseUntil time.Time) (map[int64]bool, error) {
-	ids, toks := refLists(refs)
-	return s.inTx(ctx, func(qs *mysqlgen.Queries) (map[int64]bool, bool, error) {
-		locked, err := qs.LockHeldJobsSkipLocked(ctx, mysqlgen.LockHeldJobsSkipLockedParams{Ids: padIDs(uids(ids)), Tokens: padIDs(mysqlTokens(toks))})
-		if err != nil {
-			return nil, false, err
-		}
-		held := idSet(locked)
-		if len(held) == 0 {
-			return held, true, nil
-		}
-		var hIDs []uint64
-		var hToks []sql.NullString
-		for _, r := range refs {
-			if held[r.ID] {
-				hIDs = append(hIDs, uint64(r.ID))
-				hToks = append(hToks, nullString(r.Token))
-			}
-		}
-		if _, err := qs.ExtendLeases(ctx, mysqlgen.ExtendLeasesParams{LeaseUntil: nullTime(&leaseUntil), Ids: padIDs(hIDs), Tokens: padIDs(hToks)}); err != nil {
-			return nil, false, err
-		}
-		return held, true, nil
+	return s.updateLocked(ctx, refs, "extending leases", true, func(qs *mysqlgen.Queries, ids []uint64, toks []sql.NullString) (int64, error) {
+		_, err := qs.ExtendLeases(ctx, mysqlgen.ExtendLeasesParams{LeaseUntil: nullTime(&leaseUntil), Ids: ids, Tokens: toks})
+		return countUnknown, err
 	})
 }
 
@@ -228,8 +209,12 @@ func (s mysqlStore) lockedUpdate(ctx context.Context, refs []attemptRef, what st
 }
 
 // mysqlUpdate changes the jobs of ids (padded) fenced by toks and returns
-// how many rows changed.
+// how many rows changed, or countUnknown.
 type mysqlUpdate func(qs *mysqlgen.Queries, ids []uint64, toks []sql.NullString) (int64, error)
+
+// countUnknown is what a mysqlUpdate returns whose statement's count tells
+// nothing of the rows it matched; updateLocked then does not check it.
+const countUnknown = -1
 
 // updateLocked locks, in one READ COMMITTED transaction, the rows that refs
 // still hold (LockHeldJobs; with skipLocked LockHeldJobsSkipLocked, which
@@ -261,7 +246,7 @@ func (s mysqlStore) updateLocked(ctx context.Context, refs []attemptRef, what st
 			}
 		}
 		n, err := update(qs, padIDs(hIDs), padIDs(hToks))
-		if err == nil && n != int64(len(hIDs)) {
+		if err == nil && n != countUnknown && n != int64(len(hIDs)) {
 			err = fmt.Errorf("jobqueue: %s: %d of the %d locked jobs changed; nothing was changed", what, n, len(hIDs))
 		}
 		return held, err == nil, err
