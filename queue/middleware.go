@@ -127,9 +127,11 @@ type EnqueueCall struct {
 	keyed []keyedJob
 	tx    *sql.Tx
 	now   time.Time
-	// id and n are what the write returned.
-	id int64
-	n  int
+	// id and n are what the write returned; wrote is set once the end of
+	// the chain (writeCall) ran, whatever it returned.
+	id    int64
+	n     int
+	wrote bool
 }
 
 // EnqueuedJob is one job of an EnqueueCall.
@@ -162,7 +164,10 @@ type EnqueueFunc func(ctx context.Context, call *EnqueueCall) error
 // call (its jobs already checked: kind, type, payload, times) and next,
 // which writes them. It returns next's error, or an error of its own
 // without calling next, in which case nothing is written and the caller
-// gets that error. An enqueue that a unique key made a duplicate returns an
+// gets that error. A middleware that returns nil without calling next
+// (nothing written, no error to say so) makes the enqueue fail with an
+// error that says so (errSkippedWrite), rather than return no id and no
+// error as if the jobs had been written. An enqueue that a unique key made a duplicate returns an
 // error wrapping ErrDuplicate from Enqueue and EnqueueTx; EnqueueMany marks
 // the job Duplicate and returns nil. Bad input (ErrInvalidJob, …) is
 // refused before the middleware runs.
@@ -206,9 +211,28 @@ func (j *newJob) view() EnqueuedJob {
 // own making rather than the one it was given.
 var errNoWrite = errors.New("jobqueue: enqueue middleware passed next an EnqueueCall the queue did not make; pass on the call it was given")
 
+// errSkippedWrite is the error of an enqueue whose middleware returned nil
+// without calling next: nothing was written.
+var errSkippedWrite = errors.New("jobqueue: enqueue middleware returned without calling next and without an error, so nothing was written; " +
+	"a middleware must call next, or return an error of its own to refuse the enqueue")
+
+// runEnqueueChain runs call through the enqueue middleware (q.enqueueMW,
+// not nil) and returns its error, or errSkippedWrite when the chain
+// returned nil without its end having run.
+func (q *Queue) runEnqueueChain(ctx context.Context, call *EnqueueCall) error {
+	if err := q.enqueueMW(ctx, call); err != nil {
+		return err
+	}
+	if !call.wrote {
+		return errSkippedWrite
+	}
+	return nil
+}
+
 // writeCall is the end of the enqueue chain: it writes call's jobs and
 // records the ids and duplicates in call.Jobs.
 func (q *Queue) writeCall(ctx context.Context, call *EnqueueCall) error {
+	call.wrote = true
 	switch {
 	case call.one != nil:
 		id, err := q.writeOne(ctx, call.tx, call.one, call.key, call.now)

@@ -6,6 +6,7 @@ package queue
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"slices"
@@ -439,6 +440,94 @@ func TestEnqueueCallJobsInOrderGiven(t *testing.T) {
 		want := []string{`{"n":2} dup=false`, `{"n":3} dup=true`, `{"n":4} dup=false`, `{"n":5} dup=false`}
 		if diff := cmp.Diff(want, got); diff != "" {
 			t.Errorf("call.Jobs, in the order given (-want +got):\n%s", diff)
+		}
+	})
+}
+
+// TestEnqueueMiddlewareSkipsNext: an enqueue whose middleware returns nil
+// without calling next wrote nothing, and says so with an error
+// (errSkippedWrite), on each of Enqueue, EnqueueTx, EnqueueMany and
+// EnqueueManyTx. Before, Enqueue returned id 0 and EnqueueMany 0 jobs with
+// a nil error, and the caller believed its job written.
+func TestEnqueueMiddlewareSkipsNext(t *testing.T) {
+	refusal := errors.New("refused by the middleware")
+	passes := func(ctx context.Context, call *EnqueueCall, next EnqueueFunc) error { return next(ctx, call) }
+	skips := func(context.Context, *EnqueueCall, EnqueueFunc) error { return nil }
+	mws := []struct {
+		name    string
+		mw      []EnqueueMiddleware
+		wantErr error // nil: the jobs are written
+	}{
+		{"calls next", []EnqueueMiddleware{passes}, nil},
+		{"returns nil without calling next", []EnqueueMiddleware{skips}, errSkippedWrite},
+		{"inner one returns nil without calling next", []EnqueueMiddleware{passes, skips}, errSkippedWrite},
+		{"swallows the error of a call of its own", []EnqueueMiddleware{func(ctx context.Context, call *EnqueueCall, next EnqueueFunc) error {
+			_ = next(ctx, &EnqueueCall{Jobs: call.Jobs}) // errNoWrite, dropped on purpose: the case under test
+			return nil
+		}}, errSkippedWrite},
+		{"refuses with an error of its own", []EnqueueMiddleware{func(context.Context, *EnqueueCall, EnqueueFunc) error { return refusal }}, refusal},
+	}
+	// Each call enqueues jobs named name and returns how many it says it
+	// wrote (Enqueue: 1 when its id is not 0).
+	calls := []struct {
+		name string
+		call func(ctx context.Context, q *Queue, tx *sql.Tx, name string) (int, error)
+		tx   bool
+	}{
+		{"Enqueue", func(ctx context.Context, q *Queue, _ *sql.Tx, name string) (int, error) {
+			id, err := q.Enqueue(ctx, RawArgs{Name: name})
+			return min(int(id), 1), err
+		}, false},
+		{"EnqueueTx", func(ctx context.Context, q *Queue, tx *sql.Tx, name string) (int, error) {
+			id, err := q.EnqueueTx(ctx, tx, RawArgs{Name: name})
+			return min(int(id), 1), err
+		}, true},
+		{"EnqueueMany", func(ctx context.Context, q *Queue, _ *sql.Tx, name string) (int, error) {
+			return q.EnqueueMany(ctx, []JobArgs{RawArgs{Name: name}, RawArgs{Name: name}})
+		}, false},
+		{"EnqueueManyTx", func(ctx context.Context, q *Queue, tx *sql.Tx, name string) (int, error) {
+			return q.EnqueueManyTx(ctx, tx, []JobArgs{RawArgs{Name: name}, RawArgs{Name: name}})
+		}, true},
+	}
+	forEachEngine(t, func(t *testing.T, kind engine.Kind) {
+		env := coreEnv(t, kind)
+		for i, m := range mws {
+			q, _ := coreQueue(t, env, WithEnqueueMiddleware(m.mw...))
+			for j, c := range calls {
+				t.Run(m.name+"/"+c.name, func(t *testing.T) {
+					ctx := context.Background()
+					name := fmt.Sprintf("case-%d-%d", i, j)
+					var tx *sql.Tx
+					if c.tx {
+						var err error
+						if tx, err = env.db.BeginTx(ctx, nil); err != nil {
+							t.Fatal(err)
+						}
+					}
+					n, err := c.call(ctx, q, tx, name)
+					if tx != nil {
+						if cerr := tx.Commit(); cerr != nil {
+							t.Fatalf("commit: %v", cerr)
+						}
+					}
+					written := env.countWhere(t, "name = ?", name)
+					if m.wantErr != nil {
+						if !errors.Is(err, m.wantErr) {
+							t.Errorf("err %v, want %v", err, m.wantErr)
+						}
+						if n != 0 || written != 0 {
+							t.Errorf("returned %d written, table holds %d; want 0 and 0", n, written)
+						}
+						return
+					}
+					if err != nil {
+						t.Fatalf("err %v, want nil", err)
+					}
+					if n == 0 || n != written {
+						t.Errorf("returned %d written, table holds %d; want the same, not 0", n, written)
+					}
+				})
+			}
 		}
 	})
 }
