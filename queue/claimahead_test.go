@@ -149,8 +149,9 @@ func repeat(d time.Duration, n int) []time.Duration {
 
 // TestExecutorSkipsAttemptCancelledBeforeStart: a claimed attempt that
 // waited in the buffer while its context was cancelled is not started: one
-// that lost its job is left to Reclaim, one the shutdown cut off is
-// released.
+// that lost its job is told lost, one the shutdown cut off is released.
+// One whose lease could not be renewed is given back, which needs a
+// database: TestBufferedAttemptLeaseLostNotCharged.
 func TestExecutorSkipsAttemptCancelledBeforeStart(t *testing.T) {
 	cases := []struct {
 		name         string
@@ -158,7 +159,6 @@ func TestExecutorSkipsAttemptCancelledBeforeStart(t *testing.T) {
 		wantReleased bool
 	}{
 		{"lost its job", errLostJob, false},
-		{"lease ran out", errLeaseRanOut, false},
 		{"shutdown", errShutdown, true},
 	}
 	for _, tc := range cases {

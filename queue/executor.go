@@ -72,25 +72,18 @@ func (e *executors) loop(work <-chan *attempt, freed chan<- time.Duration, resta
 const notStarted time.Duration = -1
 
 // execute runs one attempt's handler, records its result and returns how
-// long the handler ran, or notStarted. An attempt whose context was cancelled before it
-// started (it waited in the claimer's buffer while a heartbeat found its
-// job lost or its lease unrenewable, or while the shutdown cancelled the
-// handlers) is not started: its job is left to Reclaim, or released with
-// the attempts the shutdown cut off. Nor is one whose lease or whose job's
-// deadline has passed meanwhile (tooLate): it is given back.
+// long the handler ran, or notStarted. An attempt whose context was
+// cancelled before it started (it waited in the claimer's buffer while the
+// shutdown cancelled the handlers, or a heartbeat found its job lost or
+// its lease unrenewable) is not started: see notStartedCancelled. Nor is
+// one whose lease or whose job's deadline has passed meanwhile (tooLate):
+// it is given back.
 func (e *executors) execute(a *attempt) time.Duration {
 	defer a.cancel(context.Canceled)
 	row := a.row
 	if cause := context.Cause(a.ctx); cause != nil {
 		e.attempts.remove(a.ref)
-		if cutOffByShutdown(cause) {
-			e.log.Info("claimed job not started before shutdown; releasing it", "job_id", row.ID, "kind", row.Name)
-			e.released.add(row, false, 0)
-		} else {
-			e.log.Warn("claimed job not started: its attempt lost the job before it began; the job is left to Reclaim",
-				"job_id", row.ID, "kind", row.Name, "cause", cause)
-			e.q.lost(e.dbCtx, row, nil, 0)
-		}
+		e.notStartedCancelled(a, cause)
 		return notStarted
 	}
 	if late := e.tooLate(a); late != "" {
@@ -129,6 +122,32 @@ func (e *executors) execute(a *attempt) time.Duration {
 	}
 	e.recordFailure(a, err, dur, e.jobLog(row))
 	return dur
+}
+
+// notStartedCancelled settles attempt a, whose context was cancelled
+// with cause before its handler started. Its handler never ran, so the
+// attempt must not count against the job: cut off by the shutdown, it goes
+// on the releaseList (given back with the others in one batch); its lease
+// unrenewable (errLeaseRanOut: the renewals failed, the job may still be
+// its own), it is given back now like an attempt too late to start
+// (giveBack: fenced by its claim token, so a job another worker has
+// reclaimed meanwhile is left alone). Before, it was left to Reclaim,
+// which counted the attempt: a job of one attempt failed for good without
+// running. Found lost by a heartbeat (errLostJob: the job is no longer its
+// own), there is nothing to give back.
+func (e *executors) notStartedCancelled(a *attempt, cause error) {
+	row := a.row
+	switch {
+	case cutOffByShutdown(cause):
+		e.log.Info("claimed job not started before shutdown; releasing it", "job_id", row.ID, "kind", row.Name)
+		e.released.add(row, false, 0)
+	case errors.Is(cause, errLostJob):
+		e.log.Warn("claimed job not started: its attempt lost the job before it began",
+			"job_id", row.ID, "kind", row.Name, "cause", cause)
+		e.q.lost(e.dbCtx, row, nil, 0)
+	default:
+		e.giveBack(a, "its lease could not be renewed while it waited")
+	}
 }
 
 // tooLate says why attempt a, about to start, must not start any more, or
