@@ -67,11 +67,12 @@ func TestExecutorStartsNoAttemptTooLate(t *testing.T) {
 					}
 				}
 				ran := false
+				set := newInflightSet()
 				ex := &executors{
 					q: q, log: testdb.QuietLogger(), dbCtx: ctx,
 					handlers: map[string]handlerFunc{"test": func(context.Context, *JobRow) error { ran = true; return nil }},
-					attempts: newInflightSet(), released: &releaseList{},
-					completer: newCompleter(q, testdb.QuietLogger(), ctx, 10),
+					attempts: set, released: &releaseList{},
+					completer: newCompleter(q, testdb.QuietLogger(), ctx, set, 10),
 				}
 				ex.work = ex.handle
 				actx, cancel := context.WithCancelCause(ctx)
@@ -154,11 +155,12 @@ func TestBufferedAttemptLeaseLostNotCharged(t *testing.T) {
 				}
 				row := rows[0]
 				ran := false
+				set := newInflightSet()
 				ex := &executors{
 					q: q, log: testdb.QuietLogger(), dbCtx: ctx,
 					handlers: map[string]handlerFunc{"test": func(context.Context, *JobRow) error { ran = true; return nil }},
-					attempts: newInflightSet(), released: &releaseList{},
-					completer: newCompleter(q, testdb.QuietLogger(), ctx, 10),
+					attempts: set, released: &releaseList{},
+					completer: newCompleter(q, testdb.QuietLogger(), ctx, set, 10),
 				}
 				ex.work = ex.handle
 				actx, cancel := context.WithCancelCause(ctx)
@@ -172,10 +174,10 @@ func TestBufferedAttemptLeaseLostNotCharged(t *testing.T) {
 					if err := q.Cancel(ctx, id); err != nil {
 						t.Fatalf("Cancel: %v", err)
 					}
-					h.renew(ctx, ex.attempts.refs())
+					h.renew(ctx, ex.attempts.toRenew(h.due()))
 				} else {
 					clock.add(lease - interval/2) // the renewal failed, the lease ends before the next one
-					h.cancelUnrenewed(ex.attempts.refs())
+					h.cancelUnrenewed(ex.attempts.toRenew(h.due()))
 				}
 				if cause := context.Cause(actx); !errors.Is(cause, c.wantCause) {
 					t.Fatalf("the attempt's context ended with %v, want %v", cause, c.wantCause)

@@ -139,7 +139,10 @@ type completion struct {
 // completer writes the succeeded attempts of one run in batches (fenced by
 // their claim tokens) and emits their EventCompleted. It owns each result
 // from the moment an executor hands it over (add, which never blocks)
-// until it is written or given up; it touches nothing else of the run.
+// until it is written or given up, and then takes its attempt out of the
+// inflightSet (where it stayed, settling, so that the heartbeater renewed
+// its lease while the write was held back); it touches nothing else of
+// the run.
 //
 // Its loop (run) never waits on the database itself: a batch is written by
 // a goroutine of its own, and a failed batch goes back to the head of the
@@ -151,6 +154,9 @@ type completer struct {
 	q     *Queue
 	log   *slog.Logger
 	dbCtx context.Context // the worker's statements (see run.dbCtx)
+	// attempts is the run's inflightSet, which holds each result's
+	// attempt until it is settled here.
+	attempts *inflightSet
 
 	backlog int // full over this many unwritten results (completeBacklog)
 
@@ -164,11 +170,11 @@ type completer struct {
 	drained   chan struct{}
 }
 
-// newCompleter returns the completer of one run, full over backlog
-// unwritten results.
-func newCompleter(q *Queue, log *slog.Logger, dbCtx context.Context, backlog int) *completer {
+// newCompleter returns the completer of one run whose attempts are in
+// attempts, full over backlog unwritten results.
+func newCompleter(q *Queue, log *slog.Logger, dbCtx context.Context, attempts *inflightSet, backlog int) *completer {
 	return &completer{
-		q: q, log: log, dbCtx: dbCtx, backlog: backlog,
+		q: q, log: log, dbCtx: dbCtx, attempts: attempts, backlog: backlog,
 		arrived: make(chan struct{}, 1),
 		drained: make(chan struct{}, 1),
 	}
@@ -181,6 +187,7 @@ func (c *completer) add(done completion) {
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()
+		c.attempts.remove(done.a.ref)
 		c.log.Warn("job finished after the worker stopped; completion not written, the job is left to Reclaim",
 			"job_id", done.a.ref.ID, "kind", done.a.row.Name)
 		return
@@ -379,6 +386,7 @@ func (c *completer) settle(res writeResult) (retry []completion, wait time.Durat
 			c.q.emit(Event{Kind: EventCompleted, Job: &ev, Outcome: OutcomeCompleted, Duration: d.dur})
 		}
 	}
+	c.attempts.removeSettled(done)
 	c.settled(len(done))
 	if len(busy) > 0 {
 		return c.again(busy, errRowLocked, true)
@@ -402,6 +410,8 @@ func (c *completer) again(batch []completion, err error, skipLocked bool) (retry
 		if done.tries < completeTries {
 			retry = append(retry, done)
 			tries = max(tries, done.tries)
+		} else {
+			c.attempts.remove(done.a.ref)
 		}
 	}
 	if given := len(batch) - len(retry); given > 0 {

@@ -157,7 +157,7 @@ func TestCompleterTakesResultsWhileItsWriteIsRetried(t *testing.T) {
 		rows := claimN(t, q, n)
 		refuse.set(t, nil, true)
 
-		c := newCompleter(q, q.logger, context.Background(), completeBacklog(64))
+		c := newCompleter(q, q.logger, context.Background(), newInflightSet(), completeBacklog(64))
 		stop, done := make(chan struct{}), make(chan struct{})
 		go func() { defer close(done); c.run(stop) }()
 		defer func() {
@@ -409,5 +409,70 @@ func TestCompletionBesideStuckOne(t *testing.T) {
 				return getJob(t, q, first).Status == StatusCompleted
 			})
 		})
+	}
+}
+
+// TestHeldCompletionKeepsLease: while a succeeded attempt's completion is
+// held back (the database is slow, or the write is tried again:
+// completeTries), the heartbeater goes on renewing the attempt's lease, so
+// that the job is not reclaimed and run again although it succeeded. The
+// completion statement is held by the statement hook while the queue's
+// clock moves past the claim's lease. Before, the executor took the
+// attempt out of the inflightSet when its handler returned, so no
+// heartbeat renewed it: its lease passed, Reclaim made the job pending
+// again, and a worker ran it a second time (the held completion was then
+// refused). On PostgreSQL and MySQL, where the held statement waits on the
+// server beside the heartbeats: SQLite's one writer (writeGated) holds
+// every write, heartbeats too, behind a completion statement in flight.
+func TestHeldCompletionKeepsLease(t *testing.T) {
+	for _, kind := range []engine.Kind{engine.Postgres, engine.MySQL} {
+		t.Run(string(kind), func(t *testing.T) {
+			t.Parallel()
+			testHeldCompletionKeepsLease(t, kind)
+		})
+	}
+}
+
+func testHeldCompletionKeepsLease(t *testing.T, kind engine.Kind) {
+	const lease = time.Minute
+	ctx := context.Background()
+	env := newTestEnv(t, kind)
+	release := make(chan struct{})
+	var once sync.Once
+	letGo := func() { once.Do(func() { close(release) }) }
+	var sent atomic.Int32 // CompleteJobs statements sent
+	hook := func(query string, _ sqlRunner) {
+		if strings.Contains(query, "-- name: CompleteJobs") && sent.Add(1) == 1 {
+			<-release
+		}
+	}
+	clock := &testClock{}
+	q := env.queue(t, nil, WithLogger(testdb.QuietLogger()), withClock(clock.now), withStatementHook(hook))
+	w := q.NewWorker(WorkerConfig{Concurrency: 1, Lease: lease, HeartbeatInterval: 50 * time.Millisecond, MaintenanceInterval: -1})
+	var runs atomic.Int32
+	Handle(w, func(ctx context.Context, job *Job[testArgs]) error {
+		runs.Add(1)
+		return nil
+	})
+	stop, _ := startWorker(t, w)
+	t.Cleanup(func() { stop(10 * time.Second) })
+	t.Cleanup(letGo) // before the worker stops, should the test fail
+	id := mustEnqueue(t, q, testArgs{N: 1})
+	waitUntil(t, 15*time.Second, "the job's completion to be sent (and held)", func() bool { return sent.Load() == 1 })
+
+	// The queue's clock passes the claim's lease while the completion is
+	// held: only a renewal keeps the job from Reclaim.
+	clock.advance(2 * lease)
+	waitUntil(t, 15*time.Second, "a heartbeat to renew the lease of the attempt whose completion is held", func() bool {
+		j := getJob(t, q, id)
+		return j.Status == StatusInProgress && j.LeaseUntil != nil && j.LeaseUntil.After(clock.now())
+	})
+	if n, err := q.Reclaim(ctx); err != nil || n != 0 {
+		t.Errorf("Reclaim: %d, %v; want 0 (the attempt succeeded, its completion is being written)", n, err)
+	}
+	letGo()
+	waitUntil(t, 15*time.Second, "the job to be completed", func() bool { return getJob(t, q, id).Status == StatusCompleted })
+	if n := runs.Load(); n != 1 {
+		t.Errorf("the handler ran %d times, want 1", n)
 	}
 }

@@ -11,11 +11,14 @@ import (
 
 // executors run the handlers of one run: Concurrency goroutines, each
 // running the attempts handed to it one at a time (loop). An executor owns
-// the attempt it runs until the handler returns; then it removes the
-// attempt from the inflightSet and settles its result: a success goes to
-// the completer, a failure is written here (fenced by the claim token), an
-// attempt cut off by shutdown goes to the releaseList, and the result of
-// an attempt that lost its job is dropped. It writes nothing else.
+// the attempt it runs until the handler returns; then it settles its
+// result: a success goes to the completer, which removes the attempt from
+// the inflightSet once its completion is written; a failure is written
+// here (fenced by the claim token), the attempt kept in the inflightSet
+// until then, so that heartbeats keep the lease of a result being written;
+// an attempt cut off by shutdown goes to the releaseList, and the result
+// of an attempt that lost its job is dropped (those two leave the set at
+// once). It writes nothing else.
 type executors struct {
 	q        *Queue
 	log      *slog.Logger
@@ -94,8 +97,10 @@ func (e *executors) execute(a *attempt) time.Duration {
 	start := time.Now()
 	err := e.work(a.ctx, row)
 	dur := time.Since(start)
-	e.attempts.remove(a.ref)
 
+	// A success or failure stays in the inflightSet, settling, until it is
+	// written (e.handOver, recordFailure), so that heartbeats keep its
+	// lease while the write is held back; the other ends leave it now.
 	cause := context.Cause(a.ctx)
 	switch {
 	case err == nil && errors.Is(cause, errLeaseRanOut):
@@ -105,22 +110,27 @@ func (e *executors) execute(a *attempt) time.Duration {
 		// like any (refused if the job was reclaimed meanwhile). Dropped,
 		// the job stayed in_progress until Reclaim ran the work again.
 		e.jobLog(row).Warn("handler finished after its lease could not be renewed; completing the job unless it was reclaimed meanwhile", "duration", dur)
-		e.completer.add(completion{a: a, dur: dur})
+		e.handOver(a, dur)
 		return dur
 	case errors.Is(cause, ErrLeaseLost):
+		e.attempts.remove(a.ref)
 		e.jobLog(row).Warn("handler finished after its attempt lost the job (or could not renew its lease); result dropped, the job is left to Reclaim",
 			"handler_err", err, "duration", dur, "cause", cause)
 		e.q.lost(e.dbCtx, row, err, dur)
 		return dur
 	case err == nil:
-		e.completer.add(completion{a: a, dur: dur})
+		e.handOver(a, dur)
 		return dur
-	case cutOffByShutdown(cause):
+	}
+	if cutOffByShutdown(cause) {
+		e.attempts.remove(a.ref)
 		e.jobLog(row).Info("handler cancelled by shutdown; releasing its job", "handler_err", err, "duration", dur)
 		e.released.add(row, true, dur)
 		return dur
 	}
+	e.attempts.markSettling(a.ref)
 	e.recordFailure(a, err, dur, e.jobLog(row))
+	e.attempts.remove(a.ref)
 	return dur
 }
 
@@ -148,6 +158,14 @@ func (e *executors) notStartedCancelled(a *attempt, cause error) {
 	default:
 		e.giveBack(a, "its lease could not be renewed while it waited")
 	}
+}
+
+// handOver hands the succeeded attempt a, whose handler ran dur, to the
+// completer; it stays in the inflightSet, settling, until the completer
+// has written or given up its completion.
+func (e *executors) handOver(a *attempt, dur time.Duration) {
+	e.attempts.markSettling(a.ref)
+	e.completer.add(completion{a: a, dur: dur})
 }
 
 // tooLate says why attempt a, about to start, must not start any more, or

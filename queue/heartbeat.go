@@ -21,8 +21,9 @@ var (
 )
 
 // heartbeater renews, every interval, the leases of the run's in-flight
-// attempts, in statements of up to heartbeatBatch. It owns no state of its
-// own; it reads the inflightSet, moves the leaseEnd of the attempts it
+// attempts (those running or waiting to start, and those whose result's
+// write is held back: inflightSet.toRenew), in statements of up to
+// heartbeatBatch. It owns no state of its own; it reads the inflightSet, moves the leaseEnd of the attempts it
 // renewed, and cancels (with a cause wrapping ErrLeaseLost) the handlers of
 // attempts that lost their job or whose lease runs out unrenewed. It writes
 // only the lease_until of rows its attempts hold. The PostgreSQL listener
@@ -64,13 +65,21 @@ func (h *heartbeater) run(ctx context.Context) {
 		case <-tick.C:
 		case <-h.poke:
 		}
-		refs := h.attempts.refs()
+		refs := h.attempts.toRenew(h.due())
 		for len(refs) > 0 {
 			chunk := refs[:min(len(refs), heartbeatBatch)]
 			refs = refs[len(chunk):]
 			h.renew(ctx, chunk)
 		}
 	}
+}
+
+// due is the time before which the lease of a settling attempt (its
+// result not yet written) must be renewed at this heartbeat (inflightSet.toRenew): two
+// intervals ahead, so that one whose lease ends later is renewed at a
+// later heartbeat, still at least an interval before the end.
+func (h *heartbeater) due() time.Time {
+	return h.q.now().Add(2 * h.interval)
 }
 
 // renew renews the leases of one chunk of attempts and acts on the result.
@@ -131,6 +140,11 @@ func (h *heartbeater) renew(ctx context.Context, chunk []attemptRef) {
 		a.leaseEnd = renewedTo
 	})
 	h.attempts.each(lost, func(a *attempt) {
+		if a.settling {
+			// Its handler has returned; the write of its result (just
+			// written, most likely) is refused and tells it lost.
+			return
+		}
 		h.log.Warn("attempt lost its job (cancelled, or its lease passed and it was reclaimed, retried or deleted); cancelling its handler",
 			"job_id", a.ref.ID, "kind", a.row.Name)
 		a.cancel(errLostJob)
@@ -142,7 +156,10 @@ func (h *heartbeater) renew(ctx context.Context, chunk []attemptRef) {
 func (h *heartbeater) cancelUnrenewed(refs []attemptRef) {
 	next := h.q.now().Add(h.interval)
 	h.attempts.each(refs, func(a *attempt) {
-		if a.leaseEnd.Before(next) {
+		// A settling one has no handler left to cancel: its result is
+		// written fenced by its claim token, refused if the job was
+		// reclaimed meanwhile.
+		if !a.settling && a.leaseEnd.Before(next) {
 			h.log.Error("attempt's lease runs out and could not be renewed; cancelling its handler (the job is left to Reclaim)",
 				"job_id", a.ref.ID, "kind", a.row.Name, "lease_end", a.leaseEnd)
 			a.cancel(errLeaseRanOut)

@@ -52,7 +52,7 @@ func TestHeartbeatLeaseEndFollowsClockSteps(t *testing.T) {
 					interval: interval, attempts: set, poke: make(chan struct{}, 1)}
 
 				clock.advance(tc.step)
-				h.renew(ctx, set.refs())
+				h.renew(ctx, set.toRenew(h.due()))
 				if cause := context.Cause(actx); cause != nil {
 					t.Fatalf("the renewal cancelled the handler: %v", cause)
 				}
@@ -68,7 +68,7 @@ func TestHeartbeatLeaseEndFollowsClockSteps(t *testing.T) {
 				// The next renewal fails when the table's lease ends before
 				// the heartbeat after it: the handler must stop now.
 				clock.advance(stored.Sub(clock.now()) - interval/2)
-				h.cancelUnrenewed(set.refs())
+				h.cancelUnrenewed(set.toRenew(h.due()))
 				if cause := context.Cause(actx); !errors.Is(cause, errLeaseRanOut) {
 					t.Fatalf("handler not cancelled %v before its lease's end in the table: cause %v", interval/2, cause)
 				}

@@ -7,8 +7,8 @@ import (
 )
 
 // attempt is one claimed job on its way through the worker: the claimer
-// makes it, an executor runs it, and the heartbeater renews its lease
-// while it is in the run's inflightSet.
+// makes it, an executor runs it, the completer writes its success, and the
+// heartbeater renews its lease while it is in the run's inflightSet.
 type attempt struct {
 	row    *JobRow
 	ref    attemptRef
@@ -18,16 +18,30 @@ type attempt struct {
 	// the worker knows (guarded by inflightSet.mu): the claim's
 	// lease_until, then the end each heartbeat that renewed it wrote.
 	leaseEnd time.Time
+	// settling: its handler has returned and its result is being
+	// written: a completion with the completer, or a failure the executor
+	// records (guarded by inflightSet.mu).
+	settling bool
 }
 
-// inflightSet is the register of one run's claimed attempts whose handlers
-// have not returned. The claimer adds to it, the executor that ran an
-// attempt removes it, the heartbeater reads it and moves leaseEnd, the
-// PostgreSQL listener asks whether it holds cancelled jobs (holdsAny), and
-// shutdown counts it. Its lock guards the set and every leaseEnd in it.
+// inflightSet is the register of one run's claimed attempts that still
+// hold their jobs as far as the worker knows: those whose handlers have
+// not returned, and those whose result is not yet written or given up
+// (settling). The claimer adds to it; the executor that ran an attempt
+// removes it, or marks it settling (markSettling) while it records a
+// failure or hands a success to the completer, which removes it once its
+// completion is written, refused or given up (removeSettled); the
+// heartbeater reads it and moves leaseEnd, so that a result whose write is
+// held back (a slow database, a write tried again) keeps its lease and its
+// job is not reclaimed and run again although it succeeded; the PostgreSQL
+// listener asks whether it holds cancelled jobs (holdsAny), and shutdown
+// counts those whose handlers have not returned (len). Its lock guards the
+// set, every leaseEnd and settling in it, and settling.
 type inflightSet struct {
 	mu sync.Mutex
 	m  map[attemptRef]*attempt
+	// settling counts the attempts of m that are settling.
+	settling int
 }
 
 // newInflightSet returns an empty set.
@@ -42,27 +56,71 @@ func (s *inflightSet) add(a *attempt) {
 	s.mu.Unlock()
 }
 
-// remove forgets an attempt whose handler returned.
+// remove forgets an attempt whose handler returned, or one settling whose
+// result was written or given up.
 func (s *inflightSet) remove(ref attemptRef) {
 	s.mu.Lock()
-	delete(s.m, ref)
+	s.forget(ref)
 	s.mu.Unlock()
 }
 
-// len is the number of attempts in the set.
+// forget deletes ref's attempt (s.mu held).
+func (s *inflightSet) forget(ref attemptRef) {
+	if a, ok := s.m[ref]; ok {
+		if a.settling {
+			s.settling--
+		}
+		delete(s.m, ref)
+	}
+}
+
+// markSettling marks the attempt of ref, whose handler returned, as
+// settling: it stays in the set, its lease renewed while needed
+// (toRenew), until its result is written or given up (remove,
+// removeSettled). On a success it costs the executor what remove did
+// before: one lock.
+func (s *inflightSet) markSettling(ref attemptRef) {
+	s.mu.Lock()
+	if a, ok := s.m[ref]; ok && !a.settling {
+		a.settling = true
+		s.settling++
+	}
+	s.mu.Unlock()
+}
+
+// removeSettled forgets the attempts of done, whose completions were
+// written, refused or given up: one lock for the batch.
+func (s *inflightSet) removeSettled(done []completion) {
+	s.mu.Lock()
+	for _, d := range done {
+		s.forget(d.a.ref)
+	}
+	s.mu.Unlock()
+}
+
+// len is the number of attempts in the set whose handlers have not
+// returned (the running ones and those waiting to start).
 func (s *inflightSet) len() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return len(s.m)
+	return len(s.m) - s.settling
 }
 
-// refs returns the refs of every attempt in the set.
-func (s *inflightSet) refs() []attemptRef {
+// toRenew returns the refs of the attempts whose leases the heartbeater
+// renews now: every one whose handler has not returned, and each one
+// settling whose lease ends before due. A completion is written within
+// milliseconds as a rule, and its row is then not renewed beside it (two
+// statements updating the same rows); one held back longer (the database
+// slow, its write tried again) is renewed at a heartbeat before its lease
+// runs out, when due is at least one heartbeat interval ahead.
+func (s *inflightSet) toRenew(due time.Time) []attemptRef {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	refs := make([]attemptRef, 0, len(s.m))
-	for ref := range s.m {
-		refs = append(refs, ref)
+	for ref, a := range s.m {
+		if !a.settling || a.leaseEnd.Before(due) {
+			refs = append(refs, ref)
+		}
 	}
 	return refs
 }

@@ -259,7 +259,7 @@ func (r *run) run(ctx context.Context) error {
 		ck := &checkpointer{st: cp, log: r.log, interval: r.q.walCheckpointEvery, gate: &r.q.checkpoints}
 		bg.Go(func() { ck.run(maintCtx) })
 	}
-	c := newCompleter(r.q, r.log, r.dbCtx, completeBacklog(r.cfg.Concurrency))
+	c := newCompleter(r.q, r.log, r.dbCtx, r.attempts, completeBacklog(r.cfg.Concurrency))
 	completerDone, stopCompleter := make(chan struct{}), make(chan struct{})
 	go func() { defer close(completerDone); c.run(stopCompleter) }()
 	ex := &executors{
@@ -306,13 +306,14 @@ func (r *run) run(ctx context.Context) error {
 		stopWaker()
 	}
 
-	stopHeartbeats()
-	<-hbDone
 	r.releaseInterrupted()
 	// Every executor that finished has handed its result over: write the
-	// last batch.
+	// last batch. The heartbeats go on until it is written, so that a
+	// completion held back keeps its lease (inflightSet.toRenew).
 	close(stopCompleter)
 	<-completerDone
+	stopHeartbeats()
+	<-hbDone
 	bg.Wait()
 	r.log.Info("worker stopped", "claimed", claimed)
 	return runErr

@@ -22,8 +22,10 @@ type WorkerConfig struct {
 	// free slots, so more concurrency does not mean more round trips.
 	Concurrency int
 	// Lease is how long a claimed attempt holds its job (default 5 minutes,
-	// at least 1 second). Heartbeats renew it while the handler runs; an
-	// attempt whose worker vanished is reclaimed once its lease has passed.
+	// at least 1 second). Heartbeats renew it while the handler runs, and
+	// after it returned until its result is written (a completion held
+	// back by a slow database or tried again keeps its job); an attempt
+	// whose worker vanished is reclaimed once its lease has passed.
 	// When renewals fail (the database does not answer) until the lease
 	// would run out before the next heartbeat, the handler's context is
 	// cancelled with a cause wrapping ErrLeaseLost, so that it does not run
