@@ -23,8 +23,8 @@ var (
 // heartbeater renews, every interval, the leases of the run's in-flight
 // attempts (those running or waiting to start, and those whose result's
 // write is held back: inflightSet.toRenew), in statements of up to
-// heartbeatBatch. It owns no state of its own; it reads the inflightSet, moves the leaseEnd of the attempts it
-// renewed, and cancels (with a cause wrapping ErrLeaseLost) the handlers of
+// heartbeatBatch. It owns no state of its own; it reads the inflightSet,
+// moves the leaseEnd of the attempts it renewed, and cancels (with a cause wrapping ErrLeaseLost) the handlers of
 // attempts that lost their job or whose lease runs out unrenewed. It writes
 // only the lease_until of rows its attempts hold. The PostgreSQL listener
 // pokes it (checkNow) when a job running here was cancelled.
@@ -75,9 +75,10 @@ func (h *heartbeater) run(ctx context.Context) {
 }
 
 // due is the time before which the lease of a settling attempt (its
-// result not yet written) must be renewed at this heartbeat (inflightSet.toRenew): two
-// intervals ahead, so that one whose lease ends later is renewed at a
-// later heartbeat, still at least an interval before the end.
+// result not yet written) must be renewed at this heartbeat
+// (inflightSet.toRenew): two intervals ahead, so that one whose lease ends
+// later is renewed at a later heartbeat, still at least an interval before
+// the end.
 func (h *heartbeater) due() time.Time {
 	return h.q.now().Add(2 * h.interval)
 }
