@@ -175,7 +175,7 @@ a database (bench).
 The database is --db URL, else $JOBQUEUE_DB, else ` + defaultDB + `. URLs:
   postgres://user:pass@host:5432/db?sslmode=disable   (also postgresql://)
   mysql://user:pass@host:3306/db                      (also mariadb://)
-  sqlite:PATH or sqlite://PATH
+  sqlite:PATH or sqlite://PATH     (options: ?_pragma=foreign_keys(1)&_busy_timeout=5000)
 Behind PgBouncer in transaction pooling mode add default_query_exec_mode=exec
 to the postgres URL; behind ProxySQL's multiplexing (MySQL) pass
 --transaction-pooling to every command.

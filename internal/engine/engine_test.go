@@ -301,3 +301,102 @@ func TestOpenSQLitePath(t *testing.T) {
 		})
 	}
 }
+
+// TestOpenSQLiteOptions: a sqlite: URL's options that the driver or SQLite
+// knows take effect, in place of the defaults they set (which the driver
+// ran after them, or first in its sorted order); the defaults they do not
+// set stay; a misspelled or unknown one, which both would ignore,
+// is refused with ErrBadURL naming it and listing the accepted ones, before
+// any file is made.
+func TestOpenSQLiteOptions(t *testing.T) {
+	good := []struct {
+		query  string
+		pragma string // a PRAGMA whose answer shows that the option took
+		want   string
+	}{
+		{"_busy_timeout=5000", "busy_timeout", "5000"},
+		{"_timeout=4000", "busy_timeout", "4000"},
+		{"_pragma=busy_timeout(3000)", "busy_timeout", "3000"},
+		{"_pragma=foreign_keys(1)", "foreign_keys", "1"},
+		{"_fk=1&_pragma=cache_size(-4000)", "cache_size", "-4000"},
+		{"_foreign_keys=on", "foreign_keys", "1"},
+		{"_synchronous=FULL", "synchronous", "2"},
+		{"_pragma=synchronous(FULL)", "synchronous", "2"},
+		{"_pragma=SYNCHRONOUS = 3", "synchronous", "3"},
+		{"_pragma=journal_mode(DELETE)", "journal_mode", "delete"},
+		{"_pragma=main.journal_mode(TRUNCATE)", "journal_mode", "truncate"},
+		{"_journal=MEMORY", "journal_mode", "memory"},
+		{"_pragma=busy_timeout(3000)", "journal_mode", "wal"},
+		{"_pragma=busy_timeout(3000)", "synchronous", "1"},
+		{"_pragma=journal_mode(DELETE)", "busy_timeout", "10000"},
+		{"cache=private&_txlock=immediate", "busy_timeout", "10000"},
+		{"", "busy_timeout", "10000"},
+		{"", "journal_mode", "wal"},
+		{"", "synchronous", "1"},
+	}
+	for i, c := range good {
+		t.Run("good "+c.query+" "+c.pragma, func(t *testing.T) {
+			rawURL := "sqlite:" + filepath.Join(t.TempDir(), "x"+strconv.Itoa(i)+".db")
+			if c.query != "" {
+				rawURL += "?" + c.query
+			}
+			db, _, err := Open(context.Background(), rawURL)
+			if err != nil {
+				t.Fatalf("Open(%q): %v", rawURL, err)
+			}
+			defer db.Close()
+			var got string
+			if err := db.QueryRow("PRAGMA " + c.pragma).Scan(&got); err != nil {
+				t.Fatal(err)
+			}
+			if got != c.want {
+				t.Errorf("Open(%q): PRAGMA %s = %s, want %s", rawURL, c.pragma, got, c.want)
+			}
+		})
+	}
+	_, dsn, _, err := DriverDSN("sqlite:x.db?_txlock=deferred")
+	if err != nil || strings.Count(dsn, "_txlock=") != 1 || !strings.Contains(dsn, "_txlock=deferred") {
+		t.Errorf("DriverDSN(sqlite:x.db?_txlock=deferred) = %q, %v; want the URL's _txlock alone", dsn, err)
+	}
+	bad := []struct {
+		query string
+		names []string // what the error must name
+	}{
+		{"_busy_timout=5000", []string{`"_busy_timout"`}},
+		{"busy_timeout=5000", []string{`"busy_timeout"`}},
+		{"_pragma=foreign_keys(1)&_pragm=cache_size(-4000)", []string{`"_pragm"`}},
+		{"foo=bar&_journal_mod=WAL", []string{`"_journal_mod"`, `"foo"`}},
+		{"_PRAGMA=foreign_keys(1)", []string{`"_PRAGMA"`}},
+		{"_pragma=foreign_keys(1);x", []string{"do not parse", "semicolon"}},
+		{"_pragma=100%", []string{"do not parse"}},
+	}
+	for _, c := range bad {
+		t.Run("bad "+c.query, func(t *testing.T) {
+			dir := t.TempDir()
+			rawURL := "sqlite:" + filepath.Join(dir, "x.db") + "?" + c.query
+			db, _, err := Open(context.Background(), rawURL)
+			if err == nil {
+				db.Close()
+				t.Fatalf("Open(%q) took the URL, want ErrBadURL", rawURL)
+			}
+			if !errors.Is(err, ErrBadURL) {
+				t.Errorf("Open(%q) error = %v, want ErrBadURL", rawURL, err)
+			}
+			for _, s := range c.names {
+				if !strings.Contains(err.Error(), s) {
+					t.Errorf("Open(%q) error %q does not name %s", rawURL, err, s)
+				}
+			}
+			if !strings.Contains(c.names[0], "parse") && !strings.Contains(err.Error(), "_busy_timeout, ") {
+				t.Errorf("Open(%q) error %q does not list the accepted options", rawURL, err)
+			}
+			entries, err := os.ReadDir(dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(entries) != 0 {
+				t.Errorf("Open(%q) made files in %s: %v", rawURL, dir, entries)
+			}
+		})
+	}
+}

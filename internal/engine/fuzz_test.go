@@ -75,7 +75,8 @@ func FuzzDriverDSN(f *testing.F) {
 		"mysql://u:p/w@h/db",
 		"mysql://h/db%3Fx",
 		"mysql:///db", "mysql://h/", "mysql://h/a/b",
-		"sqlite:jobs.db", "sqlite:///tmp/x.db?_pragma=foreign_keys(1)", "sqlite:", "file:x.db",
+		"sqlite:jobs.db", "sqlite:///tmp/x.db?_pragma=foreign_keys(1)", "sqlite:x.db?_pragma=journal_mode(DELETE)&_timeout=5",
+		"sqlite:x.db?_txlock=deferred&_sync=0&_busy_timout=1", "sqlite:", "file:x.db",
 		"", ":", "x", "http://h/db", "postgres://%zz",
 	} {
 		f.Add(s)
@@ -135,8 +136,35 @@ func FuzzDriverDSN(f *testing.F) {
 			if driver != "sqlite" || k != SQLite {
 				t.Fatalf("%q: driver %s, kind %s", raw, driver, k)
 			}
-			if !strings.HasPrefix(dsn, "file:") || !strings.Contains(dsn, "busy_timeout") || !strings.Contains(dsn, "journal_mode(WAL)") {
-				t.Fatalf("%q: DSN %q lacks the queue's settings", raw, dsn)
+			// Each setting is the queue's default or the URL's own.
+			_, query, _ := strings.Cut(dsn, "?")
+			opts, err := url.ParseQuery(query)
+			if !strings.HasPrefix(dsn, "file:") || err != nil {
+				t.Fatalf("%q: DSN %q is no file: URI with options: %v", raw, dsn, err)
+			}
+			for _, setting := range []struct {
+				pragma string
+				keys   []string
+			}{
+				{"busy_timeout", []string{"_busy_timeout", "_timeout"}},
+				{"journal_mode", []string{"_journal_mode", "_journal"}},
+				{"synchronous", []string{"_synchronous", "_sync"}},
+			} {
+				n := 0
+				for _, p := range opts["_pragma"] {
+					if pragmaName(p) == setting.pragma {
+						n++
+					}
+				}
+				for _, key := range setting.keys {
+					n += len(opts[key])
+				}
+				if n == 0 {
+					t.Fatalf("%q: DSN %q lacks the queue's %s", raw, dsn, setting.pragma)
+				}
+			}
+			if len(opts["_txlock"]) != 1 {
+				t.Fatalf("%q: DSN %q has %d _txlock options, want 1", raw, dsn, len(opts["_txlock"]))
 			}
 		}
 	})

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -27,7 +28,9 @@ var ErrBadURL = errors.New("jobqueue: bad database URL")
 //     go-sql-driver DSN with parseTime=true, loc=UTC and a 10 s dial timeout;
 //   - sqlite:PATH or sqlite://PATH becomes a modernc.org/sqlite file DSN with
 //     WAL, a 10 s busy timeout and BEGIN IMMEDIATE transactions; options
-//     after a '?' (say _pragma=…) are passed on to the driver after these.
+//     after a '?' (say _pragma=…) are passed on to the driver, each in place
+//     of the default it sets (see sqliteDefaults), and an option neither the driver nor SQLite knows (a misspelling,
+//     which both would ignore) is refused (see sqliteURLOptions).
 func DriverDSN(rawURL string) (driver, dsn string, k Kind, err error) {
 	scheme, rest, ok := strings.Cut(rawURL, ":")
 	if !ok || rest == "" {
@@ -135,23 +138,109 @@ func DriverDSN(rawURL string) (driver, dsn string, k Kind, err error) {
 		if path == "" {
 			return "", "", "", fmt.Errorf("%w: %q names no file; use sqlite:PATH", ErrBadURL, rawURL)
 		}
-		dsn := SQLiteDSN(path)
-		if query != "" {
-			// The URL's own options (say _pragma=…) come after ours, so
-			// that where both set a pragma, the URL's wins.
-			dsn += "&" + query
+		given, err := checkSQLiteOptions(query)
+		if err != nil {
+			return "", "", "", err
 		}
-		return "sqlite", dsn, SQLite, nil
+		// The URL's own options (say _pragma=…) come after the defaults
+		// they do not replace.
+		options := sqliteDefaults(given)
+		if query != "" {
+			options = append(options, query)
+		}
+		return "sqlite", "file:" + sqliteURIPath(path) + "?" + strings.Join(options, "&"), SQLite, nil
 	default:
 		return "", "", "", fmt.Errorf("%w: unknown scheme %q in %q; use postgres://…, mysql://user:pass@host:port/db or sqlite:PATH", ErrBadURL, scheme, redact(rawURL))
 	}
+}
+
+// sqliteURLOptions lists the options a sqlite: URL may carry after its '?':
+// modernc.org/sqlite's own (the underscore keys and vfs, see its package
+// documentation) and SQLite's URI parameters (https://www.sqlite.org/uri.html),
+// which reach SQLite because the DSN is a file: URI. Both would ignore any
+// other name without a word.
+func sqliteURLOptions() []string {
+	return []string{
+		"_auto_vacuum", "_busy_timeout", "_defensive", "_dqs", "_error_rc", "_fk",
+		"_foreign_keys", "_inttotime", "_journal", "_journal_mode", "_pragma",
+		"_query_only", "_sync", "_synchronous", "_texttotime", "_time_format",
+		"_time_integer_format", "_timeout", "_timezone", "_txlock", "_vacuum",
+		"cache", "immutable", "mode", "modeof", "nolock", "psow", "vfs",
+	}
+}
+
+// checkSQLiteOptions parses the options of a sqlite: URL (query, what
+// follows its '?'), refusing options that do not parse or that neither
+// modernc.org/sqlite nor SQLite knows, naming them and the accepted ones.
+// The values are left to the driver, which checks its own when it connects.
+func checkSQLiteOptions(query string) (url.Values, error) {
+	given, err := url.ParseQuery(query)
+	if err != nil {
+		return nil, fmt.Errorf("%w: the options after the '?' of the sqlite URL do not parse (%v); write them as name=value joined by '&', with '%%', '&', ';' and '+' in a value percent-encoded", ErrBadURL, err)
+	}
+	accepted := sqliteURLOptions()
+	var unknown []string
+	for name := range given {
+		if !slices.Contains(accepted, name) {
+			unknown = append(unknown, strconv.Quote(name))
+		}
+	}
+	if len(unknown) == 0 {
+		return given, nil
+	}
+	slices.Sort(unknown)
+	return nil, fmt.Errorf("%w: unknown option %s in the sqlite URL, which would be ignored; correct its spelling or remove it (the accepted options are %s)", ErrBadURL, strings.Join(unknown, ", "), strings.Join(accepted, ", "))
 }
 
 // SQLiteDSN is the modernc.org/sqlite DSN for the database file at path, with
 // the settings a queue wants: WAL, a busy timeout and BEGIN IMMEDIATE. The
 // DSN is a SQLite file: URI, so the path is escaped (see sqliteURIPath).
 func SQLiteDSN(path string) string {
-	return "file:" + sqliteURIPath(path) + "?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_txlock=immediate"
+	return "file:" + sqliteURIPath(path) + "?" + strings.Join(sqliteDefaults(nil), "&")
+}
+
+// sqliteDefaults is the DSN options of SQLiteDSN's settings that the URL
+// options given do not set themselves. They are left out rather than put
+// before the URL's: the driver runs its _pragma values sorted by name, not
+// in the URL's order (so of two busy_timeout, journal_mode or synchronous
+// pragmas either may run last), runs _busy_timeout before every _pragma,
+// and reads the first _txlock; a URL's setting given after a default of the
+// same thing was not always the one that took.
+func sqliteDefaults(given url.Values) []string {
+	defaults := []struct {
+		option string
+		keys   []string // the driver's options that set it too
+		pragma string   // the pragma it sets
+	}{
+		{"_pragma=busy_timeout(10000)", []string{"_busy_timeout", "_timeout"}, "busy_timeout"},
+		{"_pragma=journal_mode(WAL)", []string{"_journal_mode", "_journal"}, "journal_mode"},
+		{"_pragma=synchronous(NORMAL)", []string{"_synchronous", "_sync"}, "synchronous"},
+		{"_txlock=immediate", []string{"_txlock"}, ""},
+	}
+	var kept []string
+	for _, d := range defaults {
+		set := slices.ContainsFunc(d.keys, given.Has)
+		for _, p := range given["_pragma"] {
+			set = set || d.pragma != "" && pragmaName(p) == d.pragma
+		}
+		if !set {
+			kept = append(kept, d.option)
+		}
+	}
+	return kept
+}
+
+// pragmaName is the name of the pragma a _pragma option's value runs
+// ("busy_timeout" for " Main.BUSY_TIMEOUT = 5000"), in lower case without
+// its schema.
+func pragmaName(value string) string {
+	name, _, _ := strings.Cut(value, "(")
+	name, _, _ = strings.Cut(name, "=")
+	name = strings.ToLower(strings.TrimSpace(name))
+	if _, after, ok := strings.Cut(name, "."); ok {
+		name = strings.TrimSpace(after)
+	}
+	return name
 }
 
 // sqliteURIPath escapes the file name path for the path of a SQLite file:
