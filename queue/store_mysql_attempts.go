@@ -292,6 +292,15 @@ func (s mysqlStore) inTxOnce(ctx context.Context, fn func(qs *mysqlgen.Queries) 
 // QUERY. Those rows are then skipped too, and written once it has ended;
 // an innodb_lock_wait_timeout below the completion's 30 s (README, Running
 // at scale) ends such a statement in the server instead, its rows free.
+// The left-over statement writes nothing, so no KILL QUERY is sent for it:
+// it runs in inTx's transaction, which was not committed, and when it ends
+// the server finds the connection closed and rolls the transaction back
+// (TestMySQLTimedOutCompletionCommitsNothing). Only a COMMIT whose context
+// ended may still take effect, and what it writes is this very completion,
+// fenced by the attempts' tokens. (extend's and fail's statements, not in a
+// transaction, take effect when they end: what they were sent, fenced by
+// the tokens, on rows that no other statement could write while they held
+// them locked.)
 func (s mysqlStore) complete(ctx context.Context, refs []attemptRef, now time.Time, del, skipLocked bool) (map[int64]bool, error) {
 	update := func(qs *mysqlgen.Queries, ids []uint64, toks []sql.NullString) (int64, error) {
 		if del {
