@@ -99,6 +99,12 @@ type Queue struct {
 	// completeTimeout, when positive, bounds a completion statement in
 	// place of dbCallTimeout (tests).
 	completeTimeout time.Duration
+	// mysqlWaitSeconds, when positive, is how long each wait of a worker's
+	// MySQL waiter lasts in place of mysqlWaitSeconds (wake_mysql.go), and
+	// betweenWaits runs in the waiter between the end of a wait and the
+	// start of the next (tests).
+	mysqlWaitSeconds int32
+	betweenWaits     func(outcome int64)
 	// batchSize overrides MaintenanceBatch and onBatch hears the rows each
 	// batch of ExpireOverdue and Prune changed (tests).
 	batchSize int

@@ -12,7 +12,9 @@ package queue
 //   - the other takes the slot's bell (TakeWakeBell, a user lock named
 //     likewise) and does nothing else;
 //   - the waiting one waits for the bell (WaitForEnqueues, GET_LOCK with a
-//     timeout of 10 seconds), again and again.
+//     timeout of 10 seconds), again and again;
+//   - each time a wait has begun (WaitsForLock, read on the bell's
+//     connection), the waiter wakes its worker, which claims.
 //
 // An enqueue that the queue commits itself (Enqueue, EnqueueMany) asks the
 // queue's announcer (announce.go) right after its commit, one in a
@@ -33,9 +35,16 @@ package queue
 //
 // The ids come from the slots' holders, and only a waiting connection holds
 // a slot: a KILL QUERY never reaches another statement of the worker's.
-// A holder between two waits (a round trip every 10 seconds) misses the
-// interruption: its worker finds the job at its next poll, as it does
-// when every slot is taken (more than wakeSlots worker processes on one
+// A KILL QUERY that reaches the holder between two waits (after one has
+// returned, before the next has begun: a round trip every 10 seconds, and
+// after each interruption) is lost: the server forgets it when the next
+// statement starts. So the waiter wakes its worker not when a wait
+// returns, but once the next wait has begun: the claim then sees every job
+// whose enqueue's interruption came before that wait began (the enqueue
+// commits before it interrupts), and the wait hears every later one. A
+// wait that runs out thus costs a claim every 10 seconds, 10 % of what the
+// worker's polls cost at the default PollInterval. The worker finds the
+// job at its next poll when every slot is taken (more than wakeSlots worker processes on one
 // table), when the wait cannot start (a connection fails: it tries again
 // with backoff; the server refuses user locks, as a Galera node does: it
 // polls only), and when the enqueue's user may not interrupt the
@@ -51,6 +60,7 @@ package queue
 // the session starts over.
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"errors"
@@ -172,22 +182,102 @@ func (w *mysqlWaiter) session(ctx context.Context) error {
 		time.AfterFunc(waitInterruptGrace, cancelWait)
 	})()
 
-	// Jobs enqueued while nobody waited were not announced here: claim once.
-	w.wake()
-	for ctx.Err() == nil {
-		outcome, err := waiting.WaitForEnqueues(waitCtx, mysqlgen.WaitForEnqueuesParams(key))
+	params := mysqlgen.WaitForEnqueuesParams{TableName: key.TableName, Slot: key.Slot, Seconds: cmp.Or(w.q.mysqlWaitSeconds, mysqlWaitSeconds)}
+	for {
+		done := make(chan waitResult, 1)
+		go func() {
+			outcome, err := waiting.WaitForEnqueues(waitCtx, params)
+			done <- waitResult{outcome, err}
+		}()
+		// Jobs enqueued while nobody waited (before the first wait, or
+		// between two) were not announced here, or their interruption was
+		// lost: claim once the wait has begun.
+		r, ended, err := w.waitBegun(ctx, conns[1], id, done)
+		if err != nil {
+			// A stopping worker's wait is interrupted (above); another
+			// one is ended by closing its connection.
+			if ctx.Err() == nil {
+				cancelWait()
+			}
+			<-done
+			return err
+		}
+		if ctx.Err() == nil {
+			w.wake()
+		}
+		if !ended {
+			r = <-done
+		}
 		switch {
 		case ctx.Err() != nil:
-		case err == nil && outcome == 0: // the wait ran out
-		case err == nil && outcome == 1:
+			return nil
+		case r.err == nil && r.outcome == 1:
 			return errors.New("the wake slot's bell was free: its session has ended")
-		case err == nil, isMySQLError(err, mysqlQueryInterrupted):
-			w.wake()
-		default:
-			return fmt.Errorf("waiting: %w", err)
+		case r.err != nil && !isMySQLError(r.err, mysqlQueryInterrupted):
+			return fmt.Errorf("waiting: %w", r.err)
+		}
+		// The wait ran out or was interrupted: the worker is woken once
+		// the next has begun.
+		if h := w.q.betweenWaits; h != nil {
+			h(r.outcome)
 		}
 	}
-	return nil
+}
+
+// mysqlWaitSeconds is how long each wait of the waiter lasts.
+const mysqlWaitSeconds = 10
+
+// waitResult is what a wait (WaitForEnqueues) returned.
+type waitResult struct {
+	outcome int64
+	err     error
+}
+
+// waitBegun returns once the session id (the waiting connection) waits
+// for its bell, as read on bell, the bell's connection; or, with ended
+// true, once the wait has already returned, with what it returned (done).
+// It reads again at growing intervals, from 100 µs up to 20 ms: the wait
+// was sent before, and has mostly begun by the first read. After a second
+// of reads that do not see it (a server that names the state otherwise) it
+// returns as if it had begun. It returns ctx's error when ctx ends, and the
+// read's error when it fails.
+func (w *mysqlWaiter) waitBegun(ctx context.Context, bell *sql.Conn, id int64, done <-chan waitResult) (r waitResult, ended bool, err error) {
+	delay := 100 * time.Microsecond
+	for start := time.Now(); ; {
+		if time.Since(start) > time.Second {
+			w.log.Debug("the wait was not seen to begin (information_schema.PROCESSLIST, state 'User lock'); waking the worker anyway", "session", id)
+			return waitResult{}, false, nil
+		}
+		select {
+		case r := <-done:
+			return r, true, nil
+		default:
+		}
+		if ctx.Err() != nil {
+			return waitResult{}, false, ctx.Err()
+		}
+		cctx, cancel := context.WithTimeout(ctx, dbCallTimeout)
+		var n int64
+		// Written here: sqlc's catalog has no information_schema.
+		err := bell.QueryRowContext(cctx, "SELECT /* WaitsForLock */ COUNT(*) FROM information_schema.PROCESSLIST WHERE ID = ? AND STATE = 'User lock'", id).Scan(&n)
+		cancel()
+		if err != nil {
+			return waitResult{}, false, fmt.Errorf("reading whether the wait has begun: %w", err)
+		}
+		if n > 0 {
+			return waitResult{}, false, nil
+		}
+		t := time.NewTimer(delay)
+		select {
+		case r := <-done:
+			t.Stop()
+			return r, true, nil
+		case <-ctx.Done():
+			t.Stop()
+		case <-t.C:
+		}
+		delay = min(2*delay, 20*time.Millisecond)
+	}
 }
 
 // takeSlot takes a free wake slot of the table for the session of gen,

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -409,7 +410,7 @@ func TestInterruptWait(t *testing.T) {
 	wait := func() <-chan result {
 		ch := make(chan result, 1)
 		go func() {
-			o, err := gen.WaitForEnqueues(ctx, mysqlgen.WaitForEnqueuesParams(key))
+			o, err := gen.WaitForEnqueues(ctx, mysqlgen.WaitForEnqueuesParams{TableName: key.TableName, Slot: key.Slot, Seconds: mysqlWaitSeconds})
 			ch <- result{o, err}
 		}()
 		waitUntil(t, 30*time.Second, "the wait to start", func() bool { return sessionStatement(t, env, id) == "WAIT" })
@@ -552,4 +553,47 @@ func TestMySQLWaiterReconnects(t *testing.T) {
 			waitRan(t, s.ran, 1, "an Enqueue after the new wait began")
 		})
 	}
+}
+
+// TestMySQLWakeBetweenWaits: an enqueue whose interruption reaches the
+// waiting session between two of its waits (after one ran out, before the
+// next began), where the server forgets it, still starts its job at once:
+// the worker claims once the next wait has begun. Before, the job waited
+// for the worker's next poll (here an hour). The enqueue and its KILL
+// QUERY are made by hand in the waiter itself between the waits (the
+// test's betweenWaits), so the interruption is lost every time.
+func TestMySQLWakeBetweenWaits(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	env := newTestEnv(t, engine.MySQL)
+	q := env.queue(t, env.newPool(t), WithLogger(testdb.QuietLogger()))
+	q.mysqlWaitSeconds = 1
+	var session atomic.Int64 // the waiting session, once the test knows it
+	lost := make(chan error, 1)
+	q.betweenWaits = func(outcome int64) {
+		id := session.Load()
+		if outcome != 0 || id == 0 {
+			return
+		}
+		session.Store(0)
+		_, err := env.db.ExecContext(ctx, env.sql(`INSERT INTO {t} (name, type, payload, status, attempts, max_attempts, base_delay, max_delay, scheduled_at, created_at)
+			VALUES ('email', 'email', '{}', 'pending', 0, 3, 1, 1, UTC_TIMESTAMP() - INTERVAL 1 SECOND, UTC_TIMESTAMP())`))
+		if err == nil {
+			err = interruptWait(ctx, env.db, id)
+		}
+		lost <- err
+	}
+	cfg := fastConfig()
+	cfg.Types = []string{"email"}
+	cfg.PollInterval = time.Hour
+	cfg.MaintenanceInterval = -1
+	w := q.NewWorker(cfg)
+	ran := make(chan int64, 1)
+	Handle(w, func(ctx context.Context, job *Job[emailArgs]) error { ran <- job.ID; return nil })
+	startWorker(t, w)
+	session.Store(waiterSession(t, env))
+	if err := <-lost; err != nil {
+		t.Fatalf("enqueuing between two waits: %v", err)
+	}
+	waitFor(t, ran, wakeTimeout, "the job enqueued between two waits")
 }

@@ -237,11 +237,11 @@ type Querier interface {
 	// before its claim, its attempt not counted, its scheduled_at and error
 	// kept.
 	UnclaimJobs(ctx context.Context, arg UnclaimJobsParams) (int64, error)
-	// WaitForEnqueues waits up to 10 seconds for the bell of wake slot
-	// sqlc.arg(slot) of the table (sqlc.arg(table_name)), which another session
-	// holds: 0 when the wait ran out, -1 when it was interrupted (KILL QUERY;
-	// MySQL's GET_LOCK returns NULL, MariaDB fails with error 1317), 1 when the
-	// bell was taken: its holder has ended. A wait for a user lock, not
+	// WaitForEnqueues waits up to sqlc.arg(seconds) seconds for the bell of wake
+	// slot sqlc.arg(slot) of the table (sqlc.arg(table_name)), which another
+	// session holds: 0 when the wait ran out, -1 when it was interrupted (KILL
+	// QUERY; MySQL's GET_LOCK returns NULL, MariaDB fails with error 1317), 1
+	// when the bell was taken: its holder has ended. A wait for a user lock, not
 	// SLEEP: KILL QUERY of one of several sessions in SLEEP at once sometimes
 	// took 2 seconds on MariaDB 10.11, of one waiting for a user lock never.
 	WaitForEnqueues(ctx context.Context, arg WaitForEnqueuesParams) (int64, error)

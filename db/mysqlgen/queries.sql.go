@@ -2269,23 +2269,24 @@ func (q *Queries) UnclaimJobs(ctx context.Context, arg UnclaimJobsParams) (int64
 const waitForEnqueues = `-- name: WaitForEnqueues :one
 SELECT /* jobqueue:no-table */ CAST(COALESCE(GET_LOCK(
     CONCAT('jobqueue bell ', SHA1(CONCAT(DATABASE(), '.', CAST(? AS CHAR))), ' ', CAST(? AS SIGNED)),
-    10), -1) AS SIGNED) AS outcome
+    ?), -1) AS SIGNED) AS outcome
 `
 
 type WaitForEnqueuesParams struct {
 	TableName interface{}
 	Slot      int64
+	Seconds   int32
 }
 
-// WaitForEnqueues waits up to 10 seconds for the bell of wake slot
-// sqlc.arg(slot) of the table (sqlc.arg(table_name)), which another session
-// holds: 0 when the wait ran out, -1 when it was interrupted (KILL QUERY;
-// MySQL's GET_LOCK returns NULL, MariaDB fails with error 1317), 1 when the
-// bell was taken: its holder has ended. A wait for a user lock, not
+// WaitForEnqueues waits up to sqlc.arg(seconds) seconds for the bell of wake
+// slot sqlc.arg(slot) of the table (sqlc.arg(table_name)), which another
+// session holds: 0 when the wait ran out, -1 when it was interrupted (KILL
+// QUERY; MySQL's GET_LOCK returns NULL, MariaDB fails with error 1317), 1
+// when the bell was taken: its holder has ended. A wait for a user lock, not
 // SLEEP: KILL QUERY of one of several sessions in SLEEP at once sometimes
 // took 2 seconds on MariaDB 10.11, of one waiting for a user lock never.
 func (q *Queries) WaitForEnqueues(ctx context.Context, arg WaitForEnqueuesParams) (int64, error) {
-	row := q.db.QueryRowContext(ctx, waitForEnqueues, arg.TableName, arg.Slot)
+	row := q.db.QueryRowContext(ctx, waitForEnqueues, arg.TableName, arg.Slot, arg.Seconds)
 	var outcome int64
 	err := row.Scan(&outcome)
 	return outcome, err

@@ -489,16 +489,16 @@ SELECT /* jobqueue:no-table */ CAST(COALESCE(GET_LOCK(
     0), 0) AS SIGNED) AS taken;
 
 -- name: WaitForEnqueues :one
--- WaitForEnqueues waits up to 10 seconds for the bell of wake slot
--- sqlc.arg(slot) of the table (sqlc.arg(table_name)), which another session
--- holds: 0 when the wait ran out, -1 when it was interrupted (KILL QUERY;
--- MySQL's GET_LOCK returns NULL, MariaDB fails with error 1317), 1 when the
--- bell was taken: its holder has ended. A wait for a user lock, not
+-- WaitForEnqueues waits up to sqlc.arg(seconds) seconds for the bell of wake
+-- slot sqlc.arg(slot) of the table (sqlc.arg(table_name)), which another
+-- session holds: 0 when the wait ran out, -1 when it was interrupted (KILL
+-- QUERY; MySQL's GET_LOCK returns NULL, MariaDB fails with error 1317), 1
+-- when the bell was taken: its holder has ended. A wait for a user lock, not
 -- SLEEP: KILL QUERY of one of several sessions in SLEEP at once sometimes
 -- took 2 seconds on MariaDB 10.11, of one waiting for a user lock never.
 SELECT /* jobqueue:no-table */ CAST(COALESCE(GET_LOCK(
     CONCAT('jobqueue bell ', SHA1(CONCAT(DATABASE(), '.', CAST(sqlc.arg(table_name) AS CHAR))), ' ', CAST(sqlc.arg(slot) AS SIGNED)),
-    10), -1) AS SIGNED) AS outcome;
+    sqlc.arg(seconds)), -1) AS SIGNED) AS outcome;
 
 -- name: SelectWaitingSessions :many
 -- SelectWaitingSessions lists the sessions that hold a wake slot of the
