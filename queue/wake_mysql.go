@@ -10,7 +10,8 @@ package queue
 //     user lock named after the database, the table and the slot's number,
 //     0 to wakeSlots-1), which it holds as long as it lives;
 //   - the other takes the slot's bell (TakeWakeBell, a user lock named
-//     likewise) and does nothing else;
+//     likewise) and does nothing else but read whether each wait has
+//     begun (below);
 //   - the waiting one waits for the bell (WaitForEnqueues, GET_LOCK with a
 //     timeout of 10 seconds), again and again;
 //   - each time a wait has begun (WaitsForLock, read on the bell's
@@ -153,8 +154,10 @@ func (w *mysqlWaiter) session(ctx context.Context) error {
 	if _, err := mysqlgen.New(rawDBTX{r: w.q.run, db: conns[1]}).TakeWakeBell(cctx, key); err != nil {
 		return fmt.Errorf("taking the wake slot's bell: %w", err)
 	}
-	// The bell's session runs nothing more while the worker lives: give it
-	// the longest idle timeout (session control, on a connection that is
+	// The bell's session runs nothing but a read as each wait begins
+	// (waitBegun), at least every 10 s, and waits (a test's hour) may be
+	// longer than a server's wait_timeout: give it the longest idle
+	// timeout (session control, on a connection that is
 	// discarded afterwards). A server whose wait_timeout is short ended it,
 	// which freed the bell and ended the wait: a warning and a spell of
 	// polling every wait_timeout.
