@@ -222,11 +222,11 @@ func TestBrowser(t *testing.T) {
 	waitJS(t, ctx, "the shown tab refreshes", fmt.Sprintf(`document.querySelector('.card[data-status="pending"] .n').textContent.trim() !== %q && document.querySelector("#paused").hidden`, before))
 	eval[bool](t, ctx, `(() => { const s = document.querySelector("#refresh"); s.value = "0"; s.dispatchEvent(new Event("change")); return true })()`)
 
-	// Read-only: no action buttons, and the API refuses actions.
+	// Read-only: no action buttons, no (hidden) delete dialog, and the API refuses actions.
 	for _, page := range []string{"/", "/jobs", fmt.Sprintf("/jobs/%d", s.failed[1])} {
 		do(t, ctx, "open a read-only page "+page, chromedp.Navigate(ro.URL+page))
 		do(t, ctx, "wait for it", chromedp.WaitVisible("#content"))
-		if n := eval[int](t, ctx, `document.querySelectorAll("[data-action], [data-maint], input.pick").length`); n != 0 {
+		if n := eval[int](t, ctx, `document.querySelectorAll("[data-action], [data-maint], input.pick, dialog, .danger").length`); n != 0 {
 			t.Fatalf("read-only page %s shows %d action controls", page, n)
 		}
 	}

@@ -64,7 +64,7 @@ func TestSafety(t *testing.T) {
 				if code != 200 {
 					t.Fatalf("read-only GET %s = %d", page, code)
 				}
-				for _, button := range []string{"data-action", "data-maint", `class="pick"`} {
+				for _, button := range []string{"data-action", "data-maint", `class="pick"`, "<dialog", `id="confirm-ok"`, `class="danger"`} {
 					if strings.Contains(body, button) {
 						t.Fatalf("read-only page %s has an action (%s)", page, button)
 					}
@@ -75,8 +75,8 @@ func TestSafety(t *testing.T) {
 			}
 			// The pages of a writable dashboard do have the buttons.
 			code, body := call(t, web.NewHandler(q, web.Options{}), "GET", fmt.Sprintf("/jobs/%d", s.failed[0]), "")
-			if code != 200 || !strings.Contains(body, `data-action="retry"`) || !strings.Contains(body, `data-action="delete"`) {
-				t.Fatalf("writable job page = %d, lacks its buttons", code)
+			if code != 200 || !strings.Contains(body, `data-action="retry"`) || !strings.Contains(body, `data-action="delete"`) || !strings.Contains(body, `<dialog id="confirm"`) {
+				t.Fatalf("writable job page = %d, lacks its buttons or the delete confirmation", code)
 			}
 		})
 
