@@ -14,7 +14,11 @@ import (
 // table: the version 2 table, its four indexes and its side tables, built
 // from the same definitions Install runs. `-- +goose Up` creates what is
 // missing (CREATE … IF NOT EXISTS); `-- +goose Down` drops the table and its
-// side tables, with their rows.
+// side tables, with their rows. Up first checks, in SQL, what Install
+// checks in Go of the side tables' names: when one is held by something
+// that is not that side table (a table of yours, another queue's jobs
+// table), the migration fails with a message that names it, before
+// anything is created.
 //
 // The file does not convert a version 1 table (its header says so): that
 // conversion depends on the data and, on MySQL, resumes where it stopped,
@@ -37,7 +41,23 @@ func GooseSQL(engineName, table string) (string, error) {
 	b.WriteString(gooseHeader(t))
 	b.WriteString("\n-- +goose Up\n")
 	objs := ddl.Objects(t)
+	// The side tables' names are checked before anything is created (on
+	// MySQL each CREATE commits); a side view's just before it is created,
+	// when its side table exists (SQLite cannot read the columns of a view
+	// whose table is missing).
 	for _, o := range objs {
+		if o.Kind == ddl.SideTableKind {
+			for _, s := range gooseSideChecks(t, o) {
+				writeGooseStatement(&b, s)
+			}
+		}
+	}
+	for _, o := range objs {
+		if o.Kind == ddl.SideView {
+			for _, s := range gooseSideChecks(t, o) {
+				writeGooseStatement(&b, s)
+			}
+		}
 		writeGooseStatement(&b, o.Create)
 	}
 	b.WriteString("\n-- +goose Down\n")
@@ -82,7 +102,13 @@ func gooseHeader(t engine.Table) string {
 -- release may add side tables (Install, run on every deploy, creates them too).
 --
 -- Up creates what is missing (IF NOT EXISTS) and leaves an existing table as
--- it is. It does NOT convert a version 1 table (retry_count, locked_at): that
+-- it is. Its first statements fail the migration, creating nothing, when the
+-- name of a side table (%[1]s_unique, %[1]s_leader, ...) is held by something
+-- that is not that side table (a table of yours, another queue's jobs table):
+-- rename that object or choose another table name. It does NOT check that an
+-- existing %[1]s is a jobqueue table (the queue refuses one that is not).
+--
+-- Up does NOT convert a version 1 table (retry_count, locked_at): that
 -- conversion depends on the data (and on MySQL resumes where it stopped), so
 -- it stays a Go migration. Stop everything that uses the table, back it up,
 -- then run it once, either with the command line:

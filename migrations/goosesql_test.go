@@ -68,6 +68,18 @@ func removeGooseBinary() {
 // command` on the env's database and fails the test if goose fails.
 func runGooseCommand(t *testing.T, e *testdb.Env, dir, versionTable, command string) string {
 	t.Helper()
+	out, err := gooseCommandOutput(t, e, dir, versionTable, command)
+	if err != nil {
+		t.Fatalf("goose %s: %v\n%s", command, err, out)
+	}
+	return out
+}
+
+// gooseCommandOutput runs `goose -dir dir -table versionTable <dialect>
+// DSN command` on the env's database and returns what goose printed and
+// how it ended.
+func gooseCommandOutput(t *testing.T, e *testdb.Env, dir, versionTable, command string) (string, error) {
+	t.Helper()
 	_, dsn, _, err := engine.DriverDSN(e.URL)
 	if err != nil {
 		t.Fatal(err)
@@ -79,10 +91,8 @@ func runGooseCommand(t *testing.T, e *testdb.Env, dir, versionTable, command str
 	cmd.Env = append(os.Environ(), "GOOSE_DRIVER=", "GOOSE_DBSTRING=", "GOOSE_MIGRATION_DIR=")
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Run(); err != nil {
-		t.Fatalf("goose %s: %v\n%s", command, err, out.String())
-	}
-	return out.String()
+	err = cmd.Run()
+	return out.String(), err
 }
 
 // tablesSnapshot is the snapshot (see takeSnapshot) of the jobs table tb
@@ -221,7 +231,10 @@ func TestGooseSQLText(t *testing.T) {
 				t.Errorf("Down lacks %q", o.Drop)
 			}
 		}
-		if strings.Contains(down, "CREATE") || strings.Contains(up, "DROP") {
+		// Up drops nothing but the temporary tables of its own checks
+		// (SQLite's side checks).
+		upDrops := regexp.MustCompile(`DROP TABLE (IF EXISTS )?temp\."jobqueue_check_[A-Za-z0-9_]+"`).ReplaceAllString(up, "")
+		if strings.Contains(down, "CREATE") || strings.Contains(upDrops, "DROP") {
 			t.Errorf("Up drops or Down creates:\n%s", text)
 		}
 		for _, s := range []string{"Install", "jobqueue migrate --db URL --table " + name, "GooseMigrations(db, \"" + name + "\"", "version 1", "--engine " + string(k)} {

@@ -1,0 +1,109 @@
+package migrations
+
+// The goose file cannot run Go, so it cannot call checkSideObjects before
+// it creates anything, as Install does. It carries the same rule in SQL: a
+// statement per side object that fails the migration, with a message
+// saying what to do, when the object's name is held by something that is
+// not that side object (another kind of object, or one whose columns are
+// not exactly ddl's). Each engine fails a statement its own way, in plain
+// SQL (no stored routine, which would need more privileges):
+//   - PostgreSQL: a DO block that raises an exception;
+//   - MySQL/MariaDB: SET of sql_mode to the message, which the server
+//     refuses with "Variable 'sql_mode' can't be set to the value of
+//     '<message>'" (SIGNAL cannot run outside a stored routine, nor be
+//     prepared, on MySQL), or to sql_mode itself when all is well;
+//   - SQLite: an insert into a temporary table whose CHECK constraint is
+//     named by the message ("CHECK constraint failed: <message>").
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/jobqueue/jobqueue/internal/ddl"
+	"github.com/jobqueue/jobqueue/internal/engine"
+)
+
+// gooseSideChecks returns the statements that fail the goose migration of
+// the jobs table t when the name of its side object o is held by
+// something else; none for an object that is not a side table or view.
+// The names are checked ones (letters, digits, underscores), so they go
+// into string literals as they are.
+func gooseSideChecks(t engine.Table, o ddl.Object) []string {
+	if o.Kind != ddl.SideTableKind && o.Kind != ddl.SideView {
+		return nil
+	}
+	msg := sideTakenMessage(o)
+	switch t.Kind {
+	case engine.Postgres:
+		return []string{fmt.Sprintf(`DO $$
+BEGIN
+    IF %s THEN
+        RAISE EXCEPTION '%s';
+    END IF;
+END
+$$`, sideTakenSQL(o), msg)}
+	case engine.MySQL:
+		return []string{fmt.Sprintf(`SET SESSION sql_mode = (SELECT IF(%s, '%s', @@SESSION.sql_mode))`, sideTakenSQL(o), msg)}
+	default:
+		check := engine.Table{Kind: t.Kind, Name: "jobqueue_check_" + o.Name}.Quoted()
+		return []string{
+			"DROP TABLE IF EXISTS temp." + check,
+			fmt.Sprintf(`CREATE TEMP TABLE %s (taken INTEGER CONSTRAINT "%s" CHECK (NOT taken))`, check, msg),
+			fmt.Sprintf("INSERT INTO temp.%s (taken) SELECT %s", check, sideTakenSQL(o)),
+			"DROP TABLE temp." + check,
+		}
+	}
+}
+
+// sideTakenMessage is the error of a goose migration that found the name
+// of t's side object o held by something else. It has no quotes or commas
+// (MySQL would cut the message at a comma) and is at most 200 characters
+// long (MySQL's limit for the value it shows) for the longest names.
+func sideTakenMessage(o ddl.Object) string {
+	return fmt.Sprintf("jobqueue: %s is not the %s jobqueue needs (another object holds the name): rename that object or choose another table name", o.Name, o.Kind)
+}
+
+// sideTakenSQL is a boolean SQL expression (on o's engine) that is true
+// when o's name is held by an object that is not o: of another kind, or
+// without exactly o's columns (schema.CheckSideObjects' rule).
+func sideTakenSQL(o ddl.Object) string {
+	in := "'" + strings.Join(o.Columns, "', '") + "'"
+	n := len(o.Columns)
+	switch o.Table.Kind {
+	case engine.Postgres:
+		kinds := "'r', 'p'"
+		if o.Kind == ddl.SideView {
+			kinds = "'v'"
+		}
+		cols := `FROM pg_attribute a WHERE a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped`
+		return fmt.Sprintf(`EXISTS (SELECT 1 FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+        WHERE n.nspname = current_schema() AND c.relname = '%s'
+          AND (c.relkind NOT IN (%s)
+               OR (SELECT count(*) %s) <> %d
+               OR (SELECT count(*) %s AND a.attname IN (%s)) <> %d))`,
+			o.Name, kinds, cols, n, cols, in, n)
+	case engine.MySQL:
+		kind := "BASE TABLE"
+		if o.Kind == ddl.SideView {
+			kind = "VIEW"
+		}
+		cols := `FROM information_schema.COLUMNS c WHERE c.TABLE_SCHEMA = t.TABLE_SCHEMA AND c.TABLE_NAME = t.TABLE_NAME`
+		return fmt.Sprintf(`EXISTS (SELECT 1 FROM information_schema.TABLES t
+    WHERE t.TABLE_SCHEMA = DATABASE() AND t.TABLE_NAME = '%s'
+      AND (t.TABLE_TYPE <> '%s'
+           OR (SELECT COUNT(*) %s) <> %d
+           OR (SELECT COUNT(*) %s AND c.COLUMN_NAME IN (%s)) <> %d))`,
+			o.Name, kind, cols, n, cols, in, n)
+	default:
+		kind := "table"
+		if o.Kind == ddl.SideView {
+			kind = "view"
+		}
+		return fmt.Sprintf(`EXISTS (SELECT 1 FROM sqlite_master m
+    WHERE m.name = '%[1]s' COLLATE NOCASE AND m.type IN ('table', 'view', 'index')
+      AND (m.type <> '%[2]s'
+           OR (SELECT count(*) FROM pragma_table_info('%[1]s')) <> %[3]d
+           OR (SELECT count(*) FROM pragma_table_info('%[1]s') WHERE name IN (%[4]s)) <> %[3]d))`,
+			o.Name, kind, n, in)
+	}
+}

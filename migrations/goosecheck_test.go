@@ -1,0 +1,133 @@
+package migrations
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/jobqueue/jobqueue/internal/ddl"
+	"github.com/jobqueue/jobqueue/internal/engine"
+	"github.com/jobqueue/jobqueue/internal/testdb"
+)
+
+// TestGooseUpRefusesTakenSideNames runs the goose command over the file
+// GooseSQL writes on a database where the name of one of the table's side
+// objects is held by something else: `goose up` fails with the message
+// that names it and creates nothing (the jobs table stays missing), and
+// the other table keeps its row. Where the side tables are jobqueue's own
+// (Install ran first), `goose up` goes through.
+func TestGooseUpRefusesTakenSideNames(t *testing.T) {
+	t.Parallel()
+	testdb.ForEachEngine(t, func(t *testing.T, e *testdb.Env) {
+		ctx := context.Background()
+		type sideCase struct {
+			name string
+			// hold puts something else under o's name.
+			hold func(t *testing.T, tb engine.Table, o ddl.Object)
+			ok   bool
+		}
+		userTable := func(t *testing.T, _ engine.Table, o ddl.Object) {
+			for _, s := range []string{"CREATE TABLE " + o.Table.Quoted() + " (x INTEGER)", "INSERT INTO " + o.Table.Quoted() + " (x) VALUES (7)"} {
+				if _, err := e.DB.ExecContext(ctx, s); err != nil {
+					t.Fatalf("%s: %v", s, err)
+				}
+			}
+		}
+		cases := []sideCase{{name: "installed", ok: true,
+			hold: func(t *testing.T, tb engine.Table, _ ddl.Object) {
+				if err := Install(ctx, e.DB, tb.Name); err != nil {
+					t.Fatal(err)
+				}
+			}}}
+		probe := tableOf(t, e.Kind, "jobs")
+		for _, o := range ddl.SideObjects(probe) {
+			if o.Kind != ddl.SideTableKind && o.Kind != ddl.SideView {
+				continue
+			}
+			suffix := strings.TrimPrefix(o.Name, "jobs")
+			cases = append(cases, sideCase{name: "user table as" + suffix, hold: userTable})
+		}
+		cases = append(cases, sideCase{name: "other queue as _unique",
+			hold: func(t *testing.T, tb engine.Table, _ ddl.Object) {
+				t.Cleanup(func() { testdb.Drop(t, e.DB, tb.Name+"_unique") })
+				if err := Install(ctx, e.DB, tb.Name+"_unique"); err != nil {
+					t.Fatal(err)
+				}
+			}})
+		for _, c := range cases {
+			t.Run(c.name, func(t *testing.T) {
+				name := e.Table(t)
+				tb := tableOf(t, e.Kind, name)
+				var held ddl.Object
+				for _, o := range ddl.SideObjects(tb) {
+					if (o.Kind == ddl.SideTableKind || o.Kind == ddl.SideView) && strings.HasSuffix(c.name, strings.TrimPrefix(o.Name, name)) {
+						held = o
+					}
+				}
+				c.hold(t, tb, held)
+				versionTable := "goose_" + name
+				t.Cleanup(func() {
+					if _, err := e.DB.Exec("DROP TABLE IF EXISTS " + (engine.Table{Kind: e.Kind, Name: versionTable}).Quoted()); err != nil {
+						t.Logf("drop goose's version table: %v", err)
+					}
+				})
+				text, err := GooseSQL(string(e.Kind), name)
+				if err != nil {
+					t.Fatal(err)
+				}
+				dir := t.TempDir()
+				if err := os.WriteFile(filepath.Join(dir, "20260101000000_jobqueue_"+name+".sql"), []byte(text), 0o644); err != nil {
+					t.Fatal(err)
+				}
+				out, err := gooseCommandOutput(t, e, dir, versionTable, "up")
+				if c.ok {
+					if err != nil {
+						t.Fatalf("goose up over jobqueue's own side tables: %v\n%s", err, out)
+					}
+					return
+				}
+				if err == nil {
+					t.Fatalf("goose up went through with %s held by another table:\n%s", held.Name, out)
+				}
+				if !strings.Contains(out, sideTakenMessage(held)) {
+					t.Errorf("goose up's output does not say %q:\n%s", sideTakenMessage(held), out)
+				}
+				if st, err := inspect(ctx, e.DB, tb); err != nil || st != tableMissing {
+					t.Errorf("after the failed goose up, table %s is %v (%v); want it missing", name, st, err)
+				}
+				if c.name != "other queue as _unique" {
+					if got := testdb.Strings(t, e.DB, "SELECT x FROM "+held.Table.Quoted()); len(got) != 1 || got[0] != "7" {
+						t.Errorf("the other table %s holds %v after goose up, want [7]", held.Name, got)
+					}
+				}
+			})
+		}
+	})
+}
+
+// TestGooseSideMessageFits: the message of a side check has no quote or
+// comma (MySQL cuts the value it shows at a comma) and fits the 200
+// characters MySQL shows, for the longest table name each engine takes.
+func TestGooseSideMessageFits(t *testing.T) {
+	for _, k := range engine.Kinds() {
+		name := strings.Repeat("j", 60)
+		var tb engine.Table
+		for ; ; name = name[1:] {
+			var err error
+			if tb, err = engine.ParseTable(k, name); err == nil {
+				break
+			}
+		}
+		for _, o := range ddl.SideObjects(tb) {
+			if o.Kind != ddl.SideTableKind && o.Kind != ddl.SideView {
+				continue
+			}
+			msg := sideTakenMessage(o)
+			if len(msg) > 200 || strings.ContainsAny(msg, `,'"`) {
+				t.Errorf("%s: the message for %s (%d characters) is longer than 200 or has a quote or comma: %s", k, o.Name, len(msg), msg)
+			}
+		}
+	}
+}
