@@ -2,129 +2,24 @@ package migrations
 
 // The side tables (and SQLite's side view) of a jobs table are named
 // <table>_<suffix>, so another program, or another queue, may already have
-// a table of that name. Install, Migrate, Check and Uninstall take an
-// existing object of the name for the side object only when it is one:
-// of the same kind with exactly the columns internal/ddl defines.
+// a table of that name: internal/schema's CheckSideObjects tells.
 
 import (
 	"context"
-	"fmt"
-	"slices"
-	"strings"
 
-	"github.com/jobqueue/jobqueue/internal/ddl"
 	"github.com/jobqueue/jobqueue/internal/engine"
 	"github.com/jobqueue/jobqueue/internal/schema"
 )
 
-// relationKindQueries tell, per engine, what holds a name in the current
-// schema (PostgreSQL) or database: "table", "view", or "other" (a
-// sequence, an index, …); no row when nothing does.
-var relationKindQueries = map[engine.Kind]string{
-	engine.Postgres: `SELECT CASE WHEN c.relkind IN ('r', 'p') THEN 'table' WHEN c.relkind = 'v' THEN 'view' ELSE 'other' END
-FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
-WHERE n.nspname = current_schema() AND c.relname = $1`,
-	engine.MySQL: `SELECT CASE TABLE_TYPE WHEN 'BASE TABLE' THEN 'table' WHEN 'VIEW' THEN 'view' ELSE 'other' END
-FROM information_schema.TABLES
-WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = ?`,
-	engine.SQLite: `SELECT CASE WHEN type IN ('table', 'view') THEN type ELSE 'other' END
-FROM sqlite_master
-WHERE name = ? COLLATE NOCASE AND type IN ('table', 'view', 'index')`,
-}
-
 // relationKind is what holds the name of t: "table", "view", "other", or
 // "" when nothing does.
 func relationKind(ctx context.Context, q queryer, t engine.Table) (string, error) {
-	query, ok := relationKindQueries[t.Kind]
-	if !ok {
-		return "", fmt.Errorf("%w: engine %q", engine.ErrUnsupportedDatabase, t.Kind)
-	}
-	var kind string
-	if _, err := queryOne(ctx, q, []any{&kind}, query, t.Name); err != nil {
-		return "", fmt.Errorf("look up %s in the catalog: %w", t.Name, err)
-	}
-	return kind, nil
+	return schema.RelationKind(ctx, q, t)
 }
 
 // checkSideObjects makes sure that every side table and side view of the
-// jobs table t (ddl.SideObjects) is either missing or really one: a table
-// (a view) with exactly the columns ddl defines for it. Otherwise it
-// returns an error wrapping ErrForeignTable that names the object and
-// says what to do; callers run it before they create or drop anything.
+// jobs table t is either missing or really one (schema.CheckSideObjects);
+// callers run it before they create or drop anything.
 func checkSideObjects(ctx context.Context, q queryer, t engine.Table) error {
-	for _, o := range ddl.SideObjects(t) {
-		if o.Kind != ddl.SideTableKind && o.Kind != ddl.SideView {
-			continue
-		}
-		if err := checkSideObject(ctx, q, t, o); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// checkSideObject is checkSideObjects for one side table or view o of t.
-func checkSideObject(ctx context.Context, q queryer, t engine.Table, o ddl.Object) error {
-	kind, err := relationKind(ctx, q, o.Table)
-	if err != nil || kind == "" {
-		return err
-	}
-	want := "table"
-	if o.Kind == ddl.SideView {
-		want = "view"
-	}
-	cols, err := columns(ctx, q, o.Table)
-	if err != nil && kind == "view" && want == "view" {
-		// SQLite keeps a view whose table was dropped but cannot read
-		// its columns: a leftover of a jobs table dropped by hand. It
-		// holds no rows; Install makes it work again, Uninstall drops it.
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	if kind == want && sameColumnSet(cols, o.Columns) {
-		return nil
-	}
-	return sideTakenError(t, o, kind, cols)
-}
-
-// sameColumnSet reports whether cols (keyed by lower-case name) are
-// exactly the columns named in want.
-func sameColumnSet(cols map[string]columnInfo, want []string) bool {
-	if len(cols) != len(want) {
-		return false
-	}
-	for _, c := range want {
-		if _, ok := cols[c]; !ok {
-			return false
-		}
-	}
-	return true
-}
-
-// sideTakenError says that the name of t's side object o is held by kind,
-// with columns cols, which is not that side object, and what to do.
-func sideTakenError(t engine.Table, o ddl.Object, kind string, cols map[string]columnInfo) error {
-	what := "a " + kind
-	switch st := schema.Classify(t.Kind, cols); {
-	case kind == "other":
-		what = "another kind of object (an index or a sequence)"
-	case kind == "table" && st != tableForeign:
-		what = "the jobs table of another queue"
-	case len(cols) > 0:
-		names := make([]string, 0, len(cols))
-		for n := range cols {
-			names = append(names, n)
-		}
-		slices.Sort(names)
-		what += " with the columns " + strings.Join(names, ", ")
-	}
-	wantKind := "table"
-	if o.Kind == ddl.SideView {
-		wantKind = "view"
-	}
-	return fmt.Errorf("%w: %s is %s, not the %s %s that table %s keeps beside it (a %s with the columns %s); "+
-		"nothing was created or dropped: rename %s (or drop it, if nothing needs it), or give the queue another table name",
-		engine.ErrSideNameTaken, o.Name, what, o.Kind, o.Name, t.Name, wantKind, strings.Join(o.Columns, ", "), o.Name)
+	return schema.CheckSideObjects(ctx, q, t)
 }

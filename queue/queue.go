@@ -275,7 +275,11 @@ const newTimeout = 30 * time.Second
 // otelsql) or named with WithEngine. The table must exist and be
 // version 2: create it with migrations.Install (or `jobqueue install`) and
 // convert a version 1 or half-migrated table with migrations.Migrate (New
-// refuses those with ErrOutdatedTable, reading the catalog as Install does). On MySQL the DSN must
+// refuses those with ErrOutdatedTable, reading the catalog as Install does).
+// It also refuses, with ErrForeignTable, a table whose side table's name
+// (<table>_unique, <table>_leader) is held by a table that is not that
+// side table; a missing side table is reported by the call that needs it
+// (run Install, which adds it). On MySQL the DSN must
 // have parseTime=true. New keeps no state outside the Queue; open as many
 // queues (on as many tables) as needed.
 //
@@ -369,6 +373,14 @@ func NewContext(ctx context.Context, db *sql.DB, opts ...Option) (*Queue, error)
 	if err := q.checkVersion(ctx); err != nil {
 		q.run.close()
 		return nil, err
+	}
+	// A side table's name held by something else (a user's table, another
+	// queue's jobs table) would take keyed enqueues' rows or fail the
+	// worker's leadership at every turn; a missing one is reported when a
+	// call needs it (a table installed before it).
+	if err := schema.CheckSideObjects(ctx, q.db, q.table); err != nil {
+		q.run.close()
+		return nil, engine.ExplainPooler(fmt.Errorf("jobqueue: checking the side tables of table %q: %w", q.table.Name, err))
 	}
 	if cfg.pooled == nil && kind == engine.Postgres {
 		pooled, err := pgxUnnamedStatements(ctx, db)

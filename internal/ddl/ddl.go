@@ -45,7 +45,7 @@
 //     same names on every engine): a table of the side table's name with
 //     other columns is another program's, which Install and Uninstall
 //     refuse to touch. Should a later release add a column, the check
-//     (migrations' checkSideObjects) must also accept the older set.
+//     (schema.CheckSideObjects, which New runs too) must also accept the older set.
 //
 // Write the same table in sql/<engine>/schema.sql (with the jobs table
 // called jobs) when sqlc-generated queries use it.
