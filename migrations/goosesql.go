@@ -106,7 +106,10 @@ func gooseHeader(t engine.Table) string {
 -- name of a side table (%[1]s_unique, %[1]s_leader, ...) is held by something
 -- that is not that side table (a table of yours, another queue's jobs table):
 -- rename that object or choose another table name. It does NOT check that an
--- existing %[1]s is a jobqueue table (the queue refuses one that is not).
+-- existing %[1]s is a jobqueue table (the queue refuses one that is not), nor
+-- that %[1]s_unique holds no key rows left by a table %[1]s dropped by hand
+-- (they would name the new table's jobs; 'jobqueue install' refuses them and
+-- 'jobqueue uninstall --table %[1]s' drops such leftovers).
 --
 -- Up does NOT convert a version 1 table (retry_count, locked_at): that
 -- conversion depends on the data (and on MySQL resumes where it stopped), so

@@ -28,7 +28,10 @@ type execQueryer interface {
 // (CREATE … IF NOT EXISTS). Columns and indexes a user added are left
 // alone. A side table's name held by another table (one without exactly
 // the side table's columns, another queue's jobs table say) is refused
-// with an error wrapping ErrForeignTable, before anything is created.
+// with an error wrapping ErrForeignTable, before anything is created; so
+// is (ErrSideNameTaken) a missing table whose <table>_unique holds key rows,
+// left by a table of that name dropped by hand: they would name the new
+// table's jobs (Uninstall drops such leftovers).
 // Every statement comes from internal/ddl, which GooseSQL uses too. It is
 // idempotent and meant to run on every deploy; concurrent calls on the
 // same table wait for each other.
@@ -114,6 +117,9 @@ func ensureLocked(ctx context.Context, ex execQueryer, t engine.Table, onOutdate
 	}
 	switch st {
 	case tableMissing:
+		if err := refuseLeftoverRows(ctx, ex, t); err != nil {
+			return err
+		}
 		if _, err := ex.ExecContext(ctx, ddl.CreateTable(t, true)); err != nil {
 			return fmt.Errorf("create table %s: %w", t.Name, err)
 		}
@@ -181,6 +187,36 @@ func ensureSideTables(ctx context.Context, ex execQueryer, t engine.Table) error
 	for _, o := range ddl.SideObjects(t) {
 		if _, err := ex.ExecContext(ctx, o.Create); err != nil {
 			return fmt.Errorf("create %s %s of table %s: %w", o.Kind, o.Name, t.Name, err)
+		}
+	}
+	return nil
+}
+
+// refuseLeftoverRows returns an error wrapping ErrSideNameTaken when the
+// jobs table t is missing but one of its side tables whose rows name jobs
+// (ddl.SideTable.NamesJobs) exists with rows: they were left by a table of
+// that name dropped by hand, and would name the jobs of the new one (a
+// job would hold a key it was never given). Nothing is created; Uninstall
+// drops the leftovers.
+func refuseLeftoverRows(ctx context.Context, q queryer, t engine.Table) error {
+	for _, st := range ddl.SideTables() {
+		if !st.NamesJobs {
+			continue
+		}
+		side := ddl.Side(t, st.Suffix)
+		if kind, err := relationKind(ctx, q, side); err != nil || kind != "table" {
+			return err // checkSideObjects took any other kind
+		}
+		var one int
+		found, err := queryOne(ctx, q, []any{&one}, "SELECT 1 FROM "+side.Quoted()+" LIMIT 1")
+		if err != nil {
+			return fmt.Errorf("read side table %s: %w", side.Name, err)
+		}
+		if found {
+			return fmt.Errorf("%w: table %s is missing but its side table %s has rows, left by a table %s dropped by hand; "+
+				"they would name the new table's jobs, so nothing was created: drop the leftovers with `jobqueue uninstall --table %s` "+
+				"(or migrations.Uninstall), then install again, or choose another table name",
+				engine.ErrSideNameTaken, t.Name, side.Name, t.Name, t.Name)
 		}
 	}
 	return nil

@@ -18,6 +18,11 @@ type SideTable struct {
 	// side.Kind, its name quoted by side.Quoted()) and its indexes, in
 	// order. Each must be idempotent; the first creates the table.
 	Create func(side engine.Table) []string
+	// NamesJobs is true when the side table's rows name jobs of the jobs
+	// table by id: rows left by a jobs table dropped by hand would name
+	// the jobs of a new table of that name (which restarts its ids), so
+	// Install refuses to create the jobs table beside them.
+	NamesJobs bool
 	// Views returns the views over the side table and the jobs table jobs
 	// (on jobs.Kind), each created after the side table's statements and
 	// dropped before it; nil when the engine needs none.
@@ -69,8 +74,9 @@ func SideSuffixes() []string {
 // hold a key at a time. unique_key keeps the key for Retry. held_until is
 // when UniqueFor's period ends (the enqueue time without one).
 var uniqueTable = SideTable{
-	Suffix:  "unique",
-	Columns: []string{"job_id", "unique_key", "live_key", "held_until"},
+	Suffix:    "unique",
+	Columns:   []string{"job_id", "unique_key", "live_key", "held_until"},
+	NamesJobs: true,
 	Create: func(side engine.Table) []string {
 		live := QuoteIdent(side.Kind, IndexName(side, "live_key"))
 		switch side.Kind {
