@@ -65,6 +65,7 @@ func TestUsageErrors(t *testing.T) {
 		{"work concurrency above the maximum", []string{"work", "--exec", "true", "--concurrency", "10001"}, []string{"--concurrency 10001", "1 to 10000"}},
 		{"work huge concurrency", []string{"work", "--exec", "true", "--concurrency", "100000000"}, []string{"--concurrency 100000000", "1 to 10000"}},
 		{"work bad lease", []string{"work", "--exec", "true", "--lease", "10ms"}, []string{"--lease"}},
+		{"work --run-missed without --periodic", []string{"work", "--exec", "true", "--run-missed"}, []string{"--run-missed needs --periodic"}},
 		{"bench without flags", []string{"bench"}, []string{"jobs", "workers", "not set"}},
 		{"bench bad jobs", []string{"bench", "--jobs", "0", "--workers", "1"}, []string{"--jobs"}},
 		{"bench jobs above the maximum", []string{"bench", "--jobs", "10000001", "--workers", "1"}, []string{"--jobs 10000001", "1 to 10000000"}},

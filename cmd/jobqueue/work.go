@@ -151,6 +151,9 @@ stop it on their own.`,
 			if err != nil {
 				return err
 			}
+			if runMissed && len(periodicJobs) == 0 {
+				return usagef("--run-missed needs --periodic: it enqueues the missed tick of the periodic jobs, and none is given")
+			}
 			var retentionD time.Duration
 			if retention != "" {
 				if retentionD, err = parseDuration("--retention", retention); err != nil {
