@@ -89,7 +89,7 @@ SIGINT, SIGTERM or SIGHUP stops claiming; running commands get --grace to finish
 the worker exits 0. A second such signal during the grace (Ctrl-C again) ends it
 at once: the running commands' process groups are killed and their jobs released,
 as when --grace has passed, and the worker exits 0. --max-jobs and --max-runtime
-stop it on their own.`,
+stop it on their own (0, their default, is no limit).`,
 		Example: `  jobqueue work --type email --concurrency 4 --exec './send-email.py'
   jobqueue work --exec 'jq -r .to; test "$JOB_ATTEMPT" -gt 1' --max-jobs 10
   jobqueue work --type reports --exec ./report.sh --periodic 'nightly=0 3 * * *' --retention 720h`,
@@ -270,7 +270,7 @@ stop it on their own.`,
 	f.StringVar(&lease, "lease", "5m", "how long a claimed job is held without a heartbeat; extended while the command runs")
 	f.StringVar(&command, "exec", "", "shell command run for each job (required)")
 	f.IntVar(&maxJobs, "max-jobs", 0, "claim this many jobs in all (each attempt of a retried job counts), let them finish, then stop (0: no limit)")
-	f.StringVar(&maxRuntime, "max-runtime", "", "stop after running this long (e.g. 1h)")
+	f.StringVar(&maxRuntime, "max-runtime", "", "stop after running this long, as on SIGTERM (with --grace), e.g. 1h (0, the default: no limit)")
 	f.StringVar(&logLevel, "log-level", "info", "log level on stderr: debug, info, warn or error")
 	f.StringVar(&grace, "grace", "30s", "on SIGINT/SIGTERM/SIGHUP, how long running commands may finish before they are killed (0: killed at once; a second signal ends it)")
 	f.StringVar(&pollInterval, "poll-interval", "1s", "how often an idle worker looks for due jobs (jittered); on PostgreSQL new jobs also wake it at once")

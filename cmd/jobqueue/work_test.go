@@ -224,6 +224,24 @@ func TestWorkMaxRuntime(t *testing.T) {
 	}
 }
 
+// TestWorkMaxRuntimeZero: --max-runtime 0 means no limit, as its help
+// says (not "stop at once"): a worker given it waits for a job due in two
+// seconds, runs it, and stops at --max-jobs.
+func TestWorkMaxRuntimeZero(t *testing.T) {
+	t.Parallel()
+	c := sqliteCLI(t)
+	help := c.ok(t, "work", "--help")
+	if !strings.Contains(help, "0, the default: no limit") {
+		t.Errorf("work --help does not say what --max-runtime 0 means:\n%s", help)
+	}
+	c.ok(t, "install")
+	c.ok(t, "enqueue", "--name", "later", "--delay", "2s")
+	c.ok(t, "work", "--exec", "true", "--max-runtime", "0", "--max-jobs", "1", "--poll-interval", "100ms")
+	if got := c.ok(t, "stats", "--json"); !strings.Contains(got, `"completed":1`) {
+		t.Errorf("the worker with --max-runtime 0 did not complete the job: %s", got)
+	}
+}
+
 // TestWorkLeaseLostKillsGroup checks, on every engine, that when a running
 // job's attempt loses its job (here: another claim token written in its
 // row, as a reclaim and a new claim would), the command and what it started
