@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -35,13 +36,49 @@ type execJob struct {
 	Payload []byte
 }
 
+// secretEnv are the environment variables the CLI reads that may hold a
+// secret: the database URL (its password) and the dashboard's password. The
+// commands of work --exec do not get them unless --pass-env names them.
+func secretEnv() []string { return []string{"JOBQUEUE_DB", envWebPassword} }
+
+// commandEnv is environ (NAME=value entries) without the variables of
+// secretEnv, except those named in pass: the environment a job's command
+// starts from.
+func commandEnv(environ, pass []string) []string {
+	env := make([]string, 0, len(environ))
+	for _, kv := range environ {
+		name, _, _ := strings.Cut(kv, "=")
+		if slices.Contains(secretEnv(), name) && !slices.Contains(pass, name) {
+			continue
+		}
+		env = append(env, kv)
+	}
+	return env
+}
+
+// checkPassEnv refuses a --pass-env name that is not one of secretEnv: the
+// other variables reach the commands anyway.
+func checkPassEnv(names []string) error {
+	for _, n := range names {
+		if !slices.Contains(secretEnv(), n) {
+			return usagef("--pass-env %q: only %s are kept from the commands (every other variable reaches them anyway); name one of these", n, strings.Join(secretEnv(), " and "))
+		}
+	}
+	return nil
+}
+
 // execRunner runs a shell command for each job: the payload on stdin, the
-// job in JOB_ID, JOB_NAME, JOB_TYPE and JOB_ATTEMPT; exit status 0 completes
+// job in JOB_ID, JOB_NAME, JOB_TYPE and JOB_ATTEMPT in the worker's
+// environment without the secrets (commandEnv); exit status 0 completes
 // the job, anything else fails it with the end of its stderr. The command runs
 // in its own process group, killed as a whole when the job's context ends.
 type execRunner struct {
 	// command is run as `sh -c command`.
 	command string
+	// passEnv names the variables of secretEnv that the command gets all
+	// the same (--pass-env); the others of secretEnv are removed from its
+	// environment.
+	passEnv []string
 	// stdout and stderr receive the command's output (stderr is also kept
 	// for the error); nil discards it.
 	stdout, stderr io.Writer
@@ -61,7 +98,7 @@ type execRunner struct {
 func (r *execRunner) run(ctx context.Context, job execJob) error {
 	cmd := exec.CommandContext(ctx, "sh", "-c", r.command)
 	cmd.Stdin = bytes.NewReader(job.Payload)
-	cmd.Env = append(os.Environ(),
+	cmd.Env = append(commandEnv(os.Environ(), r.passEnv),
 		"JOB_ID="+strconv.FormatInt(job.ID, 10),
 		"JOB_NAME="+job.Name,
 		"JOB_TYPE="+job.Type,

@@ -30,13 +30,17 @@ func (a *app) workCommand() *cobra.Command {
 		maintenance          string
 		metricsAddr          string
 		countLimit           int64
+		passEnv              []string
 	)
 	cmd := &cobra.Command{
 		Use:   "work --exec CMD [--type T …] [--concurrency N] [--lease DUR] [--max-jobs N] [--max-runtime DUR] [--periodic 'NAME=SCHEDULE' …] [--run-missed] [--retention DUR] [--metrics-addr ADDR [--metrics-count-limit N]]",
 		Short: "Run jobs with a shell command until stopped",
 		Long: `work claims jobs of the given types (every type by default) and runs CMD through
 'sh -c' for each: the job's payload on stdin; JOB_ID, JOB_NAME, JOB_TYPE and
-JOB_ATTEMPT (1 for the first attempt) in the environment. Exit status 0
+JOB_ATTEMPT (1 for the first attempt) in the environment, which is the worker's
+without JOBQUEUE_DB and JOBQUEUE_WEB_PASSWORD (they may hold a password; a
+command that needs one, to enqueue a job, say, gets it with --pass-env NAME).
+Exit status 0
 completes the job; anything else fails it with the end of the command's stderr
 as its error, and it is retried with backoff while it has attempts left. The
 command's stdout and stderr are passed through.
@@ -182,6 +186,9 @@ stop it on their own (0, their default, is no limit).`,
 					return err
 				}
 			}
+			if err := checkPassEnv(passEnv); err != nil {
+				return err
+			}
 			if err := checkCountLimit(countLimit); err != nil {
 				return err
 			}
@@ -239,7 +246,7 @@ stop it on their own (0, their default, is no limit).`,
 				Periodic:            periodicJobs,
 				RunMissed:           runMissed,
 			})
-			runner := &execRunner{command: command, stdout: a.out, stderr: a.err, log: log}
+			runner := &execRunner{command: command, passEnv: passEnv, stdout: a.out, stderr: a.err, log: log}
 			w.HandleDefault(func(ctx context.Context, job *queue.JobRow) error {
 				return runner.run(ctx, execJob{
 					ID: job.ID, Name: job.Name, Type: job.Type, Attempt: job.Attempts, Payload: job.Payload,
@@ -282,6 +289,7 @@ stop it on their own (0, their default, is no limit).`,
 	f.StringVar(&maintenance, "maintenance-interval", "30s", "how often the leader runs the maintenance (expire, reclaim, prune)")
 	f.StringVar(&metricsAddr, "metrics-addr", "", "serve /metrics (Prometheus text format) on this HOST:PORT while working, e.g. 127.0.0.1:9090")
 	f.Int64Var(&countLimit, "metrics-count-limit", 0, countLimitFlag)
+	f.StringArrayVar(&passEnv, "pass-env", nil, "give the commands this variable of the worker's environment, which they do not get otherwise since it may hold a password: JOBQUEUE_DB or JOBQUEUE_WEB_PASSWORD; repeatable")
 	cmd.MarkFlagRequired("exec")
 	return cmd
 }
