@@ -276,7 +276,7 @@ wait:
 		t := time.Now()
 		id, err := q.Enqueue(ctx, benchLatency{N: i}, queue.Type(benchType))
 		if err != nil {
-			return fmt.Errorf("enqueue: %w", err)
+			return err
 		}
 		enqueued[id] = t
 		time.Sleep(10 * time.Millisecond)
@@ -289,7 +289,7 @@ wait:
 		return fmt.Errorf("a worker stopped during the latency phase: %v", err)
 	}
 	if err := drain.stop(); err != nil {
-		return fmt.Errorf("worker: %w", err)
+		return fmt.Errorf("stopping the workers: %w", err)
 	}
 
 	c.mu.Lock()
@@ -339,7 +339,7 @@ func enqueueBench(ctx context.Context, q *queue.Queue, n, enqueuers int) error {
 			batch = append(batch, benchNoop{N: i})
 			if len(batch) == benchBatch || i == n-1 {
 				if _, err := q.EnqueueMany(ctx, batch, queue.Type(benchType)); err != nil {
-					return fmt.Errorf("enqueue: %w", err)
+					return err // the queue's error says "enqueue"
 				}
 				batch = batch[:0]
 			}
@@ -355,7 +355,7 @@ func enqueueBench(ctx context.Context, q *queue.Queue, n, enqueuers int) error {
 			defer wg.Done()
 			for i := next.Add(1) - 1; i < int64(n); i = next.Add(1) - 1 {
 				if _, err := q.Enqueue(ctx, benchNoop{N: int(i)}, queue.Type(benchType)); err != nil {
-					errs <- fmt.Errorf("enqueue: %w", err)
+					errs <- err
 					return
 				}
 			}

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -65,7 +64,7 @@ func (a *app) controlCommand(name, short, long, done string, op func(*queue.Queu
 				for _, r := range res {
 					if r.Err != nil {
 						failed++
-						fmt.Fprintln(a.err, "jobqueue: "+strings.TrimPrefix(r.Err.Error(), "jobqueue: "))
+						fmt.Fprintln(a.err, "jobqueue: "+errorText(r.Err))
 						continue
 					}
 					fmt.Fprintf(a.out, "job %d %s\n", r.ID, done)

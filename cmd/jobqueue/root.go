@@ -148,12 +148,9 @@ func (o *outputWriter) firstErr() error {
 }
 
 // oneLine formats err, returned by cmd, as the single line printed on
-// stderr; a usage error points to the command's help.
+// stderr (see errorText); a usage error points to the command's help.
 func oneLine(err error, code int, cmd *cobra.Command) string {
-	msg := strings.Join(strings.Fields(err.Error()), " ")
-	for strings.HasPrefix(msg, "jobqueue: ") {
-		msg = strings.TrimPrefix(msg, "jobqueue: ")
-	}
+	msg := errorText(err)
 	if code == exitUsage && !strings.Contains(msg, "--help") {
 		path := "jobqueue"
 		if cmd != nil {
@@ -162,6 +159,21 @@ func oneLine(err error, code int, cmd *cobra.Command) string {
 		msg += "; see '" + path + " --help'"
 	}
 	return "jobqueue: " + msg
+}
+
+// errorText is the text of err on one line without the "jobqueue: "
+// prefixes of the queue's errors, at its start and where a step of the
+// command wraps one ("empty the demo table x: jobqueue: purge: …"), so that
+// the line printed after one "jobqueue: " says it once.
+func errorText(err error) string {
+	msg := strings.Join(strings.Fields(err.Error()), " ")
+	for strings.HasPrefix(msg, "jobqueue: ") {
+		msg = strings.TrimPrefix(msg, "jobqueue: ")
+	}
+	for strings.Contains(msg, ": jobqueue: ") {
+		msg = strings.ReplaceAll(msg, ": jobqueue: ", ": ")
+	}
+	return msg
 }
 
 func (a *app) rootCommand() *cobra.Command {
