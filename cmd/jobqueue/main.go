@@ -14,6 +14,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/signal"
 	"syscall"
@@ -29,9 +30,19 @@ func main() {
 		sigs = append(sigs, syscall.SIGHUP)
 	}
 	// The first signal stops the command gracefully (ctx ends); a second
-	// one makes work stop at once (hard).
-	ctx, hard, stop := notifyStops(context.Background(), sigs...)
+	// one makes work and web stop at once (hard); a third ends the process
+	// there and then, should the hard stop be stuck.
+	ctx, hard, stop := notifyStops(context.Background(), exitOnThirdSignal, sigs...)
 	code := run(ctx, hard, os.Args[1:], streams{in: os.Stdin, out: os.Stdout, err: os.Stderr})
 	stop()
 	os.Exit(code)
+}
+
+// exitOnThirdSignal ends the process at once (exit status 1), saying so
+// on stderr: a third stop signal, the stop asked for by the first two being
+// stuck. What work's commands were running is left to their process groups
+// and their jobs to their leases.
+func exitOnThirdSignal() {
+	fmt.Fprintln(os.Stderr, "jobqueue: third signal: exiting at once, without waiting for the stop in progress; jobs still in_progress are reclaimed once their leases pass")
+	os.Exit(exitFailure)
 }

@@ -48,7 +48,8 @@ type app struct {
 	pooled bool
 	// hardStop is closed by a second SIGINT, SIGTERM or SIGHUP (the first
 	// ends the command's context): work then stops at once, with no grace
-	// left. Nil (never closed) when run has no such signal.
+	// left, and web closes its connections without waiting for the requests
+	// in flight. Nil (never closed) when run has no such signal.
 	hardStop <-chan struct{}
 }
 

@@ -8,27 +8,26 @@ import (
 )
 
 // notifyStops catches sigs: the first ends ctx (a graceful stop: work stops
-// claiming and gives its running commands --grace), the second closes hard
-// (a stop at once: work ends the grace, see workCommand); later ones are
-// ignored. stop stops catching them (their default action is back) and ends
-// ctx.
-func notifyStops(parent context.Context, sigs ...os.Signal) (ctx context.Context, hard <-chan struct{}, stop func()) {
-	caught := make(chan os.Signal, 2)
+// claiming and gives its running commands --grace, web shuts down giving
+// requests in flight 5 seconds), the second closes hard (a stop at once:
+// work ends the grace, see workCommand; web closes its connections, see
+// serve), and the third calls exit, for a hard stop that is stuck (a
+// database out of reach, say): the process must end then. stop stops
+// catching them (their default action is back) and ends ctx.
+func notifyStops(parent context.Context, exit func(), sigs ...os.Signal) (ctx context.Context, hard <-chan struct{}, stop func()) {
+	caught := make(chan os.Signal, 3)
 	signal.Notify(caught, sigs...)
 	ctx, cancel := context.WithCancel(parent)
 	hardStop := make(chan struct{})
 	stopped := make(chan struct{})
 	go func() {
-		select {
-		case <-caught:
-			cancel()
-		case <-stopped:
-			return
-		}
-		select {
-		case <-caught:
-			close(hardStop)
-		case <-stopped:
+		for _, step := range []func(){cancel, func() { close(hardStop) }, exit} {
+			select {
+			case <-caught:
+				step()
+			case <-stopped:
+				return
+			}
 		}
 	}()
 	var once sync.Once

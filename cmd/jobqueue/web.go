@@ -42,7 +42,9 @@ Basic auth is on when ` + envWebUser + ` and ` + envWebPassword + ` are set. On 
 address other than loopback the dashboard refuses to start without basic auth
 or --read-only, since anyone who reaches it could delete jobs; --insecure
 starts it anyway (when something in front of it authenticates). --read-only
-hides the actions and refuses them. SIGINT, SIGTERM or SIGHUP stops it.
+hides the actions and refuses them. SIGINT, SIGTERM or SIGHUP stops it, giving
+requests in flight 5 seconds; a second such signal closes their connections at
+once, and a third ends the process there and then (exit status 1).
 
 /metrics, beside the dashboard on the same address (and behind the same
 basic auth when it is on), serves the table's jobs per type and status and
@@ -126,7 +128,8 @@ table of millions of rows).`,
 }
 
 // serve listens on addr and serves h until ctx ends, then shuts down,
-// giving requests in flight 5 seconds.
+// giving requests in flight 5 seconds, or none once a.hardStop closes (a
+// second signal).
 func serve(ctx context.Context, addr string, h http.Handler, a *app, readOnly, auth bool) error {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
@@ -150,8 +153,19 @@ func serve(ctx context.Context, addr string, h http.Handler, a *app, readOnly, a
 	}
 	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if err := srv.Shutdown(sctx); err != nil {
-		return fmt.Errorf("shut down the dashboard: %w", err)
+	shutdown := make(chan error, 1)
+	go func() { shutdown <- srv.Shutdown(sctx) }()
+	select {
+	case err := <-shutdown:
+		if err != nil {
+			return fmt.Errorf("shut down the dashboard: %w", err)
+		}
+	case <-a.hardStop:
+		// A second signal: no more waiting for the requests in flight.
+		a.logger(slog.LevelInfo).Warn("second signal: closing the dashboard's connections at once")
+		if err := srv.Close(); err != nil {
+			return fmt.Errorf("close the dashboard: %w", err)
+		}
 	}
 	if err := <-done; !errors.Is(err, http.ErrServerClosed) {
 		return err

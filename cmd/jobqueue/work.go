@@ -92,7 +92,10 @@ millions of rows). Port 0 picks a free port; the URL is logged at start.
 SIGINT, SIGTERM or SIGHUP stops claiming; running commands get --grace to finish, then
 the worker exits 0. A second such signal during the grace (Ctrl-C again) ends it
 at once: the running commands' process groups are killed and their jobs released,
-as when --grace has passed, and the worker exits 0. --max-jobs and --max-runtime
+as when --grace has passed, and the worker exits 0. Should that be stuck (a
+database out of reach, say), a third signal ends the process there and then
+(exit status 1), leaving the commands' process groups running and their jobs
+in_progress until their leases pass. --max-jobs and --max-runtime
 stop it on their own (0, their default, is no limit).`,
 		Example: `  jobqueue work --type email --concurrency 4 --exec './send-email.py'
   jobqueue work --exec 'jq -r .to; test "$JOB_ATTEMPT" -gt 1' --max-jobs 10
