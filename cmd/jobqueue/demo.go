@@ -15,6 +15,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/jobqueue/jobqueue/internal/engine"
 	"github.com/jobqueue/jobqueue/migrations"
 	"github.com/jobqueue/jobqueue/queue"
 )
@@ -225,7 +226,7 @@ func (a *app) demo(ctx context.Context, force bool) error {
 	if foreign > 0 && !force {
 		return fmt.Errorf("table %s holds %s (%d of them not from an earlier demo) and demo empties its table first: pass --table NAME for a table of its own (by default %s), or --force to delete every job in %s", name, jobCount(held), foreign, demoTable, name)
 	}
-	say("jobqueue demo on %s, table %s", safeURL(a.dbURL), name)
+	say("jobqueue demo on %s, table %s", engine.SafeURL(a.dbURL), name)
 	if _, err := q.Purge(ctx); err != nil {
 		return fmt.Errorf("empty the demo table %s: %w", name, err)
 	}
@@ -343,7 +344,7 @@ func (a *app) demo(ctx context.Context, force bool) error {
 		return err
 	}
 	say("")
-	say("Look closer: jobqueue --db %s --table %s list   (or: show ID --json)", safeURL(a.dbURL), name)
+	say("Look closer: jobqueue --db %s --table %s list   (or: show ID --json)", engine.SafeURL(a.dbURL), name)
 	return nil
 }
 

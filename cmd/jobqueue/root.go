@@ -115,7 +115,7 @@ func run(ctx context.Context, hardStop <-chan struct{}, args []string, s streams
 		code = exitUsage
 	}
 	// The URL may hold a password, and some errors quote it.
-	line := redactURL(redactURL(oneLine(engine.ExplainReadOnly(engine.ExplainPooler(err)), code, cmd), a.dbURL), os.Getenv("JOBQUEUE_DB"))
+	line := engine.RedactURL(engine.RedactURL(oneLine(engine.ExplainReadOnly(engine.ExplainPooler(err)), code, cmd), a.dbURL), os.Getenv("JOBQUEUE_DB"))
 	fmt.Fprintln(s.err, line)
 	return code
 }

@@ -400,3 +400,23 @@ func TestOpenSQLiteOptions(t *testing.T) {
 		})
 	}
 }
+
+// TestDriverDSNErrorHidesQueryPassword: the URL quoted in DriverDSN's
+// errors hides a password given as a query parameter too, not only the
+// user info's (it showed ?password=… as written).
+func TestDriverDSNErrorHidesQueryPassword(t *testing.T) {
+	t.Parallel()
+	for _, raw := range []string{
+		"postgress://u@h/db?password=hunter22",
+		"postgress://u:hunter22@h/db?sslmode=disable&password=hunter22",
+		"mysql://u@h:1/?password=hunter22",
+	} {
+		_, _, _, err := DriverDSN(raw)
+		if err == nil {
+			t.Fatalf("DriverDSN(%q) accepted it", raw)
+		}
+		if strings.Contains(err.Error(), "hunter22") {
+			t.Errorf("DriverDSN(%q) error shows the password: %v", raw, err)
+		}
+	}
+}

@@ -39,7 +39,7 @@ func DriverDSN(rawURL string) (driver, dsn string, k Kind, err error) {
 	switch strings.ToLower(scheme) {
 	case "postgres", "postgresql":
 		if !strings.HasPrefix(rest, "//") {
-			return "", "", "", fmt.Errorf("%w: %q; use postgres://user@host:port/db", ErrBadURL, redact(rawURL))
+			return "", "", "", fmt.Errorf("%w: %q; use postgres://user@host:port/db", ErrBadURL, SafeURL(rawURL))
 		}
 		u, err := parseURL(rawURL)
 		if err != nil {
@@ -88,7 +88,7 @@ func DriverDSN(rawURL string) (driver, dsn string, k Kind, err error) {
 			// would not get it.
 			if cfgErr == nil {
 				if got, err := pgconn.ParseConfig(dsn); err != nil || !samePgTarget(cfg, got) || got.ConnectTimeout != 10*time.Second {
-					return "", "", "", fmt.Errorf("%w: pgx reads %q otherwise than a URL once connect_timeout=10 is added (another database, or no timeout); percent-encode '@', '/' and '?' inside the user, password and options (%%40, %%2F, %%3F), or give connect_timeout yourself", ErrBadURL, redact(rawURL))
+					return "", "", "", fmt.Errorf("%w: pgx reads %q otherwise than a URL once connect_timeout=10 is added (another database, or no timeout); percent-encode '@', '/' and '?' inside the user, password and options (%%40, %%2F, %%3F), or give connect_timeout yourself", ErrBadURL, SafeURL(rawURL))
 				}
 			}
 		}
@@ -99,11 +99,11 @@ func DriverDSN(rawURL string) (driver, dsn string, k Kind, err error) {
 			return "", "", "", err
 		}
 		if u.Host == "" {
-			return "", "", "", fmt.Errorf("%w: %q names no host; use mysql://user:pass@host:port/db", ErrBadURL, redact(rawURL))
+			return "", "", "", fmt.Errorf("%w: %q names no host; use mysql://user:pass@host:port/db", ErrBadURL, SafeURL(rawURL))
 		}
 		dbName := strings.TrimPrefix(u.Path, "/")
 		if dbName == "" || strings.Contains(dbName, "/") {
-			return "", "", "", fmt.Errorf("%w: %q names no database; use mysql://user:pass@host:port/db", ErrBadURL, redact(rawURL))
+			return "", "", "", fmt.Errorf("%w: %q names no database; use mysql://user:pass@host:port/db", ErrBadURL, SafeURL(rawURL))
 		}
 		host := u.Host
 		if u.Port() == "" {
@@ -114,7 +114,7 @@ func DriverDSN(rawURL string) (driver, dsn string, k Kind, err error) {
 		var creds string
 		if u.User != nil {
 			if strings.Contains(u.User.Username(), ":") {
-				return "", "", "", fmt.Errorf("%w: the user name in %q contains ':', which go-sql-driver/mysql cannot take", ErrBadURL, redact(rawURL))
+				return "", "", "", fmt.Errorf("%w: the user name in %q contains ':', which go-sql-driver/mysql cannot take", ErrBadURL, SafeURL(rawURL))
 			}
 			creds = u.User.Username()
 			if p, ok := u.User.Password(); ok {
@@ -150,7 +150,7 @@ func DriverDSN(rawURL string) (driver, dsn string, k Kind, err error) {
 		}
 		return "sqlite", "file:" + sqliteURIPath(path) + "?" + strings.Join(options, "&"), SQLite, nil
 	default:
-		return "", "", "", fmt.Errorf("%w: unknown scheme %q in %q; use postgres://…, mysql://user:pass@host:port/db or sqlite:PATH", ErrBadURL, scheme, redact(rawURL))
+		return "", "", "", fmt.Errorf("%w: unknown scheme %q in %q; use postgres://…, mysql://user:pass@host:port/db or sqlite:PATH", ErrBadURL, scheme, SafeURL(rawURL))
 	}
 }
 
@@ -281,7 +281,7 @@ func Open(ctx context.Context, rawURL string) (*sql.DB, Kind, error) {
 	defer cancel()
 	if err := db.PingContext(pingCtx); err != nil {
 		db.Close()
-		return nil, "", fmt.Errorf("cannot reach the %s database at %s: %w; check that the server runs and the URL is right", k, redact(rawURL), err)
+		return nil, "", fmt.Errorf("cannot reach the %s database at %s: %w; check that the server runs and the URL is right", k, SafeURL(rawURL), err)
 	}
 	return db, k, nil
 }
@@ -300,24 +300,6 @@ func openPostgres(dsn string) (*sql.DB, error) {
 		NoCancelRequests(&cfg.Config)
 	}
 	return stdlib.OpenDB(*cfg), nil
-}
-
-// redact hides the password of a URL for error messages. A URL that does
-// not parse and has an '@' (so perhaps a password, whose end cannot be told)
-// is shown as its scheme only.
-func redact(rawURL string) string {
-	u, err := url.Parse(rawURL)
-	if err != nil {
-		if strings.Contains(rawURL, "@") {
-			scheme, _, _ := strings.Cut(rawURL, ":")
-			return scheme + "://…"
-		}
-		return rawURL
-	}
-	if u.User == nil {
-		return rawURL
-	}
-	return u.Redacted()
 }
 
 // parseURL is url.Parse for a database URL, with an error that wraps

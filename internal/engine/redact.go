@@ -1,4 +1,4 @@
-package main
+package engine
 
 import (
 	"net/url"
@@ -10,7 +10,7 @@ import (
 // redacted is what a password is replaced with in messages.
 const redacted = "xxxxx"
 
-// redactURL hides the passwords of the database URL rawURL in msg, however
+// RedactURL hides the passwords of the database URL rawURL in msg, however
 // msg quotes it: the URL as written, the URL with only its user info
 // password hidden (as the engine prints it), and each password alone, as
 // written and decoded; each of these also as strconv.Quote writes it (%q
@@ -19,7 +19,7 @@ const redacted = "xxxxx"
 // bad URL is echoed in its error). In the URL only the passwords are
 // replaced, so the rest of it (sslmode=disable, for a password "ab") is
 // shown as it is.
-func redactURL(msg, rawURL string) string {
+func RedactURL(msg, rawURL string) string {
 	safe, secrets := hidePasswords(rawURL)
 	if len(secrets) == 0 {
 		return msg
@@ -80,10 +80,11 @@ func quoted(s string) string {
 	return q[1 : len(q)-1]
 }
 
-// safeURL is rawURL with its passwords hidden, for printing.
-func safeURL(rawURL string) string { return redactURL(rawURL, rawURL) }
+// SafeURL is rawURL with its passwords (see RedactURL) hidden, for
+// printing and for the errors that quote a database URL.
+func SafeURL(rawURL string) string { return RedactURL(rawURL, rawURL) }
 
-// hidePasswords returns rawURL with each password (see redactURL) replaced
+// hidePasswords returns rawURL with each password (see RedactURL) replaced
 // by redacted, and the passwords, each as written and, when it differs,
 // decoded; the longest first, so that a password containing another is
 // replaced whole.
