@@ -3,7 +3,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -13,82 +12,12 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/jobqueue/jobqueue/internal/testdb"
-	"github.com/jobqueue/jobqueue/internal/testwait"
 )
-
-// syncBuffer is a bytes.Buffer safe to read while a process writes it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
-// startWorker starts `jobqueue work` in the background and returns the
-// process and its stderr.
-func startWorker(t *testing.T, c cli, args ...string) (*exec.Cmd, *syncBuffer) {
-	t.Helper()
-	all := append([]string{"--db", c.db, "--table", c.table, "work"}, args...)
-	cmd := exec.Command(binary, all...)
-	cmd.Env = cleanEnv()
-	stderr := &syncBuffer{}
-	cmd.Stderr = stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cmd.Process.Kill() })
-	return cmd, stderr
-}
-
-// waitFile waits until path exists and returns its content.
-func waitFile(t *testing.T, path string, within time.Duration) string {
-	t.Helper()
-	var content []byte
-	testwait.Until(t, within, 20*time.Millisecond, func() bool {
-		b, err := os.ReadFile(path)
-		content = b
-		return err == nil && len(b) > 0
-	}, func() string { return fmt.Sprintf("%s did not appear within %v", path, within) })
-	return string(content)
-}
-
-// waitExit waits for cmd to exit and returns its exit status.
-func waitExit(t *testing.T, cmd *exec.Cmd, within time.Duration) int {
-	t.Helper()
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	select {
-	case err := <-done:
-		var ee *exec.ExitError
-		if errors.As(err, &ee) {
-			return ee.ExitCode()
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		return 0
-	case <-time.After(within):
-		cmd.Process.Kill()
-		t.Fatalf("the worker did not exit within %v", within)
-		return -1
-	}
-}
 
 // TestWorkSIGTERM checks that SIGTERM lets a running command finish and the
 // worker exit 0, with the job completed.
