@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"strings"
 	"time"
 
@@ -44,6 +45,10 @@ Exit status 0
 completes the job; anything else fails it with the end of the command's stderr
 as its error, and it is retried with backoff while it has attempts left. The
 command's stdout and stderr are passed through.
+
+In a container, run the worker under an init (docker run --init, tini): as PID 1
+it does not reap what the commands leave behind, which would stay zombies (it
+warns at start when it is PID 1).
 
 The lease is extended while the command runs. The command runs in its own
 process group, killed as a whole if the job is lost (lease taken over) or when
@@ -204,6 +209,9 @@ stop it on their own (0, their default, is no limit).`,
 			}
 			ctx := cmd.Context()
 			log := a.logger(level)
+			if msg := initWarning(os.Getpid()); msg != "" {
+				log.Warn(msg)
+			}
 			// The queue logs the worker's start and stop, failures and
 			// warnings; completions it logs at debug, so the listener
 			// reports them at info.
@@ -309,4 +317,15 @@ func logCompleted(log *slog.Logger) func(queue.Event) {
 				"attempt", ev.Job.Attempts, "duration", ev.Duration.Round(time.Millisecond))
 		}
 	}
+}
+
+// initWarning is the warning a worker whose process id is pid logs at
+// start when it is PID 1 (a container's only process, without an init):
+// the processes that its commands leave behind become its children when
+// their shell exits, and it does not reap them, so they stay zombies.
+func initWarning(pid int) string {
+	if pid != 1 {
+		return ""
+	}
+	return "running as PID 1: the processes the commands leave behind (background ones whose shell exited) stay zombies, as this worker does not reap them; run it under an init (docker run --init, tini)"
 }
