@@ -79,6 +79,7 @@ func TestExecutorStartsNoAttemptTooLate(t *testing.T) {
 				a := &attempt{row: row, ref: row.ref(), ctx: actx, cancel: cancel, leaseEnd: *row.LeaseUntil}
 				ex.attempts.add(a)
 				ex.execute(a)
+				flushReleased(ctx, q, ex)
 				if ran != c.wantRun {
 					t.Fatalf("the handler ran: %v, want %v", ran, c.wantRun)
 				}
@@ -188,6 +189,7 @@ func TestBufferedAttemptLeaseLostNotCharged(t *testing.T) {
 				if d := ex.execute(a); d != notStarted {
 					t.Errorf("execute returned %v, want notStarted", d)
 				}
+				flushReleased(ctx, q, ex)
 				if ran {
 					t.Fatal("the handler ran although its attempt was cancelled before it started")
 				}
@@ -202,4 +204,10 @@ func TestBufferedAttemptLeaseLostNotCharged(t *testing.T) {
 			})
 		}
 	})
+}
+
+// flushReleased writes what ex put on its releaseList, as the run's
+// giver and its shutdown do.
+func flushReleased(ctx context.Context, q *Queue, ex *executors) {
+	(&run{q: q, log: testdb.QuietLogger(), dbCtx: ctx, released: ex.released}).releaseInterrupted()
 }

@@ -32,7 +32,8 @@ const claimConflictPause = 5 * time.Millisecond
 // start one whose context was cancelled meanwhile (lease lost, shutdown),
 // nor one whose lease or job's deadline has passed meanwhile (it gives it
 // back: executors.tooLate); one whose lease could not be renewed is given
-// back too, not charged an attempt (executors.notStartedCancelled).
+// back too, not charged an attempt (executors.notStartedCancelled); both
+// through the run's giver, in batches (run.giveBacks).
 // A process that crashes leaves its buffered jobs in_progress, and Reclaim
 // takes them back once their lease has passed, like any other attempt. At
 // shutdown the executors start the buffered attempts during ShutdownTimeout

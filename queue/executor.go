@@ -16,9 +16,9 @@ import (
 // the inflightSet once its completion is written; a failure is written
 // here (fenced by the claim token), the attempt kept in the inflightSet
 // until then, so that heartbeats keep the lease of a result being written;
-// an attempt cut off by shutdown goes to the releaseList, and the result
-// of an attempt that lost its job is dropped (those two leave the set at
-// once). It writes nothing else.
+// an attempt cut off by shutdown, or one it must not start, goes to the
+// releaseList, and the result of an attempt that lost its job is dropped
+// (those leave the set at once). It writes nothing else.
 type executors struct {
 	q        *Queue
 	log      *slog.Logger
@@ -125,7 +125,7 @@ func (e *executors) execute(a *attempt) time.Duration {
 	if cutOffByShutdown(cause) {
 		e.attempts.remove(a.ref)
 		e.jobLog(row).Info("handler cancelled by shutdown; releasing its job", "handler_err", err, "duration", dur)
-		e.released.add(row, true, dur)
+		e.released.add(row, true, dur, cause)
 		return dur
 	}
 	e.attempts.markSettling(a.ref)
@@ -139,7 +139,7 @@ func (e *executors) execute(a *attempt) time.Duration {
 // attempt must not count against the job: cut off by the shutdown, it goes
 // on the releaseList (given back with the others in one batch); its lease
 // unrenewable (errLeaseRanOut: the renewals failed, the job may still be
-// its own), it is given back now like an attempt too late to start
+// its own), it is given back like an attempt too late to start
 // (giveBack: fenced by its claim token, so a job another worker has
 // reclaimed meanwhile is left alone). Before, it was left to Reclaim,
 // which counted the attempt: a job of one attempt failed for good without
@@ -150,7 +150,7 @@ func (e *executors) notStartedCancelled(a *attempt, cause error) {
 	switch {
 	case cutOffByShutdown(cause):
 		e.log.Info("claimed job not started before shutdown; releasing it", "job_id", row.ID, "kind", row.Name)
-		e.released.add(row, false, 0)
+		e.released.add(row, false, 0, cause)
 	case errors.Is(cause, errLostJob):
 		e.log.Warn("claimed job not started: its attempt lost the job before it began",
 			"job_id", row.ID, "kind", row.Name, "cause", cause)
@@ -199,25 +199,17 @@ func (e *executors) tooLate(a *attempt) string {
 }
 
 // giveBack gives back the attempt a, which was not started (why says
-// why), if it still holds its job (Queue.unclaim: pending as before its
-// claim, its attempt not counted; a job past its deadline then expires by
-// ExpireOverdue); else it emits EventLost. When the write fails the job
+// why): it goes on the releaseList, whose giver gives it back with the
+// others in one batch (run.giveBacks: Queue.unclaim, fenced by its claim
+// token: pending as before its claim, its attempt not counted, a job past
+// its deadline then expired by ExpireOverdue; EventLost if it no longer
+// holds its job). The executor does not wait for the database: in an
+// outage it goes on with the next attempt. When the writes fail the job
 // stays in_progress for Reclaim.
 func (e *executors) giveBack(a *attempt, why string) {
 	row := a.row
-	ctx, cancel := context.WithTimeout(e.dbCtx, dbCallTimeout)
-	defer cancel()
-	stale, err := e.q.unclaim(ctx, []attemptRef{a.ref})
-	switch {
-	case err != nil:
-		e.log.Error("claimed job not started ("+why+"); giving it back failed, the job is left to Reclaim", "job_id", row.ID, "kind", row.Name, "err", err)
-	case len(stale) > 0:
-		e.log.Warn("claimed job not started ("+why+"); its attempt no longer holds the job", "job_id", row.ID, "kind", row.Name)
-		e.q.lost(ctx, row, nil, 0)
-	default:
-		e.log.Warn("claimed job not started ("+why+"); given back", "job_id", row.ID, "kind", row.Name)
-		e.q.emitGivenBack(row, errors.New("jobqueue: claimed job not started: "+why))
-	}
+	e.log.Warn("claimed job not started ("+why+"); giving it back", "job_id", row.ID, "kind", row.Name)
+	e.released.giveBack(row, errors.New("jobqueue: claimed job not started: "+why))
 }
 
 // jobLog is the logger of the lines about one attempt of row. It is made

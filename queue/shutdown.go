@@ -33,30 +33,61 @@ func cutOffByShutdown(cause error) bool { return errors.Is(cause, ErrWorkerShutd
 // errStopNow), and gives up on them abandonGrace later.
 // The executors put the attempts whose handlers then returned an error on
 // the releaseList, and releaseInterrupted releases them in one batch. The
-// shutdown owns the releaseList and the handlers' parent context; it reads
-// the inflightSet only to count.
+// shutdown owns the handlers' parent context; it reads the inflightSet
+// only to count.
+//
+// The releaseList also takes, while the run lasts, the attempts that an
+// executor must not start (tooLate; a lease that could not be renewed
+// while the attempt waited in the buffer): the executor puts such an
+// attempt on it (giveBack) and goes on at once, and the run's giver
+// (run.giveBacks) gives back what the list holds in one batch, tried
+// again a few times while the database fails it. An executor used to give
+// each one back itself, one statement each bounded by dbCallTimeout: in a
+// database outage, a worker holding hundreds of buffered attempts had its
+// executors, and with them the claimer and the shutdown, wait up to 30 s
+// for each, one after another. What the giver has not written when the
+// executors are done, releaseInterrupted writes with the rest.
 
-// releaseList collects the attempts cut off by shutdown (their handlers
-// returned an error after errShutdown, or never started), to release in one
-// batch (those that never started are given back: unclaim).
+// releaseList collects the attempts to release or give back in batches:
+// those cut off by shutdown (their handlers returned an error after
+// errShutdown, or never started) and those an executor must not start
+// (those that never started are given back: unclaim).
 type releaseList struct {
 	mu    sync.Mutex
 	items []releasedAttempt
+	// kick wakes the run's giver when a give-back is added (nil: no
+	// giver, as in tests that write the list themselves).
+	kick chan struct{}
 }
 
+// newReleaseList returns an empty list whose give-backs wake a giver.
+func newReleaseList() *releaseList { return &releaseList{kick: make(chan struct{}, 1)} }
+
 // releasedAttempt is an attempt on the releaseList: its job as claimed,
-// whether its handler started, and how long it ran.
+// whether its handler started, how long it ran, and why it ends (the
+// shutdown's cause, or why it was not started).
 type releasedAttempt struct {
 	row     *JobRow
 	started bool
 	dur     time.Duration
+	cause   error
 }
 
 // add puts an attempt on the list.
-func (l *releaseList) add(row *JobRow, started bool, dur time.Duration) {
+func (l *releaseList) add(row *JobRow, started bool, dur time.Duration, cause error) {
 	l.mu.Lock()
-	l.items = append(l.items, releasedAttempt{row: row, started: started, dur: dur})
+	l.items = append(l.items, releasedAttempt{row: row, started: started, dur: dur, cause: cause})
 	l.mu.Unlock()
+}
+
+// giveBack puts an attempt whose handler was not started on the list and
+// wakes the giver; it never waits for the database.
+func (l *releaseList) giveBack(row *JobRow, cause error) {
+	l.add(row, false, 0, cause)
+	select {
+	case l.kick <- struct{}{}:
+	default: // a wake-up is pending already (or there is no giver)
+	}
 }
 
 // take empties the list and returns what it held.
@@ -66,6 +97,51 @@ func (l *releaseList) take() []releasedAttempt {
 	items := l.items
 	l.items = nil
 	return items
+}
+
+// putBack returns items that were taken and not written to the list.
+func (l *releaseList) putBack(items []releasedAttempt) {
+	l.mu.Lock()
+	l.items = append(l.items, items...)
+	l.mu.Unlock()
+}
+
+// giveBacks is the run's giver: each time executors put attempts to give
+// back on the releaseList it writes all the list holds in one batch
+// (releaseItems), tried completeTries times in all while the database
+// fails it (after completeRetryWait, the wait multiplied by 4 before each
+// further try); given up, those jobs stay in_progress until Reclaim. It
+// returns once stop is closed, putting back what it was trying again, for
+// releaseInterrupted.
+func (r *run) giveBacks(stop <-chan struct{}) {
+	for {
+		select {
+		case <-stop:
+			return
+		case <-r.released.kick:
+		}
+		items := r.released.take()
+		wait := completeRetryWait
+		for try := 1; len(items) > 0; try++ {
+			failed, err := r.releaseItems(items)
+			if err == nil {
+				break
+			}
+			if try == completeTries {
+				r.log.Error("giving back claimed jobs not started failed; they stay in_progress until Reclaim", "jobs", len(failed), "err", err)
+				break
+			}
+			r.log.Warn("giving back claimed jobs not started failed; trying again", "jobs", len(failed), "err", err, "retry_in", wait)
+			select {
+			case <-stop:
+				r.released.putBack(failed)
+				return
+			case <-time.After(wait):
+			}
+			wait *= 4
+			items = failed
+		}
+	}
 }
 
 // awaitExecutors waits for the executors (whose work channel is closed) to
@@ -85,7 +161,6 @@ func (r *run) awaitExecutors(stop context.Context, execs *sync.WaitGroup) error 
 	// cut cancels the handlers' contexts with cause, once.
 	cut := func(cause error) {
 		grace, stopped, stoppedNow = nil, nil, nil
-		r.shutdownCause = cause
 		r.cancelJobs(cause)
 		abandon = time.After(r.abandon)
 	}
@@ -127,14 +202,26 @@ func (r *run) awaitExecutors(stop context.Context, execs *sync.WaitGroup) error 
 
 // releaseInterrupted releases, in one batch, the attempts whose handlers
 // returned an error after the shutdown cancelled them, and gives back
-// those that never started (unclaim: their jobs pending as before their
-// claim, the attempt not counted), and emits an EventFailed with the
-// outcome of each one.
+// those that never started (and those the giver has not written), once;
+// what fails stays in_progress until Reclaim.
 func (r *run) releaseInterrupted() {
 	items := r.released.take()
 	if len(items) == 0 {
 		return
 	}
+	if failed, err := r.releaseItems(items); err != nil {
+		r.log.Error("releasing interrupted or unstarted attempts failed; their jobs stay in_progress until Reclaim", "jobs", len(failed), "err", err)
+	}
+}
+
+// releaseItems releases the attempts of items whose handlers started
+// (release: their ends by the queue's rule) and gives back those that
+// never started (unclaim: their jobs pending as before their claim, the
+// attempt not counted), both fenced by claim token, and emits an event
+// with the outcome of each one: EventFailed, or EventLost for an attempt
+// that no longer held its job. It returns the items whose write failed
+// (nothing is emitted for them) and the error.
+func (r *run) releaseItems(items []releasedAttempt) (failed []releasedAttempt, err error) {
 	var started, unstarted []attemptRef
 	for _, it := range items {
 		if it.started {
@@ -146,31 +233,22 @@ func (r *run) releaseInterrupted() {
 	ctx, cancel := context.WithTimeout(r.dbCtx, dbCallTimeout)
 	defer cancel()
 	// The outcome of each attempt: its end (released), given back, or
-	// neither (stale); unknown, and left to Reclaim, when its write failed.
-	cause := r.shutdownCause
-	if cause == nil {
-		cause = errShutdown
-	}
+	// neither (stale); unknown, and returned as failed, when its write
+	// failed.
 	var ends map[attemptRef]attemptEnd
 	givenBack := map[attemptRef]bool{}
-	startedFailed, unstartedFailed := false, false
+	var startedErr, unstartedErr error
 	if len(started) > 0 {
 		var stale []attemptRef
-		var err error
-		stale, ends, err = r.q.releaseEnds(ctx, started)
-		if err != nil {
-			startedFailed = true
-			r.log.Error("releasing interrupted attempts failed; their jobs stay in_progress until Reclaim", "jobs", len(started), "err", err)
-		} else {
+		stale, ends, startedErr = r.q.releaseEnds(ctx, started)
+		if startedErr == nil {
 			r.log.Info("released interrupted attempts", "jobs", len(ends), "stale", len(stale))
 		}
 	}
 	if len(unstarted) > 0 {
-		stale, err := r.q.unclaim(ctx, unstarted)
-		if err != nil {
-			unstartedFailed = true
-			r.log.Error("giving back claimed jobs not started failed; they stay in_progress until Reclaim", "jobs", len(unstarted), "err", err)
-		} else {
+		var stale []attemptRef
+		stale, unstartedErr = r.q.unclaim(ctx, unstarted)
+		if unstartedErr == nil {
 			for _, ref := range unstarted {
 				givenBack[ref] = true
 			}
@@ -179,36 +257,48 @@ func (r *run) releaseInterrupted() {
 			}
 		}
 	}
+	for _, it := range items {
+		if (it.started && startedErr != nil) || (!it.started && unstartedErr != nil) {
+			failed = append(failed, it)
+			continue
+		}
+		r.emitReleased(ctx, it, givenBack, ends)
+	}
+	return failed, errors.Join(startedErr, unstartedErr)
+}
+
+// emitReleased emits the event of the written item it: given back, its
+// end, or lost (in neither).
+func (r *run) emitReleased(ctx context.Context, it releasedAttempt, givenBack map[attemptRef]bool, ends map[attemptRef]attemptEnd) {
 	if !r.q.listening() {
 		return
 	}
-	for _, it := range items {
-		if (it.started && startedFailed) || (!it.started && unstartedFailed) {
-			continue
-		}
-		ref := it.row.ref()
-		if givenBack[ref] {
-			r.q.emitGivenBack(it.row, cause)
-			continue
-		}
-		ev := *it.row
-		ev.ClaimToken, ev.LeaseUntil = "", nil
-		end, ok := ends[ref]
-		if !ok {
-			// Stale: the job was cancelled, or its lease passed, after
-			// the cut-off; the attempt ends as one that lost its job, as
-			// the completer's and the failures' stale attempts do.
-			r.q.lost(ctx, it.row, cause, it.dur)
-			continue
-		}
-		ev.Status, ev.Error = end.status, end.errText
-		if end.status == StatusPending {
-			ev.ScheduledAt = end.retryAt
-		} else {
-			ev.FinishedAt = nullableTime(end.finishedAt)
-		}
-		r.q.emit(Event{Kind: EventFailed, Job: &ev, Err: cause, Permanent: end.status != StatusPending, Outcome: end.outcome, Duration: it.dur})
+	cause := it.cause
+	if cause == nil {
+		cause = errShutdown
 	}
+	ref := it.row.ref()
+	if givenBack[ref] {
+		r.q.emitGivenBack(it.row, cause)
+		return
+	}
+	end, ok := ends[ref]
+	if !ok {
+		// Stale: the job was cancelled, or its lease passed, after
+		// the cut-off; the attempt ends as one that lost its job, as
+		// the completer's and the failures' stale attempts do.
+		r.q.lost(ctx, it.row, cause, it.dur)
+		return
+	}
+	ev := *it.row
+	ev.ClaimToken, ev.LeaseUntil = "", nil
+	ev.Status, ev.Error = end.status, end.errText
+	if end.status == StatusPending {
+		ev.ScheduledAt = end.retryAt
+	} else {
+		ev.FinishedAt = nullableTime(end.finishedAt)
+	}
+	r.q.emit(Event{Kind: EventFailed, Job: &ev, Err: cause, Permanent: end.status != StatusPending, Outcome: end.outcome, Duration: it.dur})
 }
 
 // closedTimeChan is a channel that is ready at once.

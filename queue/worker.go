@@ -185,10 +185,6 @@ type run struct {
 	// stoppedNow ends when Worker.StopNow is called: the run stops, with no
 	// grace.
 	stoppedNow context.Context
-	// shutdownCause is the cause with which the shutdown cancelled the
-	// handlers (errShutdown or errStopNow), once it did; read by
-	// releaseInterrupted after the executors returned.
-	shutdownCause error
 
 	// dbCtx is the context of the worker's own statements: it keeps ctx's
 	// values but not its end, so that results are written during shutdown.
@@ -200,7 +196,8 @@ type run struct {
 
 	// attempts holds the claimed attempts not yet finished.
 	attempts *inflightSet
-	// released collects the attempts cut off by shutdown, to release.
+	// released collects the attempts cut off by shutdown, to release, and
+	// those not to start, to give back (run.giveBacks).
 	released *releaseList
 }
 
@@ -212,7 +209,7 @@ func (r *run) run(ctx context.Context) error {
 	r.jobs, r.cancelJobs = context.WithCancelCause(r.dbCtx)
 	defer r.cancelJobs(context.Canceled)
 	r.attempts = newInflightSet()
-	r.released = &releaseList{}
+	r.released = newReleaseList()
 	if len(r.handlers) == 0 && r.fallback == nil {
 		r.log.Warn("worker runs with no handler: every job it claims fails as an unknown kind")
 	}
@@ -268,6 +265,8 @@ func (r *run) run(ctx context.Context) error {
 		attempts: r.attempts, completer: c, released: r.released,
 	}
 	ex.work = workChain(r.log, append(append([]WorkMiddleware(nil), r.q.workMW...), r.cfg.Middleware...), ex.handle)
+	giverDone, stopGiver := make(chan struct{}), make(chan struct{})
+	go func() { defer close(giverDone); r.giveBacks(stopGiver) }()
 	var execs sync.WaitGroup
 	var startExecutor func() // also in place of one whose handler called runtime.Goexit
 	startExecutor = func() { execs.Go(func() { ex.loop(work, freed, startExecutor) }) }
@@ -306,6 +305,10 @@ func (r *run) run(ctx context.Context) error {
 		stopWaker()
 	}
 
+	// The executors are done: what the giver has not given back is
+	// written with the rest.
+	close(stopGiver)
+	<-giverDone
 	r.releaseInterrupted()
 	// Every executor that finished has handed its result over: write the
 	// last batch. The heartbeats go on until it is written, so that a
