@@ -2,7 +2,9 @@ package queue
 
 import (
 	"context"
+	"crypto/sha256"
 	"database/sql"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -43,7 +45,10 @@ type PeriodicJob struct {
 // processes, their restarts and changes of leader: the leader enqueues it
 // with a unique key made of name and the tick's time (UniqueKey), kept for
 // twice the interval to the next tick plus a minute (UniqueFor), so that a
-// second enqueue of the tick, by a new leader or a retry, is a duplicate.
+// second enqueue of the tick, by a new leader or a retry, is a duplicate;
+// and it records the job's last tick in the leader side table, so that
+// no tick at or before it is enqueued again once its job is gone
+// (enqueueTickOnce).
 // Ticks that pass while no worker leads are not made up, except the latest
 // one when WorkerConfig.RunMissed is set.
 //
@@ -257,7 +262,7 @@ func (s *scheduler) enqueue(ctx context.Context, f *termFence, p PeriodicJob, ti
 		cctx, cancel := context.WithTimeout(withFence(ctx, s.el.guard), dbCallTimeout)
 		err = s.q.leaderAct(cctx, f, func(d dbtx) error {
 			var err error
-			id, dup, err = s.q.enqueueTick(cctx, d.tx, p, tick)
+			id, dup, err = s.q.enqueueTickOnce(cctx, d, p, tick)
 			return err
 		})
 		cancel()
@@ -267,6 +272,9 @@ func (s *scheduler) enqueue(ctx context.Context, f *termFence, p PeriodicJob, ti
 				"periodic", p.name, "tick", tick, "term", f.term, "holder", f.holder)
 			s.el.stepDown(f.term)
 			return false
+		case err == nil && dup && id == 0:
+			s.log.Info("periodic tick already enqueued (no later than the last tick recorded)", "periodic", p.name, "tick", tick)
+			return true
 		case err == nil && dup:
 			s.log.Info("periodic tick already enqueued", "periodic", p.name, "tick", tick, "job_id", id)
 			return true
@@ -299,6 +307,43 @@ func (s *scheduler) enqueue(ctx context.Context, f *termFence, p PeriodicJob, ti
 		s.log.Error("enqueuing a periodic job's tick failed; the tick is skipped", "periodic", p.name, "tick", tick, "err", err)
 	}
 	return true
+}
+
+// enqueueTickOnce enqueues the job of one tick of p in d, a leader's act,
+// unless the tick is no later than the last tick of p recorded in the
+// table (dup, id 0), and records it as the last. The tick's unique key
+// alone made a second enqueue a duplicate only while the tick's job
+// existed: once it was deleted, pruned or deleted on success, which frees
+// its key (UniqueFor), a leader that reached the tick again (a new leader
+// whose clock is behind the last one's, or RunMissed's latest tick after a
+// leader change or a restart) enqueued it a second time. The record (a
+// row of the leader side table per periodic job, tickRow) outlives the
+// job; the key still makes a tick enqueued by a leader of before the
+// record a duplicate.
+func (q *Queue) enqueueTickOnce(ctx context.Context, d dbtx, p PeriodicJob, tick time.Time) (id int64, dup bool, err error) {
+	row := tickRow(p.name)
+	last, found, err := q.st.periodicLastTick(ctx, d, row)
+	if err != nil {
+		return 0, false, fmt.Errorf("jobqueue: reading the last tick of periodic job %q: %w", p.name, err)
+	}
+	if found && tick.UnixNano() <= last {
+		return 0, true, nil
+	}
+	if id, dup, err = q.enqueueTick(ctx, d.tx, p, tick); err != nil {
+		return id, dup, err
+	}
+	if err := q.st.periodicSetLastTick(ctx, d, row, p.name, tick.UnixNano()); err != nil {
+		return 0, false, fmt.Errorf("jobqueue: recording the last tick of periodic job %q: %w", p.name, err)
+	}
+	return id, dup, nil
+}
+
+// tickRow is the name of the row of the leader side table that records
+// the last tick of the periodic job named name: a digest, since the role
+// names there are at most 64 characters and periodic names 200.
+func tickRow(name string) string {
+	sum := sha256.Sum256([]byte(name))
+	return "tick:" + hex.EncodeToString(sum[:20])
 }
 
 // enqueueTick enqueues the job of one tick of p under the tick's unique

@@ -135,6 +135,12 @@ type store interface {
 	// on the role's row; SQLite: the write lock). On PostgreSQL the server
 	// ends the session if the transaction sits idle for idle.
 	leaderFence(ctx context.Context, d dbtx, role, holder string, term int64, idle time.Duration) (bool, error)
+	// periodicLastTick reads, on d (a leader's act), the last tick
+	// recorded in row (Unix nanoseconds; found false when none).
+	periodicLastTick(ctx context.Context, d dbtx, row string) (nanos int64, found bool, err error)
+	// periodicSetLastTick records, on d, nanos as the last tick in row
+	// (of the periodic job named periodic), unless a later one is.
+	periodicSetLastTick(ctx context.Context, d dbtx, row, periodic string, nanos int64) error
 	// leaderGet reads the role's row (nil, nil when it has none).
 	leaderGet(ctx context.Context, role string) (*leaderRow, error)
 	// analyze refreshes the planner's statistics where the engine needs it

@@ -412,3 +412,15 @@ func (s mysqlStore) retryIn(ctx context.Context, d dbtx, id int64, w retryWrite,
 	})
 	return n > 0, err
 }
+
+func (s mysqlStore) periodicLastTick(ctx context.Context, d dbtx, row string) (int64, bool, error) {
+	ticks, err := mysqlgen.New(d).PeriodicLastTick(ctx, row)
+	if err != nil || len(ticks) == 0 {
+		return 0, false, err
+	}
+	return ticks[0], true, nil
+}
+
+func (s mysqlStore) periodicSetLastTick(ctx context.Context, d dbtx, row, periodic string, nanos int64) error {
+	return mysqlgen.New(d).SetPeriodicLastTick(ctx, mysqlgen.SetPeriodicLastTickParams{Name: row, Periodic: periodic, TickNanos: nanos})
+}

@@ -485,3 +485,15 @@ func (s pgStore) retryIn(ctx context.Context, d dbtx, id int64, w retryWrite, no
 	n, err := pggen.New(d).RetryJob(ctx, pggen.RetryJobParams{Now: now, ExpiresAt: nullTime(w.expiresAt), ID: id, ReadStatus: string(w.from)})
 	return n > 0, err
 }
+
+func (s pgStore) periodicLastTick(ctx context.Context, d dbtx, row string) (int64, bool, error) {
+	ticks, err := pggen.New(d).PeriodicLastTick(ctx, row)
+	if err != nil || len(ticks) == 0 {
+		return 0, false, err
+	}
+	return ticks[0], true, nil
+}
+
+func (s pgStore) periodicSetLastTick(ctx context.Context, d dbtx, row, periodic string, nanos int64) error {
+	return pggen.New(d).SetPeriodicLastTick(ctx, pggen.SetPeriodicLastTickParams{Name: row, Periodic: periodic, TickNanos: nanos})
+}

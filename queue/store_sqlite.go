@@ -381,3 +381,15 @@ func (s sqliteStore) retryIn(ctx context.Context, d dbtx, id int64, w retryWrite
 	n, err := sqlitegen.New(d).RetryJob(ctx, sqlitegen.RetryJobParams{Now: now, ExpiresAt: nullTime(w.expiresAt), ID: id, ReadStatus: string(w.from)})
 	return n > 0, err
 }
+
+func (s sqliteStore) periodicLastTick(ctx context.Context, d dbtx, row string) (int64, bool, error) {
+	ticks, err := sqlitegen.New(d).PeriodicLastTick(ctx, row)
+	if err != nil || len(ticks) == 0 {
+		return 0, false, err
+	}
+	return ticks[0], true, nil
+}
+
+func (s sqliteStore) periodicSetLastTick(ctx context.Context, d dbtx, row, periodic string, nanos int64) error {
+	return sqlitegen.New(d).SetPeriodicLastTick(ctx, sqlitegen.SetPeriodicLastTickParams{Name: row, Periodic: periodic, TickNanos: nanos})
+}

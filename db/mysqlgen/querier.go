@@ -46,12 +46,6 @@ type Querier interface {
 	// EndAttempts writes one decided end to the given attempts; run after
 	// LockHeldJobs in one transaction when some attempts may be stale.
 	EndAttempts(ctx context.Context, arg EndAttemptsParams) (int64, error)
-	// The leader's lease (queue/leader.go) lives in the side table jobs_leader
-	// and is timed by the database server's clock, so that every process
-	// compares it against one clock: now is UTC_TIMESTAMP(), the same all
-	// through one statement. It keeps whole seconds (sqlc knows no
-	// UTC_TIMESTAMP(6), and NOW(6) follows the session's time zone), so a lease
-	// may start up to a second before the statement: the holder allows for it.
 	// EnsureLeaderRow creates the role's row, held by nobody, if it is missing.
 	EnsureLeaderRow(ctx context.Context, name string) error
 	// ExpireOverdue expires one bounded batch of overdue pending jobs (MySQL
@@ -119,6 +113,19 @@ type Querier interface {
 	// OldestDuePending is the pending job due longest ago (index status_scheduled).
 	OldestDuePending(ctx context.Context, scheduledAt time.Time) ([]Job, error)
 	OldestDuePendingOfType(ctx context.Context, arg OldestDuePendingOfTypeParams) ([]Job, error)
+	// The leader's lease (queue/leader.go) lives in the side table jobs_leader
+	// and is timed by the database server's clock, so that every process
+	// compares it against one clock: now is UTC_TIMESTAMP(), the same all
+	// through one statement. It keeps whole seconds (sqlc knows no
+	// UTC_TIMESTAMP(6), and NOW(6) follows the session's time zone), so a lease
+	// may start up to a second before the statement: the holder allows for it.
+	// A periodic job's last tick enqueued (queue/periodic.go) is a row of
+	// jobs_leader of its own, named tick:<digest of the periodic name>,
+	// holder the periodic name, term the tick in Unix nanoseconds: written in
+	// the leader's act that enqueues the tick, it outlives the tick's job
+	// (deleted, pruned, deleted on success) and its unique key.
+	// PeriodicLastTick reads a periodic job's last tick enqueued (no row: none).
+	PeriodicLastTick(ctx context.Context, name string) ([]int64, error)
 	// Queries of the queue on MySQL 8.0+ / MariaDB 10.6+. They name the table
 	// `jobs`; the queue sends them to the table chosen at run time
 	// (queue/dbtx.go rewrites the identifier). Every time is passed from Go (the
@@ -207,6 +214,9 @@ type Querier interface {
 	// SelectWaitingSessions lists the sessions that hold a wake slot of the
 	// table (sqlc.arg(table_name)), each once.
 	SelectWaitingSessions(ctx context.Context, tableName interface{}) ([]int64, error)
+	// SetPeriodicLastTick records tick_nanos as a periodic job's last tick
+	// enqueued, unless a later one is recorded.
+	SetPeriodicLastTick(ctx context.Context, arg SetPeriodicLastTickParams) error
 	// TakeClaimMutex takes the table's claim mutex, a user lock of the session
 	// (GET_LOCK) named after the database and the table (sqlc.arg(table_name)),
 	// waiting up to sqlc.arg(wait_seconds): 1 when taken, 0 when the wait ran

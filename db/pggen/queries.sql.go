@@ -798,15 +798,11 @@ func (q *Queries) EndAttempts(ctx context.Context, arg EndAttemptsParams) ([]int
 }
 
 const ensureLeaderRow = `-- name: EnsureLeaderRow :exec
-
 INSERT INTO jobs_leader (name, holder, term, renewals, since, renewed_at, lease_until)
 VALUES ($1, '', 0, 0, TIMESTAMP '1970-01-01 00:00:00', TIMESTAMP '1970-01-01 00:00:00', TIMESTAMP '1970-01-01 00:00:00')
 ON CONFLICT (name) DO NOTHING
 `
 
-// The leader's lease (queue/leader.go) lives in the side table jobs_leader
-// and is timed by the database server's clock, so that every process
-// compares it against one clock: now is statement_timestamp() in UTC.
 // EnsureLeaderRow creates the role's row, held by nobody, if it is missing.
 func (q *Queries) EnsureLeaderRow(ctx context.Context, name string) error {
 	_, err := q.db.ExecContext(ctx, ensureLeaderRow, name)
@@ -1895,6 +1891,44 @@ func (q *Queries) OldestDuePendingOfType(ctx context.Context, arg OldestDuePendi
 	return items, nil
 }
 
+const periodicLastTick = `-- name: PeriodicLastTick :many
+
+
+SELECT term FROM jobs_leader WHERE name = $1
+`
+
+// The leader's lease (queue/leader.go) lives in the side table jobs_leader
+// and is timed by the database server's clock, so that every process
+// compares it against one clock: now is statement_timestamp() in UTC.
+// A periodic job's last tick enqueued (queue/periodic.go) is a row of
+// jobs_leader of its own, named tick:<digest of the periodic name>,
+// holder the periodic name, term the tick in Unix nanoseconds: written in
+// the leader's act that enqueues the tick, it outlives the tick's job
+// (deleted, pruned, deleted on success) and its unique key.
+// PeriodicLastTick reads a periodic job's last tick enqueued (no row: none).
+func (q *Queries) PeriodicLastTick(ctx context.Context, name string) ([]int64, error) {
+	rows, err := q.db.QueryContext(ctx, periodicLastTick, name)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []int64
+	for rows.Next() {
+		var term int64
+		if err := rows.Scan(&term); err != nil {
+			return nil, err
+		}
+		items = append(items, term)
+	}
+	if err := rows.Close(); err != nil {
+		return nil, err
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const probeTable = `-- name: ProbeTable :many
 
 SELECT id, name, type, payload, status, attempts, claim_token, lease_until,
@@ -2286,6 +2320,25 @@ func (q *Queries) SelectHeldAttempts(ctx context.Context, arg SelectHeldAttempts
 		return nil, err
 	}
 	return items, nil
+}
+
+const setPeriodicLastTick = `-- name: SetPeriodicLastTick :exec
+INSERT INTO jobs_leader (name, holder, term, renewals, since, renewed_at, lease_until)
+VALUES ($1, $2, $3, 0, TIMESTAMP '1970-01-01 00:00:00', TIMESTAMP '1970-01-01 00:00:00', TIMESTAMP '1970-01-01 00:00:00')
+ON CONFLICT (name) DO UPDATE SET term = GREATEST(jobs_leader.term, EXCLUDED.term)
+`
+
+type SetPeriodicLastTickParams struct {
+	Name      string
+	Periodic  string
+	TickNanos int64
+}
+
+// SetPeriodicLastTick records tick_nanos as a periodic job's last tick
+// enqueued, unless a later one is recorded.
+func (q *Queries) SetPeriodicLastTick(ctx context.Context, arg SetPeriodicLastTickParams) error {
+	_, err := q.db.ExecContext(ctx, setPeriodicLastTick, arg.Name, arg.Periodic, arg.TickNanos)
+	return err
 }
 
 const unclaimJobs = `-- name: UnclaimJobs :many

@@ -79,10 +79,6 @@ type Querier interface {
 	// EndAttempts writes one decided end to the given attempts and returns the
 	// ids it changed.
 	EndAttempts(ctx context.Context, arg EndAttemptsParams) ([]int64, error)
-	// The leader's lease (queue/leader.go) lives in the side table jobs_leader
-	// and is timed by SQLite's clock, 'now' (the same all through one
-	// statement), written as text in one fixed format so that text comparisons
-	// order times.
 	// EnsureLeaderRow creates the role's row, held by nobody, if it is missing.
 	EnsureLeaderRow(ctx context.Context, name string) error
 	// ExpireOverdue expires one bounded batch of overdue pending jobs;
@@ -140,6 +136,17 @@ type Querier interface {
 	// OldestDuePending is the pending job due longest ago (index status_scheduled).
 	OldestDuePending(ctx context.Context, now time.Time) ([]Job, error)
 	OldestDuePendingOfType(ctx context.Context, arg OldestDuePendingOfTypeParams) ([]Job, error)
+	// The leader's lease (queue/leader.go) lives in the side table jobs_leader
+	// and is timed by SQLite's clock, 'now' (the same all through one
+	// statement), written as text in one fixed format so that text comparisons
+	// order times.
+	// A periodic job's last tick enqueued (queue/periodic.go) is a row of
+	// jobs_leader of its own, named tick:<digest of the periodic name>,
+	// holder the periodic name, term the tick in Unix nanoseconds: written in
+	// the leader's act that enqueues the tick, it outlives the tick's job
+	// (deleted, pruned, deleted on success) and its unique key.
+	// PeriodicLastTick reads a periodic job's last tick enqueued (no row: none).
+	PeriodicLastTick(ctx context.Context, name string) ([]int64, error)
 	// Queries of the queue on SQLite 3.35+. They name the table `jobs`; the
 	// queue sends them to the table chosen at run time (queue/dbtx.go rewrites
 	// the identifier). Every time is passed from Go (the queue's UTC clock) as
@@ -186,6 +193,9 @@ type Querier interface {
 	// claim_token. sqlc.narg(retry_at) is when the job runs again, or NULL to
 	// leave scheduled_at as it is.
 	SelectHeldAttempts(ctx context.Context, arg SelectHeldAttemptsParams) ([]Job, error)
+	// SetPeriodicLastTick records tick_nanos as a periodic job's last tick
+	// enqueued, unless a later one is recorded.
+	SetPeriodicLastTick(ctx context.Context, arg SetPeriodicLastTickParams) error
 	// UnclaimJobs gives back attempts that were claimed but never started (a
 	// worker's buffered jobs that the shutdown cut off before an executor
 	// took them, queue/shutdown.go): each job is pending again as it was

@@ -635,16 +635,11 @@ func (q *Queries) EndAttempts(ctx context.Context, arg EndAttemptsParams) ([]int
 }
 
 const ensureLeaderRow = `-- name: EnsureLeaderRow :exec
-
 INSERT INTO jobs_leader (name, holder, term, renewals, since, renewed_at, lease_until)
 VALUES (?1, '', 0, 0, '1970-01-01 00:00:00.000', '1970-01-01 00:00:00.000', '1970-01-01 00:00:00.000')
 ON CONFLICT (name) DO NOTHING
 `
 
-// The leader's lease (queue/leader.go) lives in the side table jobs_leader
-// and is timed by SQLite's clock, 'now' (the same all through one
-// statement), written as text in one fixed format so that text comparisons
-// order times.
 // EnsureLeaderRow creates the role's row, held by nobody, if it is missing.
 func (q *Queries) EnsureLeaderRow(ctx context.Context, name string) error {
 	_, err := q.db.ExecContext(ctx, ensureLeaderRow, name)
@@ -1347,6 +1342,45 @@ func (q *Queries) OldestDuePendingOfType(ctx context.Context, arg OldestDuePendi
 	return items, nil
 }
 
+const periodicLastTick = `-- name: PeriodicLastTick :many
+
+
+SELECT term FROM jobs_leader WHERE name = ?1
+`
+
+// The leader's lease (queue/leader.go) lives in the side table jobs_leader
+// and is timed by SQLite's clock, 'now' (the same all through one
+// statement), written as text in one fixed format so that text comparisons
+// order times.
+// A periodic job's last tick enqueued (queue/periodic.go) is a row of
+// jobs_leader of its own, named tick:<digest of the periodic name>,
+// holder the periodic name, term the tick in Unix nanoseconds: written in
+// the leader's act that enqueues the tick, it outlives the tick's job
+// (deleted, pruned, deleted on success) and its unique key.
+// PeriodicLastTick reads a periodic job's last tick enqueued (no row: none).
+func (q *Queries) PeriodicLastTick(ctx context.Context, name string) ([]int64, error) {
+	rows, err := q.db.QueryContext(ctx, periodicLastTick, name)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []int64
+	for rows.Next() {
+		var term int64
+		if err := rows.Scan(&term); err != nil {
+			return nil, err
+		}
+		items = append(items, term)
+	}
+	if err := rows.Close(); err != nil {
+		return nil, err
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const probeTable = `-- name: ProbeTable :many
 
 SELECT id, name, type, payload, status, attempts, claim_token, lease_until,
@@ -1738,6 +1772,25 @@ func (q *Queries) SelectHeldAttempts(ctx context.Context, arg SelectHeldAttempts
 		return nil, err
 	}
 	return items, nil
+}
+
+const setPeriodicLastTick = `-- name: SetPeriodicLastTick :exec
+INSERT INTO jobs_leader (name, holder, term, renewals, since, renewed_at, lease_until)
+VALUES (?1, ?2, ?3, 0, '1970-01-01 00:00:00.000', '1970-01-01 00:00:00.000', '1970-01-01 00:00:00.000')
+ON CONFLICT (name) DO UPDATE SET term = max(term, excluded.term)
+`
+
+type SetPeriodicLastTickParams struct {
+	Name      string
+	Periodic  string
+	TickNanos int64
+}
+
+// SetPeriodicLastTick records tick_nanos as a periodic job's last tick
+// enqueued, unless a later one is recorded.
+func (q *Queries) SetPeriodicLastTick(ctx context.Context, arg SetPeriodicLastTickParams) error {
+	_, err := q.db.ExecContext(ctx, setPeriodicLastTick, arg.Name, arg.Periodic, arg.TickNanos)
+	return err
 }
 
 const unclaimJobs = `-- name: UnclaimJobs :many

@@ -409,6 +409,23 @@ WHERE job_id IN (
 -- UTC_TIMESTAMP(6), and NOW(6) follows the session's time zone), so a lease
 -- may start up to a second before the statement: the holder allows for it.
 
+-- A periodic job's last tick enqueued (queue/periodic.go) is a row of
+-- jobs_leader of its own, named tick:<digest of the periodic name>,
+-- holder the periodic name, term the tick in Unix nanoseconds: written in
+-- the leader's act that enqueues the tick, it outlives the tick's job
+-- (deleted, pruned, deleted on success) and its unique key.
+
+-- name: PeriodicLastTick :many
+-- PeriodicLastTick reads a periodic job's last tick enqueued (no row: none).
+SELECT term FROM jobs_leader WHERE name = sqlc.arg(name);
+
+-- name: SetPeriodicLastTick :exec
+-- SetPeriodicLastTick records tick_nanos as a periodic job's last tick
+-- enqueued, unless a later one is recorded.
+INSERT INTO jobs_leader (name, holder, term, renewals, since, renewed_at, lease_until)
+VALUES (sqlc.arg(name), sqlc.arg(periodic), sqlc.arg(tick_nanos), 0, '1970-01-01 00:00:01', '1970-01-01 00:00:01', '1970-01-01 00:00:01')
+ON DUPLICATE KEY UPDATE term = GREATEST(term, sqlc.arg(tick_nanos));
+
 -- name: EnsureLeaderRow :exec
 -- EnsureLeaderRow creates the role's row, held by nobody, if it is missing.
 INSERT INTO jobs_leader (name, holder, term, renewals, since, renewed_at, lease_until)

@@ -414,6 +414,23 @@ WHERE job_id IN (
 -- statement), written as text in one fixed format so that text comparisons
 -- order times.
 
+-- A periodic job's last tick enqueued (queue/periodic.go) is a row of
+-- jobs_leader of its own, named tick:<digest of the periodic name>,
+-- holder the periodic name, term the tick in Unix nanoseconds: written in
+-- the leader's act that enqueues the tick, it outlives the tick's job
+-- (deleted, pruned, deleted on success) and its unique key.
+
+-- name: PeriodicLastTick :many
+-- PeriodicLastTick reads a periodic job's last tick enqueued (no row: none).
+SELECT term FROM jobs_leader WHERE name = @name;
+
+-- name: SetPeriodicLastTick :exec
+-- SetPeriodicLastTick records tick_nanos as a periodic job's last tick
+-- enqueued, unless a later one is recorded.
+INSERT INTO jobs_leader (name, holder, term, renewals, since, renewed_at, lease_until)
+VALUES (@name, @periodic, @tick_nanos, 0, '1970-01-01 00:00:00.000', '1970-01-01 00:00:00.000', '1970-01-01 00:00:00.000')
+ON CONFLICT (name) DO UPDATE SET term = max(term, excluded.term);
+
 -- name: EnsureLeaderRow :exec
 -- EnsureLeaderRow creates the role's row, held by nobody, if it is missing.
 INSERT INTO jobs_leader (name, holder, term, renewals, since, renewed_at, lease_until)
