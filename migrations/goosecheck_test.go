@@ -2,8 +2,6 @@ package migrations
 
 import (
 	"context"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -67,20 +65,7 @@ func TestGooseUpRefusesTakenSideNames(t *testing.T) {
 					}
 				}
 				c.hold(t, tb, held)
-				versionTable := "goose_" + name
-				t.Cleanup(func() {
-					if _, err := e.DB.Exec("DROP TABLE IF EXISTS " + (engine.Table{Kind: e.Kind, Name: versionTable}).Quoted()); err != nil {
-						t.Logf("drop goose's version table: %v", err)
-					}
-				})
-				text, err := GooseSQL(string(e.Kind), name)
-				if err != nil {
-					t.Fatal(err)
-				}
-				dir := t.TempDir()
-				if err := os.WriteFile(filepath.Join(dir, "20260101000000_jobqueue_"+name+".sql"), []byte(text), 0o644); err != nil {
-					t.Fatal(err)
-				}
+				dir, versionTable := gooseDirFor(t, e, name)
 				out, err := gooseCommandOutput(t, e, dir, versionTable, "up")
 				if c.ok {
 					if err != nil {

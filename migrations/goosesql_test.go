@@ -64,6 +64,28 @@ func removeGooseBinary() {
 	}
 }
 
+// gooseDirFor writes the goose file of table name into a new directory and
+// returns it with the name of goose's version table for it, dropped when
+// the test ends.
+func gooseDirFor(t *testing.T, e *testdb.Env, name string) (dir, versionTable string) {
+	t.Helper()
+	versionTable = "goose_" + name
+	t.Cleanup(func() {
+		if _, err := e.DB.Exec("DROP TABLE IF EXISTS " + (engine.Table{Kind: e.Kind, Name: versionTable}).Quoted()); err != nil {
+			t.Logf("drop goose's version table: %v", err)
+		}
+	})
+	text, err := GooseSQL(string(e.Kind), name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir = t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "20260101000000_jobqueue_"+name+".sql"), []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return dir, versionTable
+}
+
 // runGooseCommand runs `goose -dir dir -table versionTable <dialect> DSN
 // command` on the env's database and fails the test if goose fails.
 func runGooseCommand(t *testing.T, e *testdb.Env, dir, versionTable, command string) string {
@@ -137,21 +159,7 @@ func TestGooseCommandRunsGooseSQL(t *testing.T) {
 		ctx := context.Background()
 		name, installed := e.Table(t), e.Table(t)
 		tb, ref := tableOf(t, e.Kind, name), tableOf(t, e.Kind, installed)
-		versionTable := "goose_" + name
-		t.Cleanup(func() {
-			if _, err := e.DB.Exec("DROP TABLE IF EXISTS " + (engine.Table{Kind: e.Kind, Name: versionTable}).Quoted()); err != nil {
-				t.Logf("drop goose's version table: %v", err)
-			}
-		})
-
-		text, err := GooseSQL(string(e.Kind), name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		dir := t.TempDir()
-		if err := os.WriteFile(filepath.Join(dir, "20260101000000_jobqueue_"+name+".sql"), []byte(text), 0o644); err != nil {
-			t.Fatal(err)
-		}
+		dir, versionTable := gooseDirFor(t, e, name)
 		runGooseCommand(t, e, dir, versionTable, "up")
 		if st, err := inspect(ctx, e.DB, tb); err != nil || st != tableV2 {
 			t.Fatalf("after goose up: table %s is %v (%v); want version 2", name, st, err)
