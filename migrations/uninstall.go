@@ -58,13 +58,15 @@ func dropTable(ctx context.Context, ex execQueryer, t engine.Table) error {
 		if err := uninstallable(ctx, ex, t); err != nil {
 			return err
 		}
-		next := "nothing was dropped (one transaction): remove what the error names as standing in the way, then run Uninstall again"
+		next := "nothing was dropped (one transaction): fix the cause the error names, then run Uninstall again"
 		if t.Kind == engine.MySQL {
 			next = "MySQL commits each DROP on its own, so some tables may be gone: fix the cause and run Uninstall again to drop what is left"
 		}
 		for _, s := range dropStatements(t) {
 			if _, err := ex.ExecContext(ctx, s); err != nil {
-				return fmt.Errorf("%s: %w; %s", s, err, next)
+				// A write refused on a read-only connection says first
+				// to connect to the primary, before the advice to run again.
+				return fmt.Errorf("%s: %w; %s", s, engine.ExplainReadOnly(err), next)
 			}
 		}
 		return nil

@@ -3,6 +3,7 @@ package migrations
 import (
 	"context"
 	"database/sql"
+	"net/url"
 	"strings"
 	"testing"
 
@@ -114,4 +115,40 @@ func childOf(t *testing.T, db *sql.DB, tb, parent engine.Table, col string) (dro
 		"CREATE TABLE "+child.Quoted()+" (ref "+typ+", note VARCHAR(20), FOREIGN KEY (ref) REFERENCES "+parent.Quoted()+" ("+col+") ON DELETE CASCADE)",
 		"INSERT INTO "+child.Quoted()+" (ref, note) SELECT "+col+", 'keep me' FROM "+parent.Quoted())
 	return "DROP TABLE IF EXISTS " + child.Quoted(), "SELECT note FROM " + child.Quoted()
+}
+
+// TestUninstallReadOnly: Uninstall on a PostgreSQL connection that accepts
+// no writes (default_transaction_read_only on, as on a standby) says first
+// to connect to the primary, then that nothing was dropped and to run
+// Uninstall again; it said to remove what "stands in the way" as for a
+// view of yours, with the read-only advice missing.
+func TestUninstallReadOnly(t *testing.T) {
+	t.Parallel()
+	direct := testdb.Open(t, engine.Postgres)
+	name := testdb.Table(t, direct)
+	ctx := context.Background()
+	if err := Install(ctx, direct, name); err != nil {
+		t.Fatal(err)
+	}
+	u, err := url.Parse(testdb.URL(t, engine.Postgres))
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := u.Query()
+	v.Set("options", "-c default_transaction_read_only=on")
+	u.RawQuery = strings.ReplaceAll(v.Encode(), "+", "%20") // pgx reads a '+' as itself
+	ro := testdb.OpenURL(t, u.String())
+	err = Uninstall(ctx, ro, name)
+	if err == nil {
+		t.Fatal("Uninstall on a read-only connection succeeded")
+	}
+	msg := err.Error()
+	primary := strings.Index(msg, "connect to the primary")
+	again := strings.Index(msg, "nothing was dropped (one transaction): fix the cause the error names, then run Uninstall again")
+	if primary < 0 || again < primary || strings.Contains(msg, "in the way") {
+		t.Errorf("Uninstall error %q: want the read-only advice, then that nothing was dropped and to run Uninstall again", msg)
+	}
+	if err := Check(ctx, direct, name); err != nil {
+		t.Errorf("table after the refused Uninstall: %v", err)
+	}
 }

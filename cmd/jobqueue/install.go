@@ -109,7 +109,11 @@ tables is dropped.`,
 				return err
 			}
 			if err := migrations.Uninstall(ctx, db, name); err != nil {
-				return err
+				again := "jobqueue uninstall --table " + name
+				if force {
+					again += " --force"
+				}
+				return cliAdvice(err, "Uninstall", again)
 			}
 			if jobs == "" {
 				fmt.Fprintf(a.out, "table %s was not installed (%s); nothing of it is left\n", name, k)
@@ -162,3 +166,29 @@ func (a *app) uninstallable(ctx context.Context, db *sql.DB, name string, force 
 	}
 	return fmt.Sprintf("%d jobs", total), nil
 }
+
+// cliAdvice rewords the advice in err to run the Go API's function fn
+// again ("run Uninstall again", as the migrations package words it for its
+// callers) into the command line that does the same, so that a CLI user is
+// told what to type. Other errors are returned as they are.
+func cliAdvice(err error, fn, line string) error {
+	msg := err.Error()
+	cli := strings.ReplaceAll(msg, "run "+fn+" again", "run '"+line+"' again")
+	if cli == msg {
+		return err
+	}
+	return &rewordedError{msg: cli, err: err}
+}
+
+// rewordedError is an error whose text cliAdvice reworded; errors.Is and
+// errors.As still see the error inside.
+type rewordedError struct {
+	msg string
+	err error
+}
+
+// Error is the reworded text.
+func (e *rewordedError) Error() string { return e.msg }
+
+// Unwrap gives the error inside.
+func (e *rewordedError) Unwrap() error { return e.err }

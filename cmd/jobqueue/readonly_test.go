@@ -28,13 +28,25 @@ func TestReadOnlyServerError(t *testing.T) {
 	v.Set("options", "-c default_transaction_read_only=on")
 	u.RawQuery = strings.ReplaceAll(v.Encode(), "+", "%20") // pgx reads a '+' as itself
 	ro := cli{db: u.String(), table: table}
-	for _, args := range [][]string{
-		{"enqueue", "--name", "n"},
-		{"prune", "--older-than", "1h"},
-		{"--table", table + "_new", "install"},
+	for _, c := range []struct {
+		args  []string
+		extra []string // more the line must say
+	}{
+		{args: []string{"enqueue", "--name", "n"}},
+		{args: []string{"prune", "--older-than", "1h"}},
+		{args: []string{"--table", table + "_new", "install"}},
+		// uninstall told a CLI user to "run Uninstall again" (the Go API's
+		// name) and to remove what stands in the way.
+		{args: []string{"uninstall", "--force"}, extra: []string{"nothing was dropped", "run 'jobqueue uninstall --table " + table + " --force' again"}},
 	} {
-		t.Run(args[0], func(t *testing.T) {
-			assertOneLineError(t, ro.run(t, args...), 1, "cannot execute", "target_session_attrs=read-write")
+		t.Run(c.args[0], func(t *testing.T) {
+			r := ro.run(t, c.args...)
+			assertOneLineError(t, r, 1, append([]string{"cannot execute", "target_session_attrs=read-write"}, c.extra...)...)
+			for _, bad := range []string{"Uninstall again", "standing in the way"} {
+				if strings.Contains(r.stderr, bad) {
+					t.Errorf("stderr %q says %q", r.stderr, bad)
+				}
+			}
 		})
 	}
 }
