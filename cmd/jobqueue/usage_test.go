@@ -110,6 +110,7 @@ func TestBadDatabase(t *testing.T) {
 		{"mysql without host", "mysql:///test", "", exitUsage, []string{"names no host"}},
 		{"sqlite without path", "sqlite:", "", exitUsage, []string{"bad database URL"}},
 		{"misspelled sqlite option", "sqlite:" + filepath.Join(t.TempDir(), "x.db") + "?_busy_timout=5000", "", exitUsage, []string{`unknown option "_busy_timout"`, "_busy_timeout, "}},
+		{"bad sqlite option value", "sqlite:" + filepath.Join(t.TempDir(), "x.db") + "?_txlock=soon", "", exitUsage, []string{`_txlock="soon"`, "deferred, immediate, exclusive"}},
 		{"bad table name", "sqlite:" + filepath.Join(t.TempDir(), "x.db"), "jobs; DROP TABLE x", exitUsage, []string{"invalid table name"}},
 		{"table name too long for postgres", "postgres://postgres@127.0.0.1:1/test", strings.Repeat("a", 51), exitUsage, []string{"invalid table name", "51 characters"}},
 		{"unreachable postgres", "postgres://postgres@127.0.0.1:1/test?sslmode=disable", "", exitFailure, []string{"cannot reach the postgres database", "check that the server runs"}},

@@ -420,3 +420,90 @@ func TestDriverDSNErrorHidesQueryPassword(t *testing.T) {
 		}
 	}
 }
+
+// TestOpenSQLiteOptionValues: a value that an option of a sqlite: URL does
+// not take (a closed set, a boolean, a number of milliseconds, a time zone)
+// is refused when the URL is parsed, with ErrBadURL naming the option, the
+// value and the values it takes, and no file is made; it was reported only
+// when the driver connected, after it had made an empty database file,
+// with the advice to check that the server runs. The values it takes, in
+// any case where the driver ignores case, open the database.
+func TestOpenSQLiteOptionValues(t *testing.T) {
+	good := []string{
+		"_txlock=deferred", "_txlock=IMMEDIATE", "_txlock=Exclusive",
+		"_journal=wal", "_journal_mode=DELETE", "_journal_mode=truncate",
+		"_synchronous=normal", "_sync=3", "_synchronous=EXTRA",
+		"_auto_vacuum=incremental", "_vacuum=0",
+		"_fk=1", "_fk=on", "_foreign_keys=YES", "_foreign_keys=false", "_query_only=off",
+		"_dqs=0", "_defensive=true", "_error_rc=T", "_inttotime=1", "_texttotime=False",
+		"_time_format=sqlite", "_time_integer_format=unix_milli",
+		"_busy_timeout=5000", "_timeout=0", "_timezone=Europe/Paris", "_timezone=UTC",
+		"cache=private", "cache=shared", "mode=rwc", "psow=1", "nolock=off", "immutable=0", "psow=2",
+	}
+	for i, q := range good {
+		t.Run("good "+q, func(t *testing.T) {
+			rawURL := "sqlite:" + filepath.Join(t.TempDir(), "g"+strconv.Itoa(i)+".db") + "?" + q
+			db, _, err := Open(context.Background(), rawURL)
+			if err != nil {
+				t.Fatalf("Open(%q): %v", rawURL, err)
+			}
+			if err := db.Close(); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+	bad := []struct {
+		query string
+		names []string // what the error must name: the option, the value, the values it takes
+	}{
+		{"_txlock=soon", []string{`_txlock="soon"`, "deferred, immediate, exclusive"}},
+		{"_txlock=", []string{`_txlock=""`, "deferred, immediate, exclusive"}},
+		{"_txlock=immediate&_txlock=later", []string{`_txlock="later"`}},
+		{"_journal=wall", []string{`_journal="wall"`, "DELETE, TRUNCATE, PERSIST, MEMORY, WAL, OFF"}},
+		{"_journal_mode=fast", []string{`_journal_mode="fast"`, "WAL"}},
+		{"_journal_mode=WAL&_journal=fast", []string{`_journal="fast"`}},
+		{"_synchronous=4", []string{`_synchronous="4"`, "NORMAL", "EXTRA"}},
+		{"_sync=half", []string{`_sync="half"`, "NORMAL"}},
+		{"_auto_vacuum=yes", []string{`_auto_vacuum="yes"`, "INCREMENTAL"}},
+		{"_fk=2", []string{`_fk="2"`, "0, 1, false, true, no, yes, off, on"}},
+		{"_foreign_keys=enabled", []string{`_foreign_keys="enabled"`, "yes"}},
+		{"_query_only=y", []string{`_query_only="y"`}},
+		{"_dqs=no", []string{`_dqs="no"`, "1, t, T, TRUE, true, True, 0, f, F, FALSE, false, False"}},
+		{"_defensive=on", []string{`_defensive="on"`}},
+		{"_inttotime=yes", []string{`_inttotime="yes"`}},
+		{"_time_format=iso", []string{`_time_format="iso"`, "sqlite, datetime, string_no_monotonic"}},
+		{"_time_integer_format=unix_pico", []string{`_time_integer_format="unix_pico"`, "unix_nano"}},
+		{"_busy_timeout=5s", []string{`_busy_timeout="5s"`, "milliseconds"}},
+		{"_timeout=", []string{`_timeout=""`, "milliseconds"}},
+		{"_timezone=Mars/Olympus", []string{`_timezone="Mars/Olympus"`, "time zone"}},
+		{"cache=public", []string{`cache="public"`, "shared, private"}},
+		{"mode=rwx", []string{`mode="rwx"`, "ro, rw, rwc, memory"}},
+		{"psow=maybe", []string{`psow="maybe"`, "on"}},
+	}
+	for _, c := range bad {
+		t.Run("bad "+c.query, func(t *testing.T) {
+			dir := t.TempDir()
+			rawURL := "sqlite:" + filepath.Join(dir, "x.db") + "?" + c.query
+			db, _, err := Open(context.Background(), rawURL)
+			if err == nil {
+				db.Close()
+				t.Fatalf("Open(%q) took the URL, want ErrBadURL", rawURL)
+			}
+			if !errors.Is(err, ErrBadURL) || strings.Contains(err.Error(), "server runs") {
+				t.Errorf("Open(%q) error = %v, want ErrBadURL, without advice about a server", rawURL, err)
+			}
+			for _, s := range c.names {
+				if !strings.Contains(err.Error(), s) {
+					t.Errorf("Open(%q) error %q does not name %s", rawURL, err, s)
+				}
+			}
+			entries, err := os.ReadDir(dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(entries) != 0 {
+				t.Errorf("Open(%q) made files in %s: %v", rawURL, dir, entries)
+			}
+		})
+	}
+}

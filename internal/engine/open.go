@@ -30,7 +30,8 @@ var ErrBadURL = errors.New("jobqueue: bad database URL")
 //     WAL, a 10 s busy timeout and BEGIN IMMEDIATE transactions; options
 //     after a '?' (say _pragma=…) are passed on to the driver, each in place
 //     of the default it sets (see sqliteDefaults), and an option neither the driver nor SQLite knows (a misspelling,
-//     which both would ignore) is refused (see sqliteURLOptions).
+//     which both would ignore) is refused (see sqliteURLOptions), as is a value
+//     an option does not take (see sqliteOptionValues), before any file is made.
 func DriverDSN(rawURL string) (driver, dsn string, k Kind, err error) {
 	scheme, rest, ok := strings.Cut(rawURL, ":")
 	if !ok || rest == "" {
@@ -171,8 +172,8 @@ func sqliteURLOptions() []string {
 
 // checkSQLiteOptions parses the options of a sqlite: URL (query, what
 // follows its '?'), refusing options that do not parse or that neither
-// modernc.org/sqlite nor SQLite knows, naming them and the accepted ones.
-// The values are left to the driver, which checks its own when it connects.
+// modernc.org/sqlite nor SQLite knows, naming them and the accepted ones,
+// and values an option does not take (checkSQLiteValues).
 func checkSQLiteOptions(query string) (url.Values, error) {
 	given, err := url.ParseQuery(query)
 	if err != nil {
@@ -185,11 +186,94 @@ func checkSQLiteOptions(query string) (url.Values, error) {
 			unknown = append(unknown, strconv.Quote(name))
 		}
 	}
-	if len(unknown) == 0 {
-		return given, nil
+	if len(unknown) > 0 {
+		slices.Sort(unknown)
+		return nil, fmt.Errorf("%w: unknown option %s in the sqlite URL, which would be ignored; correct its spelling or remove it (the accepted options are %s)", ErrBadURL, strings.Join(unknown, ", "), strings.Join(accepted, ", "))
 	}
-	slices.Sort(unknown)
-	return nil, fmt.Errorf("%w: unknown option %s in the sqlite URL, which would be ignored; correct its spelling or remove it (the accepted options are %s)", ErrBadURL, strings.Join(unknown, ", "), strings.Join(accepted, ", "))
+	if err := checkSQLiteValues(given); err != nil {
+		return nil, err
+	}
+	return given, nil
+}
+
+// sqliteValues is what an option of a sqlite: URL takes: valid tells a
+// value it takes, accepted lists them for an error.
+type sqliteValues struct {
+	keys     []string
+	valid    func(string) bool
+	accepted string
+}
+
+// sqliteOptionValues is the values of the options of a sqlite: URL that can
+// be checked before connecting, as modernc.org/sqlite (v1.62) and SQLite
+// check them: those would be refused only when the driver connects, after
+// it has made the database file (or, for SQLite's cache and psow, ignored).
+// _pragma, vfs and modeof are left to the driver and SQLite.
+func sqliteOptionValues() []sqliteValues {
+	mattnBool := oneOf(true, "0", "1", "false", "true", "no", "yes", "off", "on")
+	goBool := oneOf(false, "1", "t", "T", "TRUE", "true", "True", "0", "f", "F", "FALSE", "false", "False")
+	words := oneOf(true, "on", "off", "yes", "no", "true", "false")
+	uriBool := sqliteValues{valid: func(v string) bool { // SQLite takes any integer too
+		_, err := strconv.ParseInt(v, 10, 32)
+		return err == nil || words.valid(v)
+	}, accepted: words.accepted + " or an integer (0 is false)"}
+	millis := sqliteValues{valid: func(v string) bool {
+		_, err := strconv.ParseInt(v, 10, 64)
+		return err == nil
+	}, accepted: "a whole number of milliseconds"}
+	zone := sqliteValues{valid: func(v string) bool {
+		_, err := time.LoadLocation(v)
+		return v != "" && err == nil
+	}, accepted: "a time zone name such as UTC or Europe/Paris"}
+	return []sqliteValues{
+		oneOf(true, "deferred", "immediate", "exclusive").of("_txlock"),
+		oneOf(true, "DELETE", "TRUNCATE", "PERSIST", "MEMORY", "WAL", "OFF").of("_journal_mode", "_journal"),
+		oneOf(true, "0", "OFF", "1", "NORMAL", "2", "FULL", "3", "EXTRA").of("_synchronous", "_sync"),
+		oneOf(true, "0", "NONE", "1", "FULL", "2", "INCREMENTAL").of("_auto_vacuum", "_vacuum"),
+		mattnBool.of("_foreign_keys", "_fk", "_query_only"),
+		goBool.of("_dqs", "_defensive", "_error_rc", "_inttotime", "_texttotime"),
+		oneOf(false, "sqlite", "datetime", "string_no_monotonic").of("_time_format"),
+		oneOf(false, "unix", "unix_milli", "unix_micro", "unix_nano").of("_time_integer_format"),
+		millis.of("_busy_timeout", "_timeout"),
+		zone.of("_timezone"),
+		oneOf(false, "shared", "private").of("cache"),
+		oneOf(false, "ro", "rw", "rwc", "memory").of("mode"),
+		uriBool.of("immutable", "nolock", "psow"),
+	}
+}
+
+// oneOf is the values listed, in any case when fold is true.
+func oneOf(fold bool, values ...string) sqliteValues {
+	accepted := "one of " + strings.Join(values, ", ")
+	if fold {
+		accepted += " (in any case)"
+	}
+	return sqliteValues{valid: func(v string) bool {
+		return slices.ContainsFunc(values, func(a string) bool { return a == v || fold && strings.EqualFold(a, v) })
+	}, accepted: accepted}
+}
+
+// of is v for the options keys.
+func (v sqliteValues) of(keys ...string) sqliteValues {
+	v.keys = keys
+	return v
+}
+
+// checkSQLiteValues refuses a value of an option in given that the option
+// does not take (sqliteOptionValues), an empty one included (the driver
+// would take it as unset, and the default it replaces would be lost too),
+// naming the option, the value and the values it takes.
+func checkSQLiteValues(given url.Values) error {
+	for _, o := range sqliteOptionValues() {
+		for _, key := range o.keys {
+			for _, v := range given[key] {
+				if !o.valid(v) {
+					return fmt.Errorf("%w: option %s=%q in the sqlite URL is not a value it takes; give %s (nothing was opened or created)", ErrBadURL, key, v, o.accepted)
+				}
+			}
+		}
+	}
+	return nil
 }
 
 // SQLiteDSN is the modernc.org/sqlite DSN for the database file at path, with
