@@ -167,10 +167,13 @@ type EnqueueFunc func(ctx context.Context, call *EnqueueCall) error
 // gets that error. A middleware that returns nil without calling next
 // (nothing written, no error to say so) makes the enqueue fail with an
 // error that says so (errSkippedWrite), rather than return no id and no
-// error as if the jobs had been written. An enqueue that a unique key made a duplicate returns an
-// error wrapping ErrDuplicate from Enqueue and EnqueueTx; EnqueueMany marks
-// the job Duplicate and returns nil. Bad input (ErrInvalidJob, …) is
-// refused before the middleware runs.
+// error as if the jobs had been written. It calls next at most once: a
+// second call writes nothing and returns an error that says next was
+// called twice (errNextTwice; the jobs stay as the first call left them,
+// and Enqueue still returns the first call's id). An enqueue that a unique
+// key made a duplicate returns an error wrapping ErrDuplicate from Enqueue
+// and EnqueueTx; EnqueueMany marks the job Duplicate and returns nil. Bad
+// input (ErrInvalidJob, …) is refused before the middleware runs.
 type EnqueueMiddleware func(ctx context.Context, call *EnqueueCall, next EnqueueFunc) error
 
 // WithEnqueueMiddleware adds middleware around every enqueue of the queue.
@@ -216,6 +219,11 @@ var errNoWrite = errors.New("jobqueue: enqueue middleware passed next an Enqueue
 var errSkippedWrite = errors.New("jobqueue: enqueue middleware returned without calling next and without an error, so nothing was written; " +
 	"a middleware must call next, or return an error of its own to refuse the enqueue")
 
+// errNextTwice is the error of a second call of next within one enqueue:
+// the second call writes nothing (the jobs would be written twice).
+var errNextTwice = errors.New("jobqueue: enqueue middleware called next a second time; that call wrote nothing " +
+	"(the jobs were written once, by the first call, unless it returned an error): a middleware must call next at most once")
+
 // runEnqueueChain runs call through the enqueue middleware (q.enqueueMW,
 // not nil) and returns its error, or errSkippedWrite when the chain
 // returned nil without its end having run.
@@ -230,8 +238,13 @@ func (q *Queue) runEnqueueChain(ctx context.Context, call *EnqueueCall) error {
 }
 
 // writeCall is the end of the enqueue chain: it writes call's jobs and
-// records the ids and duplicates in call.Jobs.
+// records the ids and duplicates in call.Jobs, once; a second call (a
+// middleware that called next twice) writes nothing and returns
+// errNextTwice.
 func (q *Queue) writeCall(ctx context.Context, call *EnqueueCall) error {
+	if call.wrote {
+		return errNextTwice
+	}
 	call.wrote = true
 	switch {
 	case call.one != nil:

@@ -448,24 +448,40 @@ func TestEnqueueCallJobsInOrderGiven(t *testing.T) {
 // without calling next wrote nothing, and says so with an error
 // (errSkippedWrite), on each of Enqueue, EnqueueTx, EnqueueMany and
 // EnqueueManyTx. Before, Enqueue returned id 0 and EnqueueMany 0 jobs with
-// a nil error, and the caller believed its job written.
+// a nil error, and the caller believed its job written. A middleware that
+// calls next twice has its jobs written once: the second call writes
+// nothing and returns errNextTwice (before, it wrote every job again).
 func TestEnqueueMiddlewareSkipsNext(t *testing.T) {
 	refusal := errors.New("refused by the middleware")
 	passes := func(ctx context.Context, call *EnqueueCall, next EnqueueFunc) error { return next(ctx, call) }
 	skips := func(context.Context, *EnqueueCall, EnqueueFunc) error { return nil }
+	twice := func(ctx context.Context, call *EnqueueCall, next EnqueueFunc) error {
+		if err := next(ctx, call); err != nil {
+			return err
+		}
+		return next(ctx, call)
+	}
 	mws := []struct {
 		name    string
 		mw      []EnqueueMiddleware
-		wantErr error // nil: the jobs are written
+		wantErr error // nil: no error
+		written bool  // the jobs are written (once)
 	}{
-		{"calls next", []EnqueueMiddleware{passes}, nil},
-		{"returns nil without calling next", []EnqueueMiddleware{skips}, errSkippedWrite},
-		{"inner one returns nil without calling next", []EnqueueMiddleware{passes, skips}, errSkippedWrite},
+		{"calls next", []EnqueueMiddleware{passes}, nil, true},
+		{"returns nil without calling next", []EnqueueMiddleware{skips}, errSkippedWrite, false},
+		{"inner one returns nil without calling next", []EnqueueMiddleware{passes, skips}, errSkippedWrite, false},
 		{"swallows the error of a call of its own", []EnqueueMiddleware{func(ctx context.Context, call *EnqueueCall, next EnqueueFunc) error {
 			_ = next(ctx, &EnqueueCall{Jobs: call.Jobs}) // errNoWrite, dropped on purpose: the case under test
 			return nil
-		}}, errSkippedWrite},
-		{"refuses with an error of its own", []EnqueueMiddleware{func(context.Context, *EnqueueCall, EnqueueFunc) error { return refusal }}, refusal},
+		}}, errSkippedWrite, false},
+		{"refuses with an error of its own", []EnqueueMiddleware{func(context.Context, *EnqueueCall, EnqueueFunc) error { return refusal }}, refusal, false},
+		{"calls next twice", []EnqueueMiddleware{twice}, errNextTwice, true},
+		{"inner one calls next twice", []EnqueueMiddleware{passes, twice}, errNextTwice, true},
+		{"calls next twice, drops the second error", []EnqueueMiddleware{func(ctx context.Context, call *EnqueueCall, next EnqueueFunc) error {
+			err := next(ctx, call)
+			_ = next(ctx, call) // errNextTwice, dropped on purpose: the case under test
+			return err
+		}}, nil, true},
 	}
 	// Each call enqueues jobs named name and returns how many it says it
 	// wrote (Enqueue: 1 when its id is not 0).
@@ -511,20 +527,18 @@ func TestEnqueueMiddlewareSkipsNext(t *testing.T) {
 						}
 					}
 					written := env.countWhere(t, "name = ?", name)
-					if m.wantErr != nil {
-						if !errors.Is(err, m.wantErr) {
-							t.Errorf("err %v, want %v", err, m.wantErr)
-						}
-						if n != 0 || written != 0 {
-							t.Errorf("returned %d written, table holds %d; want 0 and 0", n, written)
-						}
-						return
+					if !errors.Is(err, m.wantErr) { // errors.Is(err, nil): err == nil
+						t.Errorf("err %v, want %v", err, m.wantErr)
 					}
-					if err != nil {
-						t.Fatalf("err %v, want nil", err)
+					want := 0
+					if m.written {
+						want = 1 // Enqueue, EnqueueTx: the id is not 0
+						if strings.HasPrefix(c.name, "EnqueueMany") {
+							want = 2
+						}
 					}
-					if n == 0 || n != written {
-						t.Errorf("returned %d written, table holds %d; want the same, not 0", n, written)
+					if n != want || written != want {
+						t.Errorf("returned %d written, table holds %d; want %d and %d", n, written, want, want)
 					}
 				})
 			}
