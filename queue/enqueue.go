@@ -50,7 +50,7 @@ func (q *Queue) enqueue(ctx context.Context, tx *sql.Tx, args JobArgs, opts []En
 		return q.writeOne(ctx, tx, j, key, now)
 	}
 	call := &EnqueueCall{Jobs: []EnqueuedJob{j.view()}, Tx: tx, one: j, key: key, tx: tx, now: now}
-	err = q.runEnqueueChain(ctx, call)
+	err = q.enqueueMW(ctx, call)
 	return call.id, err
 }
 
@@ -203,7 +203,7 @@ func (q *Queue) enqueueMany(ctx context.Context, tx *sql.Tx, args []JobArgs, opt
 	for i, j := range all {
 		call.Jobs[i] = j.view()
 	}
-	err = q.runEnqueueChain(ctx, call)
+	err = q.enqueueMW(ctx, call)
 	return call.n, err
 }
 

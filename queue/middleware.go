@@ -192,7 +192,10 @@ func WithEnqueueMiddleware(mw ...EnqueueMiddleware) Option {
 }
 
 // enqueueChain is write wrapped by mw (the first outermost); nil when there
-// is no middleware, so that an enqueue then builds no EnqueueCall.
+// is no middleware, so that an enqueue then builds no EnqueueCall. Each
+// level returns errSkippedWrite when its middleware returned nil without
+// the end of the chain having run, so that the middleware around it (a
+// span, a counter) sees the failure the caller gets.
 func enqueueChain(mw []EnqueueMiddleware, write EnqueueFunc) EnqueueFunc {
 	if len(mw) == 0 {
 		return nil
@@ -200,7 +203,15 @@ func enqueueChain(mw []EnqueueMiddleware, write EnqueueFunc) EnqueueFunc {
 	next := write
 	for i := len(mw) - 1; i >= 0; i-- {
 		m, inner := mw[i], next
-		next = func(ctx context.Context, call *EnqueueCall) error { return m(ctx, call, inner) }
+		next = func(ctx context.Context, call *EnqueueCall) error {
+			if err := m(ctx, call, inner); err != nil {
+				return err
+			}
+			if !call.wrote {
+				return errSkippedWrite
+			}
+			return nil
+		}
 	}
 	return next
 }
@@ -223,19 +234,6 @@ var errSkippedWrite = errors.New("jobqueue: enqueue middleware returned without 
 // the second call writes nothing (the jobs would be written twice).
 var errNextTwice = errors.New("jobqueue: enqueue middleware called next a second time; that call wrote nothing " +
 	"(the jobs were written once, by the first call, unless it returned an error): a middleware must call next at most once")
-
-// runEnqueueChain runs call through the enqueue middleware (q.enqueueMW,
-// not nil) and returns its error, or errSkippedWrite when the chain
-// returned nil without its end having run.
-func (q *Queue) runEnqueueChain(ctx context.Context, call *EnqueueCall) error {
-	if err := q.enqueueMW(ctx, call); err != nil {
-		return err
-	}
-	if !call.wrote {
-		return errSkippedWrite
-	}
-	return nil
-}
 
 // writeCall is the end of the enqueue chain: it writes call's jobs and
 // records the ids and duplicates in call.Jobs, once; a second call (a
