@@ -180,9 +180,11 @@ func (s *scheduler) run(ctx context.Context) {
 // lead enqueues the ticks that come while this worker leads, until the
 // leadership changes or ctx ends. Ticks before it began are missed, except
 // the latest one of each job with runMissed. Each enqueue is an act fenced
-// by f.
+// by f. Which ticks are due is read on the queue's clock (q.now), like
+// every time the queue writes; it waits for the next one with a timer of
+// the time left on that clock.
 func (s *scheduler) lead(ctx, term context.Context, f *termFence, changed <-chan struct{}) {
-	now := time.Now()
+	now := s.q.now()
 	next := make([]time.Time, len(s.jobs))
 	for i, p := range s.jobs {
 		if s.runMissed {
@@ -208,7 +210,7 @@ func (s *scheduler) lead(ctx, term context.Context, f *termFence, changed <-chan
 			}
 			return
 		}
-		timer := time.NewTimer(time.Until(first))
+		timer := time.NewTimer(first.Sub(s.q.now()))
 		select {
 		case <-ctx.Done():
 			timer.Stop()
@@ -218,7 +220,7 @@ func (s *scheduler) lead(ctx, term context.Context, f *termFence, changed <-chan
 			return
 		case <-timer.C:
 		}
-		now = time.Now()
+		now = s.q.now()
 		for i, p := range s.jobs {
 			for n := 0; !next[i].IsZero() && !next[i].After(now); n++ {
 				if s.el.guard() != nil {

@@ -2,7 +2,9 @@ package queue
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -138,6 +140,81 @@ func TestPeriodicRunMissedAfterRestartOnceJobDeleted(t *testing.T) {
 		}
 		if n := runs.Load(); n != 1 {
 			t.Fatalf("the latest tick ran %d times across the restart, want once", n)
+		}
+	})
+}
+
+// TestPeriodicSchedulerBehindClockTickOnce: a leader whose clock is behind
+// the last leader's reaches, on its own clock, a tick that the last leader
+// enqueued and whose job is gone, and does not enqueue it again; its next
+// tick is enqueued as usual. Unlike TestPeriodicTickOnceAfterItsJobIsGone
+// this goes through the scheduler (a worker with RunMissed), whose ticks
+// follow the queue's clock: b's test clock, set behind a's, drives which
+// ticks are due. Before, the scheduler read the wall clock, ignoring the
+// queue's: its RunMissed tick and its due ticks were the wall clock's, not
+// those of b's clock, and the first wait below timed out.
+func TestPeriodicSchedulerBehindClockTickOnce(t *testing.T) {
+	forEachEngine(t, func(t *testing.T, kind engine.Kind) {
+		ctx := context.Background()
+		env := coreEnv(t, kind)
+		qa, clockA := coreQueue(t, env, WithDeleteOnSuccess(true))
+		const period = 2 * time.Second // b waits for its next tick in real time: keep it short
+		tick := clockA.now().Truncate(period)
+		p := Periodic("report", everyFrom{start: tick.Add(-10 * period), period: period}, kindArgs{K: "report"}, Type("periodic"))
+
+		// Leader a enqueues the tick; its job runs and is deleted.
+		fa := takeLease(t, qa, "a", time.Minute)
+		if err := qa.leaderAct(ctx, fa, func(d dbtx) error {
+			id, dup, err := qa.enqueueTickOnce(ctx, d, p, tick)
+			if err == nil && (dup || id == 0) {
+				err = fmt.Errorf("id %d, dup %v; want a new job", id, dup)
+			}
+			return err
+		}); err != nil {
+			t.Fatalf("a's enqueue of tick %v: %v", tick, err)
+		}
+		completeJob(t, qa, "periodic")
+		if n := env.countWhere(t, "1=1"); n != 0 {
+			t.Fatalf("%d jobs left, want the tick's job deleted", n)
+		}
+		if err := qa.st.leaderRelease(ctx, leaderRole, "a"); err != nil {
+			t.Fatal(err)
+		}
+
+		// Leader b's clock is a second before the tick.
+		logs := &testdb.LogRecorder{}
+		clockB := newFixedClock()
+		clockB.add(tick.Add(-time.Second).Sub(clockB.now()))
+		qb := env.queue(t, nil, withClock(clockB.now), WithLogger(slog.New(logs)))
+		cfg := fastConfig()
+		cfg.Types, cfg.MaintenanceInterval, cfg.RunMissed, cfg.Periodic = []string{"periodic"}, -1, true, []PeriodicJob{p}
+		w := qb.NewWorker(cfg)
+		w.HandleDefault(func(context.Context, *JobRow) error { return nil })
+		stop, _ := startWorker(t, w)
+		logged := func(msg string, tick time.Time) bool {
+			want := fmt.Sprintf("tick=%v", slog.TimeValue(tick))
+			for _, l := range logs.Lines(slog.LevelInfo) {
+				if strings.HasPrefix(l, msg) && strings.Contains(l, want) {
+					return true
+				}
+			}
+			return false
+		}
+		const already = "periodic tick already enqueued (no later than the last tick recorded)"
+		// RunMissed: the latest tick on b's clock is the one before.
+		waitUntil(t, 30*time.Second, "b's look at the tick before, the latest on its clock", func() bool { return logged(already, tick.Add(-period)) })
+		clockB.add(time.Second)
+		waitUntil(t, 30*time.Second, "b's look at the tick that a enqueued", func() bool { return logged(already, tick) })
+		if n := env.countWhere(t, "1=1"); n != 0 {
+			t.Fatalf("%d jobs after b reached the tick a enqueued, want none (enqueued once)\nlogs:\n%s", n, strings.Join(logs.Lines(slog.LevelInfo), "\n"))
+		}
+		clockB.add(period)
+		waitUntil(t, 30*time.Second, "b's enqueue of the next tick", func() bool { return logged("periodic job enqueued", tick.Add(period)) })
+		if err := stop(10 * time.Second); err != nil {
+			t.Fatalf("Run: %v", err)
+		}
+		if n := logs.Count(slog.LevelInfo, "periodic job enqueued"); n != 1 {
+			t.Fatalf("b enqueued %d ticks, want 1 (the next one)\nlogs:\n%s", n, strings.Join(logs.Lines(slog.LevelInfo), "\n"))
 		}
 	})
 }
