@@ -83,22 +83,3 @@ func TestWorkCommandEnv(t *testing.T) {
 	r := c.run(t, "work", "--exec", "true", "--pass-env", "HOME")
 	assertOneLineError(t, r, exitUsage, `--pass-env "HOME"`, "JOBQUEUE_DB and JOBQUEUE_WEB_PASSWORD")
 }
-
-// TestInitWarning: a worker that is PID 1 warns that it reaps no orphans
-// and says to run an init; any other says nothing.
-func TestInitWarning(t *testing.T) {
-	t.Parallel()
-	for _, tc := range []struct {
-		pid  int
-		want string // in the warning; "": no warning
-	}{
-		{1, "docker run --init"},
-		{2, ""},
-		{4242, ""},
-	} {
-		got := initWarning(tc.pid)
-		if (tc.want == "") != (got == "") || !strings.Contains(got, tc.want) {
-			t.Errorf("initWarning(%d) = %q, want one containing %q", tc.pid, got, tc.want)
-		}
-	}
-}

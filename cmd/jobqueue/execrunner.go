@@ -92,6 +92,10 @@ type execRunner struct {
 	log *slog.Logger
 	// stdoutFailed and stderrFailed log that once.
 	stdoutFailed, stderrFailed sync.Once
+	// children starts and waits for the commands: a worker that is PID 1
+	// reaps the orphans they leave behind, never the commands themselves
+	// (see children). Nil: started and waited for plainly.
+	children *children
 }
 
 // run runs the command for job and returns nil when it exits 0.
@@ -117,7 +121,10 @@ func (r *execRunner) run(ctx context.Context, job execJob) error {
 	if cmd.WaitDelay == 0 {
 		cmd.WaitDelay = defaultWaitDelay
 	}
-	err := cmd.Run()
+	err := r.children.start(cmd)
+	if err == nil {
+		err = r.children.wait(cmd)
+	}
 	if errors.Is(err, exec.ErrWaitDelay) && cmd.ProcessState != nil && cmd.ProcessState.Success() {
 		// The command exited 0, but something it left running in the
 		// background still held its stderr after waitDelay: the exit

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
 	"strings"
 	"time"
 
@@ -46,9 +45,11 @@ completes the job; anything else fails it with the end of the command's stderr
 as its error, and it is retried with backoff while it has attempts left. The
 command's stdout and stderr are passed through.
 
-In a container, run the worker under an init (docker run --init, tini): as PID 1
-it does not reap what the commands leave behind, which would stay zombies (it
-warns at start when it is PID 1).
+As PID 1 (in a container without an init) the worker, on Linux, reaps the
+processes the commands leave behind (a background process whose shell exited
+becomes its child), which would otherwise stay zombies; /proc must be the
+container's (it is in Docker, Kubernetes and with unshare --mount-proc), else
+it warns at start and reaps nothing. No init (docker run --init) is needed.
 
 The lease is extended while the command runs. The command runs in its own
 process group, killed as a whole if the job is lost (lease taken over) or when
@@ -209,9 +210,9 @@ stop it on their own (0, their default, is no limit).`,
 			}
 			ctx := cmd.Context()
 			log := a.logger(level)
-			if msg := initWarning(os.Getpid()); msg != "" {
-				log.Warn(msg)
-			}
+			// As PID 1, reap the orphans of the commands.
+			children, stopReaper := startReaper(log, "/proc")
+			defer stopReaper()
 			// The queue logs the worker's start and stop, failures and
 			// warnings; completions it logs at debug, so the listener
 			// reports them at info.
@@ -257,7 +258,7 @@ stop it on their own (0, their default, is no limit).`,
 				Periodic:            periodicJobs,
 				RunMissed:           runMissed,
 			})
-			runner := &execRunner{command: command, passEnv: passEnv, stdout: a.out, stderr: a.err, log: log}
+			runner := &execRunner{command: command, passEnv: passEnv, stdout: a.out, stderr: a.err, log: log, children: children}
 			w.HandleDefault(func(ctx context.Context, job *queue.JobRow) error {
 				return runner.run(ctx, execJob{
 					ID: job.ID, Name: job.Name, Type: job.Type, Attempt: job.Attempts, Payload: job.Payload,
@@ -317,15 +318,4 @@ func logCompleted(log *slog.Logger) func(queue.Event) {
 				"attempt", ev.Job.Attempts, "duration", ev.Duration.Round(time.Millisecond))
 		}
 	}
-}
-
-// initWarning is the warning a worker whose process id is pid logs at
-// start when it is PID 1 (a container's only process, without an init):
-// the processes that its commands leave behind become its children when
-// their shell exits, and it does not reap them, so they stay zombies.
-func initWarning(pid int) string {
-	if pid != 1 {
-		return ""
-	}
-	return "running as PID 1: the processes the commands leave behind (background ones whose shell exited) stay zombies, as this worker does not reap them; run it under an init (docker run --init, tini)"
 }
