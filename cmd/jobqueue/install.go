@@ -67,8 +67,10 @@ The operator's guide is docs/upgrading.md.`,
 			defer db.Close()
 			if err := migrations.Migrate(ctx, db, migrations.RetryPolicy(p), name); err != nil {
 				// The error says what to do next (on MySQL: run the same
-				// command again, which resumes).
-				return err
+				// command again, which resumes), in the Go API's words.
+				again := fmt.Sprintf("jobqueue migrate --table %s --max-attempts %d --base-delay %d --max-delay %d",
+					name, maxAttempts, baseDelay, maxDelay)
+				return cliAdvice(err, "Migrate", again)
 			}
 			fmt.Fprintf(a.out, "table %s is version 2 (%s)\n", name, k)
 			return nil

@@ -143,3 +143,26 @@ func TestHalfMigratedTable(t *testing.T) {
 		}
 	})
 }
+
+// TestMigrateErrorNamesTheCommand: a migration that fails tells the CLI
+// user which command to run again, with the same flags, not the Go API's
+// Migrate (SQLite: a table under the name Migrate rebuilds into stands in
+// the way; nothing changes).
+func TestMigrateErrorNamesTheCommand(t *testing.T) {
+	t.Parallel()
+	e := testdb.New(t, engine.SQLite)
+	table := e.Table(t)
+	c := cli{db: e.URL, table: table}
+	version1Table(t, e, c)
+	blocker := parseTable(t, e.Kind, table+"__jobqueue_v2")
+	if _, err := e.DB.Exec("CREATE TABLE " + blocker.Quoted() + " (x INTEGER)"); err != nil {
+		t.Fatal(err)
+	}
+	res := c.run(t, "migrate", "--max-attempts", "5", "--base-delay", "120", "--max-delay", "3600")
+	assertOneLineError(t, res, exitFailure, "rename or drop it",
+		"run 'jobqueue migrate --table "+table+" --max-attempts 5 --base-delay 120 --max-delay 3600' again")
+	if strings.Contains(res.stderr, "run Migrate again") {
+		t.Errorf("the error names the Go API's Migrate: %s", res.stderr)
+	}
+	assertOneLineError(t, c.run(t, "install"), exitFailure, "outdated", "jobqueue migrate")
+}
