@@ -188,12 +188,11 @@ func (s *syncBuffer) String() string {
 	return s.b.String()
 }
 
-// startWorker starts `jobqueue work` in the background and returns the
-// process and its stderr.
-func startWorker(t *testing.T, c cli, args ...string) (*exec.Cmd, *syncBuffer) {
+// startCmd starts cmd (a run of the binary) in the background with the
+// tests' clean environment, kills it when the test ends, and returns its
+// stderr.
+func startCmd(t *testing.T, cmd *exec.Cmd) *syncBuffer {
 	t.Helper()
-	all := append([]string{"--db", c.db, "--table", c.table, "work"}, args...)
-	cmd := exec.Command(binary, all...)
 	cmd.Env = cleanEnv()
 	stderr := &syncBuffer{}
 	cmd.Stderr = stderr
@@ -201,6 +200,16 @@ func startWorker(t *testing.T, c cli, args ...string) (*exec.Cmd, *syncBuffer) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { cmd.Process.Kill() })
+	return stderr
+}
+
+// startWorker starts `jobqueue work` in the background and returns the
+// process and its stderr.
+func startWorker(t *testing.T, c cli, args ...string) (*exec.Cmd, *syncBuffer) {
+	t.Helper()
+	all := append([]string{"--db", c.db, "--table", c.table, "work"}, args...)
+	cmd := exec.Command(binary, all...)
+	stderr := startCmd(t, cmd)
 	return cmd, stderr
 }
 

@@ -42,13 +42,7 @@ func TestWorkPID1ReapsOrphans(t *testing.T) {
 	script := `(true &); (sleep 0.2 >/dev/null 2>&1 &); (sleep 0.5 &); test "$JOB_NAME" = good || { echo "bad job $JOB_ID" >&2; exit 3; }`
 	cmd := exec.Command(unshare, "-fp", "--mount-proc", binary, "--db", c.db, "--table", c.table,
 		"work", "--concurrency", "4", "--poll-interval", "50ms", "--exec", script)
-	cmd.Env = cleanEnv()
-	stderr := &syncBuffer{}
-	cmd.Stderr = stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cmd.Process.Kill() })
+	stderr := startCmd(t, cmd)
 
 	var worker int
 	eventually(t, 30*time.Second, "the worker to start under unshare", func() bool {
@@ -126,13 +120,7 @@ func TestWorkPID1ForeignProc(t *testing.T) {
 	c.ok(t, "enqueue", "--name", "good")
 	cmd := exec.Command(unshare, "-fp", binary, "--db", c.db, "--table", c.table,
 		"work", "--max-jobs", "1", "--poll-interval", "50ms", "--exec", "true")
-	cmd.Env = cleanEnv()
-	stderr := &syncBuffer{}
-	cmd.Stderr = stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cmd.Process.Kill() })
+	stderr := startCmd(t, cmd)
 	if code := waitExit(t, cmd, 60*time.Second); code != 0 {
 		t.Fatalf("worker exit %d, want 0; stderr:\n%s", code, stderr)
 	}

@@ -313,13 +313,7 @@ func TestSignalWhileConnecting(t *testing.T) {
 			}()
 			url := "postgres://postgres@" + ln.Addr().String() + "/test?sslmode=disable&connect_timeout=60"
 			cmd := exec.Command(binary, append([]string{"--db", url}, tc.args...)...)
-			cmd.Env = cleanEnv()
-			stderr := &syncBuffer{}
-			cmd.Stderr = stderr
-			if err := cmd.Start(); err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { cmd.Process.Kill() })
+			stderr := startCmd(t, cmd)
 			select {
 			case conn := <-accepted:
 				t.Cleanup(func() { conn.Close() })
@@ -349,13 +343,7 @@ func TestWorkNohup(t *testing.T) {
 	args := []string{"-c", script, "sh", binary, "--db", c.db, "--table", c.table, "work",
 		"--poll-interval", "50ms", "--exec", "echo yes > " + dir + "/$JOB_NAME"}
 	cmd := exec.Command("sh", args...)
-	cmd.Env = cleanEnv()
-	stderr := &syncBuffer{}
-	cmd.Stderr = stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cmd.Process.Kill() })
+	stderr := startCmd(t, cmd)
 	waitFile(t, filepath.Join(dir, "first"), 20*time.Second)
 	if err := cmd.Process.Signal(syscall.SIGHUP); err != nil {
 		t.Fatal(err)
