@@ -16,6 +16,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
+	"slices"
 	"sync"
 	"time"
 
@@ -74,14 +76,23 @@ type GaugeOptions struct {
 	// some collectors, such as the Prometheus exporter, collect with a
 	// context that has no deadline.
 	Timeout time.Duration
+	// Attributes are added to every point of the gauges, beside type and
+	// status: give each queue observed on one MeterProvider attributes of
+	// its own, such as attribute.String("table", "jobs"), since the
+	// points of two queues under the same attributes would overwrite each
+	// other (RegisterGauges refuses that). Neither type nor status may be
+	// one of them.
+	Attributes []attribute.KeyValue
 }
 
 // Gauges are the registered observable gauges of one queue; Unregister
 // removes them.
 type Gauges struct {
-	q   *queue.Queue
-	o   GaugeOptions
-	reg metric.Registration
+	q     *queue.Queue
+	o     GaugeOptions
+	reg   metric.Registration
+	extra []attribute.KeyValue // o.Attributes, deduplicated and sorted
+	key   observedKey          // its entry in observed; zero when not kept
 
 	jobs metric.Int64ObservableGauge
 	age  metric.Float64ObservableGauge
@@ -106,7 +117,10 @@ type typeSnapshot struct {
 // each type was due, 0 when none is; unit s, attribute type) on o's
 // MeterProvider, observed from q's table through a cache (see GaugeOptions).
 // Every type present in the table has all five statuses, zeros included.
-// No job id or kind is an attribute.
+// No job id or kind is an attribute. Several queues may be observed on one
+// MeterProvider, each with GaugeOptions.Attributes of its own; a second
+// registration under the same attributes is refused while the first is
+// registered.
 func RegisterGauges(q *queue.Queue, o GaugeOptions) (*Gauges, error) {
 	if q == nil {
 		return nil, errors.New("jobqueue: gauges: the queue is nil; pass the *queue.Queue whose table they observe")
@@ -121,6 +135,14 @@ func RegisterGauges(q *queue.Queue, o GaugeOptions) (*Gauges, error) {
 	case o.Timeout < 0:
 		return nil, fmt.Errorf("jobqueue: gauges: Timeout %s is negative; use 0 for %s", o.Timeout, DefaultGaugeTimeout)
 	}
+	for _, kv := range o.Attributes {
+		switch {
+		case !kv.Valid():
+			return nil, fmt.Errorf("jobqueue: gauges: attribute %q is not valid (an empty key or no value); give each a key and a value", kv.Key)
+		case kv.Key == AttrType || kv.Key == AttrStatus:
+			return nil, fmt.Errorf("jobqueue: gauges: attribute %q is the gauges' own; name yours otherwise, such as \"table\"", kv.Key)
+		}
+	}
 	if o.MeterProvider == nil {
 		o.MeterProvider = otel.GetMeterProvider()
 	}
@@ -133,31 +155,94 @@ func RegisterGauges(q *queue.Queue, o GaugeOptions) (*Gauges, error) {
 	if o.Timeout == 0 {
 		o.Timeout = DefaultGaugeTimeout
 	}
-	g := &Gauges{q: q, o: o}
-	m := o.MeterProvider.Meter(ScopeName)
-	var err error
-	if g.jobs, err = m.Int64ObservableGauge(MetricJobs,
-		metric.WithDescription("Jobs in the table per type and status, read at most once per cache TTL."),
-		metric.WithUnit("{job}")); err != nil {
-		return nil, fmt.Errorf("jobqueue: gauges: create %s: %w", MetricJobs, err)
+	set := attribute.NewSet(slices.Clone(o.Attributes)...) // NewSet sorts its argument in place
+	g := &Gauges{q: q, o: o, extra: set.ToSlice()}
+	if err := g.reserve(set); err != nil {
+		return nil, err
 	}
-	if g.age, err = m.Float64ObservableGauge(MetricOldestPendingAge,
-		metric.WithDescription("Seconds since the oldest due pending job of the type was due (0 when none is), read at most once per cache TTL."),
-		metric.WithUnit("s")); err != nil {
-		return nil, fmt.Errorf("jobqueue: gauges: create %s: %w", MetricOldestPendingAge, err)
-	}
-	if g.reg, err = m.RegisterCallback(g.observe, g.jobs, g.age); err != nil {
-		return nil, fmt.Errorf("jobqueue: gauges: register their callback: %w", err)
+	if err := g.register(); err != nil {
+		g.release()
+		return nil, err
 	}
 	return g, nil
 }
 
+// register creates the gauges and registers their callback.
+func (g *Gauges) register() error {
+	m := g.o.MeterProvider.Meter(ScopeName)
+	var err error
+	if g.jobs, err = m.Int64ObservableGauge(MetricJobs,
+		metric.WithDescription("Jobs in the table per type and status, read at most once per cache TTL."),
+		metric.WithUnit("{job}")); err != nil {
+		return fmt.Errorf("jobqueue: gauges: create %s: %w", MetricJobs, err)
+	}
+	if g.age, err = m.Float64ObservableGauge(MetricOldestPendingAge,
+		metric.WithDescription("Seconds since the oldest due pending job of the type was due (0 when none is), read at most once per cache TTL."),
+		metric.WithUnit("s")); err != nil {
+		return fmt.Errorf("jobqueue: gauges: create %s: %w", MetricOldestPendingAge, err)
+	}
+	if g.reg, err = m.RegisterCallback(g.observe, g.jobs, g.age); err != nil {
+		return fmt.Errorf("jobqueue: gauges: register their callback: %w", err)
+	}
+	return nil
+}
+
+// observedKey is one MeterProvider and the attributes of the gauges
+// registered on it.
+type observedKey struct {
+	mp    metric.MeterProvider
+	attrs attribute.Distinct
+}
+
+// observed holds the keys of the registered gauges, so that a second
+// queue observed on one MeterProvider under the same attributes is
+// refused: the two callbacks would observe the same points (type "default"
+// in both tables, say), and each collect would keep one table's value.
+var observed = struct {
+	sync.Mutex
+	m map[observedKey]bool
+}{m: map[observedKey]bool{}}
+
+// reserve records g's key in observed, or refuses it when gauges already
+// observe under it. Only a MeterProvider that is a pointer (as the SDK's
+// is) is checked: another type might not be a map key, or copies of one
+// provider might differ.
+func (g *Gauges) reserve(set attribute.Set) error {
+	if reflect.ValueOf(g.o.MeterProvider).Kind() != reflect.Pointer {
+		return nil
+	}
+	k := observedKey{g.o.MeterProvider, set.Equivalent()}
+	observed.Lock()
+	defer observed.Unlock()
+	if observed.m[k] {
+		return fmt.Errorf("jobqueue: gauges: another queue's gauges are registered on this MeterProvider with the same attributes %v, "+
+			"and the two would overwrite each other's points; give each queue GaugeOptions.Attributes of its own, "+
+			"such as attribute.String(\"table\", %q), or Unregister the other first", g.extra, g.q.Table())
+	}
+	observed.m[k] = true
+	g.key = k
+	return nil
+}
+
+// release removes g's key from observed.
+func (g *Gauges) release() {
+	if g.key.mp == nil {
+		return
+	}
+	observed.Lock()
+	delete(observed.m, g.key)
+	observed.Unlock()
+	g.key = observedKey{}
+}
+
 // Unregister removes the gauges' callback: the table is not read any more
-// and the gauges are no longer observed.
+// and the gauges are no longer observed; the MeterProvider may then
+// observe another queue under the same attributes.
 func (g *Gauges) Unregister() error {
 	if err := g.reg.Unregister(); err != nil {
 		return fmt.Errorf("jobqueue: gauges: unregister: %w", err)
 	}
+	g.release()
 	return nil
 }
 
@@ -168,12 +253,16 @@ func (g *Gauges) observe(ctx context.Context, o metric.Observer) error {
 	if err != nil {
 		return err
 	}
+	n := len(g.extra)
+	attrs := make([]attribute.KeyValue, n+2)
+	copy(attrs, g.extra)
 	for _, t := range snap {
-		typ := AttrType.String(t.typ)
+		attrs[n] = AttrType.String(t.typ)
 		for _, s := range queue.Statuses() {
-			o.ObserveInt64(g.jobs, t.counts[s], metric.WithAttributes(typ, AttrStatus.String(string(s))))
+			attrs[n+1] = AttrStatus.String(string(s))
+			o.ObserveInt64(g.jobs, t.counts[s], metric.WithAttributes(attrs...))
 		}
-		o.ObserveFloat64(g.age, t.age, metric.WithAttributes(typ))
+		o.ObserveFloat64(g.age, t.age, metric.WithAttributes(attrs[:n+1]...))
 	}
 	return nil
 }

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"go.opentelemetry.io/otel/attribute"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
@@ -157,6 +158,9 @@ func TestGaugesOptions(t *testing.T) {
 		{jobqueueotel.GaugeOptions{MaxTypes: -1}, "MaxTypes"},
 		{jobqueueotel.GaugeOptions{CountLimit: -1}, "CountLimit"},
 		{jobqueueotel.GaugeOptions{Timeout: -time.Second}, "Timeout"},
+		{jobqueueotel.GaugeOptions{Attributes: []attribute.KeyValue{attribute.String("type", "x")}}, `"type" is the gauges' own`},
+		{jobqueueotel.GaugeOptions{Attributes: []attribute.KeyValue{attribute.String("status", "x")}}, `"status" is the gauges' own`},
+		{jobqueueotel.GaugeOptions{Attributes: []attribute.KeyValue{attribute.String("", "x")}}, "not valid"},
 	} {
 		t.Run("refused "+c.want, func(t *testing.T) {
 			_, err := jobqueueotel.RegisterGauges(q, c.o)
@@ -168,6 +172,106 @@ func TestGaugesOptions(t *testing.T) {
 	if _, err := jobqueueotel.RegisterGauges(nil, jobqueueotel.GaugeOptions{}); err == nil {
 		t.Error("RegisterGauges(nil) succeeded, want an error")
 	}
+}
+
+// TestGaugesSeveralQueues: two queues (two tables, each with jobs of type
+// default) observed on one MeterProvider. Under the same attributes their
+// points would overwrite each other (the collect showed the second table's
+// 1 pending job for both, the first's 3 lost), so the second registration
+// is refused until the first is unregistered; with GaugeOptions.Attributes
+// of their own, each table's counts are observed under its attributes.
+func TestGaugesSeveralQueues(t *testing.T) {
+	t.Parallel()
+	testdb.ForEachEngine(t, func(t *testing.T, e *testdb.Env) {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		q1, table1, _ := countedQueue(t, e)
+		q2, table2, _ := countedQueue(t, e)
+		for q, n := range map[*queue.Queue]int{q1: 3, q2: 1} {
+			for range n {
+				if _, err := q.Enqueue(ctx, gaugeJob{}); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		tableAttr := func(table string) []attribute.KeyValue { return []attribute.KeyValue{attribute.String("table", table)} }
+		for _, c := range []struct {
+			name        string
+			attrs1      []attribute.KeyValue
+			attrs2      []attribute.KeyValue
+			refused     bool
+			wantPending map[string]int64 // attributes but type and status → pending jobs of type default
+		}{
+			{name: "same attributes", refused: true, wantPending: map[string]int64{"": 3}},
+			{name: "a table attribute each", attrs1: tableAttr(table1), attrs2: tableAttr(table2),
+				wantPending: map[string]int64{"table=" + table1: 3, "table=" + table2: 1}},
+			{name: "one plain, one with attributes", attrs2: tableAttr(table2),
+				wantPending: map[string]int64{"": 3, "table=" + table2: 1}},
+		} {
+			t.Run(c.name, func(t *testing.T) {
+				r, mp := manualMeter(t)
+				g1, err := jobqueueotel.RegisterGauges(q1, jobqueueotel.GaugeOptions{MeterProvider: mp, Attributes: c.attrs1})
+				if err != nil {
+					t.Fatal(err)
+				}
+				g2, err := jobqueueotel.RegisterGauges(q2, jobqueueotel.GaugeOptions{MeterProvider: mp, Attributes: c.attrs2})
+				switch {
+				case c.refused && err == nil:
+					t.Error("a second queue's gauges under the same attributes on one MeterProvider were registered; want them refused")
+					defer g2.Unregister()
+				case c.refused && !strings.Contains(err.Error(), "GaugeOptions.Attributes"):
+					t.Errorf("the refusal %q does not say to set GaugeOptions.Attributes", err)
+				case !c.refused && err != nil:
+					t.Fatal(err)
+				case !c.refused:
+					defer func() {
+						if err := g2.Unregister(); err != nil {
+							t.Error(err)
+						}
+					}()
+				}
+
+				var rm metricdata.ResourceMetrics
+				if err := r.Collect(ctx, &rm); err != nil {
+					t.Fatal(err)
+				}
+				got := map[string]int64{}
+				for _, sm := range rm.ScopeMetrics {
+					for _, m := range sm.Metrics {
+						if m.Name != jobqueueotel.MetricJobs {
+							continue
+						}
+						for _, p := range m.Data.(metricdata.Gauge[int64]).DataPoints {
+							if s, _ := p.Attributes.Value(jobqueueotel.AttrStatus); s.AsString() != string(queue.StatusPending) {
+								continue
+							}
+							rest, _ := p.Attributes.Filter(func(kv attribute.KeyValue) bool {
+								return kv.Key != jobqueueotel.AttrType && kv.Key != jobqueueotel.AttrStatus
+							})
+							got[rest.Encoded(attribute.DefaultEncoder())] = p.Value
+						}
+					}
+				}
+				if diff := cmp.Diff(c.wantPending, got); diff != "" {
+					t.Errorf("pending jobs of type default per table attribute (-want +got):\n%s", diff)
+				}
+
+				if err := g1.Unregister(); err != nil {
+					t.Fatal(err)
+				}
+				if c.refused {
+					// Once the first is unregistered, the second may come.
+					g2, err := jobqueueotel.RegisterGauges(q2, jobqueueotel.GaugeOptions{MeterProvider: mp})
+					if err != nil {
+						t.Fatalf("after Unregister, RegisterGauges under the same attributes: %v", err)
+					}
+					if err := g2.Unregister(); err != nil {
+						t.Fatal(err)
+					}
+				}
+			})
+		}
+	})
 }
 
 // TestGaugesReadError: when the table cannot be read (it was dropped), a
