@@ -99,3 +99,35 @@ func TestEnqueueSpanMiddlewareMistakes(t *testing.T) {
 		}
 	})
 }
+
+// TestEnqueueSpanPanic: an enqueue that panics inside the telemetry's
+// middleware (a middleware of the service's, or the write) ends its span
+// with status Error saying so, besides the exception event, and counts
+// nothing; the panic goes on to the caller. Before, the span ended with
+// status Unset, so a trace backend's error view did not show it.
+func TestEnqueueSpanPanic(t *testing.T) {
+	boom := func(context.Context, *queue.EnqueueCall, queue.EnqueueFunc) error { panic("boom") }
+	testdb.ForEachEngine(t, func(t *testing.T, e *testdb.Env) {
+		rec := newRecorded(t)
+		q, _ := openQueue(t, e, queue.WithEnqueueMiddleware(rec.tel.EnqueueMiddleware, boom))
+		func() {
+			defer func() {
+				if p := recover(); p != "boom" {
+					t.Errorf("Enqueue panicked with %v, want the middleware's boom", p)
+				}
+			}()
+			_, err := q.Enqueue(context.Background(), task{Do: "ok"}, queue.Type("mail"))
+			t.Errorf("Enqueue returned (%v) instead of panicking", err)
+		}()
+		spans := rec.spans.Ended()
+		if len(spans) != 1 || spans[0].Name() != jobqueueotel.SpanEnqueue {
+			t.Fatalf("ended spans %v, want one %s", spans, jobqueueotel.SpanEnqueue)
+		}
+		if st := spans[0].Status(); st.Code != codes.Error || !strings.Contains(st.Description, "boom") {
+			t.Errorf("the span of a panicking enqueue has status %v %q, want Error saying boom", st.Code, st.Description)
+		}
+		if n := rec.collect(t)[jobqueueotel.MetricEnqueued]["type=mail"]; n != 0 {
+			t.Errorf("%s{type=mail} = %d after a panic, want 0", jobqueueotel.MetricEnqueued, n)
+		}
+	})
+}

@@ -6,6 +6,7 @@ package jobqueueotel
 import (
 	"context"
 	"errors"
+	"fmt"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -63,10 +64,19 @@ func (t *Telemetry) WorkMiddleware(ctx context.Context, job *queue.JobRow, next 
 // in jobqueue.jobs.enqueued. The span has the number of jobs, the kind and
 // type when all jobs share them, the id of a single job, and the error of a
 // failed enqueue (a duplicate of a unique key is not a failure: it is marked
-// jobqueue.job.duplicate).
+// jobqueue.job.duplicate). A panic inside it makes the span an error and
+// goes on.
 func (t *Telemetry) EnqueueMiddleware(ctx context.Context, call *queue.EnqueueCall, next queue.EnqueueFunc) error {
 	ctx, span := t.tracer.Start(ctx, SpanEnqueue, t.producer...)
-	defer span.End()
+	defer span.End() // records a panic as an exception event
+	defer func() {
+		// A panic of the rest of the chain (no recover there, unlike the
+		// work chain's) goes on to the caller, its span an error.
+		if p := recover(); p != nil {
+			span.SetStatus(codes.Error, fmt.Sprintf("panic: %v", p))
+			panic(p)
+		}
+	}()
 	err := next(ctx, call)
 	if span.IsRecording() {
 		attrs := []attribute.KeyValue{AttrJobCount.Int(len(call.Jobs))}
