@@ -14,7 +14,11 @@ import (
 // instruments: each claim records jobqueue.job.wait (from the job's
 // scheduled_at to now), and each end of an attempt (EventCompleted,
 // EventFailed, EventLost) counts it in jobqueue.jobs.worked and records how
-// long its handler ran in jobqueue.job.duration, by type and outcome.
+// long its handler ran in jobqueue.job.duration, by type and outcome. An
+// attempt given back unstarted (Event.GivenBack: the worker stopped while it
+// waited in the buffer ahead) is not an attempt there, as in the table's
+// attempts; its claim was measured in jobqueue.job.wait, and the job's next
+// claim is measured again from the same scheduled_at.
 func (t *Telemetry) Listen(ev queue.Event) {
 	if ev.Job == nil {
 		return
@@ -25,6 +29,10 @@ func (t *Telemetry) Listen(ev queue.Event) {
 		wait := max(time.Since(ev.Job.ScheduledAt), 0)
 		t.wait.Record(ctx, wait.Seconds(), t.attrs.ofType(ev.Job.Type).record...)
 	case queue.EventCompleted, queue.EventFailed, queue.EventLost:
+		if ev.GivenBack {
+			// Never started: the table does not count the attempt.
+			return
+		}
 		a := t.attrs.of(ev.Job.Type, ev.Outcome)
 		t.worked.Add(ctx, 1, a.add...)
 		t.duration.Record(ctx, ev.Duration.Seconds(), a.record...)

@@ -26,11 +26,12 @@
 //     not the transaction then commits).
 //   - jobqueue.jobs.worked: counter of attempts ended, attributes type and
 //     outcome: completed, retried, failed, expired, cancelled or lost (see
-//     queue.Outcome).
+//     queue.Outcome); a claimed job given back unstarted (queue.Event's
+//     GivenBack) is not an attempt, as in the table.
 //   - jobqueue.job.duration: histogram of how long the handlers ran,
 //     seconds, attributes type and outcome.
 //   - jobqueue.job.wait: histogram of the time from a job's scheduled_at to
-//     its claim, seconds, attribute type.
+//     its claim, seconds, attribute type: one measurement per claim.
 //
 // The gauges jobqueue.jobs and jobqueue.oldest_pending.age, read from the
 // table, are registered apart, with RegisterGauges.

@@ -8,9 +8,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -407,6 +409,89 @@ func TestShutdownCutOffCancelledCounted(t *testing.T) {
 		got := rec.collect(t)
 		if n := got[jobqueueotel.MetricWorked]["outcome=cancelled,type=mail"]; n != 1 {
 			t.Errorf("%s = %v; want outcome=cancelled,type=mail counted once (the job is %s %q)", jobqueueotel.MetricWorked, got[jobqueueotel.MetricWorked], row.Status, row.Error)
+		}
+	})
+}
+
+// TestGivenBackAttemptsNotCounted: a worker of concurrency 1 stops while
+// its handler blocks and the jobs it claimed ahead wait in its buffer;
+// those are given back unstarted, their attempts not counted in the table.
+// jobqueue.jobs.worked and jobqueue.job.duration then equal the table's
+// attempts (each run once, completed or released as retried), and
+// jobqueue.job.wait has one measurement per claim. Before, each job given
+// back was counted as a retried attempt with a handler of 0 s (PostgreSQL
+// and MySQL: worked{retried} 100 where the table held 1 attempt not
+// completed), so every restart of a busy worker raised the retries.
+func TestGivenBackAttemptsNotCounted(t *testing.T) {
+	testdb.ForEachEngine(t, func(t *testing.T, e *testdb.Env) {
+		ctx := context.Background()
+		rec := newRecorded(t)
+		var claims, givenBack atomic.Int64
+		hear := queue.WithListener(func(ev queue.Event) {
+			switch {
+			case ev.Kind == queue.EventClaimed:
+				claims.Add(1)
+			case ev.Kind == queue.EventFailed && ev.GivenBack:
+				givenBack.Add(1)
+			}
+		})
+		q, _ := openQueue(t, e, append(rec.tel.QueueOptions(), hear)...)
+		// Quick jobs first, so that the worker measures its handlers and
+		// claims ahead, then one that blocks until the shutdown, then more.
+		args := make([]queue.JobArgs, 200)
+		for i := range args {
+			args[i] = task{"ok"}
+		}
+		args[100] = task{"block"}
+		if _, err := q.EnqueueMany(ctx, args, queue.Type("mail")); err != nil {
+			t.Fatal(err)
+		}
+		runCtx, stop := context.WithCancel(ctx)
+		defer stop()
+		w := q.NewWorker(queue.WorkerConfig{Concurrency: 1, ShutdownTimeout: 50 * time.Millisecond, MaintenanceInterval: -1})
+		queue.Handle(w, func(hctx context.Context, job *queue.Job[task]) error {
+			if job.Args.Do == "block" {
+				stop()
+				<-hctx.Done() // the shutdown's timeout cuts it off
+				return context.Cause(hctx)
+			}
+			return nil
+		})
+		if err := w.Run(runCtx); err != nil {
+			t.Fatal(err)
+		}
+		// A claim ahead depends on the worker's measurements; SQLite's
+		// claimer may take one job at a time.
+		t.Logf("%d claims, %d given back unstarted", claims.Load(), givenBack.Load())
+
+		rows, err := q.List(ctx, queue.ListFilter{Limit: queue.MaxListLimit})
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := map[string]int64{}
+		for _, r := range rows {
+			switch {
+			case r.Status == queue.StatusCompleted:
+				want["outcome=completed,type=mail"]++
+				want["outcome=retried,type=mail"] += int64(r.Attempts - 1)
+			case r.Status == queue.StatusPending:
+				want["outcome=retried,type=mail"] += int64(r.Attempts)
+			default:
+				t.Fatalf("job %d is %s after the run, want completed or pending", r.ID, r.Status)
+			}
+		}
+		if want["outcome=retried,type=mail"] == 0 {
+			delete(want, "outcome=retried,type=mail")
+		}
+		got := rec.collect(t)
+		if !maps.Equal(got[jobqueueotel.MetricWorked], want) {
+			t.Errorf("%s = %v, the table's attempts say %v", jobqueueotel.MetricWorked, got[jobqueueotel.MetricWorked], want)
+		}
+		if !maps.Equal(got[jobqueueotel.MetricDuration], want) {
+			t.Errorf("%s has measurements %v, the table's attempts say %v", jobqueueotel.MetricDuration, got[jobqueueotel.MetricDuration], want)
+		}
+		if n := got[jobqueueotel.MetricWait]["type=mail"]; n != claims.Load() {
+			t.Errorf("%s has %d measurements, want one per claim: %d", jobqueueotel.MetricWait, n, claims.Load())
 		}
 	})
 }

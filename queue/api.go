@@ -300,6 +300,13 @@ type Event struct {
 	// Duration is how long the handler ran, for EventCompleted, EventFailed
 	// and EventLost.
 	Duration time.Duration
+	// GivenBack is true for the EventFailed of an attempt whose handler
+	// never started (it waited in the claimer's buffer when the worker shut
+	// down, or its lease or its job's deadline passed meanwhile): its job
+	// was given back as before the claim, the attempt not counted in its
+	// attempts (Outcome OutcomeRetried, Duration 0). Metrics of attempts
+	// skip it.
+	GivenBack bool
 	// Leader is this worker's leadership, for EventLeadershipGained and
 	// EventLeadershipLost (Holder only, for the latter).
 	Leader *Leader

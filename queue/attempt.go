@@ -347,14 +347,14 @@ func (q *Queue) unclaim(ctx context.Context, refs []attemptRef) (stale []attempt
 
 // emitGivenBack emits the EventFailed of an attempt of row (as claimed)
 // that unclaim gave back, with err as the reason: its job pending as
-// before the claim.
+// before the claim, the event marked GivenBack.
 func (q *Queue) emitGivenBack(row *JobRow, err error) {
 	if !q.listening() {
 		return
 	}
 	ev := *row
 	ev.Status, ev.Attempts, ev.ClaimToken, ev.LeaseUntil = StatusPending, row.Attempts-1, "", nil
-	q.emit(Event{Kind: EventFailed, Job: &ev, Err: err, Outcome: OutcomeRetried})
+	q.emit(Event{Kind: EventFailed, Job: &ev, Err: err, Outcome: OutcomeRetried, GivenBack: true})
 }
 
 // fail records a failed attempt of job (fenced by job.ID and job.ClaimToken)
