@@ -4,6 +4,7 @@ package jobqueueotel
 // that recording a measurement allocates nothing of its own.
 
 import (
+	"slices"
 	"sync"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -37,8 +38,9 @@ type measureOpts struct {
 // attrCache holds the options of every attribute set seen. Types and
 // outcomes are few, so it stays small.
 type attrCache struct {
-	mu sync.RWMutex
-	m  map[attrKey]*measureOpts
+	extra []attribute.KeyValue // Config.Attributes, on every set
+	mu    sync.RWMutex
+	m     map[attrKey]*measureOpts
 }
 
 // ofType is the options of the attribute set {type}.
@@ -53,11 +55,11 @@ func (c *attrCache) of(typ string, outcome queue.Outcome) *measureOpts {
 	if ok {
 		return o
 	}
-	set := attribute.NewSet(AttrType.String(typ))
+	kvs := append(slices.Clip(c.extra), AttrType.String(typ))
 	if outcome != "" {
-		set = attribute.NewSet(AttrType.String(typ), AttrOutcome.String(string(outcome)))
+		kvs = append(kvs, AttrOutcome.String(string(outcome)))
 	}
-	opt := metric.WithAttributeSet(set)
+	opt := metric.WithAttributeSet(attribute.NewSet(kvs...))
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if o, ok := c.m[k]; ok {

@@ -43,8 +43,10 @@ package jobqueueotel
 import (
 	"errors"
 	"fmt"
+	"slices"
 
 	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 
@@ -81,11 +83,19 @@ type Config struct {
 	// MeterProvider makes the meter of the instruments (nil: the global
 	// one).
 	MeterProvider metric.MeterProvider
+	// Attributes are added to every measurement of the instruments, beside
+	// type and outcome: a service that instruments several tables on one
+	// MeterProvider gives each table's Telemetry attributes of its own,
+	// such as attribute.String("table", "jobs") (as GaugeOptions.Attributes
+	// for its gauges), else their counts add up per type. Neither type nor
+	// outcome may be one of them.
+	Attributes []attribute.KeyValue
 }
 
 // Telemetry instruments queues: its options (QueueOptions) give a queue its
-// spans and metrics. One Telemetry may serve any number of queues; it is
-// safe for concurrent use.
+// spans and metrics. One Telemetry may serve any number of queues, whose
+// counts then add up per type (Config.Attributes tells tables apart); it
+// is safe for concurrent use.
 type Telemetry struct {
 	tracer trace.Tracer
 	// consumer and producer are the start options of the spans, made once.
@@ -112,12 +122,22 @@ func New(cfg Config) (*Telemetry, error) {
 	if mp == nil {
 		mp = otel.GetMeterProvider()
 	}
+	for _, kv := range cfg.Attributes {
+		switch {
+		case !kv.Valid():
+			return nil, fmt.Errorf("jobqueueotel: attribute %q is not valid (an empty key or no value); give each a key and a value", kv.Key)
+		case kv.Key == AttrType || kv.Key == AttrOutcome:
+			return nil, fmt.Errorf("jobqueueotel: attribute %q is the instruments' own; name yours otherwise, such as \"table\"", kv.Key)
+		}
+	}
 	m := mp.Meter(ScopeName)
 	t := &Telemetry{
 		tracer:   tp.Tracer(ScopeName),
 		consumer: []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindConsumer)},
 		producer: []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindProducer)},
 	}
+	extra := attribute.NewSet(slices.Clone(cfg.Attributes)...) // NewSet sorts its argument in place
+	t.attrs.extra = extra.ToSlice()
 	var errs []error
 	var err error
 	t.enqueued, err = m.Int64Counter(MetricEnqueued, metric.WithUnit("{job}"),

@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
@@ -42,6 +43,7 @@ func (task) Kind() string { return "task" }
 type recorded struct {
 	spans  *tracetest.SpanRecorder
 	reader *sdkmetric.ManualReader
+	mp     *sdkmetric.MeterProvider // what reader collects
 	tel    *jobqueueotel.Telemetry
 }
 
@@ -64,7 +66,7 @@ func newRecorded(t testing.TB) *recorded {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r.tel = tel
+	r.tel, r.mp = tel, mp
 	return r
 }
 
@@ -492,6 +494,65 @@ func TestGivenBackAttemptsNotCounted(t *testing.T) {
 		}
 		if n := got[jobqueueotel.MetricWait]["type=mail"]; n != claims.Load() {
 			t.Errorf("%s has %d measurements, want one per claim: %d", jobqueueotel.MetricWait, n, claims.Load())
+		}
+	})
+}
+
+// TestTelemetrySeveralTables: two tables instrumented on one MeterProvider,
+// each queue with a Telemetry of its own whose Config.Attributes name its
+// table ("a" and "b"), have their counts apart (3 jobs enqueued and worked in one, 1 in
+// the other, all of type default), as their gauges are with
+// GaugeOptions.Attributes. Before, there was no such option: the two
+// tables' counts added up to jobqueue.jobs.enqueued{type=default} 4.
+// Attributes that would replace the instruments' own are refused.
+func TestTelemetrySeveralTables(t *testing.T) {
+	for _, c := range []struct {
+		attr attribute.KeyValue
+		want string
+	}{
+		{attribute.String("type", "x"), `"type" is the instruments' own`},
+		{attribute.String("outcome", "x"), `"outcome" is the instruments' own`},
+		{attribute.String("", "x"), "not valid"},
+	} {
+		if _, err := jobqueueotel.New(jobqueueotel.Config{Attributes: []attribute.KeyValue{c.attr}}); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("New with attribute %v: %v, want an error saying %s", c.attr, err, c.want)
+		}
+	}
+	testdb.ForEachEngine(t, func(t *testing.T, e *testdb.Env) {
+		ctx := context.Background()
+		rec := newRecorded(t) // its reader collects the provider both Telemetry share
+		want := map[string]map[string]int64{}
+		for table, n := range map[string]int{"a": 3, "b": 1} {
+			tel, err := jobqueueotel.New(jobqueueotel.Config{MeterProvider: rec.mp,
+				Attributes: []attribute.KeyValue{attribute.String("table", table)}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			q, _ := openQueue(t, e, tel.QueueOptions()...)
+			for range n {
+				if _, err := q.Enqueue(ctx, task{"ok"}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			w := q.NewWorker(queue.WorkerConfig{MaxJobs: n, MaintenanceInterval: -1})
+			queue.Handle(w, func(context.Context, *queue.Job[task]) error { return nil })
+			if err := w.Run(ctx); err != nil {
+				t.Fatal(err)
+			}
+			for name, attrs := range map[string]string{
+				jobqueueotel.MetricEnqueued: "table=" + table + ",type=default",
+				jobqueueotel.MetricWorked:   "outcome=completed,table=" + table + ",type=default",
+				jobqueueotel.MetricDuration: "outcome=completed,table=" + table + ",type=default",
+				jobqueueotel.MetricWait:     "table=" + table + ",type=default",
+			} {
+				if want[name] == nil {
+					want[name] = map[string]int64{}
+				}
+				want[name][attrs] = int64(n)
+			}
+		}
+		if diff := cmp.Diff(want, rec.collect(t)); diff != "" {
+			t.Errorf("the instruments per table (-want +got):\n%s", diff)
 		}
 	})
 }
