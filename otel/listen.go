@@ -14,16 +14,29 @@ import (
 // instruments: each claim records jobqueue.job.wait (from the job's
 // scheduled_at to now), and each end of an attempt (EventCompleted,
 // EventFailed, EventLost) counts it in jobqueue.jobs.worked and records how
-// long its handler ran in jobqueue.job.duration, by type and outcome. An
-// attempt given back unstarted (Event.GivenBack: the worker stopped while it
-// waited in the buffer ahead) is not an attempt there, as in the table's
-// attempts; its claim was measured in jobqueue.job.wait, and the job's next
-// claim is measured again from the same scheduled_at.
+// long its handler ran in jobqueue.job.duration, by type and outcome.
+//
+// An attempt abandoned by its worker (EventReclaimed) is counted in
+// jobqueue.jobs.worked by the process whose Reclaim ended it, under the
+// outcome Reclaim wrote (no duration is known); if that worker was alive
+// but late, it counts the attempt too, as lost. An attempt given back
+// unstarted (Event.GivenBack: the worker stopped while it waited in the
+// buffer ahead) is not an attempt there, as in the table's attempts; its
+// claim was measured in jobqueue.job.wait, and the job's next claim is
+// measured again from the same scheduled_at.
 func (t *Telemetry) Listen(ev queue.Event) {
+	ctx := context.Background()
+	if ev.Kind == queue.EventReclaimed {
+		// Attempts whose worker stopped without ending them (it was
+		// killed, say): no other process counts them.
+		for _, r := range ev.Reclaimed {
+			t.worked.Add(ctx, r.Count, t.attrs.of(r.Type, r.Outcome).add...)
+		}
+		return
+	}
 	if ev.Job == nil {
 		return
 	}
-	ctx := context.Background()
 	switch ev.Kind {
 	case queue.EventClaimed:
 		wait := max(time.Since(ev.Job.ScheduledAt), 0)

@@ -27,7 +27,9 @@
 //   - jobqueue.jobs.worked: counter of attempts ended, attributes type and
 //     outcome: completed, retried, failed, expired, cancelled or lost (see
 //     queue.Outcome); a claimed job given back unstarted (queue.Event's
-//     GivenBack) is not an attempt, as in the table.
+//     GivenBack) is not an attempt, as in the table, and the attempts of a
+//     worker that died are counted by the process whose Reclaim ends them
+//     (queue.Event's Reclaimed).
 //   - jobqueue.job.duration: histogram of how long the handlers ran,
 //     seconds, attributes type and outcome.
 //   - jobqueue.job.wait: histogram of the time from a job's scheduled_at to

@@ -27,6 +27,7 @@ import (
 
 	"github.com/jobqueue/jobqueue/internal/engine"
 	"github.com/jobqueue/jobqueue/internal/testdb"
+	"github.com/jobqueue/jobqueue/internal/testwait"
 	"github.com/jobqueue/jobqueue/migrations"
 	jobqueueotel "github.com/jobqueue/jobqueue/otel"
 	"github.com/jobqueue/jobqueue/queue"
@@ -553,6 +554,62 @@ func TestTelemetrySeveralTables(t *testing.T) {
 		}
 		if diff := cmp.Diff(want, rec.collect(t)); diff != "" {
 			t.Errorf("the instruments per table (-want +got):\n%s", diff)
+		}
+	})
+}
+
+// TestReclaimedAttemptsCounted: attempts whose worker died (its rows left
+// in_progress with a lease run out, as a killed process leaves them) are
+// counted in jobqueue.jobs.worked by the process whose Reclaim ends them,
+// by type and under the outcome Reclaim wrote: a job on its last attempt
+// failed, others retried. Before, EventReclaimed carried a count only and
+// the listener skipped it, so no process ever counted those attempts: a job
+// that killed its worker on every attempt failed for good without a
+// jobqueue_jobs_worked_total{outcome="failed"}.
+func TestReclaimedAttemptsCounted(t *testing.T) {
+	testdb.ForEachEngine(t, func(t *testing.T, e *testdb.Env) {
+		ctx := context.Background()
+		rec := newRecorded(t)
+		q, tbl := openQueue(t, e, rec.tel.QueueOptions()...)
+		last := queue.Policy(queue.RetryPolicy{MaxAttempts: 1, BaseDelay: time.Second, MaxDelay: time.Second})
+		var ids []int64
+		for _, c := range []struct {
+			typ  string
+			opts []queue.EnqueueOption
+		}{{"mail", []queue.EnqueueOption{last}}, {"mail", nil}, {"sms", nil}} {
+			id, err := q.Enqueue(ctx, task{"ok"}, append(c.opts, queue.Type(c.typ))...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ids = append(ids, id)
+		}
+		// As a worker killed during the attempts leaves them: claimed, the
+		// lease (here the enqueue's time) run out.
+		query := "UPDATE " + tbl.Quoted() + " SET status = 'in_progress', attempts = attempts + 1, claim_token = ?, lease_until = scheduled_at WHERE id = ?"
+		if e.Kind == engine.Postgres {
+			query = "UPDATE " + tbl.Quoted() + " SET status = 'in_progress', attempts = attempts + 1, claim_token = $1, lease_until = scheduled_at WHERE id = $2"
+		}
+		for _, id := range ids {
+			if _, err := e.DB.ExecContext(ctx, query, fmt.Sprintf("crashed-%d", id), id); err != nil {
+				t.Fatal(err)
+			}
+		}
+		var n int64
+		testwait.Until(t, 10*time.Second, 10*time.Millisecond, func() bool {
+			var err error
+			n, err = q.Reclaim(ctx) // once the lease is behind the clock (MySQL: whole seconds)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return n > 0
+		}, func() string { return "Reclaim ended no abandoned attempt" })
+		if n != 3 {
+			t.Fatalf("Reclaim ended %d attempts, want 3", n)
+		}
+		want := map[string]int64{"outcome=failed,type=mail": 1, "outcome=retried,type=mail": 1, "outcome=retried,type=sms": 1}
+		got := rec.collect(t)
+		if diff := cmp.Diff(want, got[jobqueueotel.MetricWorked]); diff != "" {
+			t.Errorf("%s after Reclaim (-want +got):\n%s", jobqueueotel.MetricWorked, diff)
 		}
 	})
 }

@@ -291,12 +291,17 @@ type Event struct {
 	// OutcomeExpired) and EventLost (OutcomeCancelled or OutcomeLost).
 	// Every claimed attempt ends in exactly one of these events (an attempt
 	// the shutdown interrupted and released is an EventFailed whose Err
-	// wraps ErrWorkerShutdown), except those whose worker stopped before
-	// writing their end and those whose write failed (both left to
-	// Reclaim).
+	// wraps ErrWorkerShutdown; one given back unstarted an EventFailed with
+	// GivenBack), except those whose worker stopped before writing their
+	// end and those whose write failed (both left to Reclaim, whose
+	// EventReclaimed counts them in Reclaimed).
 	Outcome Outcome
 	// Count is the number of jobs, for EventReclaimed.
 	Count int64
+	// Reclaimed is, for EventReclaimed, how many of those attempts ended
+	// per type and outcome (retried, failed or expired), sorted by type
+	// then outcome; their counts add up to Count.
+	Reclaimed []ReclaimedCount
 	// Duration is how long the handler ran, for EventCompleted, EventFailed
 	// and EventLost.
 	Duration time.Duration
@@ -310,6 +315,18 @@ type Event struct {
 	// Leader is this worker's leadership, for EventLeadershipGained and
 	// EventLeadershipLost (Holder only, for the latter).
 	Leader *Leader
+}
+
+// ReclaimedCount is how many abandoned attempts of one type Reclaim ended
+// with one outcome (Event.Reclaimed).
+type ReclaimedCount struct {
+	// Type is the jobs' type.
+	Type string
+	// Outcome is how Reclaim ended them: OutcomeRetried, OutcomeFailed or
+	// OutcomeExpired.
+	Outcome Outcome
+	// Count is how many.
+	Count int64
 }
 
 // ListFilter selects jobs for List. Its zero value selects the newest

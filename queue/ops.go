@@ -1,10 +1,13 @@
 package queue
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"math"
+	"slices"
+	"strings"
 	"time"
 )
 
@@ -164,9 +167,9 @@ const reclaimBatch = 500
 // all its attempts, else pending again at once (the outcome rule,
 // decideOutcome); its error says that the lease ran out. It works in
 // rounds of at most 500 jobs, each one read and one write per group of
-// equal outcomes, until none is left. It returns how many it ended and
-// emits EventReclaimed with that count when there were any. Workers run it
-// periodically.
+// equal type and outcome, until none is left. It returns how many it ended
+// and emits EventReclaimed with that count, and the counts per type and
+// outcome, when there were any. Workers run it periodically.
 func (q *Queue) Reclaim(ctx context.Context) (int64, error) {
 	return q.reclaim(ctx, nil)
 }
@@ -175,14 +178,14 @@ func (q *Queue) Reclaim(ctx context.Context) (int64, error) {
 // act of the leader fenced by f (leaderAct).
 func (q *Queue) reclaim(ctx context.Context, f *termFence) (int64, error) {
 	now := q.now()
-	counts := map[Outcome]int64{}
+	counts := map[ReclaimedCount]int64{} // by type and outcome (Count 0)
 	var total int64
 	for {
 		var jobs []*JobRow
 		var n int64
-		var ended map[Outcome]int64
+		var ended map[ReclaimedCount]int64
 		err := q.leaderAct(ctx, f, func(d dbtx) error {
-			n, ended = 0, map[Outcome]int64{} // an act run again starts over
+			n, ended = 0, map[ReclaimedCount]int64{} // an act run again starts over
 			var err error
 			if jobs, err = q.st.abandoned(ctx, d, now, reclaimBatch); err != nil {
 				return err
@@ -201,14 +204,18 @@ func (q *Queue) reclaim(ctx context.Context, f *termFence) (int64, error) {
 					batches = append(batches, []*JobRow{j})
 				}
 			}
+			// One write per type and outcome, so that each is counted
+			// by type (Event.Reclaimed).
 			for _, rows := range append([][]*JobRow{held}, batches...) {
-				order, groups := groupEnds(rows, endCause{kind: causeReclaimed}, now)
-				for _, e := range order {
-					m, err := q.st.endAbandoned(ctx, d, groups[e], e, now)
-					n += m
-					ended[e.outcome] += m
-					if err != nil {
-						return err
+				for _, rows := range byType(rows) {
+					order, groups := groupEnds(rows, endCause{kind: causeReclaimed}, now)
+					for _, e := range order {
+						m, err := q.st.endAbandoned(ctx, d, groups[e], e, now)
+						n += m
+						ended[ReclaimedCount{Type: rows[0].Type, Outcome: e.outcome}] += m
+						if err != nil {
+							return err
+						}
 					}
 				}
 			}
@@ -220,8 +227,8 @@ func (q *Queue) reclaim(ctx context.Context, f *termFence) (int64, error) {
 			}
 			return total + n, fmt.Errorf("jobqueue: reclaim abandoned attempts (after %d): %w", total+n, err)
 		}
-		for o, m := range ended {
-			counts[o] += m
+		for k, m := range ended {
+			counts[k] += m
 		}
 		total += n
 		if q.onBatch != nil {
@@ -234,14 +241,41 @@ func (q *Queue) reclaim(ctx context.Context, f *termFence) (int64, error) {
 		}
 	}
 	if total > 0 {
+		var reclaimed []ReclaimedCount
+		byOutcome := map[Outcome]int64{}
+		for k, m := range counts {
+			if m > 0 {
+				byOutcome[k.Outcome] += m
+				reclaimed = append(reclaimed, ReclaimedCount{Type: k.Type, Outcome: k.Outcome, Count: m})
+			}
+		}
+		slices.SortFunc(reclaimed, func(a, b ReclaimedCount) int {
+			return cmp.Or(strings.Compare(a.Type, b.Type), strings.Compare(string(a.Outcome), string(b.Outcome)))
+		})
 		q.logger.Warn("abandoned attempts reclaimed", "count", total,
-			"retried", counts[OutcomeRetried], "failed", counts[OutcomeFailed], "expired", counts[OutcomeExpired])
-		q.emit(Event{Kind: EventReclaimed, Count: total})
+			"retried", byOutcome[OutcomeRetried], "failed", byOutcome[OutcomeFailed], "expired", byOutcome[OutcomeExpired])
+		q.emit(Event{Kind: EventReclaimed, Count: total, Reclaimed: reclaimed})
 		q.wake.notify()
 	} else {
 		q.logger.Debug("no abandoned attempts")
 	}
 	return total, nil
+}
+
+// byType splits rows by type, in the order each type first appears.
+func byType(rows []*JobRow) [][]*JobRow {
+	var out [][]*JobRow
+	at := map[string]int{}
+	for _, r := range rows {
+		i, ok := at[r.Type]
+		if !ok {
+			i = len(out)
+			at[r.Type] = i
+			out = append(out, nil)
+		}
+		out[i] = append(out[i], r)
+	}
+	return out
 }
 
 // MaintenanceBatch is the most rows one statement of ExpireOverdue or Prune

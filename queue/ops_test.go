@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -234,16 +235,24 @@ func TestReclaim(t *testing.T) {
 		mustClaim(t, q, []string{"a"}, 10, time.Minute)
 		healthy := mustEnqueue(t, q, testArgs{N: 4}, Type("b"))
 		mustClaim(t, q, []string{"b"}, 10, time.Hour)
+		otherType := mustEnqueue(t, q, testArgs{N: 5}, Type("c"))
+		mustClaim(t, q, []string{"c"}, 10, time.Minute)
 		if n, err := q.Reclaim(ctx); err != nil || n != 0 {
 			t.Fatalf("Reclaim before any lease ran out = %d, %v", n, err)
 		}
 		clock.add(2 * time.Minute)
 		n, err := q.Reclaim(ctx)
-		if err != nil || n != 3 {
-			t.Fatalf("Reclaim = %d, %v; want 3", n, err)
+		if err != nil || n != 4 {
+			t.Fatalf("Reclaim = %d, %v; want 4", n, err)
 		}
-		if ev := events.next(t, EventReclaimed, time.Second); ev.Count != 3 {
-			t.Fatalf("reclaimed event %+v", ev)
+		// The event counts them by type and outcome (for the telemetry's
+		// jobqueue.jobs.worked), sorted.
+		ev := events.next(t, EventReclaimed, time.Second)
+		wantReclaimed := []ReclaimedCount{
+			{"a", OutcomeExpired, 1}, {"a", OutcomeFailed, 1}, {"a", OutcomeRetried, 1}, {"c", OutcomeRetried, 1},
+		}
+		if ev.Count != 4 || !slices.Equal(ev.Reclaimed, wantReclaimed) {
+			t.Fatalf("reclaimed event: count %d, per type and outcome %v; want 4, %v", ev.Count, ev.Reclaimed, wantReclaimed)
 		}
 		cases := []struct {
 			id       int64
@@ -254,6 +263,7 @@ func TestReclaim(t *testing.T) {
 			{usedUp, StatusFailed, true},
 			{overdue, StatusExpired, true},
 			{healthy, StatusInProgress, false},
+			{otherType, StatusPending, false},
 		}
 		for _, c := range cases {
 			t.Run(fmt.Sprintf("job %d %s", c.id, c.status), func(t *testing.T) {
