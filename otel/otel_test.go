@@ -613,3 +613,74 @@ func TestReclaimedAttemptsCounted(t *testing.T) {
 		}
 	})
 }
+
+// nilPtrErr is an error whose Error method reads its receiver: a nil
+// *nilPtrErr returned as an error panics there.
+type nilPtrErr struct{ msg string }
+
+func (e *nilPtrErr) Error() string { return e.msg }
+
+// panicErr is an error whose Error method panics.
+type panicErr struct{}
+
+func (panicErr) Error() string { panic("boom") }
+
+// TestWorkSpanErrorTextNeverPanics: a handler error whose Error method
+// panics (a nil pointer returned as a non-nil error, Go's typed-nil
+// pitfall, or a panicking method) fails the attempt with the text the
+// queue makes of it, as without the telemetry, and the work span is an
+// error with a text too. Before, the middleware called Error itself
+// (SetStatus, RecordError), so it panicked there: the attempt failed with
+// "handler panicked: runtime error: …" instead, logged with a stack, and
+// the span's status was left Unset.
+func TestWorkSpanErrorTextNeverPanics(t *testing.T) {
+	var typedNil *nilPtrErr
+	cases := []struct {
+		name   string
+		err    error
+		stored string // the job's error column, as the queue writes it
+	}{
+		{"typed nil", typedNil, "failed: the handler returned a nil *jobqueueotel_test.nilPtrErr as its error"},
+		{"panicking Error", panicErr{}, "%!v(PANIC=Error method: boom)"},
+	}
+	testdb.ForEachEngine(t, func(t *testing.T, e *testdb.Env) {
+		for _, c := range cases {
+			t.Run(c.name, func(t *testing.T) {
+				ctx := context.Background()
+				rec := newRecorded(t)
+				q, _ := openQueue(t, e, rec.tel.QueueOptions()...)
+				id, err := q.Enqueue(ctx, task{"x"}, queue.Policy(queue.RetryPolicy{MaxAttempts: 1, BaseDelay: time.Second, MaxDelay: time.Second}))
+				if err != nil {
+					t.Fatal(err)
+				}
+				w := q.NewWorker(queue.WorkerConfig{MaxJobs: 1, MaintenanceInterval: -1})
+				queue.Handle(w, func(context.Context, *queue.Job[task]) error { return c.err })
+				if err := w.Run(ctx); err != nil {
+					t.Fatal(err)
+				}
+				job, err := q.Get(ctx, id)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if job.Status != queue.StatusFailed || job.Error != c.stored {
+					t.Errorf("job is %s with error %q, want failed with %q", job.Status, job.Error, c.stored)
+				}
+				var work []sdktrace.ReadOnlySpan
+				for _, s := range rec.spans.Ended() {
+					if s.Name() == jobqueueotel.SpanWork {
+						work = append(work, s)
+					}
+				}
+				if len(work) != 1 {
+					t.Fatalf("%d work spans, want 1", len(work))
+				}
+				if st := work[0].Status(); st.Code != codes.Error || st.Description == "" {
+					t.Errorf("work span status %v %q, want Error with a text", st.Code, st.Description)
+				}
+				if ev := work[0].Events(); len(ev) != 1 || ev[0].Name != "exception" {
+					t.Errorf("work span events %v, want one exception", ev)
+				}
+			})
+		}
+	})
+}

@@ -10,6 +10,7 @@ import (
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/jobqueue/jobqueue/queue"
 )
@@ -53,10 +54,38 @@ func (t *Telemetry) WorkMiddleware(ctx context.Context, job *queue.JobRow, next 
 	}
 	err := next(ctx, job)
 	if err != nil {
-		span.RecordError(err)
-		span.SetStatus(codes.Error, err.Error())
+		recordError(span, err)
 	}
 	return err
+}
+
+// recordError records err on span (the exception event) and makes the
+// span's status Error with err's text. It never panics: a handler may
+// return a nil pointer as a non-nil error (whose Error method then reads
+// through nil), or an error whose Error method panics; the queue stores a
+// text for those, and the telemetry must not turn them into a panic of its
+// own.
+func recordError(span trace.Span, err error) {
+	text, ok := errorText(err)
+	if ok {
+		span.RecordError(err) // calls Error again
+	} else {
+		span.AddEvent("exception", trace.WithAttributes(
+			attribute.String("exception.type", fmt.Sprintf("%T", err)),
+			attribute.String("exception.message", text)))
+	}
+	span.SetStatus(codes.Error, text)
+}
+
+// errorText is err's text, and false with a text saying so when its Error
+// method panics.
+func errorText(err error) (text string, ok bool) {
+	defer func() {
+		if p := recover(); p != nil {
+			text, ok = fmt.Sprintf("a %T whose Error method panicked: %v", err, p), false
+		}
+	}()
+	return err.Error(), true
 }
 
 // EnqueueMiddleware is the queue.EnqueueMiddleware that writes each enqueue
@@ -92,8 +121,7 @@ func (t *Telemetry) EnqueueMiddleware(ctx context.Context, call *queue.EnqueueCa
 		span.SetAttributes(attrs...)
 	}
 	if err != nil && !errors.Is(err, queue.ErrDuplicate) {
-		span.RecordError(err)
-		span.SetStatus(codes.Error, err.Error())
+		recordError(span, err)
 		return err
 	}
 	if err == nil {
