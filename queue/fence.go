@@ -22,10 +22,12 @@ import (
 // transaction whose first statement (FenceLeaderAct) checks that the
 // worker still holds the leadership in its own term, with a lease that has
 // not passed by the server's clock, and locks the leader row (SQLite: the
-// database's write lock) until the transaction ends. Every takeover
-// increments the term (AcquireLeader), and it must change the row, so it
-// waits for an act in flight to end; an act that begins after a takeover
-// finds another term and changes nothing. So no act of an old leader lands
+// database's write lock) until the transaction ends: PostgreSQL reads it
+// FOR SHARE; MySQL writes it (renewals + 1), since MariaDB Galera
+// replicates no row locks, only the keys of the rows a transaction wrote.
+// Every takeover increments the term (AcquireLeader), and it must change
+// the row, so it waits for an act in flight to end; an act that begins
+// after a takeover finds another term and changes nothing. So no act of an old leader lands
 // after a new leader's term began, even one whose statements passed the
 // process's fence just before a pause (SIGSTOP, GC, VM). An old leader
 // paused inside its act would keep the takeover waiting; the server ends
@@ -34,6 +36,20 @@ import (
 // both for that act only), and the act rolls back. SQLite has no server:
 // a process paused inside any transaction holds the write lock until it
 // resumes, then commits what it began while it led; the takeover follows.
+//
+// On Galera a takeover on another node does not wait for an act in flight
+// on this one: each node commits its own and the cluster certifies the
+// write sets in one order. Both write the leader row, so whichever of the
+// two comes second is refused (error 1213): a takeover is tried again by
+// the elector, an act by leaderAct's retry, whose fence then finds the
+// term ended (errTermEnded). Without the write (a locking read) an act
+// whose commit was ordered after a takeover that its node had not applied
+// yet passed certification and landed in the new term
+// (TestGaleraFenceAcrossNodes). On a single MySQL server the write costs
+// what the locking read did, one statement per act, but two acts of one
+// leader (its maintenance and a periodic tick) take turns on the row
+// instead of sharing it: one waits at most for the other's short
+// transaction.
 
 // fenceKey is the context key of a fence.
 type fenceKey struct{}

@@ -3,6 +3,7 @@ package queue
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -226,4 +227,146 @@ func drainAcross(t *testing.T, name string, urls []string, jobs int) float64 {
 		}
 	}
 	return rate
+}
+
+// TestGaleraFenceAcrossNodes: on Galera the database's fence of a
+// leader's act (fence.go) holds across nodes, although the cluster
+// replicates no row locks. The leader's act on node 1 passes its fence and
+// pauses (its session is kept: its idle bound is a minute, so that the
+// fence alone must refuse it); the lease passes and a worker on node 2
+// takes the leadership over at once (nothing on node 2 waits for node 1's
+// act); the act goes on and commits. Node 1 is kept from applying the
+// takeover until the act's commit has been ordered after it: a session of
+// node 1 outside replication (wsrep_on off, which the cluster's applier
+// waits for rather than aborts) holds a row that node 3 then changes, and
+// node 1's one applier thread applies the write sets in order. Had node 1
+// applied the takeover first, its applier had aborted the act on the lock
+// of the fence. The act must not land in the new term: it fails with
+// errTermEnded and the job it would have expired is still pending on every
+// node. Before the fence wrote the leader row (it only locked it, LOCK IN
+// SHARE MODE) the act passed certification, its write set sharing no key
+// with the takeover's, and the job was expired after the new term began.
+func TestGaleraFenceAcrossNodes(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	urls := testdb.Galera(t, 3)
+	dbs := make([]*sql.DB, len(urls))
+	for i, u := range urls {
+		dbs[i] = testdb.OpenURL(t, u)
+	}
+	table := testdb.Table(t, dbs[0])
+	installTestTable(t, dbs[0], table)
+	for _, db := range dbs[1:] {
+		galeraCaughtUp(t, db, table)
+	}
+	var appliers int
+	if err := dbs[0].QueryRowContext(ctx, "SELECT @@wsrep_slave_threads").Scan(&appliers); err != nil {
+		t.Fatal(err)
+	}
+	if appliers != 1 {
+		t.Fatalf("node 1 has %d applier threads; the test needs 1, so that a write set held up holds up the ones after it", appliers)
+	}
+	open := func(db *sql.DB) *Queue {
+		q, err := New(db, WithTable(table), WithLogger(testdb.QuietLogger()))
+		if err != nil {
+			t.Fatalf("queue.New: %v", err)
+		}
+		t.Cleanup(func() {
+			if err := q.Close(); err != nil {
+				t.Errorf("closing the queue: %v", err)
+			}
+		})
+		return q
+	}
+	qa, qb := open(dbs[0]), open(dbs[1])
+	id := mustEnqueue(t, qa, testArgs{}, ExpiresIn(time.Millisecond))
+	leaderTable := "`" + table + "_leader`"
+	if _, err := dbs[0].ExecContext(ctx, "INSERT INTO "+leaderTable+" (name, holder, term, renewals, since, renewed_at, lease_until) VALUES ('test blocker', '', 0, 0, UTC_TIMESTAMP(), UTC_TIMESTAMP(), UTC_TIMESTAMP())"); err != nil {
+		t.Fatal(err)
+	}
+	for _, db := range dbs[1:] {
+		galeraCaughtUp(t, db, table)
+	}
+
+	f := takeLease(t, qa, "first", 2*time.Second)
+	f.idle = time.Minute
+	fenced, resume := make(chan struct{}), make(chan struct{})
+	wake := sync.OnceFunc(func() { close(resume) })
+	defer wake() // also when the test fails: the act holds a connection
+	var tries atomic.Int32
+	done := make(chan error, 1)
+	go func() {
+		done <- qa.leaderAct(ctx, f, func(d dbtx) error {
+			if tries.Add(1) == 1 {
+				close(fenced)
+				<-resume // the pause, after the fence passed
+			}
+			_, err := qa.st.expire(ctx, d, time.Now().Add(time.Hour), MaintenanceBatch)
+			return err
+		})
+	}()
+	waitFor(t, fenced, 10*time.Second, "the act's fence")
+
+	// Node 1's applier is held up: its own pool, since the session leaves
+	// replication.
+	blocker, err := testdb.OpenURL(t, urls[0]).Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer blocker.Close()
+	for _, q := range []string{"SET SESSION wsrep_on = OFF", "BEGIN", "SELECT name FROM " + leaderTable + " WHERE name = 'test blocker' FOR UPDATE"} {
+		if _, err := blocker.ExecContext(ctx, q); err != nil {
+			t.Fatalf("node 1: %s: %v", q, err)
+		}
+	}
+	release := sync.OnceFunc(func() {
+		if _, err := blocker.ExecContext(ctx, "ROLLBACK"); err != nil {
+			t.Errorf("node 1: ending the session that held the applier up: %v", err)
+		}
+	})
+	defer release()
+	if _, err := dbs[2].ExecContext(ctx, "UPDATE "+leaderTable+" SET renewals = renewals + 1 WHERE name = 'test blocker'"); err != nil {
+		t.Fatalf("node 3: %v", err)
+	}
+
+	waitUntil(t, 10*time.Second, "the lease to pass by node 2's clock", func() bool {
+		ld, err := qb.Leader(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ld != nil && !ld.Active
+	})
+	next := takeLease(t, qb, "second", time.Minute)
+	if next.term <= f.term {
+		t.Fatalf("term %d after the takeover of term %d", next.term, f.term)
+	}
+	wake()
+	// The act's commit is ordered after the takeover and waits for node
+	// 1's applier, which waits for the blocker.
+	waitUntil(t, 30*time.Second, "the act's COMMIT to wait for certification on node 1", func() bool {
+		var n int
+		if err := dbs[0].QueryRowContext(ctx, "SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE INFO = 'COMMIT' AND STATE = 'Waiting for certification'").Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case err := <-done:
+			t.Fatalf("the act ended before node 1 applied the takeover: %v", err)
+		default:
+		}
+		return n == 1
+	})
+	release()
+	if err := waitFor(t, done, 30*time.Second, "the act"); !errors.Is(err, errTermEnded) {
+		t.Errorf("the old leader's act, committed after a takeover on another node = %v (%d tries); want errTermEnded", err, tries.Load())
+	}
+	for i, q := range []*Queue{qa, qb} {
+		galeraCaughtUp(t, dbs[i], table)
+		j, err := q.Get(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if j.Status != StatusPending {
+			t.Errorf("node %d: the job is %s after the old leader's act; want pending (the act landed in the new term)", i+1, j.Status)
+		}
+	}
 }

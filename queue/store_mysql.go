@@ -193,8 +193,8 @@ func (s mysqlStore) purge(ctx context.Context) (int64, error) {
 }
 
 func (s mysqlStore) leaderFence(ctx context.Context, d dbtx, role, holder string, term int64, _ time.Duration) (bool, error) {
-	rows, err := mysqlgen.New(d).FenceLeaderAct(ctx, mysqlgen.FenceLeaderActParams{Name: role, Holder: holder, Term: term})
-	return len(rows) == 1, err
+	n, err := mysqlgen.New(d).FenceLeaderAct(ctx, mysqlgen.FenceLeaderActParams{Name: role, Holder: holder, Term: term})
+	return n == 1, err
 }
 
 func (s mysqlStore) leaderEnsure(ctx context.Context, role string) error {

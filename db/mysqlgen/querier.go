@@ -14,7 +14,8 @@ type Querier interface {
 	// AcquireLeader takes the role for holder for lease_micros from now when
 	// its lease has passed, or renews it when holder holds it; one row changed
 	// means holder leads (renewals changes every time, so that MySQL, which
-	// counts only rows whose values changed, counts the row). A new term (and since) starts whenever the lease had
+	// counts only rows whose values changed, counts the row; the leader's acts
+	// increment it too, FenceLeaderAct). A new term (and since) starts whenever the lease had
 	// passed, even for the same holder. MySQL assigns from left to right:
 	// term and since read holder and lease_until before they change.
 	AcquireLeader(ctx context.Context, arg AcquireLeaderParams) (int64, error)
@@ -55,11 +56,16 @@ type Querier interface {
 	// FailJob records one failed attempt as the queue decided.
 	FailJob(ctx context.Context, arg FailJobParams) (int64, error)
 	// FenceLeaderAct is the first statement of each act of a leader, in the
-	// act's transaction (queue/fence.go): it returns the role's row only while
-	// holder holds it in term with a lease that has not passed, and locks it in
-	// share mode until the transaction ends, so that a takeover
-	// (AcquireLeader) waits for the act to end.
-	FenceLeaderAct(ctx context.Context, arg FenceLeaderActParams) ([]int64, error)
+	// act's transaction (queue/fence.go): it changes the role's row (one row)
+	// only while holder holds it in term with a lease that has not passed, and
+	// so locks it until the transaction ends, so that a takeover
+	// (AcquireLeader) waits for the act to end. A write, not a locking read:
+	// Galera replicates no locks, but the act's write set then holds the row's
+	// key, so the cluster refuses whichever of the act and a takeover on
+	// another node commits second. It must change a value (an unchanged row
+	// is no write and puts no key in the write set): renewals, which counts
+	// every change of the row.
+	FenceLeaderAct(ctx context.Context, arg FenceLeaderActParams) (int64, error)
 	// The dashboard's overview (queue/overview.go). Each statement reads one
 	// of the table's indexes and stops early, so that it stays fast on a table
 	// of millions of rows: counts stop at a limit per status, the types are

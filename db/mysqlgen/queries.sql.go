@@ -36,7 +36,8 @@ type AcquireLeaderParams struct {
 // AcquireLeader takes the role for holder for lease_micros from now when
 // its lease has passed, or renews it when holder holds it; one row changed
 // means holder leads (renewals changes every time, so that MySQL, which
-// counts only rows whose values changed, counts the row). A new term (and since) starts whenever the lease had
+// counts only rows whose values changed, counts the row; the leader's acts
+// increment it too, FenceLeaderAct). A new term (and since) starts whenever the lease had
 // passed, even for the same holder. MySQL assigns from left to right:
 // term and since read holder and lease_until before they change.
 func (q *Queries) AcquireLeader(ctx context.Context, arg AcquireLeaderParams) (int64, error) {
@@ -615,11 +616,10 @@ func (q *Queries) FailJob(ctx context.Context, arg FailJobParams) (int64, error)
 	return result.RowsAffected()
 }
 
-const fenceLeaderAct = `-- name: FenceLeaderAct :many
-SELECT term FROM jobs_leader
+const fenceLeaderAct = `-- name: FenceLeaderAct :execrows
+UPDATE jobs_leader SET renewals = renewals + 1
 WHERE name = ? AND holder = ? AND term = ?
   AND lease_until > UTC_TIMESTAMP()
-LOCK IN SHARE MODE
 `
 
 type FenceLeaderActParams struct {
@@ -629,31 +629,21 @@ type FenceLeaderActParams struct {
 }
 
 // FenceLeaderAct is the first statement of each act of a leader, in the
-// act's transaction (queue/fence.go): it returns the role's row only while
-// holder holds it in term with a lease that has not passed, and locks it in
-// share mode until the transaction ends, so that a takeover
-// (AcquireLeader) waits for the act to end.
-func (q *Queries) FenceLeaderAct(ctx context.Context, arg FenceLeaderActParams) ([]int64, error) {
-	rows, err := q.db.QueryContext(ctx, fenceLeaderAct, arg.Name, arg.Holder, arg.Term)
+// act's transaction (queue/fence.go): it changes the role's row (one row)
+// only while holder holds it in term with a lease that has not passed, and
+// so locks it until the transaction ends, so that a takeover
+// (AcquireLeader) waits for the act to end. A write, not a locking read:
+// Galera replicates no locks, but the act's write set then holds the row's
+// key, so the cluster refuses whichever of the act and a takeover on
+// another node commits second. It must change a value (an unchanged row
+// is no write and puts no key in the write set): renewals, which counts
+// every change of the row.
+func (q *Queries) FenceLeaderAct(ctx context.Context, arg FenceLeaderActParams) (int64, error) {
+	result, err := q.db.ExecContext(ctx, fenceLeaderAct, arg.Name, arg.Holder, arg.Term)
 	if err != nil {
-		return nil, err
+		return 0, err
 	}
-	defer rows.Close()
-	var items []int64
-	for rows.Next() {
-		var term int64
-		if err := rows.Scan(&term); err != nil {
-			return nil, err
-		}
-		items = append(items, term)
-	}
-	if err := rows.Close(); err != nil {
-		return nil, err
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	return items, nil
+	return result.RowsAffected()
 }
 
 const firstType = `-- name: FirstType :many

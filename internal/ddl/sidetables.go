@@ -160,7 +160,10 @@ func Side(t engine.Table, suffix string) engine.Table {
 // maintenance and periodic jobs, SPEC section 9), with its holder, a term
 // counting changes of holder, and its lease. Its times are the database
 // server's clock (UTC), with fractions of a second, so that every process
-// compares leases against one clock (queue/leader.go). It also holds a
+// compares leases against one clock (queue/leader.go). renewals counts
+// the changes of a role's row: takeovers and renewals, and on MySQL each
+// act of the leader too, whose fence writes the row (queue/fence.go); no
+// reader shows it. It also holds a
 // row per periodic job, named tick:<digest>, whose term is the last tick
 // the leaders enqueued, in Unix nanoseconds (queue/periodic.go).
 var leaderTable = SideTable{

@@ -436,7 +436,8 @@ ON DUPLICATE KEY UPDATE name = name;
 -- AcquireLeader takes the role for holder for lease_micros from now when
 -- its lease has passed, or renews it when holder holds it; one row changed
 -- means holder leads (renewals changes every time, so that MySQL, which
--- counts only rows whose values changed, counts the row). A new term (and since) starts whenever the lease had
+-- counts only rows whose values changed, counts the row; the leader's acts
+-- increment it too, FenceLeaderAct). A new term (and since) starts whenever the lease had
 -- passed, even for the same holder. MySQL assigns from left to right:
 -- term and since read holder and lease_until before they change.
 UPDATE jobs_leader
@@ -468,16 +469,20 @@ SELECT holder, term, since, renewed_at, lease_until, UTC_TIMESTAMP() AS db_now
 FROM jobs_leader
 WHERE name = sqlc.arg(name);
 
--- name: FenceLeaderAct :many
+-- name: FenceLeaderAct :execrows
 -- FenceLeaderAct is the first statement of each act of a leader, in the
--- act's transaction (queue/fence.go): it returns the role's row only while
--- holder holds it in term with a lease that has not passed, and locks it in
--- share mode until the transaction ends, so that a takeover
--- (AcquireLeader) waits for the act to end.
-SELECT term FROM jobs_leader
+-- act's transaction (queue/fence.go): it changes the role's row (one row)
+-- only while holder holds it in term with a lease that has not passed, and
+-- so locks it until the transaction ends, so that a takeover
+-- (AcquireLeader) waits for the act to end. A write, not a locking read:
+-- Galera replicates no locks, but the act's write set then holds the row's
+-- key, so the cluster refuses whichever of the act and a takeover on
+-- another node commits second. It must change a value (an unchanged row
+-- is no write and puts no key in the write set): renewals, which counts
+-- every change of the row.
+UPDATE jobs_leader SET renewals = renewals + 1
 WHERE name = sqlc.arg(name) AND holder = sqlc.arg(holder) AND term = sqlc.arg(term)
-  AND lease_until > UTC_TIMESTAMP()
-LOCK IN SHARE MODE;
+  AND lease_until > UTC_TIMESTAMP();
 
 -- name: TakeWakeSlot :one
 -- TakeWakeSlot takes wake slot sqlc.arg(slot) of the table
