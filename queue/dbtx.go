@@ -78,7 +78,9 @@ func (r *runner) on(tx *sql.Tx) dbtx { return dbtx{r: r, tx: tx} }
 // onCallers returns the DBTX for a caller's transaction (EnqueueTx), which
 // may belong to another *sql.DB than the queue's: its statements are not
 // prepared (a statement prepared on the queue's pool cannot run there).
-func (r *runner) onCallers(tx *sql.Tx) dbtx { return dbtx{r: r, tx: tx, unprepared: true} }
+func (r *runner) onCallers(tx *sql.Tx) dbtx {
+	return dbtx{r: r, tx: tx, unprepared: true, callers: true}
+}
 
 // text is query rewritten for the table (rewriteTable), cached; an error
 // wrapping errNotRewritten when the query cannot be rewritten (it is then
@@ -177,6 +179,7 @@ type dbtx struct {
 	tx         *sql.Tx
 	conn       *sql.Conn
 	unprepared bool       // never use prepared statements
+	callers    bool       // tx is a caller's (onCallers)
 	held       *connStmts // on conn: its prepared statements (onHeld)
 	// notify: a PostgreSQL insert notifies in its own statement, as in a
 	// caller's transaction (the first enqueue after a quiet spell:

@@ -286,7 +286,9 @@ func takeBackJob(ctx context.Context, id int64, err error, del func(context.Cont
 }
 
 // keyHolder returns the job holding key (0: none) and whether it is live;
-// lock locks the holder's key row and job row until d's transaction ends.
+// lock locks the holder's key row and job row until d's transaction ends,
+// and reads their latest versions. Without lock, a "live" is final: in a
+// caller's transaction it is checked on the pool.
 func (q *Queue) keyHolder(ctx context.Context, d dbtx, key string, now time.Time, lock bool) (int64, bool, error) {
 	h, found, err := q.st.keyHolder(ctx, d, key, lock)
 	if err != nil || !found {
@@ -296,7 +298,21 @@ func (q *Queue) keyHolder(ctx context.Context, d dbtx, key string, now time.Time
 	if err != nil {
 		return 0, false, err
 	}
-	return h.jobID, liveKey(st, h.heldUntil, now), nil
+	live := liveKey(st, h.heldUntil, now)
+	if live && !lock && d.callers && q.kind != engine.SQLite {
+		// A caller's transaction may read the job in a snapshot taken
+		// before it ended (REPEATABLE READ, MySQL's default): the pool
+		// reads the latest row. A job the pool does not see (the
+		// caller's own, uncommitted) is not live there, and the locked
+		// read that follows a "not live" decides. (On SQLite the
+		// caller's transaction has written the job already, so it reads
+		// the latest rows.)
+		if st, err = q.st.holderStatus(ctx, q.run.on(nil), h.jobID, false); err != nil {
+			return 0, false, err
+		}
+		live = liveKey(st, h.heldUntil, now)
+	}
+	return h.jobID, live, nil
 }
 
 // retryKeyed is Retry on a table with unique keys, in one transaction: a
