@@ -39,6 +39,7 @@ import (
 
 	"github.com/go-sql-driver/mysql"
 	"github.com/jackc/pgx/v5/pgconn"
+	"modernc.org/sqlite"
 
 	"github.com/jobqueue/jobqueue/internal/engine"
 	"github.com/jobqueue/jobqueue/internal/jobtext"
@@ -180,6 +181,23 @@ func (q *Queue) needUnique(ctx context.Context) error {
 // callers only tidy it).
 func (q *Queue) hasUnique(ctx context.Context) bool { return q.needUnique(ctx) == nil }
 
+// isUniqueViolation reports the engine's error of a write that a unique
+// index refused.
+func isUniqueViolation(err error) bool {
+	var pe *pgconn.PgError
+	var me *mysql.MySQLError
+	var se *sqlite.Error
+	switch {
+	case errors.As(err, &pe):
+		return pe.Code == "23505"
+	case errors.As(err, &me):
+		return me.Number == 1062
+	case errors.As(err, &se):
+		return se.Code() == sqliteConstraintUnique
+	}
+	return false
+}
+
 // isMissingTable reports the engine's "no such table" error.
 func isMissingTable(err error) bool {
 	var pe *pgconn.PgError
@@ -315,9 +333,31 @@ func (q *Queue) keyHolder(ctx context.Context, d dbtx, key string, now time.Time
 	return h.jobID, live, nil
 }
 
+// retakeTries bounds the transactions of one retryKeyed: each one after
+// the first saw another job take the key after its locked read.
+const retakeTries = 3
+
 // retryKeyed is Retry on a table with unique keys, in one transaction: a
 // job that owns a key takes it again, unless another live job holds it.
+//
+// The locked read of the key's holder does not see a key row that another
+// transaction inserted and has not committed (PostgreSQL, MySQL in READ
+// COMMITTED); the retried job's key row then conflicts with it once it
+// commits. The transaction is run again, and its read finds that holder.
 func (q *Queue) retryKeyed(ctx context.Context, id int64, now time.Time) (bool, error) {
+	for try := 1; ; try++ {
+		ok, err := q.retryKeyedOnce(ctx, id, now)
+		if !isUniqueViolation(err) {
+			return ok, err
+		}
+		if try == retakeTries {
+			return false, fmt.Errorf("%w: job %d's unique key was taken by other jobs %d times during the retry; retry it again (it is refused while a live job holds the key): %v", ErrDuplicate, id, try, err)
+		}
+	}
+}
+
+// retryKeyedOnce is one transaction of retryKeyed.
+func (q *Queue) retryKeyedOnce(ctx context.Context, id int64, now time.Time) (bool, error) {
 	var ok bool
 	err := q.inOwnTx(ctx, func(d dbtx) error {
 		k, found, err := q.st.jobKey(ctx, d, id)
