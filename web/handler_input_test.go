@@ -180,3 +180,38 @@ func TestWrongMethodIs405(t *testing.T) {
 		}
 	})
 }
+
+// TestActionRepeatedID: an id given twice in one action request gets the
+// same result twice, for retry as for cancel and delete (queue.CancelMany
+// and DeleteMany answer so). Retry was tried again for the repeated id,
+// which found the job pending by then and answered "only failed or
+// expired jobs can be retried" for a job the request had just retried.
+func TestActionRepeatedID(t *testing.T) {
+	testdb.ForEachEngine(t, func(t *testing.T, e *testdb.Env) {
+		q := newQueue(t, e)
+		ctx := context.Background()
+		h := web.NewHandler(q, web.Options{Logger: testdb.QuietLogger()})
+		for _, action := range []string{"retry", "cancel", "delete"} {
+			t.Run(action, func(t *testing.T) {
+				id, err := q.Enqueue(ctx, sendEmail{To: action + "@example.com"})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if action == "retry" {
+					if err := q.Cancel(ctx, id); err != nil { // failed: retry runs it again
+						t.Fatal(err)
+					}
+				}
+				missing := id + 1<<40
+				code, body := call(t, h, "POST", "/api/jobs/"+action, fmt.Sprintf(`{"ids":[%d,%d,%d,%d]}`, id, missing, id, missing))
+				if code != http.StatusOK {
+					t.Fatalf("%s = %d %s", action, code, body)
+				}
+				r := decode[results](t, body).Results
+				if len(r) != 4 || !r[0].OK || r[0] != r[2] || r[1].OK || r[1] != r[3] {
+					t.Fatalf("%s of ids %d, %d, %d, %d = %+v; want ok twice and the same refusal twice", action, id, missing, id, missing, r)
+				}
+			})
+		}
+	})
+}
