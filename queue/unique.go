@@ -62,7 +62,8 @@ func UniqueKey(key string) EnqueueOption {
 
 // UniqueFor keeps the key of UniqueKey taken for d after the job was
 // enqueued, whether the job has finished or not (while its row exists: a
-// job deleted, pruned or deleted on success frees its key). d must not be
+// job deleted, pruned or deleted on success frees its key). The period's
+// end is rounded up to a whole second, as MySQL stores it. d must not be
 // negative; 0 is no period.
 func UniqueFor(d time.Duration) EnqueueOption {
 	return func(o *enqueueOpts) { o.uniqueFor = &d }
@@ -128,17 +129,29 @@ func resolveUnique(o *enqueueOpts, now time.Time) (*uniqueKey, error) {
 	if p := textProblem(key, maxUniqueKeyLen); p != "" {
 		return nil, fmt.Errorf("%w: the unique key %s", ErrInvalidJob, p)
 	}
-	k := &uniqueKey{key: key, heldUntil: now}
+	// Whole seconds, which every engine stores alike (MySQL's DATETIME
+	// keeps no fraction: MariaDB truncates it, MySQL rounds it): without
+	// a period the key is held until now at the latest, with one for at
+	// least the period.
+	k := &uniqueKey{key: key, heldUntil: now.Truncate(time.Second)}
 	if o.uniqueFor != nil {
 		if *o.uniqueFor < 0 {
 			return nil, fmt.Errorf("%w: the UniqueFor period %v is negative", ErrInvalidJob, *o.uniqueFor)
 		}
-		k.heldUntil = now.Add(*o.uniqueFor)
+		k.heldUntil = ceilSecond(now.Add(*o.uniqueFor))
 		if err := checkYear("end of the UniqueFor period", k.heldUntil); err != nil {
 			return nil, err
 		}
 	}
 	return k, nil
+}
+
+// ceilSecond is t rounded up to a whole second.
+func ceilSecond(t time.Time) time.Time {
+	if c := t.Truncate(time.Second); c.Before(t) {
+		return c.Add(time.Second)
+	}
+	return t
 }
 
 // liveKey is the rule of a key's life: the key row of a job holds its key
