@@ -30,7 +30,8 @@ import (
 // stopped while that `goose up` runs. A zero policy means "none given":
 // the migration then installs and repairs but refuses an outdated table
 // (an error wrapping ErrOutdatedTable), so that no job gets a policy nobody
-// chose. The down migration does nothing: the table and its jobs are kept.
+// chose. A failed conversion is a *RunAgainError whose Step is "goose up".
+// The down migration does nothing: the table and its jobs are kept.
 //
 // db must be the database the provider runs on: its driver tells the
 // engine, as for Install (ErrUnsupportedDatabase for others; WithEngine
@@ -75,7 +76,10 @@ func gooseOutdated(ctx context.Context, ex execQueryer, t engine.Table, p RetryP
 	if p == (RetryPolicy{}) {
 		return fmt.Errorf("%w (GooseMigrations was given no retry policy, so goose up does not convert the table: pass the policy version 2 should store with every job)", outdatedError(t, st))
 	}
-	return convertV1(ctx, ex, t, p, migrateOptions{})
+	if err := convertV1(ctx, ex, t, p, migrateOptions{}); err != nil {
+		return migrateAgain("goose up", t, err)
+	}
+	return nil
 }
 
 // gooseDialect is goose's dialect for engine k.

@@ -133,7 +133,7 @@ func ensureLocked(ctx context.Context, ex execQueryer, t engine.Table, onOutdate
 			return err
 		}
 		if st != tableV2 {
-			return fmt.Errorf("%w: table %s is still %s after its migration; run Migrate again", ErrOutdatedTable, t.Name, st)
+			return fmt.Errorf("%w: table %s is still %s after its migration", ErrOutdatedTable, t.Name, st)
 		}
 	default:
 		return fmt.Errorf("table %s: unexpected state %s", t.Name, st)

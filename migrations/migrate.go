@@ -55,6 +55,10 @@ import (
 // On MySQL the conversion runs on a second connection of db's pool while
 // goose holds one, or, when the pool allows a single connection, on goose's
 // own (each DDL statement still commits on its own).
+//
+// A migration that fails once its checks have passed returns a
+// *RunAgainError (Step "Migrate"): fix the cause it names, then run
+// Migrate again with the same policy.
 func Migrate(ctx context.Context, db *sql.DB, policy RetryPolicy, table string, opts ...Option) error {
 	o, err := applyOptions(opts)
 	if err != nil {
@@ -108,13 +112,21 @@ func migrate(ctx context.Context, db *sql.DB, p RetryPolicy, table string, o mig
 		})
 	}, gooseOpts...)
 	if err != nil {
-		next := "nothing was changed (one transaction); fix the cause and run Migrate again"
-		if k == engine.MySQL {
-			next = "MySQL commits each step on its own, so the table may be partly migrated; fix the cause and run Migrate again with the same policy to complete it"
-		}
-		return fmt.Errorf("migrate table %s to version 2: %w (%s)", t.Name, err, next)
+		return migrateAgain("Migrate", t, err)
 	}
 	return nil
+}
+
+// migrateAgain is the error of a migration of t that failed with err:
+// step (Migrate, or goose up) is to run again once its cause is fixed.
+func migrateAgain(step string, t engine.Table, err error) *RunAgainError {
+	e := &RunAgainError{Step: step, Table: t.Name, Err: err, what: "migrate table " + t.Name + " to version 2",
+		left: "nothing was changed (one transaction)"}
+	if t.Kind == engine.MySQL {
+		e.left = "MySQL commits each step on its own, so the table may be partly migrated"
+		e.then = " with the same policy to complete it"
+	}
+	return e
 }
 
 // migrateStep is one step of the conversion. On MySQL each step is safe to
@@ -311,7 +323,7 @@ func (c *converter) finish(ctx context.Context, ex execQueryer, final func(col v
 	for _, col := range migratedColumns {
 		ci, ok := cols[col.name]
 		if !ok {
-			return fmt.Errorf("column %s is missing; run Migrate again", col.name)
+			return fmt.Errorf("column %s is missing", col.name)
 		}
 		clauses = append(clauses, final(col, ci)...)
 	}

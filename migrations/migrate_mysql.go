@@ -74,10 +74,10 @@ func mysqlUTCSession(ctx context.Context, ex execQueryer) (restore func() error,
 		if err == nil {
 			return nil
 		}
-		next := "its session may still be in UTC: close the pool's connection (SetMaxIdleConns(0), or open the pool again) before it reads or writes TIMESTAMP columns, then run Migrate again to check the table"
+		next := "its session may still be in UTC: close the pool's connection (SetMaxIdleConns(0), or open the pool again) before it reads or writes TIMESTAMP columns"
 		if conn, ok := ex.(*sql.Conn); ok {
 			discardConn(conn)
-			next = "the connection was discarded, so no session of the pool is left in UTC; run Migrate again to check the table"
+			next = "the connection was discarded, so no session of the pool is left in UTC"
 		}
 		return fmt.Errorf("restore the session time zone to %q: %w; %s", prev, err, next)
 	}, nil

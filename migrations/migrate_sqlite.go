@@ -133,8 +133,8 @@ func (c *converter) sqliteForeignKeyCheck(ctx context.Context, ex execQueryer) e
 		return nil
 	}
 	return fmt.Errorf("PRAGMA foreign_key_check: row %s of your table %s references a job of table %s that does not exist "+
-		"(it did not before the migration either: the rebuild keeps every id); nothing was changed: correct or delete that row, and any others "+
-		"`SELECT * FROM pragma_foreign_key_check(%s)` lists, then run Migrate again", rowidText(rowid), table, c.t.Name, quoteSQLiteString(table))
+		"(it did not before the migration either: the rebuild keeps every id): correct or delete that row, and any others "+
+		"`SELECT * FROM pragma_foreign_key_check(%s)` lists", rowidText(rowid), table, c.t.Name, quoteSQLiteString(table))
 }
 
 // rowidText is a rowid for an error message ("?" for a WITHOUT ROWID
@@ -201,7 +201,7 @@ func (c *converter) sqliteCheckTimes(ctx context.Context, ex execQueryer) error 
 			return err
 		}
 		if found {
-			return fmt.Errorf("job %d has %s = %q, which SQLite cannot read as a time; correct it (for example to 'YYYY-MM-DD HH:MM:SS' in UTC) and run Migrate again", id, col, v)
+			return fmt.Errorf("job %d has %s = %q, which SQLite cannot read as a time; correct it (for example to 'YYYY-MM-DD HH:MM:SS' in UTC)", id, col, v)
 		}
 	}
 	return nil
@@ -251,7 +251,7 @@ func (c *converter) sqliteCreate(ctx context.Context, ex execQueryer) error {
 		return err
 	}
 	if st != tableMissing {
-		return fmt.Errorf("table %s exists; Migrate rebuilds %s under that name: rename or drop it and run Migrate again", tmp.Name, c.t.Name)
+		return fmt.Errorf("table %s exists; the migration rebuilds %s under that name: rename or drop it", tmp.Name, c.t.Name)
 	}
 	if _, err := ex.ExecContext(ctx, ddl.CreateTable(tmp, false)); err != nil {
 		return err
@@ -327,7 +327,7 @@ func (c *converter) sqliteSwap(ctx context.Context, ex execQueryer) error {
 			continue // ours, or the user's on a column version 2 drops
 		}
 		if o.typ != "index" && usesV1 {
-			return fmt.Errorf("your %s %s uses retry_count or locked_at, which version 2 drops; drop it, run Migrate, then create it again for version 2", o.typ, o.name)
+			return fmt.Errorf("your %s %s uses retry_count or locked_at, which version 2 drops; drop it, and create it for version 2 once the table is migrated", o.typ, o.name)
 		}
 		recreate = append(recreate, o)
 		if o.typ == "view" || o.typ == "trigger" {
@@ -384,7 +384,7 @@ func (c *converter) sqliteSwap(ctx context.Context, ex execQueryer) error {
 			}
 		}
 		if err != nil {
-			return fmt.Errorf("recreate your %s %s on the version 2 table: %w; drop it, run Migrate, then create it again for version 2", o.typ, o.name, err)
+			return fmt.Errorf("recreate your %s %s on the version 2 table: %w; drop it, and create it for version 2 once the table is migrated", o.typ, o.name, err)
 		}
 	}
 	return nil

@@ -3,6 +3,7 @@ package migrations
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"strings"
 
@@ -34,7 +35,8 @@ import (
 // MySQL 8.0 runs all or nothing; MariaDB drops them one by one, so a
 // failure there (a lost connection, a foreign key added meanwhile) can
 // leave some of the side tables or the jobs table: run Uninstall again to
-// drop what is left.
+// drop what is left. A failed drop, and the refusal for foreign keys, are
+// a *RunAgainError whose Step is "Uninstall".
 func Uninstall(ctx context.Context, db *sql.DB, table string, opts ...Option) error {
 	t, err := tableFor(db, table, opts)
 	if err != nil {
@@ -43,10 +45,21 @@ func Uninstall(ctx context.Context, db *sql.DB, table string, opts ...Option) er
 	err = runGoose(ctx, db, t.Kind, func(ctx context.Context, ex execQueryer) error {
 		return dropTable(ctx, ex, t)
 	})
+	var again *RunAgainError
+	if errors.As(err, &again) {
+		return again
+	}
 	if err != nil {
 		return fmt.Errorf("uninstall table %s: %w", t.Name, err)
 	}
 	return nil
+}
+
+// uninstallAgain is the error of an uninstall of t that failed with err,
+// having left what left says: Uninstall is to run again once its cause is
+// fixed.
+func uninstallAgain(t engine.Table, err error, left, then string) *RunAgainError {
+	return &RunAgainError{Step: "Uninstall", Table: t.Name, Err: err, what: "uninstall table " + t.Name, left: left, then: then}
 }
 
 // dropTable drops the jobs table t and its side objects through ex (goose's
@@ -58,15 +71,15 @@ func dropTable(ctx context.Context, ex execQueryer, t engine.Table) error {
 		if err := uninstallable(ctx, ex, t); err != nil {
 			return err
 		}
-		next := "nothing was dropped (one transaction): fix the cause the error names, then run Uninstall again"
+		left, then := "nothing was dropped (one transaction)", ""
 		if t.Kind == engine.MySQL {
-			next = "MySQL commits each DROP on its own, so some tables may be gone: fix the cause and run Uninstall again to drop what is left"
+			left, then = "MySQL commits each DROP on its own, so some tables may be gone", " to drop what is left"
 		}
 		for _, s := range dropStatements(t) {
 			if _, err := ex.ExecContext(ctx, s); err != nil {
 				// A write refused on a read-only connection says first
 				// to connect to the primary, before the advice to run again.
-				return fmt.Errorf("%s: %w; %s", s, engine.ExplainReadOnly(err), next)
+				return uninstallAgain(t, fmt.Errorf("%s: %w", s, engine.ExplainReadOnly(err)), left, then)
 			}
 		}
 		return nil
@@ -95,8 +108,8 @@ func uninstallable(ctx context.Context, q queryer, t engine.Table) error {
 		}
 	}
 	if len(refs) > 0 {
-		return fmt.Errorf("foreign keys of other tables reference the tables to drop: %s; nothing was dropped: drop those foreign keys (or their tables) first, then run Uninstall again",
-			strings.Join(refs, ", "))
+		return uninstallAgain(t, fmt.Errorf("foreign keys of other tables reference the tables to drop: %s; drop those foreign keys (or their tables) first",
+			strings.Join(refs, ", ")), "nothing was dropped", "")
 	}
 	return nil
 }

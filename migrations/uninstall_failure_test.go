@@ -144,7 +144,7 @@ func TestUninstallReadOnly(t *testing.T) {
 	}
 	msg := err.Error()
 	primary := strings.Index(msg, "connect to the primary")
-	again := strings.Index(msg, "nothing was dropped (one transaction): fix the cause the error names, then run Uninstall again")
+	again := strings.Index(msg, "nothing was dropped (one transaction); fix the cause and run Uninstall again")
 	if primary < 0 || again < primary || strings.Contains(msg, "in the way") {
 		t.Errorf("Uninstall error %q: want the read-only advice, then that nothing was dropped and to run Uninstall again", msg)
 	}

@@ -67,10 +67,9 @@ The operator's guide is docs/upgrading.md.`,
 			defer db.Close()
 			if err := migrations.Migrate(ctx, db, migrations.RetryPolicy(p), name); err != nil {
 				// The error says what to do next (on MySQL: run the same
-				// command again, which resumes), in the Go API's words.
-				again := fmt.Sprintf("jobqueue migrate --table %s --max-attempts %d --base-delay %d --max-delay %d",
-					name, maxAttempts, baseDelay, maxDelay)
-				return cliAdvice(err, "Migrate", again)
+				// command again, which resumes): name the command.
+				return runAgain(err, fmt.Sprintf("jobqueue migrate --table %s --max-attempts %d --base-delay %d --max-delay %d",
+					name, maxAttempts, baseDelay, maxDelay))
 			}
 			fmt.Fprintf(a.out, "table %s is version 2 (%s)\n", name, k)
 			return nil
@@ -115,7 +114,7 @@ tables is dropped.`,
 				if force {
 					again += " --force"
 				}
-				return cliAdvice(err, "Uninstall", again)
+				return runAgain(err, again)
 			}
 			if jobs == "" {
 				fmt.Fprintf(a.out, "table %s was not installed (%s); nothing of it is left\n", name, k)
@@ -169,28 +168,16 @@ func (a *app) uninstallable(ctx context.Context, db *sql.DB, name string, force 
 	return fmt.Sprintf("%d jobs", total), nil
 }
 
-// cliAdvice rewords the advice in err to run the Go API's function fn
-// again ("run Uninstall again", as the migrations package words it for its
-// callers) into the command line that does the same, so that a CLI user is
-// told what to type. Other errors are returned as they are.
-func cliAdvice(err error, fn, line string) error {
-	msg := err.Error()
-	cli := strings.ReplaceAll(msg, "run "+fn+" again", "run '"+line+"' again")
-	if cli == msg {
+// runAgain gives err, when it advises to run a call of the migrations
+// package again (a *migrations.RunAgainError), advising the command line
+// that does the same instead, so that a CLI user is told what to type.
+// Other errors are returned as they are.
+func runAgain(err error, line string) error {
+	var again *migrations.RunAgainError
+	if !errors.As(err, &again) {
 		return err
 	}
-	return &rewordedError{msg: cli, err: err}
+	cli := *again
+	cli.Step = "'" + line + "'"
+	return &cli
 }
-
-// rewordedError is an error whose text cliAdvice reworded; errors.Is and
-// errors.As still see the error inside.
-type rewordedError struct {
-	msg string
-	err error
-}
-
-// Error is the reworded text.
-func (e *rewordedError) Error() string { return e.msg }
-
-// Unwrap gives the error inside.
-func (e *rewordedError) Unwrap() error { return e.err }
