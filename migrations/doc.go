@@ -36,7 +36,8 @@ var (
 	// ErrInvalidTableName is returned, before any SQL runs, for a table
 	// name that does not match [a-zA-Z_][a-zA-Z0-9_]* or is too long (on
 	// PostgreSQL 51 characters or more, elsewhere 57 or more, which leaves
-	// room for the side tables' names).
+	// room for the side tables' names), and on SQLite for sqlite and
+	// names that start with sqlite_, which SQLite reserves.
 	ErrInvalidTableName = engine.ErrInvalidTableName
 	// ErrUnsupportedDatabase is returned for a *sql.DB whose driver is not
 	// pgx's stdlib, go-sql-driver/mysql or modernc.org/sqlite (nor a

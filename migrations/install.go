@@ -39,7 +39,8 @@ type execQueryer interface {
 // The table name must match [a-zA-Z_][a-zA-Z0-9_]* (ErrInvalidTableName,
 // before any SQL runs); PostgreSQL folds it to lower case and allows at
 // most 50 characters, MySQL and SQLite 56 (room for the side tables'
-// <table>_<suffix>). The engine is detected from db's driver, also under a
+// <table>_<suffix>); SQLite refuses sqlite and sqlite_…, names it
+// reserves. The engine is detected from db's driver, also under a
 // wrapper such as otelsql (ErrUnsupportedDatabase for others), or named with
 // WithEngine.
 //

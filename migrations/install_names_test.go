@@ -32,6 +32,11 @@ func TestInstallRejectsBadTableNamesBeforeAnySQL(t *testing.T) {
 		{long51, []engine.Kind{engine.Postgres}},
 		{strings.Repeat("a", 57), testdb.Kinds()}, // no room left for the side tables' <table>_<suffix>
 		{strings.Repeat("a", 65), testdb.Kinds()},
+		// SQLite reserves names that start with sqlite_ (any case); it
+		// said "SQL logic error: object name reserved for internal use".
+		{"sqlite_jobs", []engine.Kind{engine.SQLite}},
+		{"SQLite_Jobs", []engine.Kind{engine.SQLite}},
+		{"sqlite", []engine.Kind{engine.SQLite}}, // its side tables: sqlite_unique, …
 	}
 	testdb.ForEachKind(t, func(t *testing.T, k engine.Kind) {
 		db := closedDB(t, k)

@@ -156,7 +156,8 @@ type Job[T JobArgs] struct {
 // Errors callers can test for with errors.Is.
 var (
 	// ErrInvalidTableName: the table name does not match [a-zA-Z_][a-zA-Z0-9_]*
-	// or is too long for the engine. No SQL ran.
+	// or is too long for the engine (or, on SQLite, starts with its
+	// reserved sqlite_). No SQL ran.
 	ErrInvalidTableName = engine.ErrInvalidTableName
 	// ErrUnsupportedDatabase: the *sql.DB's driver is not pgx, go-sql-driver/mysql
 	// or modernc.org/sqlite, nor a wrapper of one of them that New detects

@@ -95,7 +95,10 @@ type Table struct {
 
 // ParseTable checks name for engine k before any SQL runs: it must match
 // [a-zA-Z_][a-zA-Z0-9_]*; on PostgreSQL it is folded to lower case and must
-// be shorter than 51 characters, elsewhere shorter than 57.
+// be shorter than 51 characters, elsewhere shorter than 57. On SQLite,
+// which reserves the names that start with sqlite_, it must not be sqlite
+// nor start with sqlite_ (in any case: its side tables would be
+// sqlite_<suffix>).
 func ParseTable(k Kind, name string) (Table, error) {
 	if !tableNameRE.MatchString(name) {
 		return Table{}, fmt.Errorf("%w: %q; use letters, digits and underscores, not starting with a digit", ErrInvalidTableName, name)
@@ -107,6 +110,9 @@ func ParseTable(k Kind, name string) (Table, error) {
 		}
 		return Table{Kind: k, Name: strings.ToLower(name)}, nil
 	case MySQL, SQLite:
+		if k == SQLite && strings.HasPrefix(strings.ToLower(name+"_"), "sqlite_") {
+			return Table{}, fmt.Errorf("%w: %q; SQLite reserves the names that start with sqlite_ (its own tables'), and the side tables are <table>_<suffix>: choose another name", ErrInvalidTableName, name)
+		}
 		if len(name) > maxTableName {
 			return Table{}, fmt.Errorf("%w: %q has %d characters; at most %d are allowed, so that its side tables' names (<table>_<suffix>) stay within MySQL's 64", ErrInvalidTableName, name, len(name), maxTableName)
 		}

@@ -36,6 +36,14 @@ func TestParseTable(t *testing.T) {
 		{SQLite, `x"y`, "", ErrInvalidTableName},
 		{MySQL, "x`y", "", ErrInvalidTableName},
 		{SQLite, "jöbs", "", ErrInvalidTableName},
+		// SQLite reserves sqlite_*; "sqlite" would have side tables sqlite_<suffix>.
+		{SQLite, "sqlite_jobs", "", ErrInvalidTableName},
+		{SQLite, "SQLITE_jobs", "", ErrInvalidTableName},
+		{SQLite, "Sqlite", "", ErrInvalidTableName},
+		{SQLite, "sqlitejobs", "sqlitejobs", nil},
+		{SQLite, "my_sqlite_jobs", "my_sqlite_jobs", nil},
+		{Postgres, "sqlite_jobs", "sqlite_jobs", nil},
+		{MySQL, "sqlite", "sqlite", nil},
 		{Kind("oracle"), "jobs", "", ErrUnsupportedDatabase},
 	}
 	for _, c := range cases {
