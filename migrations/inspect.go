@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/jobqueue/jobqueue/internal/engine"
 	"github.com/jobqueue/jobqueue/internal/schema"
@@ -63,7 +64,17 @@ func (ix indexInfo) sameAs(cols []string) bool {
 	return !ix.Unique && !ix.Primary && !ix.Partial && slices.Equal(ix.Columns, cols)
 }
 
-// indexes reads the indexes of t from the catalog, keyed by name: pg_index
+// indexKey is the key of index name in the map indexes returns: the name,
+// in lower case on SQLite, whose names ignore case (the catalog keeps
+// idx_Jobs_… where the table was installed as Jobs; t may be jobs).
+func indexKey(t engine.Table, name string) string {
+	if t.Kind == engine.SQLite {
+		return strings.ToLower(name)
+	}
+	return name
+}
+
+// indexes reads the indexes of t from the catalog, keyed by indexKey: pg_index
 // on PostgreSQL (current schema), information_schema.STATISTICS on MySQL
 // (current database), pragma index_list and index_xinfo on SQLite. The
 // primary key is included where the engine keeps an index for it
@@ -116,10 +127,10 @@ ORDER BY il.name, ii.seqno`
 		if err := rows.Scan(&name, &unique, &primary, &partial, &col); err != nil {
 			return nil, fmt.Errorf("read the indexes of table %s: %w", t.Name, err)
 		}
-		ix := idx[name]
+		ix := idx[indexKey(t, name)]
 		ix.Name, ix.Unique, ix.Primary, ix.Partial = name, unique, primary, partial
 		ix.Columns = append(ix.Columns, col)
-		idx[name] = ix
+		idx[indexKey(t, name)] = ix
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("read the indexes of table %s: %w", t.Name, err)

@@ -299,7 +299,7 @@ func ensureIndexes(ctx context.Context, ex execQueryer, t engine.Table) error {
 	}
 	for _, ix := range ddl.Indexes() {
 		name := t.IndexName(ix.Suffix)
-		cur, ok := have[name]
+		cur, ok := have[indexKey(t, name)]
 		if ok && cur.sameAs(ix.Columns) {
 			continue
 		}
@@ -326,7 +326,7 @@ func ensureIndexes(ctx context.Context, ex execQueryer, t engine.Table) error {
 	}
 	for _, ix := range ddl.Indexes() {
 		name := t.IndexName(ix.Suffix)
-		if cur, ok := have[name]; !ok || !cur.sameAs(ix.Columns) {
+		if cur, ok := have[indexKey(t, name)]; !ok || !cur.sameAs(ix.Columns) {
 			return fmt.Errorf("index %s of table %s is not on (%s) after install (found %v); is the name taken by another table's index? drop or rename that one", name, t.Name, strings.Join(ix.Columns, ", "), cur.Columns)
 		}
 	}

@@ -86,6 +86,34 @@ WHERE table_schema = current_schema() AND lower(table_name) = $1`, name)
 	}
 }
 
+// TestInstallNamesDifferingInCaseOnSQLite: SQLite's names ignore case,
+// so Install of "jobs" after "Jobs" is the same table; it failed, saying
+// that idx_jobs_status_scheduled was "not on (status, scheduled_at, id)
+// after install (found [])" (the catalog's idx_Jobs_… did not match).
+func TestInstallNamesDifferingInCaseOnSQLite(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e := testdb.New(t, engine.SQLite)
+	name := "Jobs"
+	for _, n := range []string{name, "jobs", "JOBS", name} {
+		if err := Install(ctx, e.DB, n); err != nil {
+			t.Fatalf("Install(%q) after Install(%q): %v", n, name, err)
+		}
+		if err := Check(ctx, e.DB, n); err != nil {
+			t.Errorf("Check(%q): %v", n, err)
+		}
+	}
+	if diff := cmp.Diff(wantIndexes(engine.SQLite, name), testIndexes(t, e.DB, tableOf(t, engine.SQLite, name))); diff != "" {
+		t.Errorf("indexes (-want +got):\n%s", diff)
+	}
+	if err := Uninstall(ctx, e.DB, "jobs"); err != nil {
+		t.Fatalf("Uninstall(%q): %v", "jobs", err)
+	}
+	if n := testdb.Strings(t, e.DB, `SELECT name FROM sqlite_master WHERE name NOT LIKE 'sqlite_%'`); len(n) != 0 {
+		t.Errorf("after Uninstall the database holds %v", n)
+	}
+}
+
 func TestInstallLongNamesOnPostgres(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()

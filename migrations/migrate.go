@@ -296,7 +296,7 @@ func (c *converter) replaceIndexes(ctx context.Context, ex execQueryer) error {
 	}
 	for _, suffix := range []string{"type", "locked_at"} {
 		name := c.t.IndexName(suffix)
-		if _, ok := idx[name]; !ok {
+		if _, ok := idx[indexKey(c.t, name)]; !ok {
 			continue
 		}
 		q := `DROP INDEX "` + name + `"`
