@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -189,4 +190,38 @@ func TestInstallLongestNames(t *testing.T) {
 			t.Errorf("Install of a %d-character name: %v; want ErrInvalidTableName", len(name)+1, err)
 		}
 	})
+}
+
+// TestMigrateNameDifferingInCaseOnSQLite: Migrate of a version 1 table
+// under another case of its name (old_jobs for Old_Jobs, the same table on
+// SQLite) keeps the AUTOINCREMENT counter, so the id of a deleted job is
+// never given again, and the rows.
+func TestMigrateNameDifferingInCaseOnSQLite(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e := testdb.New(t, engine.SQLite)
+	name := "Old_Jobs"
+	createV1(t, e.DB, e.Kind, name)
+	insertV1(t, e.DB, e.Kind, name, v1Fixture(e.Kind, time.Now().UTC()))
+	mustExec(t, e.DB, `DELETE FROM "Old_Jobs" WHERE id = (SELECT max(id) FROM "Old_Jobs")`)
+	var seq, jobs int64
+	if err := e.DB.QueryRowContext(ctx, `SELECT seq FROM sqlite_sequence WHERE name = 'Old_Jobs'`).Scan(&seq); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.DB.QueryRowContext(ctx, `SELECT count(*) FROM "Old_Jobs"`).Scan(&jobs); err != nil {
+		t.Fatal(err)
+	}
+	if err := Migrate(ctx, e.DB, testPolicy, "old_jobs"); err != nil {
+		t.Fatal(err)
+	}
+	var after, jobsAfter int64
+	if err := e.DB.QueryRowContext(ctx, `SELECT max(seq), count(*) FROM sqlite_sequence WHERE name = 'old_jobs' COLLATE NOCASE`).Scan(&after, &jobsAfter); err != nil || jobsAfter != 1 || after < seq {
+		t.Errorf("sqlite_sequence after Migrate: seq %d in %d rows (%v); want one row with at least %d", after, jobsAfter, err, seq)
+	}
+	if err := e.DB.QueryRowContext(ctx, `SELECT count(*) FROM "Old_Jobs"`).Scan(&jobsAfter); err != nil || jobsAfter != jobs {
+		t.Errorf("%d jobs after Migrate (%v); want %d", jobsAfter, err, jobs)
+	}
+	if err := Check(ctx, e.DB, name); err != nil {
+		t.Errorf("Check(%q) after Migrate: %v", name, err)
+	}
 }

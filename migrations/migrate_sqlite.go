@@ -337,7 +337,7 @@ func (c *converter) sqliteSwap(ctx context.Context, ex execQueryer) error {
 		}
 	}
 	var seq sql.NullInt64
-	rows, err := ex.QueryContext(ctx, `SELECT seq FROM sqlite_sequence WHERE name = ?`, c.t.Name)
+	rows, err := ex.QueryContext(ctx, `SELECT seq FROM sqlite_sequence WHERE name = ? COLLATE NOCASE`, c.t.Name)
 	if err != nil && !strings.Contains(err.Error(), "no such table") {
 		return err
 	}
@@ -363,7 +363,7 @@ func (c *converter) sqliteSwap(ctx context.Context, ex execQueryer) error {
 		}
 	}
 	if seq.Valid {
-		res, err := ex.ExecContext(ctx, `UPDATE sqlite_sequence SET seq = max(seq, ?) WHERE name = ?`, seq.Int64, c.t.Name)
+		res, err := ex.ExecContext(ctx, `UPDATE sqlite_sequence SET seq = max(seq, ?) WHERE name = ? COLLATE NOCASE`, seq.Int64, c.t.Name)
 		if err != nil {
 			return err
 		}
