@@ -8,8 +8,9 @@ import "fmt"
 // SQLite the failure changed nothing (one transaction), and on MySQL, where
 // each statement commits on its own, running it again completes what is
 // left. The migration of GooseMigrations returns one too, whose Step is
-// "goose up". Errors that running again would not cure (a bad table name
-// or policy, a table that is not a jobqueue table) are not RunAgainErrors.
+// "goose up". Errors that running the same call again would not cure (a
+// bad table name or policy, a table of the name that is not a jobqueue
+// table) are not RunAgainErrors.
 //
 // Its text advises to run Step again. A program that offers the same call
 // under another name, a command line say, tells its users what to type by

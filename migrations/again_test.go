@@ -153,6 +153,12 @@ func TestUninstallRunAgainError(t *testing.T) {
 			if !errors.Is(err, ErrInvalidPolicy) || errors.As(err, &again) {
 				t.Errorf("Migrate with no policy = %v; want ErrInvalidPolicy, no *RunAgainError", err)
 			}
+			// It said "choose another table name (nothing was changed;
+			// fix the cause and run Migrate again)".
+			err = Migrate(ctx, e.DB, testPolicy, other.Name)
+			if !errors.Is(err, ErrForeignTable) || errors.As(err, &again) || strings.Contains(err.Error(), "run Migrate again") {
+				t.Errorf("Migrate of a table that is not a jobqueue table = %v; want ErrForeignTable, no advice to run it again", err)
+			}
 		})
 	})
 }

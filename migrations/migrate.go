@@ -56,9 +56,10 @@ import (
 // goose holds one, or, when the pool allows a single connection, on goose's
 // own (each DDL statement still commits on its own).
 //
-// A migration that fails once its checks have passed returns a
-// *RunAgainError (Step "Migrate"): fix the cause it names, then run
-// Migrate again with the same policy.
+// A migration that fails returns a *RunAgainError (Step "Migrate"): fix
+// the cause it names, then run Migrate again with the same policy; not
+// when the checks before any SQL refuse it, nor for a table that is not a
+// jobqueue table (ErrForeignTable).
 func Migrate(ctx context.Context, db *sql.DB, policy RetryPolicy, table string, opts ...Option) error {
 	o, err := applyOptions(opts)
 	if err != nil {
@@ -111,6 +112,10 @@ func migrate(ctx context.Context, db *sql.DB, p RetryPolicy, table string, o mig
 			return convertV1(ctx, ex, t, p, o)
 		})
 	}, gooseOpts...)
+	if errors.Is(err, ErrForeignTable) && !errors.Is(err, ErrSideNameTaken) {
+		// Not a jobqueue table: no run of Migrate on this name cures it.
+		return fmt.Errorf("migrate table %s: %w", t.Name, err)
+	}
 	if err != nil {
 		return migrateAgain("Migrate", t, err)
 	}
