@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/pressly/goose/v3"
 	"github.com/spf13/cobra"
 
 	"github.com/jobqueue/jobqueue/internal/engine"
@@ -124,8 +125,9 @@ func writeGooseFile(dir, name, text string) (string, error) {
 }
 
 // checkVersionFree fails when another migration in dir has the version of
-// name (goose reads the number before the first "_"; 00042 and 42 are the
-// same version).
+// name: a file goose reads as one (.sql, or .go but not _test.go), whose
+// version goose.NumericComponent reads (the number before the first "_";
+// 00042 and 42 are the same version). Other files are not migrations.
 func checkVersionFree(dir, name string) error {
 	want, _, _ := strings.Cut(name, "_")
 	wantN, err := strconv.ParseInt(want, 10, 64)
@@ -137,11 +139,10 @@ func checkVersionFree(dir, name string) error {
 		return fmt.Errorf("--dir %s: %w", dir, err)
 	}
 	for _, e := range entries {
-		v, _, ok := strings.Cut(e.Name(), "_")
-		if !ok || e.IsDir() || e.Name() == name {
+		if e.IsDir() || e.Name() == name || strings.HasSuffix(e.Name(), "_test.go") {
 			continue
 		}
-		if n, err := strconv.ParseInt(v, 10, 64); err == nil && n == wantN {
+		if n, err := goose.NumericComponent(e.Name()); err == nil && n == wantN {
 			return fmt.Errorf("%s already has migration %s with version %s; choose another --version", dir, e.Name(), want)
 		}
 	}

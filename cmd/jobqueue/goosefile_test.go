@@ -130,3 +130,42 @@ func TestGooseFileRejectsBadInput(t *testing.T) {
 		t.Errorf("control: %v", err)
 	}
 }
+
+// TestGooseFileVersionOnlyOfMigrations: --dir refuses a version only when
+// a file goose reads as a migration has it (.sql, or .go but not _test.go);
+// a note or a test file whose name starts with the same number is no
+// migration, and goose-file refused it ("already has migration
+// 42_notes.md").
+func TestGooseFileVersionOnlyOfMigrations(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		other string // a file in --dir
+		taken bool   // whether it holds version 42 for goose
+	}{
+		{"42_notes.md", false},
+		{"42_helpers_test.go", false},
+		{"42_backup.sql.bak", false},
+		{"42_add_users.go", true},
+		{"0042_add_users.sql", true},
+	}
+	for _, c := range cases {
+		t.Run(c.other, func(t *testing.T) {
+			dir := t.TempDir()
+			if err := os.WriteFile(filepath.Join(dir, c.other), []byte("x\n"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			r := cli{}.run(t, "goose-file", "--engine", "sqlite", "--version", "42", "--dir", dir)
+			_, err := os.Stat(filepath.Join(dir, "42_jobqueue_jobs.sql"))
+			if c.taken {
+				assertOneLineError(t, r, exitFailure, c.other, "choose another --version")
+				if err == nil {
+					t.Errorf("the file was written next to %s", c.other)
+				}
+				return
+			}
+			if r.code != 0 || err != nil {
+				t.Errorf("goose-file next to %s: exit %d, %s, file: %v; want it written", c.other, r.code, r.stderr, err)
+			}
+		})
+	}
+}
