@@ -53,7 +53,7 @@ func GooseMigrations(db *sql.DB, table string, p RetryPolicy, version int64, opt
 	k := t.Kind
 	if p != (RetryPolicy{}) {
 		if err := p.internal().Validate(); err != nil {
-			return nil, err
+			return nil, fmt.Errorf("GooseMigrations for table %s: %w; pass the policy version 2 should store with every job (for example MaxAttempts 3, BaseDelay 2m, MaxDelay 1h), or a zero RetryPolicy to install and repair only", t.Name, err)
 		}
 	}
 	if version < 1 {

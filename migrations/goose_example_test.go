@@ -8,6 +8,7 @@ import (
 	"log"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -164,17 +165,27 @@ func TestGooseMigrationsRejectsBadInput(t *testing.T) {
 		policy  migrations.RetryPolicy
 		version int64
 		want    error
+		// says is in the error: a bad policy's said only "invalid
+		// retry policy: …", naming neither the call, the table nor
+		// what to pass.
+		says []string
 	}{
-		{"bad table name", "a-b", migrations.RetryPolicy{}, 1, migrations.ErrInvalidTableName},
-		{"bad policy", "jobs", migrations.RetryPolicy{MaxAttempts: -1, BaseDelay: 1, MaxDelay: 1}, 1, migrations.ErrInvalidPolicy},
-		{"base delay too long for the column", "jobs", migrations.RetryPolicy{MaxAttempts: 3, BaseDelay: 3_000_000_000 * time.Second, MaxDelay: time.Hour}, 1, migrations.ErrInvalidPolicy},
-		{"version 0", "jobs", migrations.RetryPolicy{}, 0, nil},
+		{"bad table name", "a-b", migrations.RetryPolicy{}, 1, migrations.ErrInvalidTableName, nil},
+		{"bad policy", "jobs", migrations.RetryPolicy{MaxAttempts: -1, BaseDelay: 1, MaxDelay: 1}, 1, migrations.ErrInvalidPolicy, []string{"GooseMigrations", "jobs", "zero RetryPolicy"}},
+		{"policy given in part", "jobs", migrations.RetryPolicy{MaxAttempts: 3}, 1, migrations.ErrInvalidPolicy, []string{"GooseMigrations", "jobs", "BaseDelay", "zero RetryPolicy"}},
+		{"base delay too long for the column", "jobs", migrations.RetryPolicy{MaxAttempts: 3, BaseDelay: 3_000_000_000 * time.Second, MaxDelay: time.Hour}, 1, migrations.ErrInvalidPolicy, []string{"GooseMigrations", "jobs"}},
+		{"version 0", "jobs", migrations.RetryPolicy{}, 0, nil, []string{"goose versions start at 1"}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			ms, err := migrations.GooseMigrations(db, c.table, c.policy, c.version)
 			if err == nil || ms != nil || (c.want != nil && !errors.Is(err, c.want)) {
-				t.Errorf("GooseMigrations = %v, %v; want an error wrapping %v", ms, err, c.want)
+				t.Fatalf("GooseMigrations = %v, %v; want an error wrapping %v", ms, err, c.want)
+			}
+			for _, s := range c.says {
+				if !strings.Contains(err.Error(), s) {
+					t.Errorf("GooseMigrations error %q does not say %q", err, s)
+				}
 			}
 		})
 	}
