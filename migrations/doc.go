@@ -53,7 +53,9 @@ var (
 	// for a table of the name that is not a jobqueue table, and for a side
 	// table's name (<table>_<suffix>) held by a table that is not that
 	// side table (another queue's jobs table, say); none of them changes
-	// it, nor creates or drops anything else.
+	// it, nor creates or drops anything else. Install, Migrate and
+	// Uninstall return it too for a view under the table's name, even a
+	// view of a jobs table.
 	ErrForeignTable = engine.ErrForeignTable
 	// ErrSideNameTaken wraps ErrForeignTable for the second case: a side
 	// table's name held by something else. The error names it.

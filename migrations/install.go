@@ -47,7 +47,8 @@ type execQueryer interface {
 // A version 1 table, or one whose migration was interrupted, is refused
 // with an error wrapping ErrOutdatedTable and left unchanged: convert it
 // once with Migrate (or `jobqueue migrate`). A table of that name that is
-// not a jobqueue table is refused too.
+// not a jobqueue table is refused too, and so is a view of that name
+// (ErrForeignTable both).
 //
 // Install runs as a goose Go migration with versioning disabled (no goose
 // version table is written); on PostgreSQL and SQLite it is one
@@ -116,6 +117,9 @@ func ensureLocked(ctx context.Context, ex execQueryer, t engine.Table, onOutdate
 	if err != nil {
 		return err
 	}
+	if err := refuseView(ctx, ex, t, st); err != nil {
+		return err
+	}
 	switch st {
 	case tableMissing:
 		if err := refuseLeftoverRows(ctx, ex, t); err != nil {
@@ -179,6 +183,21 @@ func inspectOwn(ctx context.Context, q queryer, t engine.Table) (tableState, err
 		return st, foreignError(t)
 	}
 	return st, checkSideObjects(ctx, q, t)
+}
+
+// refuseView returns an error wrapping ErrForeignTable (engine.ErrViewName)
+// when the name of t, which inspect found in state st, is a view's: its
+// columns may be a jobs table's (a view of one), but Install, Migrate and
+// Uninstall create indexes on and drop tables, and a view is neither.
+func refuseView(ctx context.Context, q queryer, t engine.Table, st tableState) error {
+	if st == tableMissing {
+		return nil
+	}
+	kind, err := relationKind(ctx, q, t)
+	if err != nil || kind != "view" {
+		return err
+	}
+	return fmt.Errorf("%w: %s is a view, not a table: installing, migrating and uninstalling work on a jobs table itself; name the table the view selects from, or choose another name", engine.ErrViewName, t.Name)
 }
 
 // ensureSideTables creates the side tables of t (internal/ddl.SideTables)

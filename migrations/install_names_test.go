@@ -225,3 +225,46 @@ func TestMigrateNameDifferingInCaseOnSQLite(t *testing.T) {
 		t.Errorf("Check(%q) after Migrate: %v", name, err)
 	}
 }
+
+// TestInstallMigrateUninstallRefuseAView: a view under the name (here one
+// that selects every column of a jobs table, so its columns look like
+// one) is refused by Install, Migrate and Uninstall with an error wrapping
+// ErrForeignTable that says it is a view, creating and dropping nothing.
+// They went on as for a table and failed at the engine ("cannot create
+// index on relation", "is not a table"), Install and Migrate leaving the
+// view's side tables behind on MySQL.
+func TestInstallMigrateUninstallRefuseAView(t *testing.T) {
+	t.Parallel()
+	testdb.ForEachEngine(t, func(t *testing.T, e *testdb.Env) {
+		ctx := context.Background()
+		real := tableOf(t, e.Kind, e.Table(t))
+		view := tableOf(t, e.Kind, e.Table(t))
+		if err := Install(ctx, e.DB, real.Name); err != nil {
+			t.Fatal(err)
+		}
+		mustExec(t, e.DB, "CREATE VIEW "+view.Quoted()+" AS SELECT * FROM "+real.Quoted())
+		t.Cleanup(func() { mustExec(t, e.DB, "DROP VIEW IF EXISTS "+view.Quoted()) })
+		calls := map[string]func() error{
+			"Install":   func() error { return Install(ctx, e.DB, view.Name) },
+			"Migrate":   func() error { return Migrate(ctx, e.DB, testPolicy, view.Name) },
+			"Uninstall": func() error { return Uninstall(ctx, e.DB, view.Name) },
+		}
+		for name, call := range calls {
+			err := call()
+			if !errors.Is(err, ErrForeignTable) || !strings.Contains(fmt.Sprint(err), "is a view") {
+				t.Errorf("%s on a view = %v; want ErrForeignTable saying it is a view", name, err)
+			}
+		}
+		if kind, err := relationKind(ctx, e.DB, view); err != nil || kind != "view" {
+			t.Errorf("the view is now %q (%v)", kind, err)
+		}
+		for _, o := range ddl.SideObjects(view) {
+			if kind, err := relationKind(ctx, e.DB, o.Table); err != nil || kind != "" {
+				t.Errorf("side object %s of the view: %q (%v); want none", o.Name, kind, err)
+			}
+		}
+		if err := Check(ctx, e.DB, real.Name); err != nil {
+			t.Errorf("Check of the table under the view: %v", err)
+		}
+	})
+}

@@ -21,7 +21,7 @@ import (
 // uninstall`. The engine is found as Install finds it (WithEngine names it).
 //
 // It refuses, dropping nothing, a table of the name that is not a jobqueue
-// table, and a side table's name (<table>_<suffix>) held by a table that is
+// table, a view of the name, and a side table's name (<table>_<suffix>) held by a table that is
 // not that side table (another queue's jobs table, say): both with an error
 // wrapping ErrForeignTable. It refuses too, dropping nothing, while foreign
 // keys of other tables reference the table or a side table (PostgreSQL and
@@ -87,11 +87,15 @@ func dropTable(ctx context.Context, ex execQueryer, t engine.Table) error {
 }
 
 // uninstallable returns why t and its side objects may not be dropped, or
-// nil: the table is not a jobqueue table, a side object's name is held by
+// nil: the table is not a jobqueue table or is a view, a side object's name is held by
 // something else (checkSideObjects), or another table's foreign key
 // references one of the tables to drop.
 func uninstallable(ctx context.Context, q queryer, t engine.Table) error {
-	if _, err := inspectOwn(ctx, q, t); err != nil {
+	st, err := inspectOwn(ctx, q, t)
+	if err != nil {
+		return err
+	}
+	if err := refuseView(ctx, q, t, st); err != nil {
 		return err
 	}
 	var refs []string

@@ -371,6 +371,8 @@ func explainTableError(err error, table string) error {
 		return fmt.Errorf("%w: there is no table %s in this database; create it with 'jobqueue install --table %s' (or pick the right one with --db and --table)", queue.ErrTableMissing, table, table)
 	case errors.Is(err, engine.ErrSideNameTaken):
 		return err // it names the side table's name and what holds it
+	case errors.Is(err, engine.ErrViewName):
+		return err // it says the name is a view's and to name the table
 	case errors.Is(err, engine.ErrForeignTable):
 		// Not a table to migrate (migrate refuses it): another program's.
 		return fmt.Errorf("%w: table %s in this database is not a jobqueue table (another program's table has that name; jobqueue leaves it alone); choose another name with --table, and create that table with 'jobqueue install --table NAME'", engine.ErrForeignTable, table)

@@ -46,6 +46,10 @@ var (
 	// is not that side table (another queue's jobs table, say); nothing is
 	// done to it. The error names the object.
 	ErrSideNameTaken = fmt.Errorf("%w: a side table's name is taken", ErrForeignTable)
+	// ErrViewName wraps ErrForeignTable for a jobs table's name held by a
+	// view, which Install, Migrate and Uninstall refuse (the error says
+	// so) even when its columns are a jobs table's.
+	ErrViewName = fmt.Errorf("%w: the name is a view's", ErrForeignTable)
 )
 
 // Kinds returns every supported engine, a new slice each call (the
