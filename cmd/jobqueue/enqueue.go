@@ -168,7 +168,8 @@ printed, "duplicate of ID" goes to stderr, and the exit status is 0.`,
 // policyFromFlags is the retry policy of --max-attempts, --base-delay and
 // --max-delay (seconds). Each number is checked against what the table's INT
 // columns hold before it becomes a time.Duration, which a larger one would
-// overflow; a bad one is a usage error.
+// overflow, and to be at least 1; a bad one is a usage error that names
+// the flag.
 func policyFromFlags(maxAttempts, baseDelay, maxDelay int) (queue.RetryPolicy, error) {
 	for _, f := range []struct {
 		flag string
@@ -176,6 +177,10 @@ func policyFromFlags(maxAttempts, baseDelay, maxDelay int) (queue.RetryPolicy, e
 	}{{"--max-attempts", maxAttempts}, {"--base-delay", baseDelay}, {"--max-delay", maxDelay}} {
 		if f.n > math.MaxInt32 {
 			return queue.RetryPolicy{}, usagef("%s %d is too large; the table holds at most %d", f.flag, f.n, math.MaxInt32)
+		}
+		if f.n < 1 {
+			// In the flags' words, not the Go API's (MaxAttempts is 0).
+			return queue.RetryPolicy{}, usagef("invalid retry policy: %s is %d; it must be at least 1", f.flag, f.n)
 		}
 	}
 	p := queue.RetryPolicy{
