@@ -260,7 +260,9 @@ func oneSession(ctx context.Context, k engine.Kind, ex execQueryer) (_ execQuery
 // lockTable takes a lock that serializes installs, migrations and
 // uninstalls of t, and returns its release:
 //   - PostgreSQL: pg_advisory_xact_lock, released when ex's transaction
-//     ends (outside a transaction it would end at once: use a *sql.Tx);
+//     ends (outside a transaction it would end at once: use a *sql.Tx),
+//     keyed by the current schema and the table; an error when there is
+//     no current schema;
 //   - MySQL: GET_LOCK (a session lock: ex must be one session, a *sql.Conn
 //     or *sql.Tx), released by the returned func;
 //   - SQLite: none needed; the write transaction is the lock.
@@ -268,6 +270,16 @@ func lockTable(ctx context.Context, ex execQueryer, t engine.Table) (func() erro
 	nop := func() error { return nil }
 	switch t.Kind {
 	case engine.Postgres:
+		// The lock is per schema; without one (no schema of search_path
+		// exists) nothing could be created, and the key would be NULL.
+		var schema sql.NullString
+		var path string
+		if _, err := queryOne(ctx, ex, []any{&schema, &path}, `SELECT current_schema(), current_setting('search_path')`); err != nil {
+			return nil, fmt.Errorf("lock table %s: read the current schema: %w", t.Name, err)
+		}
+		if !schema.Valid {
+			return nil, fmt.Errorf("the connection has no current schema: no schema of its search_path (%s) exists; create that schema, or set search_path to one that exists (in a pgx URL: search_path=NAME)", path)
+		}
 		if _, err := ex.ExecContext(ctx, `SELECT pg_advisory_xact_lock(hashtext('jobqueue.table:' || current_schema() || '.' || $1::text))`, t.Name); err != nil {
 			return nil, fmt.Errorf("lock table %s: %w", t.Name, err)
 		}

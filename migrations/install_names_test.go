@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/url"
 	"slices"
 	"strings"
 	"testing"
@@ -267,4 +268,24 @@ func TestInstallMigrateUninstallRefuseAView(t *testing.T) {
 			t.Errorf("Check of the table under the view: %v", err)
 		}
 	})
+}
+
+// TestInstallWithoutSchemaOnPostgres: on a connection whose search_path
+// names no schema that exists, Install says so and what to do; it failed
+// at CREATE TABLE with "no schema has been selected to create in" (and
+// its lock, keyed by current_schema(), which was NULL, locked nothing).
+func TestInstallWithoutSchemaOnPostgres(t *testing.T) {
+	t.Parallel()
+	u, err := url.Parse(testdb.URL(t, engine.Postgres))
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := u.Query()
+	v.Set("options", "-c search_path=jobqueue_no_such_schema")
+	u.RawQuery = strings.ReplaceAll(v.Encode(), "+", "%20") // pgx reads a '+' as itself
+	db := testdb.OpenURL(t, u.String())
+	err = Install(context.Background(), db, "jobs")
+	if err == nil || !strings.Contains(err.Error(), "jobqueue_no_such_schema") || !strings.Contains(err.Error(), "create that schema") {
+		t.Errorf("Install without a schema = %v; want an error naming the search_path and saying to create the schema", err)
+	}
 }
