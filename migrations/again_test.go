@@ -46,7 +46,8 @@ func checkRunAgain(t *testing.T, err error, step, table string, want ...string) 
 	return again
 }
 
-// TestMigrateRunAgainError: a migration interrupted after a step is a
+// TestMigrateRunAgainError: a migration interrupted after a step, or (on
+// PostgreSQL and SQLite) refused by a read-only connection, is a
 // *RunAgainError (Step "Migrate") wrapping the cause, saying on MySQL to
 // use the same policy; running Migrate again then completes.
 func TestMigrateRunAgainError(t *testing.T) {
@@ -64,6 +65,11 @@ func TestMigrateRunAgainError(t *testing.T) {
 			engine.MySQL:    "again with the same policy",
 		}[e.Kind]
 		checkRunAgain(t, err, "Migrate", table, want)
+		if e.Kind != engine.MySQL {
+			// A real failure: a connection that accepts no writes.
+			ro := testdb.OpenURL(t, readOnlyURL(t, e))
+			checkRunAgain(t, Migrate(ctx, ro, testPolicy, table), "Migrate", table, "nothing was changed")
+		}
 		if err := Migrate(ctx, e.DB, testPolicy, table); err != nil {
 			t.Fatalf("Migrate again: %v", err)
 		}
