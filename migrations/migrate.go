@@ -36,7 +36,8 @@ import (
 // version 1 table is left as it was. On MySQL/MariaDB every DDL statement
 // commits on its own, so each step checks what is already done: a migration
 // interrupted at any point completes when Migrate runs again with the same
-// policy (Install refuses the table in between). On MySQL created_at goes
+// policy (another one is refused while rows are left to convert, naming
+// the stored one; Install refuses the table in between). On MySQL created_at goes
 // from TIMESTAMP to a UTC DATETIME keeping each instant, whatever the
 // server's or session's time zone. On SQLite, which rebuilds the table,
 // Migrate turns foreign_keys off on its connection for the migration and

@@ -155,6 +155,9 @@ func (c *converter) mysqlConvertRows(ctx context.Context, ex execQueryer) error 
 	if err != nil || !ok {
 		return err
 	}
+	if err := c.mysqlSamePolicy(ctx, ex); err != nil {
+		return err
+	}
 	batch := int64(mysqlBatchIDs)
 	if c.o.mysqlBatchIDs > 0 {
 		batch = int64(c.o.mysqlBatchIDs)
@@ -178,6 +181,26 @@ func (c *converter) mysqlConvertRows(ctx context.Context, ex execQueryer) error 
 			}
 		}
 	}
+}
+
+// mysqlSamePolicy refuses to resume an interrupted conversion with a
+// policy other than the one the rows it converted hold, which would give
+// the table's jobs two policies; nothing is refused when no row is left to
+// convert.
+func (c *converter) mysqlSamePolicy(ctx context.Context, ex execQueryer) error {
+	if _, todo, err := c.mysqlFirstUnconverted(ctx, ex, 0); err != nil || !todo {
+		return err
+	}
+	maxAttempts, baseDelay, maxDelay := c.p.internal().Seconds()
+	var a, b, d int64
+	found, err := queryOne(ctx, ex, []any{&a, &b, &d}, "SELECT max_attempts, base_delay, max_delay FROM "+c.t.Quoted()+
+		" WHERE attempts IS NOT NULL AND (max_attempts <> ? OR base_delay <> ? OR max_delay <> ?) LIMIT 1", maxAttempts, baseDelay, maxDelay)
+	if err != nil || !found {
+		return err
+	}
+	return fmt.Errorf("the interrupted migration stored the retry policy max attempts %d, base delay %d s, max delay %d s with the jobs it converted; "+
+		"give that policy to convert the rest (max attempts %d, base delay %d s, max delay %d s would leave the table's jobs with two policies)",
+		a, b, d, maxAttempts, baseDelay, maxDelay)
 }
 
 // mysqlFirstUnconverted is the smallest id at or above from of a row not

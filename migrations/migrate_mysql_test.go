@@ -3,6 +3,7 @@ package migrations
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"net/url"
 	"strings"
@@ -195,5 +196,52 @@ func TestMigrateMySQLTimeZoneRestoreFails(t *testing.T) {
 	}
 	if st, err := inspect(ctx, db, engine.Table{Kind: engine.MySQL, Name: table}); err != nil || st != tableV2 {
 		t.Fatalf("table after Migrate again: %s, %v; want version 2", st, err)
+	}
+}
+
+// TestMigrateMySQLResumeKeepsThePolicy: a MySQL migration interrupted in
+// the middle of the row conversion is resumed with the policy it started
+// with; given another one, Migrate refuses, converting nothing more, and
+// names the stored policy. It converted the rest with the other policy, so
+// the jobs of one table held two policies.
+func TestMigrateMySQLResumeKeepsThePolicy(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e := testdb.New(t, engine.MySQL)
+	table := v1Table(t, e, v1Fixture(e.Kind, time.Now().UTC()))
+	err := migrate(ctx, e.DB, testPolicy, table, migrateOptions{mysqlBatchIDs: 10, afterBatch: func(n int) error {
+		if n == 2 {
+			return errInjected
+		}
+		return nil
+	}})
+	if !errors.Is(err, errInjected) {
+		t.Fatalf("migrate = %v; want the injected failure after batch 2", err)
+	}
+	count := func(q string) int {
+		t.Helper()
+		var n int
+		if err := e.DB.QueryRowContext(ctx, "SELECT COUNT(*) FROM `"+table+"` WHERE "+q).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	todo := count("attempts IS NULL")
+	if todo == 0 {
+		t.Fatal("every row was converted before the interruption")
+	}
+	other := RetryPolicy{MaxAttempts: 7, BaseDelay: time.Minute, MaxDelay: time.Hour}
+	err = Migrate(ctx, e.DB, other, table)
+	if err == nil || !strings.Contains(err.Error(), "max attempts 3, base delay 30 s, max delay 600 s") {
+		t.Errorf("Migrate resumed with another policy = %v; want an error naming the stored one", err)
+	}
+	if n := count("attempts IS NULL"); n != todo {
+		t.Errorf("%d rows left to convert after the refused resume; want %d", n, todo)
+	}
+	if err := Migrate(ctx, e.DB, testPolicy, table); err != nil {
+		t.Fatalf("Migrate with the same policy: %v", err)
+	}
+	if n := count("max_attempts <> 3 OR base_delay <> 30 OR max_delay <> 600"); n != 0 {
+		t.Errorf("%d jobs hold another policy than the migration's", n)
 	}
 }
