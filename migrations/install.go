@@ -358,10 +358,42 @@ func ensureIndexes(ctx context.Context, ex execQueryer, t engine.Table) error {
 	for _, ix := range ddl.Indexes() {
 		name := t.IndexName(ix.Suffix)
 		if cur, ok := have[indexKey(t, name)]; !ok || !cur.sameAs(ix.Columns) {
-			return fmt.Errorf("index %s of table %s is not on (%s) after install (found %v); is the name taken by another table's index? drop or rename that one", name, t.Name, strings.Join(ix.Columns, ", "), cur.Columns)
+			return indexTakenError(ctx, ex, t, name, ix.Columns, cur.Columns)
 		}
 	}
 	return nil
+}
+
+// indexTakenError says why the index name of t, which should be on cols,
+// is not (found are its columns on t, if any): on PostgreSQL and SQLite,
+// where index names are per schema, another table may hold the name. When
+// that table is a jobqueue table (X_type holds X's
+// idx_X_type_status_scheduled), the two names cannot both be installed.
+func indexTakenError(ctx context.Context, q queryer, t engine.Table, name string, cols, found []string) error {
+	want := strings.Join(cols, ", ")
+	var owner string
+	var query string
+	switch t.Kind {
+	case engine.Postgres:
+		query = `SELECT tablename FROM pg_indexes WHERE schemaname = current_schema() AND indexname = $1`
+	case engine.SQLite:
+		query = `SELECT tbl_name FROM sqlite_master WHERE type = 'index' AND name = ? COLLATE NOCASE`
+	}
+	if query != "" {
+		if _, err := queryOne(ctx, q, []any{&owner}, query, name); err != nil {
+			return fmt.Errorf("index %s of table %s is not on (%s) after install; looking up which table holds the name: %w", name, t.Name, want, err)
+		}
+	}
+	if owner == "" || strings.EqualFold(owner, t.Name) {
+		return fmt.Errorf("index %s of table %s is not on (%s) after install (found %v); is the name taken by another table's index? drop or rename that one", name, t.Name, want, found)
+	}
+	other := engine.Table{Kind: t.Kind, Name: owner}
+	if st, err := inspect(ctx, q, other); err == nil && st != tableMissing && st != tableForeign {
+		return fmt.Errorf("table %s needs the index name %s, which jobqueue table %s holds (index names are per schema on %s): the two table names cannot both be installed here; choose another table name",
+			t.Name, name, owner, engineTitle(t.Kind))
+	}
+	return fmt.Errorf("table %s needs the index name %s, which table %s holds (index names are per schema on %s); drop or rename that index, or choose another table name",
+		t.Name, name, owner, engineTitle(t.Kind))
 }
 
 // isDuplicateIndex reports MySQL's "duplicate key name" (1061), which a

@@ -289,3 +289,46 @@ func TestInstallWithoutSchemaOnPostgres(t *testing.T) {
 		t.Errorf("Install without a schema = %v; want an error naming the search_path and saying to create the schema", err)
 	}
 }
+
+// TestInstallIndexNameOfAnotherQueue: on PostgreSQL and SQLite, where
+// index names are per schema, the tables X and X_type cannot both be
+// installed: X's idx_X_type_status_scheduled is X_type's
+// idx_X_type_status_scheduled. The second Install fails, creating nothing,
+// and its error names the table that holds the index and says to choose
+// another table name; it said "is the name taken by another table's
+// index? drop or rename that one", which would break the other queue.
+func TestInstallIndexNameOfAnotherQueue(t *testing.T) {
+	t.Parallel()
+	testdb.ForEachEngine(t, func(t *testing.T, e *testdb.Env) {
+		if e.Kind == engine.MySQL {
+			return // index names are per table there
+		}
+		ctx := context.Background()
+		short := tableOf(t, e.Kind, e.Table(t))
+		long := tableOf(t, e.Kind, short.Name+"_type")
+		t.Cleanup(func() { testdb.Drop(t, e.DB, long.Name) })
+		if err := Install(ctx, e.DB, long.Name); err != nil {
+			t.Fatal(err)
+		}
+		err := Install(ctx, e.DB, short.Name)
+		if err == nil || !strings.Contains(err.Error(), "table "+long.Name+" holds") || !strings.Contains(err.Error(), "choose another table name") || strings.Contains(err.Error(), "drop or rename") {
+			t.Errorf("Install(%q) after Install(%q) = %v; want an error naming %s and saying to choose another name", short.Name, long.Name, err, long.Name)
+		}
+		if st, err := inspect(ctx, e.DB, short); err != nil || st != tableMissing {
+			t.Errorf("table %s after the refused Install: %s, %v; want missing", short.Name, st, err)
+		}
+		if err := Check(ctx, e.DB, long.Name); err != nil {
+			t.Errorf("Check(%q): %v", long.Name, err)
+		}
+
+		// A table of yours holding the name: drop or rename its index.
+		mine := tableOf(t, e.Kind, e.Table(t))
+		next := tableOf(t, e.Kind, e.Table(t))
+		mustExec(t, e.DB, "CREATE TABLE "+mine.Quoted()+" (x INT)",
+			"CREATE INDEX "+ddl.QuoteIdent(e.Kind, next.IndexName("lease_until"))+" ON "+mine.Quoted()+" (x)")
+		err = Install(ctx, e.DB, next.Name)
+		if err == nil || !strings.Contains(err.Error(), "table "+mine.Name+" holds") || !strings.Contains(err.Error(), "drop or rename that index") {
+			t.Errorf("Install(%q) with its index name on %s = %v; want an error naming %s and saying to drop or rename that index", next.Name, mine.Name, err, mine.Name)
+		}
+	})
+}
