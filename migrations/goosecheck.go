@@ -29,10 +29,19 @@ import (
 // The names are checked ones (letters, digits, underscores), so they go
 // into string literals as they are.
 func gooseSideChecks(t engine.Table, o ddl.Object) []string {
-	if o.Kind != ddl.SideTableKind && o.Kind != ddl.SideView {
-		return nil
+	switch {
+	case o.Kind == ddl.SideTableKind || o.Kind == ddl.SideView:
+		return gooseFailIf(t, o.Name, sideTakenSQL(o), sideTakenMessage(o))
+	case o.Kind == ddl.JobsIndex && t.Kind != engine.MySQL:
+		return gooseFailIf(t, o.Name, indexTakenSQL(t, o), indexTakenMessage(o))
 	}
-	msg := sideTakenMessage(o)
+	return nil
+}
+
+// gooseFailIf returns the statements that fail the goose migration of t
+// with msg when the SQL condition cond is true; name (checked, as cond's
+// names are) names SQLite's temporary check table.
+func gooseFailIf(t engine.Table, name, cond, msg string) []string {
 	switch t.Kind {
 	case engine.Postgres:
 		return []string{fmt.Sprintf(`DO $$
@@ -41,18 +50,37 @@ BEGIN
         RAISE EXCEPTION '%s';
     END IF;
 END
-$$`, sideTakenSQL(o), msg)}
+$$`, cond, msg)}
 	case engine.MySQL:
-		return []string{fmt.Sprintf(`SET SESSION sql_mode = (SELECT IF(%s, '%s', @@SESSION.sql_mode))`, sideTakenSQL(o), msg)}
+		return []string{fmt.Sprintf(`SET SESSION sql_mode = (SELECT IF(%s, '%s', @@SESSION.sql_mode))`, cond, msg)}
 	default:
-		check := engine.Table{Kind: t.Kind, Name: "jobqueue_check_" + o.Name}.Quoted()
+		check := engine.Table{Kind: t.Kind, Name: "jobqueue_check_" + name}.Quoted()
 		return []string{
 			"DROP TABLE IF EXISTS temp." + check,
 			fmt.Sprintf(`CREATE TEMP TABLE %s (taken INTEGER CONSTRAINT "%s" CHECK (NOT taken))`, check, msg),
-			fmt.Sprintf("INSERT INTO temp.%s (taken) SELECT %s", check, sideTakenSQL(o)),
+			fmt.Sprintf("INSERT INTO temp.%s (taken) SELECT %s", check, cond),
 			"DROP TABLE temp." + check,
 		}
 	}
+}
+
+// indexTakenMessage is the error of a goose migration that found the
+// name of the jobs table's index o held by an index of another table
+// (PostgreSQL and SQLite, where index names are per schema: the jobs table
+// X_type holds X's idx_X_type_status_scheduled). No quotes or commas, as
+// sideTakenMessage.
+func indexTakenMessage(o ddl.Object) string {
+	return fmt.Sprintf("jobqueue: the index name %s is held by another table (index names are per schema): choose another table name or drop or rename that index", o.Name)
+}
+
+// indexTakenSQL is a boolean SQL expression (PostgreSQL or SQLite) that
+// is true when the name of t's index o is held by an index of another
+// table.
+func indexTakenSQL(t engine.Table, o ddl.Object) string {
+	if t.Kind == engine.Postgres {
+		return fmt.Sprintf(`EXISTS (SELECT 1 FROM pg_indexes WHERE schemaname = current_schema() AND indexname = '%s' AND tablename <> '%s')`, o.Name, t.Name)
+	}
+	return fmt.Sprintf(`EXISTS (SELECT 1 FROM sqlite_master WHERE type = 'index' AND name = '%s' COLLATE NOCASE AND tbl_name <> '%s' COLLATE NOCASE)`, o.Name, t.Name)
 }
 
 // sideTakenMessage is the error of a goose migration that found the name

@@ -116,3 +116,39 @@ func TestGooseSideMessageFits(t *testing.T) {
 		}
 	}
 }
+
+// TestGooseUpRefusesTakenIndexNames: on PostgreSQL and SQLite, where index
+// names are per schema, the goose file of X fails `goose up`, creating
+// nothing, when another table holds one of X's index names (X_type holds
+// idx_X_type_status_scheduled); it went through, X left without that
+// index (CREATE INDEX IF NOT EXISTS found the other table's).
+func TestGooseUpRefusesTakenIndexNames(t *testing.T) {
+	t.Parallel()
+	testdb.ForEachEngine(t, func(t *testing.T, e *testdb.Env) {
+		if e.Kind == engine.MySQL {
+			return // index names are per table there
+		}
+		ctx := context.Background()
+		name := e.Table(t)
+		tb := tableOf(t, e.Kind, name)
+		other := name + "_type"
+		t.Cleanup(func() { testdb.Drop(t, e.DB, other) })
+		if err := Install(ctx, e.DB, other); err != nil {
+			t.Fatal(err)
+		}
+		dir, versionTable := gooseDirFor(t, e, name)
+		out, err := gooseCommandOutput(t, e, dir, versionTable, "up")
+		if err == nil {
+			t.Fatalf("goose up went through with %s's index name held by %s:\n%s", name, other, out)
+		}
+		if want := "jobqueue: the index name " + tb.IndexName("type_status_scheduled"); !strings.Contains(out, want) || !strings.Contains(out, "choose another table name") {
+			t.Errorf("goose up's output does not say %q and to choose another table name:\n%s", want, out)
+		}
+		if st, err := inspect(ctx, e.DB, tb); err != nil || st != tableMissing {
+			t.Errorf("after the failed goose up, table %s is %v (%v); want it missing", name, st, err)
+		}
+		if err := Check(ctx, e.DB, other); err != nil {
+			t.Errorf("Check(%q): %v", other, err)
+		}
+	})
+}

@@ -18,7 +18,8 @@ import (
 // checks in Go of the side tables' names: when one is held by something
 // that is not that side table (a table of yours, another queue's jobs
 // table), the migration fails with a message that names it, before
-// anything is created.
+// anything is created; so it does, on PostgreSQL and SQLite, when another
+// table holds the name of one of the table's indexes.
 //
 // The file does not convert a version 1 table (its header says so): that
 // conversion depends on the data and, on MySQL, resumes where it stopped,
@@ -41,12 +42,13 @@ func GooseSQL(engineName, table string) (string, error) {
 	b.WriteString(gooseHeader(t))
 	b.WriteString("\n-- +goose Up\n")
 	objs := ddl.Objects(t)
-	// The side tables' names are checked before anything is created (on
+	// The side tables' names, and on PostgreSQL and SQLite the indexes'
+	// (per schema there), are checked before anything is created (on
 	// MySQL each CREATE commits); a side view's just before it is created,
 	// when its side table exists (SQLite cannot read the columns of a view
 	// whose table is missing).
 	for _, o := range objs {
-		if o.Kind == ddl.SideTableKind {
+		if o.Kind == ddl.SideTableKind || o.Kind == ddl.JobsIndex {
 			for _, s := range gooseSideChecks(t, o) {
 				writeGooseStatement(&b, s)
 			}
@@ -104,8 +106,11 @@ func gooseHeader(t engine.Table) string {
 -- Up creates what is missing (IF NOT EXISTS) and leaves an existing table as
 -- it is. Its first statements fail the migration, creating nothing, when the
 -- name of a side table (%[1]s_unique, %[1]s_leader, ...) is held by something
--- that is not that side table (a table of yours, another queue's jobs table):
--- rename that object or choose another table name. It does NOT check that an
+-- that is not that side table (a table of yours, another queue's jobs table),
+-- or, on PostgreSQL and SQLite, when another table holds the name of one of
+-- its indexes (index names are per schema there: the table %[1]s_type holds
+-- idx_%[1]s_type_status_scheduled): rename that object or choose another
+-- table name. It does NOT check that an
 -- existing %[1]s is a jobqueue table (the queue refuses one that is not), nor
 -- that %[1]s_unique holds no key rows left by a table %[1]s dropped by hand
 -- (they would name the new table's jobs; 'jobqueue install' refuses them and
