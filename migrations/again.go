@@ -24,7 +24,8 @@ import "fmt"
 //	}
 type RunAgainError struct {
 	// Step is what to run again, as the error's text names it: "Migrate"
-	// or "Uninstall" (the Go call) in the errors of this package.
+	// or "Uninstall" (the Go call) in the errors of this package, "goose
+	// up" in those of GooseMigrations' migration.
 	Step string
 	// Table is the jobs table's name.
 	Table string

@@ -171,7 +171,8 @@ func (a *app) uninstallable(ctx context.Context, db *sql.DB, name string, force 
 // runAgain gives err, when it advises to run a call of the migrations
 // package again (a *migrations.RunAgainError), advising the command line
 // that does the same instead, so that a CLI user is told what to type.
-// Other errors are returned as they are.
+// Migrate and Uninstall return it unwrapped, so the copy's text is all of
+// err's. Other errors are returned as they are.
 func runAgain(err error, line string) error {
 	var again *migrations.RunAgainError
 	if !errors.As(err, &again) {
