@@ -20,6 +20,23 @@ type maintainer struct {
 	el        *elector
 	interval  time.Duration
 	retention time.Duration // 0: no Prune
+	// failures follows each operation's runs of failures (by its
+	// description), so that a failure repeated pass after pass is logged
+	// as a warning once, not at every pass. Only run's goroutine uses it.
+	failures map[string]*failureStreak
+}
+
+// streak returns the failures of the operation what.
+func (m *maintainer) streak(what string) *failureStreak {
+	if m.failures == nil {
+		m.failures = map[string]*failureStreak{}
+	}
+	s := m.failures[what]
+	if s == nil {
+		s = &failureStreak{}
+		m.failures[what] = s
+	}
+	return s
 }
 
 // run maintains the table while this worker leads, until ctx ends.
@@ -59,17 +76,25 @@ func (m *maintainer) pass(ctx, term context.Context, f *termFence) {
 	start := time.Now()
 	var expired, reclaimed, pruned int64
 	refused := false
-	// failed logs an operation's error, if any.
+	// failed logs an operation's error, if any: a warning for the first
+	// of a run of failures, then at debug level until it works again.
 	failed := func(what string, err error) {
 		switch {
 		case err == nil:
+			if m.streak(what).succeeded() {
+				m.log.Info(what+" works again", "op", what)
+			}
 		case errors.Is(err, errTermEnded):
 			refused = true
 			m.log.Warn("maintenance refused by the database: this worker's term has ended there; nothing was changed, the worker steps down",
 				"op", what, "term", f.term, "holder", f.holder)
 			m.el.stepDown(f.term)
 		case cctx.Err() == nil && !errors.Is(err, errNotLeading):
-			m.log.Warn(what+" failed", "err", err)
+			if m.streak(what).failed() {
+				m.log.Warn(what+" failed; trying again at each pass (logged again at debug level until it works)", "err", err, "retry_in", m.interval)
+			} else {
+				m.log.Debug(what+" failed again", "err", err)
+			}
 		}
 	}
 	// The operations log what they changed themselves.
