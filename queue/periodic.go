@@ -248,10 +248,6 @@ func (s *scheduler) lead(ctx, term context.Context, f *termFence, changed <-chan
 // periodicRetryFor. It returns false when the database refused the act
 // (errTermEnded): the worker steps down.
 func (s *scheduler) enqueue(ctx context.Context, f *termFence, p PeriodicJob, tick time.Time) bool {
-	if err := s.q.needUnique(ctx); err != nil { // before the act, which holds a connection
-		s.log.Error("enqueuing a periodic job's tick failed; the tick is skipped", "periodic", p.name, "tick", tick, "err", err)
-		return true
-	}
 	var err error
 	first := time.Now()
 	wait := periodicRetryWait
@@ -261,13 +257,18 @@ func (s *scheduler) enqueue(ctx context.Context, f *termFence, p PeriodicJob, ti
 		}
 		var id int64
 		var dup bool
-		cctx, cancel := context.WithTimeout(withFence(ctx, s.el.guard), dbCallTimeout)
-		err = s.q.leaderAct(cctx, f, func(d dbtx) error {
-			var err error
-			id, dup, err = s.q.enqueueTickOnce(cctx, d, p, tick)
-			return err
-		})
-		cancel()
+		// The side table of the unique keys is checked before the act,
+		// which holds a connection, and tried again like the act: a check
+		// that failed for a moment skipped the tick.
+		if err = s.q.needUnique(ctx); err == nil {
+			cctx, cancel := context.WithTimeout(withFence(ctx, s.el.guard), dbCallTimeout)
+			err = s.q.leaderAct(cctx, f, func(d dbtx) error {
+				var err error
+				id, dup, err = s.q.enqueueTickOnce(cctx, d, p, tick)
+				return err
+			})
+			cancel()
+		}
 		switch {
 		case errors.Is(err, errTermEnded):
 			s.log.Warn("periodic tick refused by the database: this worker's term has ended there; nothing was enqueued, the worker steps down",
@@ -285,7 +286,7 @@ func (s *scheduler) enqueue(ctx context.Context, f *termFence, p PeriodicJob, ti
 			s.q.wake.notify()
 			return true
 		}
-		if errors.Is(err, ErrInvalidJob) || errors.Is(err, ErrPayloadRejected) || time.Since(first)+wait > periodicRetryFor {
+		if errors.Is(err, ErrInvalidJob) || errors.Is(err, ErrPayloadRejected) || errors.Is(err, ErrSideTableMissing) || time.Since(first)+wait > periodicRetryFor {
 			break // no point in trying again, or tried long enough
 		}
 		if s.el.guard() != nil || ctx.Err() != nil {
