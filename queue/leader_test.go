@@ -272,22 +272,33 @@ type neverSchedule struct{}
 
 func (neverSchedule) Next(time.Time) time.Time { return time.Time{} }
 
+// TestLatestTick: the latest tick at or before now, also far back (a
+// schedule whose ticks come years apart) and after a long run of ticks
+// (every minute of a half year). Before, it gave none for ticks more than
+// about two years apart (@every 9000h, 29 February), and for a run of more
+// than 100 000 ticks an early one of them instead of the last.
 func TestLatestTick(t *testing.T) {
 	now := time.Date(2026, 1, 1, 10, 30, 15, 0, time.UTC)
+	december := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
 	cases := []struct {
 		spec string
+		now  time.Time
 		want time.Time
 	}{
-		{"@every 1s", now},
-		{"@every 1m", time.Date(2026, 1, 1, 10, 30, 0, 0, time.UTC)},
-		{"@hourly", time.Date(2026, 1, 1, 10, 0, 0, 0, time.UTC)},
-		{"@monthly", time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)},
-		{"0 0 1 6 *", time.Date(2025, 6, 1, 0, 0, 0, 0, time.UTC)},
+		{"@every 1s", now, now},
+		{"@every 1m", now, time.Date(2026, 1, 1, 10, 30, 0, 0, time.UTC)},
+		{"@hourly", now, time.Date(2026, 1, 1, 10, 0, 0, 0, time.UTC)},
+		{"@monthly", now, time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)},
+		{"0 0 1 6 *", now, time.Date(2025, 6, 1, 0, 0, 0, 0, time.UTC)},
+		{"0 0 29 2 *", now, time.Date(2024, 2, 29, 0, 0, 0, 0, time.UTC)},
+		{"@every 9000h", now, time.Unix(1767263415/(9000*3600)*(9000*3600), 0).UTC()},
+		{"* * * 1-6 *", december, time.Date(2026, 6, 30, 23, 59, 0, 0, time.UTC)},
+		{"CRON_TZ=Europe/Paris 30 2 * * *", time.Date(2026, 3, 29, 1, 30, 0, 0, time.UTC), time.Date(2026, 3, 29, 1, 0, 0, 0, time.UTC)},
 	}
 	for _, c := range cases {
 		t.Run(c.spec, func(t *testing.T) {
-			if got := latestTick(cron.MustParse(c.spec), now); !got.Equal(c.want) {
-				t.Errorf("latestTick = %v, want %v", got, c.want)
+			if got := latestTick(cron.MustParse(c.spec), c.now); !got.Equal(c.want) {
+				t.Errorf("latestTick(%v) = %v, want %v", c.now, got, c.want)
 			}
 		})
 	}

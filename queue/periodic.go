@@ -390,30 +390,61 @@ func (q *Queue) enqueueUnique(ctx context.Context, tx *sql.Tx, args JobArgs, opt
 	return id, false, err
 }
 
+// latestTickHorizon is how far back latestTick looks, at least: a cron
+// schedule's date comes back within 8 years (29 February, across 2100).
+const latestTickHorizon = 8 * 366 * 24 * time.Hour
+
 // latestTick is the latest tick of s at or before now, or the zero time
-// when there is none within about two years.
+// when there is none within latestTickHorizon (or twice the time between
+// its next two ticks, when longer). It looks back in windows growing from
+// twice that time until one holds a tick, then halves the span between
+// that window's start and now until it ends at the latest tick. It used to
+// walk the window's ticks, 100 000 at most: a tick of a long run of them
+// (every minute of a half year) came out instead of the last; and it gave
+// up past about two years, so that RunMissed missed a 29 February or an
+// @every 9000h.
 func latestTick(s Schedule, now time.Time) time.Time {
 	n1 := s.Next(now)
 	if n1.IsZero() {
 		return time.Time{}
 	}
+	const maxPeriod = 100 * 366 * 24 * time.Hour // no overflow below
 	period := time.Second
 	if n2 := s.Next(n1); !n2.IsZero() {
-		period = max(n2.Sub(n1), time.Second)
+		period = min(max(n2.Sub(n1), time.Second), maxPeriod)
 	}
-	for window := 2 * period; window <= 2*366*24*time.Hour; window *= 4 {
-		var last time.Time
-		t := now.Add(-window)
-		for range 100000 {
-			n := s.Next(t)
-			if n.IsZero() || n.After(now) {
-				break
-			}
-			last, t = n, n
+	horizon := max(latestTickHorizon, 2*period)
+	// before reports whether s has a tick in (t, now].
+	before := func(t time.Time) bool {
+		n := s.Next(t)
+		return !n.IsZero() && !n.After(now)
+	}
+	// lo: a tick in (lo, now]; hi: none in (hi, now].
+	var lo time.Time
+	for window := 2 * period; ; {
+		if before(now.Add(-window)) {
+			lo = now.Add(-window)
+			break
 		}
-		if !last.IsZero() {
-			return last
+		if window == horizon {
+			return time.Time{}
+		}
+		if window > horizon/4 {
+			window = horizon
+		} else {
+			window *= 4
 		}
 	}
-	return time.Time{}
+	hi := now
+	for hi.Sub(lo) > time.Nanosecond {
+		mid := lo.Add(hi.Sub(lo) / 2)
+		if before(mid) {
+			lo = mid
+		} else {
+			hi = mid
+		}
+	}
+	// The first tick after lo is at or before now, and none is after
+	// hi = lo+1ns: it is the latest.
+	return s.Next(lo)
 }
