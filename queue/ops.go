@@ -194,7 +194,8 @@ func (q *Queue) reclaim(ctx context.Context, f *termFence) (int64, error) {
 			// tokens", which is the (id, token) pair only for tokens that
 			// name their job (wellFormed). A token of another version 2
 			// client of the table (a random one) is ended in a statement
-			// of its own, where the two are the same.
+			// of its own, where the two are the same; so is a NULL token
+			// (""), which that statement then matches (untokened).
 			var held []*JobRow
 			var batches [][]*JobRow
 			for _, j := range jobs {

@@ -310,6 +310,13 @@ func refLists(refs []attemptRef) ([]int64, []string) {
 	return ids, toks
 }
 
+// untokened reports whether refs, the attempts of one EndAbandonedAttempts
+// statement, are one job whose claim_token is NULL (read as ""): the
+// statement then matches that job with no token (Queue.reclaim ends each
+// such job in a statement of its own, as it does any token that does not
+// name its job).
+func untokened(refs []attemptRef) bool { return len(refs) == 1 && refs[0].Token == "" }
+
 // jsonList encodes a list as a JSON array (for the PostgreSQL and SQLite
 // queries that take lists).
 func jsonList[T any](xs []T) string {

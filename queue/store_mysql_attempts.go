@@ -348,7 +348,7 @@ func (s mysqlStore) endAbandoned(ctx context.Context, d dbtx, refs []attemptRef,
 		return qs.EndAbandonedAttempts(ctx, mysqlgen.EndAbandonedAttemptsParams{
 			Status: mysqlgen.JobsStatus(e.status), Error: nullString(e.errText),
 			RetryAt: nullTime(nullableTime(e.retryAt)), FinishedAt: nullTime(nullableTime(e.finishedAt)),
-			Ids: padIDs(uids(ids)), Tokens: padIDs(mysqlTokens(toks)), Now: nullTime(&now),
+			Ids: padIDs(uids(ids)), Tokens: padIDs(mysqlTokens(toks)), Untokened: untokened(refs), Now: nullTime(&now),
 		})
 	})
 }

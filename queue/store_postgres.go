@@ -227,7 +227,7 @@ func (s pgStore) endAbandoned(ctx context.Context, d dbtx, refs []attemptRef, e 
 	return pggen.New(d).EndAbandonedAttempts(ctx, pggen.EndAbandonedAttemptsParams{
 		Status: string(e.status), Error: nullString(e.errText),
 		RetryAt: nullTime(nullableTime(e.retryAt)), FinishedAt: nullTime(nullableTime(e.finishedAt)),
-		Ids: json.RawMessage(jsonList(ids)), Tokens: json.RawMessage(jsonList(toks)), Now: nullTime(&now),
+		Ids: json.RawMessage(jsonList(ids)), Tokens: json.RawMessage(jsonList(toks)), Untokened: untokened(refs), Now: nullTime(&now),
 	})
 }
 

@@ -178,7 +178,7 @@ func (s sqliteStore) endAbandoned(ctx context.Context, d dbtx, refs []attemptRef
 		return sqlitegen.New(d).EndAbandonedAttempts(ctx, sqlitegen.EndAbandonedAttemptsParams{
 			Status: string(e.status), Error: nullString(e.errText),
 			RetryAt: nullTime(nullableTime(e.retryAt)), FinishedAt: nullTime(nullableTime(e.finishedAt)),
-			Ids: jsonList(ids), Tokens: jsonList(toks), Now: nullTime(&now),
+			Ids: jsonList(ids), Tokens: jsonList(toks), Untokened: untokened(refs), Now: nullTime(&now),
 		})
 	})
 }

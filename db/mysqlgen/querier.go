@@ -43,6 +43,10 @@ type Querier interface {
 	DeleteOrphanKeys(ctx context.Context, limit int32) (int64, error)
 	// EndAbandonedAttempts is EndAttempts for reclaimed attempts: only those
 	// whose lease is still passed (a heartbeat may have come in between).
+	// With untokened set, a NULL claim_token matches too: an in_progress job
+	// that no attempt names (written by hand or by another client) is
+	// abandoned as well once its lease passed, and Queue.Reclaim ends each
+	// such job on its own.
 	EndAbandonedAttempts(ctx context.Context, arg EndAbandonedAttemptsParams) (int64, error)
 	// EndAttempts writes one decided end to the given attempts; run after
 	// LockHeldJobs in one transaction when some attempts may be stale.

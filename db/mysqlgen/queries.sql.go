@@ -412,7 +412,8 @@ UPDATE jobs
 SET status = ?, error = ?,
     scheduled_at = COALESCE(?, scheduled_at),
     finished_at = ?, claim_token = NULL, lease_until = NULL
-WHERE id IN (/*SLICE:ids*/?) AND claim_token IN (/*SLICE:tokens*/?)
+WHERE id IN (/*SLICE:ids*/?)
+  AND (claim_token IN (/*SLICE:tokens*/?) OR (claim_token IS NULL AND ? = 1))
   AND status = 'in_progress' AND lease_until < ?
 `
 
@@ -423,11 +424,16 @@ type EndAbandonedAttemptsParams struct {
 	FinishedAt sql.NullTime
 	Ids        []uint64
 	Tokens     []sql.NullString
+	Untokened  interface{}
 	Now        sql.NullTime
 }
 
 // EndAbandonedAttempts is EndAttempts for reclaimed attempts: only those
 // whose lease is still passed (a heartbeat may have come in between).
+// With untokened set, a NULL claim_token matches too: an in_progress job
+// that no attempt names (written by hand or by another client) is
+// abandoned as well once its lease passed, and Queue.Reclaim ends each
+// such job on its own.
 func (q *Queries) EndAbandonedAttempts(ctx context.Context, arg EndAbandonedAttemptsParams) (int64, error) {
 	query := endAbandonedAttempts
 	var queryParams []interface{}
@@ -451,6 +457,7 @@ func (q *Queries) EndAbandonedAttempts(ctx context.Context, arg EndAbandonedAtte
 	} else {
 		query = strings.Replace(query, "/*SLICE:tokens*/?", "NULL", 1)
 	}
+	queryParams = append(queryParams, arg.Untokened)
 	queryParams = append(queryParams, arg.Now)
 	result, err := q.db.ExecContext(ctx, query, queryParams...)
 	if err != nil {

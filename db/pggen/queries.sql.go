@@ -714,8 +714,9 @@ SET status = $1, error = $2,
     scheduled_at = COALESCE($3::timestamp, scheduled_at),
     finished_at = $4, claim_token = NULL, lease_until = NULL
 WHERE id = ANY (ARRAY(SELECT jsonb_array_elements_text($5::jsonb)::bigint))
-  AND claim_token = ANY (ARRAY(SELECT jsonb_array_elements_text($6::jsonb)))
-  AND lease_until < $7
+  AND (claim_token = ANY (ARRAY(SELECT jsonb_array_elements_text($6::jsonb)))
+    OR (claim_token IS NULL AND $7::boolean))
+  AND status = 'in_progress' AND lease_until < $8
 `
 
 type EndAbandonedAttemptsParams struct {
@@ -725,11 +726,16 @@ type EndAbandonedAttemptsParams struct {
 	FinishedAt sql.NullTime
 	Ids        json.RawMessage
 	Tokens     json.RawMessage
+	Untokened  bool
 	Now        sql.NullTime
 }
 
 // EndAbandonedAttempts is EndAttempts for reclaimed attempts: only those
 // whose lease is still passed (a heartbeat may have come in between).
+// With untokened set, a NULL claim_token matches too: an in_progress job
+// that no attempt names (written by hand or by another client) is
+// abandoned as well once its lease passed, and Queue.Reclaim ends each
+// such job on its own.
 func (q *Queries) EndAbandonedAttempts(ctx context.Context, arg EndAbandonedAttemptsParams) (int64, error) {
 	result, err := q.db.ExecContext(ctx, endAbandonedAttempts,
 		arg.Status,
@@ -738,6 +744,7 @@ func (q *Queries) EndAbandonedAttempts(ctx context.Context, arg EndAbandonedAtte
 		arg.FinishedAt,
 		arg.Ids,
 		arg.Tokens,
+		arg.Untokened,
 		arg.Now,
 	)
 	if err != nil {

@@ -550,8 +550,9 @@ SET status = ?1, error = ?2,
     scheduled_at = COALESCE(?3, scheduled_at),
     finished_at = ?4, claim_token = NULL, lease_until = NULL
 WHERE id IN (SELECT i.value FROM json_each(?5) AS i)
-  AND claim_token IN (SELECT t.value FROM json_each(?6) AS t)
-  AND status = 'in_progress' AND lease_until < ?7
+  AND (claim_token IN (SELECT t.value FROM json_each(?6) AS t)
+    OR (claim_token IS NULL AND ?7 = 1))
+  AND status = 'in_progress' AND lease_until < ?8
 `
 
 type EndAbandonedAttemptsParams struct {
@@ -561,11 +562,16 @@ type EndAbandonedAttemptsParams struct {
 	FinishedAt sql.NullTime
 	Ids        interface{}
 	Tokens     interface{}
+	Untokened  interface{}
 	Now        sql.NullTime
 }
 
 // EndAbandonedAttempts is EndAttempts for reclaimed attempts: only those
 // whose lease is still passed (a heartbeat may have come in between).
+// With untokened set, a NULL claim_token matches too: an in_progress job
+// that no attempt names (written by hand or by another client) is
+// abandoned as well once its lease passed, and Queue.Reclaim ends each
+// such job on its own.
 func (q *Queries) EndAbandonedAttempts(ctx context.Context, arg EndAbandonedAttemptsParams) (int64, error) {
 	result, err := q.db.ExecContext(ctx, endAbandonedAttempts,
 		arg.Status,
@@ -574,6 +580,7 @@ func (q *Queries) EndAbandonedAttempts(ctx context.Context, arg EndAbandonedAtte
 		arg.FinishedAt,
 		arg.Ids,
 		arg.Tokens,
+		arg.Untokened,
 		arg.Now,
 	)
 	if err != nil {

@@ -341,13 +341,18 @@ RETURNING id;
 -- name: EndAbandonedAttempts :execrows
 -- EndAbandonedAttempts is EndAttempts for reclaimed attempts: only those
 -- whose lease is still passed (a heartbeat may have come in between).
+-- With untokened set, a NULL claim_token matches too: an in_progress job
+-- that no attempt names (written by hand or by another client) is
+-- abandoned as well once its lease passed, and Queue.Reclaim ends each
+-- such job on its own.
 UPDATE jobs
 SET status = @status, error = @error,
     scheduled_at = COALESCE(sqlc.narg(retry_at)::timestamp, scheduled_at),
     finished_at = sqlc.narg(finished_at), claim_token = NULL, lease_until = NULL
 WHERE id = ANY (ARRAY(SELECT jsonb_array_elements_text(sqlc.arg(ids)::jsonb)::bigint))
-  AND claim_token = ANY (ARRAY(SELECT jsonb_array_elements_text(sqlc.arg(tokens)::jsonb)))
-  AND lease_until < @now;
+  AND (claim_token = ANY (ARRAY(SELECT jsonb_array_elements_text(sqlc.arg(tokens)::jsonb)))
+    OR (claim_token IS NULL AND sqlc.arg(untokened)::boolean))
+  AND status = 'in_progress' AND lease_until < @now;
 
 -- name: FailJob :execrows
 -- FailJob records one failed attempt as the queue decided.

@@ -197,12 +197,17 @@ RETURNING id;
 -- name: EndAbandonedAttempts :execrows
 -- EndAbandonedAttempts is EndAttempts for reclaimed attempts: only those
 -- whose lease is still passed (a heartbeat may have come in between).
+-- With untokened set, a NULL claim_token matches too: an in_progress job
+-- that no attempt names (written by hand or by another client) is
+-- abandoned as well once its lease passed, and Queue.Reclaim ends each
+-- such job on its own.
 UPDATE jobs
 SET status = @status, error = @error,
     scheduled_at = COALESCE(sqlc.narg(retry_at), scheduled_at),
     finished_at = sqlc.narg(finished_at), claim_token = NULL, lease_until = NULL
 WHERE id IN (SELECT i.value FROM json_each(sqlc.arg(ids)) AS i)
-  AND claim_token IN (SELECT t.value FROM json_each(sqlc.arg(tokens)) AS t)
+  AND (claim_token IN (SELECT t.value FROM json_each(sqlc.arg(tokens)) AS t)
+    OR (claim_token IS NULL AND sqlc.arg(untokened) = 1))
   AND status = 'in_progress' AND lease_until < @now;
 
 -- name: FailJob :execrows
