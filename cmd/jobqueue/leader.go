@@ -13,7 +13,8 @@ import (
 )
 
 // leaderJSON is the leadership as `leader --json` prints it: leader is
-// false and the other keys null or empty when no worker leads.
+// false when no worker leads, the other keys then the last holder's (its
+// lease passed), or null and empty when no worker has led the table yet.
 type leaderJSON struct {
 	Leader     bool    `json:"leader"`
 	Holder     string  `json:"holder"`
