@@ -21,6 +21,10 @@ var errShutdown = fmt.Errorf("%w (ShutdownTimeout passed)", ErrWorkerShutdown)
 // ShutdownTimeout cut off (cutOffByShutdown).
 var errStopNow = fmt.Errorf("%w (Worker.StopNow: no grace)", ErrWorkerShutdown)
 
+// errBudgetSpent is the cause of the context of the shutdown's writes
+// (run.writesCtx) once the shutdown's time is spent.
+var errBudgetSpent = errors.New("jobqueue: the shutdown's time (ShutdownTimeout, then the grace of cut-off handlers) is spent")
+
 // cutOffByShutdown reports whether cause, an attempt's context's, is the
 // shutdown's cancellation (errShutdown or errStopNow). Only the worker sets
 // these causes: a handler's error does not count.
@@ -47,6 +51,76 @@ func cutOffByShutdown(cause error) bool { return errors.Is(cause, ErrWorkerShutd
 // executors, and with them the claimer and the shutdown, wait up to 30 s
 // for each, one after another. What the giver has not written when the
 // executors are done, releaseInterrupted writes with the rest.
+
+// The writes of the release list (the giver's and releaseInterrupted's)
+// run under the shutdown's budget (shutdownBudget): once the run stops
+// (ctx ended, MaxRuntime passed, StopNow) they end, like Run, by the end
+// of ShutdownTimeout and the grace of cut-off handlers after it (none of
+// it after StopNow). One whose rows another transaction held locked, or
+// that the server did not answer, waited up to dbCallTimeout (30 s) and
+// held Run's return as long, whatever ShutdownTimeout said. What is not
+// written then stays in_progress under its claim, as after a crash, and
+// Reclaim takes it back once its lease has passed: no job is lost, and
+// none is pending while a handler of this run may still run it.
+
+// shutdownBudget is the context of the shutdown's writes: it ends (cause
+// errBudgetSpent) at the earliest end that spendWithin set, and never
+// before one was set (a run that MaxJobs ended lets its handlers finish
+// however long they take, and bounds each write by dbCallTimeout alone).
+type shutdownBudget struct {
+	ctx context.Context
+	end context.CancelCauseFunc
+
+	mu     sync.Mutex
+	timers []*time.Timer
+	closed bool
+}
+
+// newShutdownBudget returns a budget whose context is parent's until
+// spendWithin sets its end.
+func newShutdownBudget(parent context.Context) *shutdownBudget {
+	ctx, end := context.WithCancelCause(parent)
+	return &shutdownBudget{ctx: ctx, end: end}
+}
+
+// spendWithin ends the budget's context d from now, unless an earlier end
+// is set already.
+func (b *shutdownBudget) spendWithin(d time.Duration) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return
+	}
+	b.timers = append(b.timers, time.AfterFunc(max(d, 0), func() { b.end(errBudgetSpent) }))
+}
+
+// close stops the budget's timers and ends its context (the run is over).
+func (b *shutdownBudget) close() {
+	b.mu.Lock()
+	b.closed = true
+	for _, t := range b.timers {
+		t.Stop()
+	}
+	b.mu.Unlock()
+	b.end(context.Canceled)
+}
+
+// spendWithin ends the shutdown's writes d from now at the latest (see
+// shutdownBudget.spendWithin), in a run that has a budget.
+func (r *run) spendWithin(d time.Duration) {
+	if r.budget != nil {
+		r.budget.spendWithin(d)
+	}
+}
+
+// writesCtx is the context of the shutdown's writes: the budget's, or
+// dbCtx in a run that has none (tests that assemble a run).
+func (r *run) writesCtx() context.Context {
+	if r.budget == nil {
+		return r.dbCtx
+	}
+	return r.budget.ctx
+}
 
 // releaseList collects the attempts to release or give back in batches:
 // those cut off by shutdown (their handlers returned an error after
@@ -158,11 +232,13 @@ func (r *run) awaitExecutors(stop context.Context, execs *sync.WaitGroup) error 
 	if r.stoppedNow != nil {
 		stoppedNow = r.stoppedNow.Done()
 	}
-	// cut cancels the handlers' contexts with cause, once.
+	// cut cancels the handlers' contexts with cause, once; the writes
+	// that follow get the handlers' grace.
 	cut := func(cause error) {
 		grace, stopped, stoppedNow = nil, nil, nil
 		r.cancelJobs(cause)
 		abandon = time.After(r.abandon)
+		r.spendWithin(r.abandon)
 	}
 	for {
 		select {
@@ -183,6 +259,7 @@ func (r *run) awaitExecutors(stop context.Context, execs *sync.WaitGroup) error 
 			} else {
 				grace = time.After(r.cfg.ShutdownTimeout)
 			}
+			r.spendWithin(max(r.cfg.ShutdownTimeout, 0) + r.abandon)
 			if n := r.attempts.len(); n > 0 {
 				r.log.Info("worker stopping: waiting for running handlers", "running", n, "timeout", max(r.cfg.ShutdownTimeout, 0))
 			}
@@ -230,8 +307,13 @@ func (r *run) releaseItems(items []releasedAttempt) (failed []releasedAttempt, e
 			unstarted = append(unstarted, it.row.ref())
 		}
 	}
-	ctx, cancel := context.WithTimeout(r.dbCtx, dbCallTimeout)
+	ctx, cancel := context.WithTimeout(r.writesCtx(), dbCallTimeout)
 	defer cancel()
+	defer func() {
+		if cause := context.Cause(ctx); err != nil && cause != nil && !errors.Is(err, cause) {
+			err = fmt.Errorf("%w (%w)", err, cause)
+		}
+	}()
 	// The outcome of each attempt: its end (released), given back, or
 	// neither (stale); unknown, and returned as failed, when its write
 	// failed.

@@ -199,6 +199,9 @@ type run struct {
 	// released collects the attempts cut off by shutdown, to release, and
 	// those not to start, to give back (run.giveBacks).
 	released *releaseList
+	// budget bounds the writes of released once the run stops (see
+	// shutdownBudget); nil in runs that tests assemble.
+	budget *shutdownBudget
 }
 
 // run starts the roles, claims until stop, then shuts down (shutdown.go)
@@ -210,6 +213,8 @@ func (r *run) run(ctx context.Context) error {
 	defer r.cancelJobs(context.Canceled)
 	r.attempts = newInflightSet()
 	r.released = newReleaseList()
+	r.budget = newShutdownBudget(r.dbCtx)
+	defer r.budget.close()
 	if len(r.handlers) == 0 && r.fallback == nil {
 		r.log.Warn("worker runs with no handler: every job it claims fails as an unknown kind")
 	}
