@@ -182,11 +182,11 @@ func (s pgStore) complete(ctx context.Context, refs []attemptRef, now time.Time,
 	case del && skipLocked:
 		held, err = s.qs().DeleteCompletedJobsSkipLocked(ctx, tokens)
 	case del:
-		held, err = s.qs().DeleteCompletedJobs(ctx, tokens)
+		held, err = s.qs().DeleteCompletedJobs(ctx, pggen.DeleteCompletedJobsParams{Tokens: tokens, LockWaitMs: completeLockWait.Milliseconds()})
 	case skipLocked:
 		held, err = s.qs().CompleteJobsSkipLocked(ctx, pggen.CompleteJobsSkipLockedParams{Now: nullTime(&now), Tokens: tokens})
 	default:
-		held, err = s.qs().CompleteJobs(ctx, pggen.CompleteJobsParams{Now: nullTime(&now), Tokens: tokens})
+		held, err = s.qs().CompleteJobs(ctx, pggen.CompleteJobsParams{Now: nullTime(&now), Tokens: tokens, LockWaitMs: completeLockWait.Milliseconds()})
 	}
 	return idSet(held), err
 }

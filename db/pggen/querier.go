@@ -62,6 +62,17 @@ type Querier interface {
 	// ClaimJobsOfTypes is ClaimJobs for the jobs of the types of the JSON array
 	// types.
 	ClaimJobsOfTypes(ctx context.Context, arg ClaimJobsOfTypesParams) ([]Job, error)
+	// CompleteJobs waits for a row another transaction holds locked at most
+	// @lock_wait_ms milliseconds (or the session's lock_timeout, when it is
+	// shorter): the set_config, evaluated once before any row is read (a
+	// one-time filter of the subquery that lists the ids), sets lock_timeout
+	// for the statement's own transaction. The server then ends the wait
+	// (SQLSTATE 55P03) and rolls the statement back, freeing at once the rows
+	// it had locked before the held one; the completer writes the batch again
+	// leaving locked rows alone (CompleteJobsSkipLocked). A statement that the
+	// client's timeout ended instead kept those rows until pgx's cancel
+	// request landed (never, with no cancel requests, behind PgBouncer), so
+	// that they were skipped, and given up, with the held one.
 	CompleteJobs(ctx context.Context, arg CompleteJobsParams) ([]int64, error)
 	// CompleteJobsSkipLocked is CompleteJobs that leaves alone, rather than
 	// waits for, the rows another transaction holds locked: the completer's
@@ -79,7 +90,8 @@ type Querier interface {
 	// CountStatusesUpTo counts the jobs of each status, each count stopping at
 	// @max_rows (index status_scheduled).
 	CountStatusesUpTo(ctx context.Context, maxRows int32) (CountStatusesUpToRow, error)
-	DeleteCompletedJobs(ctx context.Context, tokens json.RawMessage) ([]int64, error)
+	// DeleteCompletedJobs waits for a locked row as CompleteJobs does.
+	DeleteCompletedJobs(ctx context.Context, arg DeleteCompletedJobsParams) ([]int64, error)
 	// DeleteCompletedJobsSkipLocked is DeleteCompletedJobs that leaves alone
 	// the rows another transaction holds locked (see CompleteJobsSkipLocked).
 	DeleteCompletedJobsSkipLocked(ctx context.Context, tokens json.RawMessage) ([]int64, error)

@@ -370,18 +370,33 @@ func (q *Queries) ClaimJobsOfTypes(ctx context.Context, arg ClaimJobsOfTypesPara
 const completeJobs = `-- name: CompleteJobs :many
 UPDATE jobs
 SET status = 'completed', finished_at = $1, claim_token = NULL, lease_until = NULL
-WHERE id = ANY (ARRAY(SELECT jsonb_object_keys($2::jsonb)::bigint))
+WHERE id = ANY (ARRAY(
+    SELECT jsonb_object_keys($2::jsonb)::bigint
+    WHERE set_config('lock_timeout', LEAST(NULLIF(extract(epoch FROM current_setting('lock_timeout')::interval) * 1000, 0),
+        $3::bigint)::bigint::text, true) IS NOT NULL))
   AND claim_token = ($2::jsonb ->> id::text)
 RETURNING id
 `
 
 type CompleteJobsParams struct {
-	Now    sql.NullTime
-	Tokens json.RawMessage
+	Now        sql.NullTime
+	Tokens     json.RawMessage
+	LockWaitMs int64
 }
 
+// CompleteJobs waits for a row another transaction holds locked at most
+// @lock_wait_ms milliseconds (or the session's lock_timeout, when it is
+// shorter): the set_config, evaluated once before any row is read (a
+// one-time filter of the subquery that lists the ids), sets lock_timeout
+// for the statement's own transaction. The server then ends the wait
+// (SQLSTATE 55P03) and rolls the statement back, freeing at once the rows
+// it had locked before the held one; the completer writes the batch again
+// leaving locked rows alone (CompleteJobsSkipLocked). A statement that the
+// client's timeout ended instead kept those rows until pgx's cancel
+// request landed (never, with no cancel requests, behind PgBouncer), so
+// that they were skipped, and given up, with the held one.
 func (q *Queries) CompleteJobs(ctx context.Context, arg CompleteJobsParams) ([]int64, error) {
-	rows, err := q.db.QueryContext(ctx, completeJobs, arg.Now, arg.Tokens)
+	rows, err := q.db.QueryContext(ctx, completeJobs, arg.Now, arg.Tokens, arg.LockWaitMs)
 	if err != nil {
 		return nil, err
 	}
@@ -584,13 +599,22 @@ func (q *Queries) CountStatusesUpTo(ctx context.Context, maxRows int32) (CountSt
 
 const deleteCompletedJobs = `-- name: DeleteCompletedJobs :many
 DELETE FROM jobs
-WHERE id = ANY (ARRAY(SELECT jsonb_object_keys($1::jsonb)::bigint))
+WHERE id = ANY (ARRAY(
+    SELECT jsonb_object_keys($1::jsonb)::bigint
+    WHERE set_config('lock_timeout', LEAST(NULLIF(extract(epoch FROM current_setting('lock_timeout')::interval) * 1000, 0),
+        $2::bigint)::bigint::text, true) IS NOT NULL))
   AND claim_token = ($1::jsonb ->> id::text)
 RETURNING id
 `
 
-func (q *Queries) DeleteCompletedJobs(ctx context.Context, tokens json.RawMessage) ([]int64, error) {
-	rows, err := q.db.QueryContext(ctx, deleteCompletedJobs, tokens)
+type DeleteCompletedJobsParams struct {
+	Tokens     json.RawMessage
+	LockWaitMs int64
+}
+
+// DeleteCompletedJobs waits for a locked row as CompleteJobs does.
+func (q *Queries) DeleteCompletedJobs(ctx context.Context, arg DeleteCompletedJobsParams) ([]int64, error) {
+	rows, err := q.db.QueryContext(ctx, deleteCompletedJobs, arg.Tokens, arg.LockWaitMs)
 	if err != nil {
 		return nil, err
 	}

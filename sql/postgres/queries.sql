@@ -252,15 +252,33 @@ WHERE id IN (
 RETURNING id;
 
 -- name: CompleteJobs :many
+-- CompleteJobs waits for a row another transaction holds locked at most
+-- @lock_wait_ms milliseconds (or the session's lock_timeout, when it is
+-- shorter): the set_config, evaluated once before any row is read (a
+-- one-time filter of the subquery that lists the ids), sets lock_timeout
+-- for the statement's own transaction. The server then ends the wait
+-- (SQLSTATE 55P03) and rolls the statement back, freeing at once the rows
+-- it had locked before the held one; the completer writes the batch again
+-- leaving locked rows alone (CompleteJobsSkipLocked). A statement that the
+-- client's timeout ended instead kept those rows until pgx's cancel
+-- request landed (never, with no cancel requests, behind PgBouncer), so
+-- that they were skipped, and given up, with the held one.
 UPDATE jobs
 SET status = 'completed', finished_at = @now, claim_token = NULL, lease_until = NULL
-WHERE id = ANY (ARRAY(SELECT jsonb_object_keys(sqlc.arg(tokens)::jsonb)::bigint))
+WHERE id = ANY (ARRAY(
+    SELECT jsonb_object_keys(sqlc.arg(tokens)::jsonb)::bigint
+    WHERE set_config('lock_timeout', LEAST(NULLIF(extract(epoch FROM current_setting('lock_timeout')::interval) * 1000, 0),
+        sqlc.arg(lock_wait_ms)::bigint)::bigint::text, true) IS NOT NULL))
   AND claim_token = (sqlc.arg(tokens)::jsonb ->> id::text)
 RETURNING id;
 
 -- name: DeleteCompletedJobs :many
+-- DeleteCompletedJobs waits for a locked row as CompleteJobs does.
 DELETE FROM jobs
-WHERE id = ANY (ARRAY(SELECT jsonb_object_keys(sqlc.arg(tokens)::jsonb)::bigint))
+WHERE id = ANY (ARRAY(
+    SELECT jsonb_object_keys(sqlc.arg(tokens)::jsonb)::bigint
+    WHERE set_config('lock_timeout', LEAST(NULLIF(extract(epoch FROM current_setting('lock_timeout')::interval) * 1000, 0),
+        sqlc.arg(lock_wait_ms)::bigint)::bigint::text, true) IS NOT NULL))
   AND claim_token = (sqlc.arg(tokens)::jsonb ->> id::text)
 RETURNING id;
 
