@@ -100,14 +100,14 @@ func TestCompleteSkipLocked(t *testing.T) {
 // TestCompletionBatchBesideLockedRow (PostgreSQL, MySQL): an
 // application's transaction holds the row of one of three jobs that finish
 // together. Their completion waits on it until the server ends the wait
-// (on PostgreSQL the statement's own lock_timeout, completeLockWait; the
+// (on PostgreSQL the statement's own lock_timeout, rowLockWait; the
 // URL's lock_timeout or innodb_lock_wait_timeout) or it runs out of time
 // (the completer's timeout, here 3 seconds); written again leaving locked
 // rows alone, the other two are completed while the lock is held, and the
 // locked one is at most given up alone (left to Reclaim), or completed
 // once the lock is gone. Before, the batch was tried whole four times and
 // given up whole (on MySQL until this test's cases for it); and on
-// PostgreSQL, before completeLockWait, a statement that ran out of time
+// PostgreSQL, before rowLockWait, a statement that ran out of time
 // kept the rows it had locked before the held one until pgx's cancel
 // request landed (never, with no cancel requests, as behind PgBouncer),
 // so that those were skipped and given up with it ("postgres, no cancel

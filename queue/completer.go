@@ -73,21 +73,6 @@ type completeGate struct {
 	waiting atomic.Int32
 }
 
-// completeLockWait is the longest a completion statement waits for a row
-// that another transaction holds locked, on PostgreSQL, where the
-// statement sets it as its own lock_timeout (a shorter one of the
-// session's stays): the server then ends the wait and frees the rows the
-// statement locked before that one, and the completer writes the batch
-// again leaving locked rows alone. Ended by the completer's timeout
-// instead (30 s), the statement kept those rows until pgx's cancel request
-// landed (never without cancel requests, behind PgBouncer), longer, under
-// load, than the tries of the writes that left them alone, which gave them
-// up with the held one. The queue's own statements hold a job's row for
-// milliseconds. MySQL cannot bound a statement's lock wait without one
-// more statement (innodb_lock_wait_timeout is not a hint MySQL takes): its
-// URL's innodb_lock_wait_timeout does (README, Running at scale).
-const completeLockWait = time.Second
-
 // completeGateWait is the longest a completer waits at the gate, and how
 // long a statement in flight holds it before the others stop waiting for
 // it: about ten times what a completion statement takes on a busy server.

@@ -165,8 +165,21 @@ func pgClaimFor(types []string, max int, token string, now, leaseUntil time.Time
 	}
 }
 
+// pgLockWaitMs is the lock wait, in milliseconds, that a completion or
+// lease renewal run under ctx sets as its own lock_timeout: rowLockWait,
+// or half of what remains of ctx's time when that is shorter, so that the
+// server ends the wait before the client gives up on the statement; at
+// least a millisecond (0 would turn the bound off).
+func pgLockWaitMs(ctx context.Context) int64 {
+	d := rowLockWait
+	if end, ok := ctx.Deadline(); ok {
+		d = min(d, time.Until(end)/2)
+	}
+	return max(d.Milliseconds(), 1)
+}
+
 func (s pgStore) extend(ctx context.Context, refs []attemptRef, leaseUntil time.Time) (map[int64]bool, error) {
-	held, err := s.qs().ExtendLeases(ctx, pggen.ExtendLeasesParams{LeaseUntil: nullTime(&leaseUntil), Tokens: tokenObject(refs)})
+	held, err := s.qs().ExtendLeases(ctx, pggen.ExtendLeasesParams{LeaseUntil: nullTime(&leaseUntil), Tokens: tokenObject(refs), LockWaitMs: pgLockWaitMs(ctx)})
 	return idSet(held), err
 }
 
@@ -182,11 +195,11 @@ func (s pgStore) complete(ctx context.Context, refs []attemptRef, now time.Time,
 	case del && skipLocked:
 		held, err = s.qs().DeleteCompletedJobsSkipLocked(ctx, tokens)
 	case del:
-		held, err = s.qs().DeleteCompletedJobs(ctx, pggen.DeleteCompletedJobsParams{Tokens: tokens, LockWaitMs: completeLockWait.Milliseconds()})
+		held, err = s.qs().DeleteCompletedJobs(ctx, pggen.DeleteCompletedJobsParams{Tokens: tokens, LockWaitMs: pgLockWaitMs(ctx)})
 	case skipLocked:
 		held, err = s.qs().CompleteJobsSkipLocked(ctx, pggen.CompleteJobsSkipLockedParams{Now: nullTime(&now), Tokens: tokens})
 	default:
-		held, err = s.qs().CompleteJobs(ctx, pggen.CompleteJobsParams{Now: nullTime(&now), Tokens: tokens, LockWaitMs: completeLockWait.Milliseconds()})
+		held, err = s.qs().CompleteJobs(ctx, pggen.CompleteJobsParams{Now: nullTime(&now), Tokens: tokens, LockWaitMs: pgLockWaitMs(ctx)})
 	}
 	return idSet(held), err
 }

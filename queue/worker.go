@@ -31,6 +31,23 @@ import (
 // dbCallTimeout bounds each of the worker's own statements.
 const dbCallTimeout = 30 * time.Second
 
+// rowLockWait is the longest a completion or lease renewal statement waits
+// for a row that another transaction holds locked, on PostgreSQL, where
+// the statement sets it as its own lock_timeout (pgLockWaitMs; a shorter
+// one of the session's stays): the server then ends the wait and frees
+// the rows the statement locked before that one, and the completer (the
+// heartbeater) writes the batch again leaving locked rows alone. Ended by
+// the client's timeout instead, the statement kept those rows until pgx's
+// cancel request landed (never without cancel requests, behind
+// PgBouncer): the writes that left locked rows alone, sent meanwhile,
+// skipped them too, and the completer gave them up after its tries, the
+// heartbeater left their leases to run out. The queue's own statements
+// hold a job's row for milliseconds. MySQL cannot bound a statement's
+// lock wait without one more statement (innodb_lock_wait_timeout is not
+// a hint MySQL takes): its URL's innodb_lock_wait_timeout does (README,
+// Running at scale).
+const rowLockWait = time.Second
+
 // ErrWorkerShutdown is wrapped by the cause (context.Cause) of a handler's
 // context that the worker cancelled because it stopped and ShutdownTimeout
 // passed, or because Worker.StopNow was called. A lost job cancels the

@@ -134,6 +134,12 @@ type Querier interface {
 	// matched with its own token by a lookup in it (jsonb keeps an object's
 	// keys sorted), where `claim_token = ANY (tokens)` compared every row with
 	// every token of the batch (a batch of 300 cost 45 000 comparisons).
+	//
+	// It waits for a row another transaction holds locked at most
+	// @lock_wait_ms milliseconds, as CompleteJobs does: timed out by the
+	// client instead, it kept the rows it had locked before the held one until
+	// pgx's cancel request landed, and the renewal sent again at once leaving
+	// locked rows alone (ExtendLeasesSkipLocked) skipped them too.
 	ExtendLeases(ctx context.Context, arg ExtendLeasesParams) ([]int64, error)
 	// ExtendLeasesSkipLocked is ExtendLeases that leaves alone, rather than
 	// waits for, the rows another transaction holds locked: the heartbeat's

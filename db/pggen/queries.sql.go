@@ -869,7 +869,10 @@ const extendLeases = `-- name: ExtendLeases :many
 
 UPDATE jobs
 SET lease_until = $1
-WHERE id = ANY (ARRAY(SELECT jsonb_object_keys($2::jsonb)::bigint))
+WHERE id = ANY (ARRAY(
+    SELECT jsonb_object_keys($2::jsonb)::bigint
+    WHERE set_config('lock_timeout', LEAST(NULLIF(extract(epoch FROM current_setting('lock_timeout')::interval) * 1000, 0),
+        $3::bigint)::bigint::text, true) IS NOT NULL))
   AND claim_token = ($2::jsonb ->> id::text)
 RETURNING id
 `
@@ -877,6 +880,7 @@ RETURNING id
 type ExtendLeasesParams struct {
 	LeaseUntil sql.NullTime
 	Tokens     json.RawMessage
+	LockWaitMs int64
 }
 
 // The statements of attempts (ExtendLeases, CompleteJobs,
@@ -895,8 +899,14 @@ type ExtendLeasesParams struct {
 // matched with its own token by a lookup in it (jsonb keeps an object's
 // keys sorted), where `claim_token = ANY (tokens)` compared every row with
 // every token of the batch (a batch of 300 cost 45 000 comparisons).
+//
+// It waits for a row another transaction holds locked at most
+// @lock_wait_ms milliseconds, as CompleteJobs does: timed out by the
+// client instead, it kept the rows it had locked before the held one until
+// pgx's cancel request landed, and the renewal sent again at once leaving
+// locked rows alone (ExtendLeasesSkipLocked) skipped them too.
 func (q *Queries) ExtendLeases(ctx context.Context, arg ExtendLeasesParams) ([]int64, error) {
-	rows, err := q.db.QueryContext(ctx, extendLeases, arg.LeaseUntil, arg.Tokens)
+	rows, err := q.db.QueryContext(ctx, extendLeases, arg.LeaseUntil, arg.Tokens, arg.LockWaitMs)
 	if err != nil {
 		return nil, err
 	}
