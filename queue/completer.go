@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -151,9 +152,14 @@ type completion struct {
 // whatever the database does, and memory stays bounded because the claimer
 // stops claiming while the backlog is over completeBacklog (full, drained).
 type completer struct {
-	q     *Queue
-	log   *slog.Logger
-	dbCtx context.Context // the worker's statements (see run.dbCtx)
+	q   *Queue
+	log *slog.Logger
+	// dbCtx is the context of its statements: the run's shutdown budget
+	// (run.writesCtx), which ends once the shutdown's time is spent; then
+	// what is not written is given up at once (left to Reclaim). Before,
+	// a completion that waited on a locked row or a server that did not
+	// answer held Run's return up to dbCallTimeout at each of its tries.
+	dbCtx context.Context
 	// attempts is the run's inflightSet, which holds each result's
 	// attempt until it is settled here.
 	attempts *inflightSet
@@ -322,6 +328,9 @@ func (c *completer) write(batch []completion) writeResult {
 	if entered {
 		c.q.completes.leave()
 	}
+	if cause := context.Cause(c.dbCtx); err != nil && cause != nil && !errors.Is(err, cause) {
+		err = fmt.Errorf("%w (%w)", err, cause)
+	}
 	if err == nil && len(stale) > 0 {
 		c.refused(ctx, batch, stale)
 	}
@@ -399,15 +408,16 @@ var errRowLocked = errors.New("another transaction holds the job's row locked")
 
 // again counts a failed try of each of batch (a write that failed with err,
 // or busy results), gives up on those tried completeTries times (their jobs
-// stay in_progress until Reclaim runs them again), and returns the others,
-// to write again after wait; skipLocked marks them to leave locked rows
-// alone from now on.
+// stay in_progress until Reclaim runs them again; all of them once the
+// shutdown's time is spent), and returns the others, to write again after
+// wait; skipLocked marks them to leave locked rows alone from now on.
 func (c *completer) again(batch []completion, err error, skipLocked bool) (retry []completion, wait time.Duration) {
 	tries := 0
+	spent := c.dbCtx.Err() != nil // the shutdown's time: no try would run
 	for _, done := range batch {
 		done.tries++
 		done.skipLocked = done.skipLocked || skipLocked
-		if done.tries < completeTries {
+		if done.tries < completeTries && !spent {
 			retry = append(retry, done)
 			tries = max(tries, done.tries)
 		} else {

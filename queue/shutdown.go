@@ -53,10 +53,11 @@ func cutOffByShutdown(cause error) bool { return errors.Is(cause, ErrWorkerShutd
 // executors are done, releaseInterrupted writes with the rest.
 
 // The writes of the release list (the giver's and releaseInterrupted's)
-// run under the shutdown's budget (shutdownBudget): once the run stops
-// (ctx ended, MaxRuntime passed, StopNow) they end, like Run, by the end
-// of ShutdownTimeout and the grace of cut-off handlers after it (none of
-// it after StopNow). One whose rows another transaction held locked, or
+// and the completer's run under the shutdown's budget (shutdownBudget):
+// once the run stops (ctx ended, MaxRuntime passed, StopNow) they end,
+// like Run, by the end of ShutdownTimeout and the grace of cut-off
+// handlers after it (none of it after StopNow). One whose rows another
+// transaction held locked, or
 // that the server did not answer, waited up to dbCallTimeout (30 s) and
 // held Run's return as long, whatever ShutdownTimeout said. What is not
 // written then stays in_progress under its claim, as after a crash, and

@@ -99,7 +99,8 @@ func (w *Worker) AddPeriodic(jobs ...PeriodicJob) error {
 // were claimed or StopNow is called. Then it stops claiming, lets running
 // handlers finish (for up to ShutdownTimeout once ctx ended or MaxRuntime
 // passed, not at all after StopNow; after that their contexts are
-// cancelled), writes the results still pending, and returns nil.
+// cancelled), writes the results still pending (within that time and 5
+// seconds more: see ShutdownTimeout), and returns nil.
 // It returns an error for an invalid configuration or when handlers ignored
 // their cancelled contexts for 5 seconds (Run leaves them running). A Worker
 // runs once at a time; it may Run again after Run returned.
@@ -216,8 +217,8 @@ type run struct {
 	// released collects the attempts cut off by shutdown, to release, and
 	// those not to start, to give back (run.giveBacks).
 	released *releaseList
-	// budget bounds the writes of released once the run stops (see
-	// shutdownBudget); nil in runs that tests assemble.
+	// budget bounds the writes of released and the completer's once the
+	// run stops (see shutdownBudget); nil in runs that tests assemble.
 	budget *shutdownBudget
 }
 
@@ -278,7 +279,7 @@ func (r *run) run(ctx context.Context) error {
 		ck := &checkpointer{st: cp, log: r.log, interval: r.q.walCheckpointEvery, gate: &r.q.checkpoints}
 		bg.Go(func() { ck.run(maintCtx) })
 	}
-	c := newCompleter(r.q, r.log, r.dbCtx, r.attempts, completeBacklog(r.cfg.Concurrency))
+	c := newCompleter(r.q, r.log, r.writesCtx(), r.attempts, completeBacklog(r.cfg.Concurrency))
 	completerDone, stopCompleter := make(chan struct{}), make(chan struct{})
 	go func() { defer close(completerDone); c.run(stopCompleter) }()
 	ex := &executors{

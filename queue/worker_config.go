@@ -92,12 +92,12 @@ type WorkerConfig struct {
 	// job in_progress, for Reclaim once its lease has passed (releasing it
 	// would let the job run twice at once). A job the worker claimed but
 	// had not started yet is given back as it was before the claim:
-	// pending, its attempt not counted. These releases and give-backs are
-	// written within the same time (ShutdownTimeout, then those 5
-	// seconds; only those 5 after StopNow): one that waits longer (its row
-	// locked by another transaction, the database not answering) is
-	// given up, its job left in_progress for Reclaim once its lease has
-	// passed.
+	// pending, its attempt not counted. These releases, give-backs and
+	// completions are written within the same time (ShutdownTimeout, then
+	// those 5 seconds; only those 5 after StopNow): one that waits longer
+	// (its row locked by another transaction, the database not answering)
+	// is given up, its job left in_progress for Reclaim once its lease has
+	// passed (a completion given up runs again).
 	ShutdownTimeout time.Duration
 	// Middleware wraps every handler call of this worker, inside the
 	// queue's own (WithWorkMiddleware): the first given is outermost.
