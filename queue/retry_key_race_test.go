@@ -61,7 +61,11 @@ func TestRetryRacesKeyedEnqueue(t *testing.T) {
 		side := ddl.Side(env.tbl, "unique").Name
 		waiting := "SELECT COUNT(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%" + side + "%' AND pid <> pg_backend_pid()"
 		if kind == engine.MySQL {
-			waiting = "SELECT COUNT(*) FROM information_schema.innodb_trx WHERE trx_state = 'LOCK WAIT' AND trx_query LIKE '%" + side + "%'"
+			// MariaDB lists the waiting locked read neither in innodb_trx
+			// nor as a lock wait (its state is "Statistics": the key's row
+			// is read while the plan is made), so the processlist is asked
+			// for the statement itself.
+			waiting = "SELECT COUNT(*) FROM information_schema.processlist WHERE info LIKE '%KeyHolderForUpdate%' AND info LIKE '%" + side + "%' AND id <> CONNECTION_ID()"
 		}
 		waitUntil(t, 10*time.Second, "Retry to wait for the caller's transaction", func() bool {
 			var n int
