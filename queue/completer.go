@@ -22,9 +22,15 @@ const (
 	// completeTries is how many times the completer tries to write a
 	// result before it gives up on it (the job then stays in_progress
 	// until Reclaim runs it again); completeRetryWait is the wait before
-	// the second try, multiplied by 4 before each further one.
+	// the second try, multiplied by 4 before each further one. A write
+	// that failed because the database could not be reached
+	// (connectionLost) is not counted while the worker runs: see
+	// completer.outage.
 	completeTries     = 4
 	completeRetryWait = 50 * time.Millisecond
+	// completeOutageWait is the longest wait between two writes of the
+	// results kept through an outage (completer.outage).
+	completeOutageWait = 5 * time.Second
 )
 
 // completeBacklog is how many results not yet written make the completer
@@ -174,6 +180,21 @@ type completer struct {
 	// given up; drained is told (without blocking) whenever it goes down.
 	unwritten atomic.Int64
 	drained   chan struct{}
+
+	// Outages, seen by the loop (run) alone. A write that fails because
+	// the database cannot be reached (connectionLost: a restart, a
+	// failover, the network) keeps its results, uncounted, and writes
+	// them again after outageWait (doubling up to completeOutageWait)
+	// until the database is back or the worker stops: given up after
+	// completeTries within a second, as before, every job that finished
+	// during an outage ran again once its lease had passed. The results
+	// are fenced by their claim tokens, so a job reclaimed meanwhile is
+	// refused, not completed twice. outageSince is when the current
+	// outage began (zero: none), logged once at its start and once at
+	// its end.
+	outageSince time.Time
+	outageWait  time.Duration
+	stopping    bool
 }
 
 // newCompleter returns the completer of one run whose attempts are in
@@ -307,6 +328,7 @@ func (c *completer) run(stop <-chan struct{}) {
 			}
 		case <-stop:
 			stop, stopping = nil, true
+			c.stopping = true
 		}
 	}
 }
@@ -362,6 +384,10 @@ func (c *completer) refused(ctx context.Context, batch []completion, stale []att
 // results to try again, the busy ones or all when the write failed, and how
 // long to wait first (giving up on those tried completeTries times).
 func (c *completer) settle(res writeResult) (retry []completion, wait time.Duration) {
+	if res.err != nil && !res.timedOut && !c.stopping && connectionLost(res.err) {
+		return c.keep(res.batch, res.err)
+	}
+	c.outageEnded()
 	if res.err != nil {
 		return c.again(res.batch, res.err, res.timedOut)
 	}
@@ -401,6 +427,32 @@ func (c *completer) settle(res writeResult) (retry []completion, wait time.Durat
 		return c.again(busy, errRowLocked, true)
 	}
 	return nil, 0
+}
+
+// keep returns batch, whose write failed with err because the database
+// could not be reached, to write again after a wait that doubles while the
+// outage lasts, counting no try; the first of an outage is logged as a
+// warning, the others at debug level.
+func (c *completer) keep(batch []completion, err error) (retry []completion, wait time.Duration) {
+	if c.outageSince.IsZero() {
+		c.outageSince, c.outageWait = time.Now(), completeRetryWait
+		c.log.Warn("completing jobs failed: the database cannot be reached; the results are kept and written once it can be (their jobs stay in_progress meanwhile)",
+			"jobs", len(batch), "err", err)
+	} else {
+		c.outageWait = min(2*c.outageWait, completeOutageWait)
+		c.log.Debug("completing jobs failed again: the database cannot be reached", "jobs", len(batch), "err", err, "retry_in", c.outageWait)
+	}
+	return batch, c.outageWait
+}
+
+// outageEnded logs the end of an outage, if one was going on: a write
+// reached the database.
+func (c *completer) outageEnded() {
+	if c.outageSince.IsZero() {
+		return
+	}
+	c.log.Info("completing jobs again: the database can be reached", "outage", time.Since(c.outageSince).Round(time.Millisecond))
+	c.outageSince = time.Time{}
 }
 
 // errRowLocked is why a busy result is written again.

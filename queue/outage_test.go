@@ -1,0 +1,87 @@
+package queue
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jobqueue/jobqueue/internal/engine"
+	"github.com/jobqueue/jobqueue/internal/testdb"
+)
+
+// TestResultOutlivesOutage: a handler that returns while the database
+// cannot be reached (a server restart, a failover, the network down: here
+// a proxy between the pool and the server cuts every connection and
+// refuses new ones) has its result written once the database is back, and
+// its job does not run again. The completer gave up after four tries
+// within about a second ("they stay in_progress until Reclaim runs them
+// again"), so every job that finished during an outage of more than a
+// second ran a second time once its lease had passed.
+func TestResultOutlivesOutage(t *testing.T) {
+	forEachServerEngine(t, func(t *testing.T, kind engine.Kind) {
+		cases := []struct {
+			name   string
+			failed string // what the worker logs when the result's write fails
+			err    error  // the handler's
+			want   Status
+		}{
+			{"completed", "completing jobs failed", nil, StatusCompleted},
+		}
+		for _, c := range cases {
+			t.Run(c.name, func(t *testing.T) {
+				env := newTestEnv(t, kind)
+				outage, url := testdb.NewOutage(t, kind)
+				db := testdb.OpenURL(t, url)
+				logs := &testdb.LogRecorder{}
+				q := env.queue(t, db, WithLogger(slog.New(logs)))
+				id := enqueue(t, env.queue(t, nil), testArgs{N: 1})
+				cfg := fastConfig()
+				cfg.MaintenanceInterval = -1 // no Reclaim: the job must not need one
+				w := q.NewWorker(cfg)
+				var runs atomic.Int32
+				started, release := make(chan struct{}), make(chan struct{})
+				Handle(w, func(ctx context.Context, job *Job[testArgs]) error {
+					if runs.Add(1) == 1 {
+						close(started)
+					}
+					<-release
+					return c.err
+				})
+				stop, _ := startWorker(t, w)
+				waitFor(t, started, 10*time.Second, "the handler to start")
+
+				outage.Cut()
+				close(release)
+				// More tries than the worker made before it gave up (each
+				// logged, at debug level at least), or its word that it
+				// gave up.
+				const gaveUp = "until Reclaim"
+				waitUntil(t, 30*time.Second, "the result tried again and again during the outage", func() bool {
+					return logs.Count(slog.LevelDebug, c.failed) > completeTries || logs.Count(slog.LevelWarn, gaveUp) > 0
+				})
+				if err := outage.Restore(); err != nil {
+					t.Fatal(err)
+				}
+				waitUntil(t, 30*time.Second, "the job to leave in_progress after the outage", func() bool {
+					return getJob(t, env.queue(t, nil), id).Status != StatusInProgress
+				})
+				if err := stop(10 * time.Second); err != nil {
+					t.Fatal(err)
+				}
+				job := getJob(t, env.queue(t, nil), id)
+				if job.Status != c.want || job.Attempts != 1 || runs.Load() != 1 {
+					t.Errorf("after the outage: status %s, attempts %d, the handler ran %d times; want %s, 1 attempt, 1 run; logs: %q",
+						job.Status, job.Attempts, runs.Load(), c.want, logs.Lines(slog.LevelWarn))
+				}
+				if n := logs.Count(slog.LevelWarn, gaveUp); n > 0 {
+					t.Errorf("the worker gave the result up %d times: %q", n, logs.Lines(slog.LevelWarn))
+				}
+			})
+		}
+	})
+}
+
+var _ = errors.New
