@@ -31,6 +31,13 @@ type executors struct {
 	attempts  *inflightSet
 	completer *completer
 	released  *releaseList
+
+	// stop is the run's: once it ends, a failure that cannot reach the
+	// database is given up after completeTries like any other.
+	stop context.Context
+	// outage follows the runs of failures to record that could not reach
+	// the database, logged once for all the executors (recordFailure).
+	outage failureStreak
 }
 
 // errHandlerExited is the error recorded for an attempt whose handler
@@ -220,27 +227,48 @@ func (e *executors) jobLog(row *JobRow) *slog.Logger {
 }
 
 // recordFailure writes the failed attempt a (handler error err) by the
-// queue's rule and emits EventFailed. A write that fails (the database
-// restarts, a connection drops, a statement is refused) is tried again like
-// a completion: completeTries times in all, after completeRetryWait, the
-// wait multiplied by 4 before each further try. Given up, the job stays
-// in_progress until Reclaim, which makes it pending again at once: the
-// handler's Permanent or RetryAfter and its error text would be lost.
+// queue's rule and emits EventFailed. A write that fails (a connection
+// drops, a statement is refused) is tried again like a completion:
+// completeTries times in all, after completeRetryWait, the wait multiplied
+// by 4 before each further try. Given up, the job stays in_progress until
+// Reclaim, which makes it pending again at once: the handler's Permanent
+// or RetryAfter and its error text would be lost. So a write that failed
+// because the database could not be reached (connectionLost: a restart, a
+// failover) is not counted until the run stops: it is tried again, the
+// wait doubling up to completeOutageWait, until the database is back, the
+// executor's slot held meanwhile (no job can be claimed anyway).
 func (e *executors) recordFailure(a *attempt, err error, dur time.Duration, log *slog.Logger) {
 	row := a.row
 	var end attemptEnd
 	var ferr error
-	wait := completeRetryWait
-	for try := 1; ; try++ {
+	wait, outageWait := completeRetryWait, completeRetryWait
+	for try := 1; ; {
 		ctx, cancel := context.WithTimeout(e.dbCtx, dbCallTimeout)
 		end, ferr = e.q.failAttempt(ctx, row, err)
 		cancel()
-		if ferr == nil || errors.Is(ferr, ErrLeaseLost) || try == completeTries {
+		if ferr == nil || !connectionLost(ferr) {
+			e.outageEnded(log)
+		}
+		if ferr == nil || errors.Is(ferr, ErrLeaseLost) {
+			break
+		}
+		if connectionLost(ferr) && !e.stopping() {
+			if e.outage.failed() {
+				log.Warn("recording a failed attempt failed: the database cannot be reached; keeping it until it can be (the job stays in_progress meanwhile)", "handler_err", err, "err", ferr)
+			} else {
+				log.Debug("recording a failed attempt failed again: the database cannot be reached", "handler_err", err, "err", ferr, "retry_in", outageWait)
+			}
+			e.pause(outageWait)
+			outageWait = min(2*outageWait, completeOutageWait)
+			continue
+		}
+		if try == completeTries {
 			break
 		}
 		log.Warn("recording a failed attempt failed; trying again", "handler_err", err, "err", ferr, "retry_in", wait)
-		time.Sleep(wait) // dbCtx never ends (run.dbCtx)
+		e.pause(wait)
 		wait *= 4
+		try++
 	}
 	ctx, cancel := context.WithTimeout(e.dbCtx, dbCallTimeout)
 	defer cancel()
@@ -270,6 +298,31 @@ func (e *executors) recordFailure(a *attempt, err error, dur time.Duration, log 
 		ev.ScheduledAt = end.retryAt
 	}
 	e.q.emit(Event{Kind: EventFailed, Job: &ev, Err: err, Permanent: permanent, Outcome: end.outcome, Duration: dur})
+}
+
+// stopping reports whether the run has stopped (never, without a stop).
+func (e *executors) stopping() bool { return e.stop != nil && e.stop.Err() != nil }
+
+// pause waits d, or until the run stops (dbCtx never ends: run.dbCtx).
+func (e *executors) pause(d time.Duration) {
+	var stopped <-chan struct{}
+	if e.stop != nil {
+		stopped = e.stop.Done()
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-stopped:
+	}
+}
+
+// outageEnded logs, once for all the executors, that a failure was
+// recorded again after the database could not be reached.
+func (e *executors) outageEnded(log *slog.Logger) {
+	if e.outage.succeeded() {
+		log.Info("recording failed attempts again: the database can be reached")
+	}
 }
 
 // handle runs the handler of the job's kind (the end of the work chain).

@@ -16,10 +16,11 @@ import (
 // cannot be reached (a server restart, a failover, the network down: here
 // a proxy between the pool and the server cuts every connection and
 // refuses new ones) has its result written once the database is back, and
-// its job does not run again. The completer gave up after four tries
-// within about a second ("they stay in_progress until Reclaim runs them
-// again"), so every job that finished during an outage of more than a
-// second ran a second time once its lease had passed.
+// its job does not run again. The completer, and the executor recording a
+// failure, gave up after four tries within about a second ("… until
+// Reclaim"), so every job that finished during an outage of more than a
+// second ran a second time once its lease had passed (a failure's
+// Permanent, RetryAfter and error text lost).
 func TestResultOutlivesOutage(t *testing.T) {
 	forEachServerEngine(t, func(t *testing.T, kind engine.Kind) {
 		cases := []struct {
@@ -29,6 +30,7 @@ func TestResultOutlivesOutage(t *testing.T) {
 			want   Status
 		}{
 			{"completed", "completing jobs failed", nil, StatusCompleted},
+			{"failed for good", "recording a failed attempt failed", Permanent(errors.New("handler error: bad address")), StatusFailed},
 		}
 		for _, c := range cases {
 			t.Run(c.name, func(t *testing.T) {
@@ -83,5 +85,3 @@ func TestResultOutlivesOutage(t *testing.T) {
 		}
 	})
 }
-
-var _ = errors.New

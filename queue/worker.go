@@ -285,7 +285,7 @@ func (r *run) run(ctx context.Context) error {
 	ex := &executors{
 		q: r.q, log: r.log, dbCtx: r.dbCtx,
 		handlers: r.handlers, fallback: r.fallback,
-		attempts: r.attempts, completer: c, released: r.released,
+		attempts: r.attempts, completer: c, released: r.released, stop: stop,
 	}
 	ex.work = workChain(r.log, append(append([]WorkMiddleware(nil), r.q.workMW...), r.cfg.Middleware...), ex.handle)
 	giverDone, stopGiver := make(chan struct{}), make(chan struct{})
