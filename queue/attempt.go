@@ -125,7 +125,9 @@ func (q *Queue) claimAfter(ctx context.Context, st claimStore, types []string, m
 		} else if retryableTx(err) {
 			q.logger.Debug("claim lost to concurrent transactions at every try", "types", types, "err", err)
 		} else {
-			q.logger.Error("claim failed", "types", types, "err", err)
+			// The claimer logs it (claimer.failed), once for a run of
+			// failures; an error here too said it twice, at every try.
+			q.logger.Debug("claim failed", "types", types, "err", err)
 		}
 		return nil, fmt.Errorf("jobqueue: claim: %w", err)
 	}

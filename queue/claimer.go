@@ -106,6 +106,42 @@ type claimer struct {
 	// cursor holds the watermark and the claim session (made by the
 	// first claim; loop closes its session when it returns).
 	cursor *claimCursor
+
+	// failingSince is when the current run of failed claims began (zero:
+	// the last claim worked), and failures how many there were: the run
+	// is logged once at its start and once at its end (failed,
+	// succeeded).
+	failingSince time.Time
+	failures     int
+}
+
+// failed logs a claim that failed with err, to be tried again after
+// retry: an error for the first of a run of failures, then at debug level
+// until a claim works again. A database that cannot be reached for a
+// while (a restart, a failover) had an error logged at every try, every
+// 5 s at most, for as long as it lasted.
+func (c *claimer) failed(err error, retry time.Duration) {
+	c.failures++
+	if c.failures > 1 {
+		c.log.Debug("claiming jobs failed again; trying again", "err", err, "retry_in", retry, "failures", c.failures)
+		return
+	}
+	c.failingSince = time.Now()
+	what := "claiming jobs failed; trying again, and saying so once it works (the failures meanwhile at debug level)"
+	if connectionLost(err) {
+		what = "claiming jobs failed: the database cannot be reached; trying again, and saying so once it works (the failures meanwhile at debug level)"
+	}
+	c.log.Error(what, "err", err, "retry_in", retry)
+}
+
+// succeeded records a claim that worked, and logs the end of a run of
+// failures, if one was going on.
+func (c *claimer) succeeded() {
+	if c.failures == 0 {
+		return
+	}
+	c.log.Info("claiming jobs again", "failures", c.failures, "after", time.Since(c.failingSince).Round(time.Millisecond))
+	c.failures, c.failingSince = 0, time.Time{}
 }
 
 // ahead is how many jobs the claimer may hold claimed beyond Concurrency
@@ -263,13 +299,15 @@ func (c *claimer) loop(stop context.Context) int {
 			idle, woken = jitter(errDelay), nil
 		case err != nil:
 			errDelay = min(max(2*errDelay, 100*time.Millisecond), max(c.cfg.PollInterval, 5*time.Second))
-			c.log.Error("claiming jobs failed; trying again", "err", err, "retry_in", errDelay)
+			c.failed(err, errDelay)
 			idle, woken = errDelay, nil
 		case len(rows) < n:
 			errDelay = 0
+			c.succeeded()
 			idle = jitter(c.cfg.PollInterval)
 		default:
 			errDelay = 0
+			c.succeeded()
 			c.claimTook(time.Since(sent)) // a full claim: the round trip of a busy queue
 		}
 		for _, row := range rows {

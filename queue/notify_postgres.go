@@ -121,7 +121,7 @@ func (l *pgListener) loop(ctx context.Context) {
 // wake-ups until ctx ends or the connection fails. The connection is
 // discarded afterwards: a session that listens is never handed back to
 // the pool.
-func (l *pgListener) session(ctx context.Context) error {
+func (l *pgListener) session(ctx context.Context, up func()) error {
 	cctx, cancel := context.WithTimeout(ctx, dbCallTimeout)
 	conn, err := sessionConn(cctx, l.db, pgKeepIdleSession) // it waits idle between notifications
 	cancel()
@@ -142,6 +142,7 @@ func (l *pgListener) session(ctx context.Context) error {
 		}
 		pc := sc.Conn()
 		l.log.Debug("listening for enqueues", "pid", pc.PgConn().PID())
+		up()
 		// Jobs enqueued while nobody listened were not heard: claim once;
 		// and jobs cancelled meanwhile: check the running attempts once.
 		l.wake()

@@ -85,3 +85,54 @@ func TestResultOutlivesOutage(t *testing.T) {
 		}
 	})
 }
+
+// TestOutageLoggedOnce: an idle worker whose database cannot be reached
+// for a while (here a proxy cuts every connection and refuses new ones)
+// says so once per role (its claims, its wait for other processes'
+// enqueues), not at every try, says once that claims work again, and
+// runs a job enqueued after the outage. The claimer logged an error at
+// every try (twice: the claim, then the claimer), every 5 s at most, and
+// the listener (the MySQL waiter) a warning at every try, every 30 s at
+// most, for as long as the outage lasted.
+func TestOutageLoggedOnce(t *testing.T) {
+	forEachServerEngine(t, func(t *testing.T, kind engine.Kind) {
+		env := newTestEnv(t, kind)
+		outage, url := testdb.NewOutage(t, kind)
+		db := testdb.OpenURL(t, url)
+		logs := &testdb.LogRecorder{}
+		q := env.queue(t, db, WithLogger(slog.New(logs)))
+		cfg := fastConfig()
+		cfg.MaintenanceInterval = -1 // no leader: its election logs a run of failures once itself (elector.attemptFailed)
+		w := q.NewWorker(cfg)
+		done := make(chan int, 1)
+		Handle(w, func(ctx context.Context, job *Job[testArgs]) error {
+			done <- job.Args.N
+			return nil
+		})
+		startWorker(t, w)
+		waker := map[engine.Kind]string{engine.Postgres: "listening for enqueues", engine.MySQL: "waiting for the enqueues of other processes"}[kind]
+		waitUntil(t, 10*time.Second, "the worker's "+waker, func() bool { return logs.Count(slog.LevelDebug, waker) > 0 })
+
+		outage.Cut()
+		// Enough tries of each role to have logged each in a loop.
+		waitUntil(t, 30*time.Second, "the worker to try again and again during the outage", func() bool {
+			return logs.Count(slog.LevelDebug, "claiming jobs failed") >= 5 && logs.Count(slog.LevelDebug, waker+" failed") >= 3
+		})
+		if err := outage.Restore(); err != nil {
+			t.Fatal(err)
+		}
+		enqueue(t, env.queue(t, nil), testArgs{N: 7})
+		if got := waitFor(t, done, 30*time.Second, "the job enqueued after the outage to run"); got != 7 {
+			t.Fatalf("ran job %d, want 7", got)
+		}
+		// The claim that ran it, or one before, said claims work again.
+		if n := logs.Count(slog.LevelInfo, "claiming jobs again"); n != 1 {
+			t.Errorf("the worker said %d times that it claims again, want once: %q", n, logs.Lines(slog.LevelInfo))
+		}
+		for _, part := range []string{"claim", waker} {
+			if n := logs.Count(slog.LevelWarn, part); n != 1 {
+				t.Errorf("%d warnings or errors about %q during one outage, want 1: %q", n, part, logs.Lines(slog.LevelWarn))
+			}
+		}
+	})
+}

@@ -153,12 +153,26 @@ var errPollsOnly = errors.New("the database cannot wake idle workers")
 // deployment starts the new ones before the old ones stop), warning the
 // first time and saying so at debug level after. It stopped trying for
 // good there, and polled for the rest of its life.
-func keepSession(ctx context.Context, log *slog.Logger, what string, session func(context.Context) error, permanent func(error) bool) {
+//
+// session calls up once it is established (connected, listening or
+// waiting). A failure to establish it again after one that failed is
+// logged at debug level, not as a warning: a database that cannot be
+// reached (a restart, a failover, the network down) is told once, not at
+// every try for as long as it lasts, and up then says once that the
+// session is back.
+func keepSession(ctx context.Context, log *slog.Logger, what string, session func(ctx context.Context, up func()) error, permanent func(error) bool) {
 	delay := listenRetryMin
 	toldNoSlot := false
+	failing := false // the last session failed, and none has been established since
+	up := func() {
+		if failing {
+			failing = false
+			log.Info(what + " again")
+		}
+	}
 	for {
 		start := time.Now()
-		err := session(ctx)
+		err := session(ctx, up)
 		if ctx.Err() != nil {
 			return
 		}
@@ -179,8 +193,11 @@ func keepSession(ctx context.Context, log *slog.Logger, what string, session fun
 			log.Warn("cannot go on "+what+" for now; the worker polls meanwhile and tries again", "err", err, "retry_in", delay)
 		case errors.Is(err, errNoWakeSlot):
 			log.Debug("cannot go on "+what+" for now; the worker polls meanwhile and tries again", "err", err, "retry_in", delay)
+		case failing:
+			log.Debug(what+" failed again; the worker polls meanwhile and tries again", "err", err, "retry_in", delay)
 		default:
 			toldNoSlot = false
+			failing = true
 			log.Warn(what+" failed; the worker polls meanwhile and tries again", "err", err, "retry_in", delay)
 		}
 		t := time.NewTimer(delay)

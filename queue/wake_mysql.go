@@ -127,7 +127,7 @@ func (r *run) startMySQLWaiter(ctx context.Context) (stop func()) {
 // waits into wake-ups, until ctx ends or a connection fails. The
 // connections are discarded afterwards, which gives the slot and the bell
 // back.
-func (w *mysqlWaiter) session(ctx context.Context) error {
+func (w *mysqlWaiter) session(ctx context.Context, up func()) error {
 	conns := make([]*sql.Conn, 0, 2)
 	defer func() {
 		for _, c := range conns {
@@ -168,6 +168,7 @@ func (w *mysqlWaiter) session(ctx context.Context) error {
 	w.q.waiters.add(id)
 	defer w.q.waiters.remove(id)
 	w.log.Debug("waiting for the enqueues of other processes", "session", id, "slot", slot)
+	up()
 
 	// The waits run under waitCtx, not ctx: ending ctx interrupts the wait
 	// through the pool, and closes the connection only if that has not

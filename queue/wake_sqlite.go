@@ -113,7 +113,7 @@ func (r *run) startSQLiteWatcher(ctx context.Context) (stop func()) {
 
 // session takes a connection and watches its data version until ctx ends
 // or a statement fails. The connection is discarded afterwards.
-func (w *sqliteWatcher) session(ctx context.Context) error {
+func (w *sqliteWatcher) session(ctx context.Context, up func()) error {
 	cctx, cancel := context.WithTimeout(ctx, dbCallTimeout)
 	defer cancel()
 	conn, err := w.q.db.Conn(cctx)
@@ -129,6 +129,7 @@ func (w *sqliteWatcher) session(ctx context.Context) error {
 	}
 	cancel()
 	w.log.Debug("started watching for the commits of other processes")
+	up()
 
 	// Jobs committed while nobody watched were not seen here: claim once.
 	w.wake()
