@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"reflect"
 	"sort"
@@ -120,6 +121,10 @@ func (q *Queue) claimAfter(ctx context.Context, st claimStore, types []string, m
 		return err
 	})
 	if err != nil {
+		var unsure *claimUnsure
+		if errors.As(err, &unsure) {
+			q.giveBackUnsure(ctx, unsure)
+		}
 		if ctx.Err() != nil {
 			q.logger.Debug("claim cancelled", "types", types, "err", err)
 		} else if retryableTx(err) {
@@ -136,6 +141,38 @@ func (q *Queue) claimAfter(ctx context.Context, st claimStore, types []string, m
 		q.logger.Debug("jobs claimed", "count", len(rows), "types", types)
 	}
 	return rows, nil
+}
+
+// claimUnsure is the error of a claim whose COMMIT failed with its
+// connection (connectionLost: the session killed, the server restarted):
+// the server may have committed it before the connection broke, so rows,
+// the jobs it claimed, may be in_progress with their tokens, claimed by
+// nobody.
+type claimUnsure struct {
+	rows []*JobRow
+	err  error
+}
+
+func (e *claimUnsure) Error() string { return e.err.Error() }
+func (e *claimUnsure) Unwrap() error { return e.err }
+
+// giveBackUnsure gives back the jobs of a claim that may have committed
+// (claimUnsure), fenced by their tokens: pending as before the claim, the
+// attempt not counted, if it did; nothing changes if it did not. They
+// stayed in_progress until their lease had passed and Reclaim ran them
+// again. When the database cannot take that either, they are left to
+// Reclaim, and the log says so.
+func (q *Queue) giveBackUnsure(ctx context.Context, unsure *claimUnsure) {
+	refs := make([]attemptRef, len(unsure.rows))
+	for i, row := range unsure.rows {
+		refs[i] = attemptRef{ID: row.ID, Token: row.ClaimToken}
+	}
+	gctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), dbCallTimeout)
+	defer cancel()
+	if _, err := q.unclaim(gctx, refs); err != nil {
+		q.logger.Error("a claim's COMMIT failed with its connection and may have gone through; giving its jobs back failed too, so they may stay in_progress until Reclaim runs them again",
+			"jobs", len(refs), "claim_err", unsure.err, "err", err)
+	}
 }
 
 // sortClaimed puts claimed rows in claim order, (scheduled_at, id): an

@@ -82,9 +82,6 @@ func (s mysqlStore) claimIn(ctx context.Context, db dbtx, tx txEnder, types []st
 	if n != int64(len(out)) {
 		return nil, fmt.Errorf("jobqueue: claim marked %d of the %d jobs it locked; nothing was claimed", n, len(out))
 	}
-	if err := tx.Commit(); err != nil {
-		return nil, explainMySQLClaim(err)
-	}
 	// The rows were locked from SELECT to COMMIT, so they are what the
 	// SELECT read plus what MarkClaimed set (DATETIME keeps whole seconds).
 	lease := leaseUntil.UTC().Truncate(time.Second)
@@ -94,6 +91,14 @@ func (s mysqlStore) claimIn(ctx context.Context, db dbtx, tx txEnder, types []st
 		j.ClaimToken = attemptToken(token, j.ID)
 		l := lease
 		j.LeaseUntil = &l
+	}
+	if err := tx.Commit(); err != nil {
+		if connectionLost(err) {
+			// The COMMIT may have been carried out: the caller gives
+			// the rows back (claimAfter).
+			return nil, &claimUnsure{rows: out, err: err}
+		}
+		return nil, explainMySQLClaim(err)
 	}
 	return out, nil
 }
