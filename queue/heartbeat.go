@@ -38,6 +38,9 @@ type heartbeater struct {
 	// pokes it when jobs the worker runs were cancelled (Queue.Cancel), so
 	// that their handlers stop now rather than at the next tick.
 	poke chan struct{}
+	// failures follows the runs of failed renewals: a database that cannot
+	// be reached is warned of once, not at every heartbeat (renew).
+	failures failureStreak
 }
 
 // checkNow asks the heartbeater for a renewal round at once, without
@@ -108,10 +111,17 @@ func (h *heartbeater) renew(ctx context.Context, chunk []attemptRef) {
 	}
 	if err != nil {
 		if ctx.Err() == nil {
-			h.log.Warn("renewing leases failed; trying again at the next heartbeat", "attempts", len(chunk), "err", err)
+			if h.failures.failed() {
+				h.log.Warn("renewing leases failed; trying again at every heartbeat, and saying so once it works (the failures meanwhile at debug level)", "attempts", len(chunk), "err", err)
+			} else {
+				h.log.Debug("renewing leases failed again; trying again at the next heartbeat", "attempts", len(chunk), "err", err)
+			}
 			h.cancelUnrenewed(chunk)
 		}
 		return
+	}
+	if h.failures.succeeded() {
+		h.log.Info("renewing leases again")
 	}
 	renewed := chunk
 	if len(busy) > 0 {

@@ -136,3 +136,52 @@ func TestOutageLoggedOnce(t *testing.T) {
 		}
 	})
 }
+
+// TestHeartbeatOutageLoggedOnce: while the database cannot be reached, a
+// worker running a job warns once that it cannot renew the lease (the
+// tries after at debug level), says once that it renews again when the
+// database is back, and the job's lease is renewed then. It warned at
+// every heartbeat (Lease/3 by default) for as long as the outage lasted.
+func TestHeartbeatOutageLoggedOnce(t *testing.T) {
+	forEachServerEngine(t, func(t *testing.T, kind engine.Kind) {
+		env := newTestEnv(t, kind)
+		outage, url := testdb.NewOutage(t, kind)
+		db := testdb.OpenURL(t, url)
+		logs := &testdb.LogRecorder{}
+		q := env.queue(t, db, WithLogger(slog.New(logs)))
+		cfg := fastConfig()
+		cfg.MaintenanceInterval = -1
+		cfg.Lease, cfg.HeartbeatInterval = 10*time.Second, 50*time.Millisecond
+		w := q.NewWorker(cfg)
+		started, release := make(chan struct{}), make(chan struct{})
+		Handle(w, func(ctx context.Context, job *Job[testArgs]) error {
+			close(started)
+			<-release
+			return nil
+		})
+		startWorker(t, w)
+		defer close(release)
+		id := enqueue(t, env.queue(t, nil), testArgs{N: 1})
+		waitFor(t, started, 10*time.Second, "the handler to start")
+
+		outage.Cut()
+		const renewing = "renewing leases"
+		waitUntil(t, 20*time.Second, "heartbeats to fail again and again during the outage", func() bool {
+			return logs.Count(slog.LevelDebug, renewing+" failed") >= 4
+		})
+		before := getJob(t, env.queue(t, nil), id).LeaseUntil
+		if err := outage.Restore(); err != nil {
+			t.Fatal(err)
+		}
+		waitUntil(t, 20*time.Second, "the lease renewed after the outage, and the worker saying it renews again", func() bool {
+			l := getJob(t, env.queue(t, nil), id).LeaseUntil
+			return l != nil && before != nil && l.After(*before) && logs.Count(slog.LevelInfo, renewing+" again") > 0
+		})
+		if n := logs.Count(slog.LevelWarn, renewing); n != 1 {
+			t.Errorf("%d warnings about %q during one outage, want 1: %q", n, renewing, logs.Lines(slog.LevelWarn))
+		}
+		if n := logs.Count(slog.LevelInfo, renewing+" again"); n != 1 {
+			t.Errorf("the worker said %d times that it renews leases again, want once: %q", n, logs.Lines(slog.LevelInfo))
+		}
+	})
+}
