@@ -267,6 +267,18 @@ func (q *Queue) complete(ctx context.Context, refs []attemptRef) (stale []attemp
 // stores' complete) and returned apart as busy: their attempts still hold
 // them, to be completed later.
 func (q *Queue) completeWith(ctx context.Context, refs []attemptRef, skipLocked bool) (stale, busy []attemptRef, err error) {
+	return q.completeLanded(ctx, refs, skipLocked, nil)
+}
+
+// completeLanded is completeWith for refs some of which an earlier write
+// may have completed already: one whose answer was lost with its
+// connection (connectionLost). unsure holds those, each with the attempts
+// of its job at the claim (JobRow.Attempts). A ref of unsure that this
+// write finds stale is not: its job completed by that earlier write (the
+// job completed, its attempts unchanged since the claim, so no other
+// attempt ended it; or gone, for a queue that deletes on success). Taken
+// for stale, it was warned of as "completion refused" and counted lost.
+func (q *Queue) completeLanded(ctx context.Context, refs []attemptRef, skipLocked bool, unsure map[attemptRef]int) (stale, busy []attemptRef, err error) {
 	now := q.now()
 	stale, err = writeHeld(refs, func(chunk []attemptRef) (map[int64]bool, error) {
 		return q.st.complete(ctx, chunk, now, q.deleteOnSuccess, skipLocked)
@@ -283,10 +295,40 @@ func (q *Queue) completeWith(ctx context.Context, refs []attemptRef, skipLocked 
 	if err != nil {
 		return stale, nil, fmt.Errorf("jobqueue: complete: %w", err)
 	}
+	if len(unsure) > 0 && len(stale) > 0 {
+		stale = q.notLanded(ctx, stale, unsure)
+	}
 	if len(stale) > 0 {
 		q.logger.Warn("stale attempts not completed", "count", len(stale))
 	}
 	return stale, busy, nil
+}
+
+// notLanded returns the refs of stale but those of unsure whose earlier
+// write completed their jobs (see completeLanded). A job that cannot be
+// read stays stale.
+func (q *Queue) notLanded(ctx context.Context, stale []attemptRef, unsure map[attemptRef]int) []attemptRef {
+	out := stale[:0:0]
+	for _, r := range stale {
+		attempts, ok := unsure[r]
+		if !ok {
+			out = append(out, r)
+			continue
+		}
+		job, err := q.Get(ctx, r.ID)
+		switch {
+		case err == nil && job.Status == StatusCompleted && job.Attempts == attempts:
+		case errors.Is(err, ErrJobNotFound) && q.deleteOnSuccess:
+		default:
+			if err != nil && !errors.Is(err, ErrJobNotFound) {
+				q.logger.Debug("reading a job whose completion's answer was lost failed; taking the attempt as stale", "job_id", r.ID, "err", err)
+			}
+			out = append(out, r)
+			continue
+		}
+		q.logger.Debug("completion refused, but an earlier write of it whose answer was lost had completed the job", "job_id", r.ID)
+	}
+	return out
 }
 
 // stillHeld reads the jobs of refs and separates the refs that no longer

@@ -141,6 +141,11 @@ type completion struct {
 	// a row lock another transaction holds) or found its row locked, so its
 	// writes leave locked rows alone (Queue.completeWith).
 	skipLocked bool
+	// unsure: a write of it failed with its connection (connectionLost)
+	// and may have been carried out, so a later write that finds its
+	// attempt stale checks whether that one completed the job
+	// (Queue.completeLanded).
+	unsure bool
 }
 
 // completer writes the succeeded attempts of one run in batches (fenced by
@@ -339,16 +344,28 @@ func (c *completer) run(stop <-chan struct{}) {
 func (c *completer) write(batch []completion) writeResult {
 	refs := make([]attemptRef, len(batch))
 	skipLocked := false
+	var unsure map[attemptRef]int
 	for i, done := range batch {
 		refs[i] = done.a.ref
 		skipLocked = skipLocked || done.skipLocked
+		if done.unsure {
+			if unsure == nil {
+				unsure = make(map[attemptRef]int)
+			}
+			unsure[done.a.ref] = done.a.row.Attempts
+		}
 	}
 	entered := c.q.completes.enter()
 	ctx, cancel := context.WithTimeout(c.dbCtx, cmp.Or(c.q.completeTimeout, dbCallTimeout))
 	defer cancel()
-	stale, busy, err := c.q.completeWith(ctx, refs, skipLocked)
+	stale, busy, err := c.q.completeLanded(ctx, refs, skipLocked, unsure)
 	if entered {
 		c.q.completes.leave()
+	}
+	if h := c.q.afterComplete; h != nil {
+		if err = h(err); err != nil {
+			stale, busy = nil, nil
+		}
 	}
 	if cause := context.Cause(c.dbCtx); err != nil && cause != nil && !errors.Is(err, cause) {
 		err = fmt.Errorf("%w (%w)", err, cause)
@@ -434,6 +451,9 @@ func (c *completer) settle(res writeResult) (retry []completion, wait time.Durat
 // outage lasts, counting no try; the first of an outage is logged as a
 // warning, the others at debug level.
 func (c *completer) keep(batch []completion, err error) (retry []completion, wait time.Duration) {
+	for i := range batch {
+		batch[i].unsure = true
+	}
 	if c.outageSince.IsZero() {
 		c.outageSince, c.outageWait = time.Now(), completeRetryWait
 		c.log.Warn("completing jobs failed: the database cannot be reached; the results are kept and written once it can be (their jobs stay in_progress meanwhile)",
@@ -469,6 +489,7 @@ func (c *completer) again(batch []completion, err error, skipLocked bool) (retry
 	for _, done := range batch {
 		done.tries++
 		done.skipLocked = done.skipLocked || skipLocked
+		done.unsure = done.unsure || connectionLost(err)
 		if done.tries < completeTries && !spent {
 			retry = append(retry, done)
 			tries = max(tries, done.tries)

@@ -2,6 +2,7 @@ package queue
 
 import (
 	"context"
+	"database/sql/driver"
 	"errors"
 	"log/slog"
 	"sync/atomic"
@@ -182,6 +183,53 @@ func TestHeartbeatOutageLoggedOnce(t *testing.T) {
 		}
 		if n := logs.Count(slog.LevelInfo, renewing+" again"); n != 1 {
 			t.Errorf("the worker said %d times that it renews leases again, want once: %q", n, logs.Lines(slog.LevelInfo))
+		}
+	})
+}
+
+// TestCompletionAnswerLostNotReportedLost: a completion that the database
+// carried out but whose answer was lost with the connection (the session
+// killed, the server gone, just after the commit) is written again, and
+// the write, refused since the job is completed already, is the
+// completion's own: the job counts as completed, not as an attempt that
+// had lost its job. The worker warned "completion refused" and emitted
+// EventLost (outcome lost) for a job that its own attempt had completed.
+func TestCompletionAnswerLostNotReportedLost(t *testing.T) {
+	forEachEngine(t, func(t *testing.T, kind engine.Kind) {
+		env := newTestEnv(t, kind)
+		logs := &testdb.LogRecorder{}
+		var lost atomic.Bool
+		events := newEventLog()
+		q := env.queue(t, nil, WithLogger(slog.New(logs)), WithListener(events.listen),
+			withAfterCompleteHook(func(err error) error {
+				if err == nil && lost.CompareAndSwap(false, true) {
+					return driver.ErrBadConn // carried out, the answer lost
+				}
+				return err
+			}))
+		id := enqueue(t, q, testArgs{N: 1})
+		cfg := fastConfig()
+		cfg.MaintenanceInterval = -1
+		w := q.NewWorker(cfg)
+		Handle(w, func(ctx context.Context, job *Job[testArgs]) error { return nil })
+		stop, _ := startWorker(t, w)
+		waitUntil(t, 20*time.Second, "the job's attempt to end", func() bool {
+			return events.count(EventCompleted)+events.count(EventLost) > 0
+		})
+		if err := stop(10 * time.Second); err != nil {
+			t.Fatal(err)
+		}
+		if !lost.Load() {
+			t.Fatal("no completion's answer was lost; the test shows nothing")
+		}
+		if job := getJob(t, q, id); job.Status != StatusCompleted || job.Attempts != 1 {
+			t.Errorf("job %d: status %s, attempts %d; want completed, 1", id, job.Status, job.Attempts)
+		}
+		if c, l := events.count(EventCompleted), events.count(EventLost); c != 1 || l != 0 {
+			t.Errorf("%d EventCompleted and %d EventLost for a job its own attempt completed, want 1 and 0", c, l)
+		}
+		if n := logs.Count(slog.LevelWarn, "completion refused"); n != 0 {
+			t.Errorf("the worker said %d times that the completion was refused: %q", n, logs.Lines(slog.LevelWarn))
 		}
 	})
 }

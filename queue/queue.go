@@ -112,6 +112,9 @@ type Queue struct {
 	// onCompleterFull hears each time a claimer found its completer full
 	// and waited for it (tests, benchmarks).
 	onCompleterFull func()
+	// afterComplete, when set, sees the error of each completion statement
+	// and may replace it (tests: a completion whose answer was lost).
+	afterComplete func(error) error
 	// walCheckpointEvery is how often a worker on SQLite checkpoints the
 	// WAL (checkpoint.go); 0: never.
 	walCheckpointEvery time.Duration
@@ -151,6 +154,9 @@ type config struct {
 	batchSize       int
 	onBatch         func(op string, n int64)
 	onCompleterFull func()
+	// afterComplete, when set, sees the error of each completion statement
+	// and may replace it (tests: a completion whose answer was lost).
+	afterComplete func(error) error
 	// walCheckpointEvery overrides walCheckpointEvery (tests); negative:
 	// no checkpointer.
 	walCheckpointEvery time.Duration
@@ -254,6 +260,13 @@ func withCompleterFullHook(fn func()) Option {
 	return func(c *config) error { c.onCompleterFull = fn; return nil }
 }
 
+// withAfterCompleteHook makes the completers pass the error of each
+// completion statement (nil when it worked) through fn, which may replace
+// it (tests).
+func withAfterCompleteHook(fn func(error) error) Option {
+	return func(c *config) error { c.afterComplete = fn; return nil }
+}
+
 // withBatchHook sets the batch size of ExpireOverdue and Prune (0: the
 // default) and a function that hears the rows each batch changed (tests).
 func withBatchHook(size int, fn func(op string, n int64)) Option {
@@ -334,6 +347,7 @@ func NewContext(ctx context.Context, db *sql.DB, opts ...Option) (*Queue, error)
 	q.setPooled(cfg.pooled != nil && *cfg.pooled)
 	q.batchSize, q.onBatch = cfg.batchSize, cfg.onBatch
 	q.onCompleterFull = cfg.onCompleterFull
+	q.afterComplete = cfg.afterComplete
 	switch {
 	case cfg.walCheckpointEvery < 0:
 	case cfg.walCheckpointEvery > 0:
