@@ -471,6 +471,31 @@ func (q *Queue) failAttempt(ctx context.Context, job *JobRow, handlerErr error) 
 	return e, nil
 }
 
+// failLanded reports whether an earlier write of the failure of job's
+// attempt (job as claimed, handler error handlerErr), whose answer was
+// lost with its connection (connectionLost), recorded it, and returns the
+// end as written: the job ended as the rule decides (status and error
+// text), its claim token cleared, its attempts unchanged since the claim
+// (so no other attempt, Reclaim or Cancel ended it). A write of it again,
+// refused, was taken for an attempt that had lost its job. A job that
+// cannot be read is not taken as recorded.
+func (q *Queue) failLanded(ctx context.Context, job *JobRow, handlerErr error) (attemptEnd, bool) {
+	now, err := q.Get(ctx, job.ID)
+	if err != nil {
+		q.logger.Debug("reading a job whose failure's answer was lost failed; taking the attempt as lost", "job_id", job.ID, "err", err)
+		return attemptEnd{}, false
+	}
+	e := decideOutcome(job, handlerFailed(handlerErr), q.now())
+	if now.Status != e.status || now.Attempts != job.Attempts || now.ClaimToken != "" || now.Error != e.errText {
+		return attemptEnd{}, false
+	}
+	e.retryAt, e.finishedAt = now.ScheduledAt, time.Time{}
+	if now.FinishedAt != nil {
+		e.finishedAt = *now.FinishedAt
+	}
+	return e, true
+}
+
 // errorText is the error's text as stored: never empty, valid UTF-8 without
 // NUL, and at most maxErrorLen bytes. It never panics: a handler may
 // return a nil pointer as a non-nil error (whose Error method then reads

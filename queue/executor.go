@@ -242,10 +242,22 @@ func (e *executors) recordFailure(a *attempt, err error, dur time.Duration, log 
 	var end attemptEnd
 	var ferr error
 	wait, outageWait := completeRetryWait, completeRetryWait
+	unsure := false // a write failed with its connection, and may have been carried out
 	for try := 1; ; {
 		ctx, cancel := context.WithTimeout(e.dbCtx, dbCallTimeout)
 		end, ferr = e.q.failAttempt(ctx, row, err)
 		cancel()
+		if h := e.q.afterFail; h != nil {
+			ferr = h(ferr)
+		}
+		if unsure && errors.Is(ferr, ErrLeaseLost) {
+			ctx, cancel := context.WithTimeout(e.dbCtx, dbCallTimeout)
+			if landed, ok := e.q.failLanded(ctx, row, err); ok {
+				end, ferr = landed, nil
+			}
+			cancel()
+		}
+		unsure = unsure || connectionLost(ferr)
 		if ferr == nil || !connectionLost(ferr) {
 			e.outageEnded(log)
 		}

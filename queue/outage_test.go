@@ -233,3 +233,51 @@ func TestCompletionAnswerLostNotReportedLost(t *testing.T) {
 		}
 	})
 }
+
+// TestFailureAnswerLostNotReportedLost: like a completion's
+// (TestCompletionAnswerLostNotReportedLost), a handler's failure that the
+// database recorded but whose answer was lost with the connection is
+// written again, and the refusal of that write is not an attempt that had
+// lost its job: the job failed as the handler said (EventFailed), no
+// EventLost, no "lost the job" warning.
+func TestFailureAnswerLostNotReportedLost(t *testing.T) {
+	forEachEngine(t, func(t *testing.T, kind engine.Kind) {
+		env := newTestEnv(t, kind)
+		logs := &testdb.LogRecorder{}
+		var lost atomic.Bool
+		events := newEventLog()
+		q := env.queue(t, nil, WithLogger(slog.New(logs)), WithListener(events.listen),
+			withAfterFailHook(func(err error) error {
+				if err == nil && lost.CompareAndSwap(false, true) {
+					return driver.ErrBadConn // carried out, the answer lost
+				}
+				return err
+			}))
+		id := enqueue(t, q, testArgs{N: 1})
+		cfg := fastConfig()
+		cfg.MaintenanceInterval = -1
+		w := q.NewWorker(cfg)
+		Handle(w, func(ctx context.Context, job *Job[testArgs]) error {
+			return Permanent(errors.New("handler error: bad address"))
+		})
+		stop, _ := startWorker(t, w)
+		waitUntil(t, 20*time.Second, "the job's attempt to end", func() bool {
+			return events.count(EventFailed)+events.count(EventLost) > 0
+		})
+		if err := stop(10 * time.Second); err != nil {
+			t.Fatal(err)
+		}
+		if !lost.Load() {
+			t.Fatal("no failure's answer was lost; the test shows nothing")
+		}
+		if job := getJob(t, q, id); job.Status != StatusFailed || job.Attempts != 1 {
+			t.Errorf("job %d: status %s, attempts %d; want failed, 1", id, job.Status, job.Attempts)
+		}
+		if f, l := events.count(EventFailed), events.count(EventLost); f != 1 || l != 0 {
+			t.Errorf("%d EventFailed and %d EventLost for a job its own attempt failed, want 1 and 0", f, l)
+		}
+		if n := logs.Count(slog.LevelWarn, "lost the job"); n != 0 {
+			t.Errorf("the worker said %d times that the attempt had lost its job: %q", n, logs.Lines(slog.LevelWarn))
+		}
+	})
+}

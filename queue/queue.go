@@ -115,6 +115,9 @@ type Queue struct {
 	// afterComplete, when set, sees the error of each completion statement
 	// and may replace it (tests: a completion whose answer was lost).
 	afterComplete func(error) error
+	// afterFail likewise sees the error of each write of a handler's
+	// failure (tests).
+	afterFail func(error) error
 	// walCheckpointEvery is how often a worker on SQLite checkpoints the
 	// WAL (checkpoint.go); 0: never.
 	walCheckpointEvery time.Duration
@@ -157,6 +160,9 @@ type config struct {
 	// afterComplete, when set, sees the error of each completion statement
 	// and may replace it (tests: a completion whose answer was lost).
 	afterComplete func(error) error
+	// afterFail likewise sees the error of each write of a handler's
+	// failure (tests).
+	afterFail func(error) error
 	// walCheckpointEvery overrides walCheckpointEvery (tests); negative:
 	// no checkpointer.
 	walCheckpointEvery time.Duration
@@ -267,6 +273,13 @@ func withAfterCompleteHook(fn func(error) error) Option {
 	return func(c *config) error { c.afterComplete = fn; return nil }
 }
 
+// withAfterFailHook makes the executors pass the error of each write of a
+// handler's failure (nil when it worked) through fn, which may replace it
+// (tests).
+func withAfterFailHook(fn func(error) error) Option {
+	return func(c *config) error { c.afterFail = fn; return nil }
+}
+
 // withBatchHook sets the batch size of ExpireOverdue and Prune (0: the
 // default) and a function that hears the rows each batch changed (tests).
 func withBatchHook(size int, fn func(op string, n int64)) Option {
@@ -348,6 +361,7 @@ func NewContext(ctx context.Context, db *sql.DB, opts ...Option) (*Queue, error)
 	q.batchSize, q.onBatch = cfg.batchSize, cfg.onBatch
 	q.onCompleterFull = cfg.onCompleterFull
 	q.afterComplete = cfg.afterComplete
+	q.afterFail = cfg.afterFail
 	switch {
 	case cfg.walCheckpointEvery < 0:
 	case cfg.walCheckpointEvery > 0:
