@@ -281,3 +281,47 @@ func TestFailureAnswerLostNotReportedLost(t *testing.T) {
 		}
 	})
 }
+
+// TestGiveBackOutlivesOutage: claimed attempts a worker must not start
+// (given back by the run's giver) that it gives back while the database
+// cannot be reached are given back once it can be: pending, the attempt
+// not counted. The giver gave up after four tries within about a second
+// ("they stay in_progress until Reclaim"), and Reclaim then counted the
+// attempt that never ran.
+func TestGiveBackOutlivesOutage(t *testing.T) {
+	forEachServerEngine(t, func(t *testing.T, kind engine.Kind) {
+		env := newTestEnv(t, kind)
+		outage, url := testdb.NewOutage(t, kind)
+		logs := &testdb.LogRecorder{}
+		q := env.queue(t, testdb.OpenURL(t, url), WithLogger(slog.New(logs)))
+		direct := env.queue(t, nil)
+		id := enqueue(t, direct, testArgs{N: 1})
+		rows := mustClaim(t, direct, nil, 1, time.Minute)
+		if len(rows) != 1 {
+			t.Fatalf("claimed %d jobs, want 1", len(rows))
+		}
+		r := &run{q: q, log: slog.New(logs), dbCtx: context.Background(), released: newReleaseList()}
+		stopGiver, giverDone := make(chan struct{}), make(chan struct{})
+		go func() { defer close(giverDone); r.giveBacks(stopGiver) }()
+		defer func() { close(stopGiver); <-giverDone }()
+
+		outage.Cut()
+		r.released.giveBack(rows[0], errors.New("jobqueue: claimed job not started: its lease passed"))
+		const failed, gaveUp = "giving back claimed jobs not started failed", "until Reclaim"
+		waitUntil(t, 30*time.Second, "the give-back tried again and again during the outage", func() bool {
+			return logs.Count(slog.LevelDebug, failed) > completeTries || logs.Count(slog.LevelWarn, gaveUp) > 0
+		})
+		if err := outage.Restore(); err != nil {
+			t.Fatal(err)
+		}
+		waitUntil(t, 30*time.Second, "the job to leave in_progress after the outage", func() bool {
+			return getJob(t, direct, id).Status != StatusInProgress
+		})
+		if job := getJob(t, direct, id); job.Status != StatusPending || job.Attempts != 0 {
+			t.Errorf("after the outage: status %s, attempts %d; want pending, 0", job.Status, job.Attempts)
+		}
+		if n := logs.Count(slog.LevelWarn, failed); n != 1 {
+			t.Errorf("%d warnings or errors about the give-back during one outage, want 1: %q", n, logs.Lines(slog.LevelWarn))
+		}
+	})
+}

@@ -185,10 +185,16 @@ func (l *releaseList) putBack(items []releasedAttempt) {
 // back on the releaseList it writes all the list holds in one batch
 // (releaseItems), tried completeTries times in all while the database
 // fails it (after completeRetryWait, the wait multiplied by 4 before each
-// further try); given up, those jobs stay in_progress until Reclaim. It
+// further try); given up, those jobs stay in_progress until Reclaim. A
+// write that failed because the database could not be reached
+// (connectionLost) is not counted: it is tried again, the wait doubling up
+// to completeOutageWait, until the database is back, the outage logged
+// once at its start and once at its end (given up after four tries, the
+// jobs waited for Reclaim, which counted the attempts that never ran). It
 // returns once stop is closed, putting back what it was trying again, for
 // releaseInterrupted.
 func (r *run) giveBacks(stop <-chan struct{}) {
+	outage := false
 	for {
 		select {
 		case <-stop:
@@ -196,11 +202,34 @@ func (r *run) giveBacks(stop <-chan struct{}) {
 		case <-r.released.kick:
 		}
 		items := r.released.take()
-		wait := completeRetryWait
-		for try := 1; len(items) > 0; try++ {
+		wait, outageWait := completeRetryWait, completeRetryWait
+		for try := 1; len(items) > 0; {
 			failed, err := r.releaseItems(items)
+			if err == nil || !connectionLost(err) {
+				if outage {
+					outage = false
+					r.log.Info("giving back claimed jobs not started again: the database can be reached")
+				}
+			}
 			if err == nil {
 				break
+			}
+			if connectionLost(err) {
+				if !outage {
+					outage = true
+					r.log.Warn("giving back claimed jobs not started failed: the database cannot be reached; keeping them until it can be (their jobs stay in_progress meanwhile)", "jobs", len(failed), "err", err)
+				} else {
+					r.log.Debug("giving back claimed jobs not started failed again: the database cannot be reached", "jobs", len(failed), "err", err, "retry_in", outageWait)
+				}
+				select {
+				case <-stop:
+					r.released.putBack(failed)
+					return
+				case <-time.After(outageWait):
+				}
+				outageWait = min(2*outageWait, completeOutageWait)
+				items = failed
+				continue
 			}
 			if try == completeTries {
 				r.log.Error("giving back claimed jobs not started failed; they stay in_progress until Reclaim", "jobs", len(failed), "err", err)
@@ -215,6 +244,7 @@ func (r *run) giveBacks(stop <-chan struct{}) {
 			}
 			wait *= 4
 			items = failed
+			try++
 		}
 	}
 }
