@@ -60,9 +60,6 @@ func Galera(t testing.TB, n int) []string {
 		cluster = append(cluster, "127.0.0.1:"+nodes[i].gcomm)
 	}
 	data := func(i int) string { return filepath.Join(nodes[i].dir, "data") }
-	if err := runAsServer(installDB, "--no-defaults", "--datadir="+data(0), "--auth-root-authentication-method=normal", "--skip-test-db"); err != nil {
-		t.Fatalf("testdb: mariadb-install-db: %v", err)
-	}
 	urls := make([]string, n)
 	start := func(i int, extra ...string) *Process {
 		nd := nodes[i]
@@ -96,9 +93,33 @@ func Galera(t testing.TB, n int) []string {
 		urls[i] = "mysql://root@127.0.0.1:" + nd.port + "/test"
 		return p
 	}
-	procs := []*Process{start(0, "--wsrep-new-cluster")}
-	if err := waitSynced(procs[0], nodes[0].port, 1, 90*time.Second); err != nil {
-		t.Fatalf("testdb: galera node 1: %v (log: %s)", err, readTail(filepath.Join(nodes[0].dir, "error.log")))
+	// The first node, which starts the cluster, starts again on new ports
+	// and a new data dir too when it exits before it is Synced: one of its
+	// ports may be taken between the pick and the bind as well (the race
+	// detector's run saw "Bind on TCP/IP port ... Address already in use"
+	// while another test's cluster started).
+	var procs []*Process
+	for try := 1; ; try++ {
+		if err := runAsServer(installDB, "--no-defaults", "--datadir="+data(0), "--auth-root-authentication-method=normal", "--skip-test-db"); err != nil {
+			t.Fatalf("testdb: mariadb-install-db: %v", err)
+		}
+		p := start(0, "--wsrep-new-cluster")
+		err := waitSynced(p, nodes[0].port, 1, 90*time.Second)
+		if err == nil {
+			procs = append(procs, p)
+			break
+		}
+		if !p.Exited() || try == galeraJoinTries {
+			t.Fatalf("testdb: galera node 1 (try %d): %v (log: %s)", try, err, readTail(filepath.Join(nodes[0].dir, "error.log")))
+		}
+		t.Logf("testdb: galera node 1 exited while starting the cluster (try %d of %d); starting it again on new ports: %v (log: %s)",
+			try, galeraJoinTries, err, readTail(filepath.Join(nodes[0].dir, "error.log")))
+		p.Stop(syscall.SIGTERM, time.Second) // it exited: only marks it stopped, so the test does not fail for it
+		if err := os.RemoveAll(data(0)); err != nil {
+			t.Fatal(err)
+		}
+		nodes[0].pickPorts(t)
+		cluster[0] = "127.0.0.1:" + nodes[0].gcomm
 	}
 	// The joiners start one at a time, each once the one before has its
 	// state: a node that asks for a state transfer while the only donor is
@@ -170,8 +191,8 @@ func Galera(t testing.TB, n int) []string {
 	return urls
 }
 
-// galeraJoinTries is how many times Galera starts a joining node that
-// exits before it is Synced.
+// galeraJoinTries is how many times Galera starts a node that exits
+// before it is Synced (the first node, and each joiner).
 const galeraJoinTries = 3
 
 // galeraNode is one node of a test cluster: its temp dir and its ports
