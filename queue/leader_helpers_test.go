@@ -5,6 +5,7 @@ package queue
 // among them.
 
 import (
+	"context"
 	"strings"
 	"sync"
 	"testing"
@@ -88,4 +89,22 @@ func theLeader(t *testing.T, procs []*leaderProc, timeout time.Duration) *leader
 		return leader != nil
 	})
 	return leader
+}
+
+// leadingElector returns an elector of q (a lease of 5 s) that leads: its
+// first attempt took the free lease. It returns the elector's fence and the
+// context of its term as fence gives them.
+func leadingElector(t *testing.T, q *Queue) (*elector, *termFence, context.Context) {
+	t.Helper()
+	e := newElector(q, q.logger, 5*time.Second, false)
+	ctx := context.Background()
+	if !e.ensure(ctx) {
+		t.Fatal("creating the leader row failed")
+	}
+	e.attempt(ctx)
+	f, term, leading := e.fence()
+	if !leading {
+		t.Fatal("the elector does not lead after its first attempt")
+	}
+	return e, f, term
 }

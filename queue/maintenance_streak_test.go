@@ -38,16 +38,8 @@ func TestMaintenanceFailureLoggedOncePerRun(t *testing.T) {
 	q := env.queue(t, nil, WithLogger(slog.New(logs)))
 	st := &failingExpireStore{store: q.st}
 	q.st = st
-	e := newElector(q, q.logger, 5*time.Second, false)
 	ctx := context.Background()
-	if !e.ensure(ctx) {
-		t.Fatal("creating the leader row failed")
-	}
-	e.attempt(ctx)
-	f, term, leading := e.fence()
-	if !leading {
-		t.Fatal("the elector does not lead after its first attempt")
-	}
+	e, f, term := leadingElector(t, q)
 	m := &maintainer{q: q, log: q.logger, el: e, interval: time.Millisecond}
 	const warning = "expiring overdue jobs failed"
 	for _, step := range []struct {

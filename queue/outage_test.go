@@ -187,99 +187,90 @@ func TestHeartbeatOutageLoggedOnce(t *testing.T) {
 	})
 }
 
-// TestCompletionAnswerLostNotReportedLost: a completion that the database
-// carried out but whose answer was lost with the connection (the session
-// killed, the server gone, just after the commit) is written again, and
-// the write, refused since the job is completed already, is the
-// completion's own: the job counts as completed, not as an attempt that
-// had lost its job. The worker warned "completion refused" and emitted
-// EventLost (outcome lost) for a job that its own attempt had completed.
-func TestCompletionAnswerLostNotReportedLost(t *testing.T) {
-	forEachEngine(t, func(t *testing.T, kind engine.Kind) {
-		env := newTestEnv(t, kind)
-		logs := &testdb.LogRecorder{}
-		var lost atomic.Bool
-		events := newEventLog()
-		q := env.queue(t, nil, WithLogger(slog.New(logs)), WithListener(events.listen),
-			withAfterCompleteHook(func(err error) error {
-				if err == nil && lost.CompareAndSwap(false, true) {
-					return driver.ErrBadConn // carried out, the answer lost
+// TestAnswerLostNotReportedLost: a result (a completion, a handler's
+// failure) that the database carried out but whose answer was lost with the
+// connection (the session killed, the server gone, just after the commit)
+// is written again, and the write, refused since the job has ended
+// already, is the result's own: the job ended as its attempt said, not as
+// an attempt that had lost its job. The worker warned ("completion
+// refused", "lost the job") and emitted EventLost for a job that its own
+// attempt had ended.
+func TestAnswerLostNotReportedLost(t *testing.T) {
+	cases := []struct {
+		name string
+		// hook is the test hook after the result's write.
+		hook func(func(error) error) Option
+		// handler is the job's handler.
+		handler func(context.Context, *Job[testArgs]) error
+		// want is the job's status and the event of its end; warn the
+		// warning that must not come.
+		want     Status
+		ended    EventKind
+		warn     string
+		whatLost string
+	}{
+		{
+			name:     "completion",
+			hook:     withAfterCompleteHook,
+			handler:  func(ctx context.Context, job *Job[testArgs]) error { return nil },
+			want:     StatusCompleted,
+			ended:    EventCompleted,
+			warn:     "completion refused",
+			whatLost: "completion",
+		},
+		{
+			name: "failure",
+			hook: withAfterFailHook,
+			handler: func(ctx context.Context, job *Job[testArgs]) error {
+				return Permanent(errors.New("handler error: bad address"))
+			},
+			want:     StatusFailed,
+			ended:    EventFailed,
+			warn:     "lost the job",
+			whatLost: "failure",
+		},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			forEachEngine(t, func(t *testing.T, kind engine.Kind) {
+				env := newTestEnv(t, kind)
+				logs := &testdb.LogRecorder{}
+				var lost atomic.Bool
+				events := newEventLog()
+				q := env.queue(t, nil, WithLogger(slog.New(logs)), WithListener(events.listen),
+					tc.hook(func(err error) error {
+						if err == nil && lost.CompareAndSwap(false, true) {
+							return driver.ErrBadConn // carried out, the answer lost
+						}
+						return err
+					}))
+				id := enqueue(t, q, testArgs{N: 1})
+				cfg := fastConfig()
+				cfg.MaintenanceInterval = -1
+				w := q.NewWorker(cfg)
+				Handle(w, tc.handler)
+				stop, _ := startWorker(t, w)
+				waitUntil(t, 20*time.Second, "the job's attempt to end", func() bool {
+					return events.count(tc.ended)+events.count(EventLost) > 0
+				})
+				if err := stop(10 * time.Second); err != nil {
+					t.Fatal(err)
 				}
-				return err
-			}))
-		id := enqueue(t, q, testArgs{N: 1})
-		cfg := fastConfig()
-		cfg.MaintenanceInterval = -1
-		w := q.NewWorker(cfg)
-		Handle(w, func(ctx context.Context, job *Job[testArgs]) error { return nil })
-		stop, _ := startWorker(t, w)
-		waitUntil(t, 20*time.Second, "the job's attempt to end", func() bool {
-			return events.count(EventCompleted)+events.count(EventLost) > 0
-		})
-		if err := stop(10 * time.Second); err != nil {
-			t.Fatal(err)
-		}
-		if !lost.Load() {
-			t.Fatal("no completion's answer was lost; the test shows nothing")
-		}
-		if job := getJob(t, q, id); job.Status != StatusCompleted || job.Attempts != 1 {
-			t.Errorf("job %d: status %s, attempts %d; want completed, 1", id, job.Status, job.Attempts)
-		}
-		if c, l := events.count(EventCompleted), events.count(EventLost); c != 1 || l != 0 {
-			t.Errorf("%d EventCompleted and %d EventLost for a job its own attempt completed, want 1 and 0", c, l)
-		}
-		if n := logs.Count(slog.LevelWarn, "completion refused"); n != 0 {
-			t.Errorf("the worker said %d times that the completion was refused: %q", n, logs.Lines(slog.LevelWarn))
-		}
-	})
-}
-
-// TestFailureAnswerLostNotReportedLost: like a completion's
-// (TestCompletionAnswerLostNotReportedLost), a handler's failure that the
-// database recorded but whose answer was lost with the connection is
-// written again, and the refusal of that write is not an attempt that had
-// lost its job: the job failed as the handler said (EventFailed), no
-// EventLost, no "lost the job" warning.
-func TestFailureAnswerLostNotReportedLost(t *testing.T) {
-	forEachEngine(t, func(t *testing.T, kind engine.Kind) {
-		env := newTestEnv(t, kind)
-		logs := &testdb.LogRecorder{}
-		var lost atomic.Bool
-		events := newEventLog()
-		q := env.queue(t, nil, WithLogger(slog.New(logs)), WithListener(events.listen),
-			withAfterFailHook(func(err error) error {
-				if err == nil && lost.CompareAndSwap(false, true) {
-					return driver.ErrBadConn // carried out, the answer lost
+				if !lost.Load() {
+					t.Fatalf("no %s's answer was lost; the test shows nothing", tc.whatLost)
 				}
-				return err
-			}))
-		id := enqueue(t, q, testArgs{N: 1})
-		cfg := fastConfig()
-		cfg.MaintenanceInterval = -1
-		w := q.NewWorker(cfg)
-		Handle(w, func(ctx context.Context, job *Job[testArgs]) error {
-			return Permanent(errors.New("handler error: bad address"))
+				if job := getJob(t, q, id); job.Status != tc.want || job.Attempts != 1 {
+					t.Errorf("job %d: status %s, attempts %d; want %s, 1", id, job.Status, job.Attempts, tc.want)
+				}
+				if e, l := events.count(tc.ended), events.count(EventLost); e != 1 || l != 0 {
+					t.Errorf("%d %v and %d EventLost for a job its own attempt ended, want 1 and 0", e, tc.ended, l)
+				}
+				if n := logs.Count(slog.LevelWarn, tc.warn); n != 0 {
+					t.Errorf("the worker warned %d times %q: %q", n, tc.warn, logs.Lines(slog.LevelWarn))
+				}
+			})
 		})
-		stop, _ := startWorker(t, w)
-		waitUntil(t, 20*time.Second, "the job's attempt to end", func() bool {
-			return events.count(EventFailed)+events.count(EventLost) > 0
-		})
-		if err := stop(10 * time.Second); err != nil {
-			t.Fatal(err)
-		}
-		if !lost.Load() {
-			t.Fatal("no failure's answer was lost; the test shows nothing")
-		}
-		if job := getJob(t, q, id); job.Status != StatusFailed || job.Attempts != 1 {
-			t.Errorf("job %d: status %s, attempts %d; want failed, 1", id, job.Status, job.Attempts)
-		}
-		if f, l := events.count(EventFailed), events.count(EventLost); f != 1 || l != 0 {
-			t.Errorf("%d EventFailed and %d EventLost for a job its own attempt failed, want 1 and 0", f, l)
-		}
-		if n := logs.Count(slog.LevelWarn, "lost the job"); n != 0 {
-			t.Errorf("the worker said %d times that the attempt had lost its job: %q", n, logs.Lines(slog.LevelWarn))
-		}
-	})
+	}
 }
 
 // TestGiveBackOutlivesOutage: claimed attempts a worker must not start

@@ -39,16 +39,7 @@ func TestPeriodicTickOutlivesFailedProbe(t *testing.T) {
 	q := env.queue(t, nil, WithLogger(slog.New(logs)))
 	q.unique.ok.Store(false) // not checked yet
 	q.st = &flakyProbeStore{store: q.st, fails: 2}
-	e := newElector(q, q.logger, 5*time.Second, false)
-	ctx := context.Background()
-	if !e.ensure(ctx) {
-		t.Fatal("creating the leader row failed")
-	}
-	e.attempt(ctx)
-	f, term, leading := e.fence()
-	if !leading {
-		t.Fatal("the elector does not lead after its first attempt")
-	}
+	e, f, term := leadingElector(t, q)
 	tick := time.Now().UTC().Truncate(time.Minute)
 	p := Periodic("probe", everyFrom{start: tick, period: time.Hour}, kindArgs{K: "tick"})
 	s := &scheduler{q: q, log: q.logger, el: e, jobs: []PeriodicJob{p}}

@@ -1,7 +1,6 @@
 package queue
 
 import (
-	"context"
 	"errors"
 	"log/slog"
 	"strings"
@@ -35,16 +34,7 @@ func TestPeriodicSkippedTicksLoggedOncePerRun(t *testing.T) {
 	env := newTestEnv(t, engine.SQLite)
 	logs := &testdb.LogRecorder{}
 	q := env.queue(t, nil, WithLogger(slog.New(logs)))
-	e := newElector(q, q.logger, 5*time.Second, false)
-	ctx := context.Background()
-	if !e.ensure(ctx) {
-		t.Fatal("creating the leader row failed")
-	}
-	e.attempt(ctx)
-	f, term, leading := e.fence()
-	if !leading {
-		t.Fatal("the elector does not lead after its first attempt")
-	}
+	e, f, term := leadingElector(t, q)
 	var refuse atomic.Bool
 	start := time.Now().UTC().Truncate(time.Minute)
 	p := Periodic("report", everyFrom{start: start, period: time.Second}, refusingArgs{refuse: &refuse})
