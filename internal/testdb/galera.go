@@ -100,7 +100,7 @@ func Galera(t testing.TB, n int) []string {
 	// while another test's cluster started).
 	var procs []*Process
 	for try := 1; ; try++ {
-		if err := runAsServer(installDB, "--no-defaults", "--datadir="+data(0), "--auth-root-authentication-method=normal", "--skip-test-db"); err != nil {
+		if err := installGaleraDB(t, installDB, nodes[0].dir, data(0)); err != nil {
 			t.Fatalf("testdb: mariadb-install-db: %v", err)
 		}
 		p := start(0, "--wsrep-new-cluster")
@@ -189,6 +189,43 @@ func Galera(t testing.TB, n int) []string {
 		}
 	})
 	return urls
+}
+
+// installGaleraDB makes the first node's data dir with mariadb-install-db,
+// its temporary files in the node's own dir; a failed run is tried again
+// on an empty data dir, up to galeraJoinTries times (CI saw it fail now
+// and then, two clusters starting at once, on a temporary table in /tmp
+// that was gone when it dropped it: "Unknown table 'mysql.tmp_user_sys'").
+func installGaleraDB(t testing.TB, installDB, dir, data string) error {
+	t.Helper()
+	tmp := filepath.Join(dir, "tmp")
+	var err error
+	for try := 1; try <= galeraJoinTries; try++ {
+		if try > 1 {
+			t.Logf("testdb: mariadb-install-db failed (try %d of %d), trying again: %v", try-1, galeraJoinTries, err)
+		}
+		for _, d := range []string{data, tmp} {
+			if err := os.RemoveAll(d); err != nil {
+				return err
+			}
+		}
+		if err = os.MkdirAll(tmp, 0o700); err != nil {
+			return err
+		}
+		uid, gid, uerr := serverUser()
+		if uerr != nil {
+			return uerr
+		}
+		if err = os.Chown(tmp, uid, gid); err != nil {
+			return err
+		}
+		err = runAsServer(installDB, "--no-defaults", "--datadir="+data, "--tmpdir="+tmp,
+			"--auth-root-authentication-method=normal", "--skip-test-db")
+		if err == nil {
+			return nil
+		}
+	}
+	return err
 }
 
 // galeraJoinTries is how many times Galera starts a node that exits
