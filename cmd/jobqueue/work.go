@@ -95,8 +95,8 @@ jobqueue_oldest_pending_age_seconds), read at most once per 5s whatever the
 scrape rate (--metrics-count-limit N stops each count at N, for a table of
 millions of rows). Port 0 picks a free port; the URL is logged at start.
 
-SIGINT, SIGTERM or SIGHUP stops claiming; running commands get --grace to finish, then
-the worker exits 0. A second such signal during the grace (Ctrl-C again) ends it
+SIGINT, SIGTERM or SIGHUP stops claiming (logged at once, whatever the database
+does); running commands get --grace to finish, then the worker exits 0. A second such signal during the grace (Ctrl-C again) ends it
 at once: the running commands' process groups are killed and their jobs released,
 as when --grace has passed, and the worker exits 0. Should that be stuck (a
 database out of reach, say), a third signal ends the process there and then
@@ -210,6 +210,12 @@ stop it on their own (0, their default, is no limit).`,
 			}
 			ctx := cmd.Context()
 			log := a.logger(level)
+			// The first signal ends ctx. Say so at once: the queue logs
+			// its stop only once a claim in flight has returned, which a
+			// locked database holds up to 30 s (busy_timeout, retries).
+			defer context.AfterFunc(ctx, func() {
+				log.Info("signal received: worker stopping: claiming no more jobs; running commands get the grace to finish, a second signal ends them at once", "grace", grace)
+			})()
 			// As PID 1, reap the orphans of the commands.
 			children, stopReaper := startReaper(log, "/proc")
 			defer stopReaper()
