@@ -5,7 +5,8 @@
 //
 // The fields are minute, hour, day of month, month and day of week, with
 // the usual *, lists (1,15), ranges (1-5), steps (*/10) and names (jan,
-// mon). The shorthands are @yearly (@annually), @monthly, @weekly, @daily
+// mon). Sunday is 0 or 7 (as in crontab(5): 5-7 is Friday to Sunday). A
+// list with an empty item ("1,,2", "1,") is refused, naming its field. The shorthands are @yearly (@annually), @monthly, @weekly, @daily
 // (@midnight) and @hourly. A time zone is given as a prefix, as in
 // "CRON_TZ=Europe/Paris 0 3 * * *" (or TZ=), or with ParseIn.
 //
@@ -136,6 +137,13 @@ func parseIn(orig, text string, loc *time.Location) (*Schedule, error) {
 		return &Schedule{spec: orig, loc: loc, every: every}, nil
 	}
 	if strings.HasPrefix(text, "@") || len(strings.Fields(text)) == 5 {
+		if !strings.HasPrefix(text, "@") {
+			checked, err := checkFields(text)
+			if err != nil {
+				return nil, fmt.Errorf("%w: %q: %v", ErrInvalidSchedule, orig, err)
+			}
+			text = checked
+		}
 		parsed, err := parser.Parse(text)
 		if err != nil {
 			return nil, fmt.Errorf("%w: %q: %v", ErrInvalidSchedule, orig, err)

@@ -17,6 +17,8 @@ var referenceSpecs = []string{
 	"30 * * * *", "0 * * * *", "*/15 * * * *", "*/20 0-3 * * *",
 	"0 12 * * sun", "0 12 * * fri", "0 0 * * fri", "0 * * * sun", "15 3 1,15 * *", "0 0 29 3 *", "0 12 1 * mon",
 	"@hourly", "@daily", "@weekly", "0 */2 * * *", "5 0-3 * * mon-fri",
+	// Sunday as 7 (crontab(5)), on the Sundays that clocks change.
+	"30 2 * * 7", "0 0 * * 5-7", "15 * * * 1-7/3",
 }
 
 // referenceZones have clocks that change at 02:00 (Berlin, New York), at
