@@ -18,6 +18,11 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+
+	// The IANA time zones (about 450 KB), for --periodic 'CRON_TZ=ZONE …'
+	// on a machine or minimal image without /usr/share/zoneinfo. Here, not
+	// in queue/cron: a program using the library decides for itself.
+	_ "time/tzdata"
 )
 
 func main() {

@@ -80,7 +80,8 @@ shows who leads.
 NAME, of the first --type (or default), with payload {}, at each tick of
 SCHEDULE: 5 cron fields (minute hour day-of-month month day-of-week), @hourly,
 @daily, @weekly, @monthly or @every DUR, in UTC unless prefixed with
-CRON_TZ=ZONE (e.g. 'report=CRON_TZ=Europe/Paris 0 3 * * *'). Each tick is
+CRON_TZ=ZONE (e.g. 'report=CRON_TZ=Europe/Paris 0 3 * * *'; the binary carries
+the time zones, no /usr/share/zoneinfo needed). Each tick is
 enqueued once, whatever the number of workers; ticks that passed while no
 worker led are skipped, except the latest with --run-missed. Give every worker
 of the table the same --periodic flags.

@@ -8,7 +8,11 @@
 // mon). Sunday is 0 or 7 (as in crontab(5): 5-7 is Friday to Sunday). A
 // list with an empty item ("1,,2", "1,") is refused, naming its field. The shorthands are @yearly (@annually), @monthly, @weekly, @daily
 // (@midnight) and @hourly. A time zone is given as a prefix, as in
-// "CRON_TZ=Europe/Paris 0 3 * * *" (or TZ=), or with ParseIn.
+// "CRON_TZ=Europe/Paris 0 3 * * *" (or TZ=), or with ParseIn. Zones are
+// read by time.LoadLocation, from $ZONEINFO or the system's zoneinfo; a
+// program that may run without one (a minimal container image) imports
+// _ "time/tzdata" in its main package to embed a copy (this package does
+// not, to leave that choice to the program).
 //
 // The fields are parsed by github.com/robfig/cron/v3's parser, the
 // de-facto standard one in Go; this package adds what a queue needs on top:
