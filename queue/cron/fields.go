@@ -82,7 +82,7 @@ func sundaySeven(item string) (string, error) {
 		if err != nil || n < 1 {
 			return "", fmt.Errorf("the step of %q must be a whole number of at least 1", item)
 		}
-		step = n
+		step = min(n, sunday7+1) // past 7 only low counts; d += step must not overflow
 	}
 	var days []string
 	for d := low; d <= high; d += step {

@@ -42,6 +42,8 @@ func TestDayOfWeekSeven(t *testing.T) {
 		{"1,7", []time.Weekday{mon, sun}},
 		{"0,7", []time.Weekday{sun}},
 		{"mon,5-7/2", []time.Weekday{mon, fri, sun}},
+		{"5-7/9223372036854775807", []time.Weekday{fri}}, // no overflow of the day
+		{"0-7/8", []time.Weekday{sun}},
 		// Unchanged: items without 7.
 		{"*/2", []time.Weekday{tue, thu, sat, sun}},
 		{"5/1", []time.Weekday{fri, sat}}, // robfig: N/step is N-6/step
