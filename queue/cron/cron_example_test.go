@@ -27,6 +27,25 @@ func ExampleParse() {
 	// Wed 2026-12-09 09:30 UTC
 }
 
+// Sunday is 0 or 7 in the day-of-week field, as in crontab(5): 5-7 is
+// Friday to Sunday. A list with an empty item is refused, naming its
+// field.
+func ExampleParse_sunday() {
+	s := cron.MustParse("0 10 * * 5-7")                // 10:00 UTC, Friday to Sunday
+	t := time.Date(2026, 12, 7, 12, 0, 0, 0, time.UTC) // a Monday
+	for range 3 {
+		t = s.Next(t)
+		fmt.Println(t.Format("Mon 2006-01-02 15:04"))
+	}
+	_, err := cron.Parse("0 10 * * 1,,5")
+	fmt.Println(err)
+	// Output:
+	// Fri 2026-12-11 10:00
+	// Sat 2026-12-12 10:00
+	// Sun 2026-12-13 10:00
+	// jobqueue/cron: invalid schedule: "0 10 * * 1,,5": the day-of-week field "1,,5" has an empty list item (a comma at its start or end, or two in a row); remove the extra comma, as in "1,5", or put the missing value there
+}
+
 // @every DUR ticks at whole multiples of DUR since the Unix epoch, so that
 // every process computes the same ticks, whenever it started.
 func ExampleParse_every() {
