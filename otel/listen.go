@@ -18,17 +18,23 @@ import (
 //
 // An attempt abandoned by its worker (EventReclaimed) is counted in
 // jobqueue.jobs.worked by the process whose Reclaim ended it, under the
-// outcome Reclaim wrote (no duration is known); if that worker was alive
-// but late, it counts the attempt too, as lost. An attempt given back
-// unstarted (Event.GivenBack: the worker stopped while it waited in the
-// buffer ahead) is not an attempt there, as in the table's attempts; its
-// claim was measured in jobqueue.job.wait, and the job's next claim is
-// measured again from the same scheduled_at.
+// outcome Reclaim wrote (no duration is known). So each attempt is counted
+// once: an attempt that ends as lost (queue.OutcomeLost: its worker was
+// alive but late, and Reclaim had ended the attempt, or will once its
+// lease passes) is not counted in jobqueue.jobs.worked again,
+// whichever of the two events comes first and in whichever process; only
+// its handler's duration is recorded, in jobqueue.job.duration under the
+// outcome lost. A lost attempt whose job was cancelled
+// (queue.OutcomeCancelled) is counted, as cancelled: Cancel counts nothing.
+// An attempt given back unstarted (Event.GivenBack: the worker stopped
+// while it waited in the buffer ahead) is not an attempt there, as in the
+// table's attempts; its claim was measured in jobqueue.job.wait, and the
+// job's next claim is measured again from the same scheduled_at.
 func (t *Telemetry) Listen(ev queue.Event) {
 	ctx := context.Background()
 	if ev.Kind == queue.EventReclaimed {
 		// Attempts whose worker stopped without ending them (it was
-		// killed, say): no other process counts them.
+		// killed, say), or was late (its EventLost does not count them).
 		for _, r := range ev.Reclaimed {
 			t.worked.Add(ctx, r.Count, t.attrs.of(r.Type, r.Outcome).add...)
 		}
@@ -47,7 +53,10 @@ func (t *Telemetry) Listen(ev queue.Event) {
 			return
 		}
 		a := t.attrs.of(ev.Job.Type, ev.Outcome)
-		t.worked.Add(ctx, 1, a.add...)
+		if ev.Outcome != queue.OutcomeLost {
+			// A lost attempt is Reclaim's to count: counted once.
+			t.worked.Add(ctx, 1, a.add...)
+		}
 		t.duration.Record(ctx, ev.Duration.Seconds(), a.record...)
 	}
 }

@@ -29,9 +29,13 @@
 //     queue.Outcome); a claimed job given back unstarted (queue.Event's
 //     GivenBack) is not an attempt, as in the table, and the attempts of a
 //     worker that died are counted by the process whose Reclaim ends them
-//     (queue.Event's Reclaimed).
+//     (queue.Event's Reclaimed). Each attempt is counted once: a late
+//     worker's attempt that Reclaim ended (outcome lost) is Reclaim's to
+//     count, under the outcome it wrote, so lost is never counted here;
+//     it appears on jobqueue.job.duration only.
 //   - jobqueue.job.duration: histogram of how long the handlers ran,
-//     seconds, attributes type and outcome.
+//     seconds, attributes type and outcome (lost: handlers that returned
+//     after their attempt had been reclaimed).
 //   - jobqueue.job.wait: histogram of the time from a job's scheduled_at to
 //     its claim, seconds, attribute type: one measurement per claim.
 //
