@@ -86,7 +86,9 @@ func (a *app) reclaimCommand() *cobra.Command {
 		`reclaim finds in_progress jobs whose lease has passed (their worker died or
 lost the database) and makes them pending again at once, or failed when their
 attempts are used up, or expired when their deadline has passed. It prints how
-many. Workers do this on their own from time to time.`,
+many. Workers do this on their own from time to time. The attempts it ends are
+counted in no metrics (this command exports none): the workers' reclaims and
+the dashboard's are counted in their /metrics.`,
 		"reclaimed", func(ctx context.Context, q *queue.Queue) (int64, error) { return q.Reclaim(ctx) })
 }
 

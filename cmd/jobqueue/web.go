@@ -15,6 +15,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	jobqueueotel "github.com/jobqueue/jobqueue/otel"
 	"github.com/jobqueue/jobqueue/web"
 )
 
@@ -51,7 +52,8 @@ basic auth when it is on), serves the table's jobs per type and status and
 oldest due pending job's age per type in the Prometheus text format
 (jobqueue_jobs, jobqueue_oldest_pending_age_seconds), read at most once per 5s
 whatever the scrape rate (--metrics-count-limit N stops each count at N, for a
-table of millions of rows).`,
+table of millions of rows), and jobqueue_jobs_worked_total for the abandoned
+attempts its reclaim action ended.`,
 		Args: cobra.NoArgs,
 		RunE: runE(func(cmd *cobra.Command, args []string) error {
 			user, pass := os.Getenv(envWebUser), os.Getenv(envWebPassword)
@@ -80,7 +82,25 @@ table of millions of rows).`,
 			}
 			ctx := cmd.Context()
 			logger := a.logger(slog.LevelInfo)
-			q, closeQueue, err := a.openQueue(ctx)
+			m, err := newPromMetrics(logger)
+			if err != nil {
+				return err
+			}
+			defer func() {
+				sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+				defer cancel()
+				if err := m.close(sctx); err != nil {
+					logger.Warn("metrics: " + err.Error())
+				}
+			}()
+			// The queue reports to the telemetry, so that the attempts the
+			// dashboard's reclaim ends are counted in
+			// jobqueue_jobs_worked_total, as a worker's maintenance's are.
+			tel, err := jobqueueotel.New(jobqueueotel.Config{MeterProvider: m.provider})
+			if err != nil {
+				return err
+			}
+			q, closeQueue, err := a.openQueue(ctx, tel.QueueOptions()...)
 			if err != nil {
 				if ctx.Err() != nil {
 					// SIGINT or SIGTERM while connecting: a stop
@@ -91,17 +111,6 @@ table of millions of rows).`,
 			}
 			defer closeQueue()
 			err = func() error {
-				m, err := newPromMetrics(logger)
-				if err != nil {
-					return err
-				}
-				defer func() {
-					sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-					defer cancel()
-					if err := m.close(sctx); err != nil {
-						logger.Warn("metrics: " + err.Error())
-					}
-				}()
 				if err := m.observe(q, countLimit); err != nil {
 					return err
 				}
