@@ -13,20 +13,40 @@ import (
 	"github.com/jobqueue/jobqueue/queue"
 )
 
-// The attributes of the instruments: a job's type (its queue) and the
-// outcome of an attempt. Never its id or kind.
+// The attributes of the instruments: a job's type (its queue), the
+// outcome of an attempt, and whether jobs were enqueued in the caller's
+// transaction. Never its id or kind.
 const (
 	// AttrType is the job's type, on every instrument.
 	AttrType = attribute.Key("type")
 	// AttrOutcome is how an attempt ended (a queue.Outcome), on
 	// jobqueue.jobs.worked and jobqueue.job.duration.
 	AttrOutcome = attribute.Key("outcome")
+	// AttrInTx is on jobqueue.jobs.enqueued: true for the jobs written in
+	// a transaction still open when they were counted, which may yet roll
+	// back: the caller's (EnqueueTx, EnqueueManyTx; a *sql.Tx tells no one
+	// of its commit) or the leader's act that enqueues a periodic job's
+	// tick (tried again after a conflict, and rolled back when the
+	// leadership is lost); false for the jobs Enqueue and EnqueueMany
+	// committed before they returned, which exist once counted.
+	AttrInTx = attribute.Key("in_tx")
 )
 
-// attrKey names one set of attributes; outcome is "" for the type alone.
+// instrument names the instruments whose attribute sets differ.
+type instrument int
+
+const (
+	instEnqueued instrument = iota + 1 // jobqueue.jobs.enqueued: type, in_tx
+	instWorked                         // jobqueue.jobs.worked and jobqueue.job.duration: type, outcome
+	instWait                           // jobqueue.job.wait: type
+)
+
+// attrKey names one set of attributes.
 type attrKey struct {
+	inst    instrument
 	typ     string
-	outcome queue.Outcome
+	outcome queue.Outcome // instWorked only
+	inTx    bool          // instEnqueued only
 }
 
 // measureOpts are the options of one attribute set, for Add and Record.
@@ -43,21 +63,36 @@ type attrCache struct {
 	m     map[attrKey]*measureOpts
 }
 
-// ofType is the options of the attribute set {type}.
-func (c *attrCache) ofType(typ string) *measureOpts { return c.of(typ, "") }
+// enqueued is the options of jobqueue.jobs.enqueued's set {type, in_tx}.
+func (c *attrCache) enqueued(typ string, inTx bool) *measureOpts {
+	return c.of(attrKey{inst: instEnqueued, typ: typ, inTx: inTx})
+}
 
-// of is the options of {type, outcome} ({type} when outcome is "").
-func (c *attrCache) of(typ string, outcome queue.Outcome) *measureOpts {
-	k := attrKey{typ, outcome}
+// worked is the options of jobqueue.jobs.worked's and
+// jobqueue.job.duration's set {type, outcome}.
+func (c *attrCache) worked(typ string, outcome queue.Outcome) *measureOpts {
+	return c.of(attrKey{inst: instWorked, typ: typ, outcome: outcome})
+}
+
+// wait is the options of jobqueue.job.wait's set {type}.
+func (c *attrCache) wait(typ string) *measureOpts {
+	return c.of(attrKey{inst: instWait, typ: typ})
+}
+
+// of is the options of the set k names.
+func (c *attrCache) of(k attrKey) *measureOpts {
 	c.mu.RLock()
 	o, ok := c.m[k]
 	c.mu.RUnlock()
 	if ok {
 		return o
 	}
-	kvs := append(slices.Clip(c.extra), AttrType.String(typ))
-	if outcome != "" {
-		kvs = append(kvs, AttrOutcome.String(string(outcome)))
+	kvs := append(slices.Clip(c.extra), AttrType.String(k.typ))
+	switch k.inst {
+	case instEnqueued:
+		kvs = append(kvs, AttrInTx.Bool(k.inTx))
+	case instWorked:
+		kvs = append(kvs, AttrOutcome.String(string(k.outcome)))
 	}
 	opt := metric.WithAttributeSet(attribute.NewSet(kvs...))
 	c.mu.Lock()

@@ -81,8 +81,8 @@ func TestEnqueueSpanMiddlewareMistakes(t *testing.T) {
 				if !strings.Contains(last, c.errPart) {
 					t.Errorf("last enqueue span's status %q, want one saying %q", last, c.errPart)
 				}
-				if n := rec.collect(t)[jobqueueotel.MetricEnqueued]["type=mail"]; n != c.counted {
-					t.Errorf("%s{type=mail} = %d, want %d", jobqueueotel.MetricEnqueued, n, c.counted)
+				if n := rec.collect(t)[jobqueueotel.MetricEnqueued]["in_tx=false,type=mail"]; n != c.counted {
+					t.Errorf("%s{in_tx=false,type=mail} = %d, want %d", jobqueueotel.MetricEnqueued, n, c.counted)
 				}
 				rows, err := q.Stats(context.Background(), "")
 				if err != nil {
@@ -126,8 +126,8 @@ func TestEnqueueSpanPanic(t *testing.T) {
 		if st := spans[0].Status(); st.Code != codes.Error || !strings.Contains(st.Description, "boom") {
 			t.Errorf("the span of a panicking enqueue has status %v %q, want Error saying boom", st.Code, st.Description)
 		}
-		if n := rec.collect(t)[jobqueueotel.MetricEnqueued]["type=mail"]; n != 0 {
-			t.Errorf("%s{type=mail} = %d after a panic, want 0", jobqueueotel.MetricEnqueued, n)
+		if n := rec.collect(t)[jobqueueotel.MetricEnqueued]["in_tx=false,type=mail"]; n != 0 {
+			t.Errorf("%s{in_tx=false,type=mail} = %d after a panic, want 0", jobqueueotel.MetricEnqueued, n)
 		}
 	})
 }

@@ -90,7 +90,7 @@ func Example() {
 	// Output:
 	// span: jobqueue.enqueue producer
 	// span: jobqueue.work consumer
-	// jobqueue.jobs.enqueued{type=email} 1
+	// jobqueue.jobs.enqueued{in_tx=false,type=email} 1
 	// jobqueue.jobs.worked{outcome=completed,type=email} 1
 	// jobqueue.job.duration{outcome=completed,type=email} 1 measurement(s), unit s
 	// jobqueue.job.wait{type=email} 1 measurement(s), unit s

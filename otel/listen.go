@@ -36,7 +36,7 @@ func (t *Telemetry) Listen(ev queue.Event) {
 		// Attempts whose worker stopped without ending them (it was
 		// killed, say), or was late (its EventLost does not count them).
 		for _, r := range ev.Reclaimed {
-			t.worked.Add(ctx, r.Count, t.attrs.of(r.Type, r.Outcome).add...)
+			t.worked.Add(ctx, r.Count, t.attrs.worked(r.Type, r.Outcome).add...)
 		}
 		return
 	}
@@ -46,13 +46,13 @@ func (t *Telemetry) Listen(ev queue.Event) {
 	switch ev.Kind {
 	case queue.EventClaimed:
 		wait := max(time.Since(ev.Job.ScheduledAt), 0)
-		t.wait.Record(ctx, wait.Seconds(), t.attrs.ofType(ev.Job.Type).record...)
+		t.wait.Record(ctx, wait.Seconds(), t.attrs.wait(ev.Job.Type).record...)
 	case queue.EventCompleted, queue.EventFailed, queue.EventLost:
 		if ev.GivenBack {
 			// Never started: the table does not count the attempt.
 			return
 		}
-		a := t.attrs.of(ev.Job.Type, ev.Outcome)
+		a := t.attrs.worked(ev.Job.Type, ev.Outcome)
 		if ev.Outcome != queue.OutcomeLost {
 			// A lost attempt is Reclaim's to count: counted once.
 			t.worked.Add(ctx, 1, a.add...)

@@ -20,10 +20,14 @@
 //     Error. The handler runs in the span's context.
 //
 // Instruments (the meter named ScopeName):
-//   - jobqueue.jobs.enqueued: counter of jobs written, attribute type
-//     (duplicates of a unique key are not counted; jobs enqueued in the
-//     caller's transaction are counted when EnqueueTx returns, whether or
-//     not the transaction then commits).
+//   - jobqueue.jobs.enqueued: counter of jobs written, attributes type
+//     and in_tx (AttrInTx); duplicates of a unique key are not counted.
+//     in_tx=false counts exactly the jobs that exist: Enqueue and
+//     EnqueueMany commit before they return. in_tx=true counts the jobs of
+//     EnqueueTx and EnqueueManyTx (and a leader's periodic jobs, written
+//     in its fenced transaction) when written, before the transaction
+//     ends: a *sql.Tx tells no one of its commit, so a rolled-back
+//     transaction's jobs are counted too.
 //   - jobqueue.jobs.worked: counter of attempts ended, attributes type and
 //     outcome: completed, retried, failed, expired, cancelled or lost (see
 //     queue.Outcome); a claimed job given back unstarted (queue.Event's
@@ -132,7 +136,7 @@ func New(cfg Config) (*Telemetry, error) {
 		switch {
 		case !kv.Valid():
 			return nil, fmt.Errorf("jobqueueotel: attribute %q is not valid (an empty key or no value); give each a key and a value", kv.Key)
-		case kv.Key == AttrType || kv.Key == AttrOutcome:
+		case kv.Key == AttrType || kv.Key == AttrOutcome || kv.Key == AttrInTx:
 			return nil, fmt.Errorf("jobqueueotel: attribute %q is the instruments' own; name yours otherwise, such as \"table\"", kv.Key)
 		}
 	}
@@ -147,7 +151,7 @@ func New(cfg Config) (*Telemetry, error) {
 	var errs []error
 	var err error
 	t.enqueued, err = m.Int64Counter(MetricEnqueued, metric.WithUnit("{job}"),
-		metric.WithDescription("Jobs enqueued (written), by type."))
+		metric.WithDescription("Jobs enqueued (written), by type; in_tx=true: written in the caller's transaction, counted whether it then commits or not."))
 	errs = append(errs, err)
 	t.worked, err = m.Int64Counter(MetricWorked, metric.WithUnit("{attempt}"),
 		metric.WithDescription("Attempts ended, by type and outcome (completed, retried, failed, expired, cancelled, lost)."))

@@ -314,8 +314,8 @@ func TestTelemetryDrain(t *testing.T) {
 			t.Errorf("%s has points %v, want exactly %v but lost", jobqueueotel.MetricWorked, got[jobqueueotel.MetricWorked], want)
 		}
 		for typ, n := range enqueued {
-			if g := got[jobqueueotel.MetricEnqueued]["type="+typ]; g != n {
-				t.Errorf("%s{type=%s} = %d, the table holds %d", jobqueueotel.MetricEnqueued, typ, g, n)
+			if g := got[jobqueueotel.MetricEnqueued]["in_tx=false,type="+typ]; g != n {
+				t.Errorf("%s{in_tx=false,type=%s} = %d, the table holds %d", jobqueueotel.MetricEnqueued, typ, g, n)
 			}
 		}
 		for typ, n := range claims {
@@ -521,6 +521,7 @@ func TestTelemetrySeveralTables(t *testing.T) {
 	}{
 		{attribute.String("type", "x"), `"type" is the instruments' own`},
 		{attribute.String("outcome", "x"), `"outcome" is the instruments' own`},
+		{attribute.Bool("in_tx", true), `"in_tx" is the instruments' own`},
 		{attribute.String("", "x"), "not valid"},
 	} {
 		if _, err := jobqueueotel.New(jobqueueotel.Config{Attributes: []attribute.KeyValue{c.attr}}); err == nil || !strings.Contains(err.Error(), c.want) {
@@ -549,7 +550,7 @@ func TestTelemetrySeveralTables(t *testing.T) {
 				t.Fatal(err)
 			}
 			for name, attrs := range map[string]string{
-				jobqueueotel.MetricEnqueued: "table=" + table + ",type=default",
+				jobqueueotel.MetricEnqueued: "in_tx=false,table=" + table + ",type=default",
 				jobqueueotel.MetricWorked:   "outcome=completed,table=" + table + ",type=default",
 				jobqueueotel.MetricDuration: "outcome=completed,table=" + table + ",type=default",
 				jobqueueotel.MetricWait:     "table=" + table + ",type=default",

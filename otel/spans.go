@@ -125,7 +125,7 @@ func (t *Telemetry) EnqueueMiddleware(ctx context.Context, call *queue.EnqueueCa
 		return err
 	}
 	if err == nil {
-		t.countEnqueued(ctx, call.Jobs)
+		t.countEnqueued(ctx, call.Jobs, call.Tx != nil)
 	}
 	return err
 }
@@ -145,13 +145,15 @@ func shared(jobs []queue.EnqueuedJob) (kind, typ string, same bool) {
 }
 
 // countEnqueued adds the jobs written (not the duplicates) to
-// jobqueue.jobs.enqueued, one Add per run of jobs of one type.
-func (t *Telemetry) countEnqueued(ctx context.Context, jobs []queue.EnqueuedJob) {
+// jobqueue.jobs.enqueued, one Add per run of jobs of one type, with in_tx
+// true when they were written in the caller's transaction (tx), whose
+// commit the queue does not see.
+func (t *Telemetry) countEnqueued(ctx context.Context, jobs []queue.EnqueuedJob, tx bool) {
 	var n int64
 	typ := ""
 	for i, j := range jobs {
 		if i > 0 && j.Type != typ && n > 0 {
-			t.enqueued.Add(ctx, n, t.attrs.ofType(typ).add...)
+			t.enqueued.Add(ctx, n, t.attrs.enqueued(typ, tx).add...)
 			n = 0
 		}
 		typ = j.Type
@@ -160,6 +162,6 @@ func (t *Telemetry) countEnqueued(ctx context.Context, jobs []queue.EnqueuedJob)
 		}
 	}
 	if n > 0 {
-		t.enqueued.Add(ctx, n, t.attrs.ofType(typ).add...)
+		t.enqueued.Add(ctx, n, t.attrs.enqueued(typ, tx).add...)
 	}
 }
