@@ -9,6 +9,7 @@ import (
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
+	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
 
 	"github.com/jobqueue/jobqueue/queue"
 )
@@ -40,6 +41,14 @@ const (
 	instWorked                         // jobqueue.jobs.worked and jobqueue.job.duration: type, outcome
 	instWait                           // jobqueue.job.wait: type
 )
+
+// operation is the messaging.operation.name of each instrument's
+// measurements.
+var operation = map[instrument]string{
+	instEnqueued: OperationEnqueue,
+	instWorked:   OperationWork,
+	instWait:     OperationClaim,
+}
 
 // attrKey names one set of attributes.
 type attrKey struct {
@@ -87,7 +96,10 @@ func (c *attrCache) of(k attrKey) *measureOpts {
 	if ok {
 		return o
 	}
-	kvs := append(slices.Clip(c.extra), AttrType.String(k.typ))
+	kvs := append(slices.Clip(c.extra), AttrType.String(k.typ),
+		semconv.MessagingSystemKey.String(MessagingSystem),
+		semconv.MessagingDestinationName(k.typ),
+		semconv.MessagingOperationName(operation[k.inst]))
 	switch k.inst {
 	case instEnqueued:
 		kvs = append(kvs, AttrInTx.Bool(k.inTx))

@@ -23,7 +23,9 @@ import (
 // middleware and the listener (which feeds the instruments) as options of
 // their own, and put WorkMiddleware in those workers' Middleware. A work
 // span carries the job's id, kind, type and attempt, and the handler's
-// error; jobqueue.jobs.worked counts each attempt by type and outcome.
+// error, and the messaging semantic conventions' attributes;
+// jobqueue.jobs.worked counts each attempt by type and outcome (with
+// messaging.system, messaging.destination.name, messaging.operation.name).
 func ExampleTelemetry_WorkMiddleware() {
 	ctx := context.Background()
 	dir, err := os.MkdirTemp("", "jobqueue-otel-example-")
@@ -94,5 +96,10 @@ func ExampleTelemetry_WorkMiddleware() {
 	//   jobqueue.job.kind=task
 	//   jobqueue.job.type=billing
 	//   jobqueue.job.attempt=1
-	// jobqueue.jobs.worked{outcome=retried,type=billing} 1
+	//   messaging.system=jobqueue
+	//   messaging.operation.name=work
+	//   messaging.operation.type=process
+	//   messaging.destination.name=billing
+	//   messaging.message.id=1
+	// jobqueue.jobs.worked{messaging.destination.name=billing,messaging.operation.name=work,messaging.system=jobqueue,outcome=retried,type=billing} 1
 }

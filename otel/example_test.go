@@ -90,8 +90,8 @@ func Example() {
 	// Output:
 	// span: jobqueue.enqueue producer
 	// span: jobqueue.work consumer
-	// jobqueue.jobs.enqueued{in_tx=false,type=email} 1
-	// jobqueue.jobs.worked{outcome=completed,type=email} 1
-	// jobqueue.job.duration{outcome=completed,type=email} 1 measurement(s), unit s
-	// jobqueue.job.wait{type=email} 1 measurement(s), unit s
+	// jobqueue.jobs.enqueued{in_tx=false,messaging.destination.name=email,messaging.operation.name=enqueue,messaging.system=jobqueue,type=email} 1
+	// jobqueue.jobs.worked{messaging.destination.name=email,messaging.operation.name=work,messaging.system=jobqueue,outcome=completed,type=email} 1
+	// jobqueue.job.duration{messaging.destination.name=email,messaging.operation.name=work,messaging.system=jobqueue,outcome=completed,type=email} 1 measurement(s), unit s
+	// jobqueue.job.wait{messaging.destination.name=email,messaging.operation.name=claim,messaging.system=jobqueue,type=email} 1 measurement(s), unit s
 }

@@ -43,8 +43,27 @@
 //   - jobqueue.job.wait: histogram of the time from a job's scheduled_at to
 //     its claim, seconds, attribute type: one measurement per claim.
 //
+// OpenTelemetry's messaging semantic conventions are set beside the
+// project's own names (which stay), for the dashboards that read them:
+//   - on both spans: messaging.system "jobqueue" (MessagingSystem),
+//     messaging.operation.name ("enqueue" or "work") and
+//     messaging.operation.type ("send" or "process");
+//     messaging.destination.name, the type (as jobqueue.job.type), when the
+//     jobs share it; messaging.message.id, the job's id as a string (as
+//     jobqueue.job.id), on a work span and on the enqueue span of one job;
+//     messaging.batch.message_count on the span of EnqueueMany and
+//     EnqueueManyTx (as jobqueue.jobs.count).
+//   - on every measurement of the four instruments: messaging.system,
+//     messaging.destination.name (the type, as type) and
+//     messaging.operation.name: "enqueue" (jobqueue.jobs.enqueued), "work"
+//     (jobqueue.jobs.worked, jobqueue.job.duration) or "claim"
+//     (jobqueue.job.wait). In Prometheus they are the labels
+//     messaging_system, messaging_destination_name and
+//     messaging_operation_name.
+//
 // The gauges jobqueue.jobs and jobqueue.oldest_pending.age, read from the
-// table, are registered apart, with RegisterGauges.
+// table, are registered apart, with RegisterGauges (without the messaging
+// attributes).
 //
 // A job's id and kind are never metric attributes (their cardinality is
 // unbounded); they are on the spans.
@@ -136,7 +155,7 @@ func New(cfg Config) (*Telemetry, error) {
 		switch {
 		case !kv.Valid():
 			return nil, fmt.Errorf("jobqueueotel: attribute %q is not valid (an empty key or no value); give each a key and a value", kv.Key)
-		case kv.Key == AttrType || kv.Key == AttrOutcome || kv.Key == AttrInTx:
+		case kv.Key == AttrType || kv.Key == AttrOutcome || kv.Key == AttrInTx || slices.Contains(semconvKeys, kv.Key):
 			return nil, fmt.Errorf("jobqueueotel: attribute %q is the instruments' own; name yours otherwise, such as \"table\"", kv.Key)
 		}
 	}

@@ -106,11 +106,11 @@ func (r *recorded) collect(t *testing.T) map[string]map[string]int64 {
 					t.Errorf("%s is not monotonic", m.Name)
 				}
 				for _, p := range d.DataPoints {
-					pts = append(pts, point{attrString(p.Attributes), p.Value})
+					pts = append(pts, point{ownAttrs(t, m.Name, p.Attributes), p.Value})
 				}
 			case metricdata.Histogram[float64]:
 				for _, p := range d.DataPoints {
-					pts = append(pts, point{attrString(p.Attributes), int64(p.Count)})
+					pts = append(pts, point{ownAttrs(t, m.Name, p.Attributes), int64(p.Count)})
 					if v, ok := p.Min.Value(); ok && v < 0 {
 						t.Errorf("%s{%s} has a negative measurement %v", m.Name, attrString(p.Attributes), v)
 					}
@@ -130,6 +130,33 @@ func (r *recorded) collect(t *testing.T) map[string]map[string]int64 {
 		}
 	}
 	return got
+}
+
+// ownAttrs is attrString of set without the messaging semantic
+// conventions' attributes, after checking that set has them, right for
+// instrument name: messaging.system jobqueue, messaging.destination.name
+// the type, messaging.operation.name the instrument's operation.
+func ownAttrs(t *testing.T, name string, set attribute.Set) string {
+	t.Helper()
+	op := map[string]string{
+		jobqueueotel.MetricEnqueued: jobqueueotel.OperationEnqueue,
+		jobqueueotel.MetricWorked:   jobqueueotel.OperationWork,
+		jobqueueotel.MetricDuration: jobqueueotel.OperationWork,
+		jobqueueotel.MetricWait:     jobqueueotel.OperationClaim,
+	}[name]
+	typ, _ := set.Value(jobqueueotel.AttrType)
+	want := map[attribute.Key]string{
+		"messaging.system":           jobqueueotel.MessagingSystem,
+		"messaging.destination.name": typ.AsString(),
+		"messaging.operation.name":   op,
+	}
+	for k, v := range want {
+		if got, ok := set.Value(k); !ok || got.AsString() != v {
+			t.Errorf("%s{%s}: %s = %q (present %v), want %q", name, attrString(set), k, got.AsString(), ok, v)
+		}
+	}
+	own, _ := set.Filter(func(kv attribute.KeyValue) bool { _, theirs := want[kv.Key]; return !theirs })
+	return attrString(own)
 }
 
 // attrString is a set of attributes as "k=v,k=v", sorted by key.
@@ -522,6 +549,7 @@ func TestTelemetrySeveralTables(t *testing.T) {
 		{attribute.String("type", "x"), `"type" is the instruments' own`},
 		{attribute.String("outcome", "x"), `"outcome" is the instruments' own`},
 		{attribute.Bool("in_tx", true), `"in_tx" is the instruments' own`},
+		{attribute.String("messaging.destination.name", "x"), `"messaging.destination.name" is the instruments' own`},
 		{attribute.String("", "x"), "not valid"},
 	} {
 		if _, err := jobqueueotel.New(jobqueueotel.Config{Attributes: []attribute.KeyValue{c.attr}}); err == nil || !strings.Contains(err.Error(), c.want) {

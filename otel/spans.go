@@ -51,6 +51,7 @@ func (t *Telemetry) WorkMiddleware(ctx context.Context, job *queue.JobRow, next 
 			AttrJobType.String(job.Type),
 			AttrJobAttempt.Int(job.Attempts),
 		)
+		span.SetAttributes(workSemconv(job)...)
 	}
 	err := next(ctx, job)
 	if err != nil {
@@ -109,9 +110,11 @@ func (t *Telemetry) EnqueueMiddleware(ctx context.Context, call *queue.EnqueueCa
 	err := next(ctx, call)
 	if span.IsRecording() {
 		attrs := []attribute.KeyValue{AttrJobCount.Int(len(call.Jobs))}
-		if kind, typ, same := shared(call.Jobs); same {
+		kind, typ, same := shared(call.Jobs)
+		if same {
 			attrs = append(attrs, AttrJobKind.String(kind), AttrJobType.String(typ))
 		}
+		attrs = append(attrs, enqueueSemconv(call, typ, same)...)
 		if len(call.Jobs) == 1 && call.Jobs[0].ID > 0 {
 			attrs = append(attrs, AttrJobID.Int64(call.Jobs[0].ID))
 		}

@@ -126,8 +126,13 @@ func workedSeries(t *testing.T, q *queue.Queue, types ...string) map[string]floa
 			counts["attempts"] += float64(r.Attempts)
 		}
 		ended := counts["completed"] + counts["failed"]
+		// Beside type, outcome and in_tx, the messaging semantic
+		// conventions' labels.
+		msg := func(op string) string {
+			return fmt.Sprintf(`messaging_destination_name="%s",messaging_operation_name="%s",messaging_system="jobqueue"`, typ, op)
+		}
 		worked := func(outcome string) string {
-			return fmt.Sprintf(`jobqueue_jobs_worked_total{outcome="%s",type="%s"}`, outcome, typ)
+			return fmt.Sprintf(`jobqueue_jobs_worked_total{%s,outcome="%s",type="%s"}`, msg("work"), outcome, typ)
 		}
 		for _, outcome := range []string{"completed", "failed"} {
 			if counts[outcome] > 0 {
@@ -138,14 +143,14 @@ func workedSeries(t *testing.T, q *queue.Queue, types ...string) map[string]floa
 			want[worked("retried")] = n
 		}
 		if counts["completed"] > 0 {
-			want[`jobqueue_job_duration_seconds_count{outcome="completed",type="`+typ+`"}`] = counts["completed"]
+			want[`jobqueue_job_duration_seconds_count{`+msg("work")+`,outcome="completed",type="`+typ+`"}`] = counts["completed"]
 		}
 		if counts["attempts"] > 0 {
-			want[`jobqueue_job_wait_seconds_count{type="`+typ+`"}`] = counts["attempts"]
+			want[`jobqueue_job_wait_seconds_count{`+msg("claim")+`,type="`+typ+`"}`] = counts["attempts"]
 		}
 		if typ == queue.DefaultType {
 			// The leader writes a tick's job in its fenced transaction.
-			want[`jobqueue_jobs_enqueued_total{in_tx="true",type="`+typ+`"}`] = float64(len(rows))
+			want[`jobqueue_jobs_enqueued_total{in_tx="true",`+msg("enqueue")+`,type="`+typ+`"}`] = float64(len(rows))
 		}
 	}
 	return want
