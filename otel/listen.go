@@ -52,6 +52,8 @@ func (t *Telemetry) Listen(ev queue.Event) {
 			// Never started: the table does not count the attempt.
 			return
 		}
+		// In the attempt's work span, for the SDK's exemplars.
+		ctx := t.spans.take(ev.Job.ID)
 		a := t.attrs.worked(ev.Job.Type, ev.Outcome)
 		if ev.Outcome != queue.OutcomeLost {
 			// A lost attempt is Reclaim's to count: counted once.

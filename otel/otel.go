@@ -65,6 +65,16 @@
 // table, are registered apart, with RegisterGauges (without the messaging
 // attributes).
 //
+// Exemplars: the measurements are recorded in the context of the span
+// they belong to, so that an SDK with the trace_based exemplar filter (its
+// default) links a data point to a sampled trace: jobqueue.jobs.enqueued
+// to the jobqueue.enqueue span, jobqueue.jobs.worked and
+// jobqueue.job.duration to the attempt's jobqueue.work span (which
+// WorkMiddleware keeps, by job id, until Listen hears the attempt's end;
+// at most 16384 at once, past which an end has no exemplar). A claim's
+// jobqueue.job.wait comes before any span, and Reclaim's counts have none:
+// they carry no exemplar.
+//
 // A job's id and kind are never metric attributes (their cardinality is
 // unbounded); they are on the spans.
 package jobqueueotel
@@ -135,6 +145,9 @@ type Telemetry struct {
 	duration metric.Float64Histogram
 	wait     metric.Float64Histogram
 	attrs    attrCache
+	// spans are the work spans of the attempts under way, for the
+	// exemplars of their ends' measurements.
+	spans attemptSpans
 }
 
 // secondsBuckets are the bucket boundaries of the histograms, in seconds:

@@ -43,6 +43,7 @@ const (
 func (t *Telemetry) WorkMiddleware(ctx context.Context, job *queue.JobRow, next queue.WorkFunc) error {
 	ctx, span := t.tracer.Start(ctx, SpanWork, t.consumer...)
 	defer span.End()
+	t.spans.put(job.ID, span.SpanContext()) // Listen measures the attempt's end in it
 	if span.IsRecording() {
 		// Set on the span (one copy), not passed to Start (two).
 		span.SetAttributes(
