@@ -169,7 +169,8 @@ const reclaimBatch = 500
 // rounds of at most 500 jobs, each one read and one write per group of
 // equal type and outcome, until none is left. It returns how many it ended
 // and emits EventReclaimed with that count, and the counts per type and
-// outcome, when there were any. Workers run it periodically.
+// outcome, when there were any, also when it then fails (the attempts its
+// earlier statements ended stay ended). Workers run it periodically.
 func (q *Queue) Reclaim(ctx context.Context) (int64, error) {
 	return q.reclaim(ctx, nil)
 }
@@ -224,9 +225,16 @@ func (q *Queue) reclaim(ctx context.Context, f *termFence) (int64, error) {
 		})
 		if err != nil {
 			if f != nil {
-				n = 0 // the act rolled back
+				n, ended = 0, nil // the act rolled back
 			}
-			return total + n, fmt.Errorf("jobqueue: reclaim abandoned attempts (after %d): %w", total+n, err)
+			// The attempts ended so far stay ended (committed): report
+			// them, so that they are counted (EventReclaimed).
+			for k, m := range ended {
+				counts[k] += m
+			}
+			total += n
+			q.reportReclaimed(counts, total)
+			return total, fmt.Errorf("jobqueue: reclaim abandoned attempts (after %d): %w", total, err)
 		}
 		for k, m := range ended {
 			counts[k] += m
@@ -241,26 +249,35 @@ func (q *Queue) reclaim(ctx context.Context, f *termFence) (int64, error) {
 			break
 		}
 	}
-	if total > 0 {
-		var reclaimed []ReclaimedCount
-		byOutcome := map[Outcome]int64{}
-		for k, m := range counts {
-			if m > 0 {
-				byOutcome[k.Outcome] += m
-				reclaimed = append(reclaimed, ReclaimedCount{Type: k.Type, Outcome: k.Outcome, Count: m})
-			}
-		}
-		slices.SortFunc(reclaimed, func(a, b ReclaimedCount) int {
-			return cmp.Or(strings.Compare(a.Type, b.Type), strings.Compare(string(a.Outcome), string(b.Outcome)))
-		})
-		q.logger.Warn("abandoned attempts reclaimed", "count", total,
-			"retried", byOutcome[OutcomeRetried], "failed", byOutcome[OutcomeFailed], "expired", byOutcome[OutcomeExpired])
-		q.emit(Event{Kind: EventReclaimed, Count: total, Reclaimed: reclaimed})
-		q.wake.notify()
-	} else {
+	if total == 0 {
 		q.logger.Debug("no abandoned attempts")
 	}
+	q.reportReclaimed(counts, total)
 	return total, nil
+}
+
+// reportReclaimed logs the total abandoned attempts one Reclaim ended and
+// emits EventReclaimed with them, by type and outcome (counts), when there
+// were any, whether or not that Reclaim then failed: they are ended.
+func (q *Queue) reportReclaimed(counts map[ReclaimedCount]int64, total int64) {
+	if total == 0 {
+		return
+	}
+	var reclaimed []ReclaimedCount
+	byOutcome := map[Outcome]int64{}
+	for k, m := range counts {
+		if m > 0 {
+			byOutcome[k.Outcome] += m
+			reclaimed = append(reclaimed, ReclaimedCount{Type: k.Type, Outcome: k.Outcome, Count: m})
+		}
+	}
+	slices.SortFunc(reclaimed, func(a, b ReclaimedCount) int {
+		return cmp.Or(strings.Compare(a.Type, b.Type), strings.Compare(string(a.Outcome), string(b.Outcome)))
+	})
+	q.logger.Warn("abandoned attempts reclaimed", "count", total,
+		"retried", byOutcome[OutcomeRetried], "failed", byOutcome[OutcomeFailed], "expired", byOutcome[OutcomeExpired])
+	q.emit(Event{Kind: EventReclaimed, Count: total, Reclaimed: reclaimed})
+	q.wake.notify()
 }
 
 // byType splits rows by type, in the order each type first appears.
