@@ -257,7 +257,8 @@ const (
 	// whether the job will be retried, Event.Outcome how it ended.
 	EventFailed EventKind = "failed"
 	// EventReclaimed: Reclaim ended Event.Count abandoned attempts (Job is
-	// nil).
+	// nil); also heard from a Reclaim that then failed, for the attempts
+	// its earlier statements ended.
 	EventReclaimed EventKind = "reclaimed"
 	// EventLost: an attempt that had lost its job ended; its result changed
 	// nothing. Its job was cancelled (Event.Outcome is OutcomeCancelled), or
@@ -265,6 +266,10 @@ const (
 	// (OutcomeLost). It is heard once its handler returned (Err is the
 	// handler's error, if any; Duration how long it ran), or at once for an
 	// attempt that lost its job before its handler started (Duration 0).
+	// An attempt with OutcomeLost is the one a Reclaim ended (or will end,
+	// once its lease passes) and counts in its EventReclaimed, in whichever
+	// process ran it: a listener that counts attempts counts it there, not
+	// again here (the telemetry does so).
 	EventLost EventKind = "lost"
 	// EventLeadershipGained: this worker now leads the table's workers
 	// (runs the maintenance and enqueues the periodic jobs); Event.Leader
