@@ -45,16 +45,16 @@ func workSemconv(job *queue.JobRow) []attribute.KeyValue {
 }
 
 // enqueueSemconv are the messaging attributes of call's enqueue span: the
-// destination when its jobs share a type (typ, same), the message id of a
-// single job written (or found, for a duplicate), and the batch's size
-// for EnqueueMany and EnqueueManyTx.
-func enqueueSemconv(call *queue.EnqueueCall, typ string, same bool) []attribute.KeyValue {
+// destination when its jobs share a type (whatever their kinds), the
+// message id of a single job written (or found, for a duplicate), and the
+// batch's size for EnqueueMany and EnqueueManyTx.
+func enqueueSemconv(call *queue.EnqueueCall) []attribute.KeyValue {
 	kvs := []attribute.KeyValue{
 		semconv.MessagingSystemKey.String(MessagingSystem),
 		semconv.MessagingOperationName(OperationEnqueue),
 		semconv.MessagingOperationTypeSend,
 	}
-	if same {
+	if typ, ok := sharedType(call.Jobs); ok {
 		kvs = append(kvs, semconv.MessagingDestinationName(typ))
 	}
 	if len(call.Jobs) == 1 && call.Jobs[0].ID > 0 {
@@ -64,4 +64,17 @@ func enqueueSemconv(call *queue.EnqueueCall, typ string, same bool) []attribute.
 		kvs = append(kvs, semconv.MessagingBatchMessageCount(len(call.Jobs)))
 	}
 	return kvs
+}
+
+// sharedType returns the type of jobs when they all have the same.
+func sharedType(jobs []queue.EnqueuedJob) (string, bool) {
+	if len(jobs) == 0 {
+		return "", false
+	}
+	for _, j := range jobs[1:] {
+		if j.Type != jobs[0].Type {
+			return "", false
+		}
+	}
+	return jobs[0].Type, true
 }

@@ -17,7 +17,8 @@ import (
 // TestSpanSemconvAttributes: the spans carry OpenTelemetry's messaging
 // semantic conventions beside the project's own attributes:
 // messaging.system, .operation.name and .operation.type on every span,
-// .destination.name (the type) when the jobs share it, .message.id (the
+// .destination.name (the type) when the jobs share it, whatever their
+// kinds, .message.id (the
 // job's id) for one job, and .batch.message_count for EnqueueMany. (The
 // instruments' messaging attributes are checked by every test that
 // collects them: recorded.collect.) Before, the spans had only the
@@ -35,6 +36,10 @@ func TestSpanSemconvAttributes(t *testing.T) {
 		t.Fatal(err)
 	}
 	if _, err := q.EnqueueMany(ctx, []queue.JobArgs{task{"ok"}}, queue.Type("sms")); err != nil {
+		t.Fatal(err)
+	}
+	// Two kinds of one type: no jobqueue.job.kind, but the destination.
+	if _, err := q.EnqueueMany(ctx, []queue.JobArgs{task{"ok"}, gaugeJob{}}, queue.Type("mail")); err != nil {
 		t.Fatal(err)
 	}
 	w := q.NewWorker(queue.WorkerConfig{Types: []string{"sms"}, MaxJobs: 1, MaintenanceInterval: -1})
@@ -71,6 +76,7 @@ func TestSpanSemconvAttributes(t *testing.T) {
 		enqueue(attribute.String("messaging.destination.name", "mail"), attribute.String("messaging.message.id", strconv.FormatInt(one, 10))),
 		enqueue(attribute.String("messaging.destination.name", "mail"), attribute.Int("messaging.batch.message_count", 2)),
 		enqueue(attribute.String("messaging.destination.name", "sms"), attribute.Int("messaging.batch.message_count", 1)),
+		enqueue(attribute.String("messaging.destination.name", "mail"), attribute.Int("messaging.batch.message_count", 2)),
 		{"span": jobqueueotel.SpanWork, "messaging.system": "jobqueue", "messaging.operation.name": "work",
 			"messaging.operation.type": "process", "messaging.destination.name": "sms", "messaging.message.id": worked},
 	}

@@ -111,11 +111,10 @@ func (t *Telemetry) EnqueueMiddleware(ctx context.Context, call *queue.EnqueueCa
 	err := next(ctx, call)
 	if span.IsRecording() {
 		attrs := []attribute.KeyValue{AttrJobCount.Int(len(call.Jobs))}
-		kind, typ, same := shared(call.Jobs)
-		if same {
+		if kind, typ, same := shared(call.Jobs); same {
 			attrs = append(attrs, AttrJobKind.String(kind), AttrJobType.String(typ))
 		}
-		attrs = append(attrs, enqueueSemconv(call, typ, same)...)
+		attrs = append(attrs, enqueueSemconv(call)...)
 		if len(call.Jobs) == 1 && call.Jobs[0].ID > 0 {
 			attrs = append(attrs, AttrJobID.Int64(call.Jobs[0].ID))
 		}
