@@ -29,8 +29,8 @@
 //     ends: a *sql.Tx tells no one of its commit, so a rolled-back
 //     transaction's jobs are counted too.
 //   - jobqueue.jobs.worked: counter of attempts ended, attributes type and
-//     outcome: completed, retried, failed, expired, cancelled or lost (see
-//     queue.Outcome); a claimed job given back unstarted (queue.Event's
+//     outcome: completed, retried, failed, expired or cancelled (see
+//     queue.Outcome; lost below); a claimed job given back unstarted (queue.Event's
 //     GivenBack) is not an attempt, as in the table, and the attempts of a
 //     worker that died are counted by the process whose Reclaim ends them
 //     (queue.Event's Reclaimed). Each attempt is counted once: a late
@@ -183,10 +183,10 @@ func New(cfg Config) (*Telemetry, error) {
 	var errs []error
 	var err error
 	t.enqueued, err = m.Int64Counter(MetricEnqueued, metric.WithUnit("{job}"),
-		metric.WithDescription("Jobs enqueued (written), by type; in_tx=true: written in the caller's transaction, counted whether it then commits or not."))
+		metric.WithDescription("Jobs enqueued (written), by type; in_tx=true: written in a transaction still open (the caller's, or a leader's), counted whether it then commits or not."))
 	errs = append(errs, err)
 	t.worked, err = m.Int64Counter(MetricWorked, metric.WithUnit("{attempt}"),
-		metric.WithDescription("Attempts ended, by type and outcome (completed, retried, failed, expired, cancelled, lost)."))
+		metric.WithDescription("Attempts ended, by type and outcome (completed, retried, failed, expired, cancelled; a late worker's lost attempt is counted by the Reclaim that ended it)."))
 	errs = append(errs, err)
 	t.duration, err = m.Float64Histogram(MetricDuration, metric.WithUnit("s"),
 		metric.WithDescription("How long handlers ran, by type and outcome."),

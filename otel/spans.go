@@ -39,7 +39,8 @@ const (
 // WorkMiddleware is the queue.WorkMiddleware that runs each handler in a
 // jobqueue.work span (SpanKindConsumer) with the job's id, kind, type and
 // attempt; a handler error (or panic) is recorded on the span, whose status
-// is then Error.
+// is then Error. It keeps the span's context (when sampled) until Listen
+// hears the attempt's end, whose measurements it then carries (exemplars).
 func (t *Telemetry) WorkMiddleware(ctx context.Context, job *queue.JobRow, next queue.WorkFunc) error {
 	ctx, span := t.tracer.Start(ctx, SpanWork, t.consumer...)
 	defer span.End()
