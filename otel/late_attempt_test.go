@@ -23,9 +23,9 @@ import (
 // handler then returns and the worker hears that the attempt had lost its
 // job (EventLost, outcome lost). Both processes report to one Telemetry,
 // and whichever event is heard first, jobqueue.jobs.worked counts the
-// attempt once, under the outcome Reclaim wrote; the handler's duration is
-// recorded under lost. Before, the attempt was counted twice: retried by
-// the Reclaim and lost by the worker.
+// attempt once, lost, for the Reclaim; the handler's duration is recorded
+// under lost. Before, the attempt was counted twice: retried by the
+// Reclaim and lost by the worker.
 func TestLateAttemptCountedOnce(t *testing.T) {
 	testdb.ForEachEngine(t, func(t *testing.T, e *testdb.Env) {
 		for _, c := range []struct {
@@ -103,8 +103,8 @@ func TestLateAttemptCountedOnce(t *testing.T) {
 				}
 
 				got := rec.collect(t)
-				if diff := cmp.Diff(map[string]int64{"outcome=retried,type=mail": 1}, got[jobqueueotel.MetricWorked]); diff != "" {
-					t.Errorf("%s: the attempt counted once, as Reclaim ended it (-want +got):\n%s", jobqueueotel.MetricWorked, diff)
+				if diff := cmp.Diff(map[string]int64{"outcome=lost,type=mail": 1}, got[jobqueueotel.MetricWorked]); diff != "" {
+					t.Errorf("%s: the attempt counted once, lost, by the Reclaim that ended it (-want +got):\n%s", jobqueueotel.MetricWorked, diff)
 				}
 				if diff := cmp.Diff(map[string]int64{"outcome=lost,type=mail": 1}, got[jobqueueotel.MetricDuration]); diff != "" {
 					t.Errorf("%s: the late handler's duration, under lost (-want +got):\n%s", jobqueueotel.MetricDuration, diff)

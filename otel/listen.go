@@ -16,15 +16,14 @@ import (
 // EventFailed, EventLost) counts it in jobqueue.jobs.worked and records how
 // long its handler ran in jobqueue.job.duration, by type and outcome.
 //
-// An attempt abandoned by its worker (EventReclaimed) is counted in
-// jobqueue.jobs.worked by the process whose Reclaim ended it, under the
-// outcome Reclaim wrote (no duration is known). So each attempt is counted
-// once: an attempt that ends as lost (queue.OutcomeLost: its worker was
-// alive but late, and Reclaim had ended the attempt, or will once its
-// lease passes) is not counted in jobqueue.jobs.worked again,
-// whichever of the two events comes first and in whichever process; only
-// its handler's duration is recorded, in jobqueue.job.duration under the
-// outcome lost. A lost attempt whose job was cancelled
+// An attempt its worker did not end within its lease (the worker died, or
+// was alive but late) is counted in jobqueue.jobs.worked as lost, once, by
+// the process whose Reclaim ended it (EventReclaimed; no duration is
+// known), whatever Reclaim wrote for the job (retried or failed). The late
+// worker's own EventLost (queue.OutcomeLost: Reclaim had ended the
+// attempt, or will once its lease passes) is not counted again, whichever
+// of the two events comes first and in whichever process; only its
+// handler's duration is recorded, in jobqueue.job.duration under lost. A lost attempt whose job was cancelled
 // (queue.OutcomeCancelled) is counted, as cancelled: Cancel counts nothing.
 // An attempt given back unstarted (Event.GivenBack: the worker stopped
 // while it waited in the buffer ahead) is not an attempt there, as in the
@@ -33,10 +32,11 @@ import (
 func (t *Telemetry) Listen(ev queue.Event) {
 	ctx := context.Background()
 	if ev.Kind == queue.EventReclaimed {
-		// Attempts whose worker stopped without ending them (it was
-		// killed, say), or was late (its EventLost does not count them).
+		// Attempts whose worker did not end them within their lease (it
+		// was killed, say, or late: its EventLost does not count them):
+		// lost, whatever Reclaim wrote for the job.
 		for _, r := range ev.Reclaimed {
-			t.worked.Add(ctx, r.Count, t.attrs.worked(r.Type, r.Outcome).add...)
+			t.worked.Add(ctx, r.Count, t.attrs.worked(r.Type, queue.OutcomeLost).add...)
 		}
 		return
 	}

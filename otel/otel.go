@@ -29,14 +29,14 @@
 //     ends: a *sql.Tx tells no one of its commit, so a rolled-back
 //     transaction's jobs are counted too.
 //   - jobqueue.jobs.worked: counter of attempts ended, attributes type and
-//     outcome: completed, retried, failed, expired or cancelled (see
-//     queue.Outcome; lost below); a claimed job given back unstarted (queue.Event's
-//     GivenBack) is not an attempt, as in the table, and the attempts of a
-//     worker that died are counted by the process whose Reclaim ends them
-//     (queue.Event's Reclaimed). Each attempt is counted once: a late
-//     worker's attempt that Reclaim ended (outcome lost) is Reclaim's to
-//     count, under the outcome it wrote, so lost is never counted here;
-//     it appears on jobqueue.job.duration only.
+//     outcome: completed, retried, failed, expired, cancelled or lost (see
+//     queue.Outcome); a claimed job given back unstarted (queue.Event's
+//     GivenBack) is not an attempt, as in the table. An attempt whose
+//     worker did not end it within its lease (the worker died, or was
+//     alive but late) is lost, counted once, by the process whose Reclaim
+//     ends it (queue.Event's Reclaimed), whatever Reclaim wrote for the
+//     job (retried or failed); the late worker's own EventLost records
+//     its handler's time in jobqueue.job.duration only.
 //   - jobqueue.job.duration: histogram of how long the handlers ran,
 //     seconds, attributes type and outcome (lost: handlers that returned
 //     after their attempt had been reclaimed).
@@ -186,7 +186,7 @@ func New(cfg Config) (*Telemetry, error) {
 		metric.WithDescription("Jobs enqueued (written), by type; in_tx=true: written in a transaction still open (the caller's, or a leader's), counted whether it then commits or not."))
 	errs = append(errs, err)
 	t.worked, err = m.Int64Counter(MetricWorked, metric.WithUnit("{attempt}"),
-		metric.WithDescription("Attempts ended, by type and outcome (completed, retried, failed, expired, cancelled; a late worker's lost attempt is counted by the Reclaim that ended it)."))
+		metric.WithDescription("Attempts ended, by type and outcome (completed, retried, failed, expired, cancelled, lost; lost: not ended by its worker within its lease, counted by the Reclaim that ended it)."))
 	errs = append(errs, err)
 	t.duration, err = m.Float64Histogram(MetricDuration, metric.WithUnit("s"),
 		metric.WithDescription("How long handlers ran, by type and outcome."),

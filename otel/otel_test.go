@@ -598,11 +598,10 @@ func TestTelemetrySeveralTables(t *testing.T) {
 // TestReclaimedAttemptsCounted: attempts whose worker died (its rows left
 // in_progress with a lease run out, as a killed process leaves them) are
 // counted in jobqueue.jobs.worked by the process whose Reclaim ends them,
-// by type and under the outcome Reclaim wrote: a job on its last attempt
-// failed, others retried. Before, EventReclaimed carried a count only and
-// the listener skipped it, so no process ever counted those attempts: a job
-// that killed its worker on every attempt failed for good without a
-// jobqueue_jobs_worked_total{outcome="failed"}.
+// by type, as lost (SPEC 11's outcome for an attempt its worker did not
+// end), whether Reclaim failed the job (its last attempt) or retried it.
+// Before, EventReclaimed carried a count only and the listener skipped it,
+// so no process ever counted those attempts.
 func TestReclaimedAttemptsCounted(t *testing.T) {
 	testdb.ForEachEngine(t, func(t *testing.T, e *testdb.Env) {
 		ctx := context.Background()
@@ -643,7 +642,7 @@ func TestReclaimedAttemptsCounted(t *testing.T) {
 		if n != 3 {
 			t.Fatalf("Reclaim ended %d attempts, want 3", n)
 		}
-		want := map[string]int64{"outcome=failed,type=mail": 1, "outcome=retried,type=mail": 1, "outcome=retried,type=sms": 1}
+		want := map[string]int64{"outcome=lost,type=mail": 2, "outcome=lost,type=sms": 1}
 		got := rec.collect(t)
 		if diff := cmp.Diff(want, got[jobqueueotel.MetricWorked]); diff != "" {
 			t.Errorf("%s after Reclaim (-want +got):\n%s", jobqueueotel.MetricWorked, diff)
