@@ -98,7 +98,9 @@ func (c *checkpointer) tick(ctx context.Context, now time.Time) {
 		if c.failures.failed() {
 			c.log.Warn("checkpointing the WAL failed; commits checkpoint it meanwhile (wal_autocheckpoint); trying again", "err", err, "every", c.interval)
 		}
-	case c.failures.succeeded():
-		c.log.Info("checkpointing the WAL works again")
+	default:
+		if n, _ := c.failures.succeeded(); n > 0 {
+			c.log.Info("checkpointing the WAL works again")
+		}
 	}
 }

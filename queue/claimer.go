@@ -107,12 +107,9 @@ type claimer struct {
 	// first claim; loop closes its session when it returns).
 	cursor *claimCursor
 
-	// failingSince is when the current run of failed claims began (zero:
-	// the last claim worked), and failures how many there were: the run
-	// is logged once at its start and once at its end (failed,
-	// succeeded).
-	failingSince time.Time
-	failures     int
+	// failures follows the runs of failed claims: each is logged once
+	// at its start and once at its end (failed, succeeded).
+	failures failureStreak
 }
 
 // failed logs a claim that failed with err, to be tried again after
@@ -121,12 +118,10 @@ type claimer struct {
 // while (a restart, a failover) had an error logged at every try, every
 // 5 s at most, for as long as it lasted.
 func (c *claimer) failed(err error, retry time.Duration) {
-	c.failures++
-	if c.failures > 1 {
-		c.log.Debug("claiming jobs failed again; trying again", "err", err, "retry_in", retry, "failures", c.failures)
+	if !c.failures.failed() {
+		c.log.Debug("claiming jobs failed again; trying again", "err", err, "retry_in", retry, "failures", c.failures.count())
 		return
 	}
-	c.failingSince = time.Now()
 	what := "claiming jobs failed; trying again, and saying so once it works (the failures meanwhile at debug level)"
 	if connectionLost(err) {
 		what = "claiming jobs failed: the database cannot be reached; trying again, and saying so once it works (the failures meanwhile at debug level)"
@@ -137,11 +132,9 @@ func (c *claimer) failed(err error, retry time.Duration) {
 // succeeded records a claim that worked, and logs the end of a run of
 // failures, if one was going on.
 func (c *claimer) succeeded() {
-	if c.failures == 0 {
-		return
+	if n, lasted := c.failures.succeeded(); n > 0 {
+		c.log.Info("claiming jobs again", "failures", n, "after", lasted.Round(time.Millisecond))
 	}
-	c.log.Info("claiming jobs again", "failures", c.failures, "after", time.Since(c.failingSince).Round(time.Millisecond))
-	c.failures, c.failingSince = 0, time.Time{}
 }
 
 // ahead is how many jobs the claimer may hold claimed beyond Concurrency

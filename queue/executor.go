@@ -332,7 +332,7 @@ func (e *executors) pause(d time.Duration) {
 // outageEnded logs, once for all the executors, that a failure was
 // recorded again after the database could not be reached.
 func (e *executors) outageEnded(log *slog.Logger) {
-	if e.outage.succeeded() {
+	if n, _ := e.outage.succeeded(); n > 0 {
 		log.Info("recording failed attempts again: the database can be reached")
 	}
 }

@@ -120,7 +120,7 @@ func (h *heartbeater) renew(ctx context.Context, chunk []attemptRef) {
 		}
 		return
 	}
-	if h.failures.succeeded() {
+	if n, _ := h.failures.succeeded(); n > 0 {
 		h.log.Info("renewing leases again")
 	}
 	renewed := chunk

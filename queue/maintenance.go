@@ -23,20 +23,7 @@ type maintainer struct {
 	// failures follows each operation's runs of failures (by its
 	// description), so that a failure repeated pass after pass is logged
 	// as a warning once, not at every pass. Only run's goroutine uses it.
-	failures map[string]*failureStreak
-}
-
-// streak returns the failures of the operation what.
-func (m *maintainer) streak(what string) *failureStreak {
-	if m.failures == nil {
-		m.failures = map[string]*failureStreak{}
-	}
-	s := m.failures[what]
-	if s == nil {
-		s = &failureStreak{}
-		m.failures[what] = s
-	}
-	return s
+	failures failureStreaks
 }
 
 // run maintains the table while this worker leads, until ctx ends.
@@ -81,7 +68,7 @@ func (m *maintainer) pass(ctx, term context.Context, f *termFence) {
 	failed := func(what string, err error) {
 		switch {
 		case err == nil:
-			if m.streak(what).succeeded() {
+			if n, _ := m.failures.of(what).succeeded(); n > 0 {
 				m.log.Info(what+" works again", "op", what)
 			}
 		case errors.Is(err, errTermEnded):
@@ -90,7 +77,7 @@ func (m *maintainer) pass(ctx, term context.Context, f *termFence) {
 				"op", what, "term", f.term, "holder", f.holder)
 			m.el.stepDown(f.term)
 		case cctx.Err() == nil && !errors.Is(err, errNotLeading):
-			if m.streak(what).failed() {
+			if m.failures.of(what).failed() {
 				m.log.Warn(what+" failed; trying again at each pass (logged again at debug level until it works)", "err", err, "retry_in", m.interval)
 			} else {
 				m.log.Debug(what+" failed again", "err", err)

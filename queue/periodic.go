@@ -155,22 +155,19 @@ type scheduler struct {
 	el        *elector
 	jobs      []PeriodicJob
 	runMissed bool
-	// skips counts, per periodic job, the ticks skipped one after the
-	// other: the first is logged as an error, the next ones at debug
-	// level, and the next tick enqueued says how many there were. Only
-	// run's goroutine uses it.
-	skips map[string]int
+	// skips follows, per periodic job, the runs of ticks skipped one
+	// after the other: the first is logged as an error, the next ones at
+	// debug level, and the next tick enqueued says how many there were.
+	// Only run's goroutine uses it.
+	skips failureStreaks
 }
 
 // skipped logs that the tick of p failed for good and is skipped: an
 // error for the first of a run of skipped ticks, then at debug level.
 func (s *scheduler) skipped(p PeriodicJob, tick time.Time, err error) {
-	if s.skips == nil {
-		s.skips = map[string]int{}
-	}
-	s.skips[p.name]++
-	if n := s.skips[p.name]; n > 1 {
-		s.log.Debug("enqueuing a periodic job's tick failed again; the tick is skipped", "periodic", p.name, "tick", tick, "skipped", n, "err", err)
+	streak := s.skips.of(p.name)
+	if !streak.failed() {
+		s.log.Debug("enqueuing a periodic job's tick failed again; the tick is skipped", "periodic", p.name, "tick", tick, "skipped", streak.count(), "err", err)
 		return
 	}
 	s.log.Error("enqueuing a periodic job's tick failed; the tick is skipped (its next ticks that fail too are logged at debug level, until one is enqueued)",
@@ -179,9 +176,8 @@ func (s *scheduler) skipped(p PeriodicJob, tick time.Time, err error) {
 
 // enqueued ends the run of skipped ticks of p, if any, saying how many.
 func (s *scheduler) enqueued(p PeriodicJob, tick time.Time) {
-	if n := s.skips[p.name]; n > 0 {
+	if n, _ := s.skips.of(p.name).succeeded(); n > 0 {
 		s.log.Info("periodic job enqueued again after skipped ticks", "periodic", p.name, "tick", tick, "skipped", n)
-		delete(s.skips, p.name)
 	}
 }
 
@@ -323,7 +319,7 @@ func (s *scheduler) enqueue(ctx context.Context, f *termFence, p PeriodicJob, ti
 		if s.el.guard() != nil || ctx.Err() != nil {
 			return true
 		}
-		if try == 1 && s.skips[p.name] == 0 {
+		if try == 1 && s.skips.of(p.name).count() == 0 {
 			s.log.Warn("enqueuing a periodic job's tick failed; trying again while this worker leads", "periodic", p.name, "tick", tick, "err", err, "retry_in", wait)
 		} else {
 			s.log.Debug("enqueuing a periodic job's tick failed again", "periodic", p.name, "tick", tick, "try", try, "err", err, "retry_in", wait)
