@@ -72,7 +72,7 @@ func TestExecutorStartsNoAttemptTooLate(t *testing.T) {
 					q: q, log: testdb.QuietLogger(), dbCtx: ctx,
 					handlers: map[string]handlerFunc{"test": func(context.Context, *JobRow) error { ran = true; return nil }},
 					attempts: set, released: &releaseList{},
-					completer: newCompleter(q, testdb.QuietLogger(), ctx, set, 10),
+					completer: newCompleter(q, testdb.QuietLogger(), newShutdownBudget(ctx), set, 10),
 				}
 				ex.work = ex.handle
 				actx, cancel := context.WithCancelCause(ctx)
@@ -161,7 +161,7 @@ func TestBufferedAttemptLeaseLostNotCharged(t *testing.T) {
 					q: q, log: testdb.QuietLogger(), dbCtx: ctx,
 					handlers: map[string]handlerFunc{"test": func(context.Context, *JobRow) error { ran = true; return nil }},
 					attempts: set, released: &releaseList{},
-					completer: newCompleter(q, testdb.QuietLogger(), ctx, set, 10),
+					completer: newCompleter(q, testdb.QuietLogger(), newShutdownBudget(ctx), set, 10),
 				}
 				ex.work = ex.handle
 				actx, cancel := context.WithCancelCause(ctx)

@@ -25,11 +25,11 @@ const (
 	// the second try, multiplied by 4 before each further one. A write
 	// that failed because the database could not be reached
 	// (connectionLost) is not counted while the worker runs: see
-	// completer.outage.
+	// outage.
 	completeTries     = 4
 	completeRetryWait = 50 * time.Millisecond
 	// completeOutageWait is the longest wait between two writes of the
-	// results kept through an outage (completer.outage).
+	// results kept through an outage (outage).
 	completeOutageWait = 5 * time.Second
 )
 
@@ -165,7 +165,7 @@ type completion struct {
 type completer struct {
 	q   *Queue
 	log *slog.Logger
-	// dbCtx is the context of its statements: the run's shutdown budget
+	// dbCtx is the context of its statements: the run's shutdown budget's
 	// (run.writesCtx), which ends once the shutdown's time is spent; then
 	// what is not written is given up at once (left to Reclaim). Before,
 	// a completion that waited on a locked row or a server that did not
@@ -186,27 +186,21 @@ type completer struct {
 	unwritten atomic.Int64
 	drained   chan struct{}
 
-	// Outages, seen by the loop (run) alone. A write that fails because
-	// the database cannot be reached (connectionLost: a restart, a
-	// failover, the network) keeps its results, uncounted, and writes
-	// them again after outageWait (doubling up to completeOutageWait)
-	// until the database is back or the worker stops: given up after
-	// completeTries within a second, as before, every job that finished
-	// during an outage ran again once its lease had passed. The results
-	// are fenced by their claim tokens, so a job reclaimed meanwhile is
-	// refused, not completed twice. outageSince is when the current
-	// outage began (zero: none), logged once at its start and once at
-	// its end.
-	outageSince time.Time
-	outageWait  time.Duration
-	stopping    bool
+	// outage keeps the results whose write failed because the database
+	// could not be reached, uncounted, until it can be or the worker
+	// stops (see outage); seen by the loop (run) alone. The results are
+	// fenced by their claim tokens, so a job reclaimed meanwhile is
+	// refused, not completed twice.
+	outage outage
 }
 
 // newCompleter returns the completer of one run whose attempts are in
-// attempts, full over backlog unwritten results.
-func newCompleter(q *Queue, log *slog.Logger, dbCtx context.Context, attempts *inflightSet, backlog int) *completer {
+// attempts, full over backlog unwritten results, its writes under the
+// run's shutdown budget.
+func newCompleter(q *Queue, log *slog.Logger, budget *shutdownBudget, attempts *inflightSet, backlog int) *completer {
 	return &completer{
-		q: q, log: log, dbCtx: dbCtx, attempts: attempts, backlog: backlog,
+		q: q, log: log, dbCtx: budget.context(context.Background()), attempts: attempts, backlog: backlog,
+		outage:  newOutage(&failureStreak{}, budget),
 		arrived: make(chan struct{}, 1),
 		drained: make(chan struct{}, 1),
 	}
@@ -333,7 +327,6 @@ func (c *completer) run(stop <-chan struct{}) {
 			}
 		case <-stop:
 			stop, stopping = nil, true
-			c.stopping = true
 		}
 	}
 }
@@ -401,10 +394,12 @@ func (c *completer) refused(ctx context.Context, batch []completion, stale []att
 // results to try again, the busy ones or all when the write failed, and how
 // long to wait first (giving up on those tried completeTries times).
 func (c *completer) settle(res writeResult) (retry []completion, wait time.Duration) {
-	if res.err != nil && !res.timedOut && !c.stopping && connectionLost(res.err) {
+	if res.err != nil && !res.timedOut && c.outage.keeps(res.err) {
 		return c.keep(res.batch, res.err)
 	}
-	c.outageEnded()
+	if ended, lasted := c.outage.ended(); ended {
+		c.log.Info("completing jobs again: the database can be reached", "outage", lasted.Round(time.Millisecond))
+	}
 	if res.err != nil {
 		return c.again(res.batch, res.err, res.timedOut)
 	}
@@ -447,32 +442,21 @@ func (c *completer) settle(res writeResult) (retry []completion, wait time.Durat
 }
 
 // keep returns batch, whose write failed with err because the database
-// could not be reached, to write again after a wait that doubles while the
-// outage lasts, counting no try; the first of an outage is logged as a
-// warning, the others at debug level.
+// could not be reached, to write again after the outage's wait, counting
+// no try; the first of an outage is logged as a warning, the others at
+// debug level.
 func (c *completer) keep(batch []completion, err error) (retry []completion, wait time.Duration) {
 	for i := range batch {
 		batch[i].unsure = true
 	}
-	if c.outageSince.IsZero() {
-		c.outageSince, c.outageWait = time.Now(), completeRetryWait
+	first, wait := c.outage.failed()
+	if first {
 		c.log.Warn("completing jobs failed: the database cannot be reached; the results are kept and written once it can be (their jobs stay in_progress meanwhile)",
 			"jobs", len(batch), "err", err)
 	} else {
-		c.outageWait = min(2*c.outageWait, completeOutageWait)
-		c.log.Debug("completing jobs failed again: the database cannot be reached", "jobs", len(batch), "err", err, "retry_in", c.outageWait)
+		c.log.Debug("completing jobs failed again: the database cannot be reached", "jobs", len(batch), "err", err, "retry_in", wait)
 	}
-	return batch, c.outageWait
-}
-
-// outageEnded logs the end of an outage, if one was going on: a write
-// reached the database.
-func (c *completer) outageEnded() {
-	if c.outageSince.IsZero() {
-		return
-	}
-	c.log.Info("completing jobs again: the database can be reached", "outage", time.Since(c.outageSince).Round(time.Millisecond))
-	c.outageSince = time.Time{}
+	return batch, wait
 }
 
 // errRowLocked is why a busy result is written again.
@@ -485,7 +469,7 @@ var errRowLocked = errors.New("another transaction holds the job's row locked")
 // wait; skipLocked marks them to leave locked rows alone from now on.
 func (c *completer) again(batch []completion, err error, skipLocked bool) (retry []completion, wait time.Duration) {
 	tries := 0
-	spent := c.dbCtx.Err() != nil // the shutdown's time: no try would run
+	spent := c.outage.spent() // the shutdown's time: no try would run
 	for _, done := range batch {
 		done.tries++
 		done.skipLocked = done.skipLocked || skipLocked

@@ -157,7 +157,7 @@ func TestCompleterTakesResultsWhileItsWriteIsRetried(t *testing.T) {
 		rows := claimN(t, q, n)
 		refuse.set(t, nil, true)
 
-		c := newCompleter(q, q.logger, context.Background(), newInflightSet(), completeBacklog(64))
+		c := newCompleter(q, q.logger, newShutdownBudget(context.Background()), newInflightSet(), completeBacklog(64))
 		stop, done := make(chan struct{}), make(chan struct{})
 		go func() { defer close(done); c.run(stop) }()
 		defer func() {

@@ -32,12 +32,14 @@ type executors struct {
 	completer *completer
 	released  *releaseList
 
-	// stop is the run's: once it ends, a failure that cannot reach the
-	// database is given up after completeTries like any other.
-	stop context.Context
-	// outage follows the runs of failures to record that could not reach
-	// the database, logged once for all the executors (recordFailure).
-	outage failureStreak
+	// budget is the run's shutdown budget: once it counts (the worker
+	// stops) a failure that cannot reach the database is given up after
+	// completeTries like any other (outage). Nil: the worker never stops
+	// (tests that assemble executors).
+	budget *shutdownBudget
+	// outages follows the outages in which failures could not be
+	// recorded, logged once for all the executors (recordFailure).
+	outages failureStreak
 }
 
 // errHandlerExited is the error recorded for an attempt whose handler
@@ -234,14 +236,14 @@ func (e *executors) jobLog(row *JobRow) *slog.Logger {
 // Reclaim, which makes it pending again at once: the handler's Permanent
 // or RetryAfter and its error text would be lost. So a write that failed
 // because the database could not be reached (connectionLost: a restart, a
-// failover) is not counted until the run stops: it is tried again, the
-// wait doubling up to completeOutageWait, until the database is back, the
+// failover) is not counted until the worker stops (outage), the
 // executor's slot held meanwhile (no job can be claimed anyway).
 func (e *executors) recordFailure(a *attempt, err error, dur time.Duration, log *slog.Logger) {
 	row := a.row
 	var end attemptEnd
 	var ferr error
-	wait, outageWait := completeRetryWait, completeRetryWait
+	wait := completeRetryWait
+	outage := newOutage(&e.outages, e.budget)
 	unsure := false // a write failed with its connection, and may have been carried out
 	for try := 1; ; {
 		ctx, cancel := context.WithTimeout(e.dbCtx, dbCallTimeout)
@@ -259,19 +261,21 @@ func (e *executors) recordFailure(a *attempt, err error, dur time.Duration, log 
 		}
 		unsure = unsure || connectionLost(ferr)
 		if ferr == nil || !connectionLost(ferr) {
-			e.outageEnded(log)
+			if ended, _ := outage.ended(); ended {
+				log.Info("recording failed attempts again: the database can be reached")
+			}
 		}
 		if ferr == nil || errors.Is(ferr, ErrLeaseLost) {
 			break
 		}
-		if connectionLost(ferr) && !e.stopping() {
-			if e.outage.failed() {
+		if outage.keeps(ferr) {
+			first, outageWait := outage.failed()
+			if first {
 				log.Warn("recording a failed attempt failed: the database cannot be reached; keeping it until it can be (the job stays in_progress meanwhile)", "handler_err", err, "err", ferr)
 			} else {
 				log.Debug("recording a failed attempt failed again: the database cannot be reached", "handler_err", err, "err", ferr, "retry_in", outageWait)
 			}
 			e.pause(outageWait)
-			outageWait = min(2*outageWait, completeOutageWait)
 			continue
 		}
 		if try == completeTries {
@@ -312,28 +316,13 @@ func (e *executors) recordFailure(a *attempt, err error, dur time.Duration, log 
 	e.q.emit(Event{Kind: EventFailed, Job: &ev, Err: err, Permanent: permanent, Outcome: end.outcome, Duration: dur})
 }
 
-// stopping reports whether the run has stopped (never, without a stop).
-func (e *executors) stopping() bool { return e.stop != nil && e.stop.Err() != nil }
-
-// pause waits d, or until the run stops (dbCtx never ends: run.dbCtx).
+// pause waits d, or until the worker stops (its budget counts).
 func (e *executors) pause(d time.Duration) {
-	var stopped <-chan struct{}
-	if e.stop != nil {
-		stopped = e.stop.Done()
-	}
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
 	case <-t.C:
-	case <-stopped:
-	}
-}
-
-// outageEnded logs, once for all the executors, that a failure was
-// recorded again after the database could not be reached.
-func (e *executors) outageEnded(log *slog.Logger) {
-	if n, _ := e.outage.succeeded(); n > 0 {
-		log.Info("recording failed attempts again: the database can be reached")
+	case <-e.budget.stopped():
 	}
 }
 

@@ -68,9 +68,15 @@ func cutOffByShutdown(cause error) bool { return errors.Is(cause, ErrWorkerShutd
 // errBudgetSpent) at the earliest end that spendWithin set, and never
 // before one was set (a run that MaxJobs ended lets its handlers finish
 // however long they take, and bounds each write by dbCallTimeout alone).
+//
+// Its methods that read it (context, counting, stopped, spent) take a nil
+// budget for one that never ends: the run of a test that assembles it.
 type shutdownBudget struct {
 	ctx context.Context
 	end context.CancelCauseFunc
+	// stopping is closed by the first spendWithin: the run stops and
+	// the budget counts.
+	stopping chan struct{}
 
 	mu     sync.Mutex
 	timers []*time.Timer
@@ -81,7 +87,7 @@ type shutdownBudget struct {
 // spendWithin sets its end.
 func newShutdownBudget(parent context.Context) *shutdownBudget {
 	ctx, end := context.WithCancelCause(parent)
-	return &shutdownBudget{ctx: ctx, end: end}
+	return &shutdownBudget{ctx: ctx, end: end, stopping: make(chan struct{})}
 }
 
 // spendWithin ends the budget's context d from now, unless an earlier end
@@ -92,8 +98,42 @@ func (b *shutdownBudget) spendWithin(d time.Duration) {
 	if b.closed {
 		return
 	}
+	if len(b.timers) == 0 {
+		close(b.stopping)
+	}
 	b.timers = append(b.timers, time.AfterFunc(max(d, 0), func() { b.end(errBudgetSpent) }))
 }
+
+// context is the context of the shutdown's writes: the budget's, or
+// fallback for a nil budget.
+func (b *shutdownBudget) context(fallback context.Context) context.Context {
+	if b == nil {
+		return fallback
+	}
+	return b.ctx
+}
+
+// stopped is closed once the budget counts (the run stops); nil (never)
+// for a nil budget.
+func (b *shutdownBudget) stopped() <-chan struct{} {
+	if b == nil {
+		return nil
+	}
+	return b.stopping
+}
+
+// counting reports whether the budget counts: the run stops.
+func (b *shutdownBudget) counting() bool {
+	select {
+	case <-b.stopped():
+		return true
+	default:
+		return false
+	}
+}
+
+// spent reports whether the budget's context has ended.
+func (b *shutdownBudget) spent() bool { return b != nil && b.ctx.Err() != nil }
 
 // close stops the budget's timers and ends its context (the run is over).
 func (b *shutdownBudget) close() {
@@ -116,12 +156,7 @@ func (r *run) spendWithin(d time.Duration) {
 
 // writesCtx is the context of the shutdown's writes: the budget's, or
 // dbCtx in a run that has none (tests that assemble a run).
-func (r *run) writesCtx() context.Context {
-	if r.budget == nil {
-		return r.dbCtx
-	}
-	return r.budget.ctx
-}
+func (r *run) writesCtx() context.Context { return r.budget.context(r.dbCtx) }
 
 // releaseList collects the attempts to release or give back in batches:
 // those cut off by shutdown (their handlers returned an error after
@@ -187,14 +222,12 @@ func (l *releaseList) putBack(items []releasedAttempt) {
 // fails it (after completeRetryWait, the wait multiplied by 4 before each
 // further try); given up, those jobs stay in_progress until Reclaim. A
 // write that failed because the database could not be reached
-// (connectionLost) is not counted: it is tried again, the wait doubling up
-// to completeOutageWait, until the database is back, the outage logged
-// once at its start and once at its end (given up after four tries, the
-// jobs waited for Reclaim, which counted the attempts that never ran). It
-// returns once stop is closed, putting back what it was trying again, for
-// releaseInterrupted.
+// (connectionLost) is not counted while the worker runs (outage: given up
+// after four tries, the jobs waited for Reclaim, which counted the
+// attempts that never ran). It returns once stop is closed, putting back
+// what it was trying again, for releaseInterrupted.
 func (r *run) giveBacks(stop <-chan struct{}) {
-	outage := false
+	outage := newOutage(&failureStreak{}, r.budget)
 	for {
 		select {
 		case <-stop:
@@ -202,21 +235,20 @@ func (r *run) giveBacks(stop <-chan struct{}) {
 		case <-r.released.kick:
 		}
 		items := r.released.take()
-		wait, outageWait := completeRetryWait, completeRetryWait
+		wait := completeRetryWait
 		for try := 1; len(items) > 0; {
 			failed, err := r.releaseItems(items)
 			if err == nil || !connectionLost(err) {
-				if outage {
-					outage = false
+				if ended, _ := outage.ended(); ended {
 					r.log.Info("giving back claimed jobs not started again: the database can be reached")
 				}
 			}
 			if err == nil {
 				break
 			}
-			if connectionLost(err) {
-				if !outage {
-					outage = true
+			if outage.keeps(err) {
+				first, outageWait := outage.failed()
+				if first {
 					r.log.Warn("giving back claimed jobs not started failed: the database cannot be reached; keeping them until it can be (their jobs stay in_progress meanwhile)", "jobs", len(failed), "err", err)
 				} else {
 					r.log.Debug("giving back claimed jobs not started failed again: the database cannot be reached", "jobs", len(failed), "err", err, "retry_in", outageWait)
@@ -227,7 +259,6 @@ func (r *run) giveBacks(stop <-chan struct{}) {
 					return
 				case <-time.After(outageWait):
 				}
-				outageWait = min(2*outageWait, completeOutageWait)
 				items = failed
 				continue
 			}

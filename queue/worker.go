@@ -279,13 +279,13 @@ func (r *run) run(ctx context.Context) error {
 		ck := &checkpointer{st: cp, log: r.log, interval: r.q.walCheckpointEvery, gate: &r.q.checkpoints}
 		bg.Go(func() { ck.run(maintCtx) })
 	}
-	c := newCompleter(r.q, r.log, r.writesCtx(), r.attempts, completeBacklog(r.cfg.Concurrency))
+	c := newCompleter(r.q, r.log, r.budget, r.attempts, completeBacklog(r.cfg.Concurrency))
 	completerDone, stopCompleter := make(chan struct{}), make(chan struct{})
 	go func() { defer close(completerDone); c.run(stopCompleter) }()
 	ex := &executors{
 		q: r.q, log: r.log, dbCtx: r.dbCtx,
 		handlers: r.handlers, fallback: r.fallback,
-		attempts: r.attempts, completer: c, released: r.released, stop: stop,
+		attempts: r.attempts, completer: c, released: r.released, budget: r.budget,
 	}
 	ex.work = workChain(r.log, append(append([]WorkMiddleware(nil), r.q.workMW...), r.cfg.Middleware...), ex.handle)
 	giverDone, stopGiver := make(chan struct{}), make(chan struct{})

@@ -1,0 +1,96 @@
+package queue
+
+import (
+	"context"
+	"database/sql/driver"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+)
+
+// TestOutageWaits: an outage's first kept write is its first failure and
+// waits completeRetryWait, each next one twice as long up to
+// completeOutageWait; a write that reaches the database ends the outage
+// once, and the next outage starts over. Two writers sharing a streak
+// (the executors) log one outage once.
+func TestOutageWaits(t *testing.T) {
+	var streak failureStreak
+	a, b := newOutage(&streak, nil), newOutage(&streak, nil)
+	writers := map[string]*outage{"a": &a, "b": &b}
+	for i, step := range []struct {
+		op    string        // "fail" or "end"
+		by    string        // the writer: "a" or "b"
+		first bool          // fail: the first failure of the outage
+		wait  time.Duration // fail: the wait before the next write
+		ended bool          // end: it ended the outage
+	}{
+		{op: "end", by: "a"},
+		{op: "fail", by: "a", first: true, wait: completeRetryWait},
+		{op: "fail", by: "a", wait: 2 * completeRetryWait},
+		{op: "fail", by: "b", wait: completeRetryWait},
+		{op: "fail", by: "a", wait: 4 * completeRetryWait},
+		{op: "fail", by: "a", wait: 8 * completeRetryWait},
+		{op: "fail", by: "a", wait: 16 * completeRetryWait},
+		{op: "fail", by: "a", wait: 32 * completeRetryWait},
+		{op: "fail", by: "a", wait: 64 * completeRetryWait},
+		{op: "fail", by: "a", wait: completeOutageWait},
+		{op: "fail", by: "a", wait: completeOutageWait},
+		{op: "end", by: "b", ended: true},
+		{op: "end", by: "a"},
+		{op: "fail", by: "a", first: true, wait: completeRetryWait},
+		{op: "end", by: "a", ended: true},
+	} {
+		name, o := fmt.Sprintf("step %d (%s by %s)", i, step.op, step.by), writers[step.by]
+		switch step.op {
+		case "fail":
+			if first, wait := o.failed(); first != step.first || wait != step.wait {
+				t.Errorf("%s: failed() = %v, %v; want %v, %v", name, first, wait, step.first, step.wait)
+			}
+		case "end":
+			if ended, _ := o.ended(); ended != step.ended {
+				t.Errorf("%s: ended() = %v, want %v", name, ended, step.ended)
+			}
+		}
+	}
+}
+
+// TestOutageKeeps: a write that could not reach the database is kept
+// while the worker runs, and no longer once it stops (its shutdown budget
+// counts); the budget is spent once its end passes. A run without a
+// budget never stops.
+func TestOutageKeeps(t *testing.T) {
+	lost := fmt.Errorf("writing: %w", driver.ErrBadConn)
+	refused := errors.New("the statement was refused")
+	budget := newShutdownBudget(context.Background())
+	t.Cleanup(budget.close)
+	for _, step := range []struct {
+		name   string
+		budget *shutdownBudget
+		before func()
+		err    error
+		keeps  bool
+		spent  bool
+	}{
+		{name: "no budget, connection lost", err: lost, keeps: true},
+		{name: "no budget, refused", err: refused},
+		{name: "running, connection lost", budget: budget, err: lost, keeps: true},
+		{name: "running, refused", budget: budget, err: refused},
+		{name: "stopping, connection lost", budget: budget, before: func() { budget.spendWithin(time.Hour) }, err: lost},
+		{name: "spent, connection lost", budget: budget, before: func() {
+			budget.spendWithin(0)
+			<-budget.ctx.Done()
+		}, err: lost, spent: true},
+	} {
+		if step.before != nil {
+			step.before()
+		}
+		o := newOutage(&failureStreak{}, step.budget)
+		if got := o.keeps(step.err); got != step.keeps {
+			t.Errorf("%s: keeps = %v, want %v", step.name, got, step.keeps)
+		}
+		if got := o.spent(); got != step.spent {
+			t.Errorf("%s: spent = %v, want %v", step.name, got, step.spent)
+		}
+	}
+}
