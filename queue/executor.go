@@ -3,6 +3,7 @@ package queue
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"time"
 
@@ -237,23 +238,28 @@ func (e *executors) jobLog(row *JobRow) *slog.Logger {
 // or RetryAfter and its error text would be lost. So a write that failed
 // because the database could not be reached (connectionLost: a restart, a
 // failover) is not counted until the worker stops (outage), the
-// executor's slot held meanwhile (no job can be claimed anyway).
+// executor's slot held meanwhile (no job can be claimed anyway). Its
+// writes run under the run's shutdown budget, as the completer's and the
+// give-backs': once the shutdown's time is spent the failure is given up
+// at once, its job left in_progress for Reclaim once its lease has
+// passed; it held Run's return up to dbCallTimeout at each try.
 func (e *executors) recordFailure(a *attempt, err error, dur time.Duration, log *slog.Logger) {
 	row := a.row
 	var end attemptEnd
 	var ferr error
+	writes := e.budget.context(e.dbCtx)
 	wait := completeRetryWait
 	outage := newOutage(&e.outages, e.budget)
 	unsure := false // a write failed with its connection, and may have been carried out
 	for try := 1; ; {
-		ctx, cancel := context.WithTimeout(e.dbCtx, dbCallTimeout)
+		ctx, cancel := context.WithTimeout(writes, dbCallTimeout)
 		end, ferr = e.q.failAttempt(ctx, row, err)
 		cancel()
 		if h := e.q.afterFail; h != nil {
 			ferr = h(ferr)
 		}
 		if unsure && errors.Is(ferr, ErrLeaseLost) {
-			ctx, cancel := context.WithTimeout(e.dbCtx, dbCallTimeout)
+			ctx, cancel := context.WithTimeout(writes, dbCallTimeout)
 			if landed, ok := e.q.failLanded(ctx, row, err); ok {
 				end, ferr = landed, nil
 			}
@@ -278,7 +284,7 @@ func (e *executors) recordFailure(a *attempt, err error, dur time.Duration, log 
 			e.pause(outageWait)
 			continue
 		}
-		if try == completeTries {
+		if try == completeTries || outage.spent() {
 			break
 		}
 		log.Warn("recording a failed attempt failed; trying again", "handler_err", err, "err", ferr, "retry_in", wait)
@@ -286,7 +292,10 @@ func (e *executors) recordFailure(a *attempt, err error, dur time.Duration, log 
 		wait *= 4
 		try++
 	}
-	ctx, cancel := context.WithTimeout(e.dbCtx, dbCallTimeout)
+	if cause := context.Cause(writes); ferr != nil && cause != nil && !errors.Is(ferr, cause) {
+		ferr = fmt.Errorf("%w (%w)", ferr, cause)
+	}
+	ctx, cancel := context.WithTimeout(writes, dbCallTimeout)
 	defer cancel()
 	if ferr != nil {
 		if errors.Is(ferr, ErrLeaseLost) {

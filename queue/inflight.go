@@ -35,18 +35,22 @@ type attempt struct {
 // held back (a slow database, a write tried again) keeps its lease and its
 // job is not reclaimed and run again although it succeeded; the PostgreSQL
 // listener asks whether it holds cancelled jobs (holdsAny), and shutdown
-// counts those whose handlers have not returned (len). Its lock guards the
-// set, every leaseEnd and settling in it, and settling.
+// counts those whose handlers have not returned (len) and waits for the
+// last of them to return (emptied). Its lock guards the set, every
+// leaseEnd and settling in it, and settling.
 type inflightSet struct {
 	mu sync.Mutex
 	m  map[attemptRef]*attempt
 	// settling counts the attempts of m that are settling.
 	settling int
+	// emptied is told (without blocking) whenever no attempt of the set
+	// is left whose handler has not returned (len is 0).
+	emptied chan struct{}
 }
 
 // newInflightSet returns an empty set.
 func newInflightSet() *inflightSet {
-	return &inflightSet{m: map[attemptRef]*attempt{}}
+	return &inflightSet{m: map[attemptRef]*attempt{}, emptied: make(chan struct{}, 1)}
 }
 
 // add registers a claimed attempt.
@@ -67,10 +71,20 @@ func (s *inflightSet) remove(ref attemptRef) {
 // forget deletes ref's attempt (s.mu held).
 func (s *inflightSet) forget(ref attemptRef) {
 	if a, ok := s.m[ref]; ok {
+		delete(s.m, ref)
 		if a.settling {
 			s.settling--
+		} else {
+			s.toldIfEmptied()
 		}
-		delete(s.m, ref)
+	}
+}
+
+// toldIfEmptied tells emptied when no attempt whose handler has not
+// returned is left (s.mu held).
+func (s *inflightSet) toldIfEmptied() {
+	if len(s.m) == s.settling {
+		notify(s.emptied)
 	}
 }
 
@@ -84,6 +98,7 @@ func (s *inflightSet) markSettling(ref attemptRef) {
 	if a, ok := s.m[ref]; ok && !a.settling {
 		a.settling = true
 		s.settling++
+		s.toldIfEmptied()
 	}
 	s.mu.Unlock()
 }

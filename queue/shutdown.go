@@ -52,8 +52,9 @@ func cutOffByShutdown(cause error) bool { return errors.Is(cause, ErrWorkerShutd
 // for each, one after another. What the giver has not written when the
 // executors are done, releaseInterrupted writes with the rest.
 
-// The writes of the release list (the giver's and releaseInterrupted's)
-// and the completer's run under the shutdown's budget (shutdownBudget):
+// The writes of the release list (the giver's and releaseInterrupted's),
+// the completer's and the executors' failures (recordFailure) run under
+// the shutdown's budget (shutdownBudget):
 // once the run stops (ctx ended, MaxRuntime passed, StopNow) they end,
 // like Run, by the end of ShutdownTimeout and the grace of cut-off
 // handlers after it (none of it after StopNow). One whose rows another
@@ -66,8 +67,9 @@ func cutOffByShutdown(cause error) bool { return errors.Is(cause, ErrWorkerShutd
 
 // shutdownBudget is the context of the shutdown's writes: it ends (cause
 // errBudgetSpent) at the earliest end that spendWithin set, and never
-// before one was set (a run that MaxJobs ended lets its handlers finish
-// however long they take, and bounds each write by dbCallTimeout alone).
+// before one was set: the run stops (ctx ended, MaxRuntime passed,
+// StopNow), or MaxJobs ended it and its last handler returned
+// (awaitExecutors).
 //
 // Its methods that read it (context, counting, stopped, spent) take a nil
 // budget for one that never ends: the run of a test that assembles it.
@@ -284,10 +286,19 @@ func (r *run) giveBacks(stop <-chan struct{}) {
 // return: as long as they need until stop ends, then ShutdownTimeout (none
 // once r.stoppedNow ended: StopNow), then it cancels the handlers' contexts and
 // waits r.abandon more. It returns an error when handlers ignored the
-// cancellation (they are left running).
+// cancellation (they are left running); executors whose handlers all
+// returned and that are writing their results (a failure: recordFailure)
+// are waited for, their writes ending with the shutdown's budget. In a run
+// that ended by itself (MaxJobs: stop has not ended) the handlers take
+// the time they need, and the shutdown's budget (ShutdownTimeout and
+// r.abandon, as for a stopped run) counts from when the last one returned.
 func (r *run) awaitExecutors(stop context.Context, execs *sync.WaitGroup) error {
 	execsDone := make(chan struct{})
 	go func() { execs.Wait(); close(execsDone) }()
+	var handlersDone <-chan struct{} // MaxJobs: told when the last handler returned
+	if stop.Err() == nil {
+		handlersDone = r.attempts.emptied
+	}
 	var grace, abandon <-chan time.Time
 	stopped := stop.Done()
 	var stoppedNow <-chan struct{}
@@ -303,9 +314,14 @@ func (r *run) awaitExecutors(stop context.Context, execs *sync.WaitGroup) error 
 		r.spendWithin(r.abandon)
 	}
 	for {
+		if handlersDone != nil && r.attempts.len() == 0 {
+			handlersDone = nil
+			r.spendWithin(max(r.cfg.ShutdownTimeout, 0) + r.abandon)
+		}
 		select {
 		case <-execsDone:
 			return nil
+		case <-handlersDone: // checked above
 		case <-stoppedNow:
 			if n := r.attempts.len(); n > 0 {
 				r.log.Warn("worker stopping at once (StopNow): cancelling running handlers", "running", n)
@@ -332,7 +348,11 @@ func (r *run) awaitExecutors(stop context.Context, execs *sync.WaitGroup) error 
 			}
 			cut(errShutdown)
 		case <-abandon:
+			abandon = nil
 			n := r.attempts.len()
+			if n == 0 {
+				continue // the executors write their results, within the budget
+			}
 			r.log.Error("handlers ignore their cancelled contexts; leaving them", "running", n)
 			return fmt.Errorf("jobqueue: worker stopped with %d handler(s) still running %v after their contexts were cancelled; their jobs stay in_progress until Reclaim (make handlers return when their context ends)", n, r.abandon)
 		}

@@ -2,6 +2,7 @@ package queue
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"testing"
 	"time"
@@ -10,34 +11,49 @@ import (
 	"github.com/jobqueue/jobqueue/internal/testdb"
 )
 
+// handlerEnd is how the handler of a shutdown test ends.
+type handlerEnd int
+
+const (
+	endReleased  handlerEnd = iota // returns its context's cause once cancelled: released
+	endCompleted                   // returns nil once cancelled: completed
+	endFailed                      // fails (an error of its own) once the test lets it
+)
+
 // TestShutdownWritesWithinBudget (PostgreSQL, MySQL): at shutdown the
 // write of an attempt's end whose row another transaction holds locked
 // waits no longer than the shutdown's own time (ShutdownTimeout, then the
-// grace of cut-off handlers): Run returns within it, the job stays
-// in_progress under the attempt's claim, and once its lease has passed
-// Reclaim takes it back. Before, the release of a cut-off attempt waited
-// up to dbCallTimeout (30 s) on the lock, and Run with it, whatever
+// grace of cut-off handlers; after MaxJobs, counted from when the last
+// handler returned): Run returns nil within it, the job stays in_progress
+// under the attempt's claim, and once its lease has passed Reclaim takes
+// it back. Before, the release of a cut-off attempt waited up to
+// dbCallTimeout (30 s) on the lock, and Run with it, whatever
 // ShutdownTimeout said ("released" failed on both engines: Run returned
 // after 30.1 s); and so did a completion on MySQL, whose first write
 // waits for the lock until the completer's timeout ("completed" failed
-// there: 31 s).
+// there: 31 s). The executor wrote a failure outside the budget: a
+// stopped Run returned at the end of the grace saying that 0 handlers
+// ignored their cancelled contexts while the write went on ("failed"),
+// and a run that MaxJobs ended had no budget at all: no return within
+// 40 s ("failed after MaxJobs": four tries of up to 30 s).
 func TestShutdownWritesWithinBudget(t *testing.T) {
 	for _, tc := range []struct {
-		name string
-		// done: the handler returns nil once cancelled (its completion is
-		// written); else its context's cause (it is released).
-		done bool
+		name    string
+		end     handlerEnd
+		maxJobs int // 0: the test stops the worker
 		// written is the job's status if the end is written after all,
 		// by a statement the server went on with once the lock was gone.
 		written Status
 	}{
-		{name: "released", written: StatusPending},
-		{name: "completed", done: true, written: StatusCompleted},
+		{name: "released", end: endReleased, written: StatusPending},
+		{name: "completed", end: endCompleted, written: StatusCompleted},
+		{name: "failed", end: endFailed, written: StatusPending},
+		{name: "failed after MaxJobs", end: endFailed, maxJobs: 1, written: StatusPending},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			forEachServerEngine(t, func(t *testing.T, kind engine.Kind) {
-				testShutdownWritesWithinBudget(t, kind, tc.done, tc.written)
+				testShutdownWritesWithinBudget(t, kind, tc.end, tc.maxJobs, tc.written)
 			})
 		})
 	}
@@ -45,7 +61,7 @@ func TestShutdownWritesWithinBudget(t *testing.T) {
 
 // testShutdownWritesWithinBudget is one case of
 // TestShutdownWritesWithinBudget.
-func testShutdownWritesWithinBudget(t *testing.T, kind engine.Kind, done bool, written Status) {
+func testShutdownWritesWithinBudget(t *testing.T, kind engine.Kind, end handlerEnd, maxJobs int, written Status) {
 	ctx := context.Background()
 	env := newTestEnv(t, kind)
 	logs := &testdb.LogRecorder{}
@@ -55,24 +71,38 @@ func testShutdownWritesWithinBudget(t *testing.T, kind engine.Kind, done bool, w
 	cfg.Lease = 3 * time.Second
 	cfg.MaintenanceInterval = -1 // the test runs Reclaim itself
 	cfg.ShutdownTimeout = 100 * time.Millisecond
+	cfg.MaxJobs = maxJobs
 	w := q.NewWorker(cfg)
 	w.abandonGrace = 500 * time.Millisecond
-	started := make(chan int64, 1)
+	started, proceed := make(chan int64, 1), make(chan struct{})
 	Handle(w, func(ctx context.Context, job *Job[emailArgs]) error {
 		started <- job.ID
-		<-ctx.Done()
-		if done {
+		switch end {
+		case endFailed:
+			<-proceed
+			return errors.New("handler error: the mail server refused the message")
+		case endCompleted:
+			<-ctx.Done()
 			return nil // the rest of its work, done after the cancel
+		default:
+			<-ctx.Done()
+			return context.Cause(ctx)
 		}
-		return context.Cause(ctx)
 	})
 	id := enqueue(t, q, emailArgs{})
-	stop, _ := startWorker(t, w)
+	stop, done := startWorker(t, w)
 	waitFor(t, started, 30*time.Second, "the handler to start")
 	claimed := getJob(t, q, id)
 	unlock := lockRow(t, env.db, env.tbl, id)
+	close(proceed) // a failure's write waits on the locked row
 	t0 := time.Now()
-	if err := stop(40 * time.Second); err != nil {
+	var err error
+	if maxJobs > 0 {
+		err = waitFor(t, done, 40*time.Second, "Run to return after its MaxJobs")
+	} else {
+		err = stop(40 * time.Second)
+	}
+	if err != nil {
 		t.Fatalf("Run: %v", err)
 	}
 	// 0.6 s of budget, and a second of the completer's tries; the rest
@@ -80,7 +110,7 @@ func testShutdownWritesWithinBudget(t *testing.T, kind engine.Kind, done bool, w
 	if took := time.Since(t0); took > 6*time.Second {
 		t.Errorf("Run returned %v after the stop, with ShutdownTimeout %v and %v for cut-off handlers: the write waited on the locked row", took.Round(time.Millisecond), cfg.ShutdownTimeout, w.abandonGrace)
 	}
-	if n := logs.Count(slog.LevelError, "stay in_progress until Reclaim"); n == 0 {
+	if n := logs.Count(slog.LevelError, "in_progress until Reclaim"); n == 0 {
 		t.Error("no error logged for the write given up")
 	}
 	if j := getJob(t, q, id); j.Status != StatusInProgress || j.ClaimToken != claimed.ClaimToken {

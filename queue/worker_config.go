@@ -71,7 +71,10 @@ type WorkerConfig struct {
 	// Without it, ticks that pass while no worker leads are not made up.
 	RunMissed bool
 	// MaxJobs, if positive, is how many jobs the worker claims in all: then
-	// it claims no more, lets them finish, and Run returns nil.
+	// it claims no more, lets them finish however long they take, and Run
+	// returns nil. The results still to write then (completions, failures,
+	// give-backs) are written within ShutdownTimeout and 5 seconds more
+	// from when the last handler returned, as at a shutdown.
 	MaxJobs int
 	// MaxRuntime, if positive, is how long the worker runs: then it stops as
 	// if ctx had ended (with ShutdownTimeout), and Run returns nil.
@@ -92,9 +95,10 @@ type WorkerConfig struct {
 	// job in_progress, for Reclaim once its lease has passed (releasing it
 	// would let the job run twice at once). A job the worker claimed but
 	// had not started yet is given back as it was before the claim:
-	// pending, its attempt not counted. These releases, give-backs and
-	// completions are written within the same time (ShutdownTimeout, then
-	// those 5 seconds; only those 5 after StopNow): one that waits longer
+	// pending, its attempt not counted. These releases, give-backs,
+	// completions and failures are written within the same time
+	// (ShutdownTimeout, then those 5 seconds; only those 5 after
+	// StopNow): one that waits longer
 	// (its row locked by another transaction, the database not answering)
 	// is given up, its job left in_progress for Reclaim once its lease has
 	// passed (a completion given up runs again).
