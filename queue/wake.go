@@ -163,10 +163,9 @@ var errPollsOnly = errors.New("the database cannot wake idle workers")
 func keepSession(ctx context.Context, log *slog.Logger, what string, session func(ctx context.Context, up func()) error, permanent func(error) bool) {
 	delay := listenRetryMin
 	toldNoSlot := false
-	failing := false // the last session failed, and none has been established since
+	var failures failureStreak // the sessions that failed since the last one established
 	up := func() {
-		if failing {
-			failing = false
+		if n, _ := failures.succeeded(); n > 0 {
 			log.Info(what + " again")
 		}
 	}
@@ -193,11 +192,10 @@ func keepSession(ctx context.Context, log *slog.Logger, what string, session fun
 			log.Warn("cannot go on "+what+" for now; the worker polls meanwhile and tries again", "err", err, "retry_in", delay)
 		case errors.Is(err, errNoWakeSlot):
 			log.Debug("cannot go on "+what+" for now; the worker polls meanwhile and tries again", "err", err, "retry_in", delay)
-		case failing:
+		case !failures.failed():
 			log.Debug(what+" failed again; the worker polls meanwhile and tries again", "err", err, "retry_in", delay)
 		default:
 			toldNoSlot = false
-			failing = true
 			log.Warn(what+" failed; the worker polls meanwhile and tries again", "err", err, "retry_in", delay)
 		}
 		t := time.NewTimer(delay)
