@@ -21,35 +21,77 @@ import (
 // Prune, one round of Reclaim, one tick's enqueue — is one short
 // transaction whose first statement (FenceLeaderAct) checks that the
 // worker still holds the leadership in its own term, with a lease that has
-// not passed by the server's clock, and locks the leader row (SQLite: the
-// database's write lock) until the transaction ends: PostgreSQL reads it
-// FOR SHARE; MySQL writes it (renewals + 1), since MariaDB Galera
-// replicates no row locks, only the keys of the rows a transaction wrote.
-// Every takeover increments the term (AcquireLeader), and it must change
-// the row, so it waits for an act in flight to end; an act that begins
-// after a takeover finds another term and changes nothing. So no act of an old leader lands
-// after a new leader's term began, even one whose statements passed the
-// process's fence just before a pause (SIGSTOP, GC, VM). An old leader
-// paused inside its act would keep the takeover waiting; the server ends
-// its session instead once it sits idle for a fifth of the lease
-// (PostgreSQL: idle_in_transaction_session_timeout, MySQL: wait_timeout,
-// both for that act only), and the act rolls back. SQLite has no server:
-// a process paused inside any transaction holds the write lock until it
-// resumes, then commits what it began while it led; the takeover follows.
+// not passed by the server's clock, and locks the role's fence row
+// (fenceRowName, leader_takeover.go) until the transaction ends:
+// PostgreSQL reads it FOR SHARE; MySQL writes it (renewals + 1), since
+// MariaDB Galera replicates no row locks, only the keys of the rows a
+// transaction wrote; SQLite takes the database's write lock. The role's
+// own row, which holds the lease, is read, never locked. Every takeover
+// increments the term and writes both rows in one transaction
+// (acquireLeader): the fence row's write waits for an act in flight; an
+// act that begins after a takeover finds another term and changes nothing.
+// So no act of an old leader lands after a new leader's term began, even
+// one whose statements passed the process's fence just before a pause
+// (SIGSTOP, GC, VM). An old leader paused inside its act would keep the
+// takeover waiting; the server ends its session instead once it sits idle
+// for a fifth of the lease (PostgreSQL: idle_in_transaction_session_timeout,
+// MySQL: wait_timeout, both for that act only), and the act rolls back.
+//
+// Why two rows. The leader renews its lease every fifth of it; when the
+// acts locked the row the renewal writes (one row held both), a renewal
+// waited for the act in flight, and an act that lasted longer than about
+// 0.6 of the lease (a tick's enqueue held up by another transaction's
+// unique key, a statement held up by a lock) cost the leader its
+// leadership: the lease ran out by its own clock, the act was cancelled,
+// and the next renewal took the leadership again, running the pass again
+// (TestLongActKeepsLeadership). A renewal in the same term writes only the
+// role's row, which no act locks, and finds the fence row up to date, so
+// it waits for nothing. The other ways weighed: PostgreSQL's FOR KEY SHARE
+// for the acts, which an UPDATE of non-key columns does not wait for,
+// needs the takeover to lock FOR UPDATE on its own and has no MySQL
+// counterpart (InnoDB has shared and exclusive row locks only, and a
+// multi-table UPDATE or a subquery reads the other row with a shared lock
+// even at READ COMMITTED, measured on MariaDB 10.11); checking the term at
+// the act's commit instead of at its start lets an act of an ended term
+// run to its end and lets a takeover through while an act is in flight
+// (TestTakeoverWaitsForAct); bounding every act below the lease would cut
+// off an act that is merely slow, and retry it no faster. On Galera the
+// two rows keep the certification conflict that fences acts across nodes:
+// a takeover's write set holds the fence row's key, as each act's does;
+// a renewal's holds only the role's row, as no act's does.
+//
+// SQLite has one writer: an act holds the database's write lock from its
+// first statement to its commit, and every other write, the leader's own
+// renewal included, waits for it. The two rows change nothing there: an
+// act that holds the write lock longer than about 0.6 of the lease still
+// costs its leader the leadership, as it keeps every worker's claims and
+// completions waiting too. Acts are bounded (batches, a tick's one
+// enqueue): an enqueue middleware that blocks inside a tick's enqueue is
+// what makes one that long. SQLite has no server to end a session
+// either: a process paused inside any transaction holds the write lock
+// until it resumes, then commits what it began while it led; the takeover
+// follows.
+//
+// Workers of an older version, which know only the role's row, lock it in
+// their acts and write only it when they take over: a takeover by this
+// version still waits for their acts (it writes the role's row too), but
+// one of theirs does not wait for an act of this version in flight. Run
+// one version per table when leaders may be paused or cut off while a
+// rolling upgrade is under way.
 //
 // On Galera a takeover on another node does not wait for an act in flight
 // on this one: each node commits its own and the cluster certifies the
-// write sets in one order. Both write the leader row, so whichever of the
+// write sets in one order. Both write the fence row, so whichever of the
 // two comes second is refused (error 1213): a takeover is tried again by
 // the elector, an act by leaderAct's retry, whose fence then finds the
 // term ended (errTermEnded). Without the write (a locking read) an act
 // whose commit was ordered after a takeover that its node had not applied
 // yet passed certification and landed in the new term
 // (TestGaleraFenceAcrossNodes). On a single MySQL server the write costs
-// what the locking read did, one statement per act, but two acts of one
-// leader (its maintenance and a periodic tick) take turns on the row
-// instead of sharing it: one waits at most for the other's short
-// transaction.
+// what the locking read did, one statement per act (and a read of the
+// role's row, which locks nothing), but two acts of one leader (its
+// maintenance and a periodic tick) take turns on the fence row instead of
+// sharing it: one waits at most for the other's short transaction.
 
 // fenceKey is the context key of a fence.
 type fenceKey struct{}

@@ -284,7 +284,7 @@ func TestWorkerStepsDownOnRefusedAct(t *testing.T) {
 		// Another process takes the row over (as if the lease had passed
 		// in the database while this worker was cut off).
 		side := ddl.Side(env.tbl, "leader").Quoted()
-		if n := env.exec(t, "UPDATE "+side+" SET holder = 'intruder', term = term + 1"); n != 1 {
+		if n := env.exec(t, "UPDATE "+side+" SET holder = 'intruder', term = term + 1 WHERE name = ?", leaderRole); n != 1 {
 			t.Fatalf("%d leader rows taken over", n)
 		}
 		ticksBefore := env.countWhere(t, "name = 'tick'")

@@ -41,8 +41,10 @@ import (
 // ends with the leadership. And the database fences every act of the
 // leader (fence.go): each runs in a short transaction that first checks
 // the leader row for this holder and term, and holds a takeover up until
-// it ends, so that a statement that passed the process's check just before
-// a pause changes nothing once another worker took over.
+// it ends (through a second row, the role's fence row, which takeovers
+// write and renewals do not: a long act never keeps its leader's renewal
+// waiting), so that a statement that passed the process's check just
+// before a pause changes nothing once another worker took over.
 
 // leaderRole is the row of <table>_leader that the workers' maintenance
 // role is elected through.

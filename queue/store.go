@@ -124,7 +124,10 @@ type store interface {
 	leaderEnsure(ctx context.Context, role string) error
 	// leaderAcquire takes the role for holder when its lease has passed,
 	// or renews it when holder holds it, until the server's now + lease;
-	// it reports whether holder holds it now.
+	// it reports whether holder holds it now. A takeover (a new term) also
+	// moves the role's fence row on, in the same transaction, waiting for
+	// the acts in flight; a renewal in the same term waits for none
+	// (acquireLeader, leader_takeover.go).
 	leaderAcquire(ctx context.Context, role, holder string, lease time.Duration) (bool, error)
 	// leaderRelease ends holder's lease now, if holder holds it.
 	leaderRelease(ctx context.Context, role, holder string) error
@@ -132,8 +135,9 @@ type store interface {
 	// transaction (leaderAct): it reports whether holder still holds the
 	// role in term with a lease that has not passed by the server's clock,
 	// and then keeps a takeover waiting until the transaction ends (a lock
-	// on the role's row; SQLite: the write lock). On PostgreSQL the server
-	// ends the session if the transaction sits idle for idle.
+	// on the role's fence row; SQLite: the write lock), but not the
+	// holder's renewal. On PostgreSQL the server ends the session if the
+	// transaction sits idle for idle.
 	leaderFence(ctx context.Context, d dbtx, role, holder string, term int64, idle time.Duration) (bool, error)
 	// periodicLastTick reads, on d (a leader's act), the last tick
 	// recorded in row (Unix nanoseconds; found false when none).

@@ -193,8 +193,13 @@ func (s mysqlStore) purge(ctx context.Context) (int64, error) {
 }
 
 func (s mysqlStore) leaderFence(ctx context.Context, d dbtx, role, holder string, term int64, _ time.Duration) (bool, error) {
-	n, err := mysqlgen.New(d).FenceLeaderAct(ctx, mysqlgen.FenceLeaderActParams{Name: role, Holder: holder, Term: term})
-	return n == 1, err
+	qs := mysqlgen.New(d)
+	n, err := qs.FenceLeaderAct(ctx, mysqlgen.FenceLeaderActParams{FenceName: fenceRowName(role), Holder: holder, Term: term})
+	if err != nil || n != 1 {
+		return false, err
+	}
+	held, err := qs.LeaderLeaseHeld(ctx, mysqlgen.LeaderLeaseHeldParams{Name: role, Holder: holder, Term: term})
+	return held == 1, err
 }
 
 func (s mysqlStore) leaderEnsure(ctx context.Context, role string) error {
@@ -202,8 +207,24 @@ func (s mysqlStore) leaderEnsure(ctx context.Context, role string) error {
 }
 
 func (s mysqlStore) leaderAcquire(ctx context.Context, role, holder string, lease time.Duration) (bool, error) {
-	n, err := s.qs().AcquireLeader(ctx, mysqlgen.AcquireLeaderParams{Holder: holder, LeaseMicros: int32(lease.Microseconds()), Name: role})
+	return acquireLeader(ctx, s.r, s, role, holder, lease)
+}
+
+func (s mysqlStore) acquireLeaderOn(ctx context.Context, d dbtx, role, holder string, lease time.Duration) (bool, error) {
+	n, err := mysqlgen.New(d).AcquireLeader(ctx, mysqlgen.AcquireLeaderParams{Holder: holder, LeaseMicros: int32(lease.Microseconds()), Name: role})
 	return n == 1, err
+}
+
+func (s mysqlStore) leaderFenceBehind(ctx context.Context, d dbtx, role, holder string) (int64, bool, error) {
+	terms, err := mysqlgen.New(d).LeaderFenceBehind(ctx, mysqlgen.LeaderFenceBehindParams{Name: role, Holder: holder, FenceName: fenceRowName(role)})
+	if err != nil || len(terms) == 0 {
+		return 0, false, err
+	}
+	return terms[0], true, nil
+}
+
+func (s mysqlStore) setLeaderFence(ctx context.Context, d dbtx, role, holder string, term int64) error {
+	return mysqlgen.New(d).SetLeaderFence(ctx, mysqlgen.SetLeaderFenceParams{FenceName: fenceRowName(role), Holder: holder, Term: term})
 }
 
 func (s mysqlStore) leaderRelease(ctx context.Context, role, holder string) error {

@@ -14,8 +14,7 @@ type Querier interface {
 	// AcquireLeader takes the role for holder for lease_micros from now when
 	// its lease has passed, or renews it when holder holds it; one row changed
 	// means holder leads (renewals changes every time, so that MySQL, which
-	// counts only rows whose values changed, counts the row; the leader's acts
-	// increment it too, FenceLeaderAct). A new term (and since) starts whenever the lease had
+	// counts only rows whose values changed, counts the row). A new term (and since) starts whenever the lease had
 	// passed, even for the same holder. MySQL assigns from left to right:
 	// term and since read holder and lease_until before they change.
 	AcquireLeader(ctx context.Context, arg AcquireLeaderParams) (int64, error)
@@ -60,15 +59,18 @@ type Querier interface {
 	// FailJob records one failed attempt as the queue decided.
 	FailJob(ctx context.Context, arg FailJobParams) (int64, error)
 	// FenceLeaderAct is the first statement of each act of a leader, in the
-	// act's transaction (queue/fence.go): it changes the role's row (one row)
-	// only while holder holds it in term with a lease that has not passed, and
-	// so locks it until the transaction ends, so that a takeover
-	// (AcquireLeader) waits for the act to end. A write, not a locking read:
-	// Galera replicates no locks, but the act's write set then holds the row's
-	// key, so the cluster refuses whichever of the act and a takeover on
-	// another node commits second. It must change a value (an unchanged row
-	// is no write and puts no key in the write set): renewals, which counts
-	// every change of the row.
+	// act's transaction (queue/fence.go): it changes the role's fence row
+	// (fence_name; one row) only while it names holder and term, and so locks
+	// it until the transaction ends, so that a takeover, which writes the
+	// fence row (SetLeaderFence), waits for the act to end. LeaderLeaseHeld
+	// then checks the role's row, without locking it: the leader's own renewal
+	// (AcquireLeader) writes that row and must not wait for its acts (a
+	// multi-table UPDATE would read it with a shared lock, even at READ
+	// COMMITTED). A write, not a locking read: Galera replicates no locks, but
+	// the act's write set then holds the fence row's key, so the cluster
+	// refuses whichever of the act and a takeover on another node commits
+	// second. It must change a value (an unchanged row is no write and puts no
+	// key in the write set): renewals, which counts the acts.
 	FenceLeaderAct(ctx context.Context, arg FenceLeaderActParams) (int64, error)
 	// The dashboard's overview (queue/overview.go). Each statement reads one
 	// of the table's indexes and stops early, so that it stays fast on a table
@@ -94,6 +96,16 @@ type Querier interface {
 	InsertKey(ctx context.Context, arg InsertKeyParams) (sql.Result, error)
 	JobKeyForUpdate(ctx context.Context, jobID uint64) ([]JobKeyForUpdateRow, error)
 	KeyHolderForUpdate(ctx context.Context, liveKey sql.NullString) ([]KeyHolderForUpdateRow, error)
+	// LeaderFenceBehind returns the role's term when its fence row
+	// (fence_name) does not name the role's holder and term (or is missing):
+	// after a takeover, in the takeover's transaction, which then moves the
+	// fence row on (SetLeaderFence). A consistent read: a renewal, whose fence
+	// row is up to date, waits for no act.
+	LeaderFenceBehind(ctx context.Context, arg LeaderFenceBehindParams) ([]int64, error)
+	// LeaderLeaseHeld counts the role's row (0 or 1) when holder holds it in
+	// term with a lease that has not passed: the second statement of an act's
+	// fence (FenceLeaderAct), a consistent read that locks nothing.
+	LeaderLeaseHeld(ctx context.Context, arg LeaderLeaseHeldParams) (int64, error)
 	// ListJobs pages newest first on the primary key: the jobs with ids below
 	// before_id (the last id of the previous page, or the largest id for the
 	// first), so every page is one backward range scan, never an OFFSET.
@@ -224,6 +236,12 @@ type Querier interface {
 	// SelectWaitingSessions lists the sessions that hold a wake slot of the
 	// table (sqlc.arg(table_name)), each once.
 	SelectWaitingSessions(ctx context.Context, tableName interface{}) ([]int64, error)
+	// SetLeaderFence makes the role's fence row (fence_name) name holder and
+	// term, creating it if missing (a table installed before it existed). It
+	// waits for the acts in flight, which hold the row (FenceLeaderAct), and
+	// on Galera its write set holds the row's key: an act of an earlier term
+	// commits before the new term can act, or is refused.
+	SetLeaderFence(ctx context.Context, arg SetLeaderFenceParams) error
 	// SetPeriodicLastTick records tick_nanos as a periodic job's last tick
 	// enqueued, unless a later one is recorded.
 	SetPeriodicLastTick(ctx context.Context, arg SetPeriodicLastTickParams) error

@@ -36,8 +36,7 @@ type AcquireLeaderParams struct {
 // AcquireLeader takes the role for holder for lease_micros from now when
 // its lease has passed, or renews it when holder holds it; one row changed
 // means holder leads (renewals changes every time, so that MySQL, which
-// counts only rows whose values changed, counts the row; the leader's acts
-// increment it too, FenceLeaderAct). A new term (and since) starts whenever the lease had
+// counts only rows whose values changed, counts the row). A new term (and since) starts whenever the lease had
 // passed, even for the same holder. MySQL assigns from left to right:
 // term and since read holder and lease_until before they change.
 func (q *Queries) AcquireLeader(ctx context.Context, arg AcquireLeaderParams) (int64, error) {
@@ -626,27 +625,29 @@ func (q *Queries) FailJob(ctx context.Context, arg FailJobParams) (int64, error)
 const fenceLeaderAct = `-- name: FenceLeaderAct :execrows
 UPDATE jobs_leader SET renewals = renewals + 1
 WHERE name = ? AND holder = ? AND term = ?
-  AND lease_until > UTC_TIMESTAMP()
 `
 
 type FenceLeaderActParams struct {
-	Name   string
-	Holder string
-	Term   int64
+	FenceName string
+	Holder    string
+	Term      int64
 }
 
 // FenceLeaderAct is the first statement of each act of a leader, in the
-// act's transaction (queue/fence.go): it changes the role's row (one row)
-// only while holder holds it in term with a lease that has not passed, and
-// so locks it until the transaction ends, so that a takeover
-// (AcquireLeader) waits for the act to end. A write, not a locking read:
-// Galera replicates no locks, but the act's write set then holds the row's
-// key, so the cluster refuses whichever of the act and a takeover on
-// another node commits second. It must change a value (an unchanged row
-// is no write and puts no key in the write set): renewals, which counts
-// every change of the row.
+// act's transaction (queue/fence.go): it changes the role's fence row
+// (fence_name; one row) only while it names holder and term, and so locks
+// it until the transaction ends, so that a takeover, which writes the
+// fence row (SetLeaderFence), waits for the act to end. LeaderLeaseHeld
+// then checks the role's row, without locking it: the leader's own renewal
+// (AcquireLeader) writes that row and must not wait for its acts (a
+// multi-table UPDATE would read it with a shared lock, even at READ
+// COMMITTED). A write, not a locking read: Galera replicates no locks, but
+// the act's write set then holds the fence row's key, so the cluster
+// refuses whichever of the act and a takeover on another node commits
+// second. It must change a value (an unchanged row is no write and puts no
+// key in the write set): renewals, which counts the acts.
 func (q *Queries) FenceLeaderAct(ctx context.Context, arg FenceLeaderActParams) (int64, error) {
-	result, err := q.db.ExecContext(ctx, fenceLeaderAct, arg.Name, arg.Holder, arg.Term)
+	result, err := q.db.ExecContext(ctx, fenceLeaderAct, arg.FenceName, arg.Holder, arg.Term)
 	if err != nil {
 		return 0, err
 	}
@@ -952,6 +953,71 @@ func (q *Queries) KeyHolderForUpdate(ctx context.Context, liveKey sql.NullString
 		return nil, err
 	}
 	return items, nil
+}
+
+const leaderFenceBehind = `-- name: LeaderFenceBehind :many
+SELECT l.term
+FROM jobs_leader l
+WHERE l.name = ? AND l.holder = ?
+  AND NOT EXISTS (
+    SELECT 1 FROM jobs_leader f
+    WHERE f.name = ? AND f.holder = l.holder AND f.term = l.term)
+`
+
+type LeaderFenceBehindParams struct {
+	Name      string
+	Holder    string
+	FenceName string
+}
+
+// LeaderFenceBehind returns the role's term when its fence row
+// (fence_name) does not name the role's holder and term (or is missing):
+// after a takeover, in the takeover's transaction, which then moves the
+// fence row on (SetLeaderFence). A consistent read: a renewal, whose fence
+// row is up to date, waits for no act.
+func (q *Queries) LeaderFenceBehind(ctx context.Context, arg LeaderFenceBehindParams) ([]int64, error) {
+	rows, err := q.db.QueryContext(ctx, leaderFenceBehind, arg.Name, arg.Holder, arg.FenceName)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []int64
+	for rows.Next() {
+		var term int64
+		if err := rows.Scan(&term); err != nil {
+			return nil, err
+		}
+		items = append(items, term)
+	}
+	if err := rows.Close(); err != nil {
+		return nil, err
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const leaderLeaseHeld = `-- name: LeaderLeaseHeld :one
+SELECT COUNT(*) FROM jobs_leader
+WHERE name = ? AND holder = ? AND term = ?
+  AND lease_until > UTC_TIMESTAMP()
+`
+
+type LeaderLeaseHeldParams struct {
+	Name   string
+	Holder string
+	Term   int64
+}
+
+// LeaderLeaseHeld counts the role's row (0 or 1) when holder holds it in
+// term with a lease that has not passed: the second statement of an act's
+// fence (FenceLeaderAct), a consistent read that locks nothing.
+func (q *Queries) LeaderLeaseHeld(ctx context.Context, arg LeaderLeaseHeldParams) (int64, error) {
+	row := q.db.QueryRowContext(ctx, leaderLeaseHeld, arg.Name, arg.Holder, arg.Term)
+	var count int64
+	err := row.Scan(&count)
+	return count, err
 }
 
 const listJobs = `-- name: ListJobs :many
@@ -2171,6 +2237,36 @@ func (q *Queries) SelectWaitingSessions(ctx context.Context, tableName interface
 		return nil, err
 	}
 	return items, nil
+}
+
+const setLeaderFence = `-- name: SetLeaderFence :exec
+INSERT INTO jobs_leader (name, holder, term, renewals, since, renewed_at, lease_until)
+VALUES (?, ?, ?, 0, UTC_TIMESTAMP(),
+    '1970-01-01 00:00:01', '1970-01-01 00:00:01')
+ON DUPLICATE KEY UPDATE holder = ?, term = ?,
+    renewals = renewals + 1, since = UTC_TIMESTAMP()
+`
+
+type SetLeaderFenceParams struct {
+	FenceName string
+	Holder    string
+	Term      int64
+}
+
+// SetLeaderFence makes the role's fence row (fence_name) name holder and
+// term, creating it if missing (a table installed before it existed). It
+// waits for the acts in flight, which hold the row (FenceLeaderAct), and
+// on Galera its write set holds the row's key: an act of an earlier term
+// commits before the new term can act, or is refused.
+func (q *Queries) SetLeaderFence(ctx context.Context, arg SetLeaderFenceParams) error {
+	_, err := q.db.ExecContext(ctx, setLeaderFence,
+		arg.FenceName,
+		arg.Holder,
+		arg.Term,
+		arg.Holder,
+		arg.Term,
+	)
+	return err
 }
 
 const setPeriodicLastTick = `-- name: SetPeriodicLastTick :exec

@@ -152,13 +152,16 @@ type Querier interface {
 	// FailJob records one failed attempt as the queue decided.
 	FailJob(ctx context.Context, arg FailJobParams) (int64, error)
 	// FenceLeaderAct is the first statement of each act of a leader, in the
-	// act's transaction (queue/fence.go): it returns the role's row only while
-	// holder holds it in term with a lease that has not passed, and locks it
-	// FOR SHARE until the transaction ends, so that a takeover (AcquireLeader)
-	// waits for the act to end. It sets idle_in_transaction_session_timeout to
-	// idle_ms for the transaction, so that a process paused inside its act
-	// (SIGSTOP) loses its session, and the act rolls back, instead of holding
-	// the takeover up.
+	// act's transaction (queue/fence.go): it returns the role's fence row
+	// (fence_name) only while holder holds the role (name) in term with a
+	// lease that has not passed, and the fence row names the same holder and
+	// term, and locks the fence row FOR SHARE until the transaction ends, so
+	// that a takeover, which writes the fence row (SetLeaderFence), waits for
+	// the act to end. The role's row is read, not locked: the leader's own
+	// renewal (AcquireLeader) writes it and must not wait for its acts. It
+	// sets idle_in_transaction_session_timeout to idle_ms for the transaction,
+	// so that a process paused inside its act (SIGSTOP) loses its session, and
+	// the act rolls back, instead of holding the takeover up.
 	FenceLeaderAct(ctx context.Context, arg FenceLeaderActParams) ([]FenceLeaderActRow, error)
 	// The dashboard's overview (queue/overview.go). Each statement reads one
 	// of the table's indexes and stops early, so that it stays fast on a table
@@ -231,6 +234,12 @@ type Querier interface {
 	KeyHolder(ctx context.Context, uniqueKey sql.NullString) ([]KeyHolderRow, error)
 	// KeyHolderForUpdate is KeyHolder, locked until the transaction ends.
 	KeyHolderForUpdate(ctx context.Context, uniqueKey sql.NullString) ([]KeyHolderForUpdateRow, error)
+	// LeaderFenceBehind returns the role's term when its fence row
+	// (fence_name) does not name the role's holder and term (or is missing):
+	// after a takeover, in the takeover's transaction, which then moves the
+	// fence row on (SetLeaderFence). A plain read: a renewal, whose fence row
+	// is up to date, waits for no act.
+	LeaderFenceBehind(ctx context.Context, arg LeaderFenceBehindParams) ([]int64, error)
 	// ListJobs pages newest first on the primary key: the jobs with ids below
 	// @before_id (the last id of the previous page, or the largest id for the
 	// first), so every page is one backward range scan, never an OFFSET.
@@ -323,6 +332,12 @@ type Querier interface {
 	// claim_token. sqlc.narg(retry_at) is when the job runs again, or NULL to
 	// leave scheduled_at as it is.
 	SelectHeldAttempts(ctx context.Context, arg SelectHeldAttemptsParams) ([]Job, error)
+	// SetLeaderFence makes the role's fence row (fence_name) name holder and
+	// term, creating it if missing (a table installed before it existed). It
+	// waits for the acts in flight, which hold the row FOR SHARE
+	// (FenceLeaderAct): an act of an earlier term commits before the new term
+	// can act, or is refused.
+	SetLeaderFence(ctx context.Context, arg SetLeaderFenceParams) error
 	// SetPeriodicLastTick records tick_nanos as a periodic job's last tick
 	// enqueued, unless a later one is recorded.
 	SetPeriodicLastTick(ctx context.Context, arg SetPeriodicLastTickParams) error

@@ -1008,18 +1008,20 @@ func (q *Queries) FailJob(ctx context.Context, arg FailJobParams) (int64, error)
 }
 
 const fenceLeaderAct = `-- name: FenceLeaderAct :many
-SELECT term, set_config('idle_in_transaction_session_timeout', CAST($1 AS text), true) AS idle
-FROM jobs_leader
-WHERE name = $2 AND holder = $3 AND term = $4
-  AND lease_until > (statement_timestamp() AT TIME ZONE 'UTC')
-FOR SHARE
+SELECT f.term, set_config('idle_in_transaction_session_timeout', CAST($1 AS text), true) AS idle
+FROM jobs_leader f
+JOIN jobs_leader l ON l.name = $2 AND l.holder = f.holder AND l.term = f.term
+    AND l.lease_until > (statement_timestamp() AT TIME ZONE 'UTC')
+WHERE f.name = $3 AND f.holder = $4 AND f.term = $5
+FOR SHARE OF f
 `
 
 type FenceLeaderActParams struct {
-	IdleMs string
-	Name   string
-	Holder string
-	Term   int64
+	IdleMs    string
+	Name      string
+	FenceName string
+	Holder    string
+	Term      int64
 }
 
 type FenceLeaderActRow struct {
@@ -1028,17 +1030,21 @@ type FenceLeaderActRow struct {
 }
 
 // FenceLeaderAct is the first statement of each act of a leader, in the
-// act's transaction (queue/fence.go): it returns the role's row only while
-// holder holds it in term with a lease that has not passed, and locks it
-// FOR SHARE until the transaction ends, so that a takeover (AcquireLeader)
-// waits for the act to end. It sets idle_in_transaction_session_timeout to
-// idle_ms for the transaction, so that a process paused inside its act
-// (SIGSTOP) loses its session, and the act rolls back, instead of holding
-// the takeover up.
+// act's transaction (queue/fence.go): it returns the role's fence row
+// (fence_name) only while holder holds the role (name) in term with a
+// lease that has not passed, and the fence row names the same holder and
+// term, and locks the fence row FOR SHARE until the transaction ends, so
+// that a takeover, which writes the fence row (SetLeaderFence), waits for
+// the act to end. The role's row is read, not locked: the leader's own
+// renewal (AcquireLeader) writes it and must not wait for its acts. It
+// sets idle_in_transaction_session_timeout to idle_ms for the transaction,
+// so that a process paused inside its act (SIGSTOP) loses its session, and
+// the act rolls back, instead of holding the takeover up.
 func (q *Queries) FenceLeaderAct(ctx context.Context, arg FenceLeaderActParams) ([]FenceLeaderActRow, error) {
 	rows, err := q.db.QueryContext(ctx, fenceLeaderAct,
 		arg.IdleMs,
 		arg.Name,
+		arg.FenceName,
 		arg.Holder,
 		arg.Term,
 	)
@@ -1655,6 +1661,49 @@ func (q *Queries) KeyHolderForUpdate(ctx context.Context, uniqueKey sql.NullStri
 			return nil, err
 		}
 		items = append(items, i)
+	}
+	if err := rows.Close(); err != nil {
+		return nil, err
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const leaderFenceBehind = `-- name: LeaderFenceBehind :many
+SELECT l.term
+FROM jobs_leader l
+WHERE l.name = $1 AND l.holder = $2
+  AND NOT EXISTS (
+    SELECT 1 FROM jobs_leader f
+    WHERE f.name = $3 AND f.holder = l.holder AND f.term = l.term)
+`
+
+type LeaderFenceBehindParams struct {
+	Name      string
+	Holder    string
+	FenceName string
+}
+
+// LeaderFenceBehind returns the role's term when its fence row
+// (fence_name) does not name the role's holder and term (or is missing):
+// after a takeover, in the takeover's transaction, which then moves the
+// fence row on (SetLeaderFence). A plain read: a renewal, whose fence row
+// is up to date, waits for no act.
+func (q *Queries) LeaderFenceBehind(ctx context.Context, arg LeaderFenceBehindParams) ([]int64, error) {
+	rows, err := q.db.QueryContext(ctx, leaderFenceBehind, arg.Name, arg.Holder, arg.FenceName)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []int64
+	for rows.Next() {
+		var term int64
+		if err := rows.Scan(&term); err != nil {
+			return nil, err
+		}
+		items = append(items, term)
 	}
 	if err := rows.Close(); err != nil {
 		return nil, err
@@ -2361,6 +2410,31 @@ func (q *Queries) SelectHeldAttempts(ctx context.Context, arg SelectHeldAttempts
 		return nil, err
 	}
 	return items, nil
+}
+
+const setLeaderFence = `-- name: SetLeaderFence :exec
+INSERT INTO jobs_leader (name, holder, term, renewals, since, renewed_at, lease_until)
+VALUES ($1, $2, $3, 0, (statement_timestamp() AT TIME ZONE 'UTC'),
+    TIMESTAMP '1970-01-01 00:00:00', TIMESTAMP '1970-01-01 00:00:00')
+ON CONFLICT (name) DO UPDATE
+SET holder = EXCLUDED.holder, term = EXCLUDED.term, renewals = jobs_leader.renewals + 1,
+    since = EXCLUDED.since
+`
+
+type SetLeaderFenceParams struct {
+	FenceName string
+	Holder    string
+	Term      int64
+}
+
+// SetLeaderFence makes the role's fence row (fence_name) name holder and
+// term, creating it if missing (a table installed before it existed). It
+// waits for the acts in flight, which hold the row FOR SHARE
+// (FenceLeaderAct): an act of an earlier term commits before the new term
+// can act, or is refused.
+func (q *Queries) SetLeaderFence(ctx context.Context, arg SetLeaderFenceParams) error {
+	_, err := q.db.ExecContext(ctx, setLeaderFence, arg.FenceName, arg.Holder, arg.Term)
+	return err
 }
 
 const setPeriodicLastTick = `-- name: SetPeriodicLastTick :exec

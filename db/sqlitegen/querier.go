@@ -96,10 +96,12 @@ type Querier interface {
 	FailJob(ctx context.Context, arg FailJobParams) (int64, error)
 	// FenceLeaderAct is the first statement of each act of a leader, in the
 	// act's transaction (queue/fence.go): it changes (to the same values) the
-	// role's row only while holder holds it in term with a lease that has not
-	// passed, and one row changed says so. Being a write, it takes the
-	// database's write lock at once, so that a takeover (AcquireLeader) waits
-	// for the act to end.
+	// role's fence row (fence_name) only while it names holder and term and
+	// holder holds the role's row in term with a lease that has not passed,
+	// and one row changed says so. Being a write, it takes the database's
+	// write lock at once, so that a takeover (AcquireLeader, SetLeaderFence)
+	// waits for the act to end; so does the leader's own renewal, since SQLite
+	// has one writer at a time.
 	FenceLeaderAct(ctx context.Context, arg FenceLeaderActParams) (int64, error)
 	// The dashboard's overview (queue/overview.go). Each statement reads one
 	// of the table's indexes and stops early, so that it stays fast on a table
@@ -131,6 +133,11 @@ type Querier interface {
 	// that a control statement left alone: missing, finished or running).
 	JobStatuses(ctx context.Context, ids interface{}) ([]JobStatusesRow, error)
 	KeyHolder(ctx context.Context, uniqueKey sql.NullString) ([]KeyHolderRow, error)
+	// LeaderFenceBehind returns the role's term when its fence row
+	// (fence_name) does not name the role's holder and term (or is missing):
+	// after a takeover, in the takeover's transaction, which then moves the
+	// fence row on (SetLeaderFence).
+	LeaderFenceBehind(ctx context.Context, arg LeaderFenceBehindParams) ([]int64, error)
 	// ListJobs pages newest first on the primary key: the jobs with ids below
 	// @before_id (the last id of the previous page, or the largest id for the
 	// first), so every page is one backward range scan, never an OFFSET.
@@ -197,6 +204,9 @@ type Querier interface {
 	// claim_token. sqlc.narg(retry_at) is when the job runs again, or NULL to
 	// leave scheduled_at as it is.
 	SelectHeldAttempts(ctx context.Context, arg SelectHeldAttemptsParams) ([]Job, error)
+	// SetLeaderFence makes the role's fence row (fence_name) name holder and
+	// term, creating it if missing (a table installed before it existed).
+	SetLeaderFence(ctx context.Context, arg SetLeaderFenceParams) error
 	// SetPeriodicLastTick records tick_nanos as a periodic job's last tick
 	// enqueued, unless a later one is recorded.
 	SetPeriodicLastTick(ctx context.Context, arg SetPeriodicLastTickParams) error

@@ -753,24 +753,35 @@ func (q *Queries) FailJob(ctx context.Context, arg FailJobParams) (int64, error)
 
 const fenceLeaderAct = `-- name: FenceLeaderAct :execrows
 UPDATE jobs_leader SET term = term
-WHERE name = ?1 AND holder = ?2 AND term = ?3
-  AND lease_until > strftime('%Y-%m-%d %H:%M:%f', 'now')
+WHERE jobs_leader.name = ?1 AND jobs_leader.holder = ?2 AND jobs_leader.term = ?3
+  AND EXISTS (
+    SELECT 1 FROM jobs_leader l
+    WHERE l.name = ?4 AND l.holder = ?2 AND l.term = ?3
+      AND l.lease_until > strftime('%Y-%m-%d %H:%M:%f', 'now'))
 `
 
 type FenceLeaderActParams struct {
-	Name   string
-	Holder string
-	Term   int64
+	FenceName string
+	Holder    string
+	Term      int64
+	Name      string
 }
 
 // FenceLeaderAct is the first statement of each act of a leader, in the
 // act's transaction (queue/fence.go): it changes (to the same values) the
-// role's row only while holder holds it in term with a lease that has not
-// passed, and one row changed says so. Being a write, it takes the
-// database's write lock at once, so that a takeover (AcquireLeader) waits
-// for the act to end.
+// role's fence row (fence_name) only while it names holder and term and
+// holder holds the role's row in term with a lease that has not passed,
+// and one row changed says so. Being a write, it takes the database's
+// write lock at once, so that a takeover (AcquireLeader, SetLeaderFence)
+// waits for the act to end; so does the leader's own renewal, since SQLite
+// has one writer at a time.
 func (q *Queries) FenceLeaderAct(ctx context.Context, arg FenceLeaderActParams) (int64, error) {
-	result, err := q.db.ExecContext(ctx, fenceLeaderAct, arg.Name, arg.Holder, arg.Term)
+	result, err := q.db.ExecContext(ctx, fenceLeaderAct,
+		arg.FenceName,
+		arg.Holder,
+		arg.Term,
+		arg.Name,
+	)
 	if err != nil {
 		return 0, err
 	}
@@ -1144,6 +1155,48 @@ func (q *Queries) KeyHolder(ctx context.Context, uniqueKey sql.NullString) ([]Ke
 			return nil, err
 		}
 		items = append(items, i)
+	}
+	if err := rows.Close(); err != nil {
+		return nil, err
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const leaderFenceBehind = `-- name: LeaderFenceBehind :many
+SELECT l.term
+FROM jobs_leader l
+WHERE l.name = ?1 AND l.holder = ?2
+  AND NOT EXISTS (
+    SELECT 1 FROM jobs_leader f
+    WHERE f.name = ?3 AND f.holder = l.holder AND f.term = l.term)
+`
+
+type LeaderFenceBehindParams struct {
+	Name      string
+	Holder    string
+	FenceName string
+}
+
+// LeaderFenceBehind returns the role's term when its fence row
+// (fence_name) does not name the role's holder and term (or is missing):
+// after a takeover, in the takeover's transaction, which then moves the
+// fence row on (SetLeaderFence).
+func (q *Queries) LeaderFenceBehind(ctx context.Context, arg LeaderFenceBehindParams) ([]int64, error) {
+	rows, err := q.db.QueryContext(ctx, leaderFenceBehind, arg.Name, arg.Holder, arg.FenceName)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []int64
+	for rows.Next() {
+		var term int64
+		if err := rows.Scan(&term); err != nil {
+			return nil, err
+		}
+		items = append(items, term)
 	}
 	if err := rows.Close(); err != nil {
 		return nil, err
@@ -1779,6 +1832,28 @@ func (q *Queries) SelectHeldAttempts(ctx context.Context, arg SelectHeldAttempts
 		return nil, err
 	}
 	return items, nil
+}
+
+const setLeaderFence = `-- name: SetLeaderFence :exec
+INSERT INTO jobs_leader (name, holder, term, renewals, since, renewed_at, lease_until)
+VALUES (?1, ?2, ?3, 0, strftime('%Y-%m-%d %H:%M:%f', 'now'),
+    '1970-01-01 00:00:00.000', '1970-01-01 00:00:00.000')
+ON CONFLICT (name) DO UPDATE
+SET holder = excluded.holder, term = excluded.term, renewals = renewals + 1,
+    since = excluded.since
+`
+
+type SetLeaderFenceParams struct {
+	FenceName string
+	Holder    string
+	Term      int64
+}
+
+// SetLeaderFence makes the role's fence row (fence_name) name holder and
+// term, creating it if missing (a table installed before it existed).
+func (q *Queries) SetLeaderFence(ctx context.Context, arg SetLeaderFenceParams) error {
+	_, err := q.db.ExecContext(ctx, setLeaderFence, arg.FenceName, arg.Holder, arg.Term)
+	return err
 }
 
 const setPeriodicLastTick = `-- name: SetPeriodicLastTick :exec

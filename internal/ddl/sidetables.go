@@ -161,9 +161,11 @@ func Side(t engine.Table, suffix string) engine.Table {
 // counting changes of holder, and its lease. Its times are the database
 // server's clock (UTC), with fractions of a second, so that every process
 // compares leases against one clock (queue/leader.go). renewals counts
-// the changes of a role's row: takeovers and renewals, and on MySQL each
-// act of the leader too, whose fence writes the row (queue/fence.go); no
-// reader shows it. It also holds a
+// the changes of a role's row: takeovers and renewals; no reader shows it.
+// Each role has a second row, its fence row, named fence:<role>, holding
+// the holder and term whose acts may land: takeovers write it, and each
+// act of the leader locks it (on MySQL writes it, renewals + 1), while
+// renewals write only the role's row (queue/fence.go). It also holds a
 // row per periodic job, named tick:<digest>, whose term is the last tick
 // the leaders enqueued, in Unix nanoseconds (queue/periodic.go).
 var leaderTable = SideTable{

@@ -441,8 +441,7 @@ ON DUPLICATE KEY UPDATE name = name;
 -- AcquireLeader takes the role for holder for lease_micros from now when
 -- its lease has passed, or renews it when holder holds it; one row changed
 -- means holder leads (renewals changes every time, so that MySQL, which
--- counts only rows whose values changed, counts the row; the leader's acts
--- increment it too, FenceLeaderAct). A new term (and since) starts whenever the lease had
+-- counts only rows whose values changed, counts the row). A new term (and since) starts whenever the lease had
 -- passed, even for the same holder. MySQL assigns from left to right:
 -- term and since read holder and lease_until before they change.
 UPDATE jobs_leader
@@ -476,18 +475,53 @@ WHERE name = sqlc.arg(name);
 
 -- name: FenceLeaderAct :execrows
 -- FenceLeaderAct is the first statement of each act of a leader, in the
--- act's transaction (queue/fence.go): it changes the role's row (one row)
--- only while holder holds it in term with a lease that has not passed, and
--- so locks it until the transaction ends, so that a takeover
--- (AcquireLeader) waits for the act to end. A write, not a locking read:
--- Galera replicates no locks, but the act's write set then holds the row's
--- key, so the cluster refuses whichever of the act and a takeover on
--- another node commits second. It must change a value (an unchanged row
--- is no write and puts no key in the write set): renewals, which counts
--- every change of the row.
+-- act's transaction (queue/fence.go): it changes the role's fence row
+-- (fence_name; one row) only while it names holder and term, and so locks
+-- it until the transaction ends, so that a takeover, which writes the
+-- fence row (SetLeaderFence), waits for the act to end. LeaderLeaseHeld
+-- then checks the role's row, without locking it: the leader's own renewal
+-- (AcquireLeader) writes that row and must not wait for its acts (a
+-- multi-table UPDATE would read it with a shared lock, even at READ
+-- COMMITTED). A write, not a locking read: Galera replicates no locks, but
+-- the act's write set then holds the fence row's key, so the cluster
+-- refuses whichever of the act and a takeover on another node commits
+-- second. It must change a value (an unchanged row is no write and puts no
+-- key in the write set): renewals, which counts the acts.
 UPDATE jobs_leader SET renewals = renewals + 1
+WHERE name = sqlc.arg(fence_name) AND holder = sqlc.arg(holder) AND term = sqlc.arg(term);
+
+-- name: LeaderLeaseHeld :one
+-- LeaderLeaseHeld counts the role's row (0 or 1) when holder holds it in
+-- term with a lease that has not passed: the second statement of an act's
+-- fence (FenceLeaderAct), a consistent read that locks nothing.
+SELECT COUNT(*) FROM jobs_leader
 WHERE name = sqlc.arg(name) AND holder = sqlc.arg(holder) AND term = sqlc.arg(term)
   AND lease_until > UTC_TIMESTAMP();
+
+-- name: LeaderFenceBehind :many
+-- LeaderFenceBehind returns the role's term when its fence row
+-- (fence_name) does not name the role's holder and term (or is missing):
+-- after a takeover, in the takeover's transaction, which then moves the
+-- fence row on (SetLeaderFence). A consistent read: a renewal, whose fence
+-- row is up to date, waits for no act.
+SELECT l.term
+FROM jobs_leader l
+WHERE l.name = sqlc.arg(name) AND l.holder = sqlc.arg(holder)
+  AND NOT EXISTS (
+    SELECT 1 FROM jobs_leader f
+    WHERE f.name = sqlc.arg(fence_name) AND f.holder = l.holder AND f.term = l.term);
+
+-- name: SetLeaderFence :exec
+-- SetLeaderFence makes the role's fence row (fence_name) name holder and
+-- term, creating it if missing (a table installed before it existed). It
+-- waits for the acts in flight, which hold the row (FenceLeaderAct), and
+-- on Galera its write set holds the row's key: an act of an earlier term
+-- commits before the new term can act, or is refused.
+INSERT INTO jobs_leader (name, holder, term, renewals, since, renewed_at, lease_until)
+VALUES (sqlc.arg(fence_name), sqlc.arg(holder), sqlc.arg(term), 0, UTC_TIMESTAMP(),
+    '1970-01-01 00:00:01', '1970-01-01 00:00:01')
+ON DUPLICATE KEY UPDATE holder = sqlc.arg(holder), term = sqlc.arg(term),
+    renewals = renewals + 1, since = UTC_TIMESTAMP();
 
 -- name: TakeWakeSlot :one
 -- TakeWakeSlot takes wake slot sqlc.arg(slot) of the table

@@ -677,15 +677,45 @@ WHERE name = @name;
 
 -- name: FenceLeaderAct :many
 -- FenceLeaderAct is the first statement of each act of a leader, in the
--- act's transaction (queue/fence.go): it returns the role's row only while
--- holder holds it in term with a lease that has not passed, and locks it
--- FOR SHARE until the transaction ends, so that a takeover (AcquireLeader)
--- waits for the act to end. It sets idle_in_transaction_session_timeout to
--- idle_ms for the transaction, so that a process paused inside its act
--- (SIGSTOP) loses its session, and the act rolls back, instead of holding
--- the takeover up.
-SELECT term, set_config('idle_in_transaction_session_timeout', CAST(@idle_ms AS text), true) AS idle
-FROM jobs_leader
-WHERE name = @name AND holder = @holder AND term = @term
-  AND lease_until > (statement_timestamp() AT TIME ZONE 'UTC')
-FOR SHARE;
+-- act's transaction (queue/fence.go): it returns the role's fence row
+-- (fence_name) only while holder holds the role (name) in term with a
+-- lease that has not passed, and the fence row names the same holder and
+-- term, and locks the fence row FOR SHARE until the transaction ends, so
+-- that a takeover, which writes the fence row (SetLeaderFence), waits for
+-- the act to end. The role's row is read, not locked: the leader's own
+-- renewal (AcquireLeader) writes it and must not wait for its acts. It
+-- sets idle_in_transaction_session_timeout to idle_ms for the transaction,
+-- so that a process paused inside its act (SIGSTOP) loses its session, and
+-- the act rolls back, instead of holding the takeover up.
+SELECT f.term, set_config('idle_in_transaction_session_timeout', CAST(@idle_ms AS text), true) AS idle
+FROM jobs_leader f
+JOIN jobs_leader l ON l.name = @name AND l.holder = f.holder AND l.term = f.term
+    AND l.lease_until > (statement_timestamp() AT TIME ZONE 'UTC')
+WHERE f.name = @fence_name AND f.holder = @holder AND f.term = @term
+FOR SHARE OF f;
+
+-- name: LeaderFenceBehind :many
+-- LeaderFenceBehind returns the role's term when its fence row
+-- (fence_name) does not name the role's holder and term (or is missing):
+-- after a takeover, in the takeover's transaction, which then moves the
+-- fence row on (SetLeaderFence). A plain read: a renewal, whose fence row
+-- is up to date, waits for no act.
+SELECT l.term
+FROM jobs_leader l
+WHERE l.name = @name AND l.holder = @holder
+  AND NOT EXISTS (
+    SELECT 1 FROM jobs_leader f
+    WHERE f.name = @fence_name AND f.holder = l.holder AND f.term = l.term);
+
+-- name: SetLeaderFence :exec
+-- SetLeaderFence makes the role's fence row (fence_name) name holder and
+-- term, creating it if missing (a table installed before it existed). It
+-- waits for the acts in flight, which hold the row FOR SHARE
+-- (FenceLeaderAct): an act of an earlier term commits before the new term
+-- can act, or is refused.
+INSERT INTO jobs_leader (name, holder, term, renewals, since, renewed_at, lease_until)
+VALUES (@fence_name, @holder, @term, 0, (statement_timestamp() AT TIME ZONE 'UTC'),
+    TIMESTAMP '1970-01-01 00:00:00', TIMESTAMP '1970-01-01 00:00:00')
+ON CONFLICT (name) DO UPDATE
+SET holder = EXCLUDED.holder, term = EXCLUDED.term, renewals = jobs_leader.renewals + 1,
+    since = EXCLUDED.since;

@@ -480,10 +480,37 @@ WHERE name = @name;
 -- name: FenceLeaderAct :execrows
 -- FenceLeaderAct is the first statement of each act of a leader, in the
 -- act's transaction (queue/fence.go): it changes (to the same values) the
--- role's row only while holder holds it in term with a lease that has not
--- passed, and one row changed says so. Being a write, it takes the
--- database's write lock at once, so that a takeover (AcquireLeader) waits
--- for the act to end.
+-- role's fence row (fence_name) only while it names holder and term and
+-- holder holds the role's row in term with a lease that has not passed,
+-- and one row changed says so. Being a write, it takes the database's
+-- write lock at once, so that a takeover (AcquireLeader, SetLeaderFence)
+-- waits for the act to end; so does the leader's own renewal, since SQLite
+-- has one writer at a time.
 UPDATE jobs_leader SET term = term
-WHERE name = @name AND holder = @holder AND term = @term
-  AND lease_until > strftime('%Y-%m-%d %H:%M:%f', 'now');
+WHERE jobs_leader.name = @fence_name AND jobs_leader.holder = @holder AND jobs_leader.term = @term
+  AND EXISTS (
+    SELECT 1 FROM jobs_leader l
+    WHERE l.name = @name AND l.holder = @holder AND l.term = @term
+      AND l.lease_until > strftime('%Y-%m-%d %H:%M:%f', 'now'));
+
+-- name: LeaderFenceBehind :many
+-- LeaderFenceBehind returns the role's term when its fence row
+-- (fence_name) does not name the role's holder and term (or is missing):
+-- after a takeover, in the takeover's transaction, which then moves the
+-- fence row on (SetLeaderFence).
+SELECT l.term
+FROM jobs_leader l
+WHERE l.name = @name AND l.holder = @holder
+  AND NOT EXISTS (
+    SELECT 1 FROM jobs_leader f
+    WHERE f.name = @fence_name AND f.holder = l.holder AND f.term = l.term);
+
+-- name: SetLeaderFence :exec
+-- SetLeaderFence makes the role's fence row (fence_name) name holder and
+-- term, creating it if missing (a table installed before it existed).
+INSERT INTO jobs_leader (name, holder, term, renewals, since, renewed_at, lease_until)
+VALUES (@fence_name, @holder, @term, 0, strftime('%Y-%m-%d %H:%M:%f', 'now'),
+    '1970-01-01 00:00:00.000', '1970-01-01 00:00:00.000')
+ON CONFLICT (name) DO UPDATE
+SET holder = excluded.holder, term = excluded.term, renewals = renewals + 1,
+    since = excluded.since;
