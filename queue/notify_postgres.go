@@ -46,6 +46,19 @@ package queue
 // meanwhile, and after each (re)connection it claims once, since
 // notifications sent while nobody listened are lost. The connection is
 // discarded, not returned to the pool, when Run ends.
+//
+// A connection that stays up can still stop hearing enqueues: after a
+// failover the old primary may be kept running fenced read-only
+// (default_transaction_read_only on), accepting connections, and a
+// listener left there waited for notifications no one sent while the
+// worker only polled, until that connection broke. So the listener checks
+// its server (ServerReadOnly, the test of target_session_attrs=read-write)
+// when it starts and every pgListenCheckEvery; when the server accepts no
+// writes it ends the session (logged once, as any failure of it) and
+// listens again through the pool, whose new connections go to the new
+// primary (a multi-host URL with target_session_attrs=read-write). The
+// check also ends a session whose connection went silently dead (a
+// network partition), which waited for notifications without end.
 
 import (
 	"context"
@@ -53,6 +66,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/jobqueue/jobqueue/db/pggen"
 	"github.com/jobqueue/jobqueue/internal/engine"
@@ -61,6 +77,16 @@ import (
 // errNotPgx: the pool's connections are not pgx's, so they cannot wait for
 // notifications; listening stops for good (the worker polls).
 var errNotPgx = errors.New("the driver's connection is not pgx's *stdlib.Conn, which LISTEN needs")
+
+// errListenReadOnly: the LISTEN session's server accepts no writes, so no
+// enqueue can notify it; the listener listens again through the pool.
+var errListenReadOnly = errors.New("the listening connection's server accepts no writes (a standby, or an old primary fenced read-only after a failover), so no enqueue reaches it; listening again on a new connection of the pool (with several hosts in the postgres URL, target_session_attrs=read-write makes it reach the primary)")
+
+// pgListenCheckEvery is how often the LISTEN session checks that its
+// server still accepts writes (ServerReadOnly): one short statement, so
+// that a listener left on a fenced old primary after a failover moves to
+// the new one within this (see the top of this file).
+const pgListenCheckEvery = 5 * time.Second
 
 // pgListener is the Waker of a worker on PostgreSQL: it LISTENs on the
 // table's channel on a dedicated connection and turns the notifications of
@@ -117,10 +143,11 @@ func (l *pgListener) loop(ctx context.Context) {
 	keepSession(ctx, l.log, "listening for enqueues", l.session, func(err error) bool { return errors.Is(err, errNotPgx) })
 }
 
-// session takes a connection, LISTENs on it and turns notifications into
-// wake-ups until ctx ends or the connection fails. The connection is
-// discarded afterwards: a session that listens is never handed back to
-// the pool.
+// session takes a connection, checks that its server accepts writes,
+// LISTENs on it and turns notifications into wake-ups until ctx ends, the
+// connection fails or its server stops accepting writes (checked every
+// pgListenCheckEvery). The connection is discarded afterwards: a session
+// that listens is never handed back to the pool.
 func (l *pgListener) session(ctx context.Context, up func()) error {
 	cctx, cancel := context.WithTimeout(ctx, dbCallTimeout)
 	conn, err := sessionConn(cctx, l.db, pgKeepIdleSession) // it waits idle between notifications
@@ -129,46 +156,87 @@ func (l *pgListener) session(ctx context.Context, up func()) error {
 		return fmt.Errorf("taking a connection: %w", err)
 	}
 	defer discardConn(conn)
+	if err := l.checkWritable(ctx, conn); err != nil {
+		return err
+	}
 	cctx, cancel = context.WithTimeout(ctx, dbCallTimeout)
 	err = pggen.New(rawDBTX{r: l.run, db: conn}).ListenJobs(cctx)
 	cancel()
 	if err != nil {
 		return fmt.Errorf("LISTEN: %w", err)
 	}
-	return conn.Raw(func(dc any) error {
-		sc, ok := engine.PgxConn(dc)
-		if !ok {
-			return fmt.Errorf("%w (it is %T)", errNotPgx, dc)
-		}
-		pc := sc.Conn()
-		l.log.Debug("listening for enqueues", "pid", pc.PgConn().PID())
-		up()
-		// Jobs enqueued while nobody listened were not heard: claim once;
-		// and jobs cancelled meanwhile: check the running attempts once.
-		l.wake()
-		if l.cancelled != nil {
-			l.cancelled(nil)
-		}
-		for {
-			n, err := pc.WaitForNotification(ctx)
-			if err != nil {
-				return err
+	for started := false; ; started = true {
+		err := conn.Raw(func(dc any) error {
+			sc, ok := engine.PgxConn(dc)
+			if !ok {
+				return fmt.Errorf("%w (it is %T)", errNotPgx, dc)
 			}
-			if n != nil {
-				if ids, ok := parseCancelPayload(n.Payload); ok {
-					if l.cancelled != nil {
-						l.cancelled(ids)
-					}
-					if !l.types[n.Payload] { // not a type this worker takes
-						continue
-					}
+			pc := sc.Conn()
+			if !started {
+				l.log.Debug("listening for enqueues", "pid", pc.PgConn().PID())
+				up()
+				// Jobs enqueued while nobody listened were not heard: claim
+				// once; and jobs cancelled meanwhile: check the running
+				// attempts once.
+				l.wake()
+				if l.cancelled != nil {
+					l.cancelled(nil)
 				}
 			}
-			if n == nil || l.wants(n.Payload) {
-				l.wake()
+			return l.hear(ctx, pc)
+		})
+		if err != nil {
+			return err
+		}
+		if err := l.checkWritable(ctx, conn); err != nil {
+			return err
+		}
+	}
+}
+
+// checkWritable returns errListenReadOnly when the server of conn accepts
+// no writes, and the error of the check when it fails.
+func (l *pgListener) checkWritable(ctx context.Context, conn *sql.Conn) error {
+	cctx, cancel := context.WithTimeout(ctx, dbCallTimeout)
+	readOnly, err := pggen.New(rawDBTX{r: l.run, db: conn}).ServerReadOnly(cctx)
+	cancel()
+	switch {
+	case err != nil:
+		return fmt.Errorf("checking that the server accepts writes: %w", err)
+	case readOnly:
+		return errListenReadOnly
+	}
+	return nil
+}
+
+// hear turns the notifications pc receives into wake-ups (and the ids of
+// cancelled jobs into calls of l.cancelled) for pgListenCheckEvery, then
+// returns nil; it returns the error of pc when it fails or ctx ends.
+func (l *pgListener) hear(ctx context.Context, pc *pgx.Conn) error {
+	wctx, cancel := context.WithTimeout(ctx, pgListenCheckEvery)
+	defer cancel()
+	for {
+		n, err := pc.WaitForNotification(wctx)
+		if err != nil {
+			if ctx.Err() == nil && wctx.Err() != nil && !pc.IsClosed() {
+				return nil // time to check the server; the connection is fine
+			}
+			return err
+		}
+		if n != nil {
+			if ids, ok := parseCancelPayload(n.Payload); ok {
+				if l.cancelled != nil {
+					l.cancelled(ids)
+				}
+				if !l.types[n.Payload] { // not a type this worker takes
+					continue
+				}
 			}
 		}
-	})
+		if n == nil || l.wants(n.Payload) {
+			l.wake()
+		}
+	}
 }
 
 // rawDBTX is the generated queries' DBTX on a dedicated connection or on

@@ -4,6 +4,7 @@ package main
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"os"
 	"os/exec"
@@ -305,4 +306,88 @@ func waitLines(t *testing.T, path string, n int, within time.Duration) {
 	testwait.Until(t, within, 50*time.Millisecond, func() bool { return countLines(t, path) >= n }, func() string {
 		return fmt.Sprintf("%s has %d lines after %v, want %d", path, countLines(t, path), within, n)
 	})
+}
+
+// TestPostgresListenerLeavesFencedPrimary: after a failover that keeps the
+// old primary running but fenced read-only (default_transaction_read_only
+// on and the configuration reloaded: it still accepts connections), a
+// worker given the pair's multi-host URL listens on the new primary within
+// seconds, and a job enqueued there starts through its NOTIFY, well within
+// the worker's poll interval (a minute). The listener stayed on the old
+// primary, where no enqueue can notify it, until that connection broke:
+// such a job waited for the poll.
+func TestPostgresListenerLeavesFencedPrimary(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pair := testdb.PostgresPair(t, false)
+	table := testdb.Table(t, nil) // the pair is the test's own
+	c := cli{db: pair.URL(), table: table, timeout: 2 * time.Minute}
+	c.ok(t, "install")
+	ran := filepath.Join(t.TempDir(), "ran")
+	cmd, stderr := startWorker(t, c, "--poll-interval", "1m", "--log-level", "info",
+		"--exec", fmt.Sprintf(`echo "$JOB_ID" >> %s`, ran))
+	oldPrimary, newPrimary := testdb.OpenURL(t, pair.Primary.URL()), testdb.OpenURL(t, pair.Standby.URL())
+
+	// The worker listens (it runs a job enqueued after its start well
+	// within its poll interval).
+	enqueueOn := func(url string) {
+		t.Helper()
+		db := testdb.OpenURL(t, url)
+		q, err := queue.New(db, queue.WithTable(table), queue.WithLogger(testdb.QuietLogger()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer q.Close()
+		if _, err := q.Enqueue(ctx, queue.RawArgs{Name: "n", Payload: []byte(`{}`)}); err != nil {
+			t.Fatalf("enqueue on %s: %v", url, err)
+		}
+	}
+	testwait.Until(t, 30*time.Second, 50*time.Millisecond, func() bool { return listeners(t, oldPrimary) > 0 }, func() string {
+		return fmt.Sprintf("the worker does not listen on the primary after 30s; its stderr:\n%s", stderr)
+	})
+	enqueueOn(pair.Primary.URL())
+	waitLines(t, ran, 1, 10*time.Second)
+
+	// The failover: the old primary fenced, still up; the standby promoted.
+	for _, stmt := range []string{`ALTER SYSTEM SET default_transaction_read_only = on`, `SELECT pg_reload_conf()`} {
+		if _, err := oldPrimary.ExecContext(ctx, stmt); err != nil {
+			t.Fatalf("fencing the old primary (%s): %v", stmt, err)
+		}
+	}
+	pctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	if err := pair.Promote(pctx); err != nil {
+		t.Fatal(err)
+	}
+	testwait.Until(t, 30*time.Second, 50*time.Millisecond, func() bool { return listeners(t, newPrimary) > 0 }, func() string {
+		return fmt.Sprintf("the worker does not listen on the new primary 30s after the failover (%d listeners on the old one); its stderr:\n%s",
+			listeners(t, oldPrimary), stderr)
+	})
+	enqueueOn(pair.Standby.URL())
+	waitLines(t, ran, 2, 10*time.Second)
+
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatalf("the worker is gone: %v; stderr:\n%s", err, stderr)
+	}
+	if code := waitExit(t, cmd, 30*time.Second); code != 0 {
+		t.Errorf("the worker: exit %d; stderr:\n%s", code, stderr)
+	}
+	if n := strings.Count(stderr.String(), "accepts no writes (a standby, or an old primary fenced"); n != 1 {
+		t.Errorf("the worker said %d times that its listener's server accepts no writes; want once; stderr:\n%s", n, stderr)
+	}
+}
+
+// listeners counts the sessions of db's server that listen for enqueues:
+// their last statement is the LISTEN (ListenJobs), or the listener's check
+// of its server (ServerReadOnly) that follows it, each named by sqlc's
+// comment.
+func listeners(t *testing.T, db *sql.DB) int {
+	t.Helper()
+	var n int
+	err := db.QueryRowContext(context.Background(), `SELECT count(*) FROM pg_stat_activity
+		WHERE pid <> pg_backend_pid() AND query ~ 'name: (ListenJobs|ServerReadOnly) '`).Scan(&n)
+	if err != nil {
+		t.Fatalf("counting the listeners: %v", err)
+	}
+	return n
 }

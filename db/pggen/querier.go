@@ -332,6 +332,14 @@ type Querier interface {
 	// claim_token. sqlc.narg(retry_at) is when the job runs again, or NULL to
 	// leave scheduled_at as it is.
 	SelectHeldAttempts(ctx context.Context, arg SelectHeldAttemptsParams) ([]Job, error)
+	// ServerReadOnly reports whether the session's server accepts no writes:
+	// a standby, or a primary fenced with default_transaction_read_only (after
+	// a failover the old primary may be kept up so, still accepting
+	// connections): the test target_session_attrs=read-write makes. The LISTEN
+	// session checks it when it starts and every pgListenCheckEvery
+	// (queue/notify_postgres.go): a listener on such a server hears no enqueue,
+	// so it listens again through the pool. It names no table.
+	ServerReadOnly(ctx context.Context) (bool, error)
 	// SetLeaderFence makes the role's fence row (fence_name) name holder and
 	// term, creating it if missing (a table installed before it existed). It
 	// waits for the acts in flight, which hold the row FOR SHARE

@@ -2412,6 +2412,24 @@ func (q *Queries) SelectHeldAttempts(ctx context.Context, arg SelectHeldAttempts
 	return items, nil
 }
 
+const serverReadOnly = `-- name: ServerReadOnly :one
+SELECT /* jobqueue:no-table */ current_setting('transaction_read_only') = 'on' AS read_only
+`
+
+// ServerReadOnly reports whether the session's server accepts no writes:
+// a standby, or a primary fenced with default_transaction_read_only (after
+// a failover the old primary may be kept up so, still accepting
+// connections): the test target_session_attrs=read-write makes. The LISTEN
+// session checks it when it starts and every pgListenCheckEvery
+// (queue/notify_postgres.go): a listener on such a server hears no enqueue,
+// so it listens again through the pool. It names no table.
+func (q *Queries) ServerReadOnly(ctx context.Context) (bool, error) {
+	row := q.db.QueryRowContext(ctx, serverReadOnly)
+	var read_only bool
+	err := row.Scan(&read_only)
+	return read_only, err
+}
+
 const setLeaderFence = `-- name: SetLeaderFence :exec
 INSERT INTO jobs_leader (name, holder, term, renewals, since, renewed_at, lease_until)
 VALUES ($1, $2, $3, 0, (statement_timestamp() AT TIME ZONE 'UTC'),

@@ -461,6 +461,16 @@ DELETE FROM jobs;
 -- it on one dedicated connection (queue/notify_postgres.go).
 LISTEN jobs;
 
+-- name: ServerReadOnly :one
+-- ServerReadOnly reports whether the session's server accepts no writes:
+-- a standby, or a primary fenced with default_transaction_read_only (after
+-- a failover the old primary may be kept up so, still accepting
+-- connections): the test target_session_attrs=read-write makes. The LISTEN
+-- session checks it when it starts and every pgListenCheckEvery
+-- (queue/notify_postgres.go): a listener on such a server hears no enqueue,
+-- so it listens again through the pool. It names no table.
+SELECT /* jobqueue:no-table */ current_setting('transaction_read_only') = 'on' AS read_only;
+
 -- The dashboard's overview (queue/overview.go). Each statement reads one
 -- of the table's indexes and stops early, so that it stays fast on a table
 -- of millions of rows: counts stop at @max_rows per status, the types are
