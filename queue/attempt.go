@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"log/slog"
 	"reflect"
 	"sort"
 	"strconv"
@@ -147,10 +148,24 @@ func (q *Queue) claimAfter(ctx context.Context, st claimStore, types []string, m
 // connection (connectionLost: the session killed, the server restarted):
 // the server may have committed it before the connection broke, so rows,
 // the jobs it claimed, may be in_progress with their tokens, claimed by
-// nobody.
+// nobody. On PostgreSQL the claim is one statement whose answer brings the
+// claimed rows: when that answer was lost, the rows are unknown (or some
+// of them), and batch is the claim's batch token, by which the store finds
+// them (claimBatches: their tokens are attemptToken(batch, id)). A claim
+// that the server was still carrying out when its connection broke (cut
+// by the network while the statement ran) may commit after the give-back
+// looked for its rows: those wait for Reclaim, as every such claim's did.
 type claimUnsure struct {
-	rows []*JobRow
-	err  error
+	rows  []*JobRow
+	batch string
+	err   error
+}
+
+// claimBatches is a store whose claims can lose their rows with their
+// answer (PostgreSQL): claimedBy returns the attempts that the claim of
+// batch started and that still hold their jobs.
+type claimBatches interface {
+	claimedBy(ctx context.Context, batch string) ([]attemptRef, error)
 }
 
 func (e *claimUnsure) Error() string { return e.err.Error() }
@@ -161,18 +176,51 @@ func (e *claimUnsure) Unwrap() error { return e.err }
 // attempt not counted, if it did; nothing changes if it did not. They
 // stayed in_progress until their lease had passed and Reclaim ran them
 // again. When the database cannot take that either, they are left to
-// Reclaim, and the log says so.
+// Reclaim, and the log says so: at debug level when it cannot be reached
+// (the claim's own failure says so, once for the outage, and during an
+// outage most such claims were never received), else as an error.
 func (q *Queue) giveBackUnsure(ctx context.Context, unsure *claimUnsure) {
-	refs := make([]attemptRef, len(unsure.rows))
-	for i, row := range unsure.rows {
-		refs[i] = attemptRef{ID: row.ID, Token: row.ClaimToken}
-	}
 	gctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), dbCallTimeout)
 	defer cancel()
-	if _, err := q.unclaim(gctx, refs); err != nil {
-		q.logger.Error("a claim's COMMIT failed with its connection and may have gone through; giving its jobs back failed too, so they may stay in_progress until Reclaim runs them again",
-			"jobs", len(refs), "claim_err", unsure.err, "err", err)
+	refs, err := q.unsureRefs(gctx, unsure)
+	if err == nil && len(refs) > 0 {
+		_, err = q.unclaim(gctx, refs)
 	}
+	if err == nil {
+		return
+	}
+	level := slog.LevelError
+	if connectionLost(err) {
+		level = slog.LevelDebug
+	}
+	q.logger.Log(gctx, level, "a claim failed with its connection and may have committed all the same; giving its jobs back failed too, so they may stay in_progress until Reclaim runs them again",
+		"jobs", len(refs), "claim_err", unsure.err, "err", err)
+}
+
+// unsureRefs returns the attempts of a claim that may have committed
+// (claimUnsure): those of its rows, and, when the store finds a claim's
+// attempts by its batch token (claimBatches), those it finds.
+func (q *Queue) unsureRefs(ctx context.Context, unsure *claimUnsure) ([]attemptRef, error) {
+	refs := make([]attemptRef, len(unsure.rows))
+	known := make(map[int64]bool, len(unsure.rows))
+	for i, row := range unsure.rows {
+		refs[i] = attemptRef{ID: row.ID, Token: row.ClaimToken}
+		known[row.ID] = true
+	}
+	b, ok := q.st.(claimBatches)
+	if !ok || unsure.batch == "" {
+		return refs, nil
+	}
+	found, err := b.claimedBy(ctx, unsure.batch)
+	if err != nil {
+		return refs, fmt.Errorf("finding the jobs of the claim: %w", err)
+	}
+	for _, r := range found {
+		if !known[r.ID] {
+			refs = append(refs, r)
+		}
+	}
+	return refs, nil
 }
 
 // sortClaimed puts claimed rows in claim order, (scheduled_at, id): an

@@ -6,6 +6,7 @@ import (
 	"errors"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/jobqueue/jobqueue/db/pggen"
@@ -27,13 +28,14 @@ import (
 // otelsql that shows pgx's connection sees no span for the claim, as it
 // sees none for COPY (README, wrapped drivers).
 
-// claimPgx runs claim on pgx's connection of conn (a claim session's), or
-// of one taken from the pool when conn is nil, and returns the rows (up to
-// max). With turn, the claim waits for its turn first (LockClaims, sent
-// with it in one pipeline: see store_postgres_claim.go). It returns
-// errNoPgx, having sent nothing, when the pool's driver is not pgx's
-// stdlib.
-func (s pgStore) claimPgx(ctx context.Context, conn *sql.Conn, claim pgClaim, max int, turn bool) ([]*JobRow, error) {
+// claimPgx runs claim, the claim of the batch token batch, on pgx's
+// connection of conn (a claim session's), or of one taken from the pool
+// when conn is nil, and returns the rows (up to max). With turn, the claim
+// waits for its turn first (LockClaims, sent with it in one pipeline: see
+// store_postgres_claim.go). It returns errNoPgx, having sent nothing, when
+// the pool's driver is not pgx's stdlib, and a *claimUnsure when the claim
+// was sent and may have committed though it failed (pgClaimMaybeDone).
+func (s pgStore) claimPgx(ctx context.Context, conn *sql.Conn, claim pgClaim, batch string, max int, turn bool) ([]*JobRow, error) {
 	if s.r.noPgx.Load() {
 		return nil, errNoPgx
 	}
@@ -68,8 +70,10 @@ func (s pgStore) claimPgx(ctx context.Context, conn *sql.Conn, claim pgClaim, ma
 		conn = c
 	}
 	out := make([]*JobRow, 0, max)
+	sent := false
 	err = onPgx(conn, func(pc *pgx.Conn) error {
 		s.r.on(nil).seen(text)
+		sent = true
 		var rows pgx.Rows
 		if turn {
 			// One pipeline, one implicit transaction: the lock is held
@@ -96,7 +100,28 @@ func (s pgStore) claimPgx(ctx context.Context, conn *sql.Conn, claim pgClaim, ma
 	if errors.Is(err, errNoPgx) {
 		s.r.noPgx.Store(true)
 	}
+	if err != nil && sent && pgClaimMaybeDone(err) {
+		return nil, &claimUnsure{rows: out, batch: batch, err: err}
+	}
 	return out, err
+}
+
+// pgClaimMaybeDone reports whether a claim statement that was sent and
+// failed with err may have been carried out all the same: the statement
+// commits on its own, before the server sends the end of its answer, so
+// unless the server refused it (a *pgconn.PgError other than the end of
+// the connection: the statement was rolled back) or pgx tells that nothing
+// was sent (pgconn.SafeToRetry), a failure of the connection, of ctx or of
+// reading the answer may have lost the answer of a committed claim.
+func pgClaimMaybeDone(err error) bool {
+	if pgconn.SafeToRetry(err) {
+		return false
+	}
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		return connectionLost(err)
+	}
+	return true
 }
 
 // scanClaimed appends the rows of a claim statement (RETURNING *, the

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgconn"
+
 	"github.com/jobqueue/jobqueue/db/pggen"
 	"github.com/jobqueue/jobqueue/internal/engine"
 )
@@ -130,7 +132,7 @@ func (s pgStore) claim(ctx context.Context, types []string, max int, token strin
 // its turn (claimPgx; a pool whose driver is not pgx's claims at once).
 func (s pgStore) claimOn(ctx context.Context, conn *sql.Conn, turn bool, types []string, max int, token string, now, leaseUntil time.Time, after claimPos) ([]*JobRow, error) {
 	claim := pgClaimFor(types, max, token, now, leaseUntil, after)
-	if got, err := s.claimPgx(ctx, conn, claim, max, turn); !errors.Is(err, errNoPgx) {
+	if got, err := s.claimPgx(ctx, conn, claim, token, max, turn); !errors.Is(err, errNoPgx) {
 		return got, err
 	}
 	qs := s.qs()
@@ -139,9 +141,30 @@ func (s pgStore) claimOn(ctx context.Context, conn *sql.Conn, turn bool, types [
 	}
 	rows, err := claim(ctx, qs)
 	if err != nil {
+		// database/sql tells no more than the error of what it sent: a
+		// connection that broke after the statement went out (not one that
+		// could not be made) may have lost a committed claim's answer.
+		var connectErr *pgconn.ConnectError
+		if connectionLost(err) && !pgconn.SafeToRetry(err) && !errors.As(err, &connectErr) {
+			return nil, &claimUnsure{batch: token, err: err}
+		}
 		return nil, err
 	}
 	return pgRows(rows), nil
+}
+
+// claimedBy returns the attempts that the claim of batch started and that
+// still hold their jobs (claimBatches).
+func (s pgStore) claimedBy(ctx context.Context, batch string) ([]attemptRef, error) {
+	rows, err := s.qs().SelectClaimBatch(ctx, batch)
+	if err != nil {
+		return nil, err
+	}
+	refs := make([]attemptRef, len(rows))
+	for i, r := range rows {
+		refs[i] = attemptRef{ID: r.ID, Token: r.ClaimToken.String}
+	}
+	return refs, nil
 }
 
 // pgClaim runs one claim statement, with its arguments, through qs.

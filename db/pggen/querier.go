@@ -322,6 +322,15 @@ type Querier interface {
 	// SelectAbandoned reads at most @max_rows abandoned attempts (in_progress,
 	// lease passed; index lease_until).
 	SelectAbandoned(ctx context.Context, arg SelectAbandonedParams) ([]Job, error)
+	// SelectClaimBatch reads the attempts that the claim of the batch token
+	// @batch started and that still hold their jobs: their tokens are
+	// attemptToken(batch, id), @batch || '-' || id (ClaimJobs). A claim whose
+	// answer was lost with its connection may have committed all the same, and
+	// its rows came back with the answer, if at all: the queue finds them here
+	// and gives them back through UnclaimJobs (claimUnsure, queue/attempt.go).
+	// It reads the in_progress entries of index status_scheduled, as many as
+	// the attempts in flight, and only after such a loss.
+	SelectClaimBatch(ctx context.Context, batch string) ([]SelectClaimBatchRow, error)
 	// SelectHeldAttempts reads the jobs that the given attempts still hold.
 	//
 	// The end of an attempt that did not succeed (handler failure, release at

@@ -2352,6 +2352,47 @@ func (q *Queries) SelectAbandoned(ctx context.Context, arg SelectAbandonedParams
 	return items, nil
 }
 
+const selectClaimBatch = `-- name: SelectClaimBatch :many
+SELECT id, claim_token FROM jobs
+WHERE status = 'in_progress' AND starts_with(claim_token, $1::text || '-')
+`
+
+type SelectClaimBatchRow struct {
+	ID         int64
+	ClaimToken sql.NullString
+}
+
+// SelectClaimBatch reads the attempts that the claim of the batch token
+// @batch started and that still hold their jobs: their tokens are
+// attemptToken(batch, id), @batch || '-' || id (ClaimJobs). A claim whose
+// answer was lost with its connection may have committed all the same, and
+// its rows came back with the answer, if at all: the queue finds them here
+// and gives them back through UnclaimJobs (claimUnsure, queue/attempt.go).
+// It reads the in_progress entries of index status_scheduled, as many as
+// the attempts in flight, and only after such a loss.
+func (q *Queries) SelectClaimBatch(ctx context.Context, batch string) ([]SelectClaimBatchRow, error) {
+	rows, err := q.db.QueryContext(ctx, selectClaimBatch, batch)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []SelectClaimBatchRow
+	for rows.Next() {
+		var i SelectClaimBatchRow
+		if err := rows.Scan(&i.ID, &i.ClaimToken); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Close(); err != nil {
+		return nil, err
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const selectHeldAttempts = `-- name: SelectHeldAttempts :many
 SELECT id, name, type, payload, status, attempts, claim_token, lease_until, max_attempts, base_delay, max_delay, error, scheduled_at, expires_at, finished_at, created_at FROM jobs
 WHERE id = ANY (ARRAY(SELECT jsonb_array_elements_text($1::jsonb)::bigint))

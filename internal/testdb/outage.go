@@ -26,6 +26,7 @@ type Outage struct {
 	mu    sync.Mutex
 	ln    net.Listener // nil while cut
 	conns map[net.Conn]bool
+	lose  bool // the server's bytes are dropped (LoseReplies)
 	done  sync.WaitGroup
 }
 
@@ -90,7 +91,7 @@ func (o *Outage) proxy(c net.Conn) {
 	}
 	o.conns[c], o.conns[s] = true, true
 	o.mu.Unlock()
-	pipe := func(dst, src net.Conn) {
+	pipe := func(dst io.Writer, src net.Conn) {
 		_, err := io.Copy(dst, src)
 		if err != nil && !errors.Is(err, net.ErrClosed) {
 			o.t.Logf("testdb: outage proxy: %v", err)
@@ -104,7 +105,35 @@ func (o *Outage) proxy(c net.Conn) {
 		o.mu.Unlock()
 	}
 	o.done.Go(func() { pipe(s, c) })
-	o.done.Go(func() { pipe(c, s) })
+	o.done.Go(func() { pipe(replies{o: o, c: c}, s) })
+}
+
+// replies passes the server's bytes to the client c, or drops them while
+// the proxy loses replies (LoseReplies).
+type replies struct {
+	o *Outage
+	c net.Conn
+}
+
+func (r replies) Write(p []byte) (int, error) {
+	r.o.mu.Lock()
+	lose := r.o.lose
+	r.o.mu.Unlock()
+	if lose {
+		return len(p), nil
+	}
+	return r.c.Write(p)
+}
+
+// LoseReplies makes the proxy drop what the server sends on every
+// connection through it, open or new, until Restore: a client waits for
+// the answer to a statement that the server received, carried out and
+// answered, as when the network fails after a COMMIT reached the server.
+// Cut then ends the wait with a broken connection.
+func (o *Outage) LoseReplies() {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.lose = true
 }
 
 // Cut closes every connection through the proxy and refuses new ones
@@ -121,10 +150,12 @@ func (o *Outage) Cut() {
 	}
 }
 
-// Restore accepts connections again, on the same address, after Cut.
+// Restore accepts connections again, on the same address, after Cut, and
+// passes the server's replies again (LoseReplies).
 func (o *Outage) Restore() error {
 	o.mu.Lock()
 	cut := o.ln == nil
+	o.lose = false
 	o.mu.Unlock()
 	if !cut {
 		return nil

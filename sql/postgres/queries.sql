@@ -365,6 +365,18 @@ WHERE id = ANY (ARRAY(SELECT jsonb_array_elements_text(sqlc.arg(ids)::jsonb)::bi
   AND status = 'in_progress'
 RETURNING id;
 
+-- name: SelectClaimBatch :many
+-- SelectClaimBatch reads the attempts that the claim of the batch token
+-- @batch started and that still hold their jobs: their tokens are
+-- attemptToken(batch, id), @batch || '-' || id (ClaimJobs). A claim whose
+-- answer was lost with its connection may have committed all the same, and
+-- its rows came back with the answer, if at all: the queue finds them here
+-- and gives them back through UnclaimJobs (claimUnsure, queue/attempt.go).
+-- It reads the in_progress entries of index status_scheduled, as many as
+-- the attempts in flight, and only after such a loss.
+SELECT id, claim_token FROM jobs
+WHERE status = 'in_progress' AND starts_with(claim_token, sqlc.arg(batch)::text || '-');
+
 -- name: EndAbandonedAttempts :execrows
 -- EndAbandonedAttempts is EndAttempts for reclaimed attempts: only those
 -- whose lease is still passed (a heartbeat may have come in between).
