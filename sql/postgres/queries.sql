@@ -271,7 +271,10 @@ RETURNING id;
 -- leaving locked rows alone (CompleteJobsSkipLocked). A statement that the
 -- client's timeout ended instead kept those rows until pgx's cancel
 -- request landed (never, with no cancel requests, behind PgBouncer), so
--- that they were skipped, and given up, with the held one.
+-- that they were skipped, and given up, with the held one. ExtendLeases and
+-- DeleteCompletedJobs spell the same bound out (sqlc shares no SQL between
+-- statements, a function would be a schema change, and a separate SET a
+-- round trip): TestPgLockBoundIsOneRule keeps the three copies one rule.
 UPDATE jobs
 SET status = 'completed', finished_at = @now, claim_token = NULL, lease_until = NULL
 WHERE id = ANY (ARRAY(
