@@ -374,12 +374,14 @@ func Open(ctx context.Context, rawURL string) (*sql.DB, Kind, error) {
 // default_query_exec_mode other than cache_statement (what pgx needs behind
 // a transaction pooler such as PgBouncer), pgx sends no cancel requests
 // (see NoCancelRequests): a query whose context ends is interrupted by
-// closing its connection.
+// closing its connection. A connection whose server refuses writes as
+// read-only is closed (closeOnReadOnly).
 func openPostgres(dsn string) (*sql.DB, error) {
 	cfg, err := pgx.ParseConfig(dsn)
 	if err != nil {
 		return nil, err
 	}
+	closeOnReadOnly(&cfg.Config)
 	if cfg.DefaultQueryExecMode != pgx.QueryExecModeCacheStatement {
 		NoCancelRequests(&cfg.Config)
 	}
