@@ -337,9 +337,11 @@ func TestPostgresListenerLeavesFencedPrimary(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer q.Close()
 		if _, err := q.Enqueue(ctx, queue.RawArgs{Name: "n", Payload: []byte(`{}`)}); err != nil {
 			t.Fatalf("enqueue on %s: %v", url, err)
+		}
+		if err := q.Close(); err != nil { // sends the enqueue's NOTIFY if still pending
+			t.Fatalf("closing the queue on %s: %v", url, err)
 		}
 	}
 	testwait.Until(t, 30*time.Second, 50*time.Millisecond, func() bool { return listeners(t, oldPrimary) > 0 }, func() string {
