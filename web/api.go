@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"strconv"
 	"time"
@@ -200,7 +199,7 @@ type actionResponse struct {
 func (h *handler) apiAction(a Action) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		var req idsRequest
-		if err := decodeBody(w, r, &req); err != nil {
+		if err := decodeBody(w, r, &req, idsShape); err != nil {
 			badRequest(w, err)
 			return
 		}
@@ -287,7 +286,7 @@ func (h *handler) apiMaintenance(a Action) http.HandlerFunc {
 			n, err = h.q.Reclaim(r.Context())
 		case ActionPrune:
 			var req pruneRequest
-			if err := decodeBody(w, r, &req); err != nil {
+			if err := decodeBody(w, r, &req, pruneShape); err != nil {
 				badRequest(w, err)
 				return
 			}
@@ -306,39 +305,6 @@ func (h *handler) apiMaintenance(a Action) http.HandlerFunc {
 		h.log.Info("web: maintenance ran", append(attrs, "count", n)...)
 		writeJSON(w, http.StatusOK, maintenanceResult{Count: n})
 	}
-}
-
-// decodeBody reads a JSON object into v, refusing unknown fields, trailing
-// data and bodies over maxBody.
-func decodeBody(w http.ResponseWriter, r *http.Request, v any) error {
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxBody))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
-			return fmt.Errorf("the body is over %d bytes", maxBody)
-		}
-		if errors.Is(err, io.EOF) {
-			return errors.New("the body is empty: send a JSON object")
-		}
-		return fmt.Errorf("malformed JSON body: %v", err)
-	}
-	// Anything but the end after the object, a stray } or ] included
-	// (which dec.More does not count), is refused.
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return errors.New("malformed JSON body: data after the object")
-	}
-	return nil
-}
-
-// decodeOptionalBody accepts an empty body or an empty JSON object.
-func decodeOptionalBody(w http.ResponseWriter, r *http.Request) error {
-	var v struct{}
-	err := decodeBody(w, r, &v)
-	if err != nil && err.Error() == "the body is empty: send a JSON object" {
-		return nil
-	}
-	return err
 }
 
 // parseID reads a job id from a path or query value.
