@@ -166,7 +166,7 @@ func (q *Queue) control(ctx context.Context, ids []int64, op func(context.Contex
 			case ok:
 				r.Err = refused(id, st)
 			default:
-				r.Err = fmt.Errorf("%w: no job %d in table %q", ErrJobNotFound, id, q.table.Name)
+				r.Err = q.jobNotFound(id)
 			}
 			decided[id] = r.Err
 			out = append(out, r)

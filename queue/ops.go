@@ -97,7 +97,7 @@ func (q *Queue) Get(ctx context.Context, id int64) (*JobRow, error) {
 		return nil, fmt.Errorf("jobqueue: get job %d: %w", id, err)
 	}
 	if row == nil {
-		return nil, fmt.Errorf("%w: no job %d in table %q", ErrJobNotFound, id, q.table.Name)
+		return nil, q.jobNotFound(id)
 	}
 	return row, nil
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 
 	"github.com/jobqueue/jobqueue/queue"
 )
@@ -48,17 +47,19 @@ func (h *handler) retryOne(ctx context.Context, id int64) (idResult, error) {
 	if errors.Is(err, queue.ErrDuplicate) {
 		// An answer about this job (its unique key is taken), not a
 		// failure of the database: the other ids are still tried.
-		return idResult{ID: id, Error: strings.TrimPrefix(err.Error(), "jobqueue: ")}, nil
+		return idResult{ID: id, Error: resultText(err)}, nil
 	}
 	if err != nil {
 		return idResult{}, err
 	}
 	res := idResult{ID: id, OK: ok}
 	if !ok {
+		// A missing job gets Get's error, the one that cancel and delete
+		// give (resultText).
 		job, err := h.q.Get(ctx, id)
 		switch {
 		case errors.Is(err, queue.ErrJobNotFound):
-			res.Error = fmt.Sprintf("no job %d", id)
+			res.Error = resultText(err)
 		case err != nil:
 			return idResult{}, err
 		default:

@@ -167,7 +167,7 @@ func (h *handler) apiJob(w http.ResponseWriter, r *http.Request) {
 	}
 	job, err := h.q.Get(r.Context(), id)
 	if errors.Is(err, queue.ErrJobNotFound) {
-		writeError(w, http.StatusNotFound, fmt.Sprintf("no job %d", id))
+		writeError(w, http.StatusNotFound, resultText(err))
 		return
 	}
 	if err != nil {

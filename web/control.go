@@ -24,9 +24,15 @@ func (h *handler) control(ctx context.Context, a Action, ids []int64) ([]idResul
 	for _, r := range res {
 		x := idResult{ID: r.ID, OK: r.Err == nil}
 		if r.Err != nil {
-			x.Error = strings.TrimPrefix(r.Err.Error(), "jobqueue: ")
+			x.Error = resultText(r.Err)
 		}
 		out = append(out, x)
 	}
 	return out, nil
+}
+
+// resultText is the text of an id's error in an action's result: the
+// queue's error without its package prefix.
+func resultText(err error) string {
+	return strings.TrimPrefix(err.Error(), "jobqueue: ")
 }

@@ -58,7 +58,7 @@ func ExampleNewHandler_actions() {
 	show(srv, "GET", "/api/stats?type=email", "")
 	show(srv, "POST", "/api/jobs/delete", `{"ids":[2]}`, "Sec-Fetch-Site", "cross-site")
 	// Output:
-	// POST /api/jobs/cancel 200 {"results":[{"id":1,"ok":true},{"id":7,"ok":false,"error":"job not found: no job 7 in table \"jobs\""}]}
+	// POST /api/jobs/cancel 200 {"results":[{"id":1,"ok":true},{"id":7,"ok":false,"error":"job not found: no job 7 in table \"jobs\" (never enqueued there, or deleted or pruned since); check the id and the table"}]}
 	// POST /api/jobs/retry 200 {"results":[{"id":1,"ok":true}]}
 	// POST /api/maintenance/prune 200 {"count":0}
 	// GET /api/stats?type=email 200 {"pending":2,"in_progress":0,"completed":0,"failed":0,"expired":0}

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -106,9 +105,6 @@ names, times are RFC 3339 in UTC or null, and the payload is JSON.`,
 			ctx := cmd.Context()
 			return a.withQueue(ctx, func(q *queue.Queue) error {
 				job, err := q.Get(ctx, id)
-				if errors.Is(err, queue.ErrJobNotFound) {
-					return fmt.Errorf("no job %d in table %s; 'jobqueue list' shows the jobs", id, q.Table())
-				}
 				if err != nil {
 					return err
 				}

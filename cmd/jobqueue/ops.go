@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	"github.com/spf13/cobra"
@@ -31,10 +30,9 @@ a job in any other status, or a missing id.`,
 					return err
 				}
 				if !ok {
+					// A missing job gets Get's error, the one that
+					// cancel and delete give.
 					job, err := q.Get(ctx, id)
-					if errors.Is(err, queue.ErrJobNotFound) {
-						return fmt.Errorf("no job %d in table %s; 'jobqueue list --status failed' shows jobs that can be retried", id, q.Table())
-					}
 					if err != nil {
 						return err
 					}
