@@ -259,7 +259,7 @@ func (q *Queue) prepareMany(args []JobArgs, opts []EnqueueOption, now time.Time)
 func (q *Queue) writeMany(ctx context.Context, tx *sql.Tx, jobs []*newJob, keyed []keyedJob, total int, now time.Time) (int, error) {
 	if tx != nil {
 		if len(keyed) > 0 {
-			if err := q.needUnique(ctx); err != nil {
+			if err := q.needUniqueIn(ctx, tx); err != nil {
 				return 0, err
 			}
 		}

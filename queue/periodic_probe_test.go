@@ -20,11 +20,11 @@ type flakyProbeStore struct {
 	calls atomic.Int32
 }
 
-func (s *flakyProbeStore) probeUnique(ctx context.Context) error {
+func (s *flakyProbeStore) probeUnique(ctx context.Context, d dbtx) error {
 	if s.calls.Add(1) <= s.fails {
 		return errors.New("driver: bad connection")
 	}
-	return s.store.probeUnique(ctx)
+	return s.store.probeUnique(ctx, d)
 }
 
 // TestPeriodicTickOutlivesFailedProbe: a tick whose check of the unique

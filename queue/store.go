@@ -86,8 +86,8 @@ type store interface {
 	// Unique keys (unique.go), in the side table <table>_unique. d may be
 	// a transaction; where a method locks, the lock lasts until it ends.
 
-	// probeUnique checks that the side table exists.
-	probeUnique(ctx context.Context) error
+	// probeUnique checks on d that the side table exists.
+	probeUnique(ctx context.Context, d dbtx) error
 	// insertUnique writes job j holding key k; false (and nothing written)
 	// when another job holds the key. On MySQL and SQLite d is a
 	// transaction.

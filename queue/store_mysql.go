@@ -330,8 +330,8 @@ func (s mysqlStore) deleteJobs(ctx context.Context, ids []int64) (map[int64]bool
 		func(qs *mysqlgen.Queries, ids []uint64) (int64, error) { return qs.DeleteJobs(ctx, ids) })
 }
 
-func (s mysqlStore) probeUnique(ctx context.Context) error {
-	_, err := s.qs().ProbeUnique(ctx)
+func (s mysqlStore) probeUnique(ctx context.Context, d dbtx) error {
+	_, err := mysqlgen.New(d).ProbeUnique(ctx)
 	return err
 }
 

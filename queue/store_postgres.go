@@ -443,8 +443,8 @@ func (s pgStore) notifyCancelled(ctx context.Context, ids []int64) error {
 	})
 }
 
-func (s pgStore) probeUnique(ctx context.Context) error {
-	_, err := s.qs().ProbeUnique(ctx)
+func (s pgStore) probeUnique(ctx context.Context, d dbtx) error {
+	_, err := pggen.New(d).ProbeUnique(ctx)
 	return err
 }
 

@@ -307,8 +307,8 @@ func (s sqliteStore) rest(ctx context.Context, ids []int64, done map[int64]bool)
 	return done, others, nil
 }
 
-func (s sqliteStore) probeUnique(ctx context.Context) error {
-	_, err := s.qs().ProbeUnique(ctx)
+func (s sqliteStore) probeUnique(ctx context.Context, d dbtx) error {
+	_, err := sqlitegen.New(d).ProbeUnique(ctx)
 	return err
 }
 

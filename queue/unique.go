@@ -174,11 +174,22 @@ type uniqueState struct{ ok atomic.Bool }
 
 // needUnique returns nil when the side table exists, else an error
 // wrapping ErrSideTableMissing that says to run Install.
-func (q *Queue) needUnique(ctx context.Context) error {
+func (q *Queue) needUnique(ctx context.Context) error { return q.needUniqueIn(ctx, nil) }
+
+// needUniqueIn is needUnique for an enqueue in the caller's transaction tx
+// (nil: none). On MySQL the side table is probed in tx, not on the
+// queue's pool, which may have no connection to spare while the callers'
+// transactions hold them all (a failed statement leaves a MySQL
+// transaction going; on PostgreSQL it would abort the caller's).
+func (q *Queue) needUniqueIn(ctx context.Context, tx *sql.Tx) error {
 	if q.unique.ok.Load() {
 		return nil
 	}
-	err := q.st.probeUnique(ctx)
+	d := q.run.on(nil)
+	if tx != nil && q.kind == engine.MySQL {
+		d = q.run.onCallers(tx)
+	}
+	err := q.st.probeUnique(ctx, d)
 	if err == nil {
 		q.unique.ok.Store(true)
 		return nil
@@ -232,7 +243,7 @@ const maxKeyTries = 8
 // or its own, and returns its id, or the id of the live job holding the
 // key with a *DuplicateError.
 func (q *Queue) enqueueKeyed(ctx context.Context, tx *sql.Tx, j *newJob, k *uniqueKey, now time.Time) (int64, error) {
-	if err := q.needUnique(ctx); err != nil {
+	if err := q.needUniqueIn(ctx, tx); err != nil {
 		return 0, err
 	}
 	if tx != nil {
@@ -319,25 +330,35 @@ func takeBackJob(ctx context.Context, id int64, err error, del func(context.Cont
 // keyHolder returns the job holding key (0: none) and whether it is live;
 // lock locks the holder's key row and job row until d's transaction ends,
 // and reads their latest versions. Without lock, a "live" is final: in a
-// caller's transaction it is checked on the pool.
+// caller's transaction it is read locked (MySQL) or checked on the pool
+// (PostgreSQL).
 func (q *Queue) keyHolder(ctx context.Context, d dbtx, key string, now time.Time, lock bool) (int64, bool, error) {
 	h, found, err := q.st.keyHolder(ctx, d, key, lock)
 	if err != nil || !found {
 		return 0, false, err
 	}
-	st, err := q.st.holderStatus(ctx, d, h.jobID, lock)
+	// A caller's transaction may read the job in a snapshot taken before
+	// it ended (REPEATABLE READ, MySQL's default). On MySQL the key row
+	// was read locked already (KeyHolderForUpdate), so the job row is
+	// read locked too, in the caller's transaction: the latest row, in
+	// the order Retry locks them (key row, then job row). Reading it on
+	// the queue's pool instead waited, until the context ended, for a
+	// connection that the callers' transactions held (a pool whose every
+	// connection runs such an EnqueueTx).
+	lockJob := lock || d.callers && q.kind == engine.MySQL
+	st, err := q.st.holderStatus(ctx, d, h.jobID, lockJob)
 	if err != nil {
 		return 0, false, err
 	}
 	live := liveKey(st, h.heldUntil, now)
-	if live && !lock && d.callers && q.kind != engine.SQLite {
-		// A caller's transaction may read the job in a snapshot taken
-		// before it ended (REPEATABLE READ, MySQL's default): the pool
-		// reads the latest row. A job the pool does not see (the
-		// caller's own, uncommitted) is not live there, and the locked
-		// read that follows a "not live" decides. (On SQLite the
-		// caller's transaction has written the job already, so it reads
-		// the latest rows.)
+	if live && !lockJob && d.callers && q.kind == engine.Postgres {
+		// PostgreSQL: a caller's transaction at REPEATABLE READ reads a
+		// snapshot too, and its locked read of a row changed since
+		// would fail: the pool reads the latest row. A job the pool
+		// does not see (the caller's own, uncommitted) is not live
+		// there, and the locked read that follows a "not live" decides.
+		// (On SQLite the caller's transaction has written the job
+		// already, so it reads the latest rows.)
 		if st, err = q.st.holderStatus(ctx, q.run.on(nil), h.jobID, false); err != nil {
 			return 0, false, err
 		}
