@@ -24,6 +24,7 @@
 package migrations
 
 import (
+	"errors"
 	"time"
 
 	"github.com/jobqueue/jobqueue/internal/engine"
@@ -60,6 +61,9 @@ var (
 	// ErrSideNameTaken wraps ErrForeignTable for the second case: a side
 	// table's name held by something else. The error names it.
 	ErrSideNameTaken = engine.ErrSideNameTaken
+	// ErrTableHoldsJobs is wrapped by UninstallEmpty's error (a
+	// *JobsHeldError) for a table that holds jobs; nothing was dropped.
+	ErrTableHoldsJobs = errors.New("jobqueue: table holds jobs")
 	// ErrInvalidPolicy is returned, before any SQL runs, by Migrate and
 	// GooseMigrations for a retry policy that is not valid (see
 	// RetryPolicy) or whose numbers do not fit the table's INT columns.

@@ -38,12 +38,17 @@ import (
 // drop what is left. A failed drop, and the refusal for foreign keys, are
 // a *RunAgainError whose Step is "Uninstall".
 func Uninstall(ctx context.Context, db *sql.DB, table string, opts ...Option) error {
+	return uninstall(ctx, db, table, false, opts)
+}
+
+// uninstall is Uninstall, and with empty UninstallEmpty.
+func uninstall(ctx context.Context, db *sql.DB, table string, empty bool, opts []Option) error {
 	t, err := tableFor(db, table, opts)
 	if err != nil {
 		return err
 	}
 	err = runGoose(ctx, db, t.Kind, func(ctx context.Context, ex execQueryer) error {
-		return dropTable(ctx, ex, t)
+		return dropTable(ctx, ex, t, empty)
 	})
 	var again *RunAgainError
 	if errors.As(err, &again) {
@@ -65,17 +70,35 @@ func uninstallAgain(t engine.Table, err error, left, then string) *RunAgainError
 // dropTable drops the jobs table t and its side objects through ex (goose's
 // transaction on PostgreSQL and SQLite; on MySQL one session, as in
 // ensureTable), under the table's lock, after the checks Uninstall
-// describes (uninstallable).
-func dropTable(ctx context.Context, ex execQueryer, t engine.Table) error {
-	return underTableLock(ctx, ex, t, func(ctx context.Context, ex execQueryer) error {
-		if err := uninstallable(ctx, ex, t); err != nil {
+// describes (uninstallable). With empty, it first locks the table against
+// every write and refuses, dropping nothing, when it holds jobs
+// (lockEmpty): the count and the drops run under that one lock.
+func dropTable(ctx context.Context, ex execQueryer, t engine.Table, empty bool) error {
+	return underTableLock(ctx, ex, t, func(ctx context.Context, ex execQueryer) (err error) {
+		st, err := uninstallable(ctx, ex, t)
+		if err != nil {
 			return err
+		}
+		stmts := dropStatements(t)
+		if empty && st != tableMissing {
+			var unlock func() error
+			stmts, unlock, err = lockEmpty(ctx, ex, t, stmts)
+			if unlock != nil {
+				defer func() {
+					if uerr := unlock(); uerr != nil && err == nil {
+						err = fmt.Errorf("uninstall table %s: unlock its tables: %w", t.Name, uerr)
+					}
+				}()
+			}
+			if err != nil {
+				return err
+			}
 		}
 		left, then := "nothing was dropped (one transaction)", ""
 		if t.Kind == engine.MySQL {
 			left, then = "MySQL commits each DROP on its own, so some tables may be gone", " to drop what is left"
 		}
-		for _, s := range dropStatements(t) {
+		for _, s := range stmts {
 			if _, err := ex.ExecContext(ctx, s); err != nil {
 				// A write refused on a read-only connection says first
 				// to connect to the primary, before the advice to run again.
@@ -86,17 +109,18 @@ func dropTable(ctx context.Context, ex execQueryer, t engine.Table) error {
 	})
 }
 
-// uninstallable returns why t and its side objects may not be dropped, or
-// nil: the table is not a jobqueue table or is a view, a side object's name is held by
-// something else (checkSideObjects), or another table's foreign key
-// references one of the tables to drop.
-func uninstallable(ctx context.Context, q queryer, t engine.Table) error {
+// uninstallable returns the state of t, and why t and its side objects
+// may not be dropped, or nil: the table is not a jobqueue table or is a
+// view, a side object's name is held by something else
+// (checkSideObjects), or another table's foreign key references one of
+// the tables to drop.
+func uninstallable(ctx context.Context, q queryer, t engine.Table) (tableState, error) {
 	st, err := inspectOwn(ctx, q, t)
 	if err != nil {
-		return err
+		return st, err
 	}
 	if err := refuseView(ctx, q, t, st); err != nil {
-		return err
+		return st, err
 	}
 	var refs []string
 	for _, o := range ddl.Objects(t) {
@@ -105,17 +129,17 @@ func uninstallable(ctx context.Context, q queryer, t engine.Table) error {
 		}
 		r, err := referencingTables(ctx, q, o.Table)
 		if err != nil {
-			return err
+			return st, err
 		}
 		for _, ref := range r {
 			refs = append(refs, ref+" → "+o.Name)
 		}
 	}
 	if len(refs) > 0 {
-		return uninstallAgain(t, fmt.Errorf("foreign keys of other tables reference the tables to drop: %s; drop those foreign keys (or their tables) first",
+		return st, uninstallAgain(t, fmt.Errorf("foreign keys of other tables reference the tables to drop: %s; drop those foreign keys (or their tables) first",
 			strings.Join(refs, ", ")), "nothing was dropped", "")
 	}
-	return nil
+	return st, nil
 }
 
 // dropStatements are the statements that drop t and its side objects, in

@@ -93,7 +93,9 @@ func (a *app) uninstallCommand() *cobra.Command {
 		Long: `uninstall drops the table named by --table with its indexes and side tables
 (the leadership's and the unique keys' tables), what install created. A table
 that holds jobs is refused unless --force is given, and then EVERY JOB IN IT IS
-DELETED: stop the workers and producers that use it first. A version 1 table
+DELETED: stop the workers and producers that use it first. Without --force the
+jobs are counted and the table dropped under one lock that enqueues wait for,
+so a job enqueued meanwhile is counted (and the table kept), never dropped. A version 1 table
 is refused unless --force, too. A table of the name that is not a jobqueue
 table is never dropped. When the table is missing, what is left of its side
 tables is dropped.`,
@@ -109,7 +111,18 @@ tables is dropped.`,
 			if err != nil {
 				return err
 			}
-			if err := migrations.Uninstall(ctx, db, name); err != nil {
+			// Without --force the jobs are counted again, and the
+			// table dropped, under one lock that enqueues wait for:
+			// a job enqueued since the count above is never dropped.
+			drop := migrations.Uninstall
+			if !force {
+				drop = migrations.UninstallEmpty
+			}
+			if err := drop(ctx, db, name); err != nil {
+				var held *migrations.JobsHeldError
+				if errors.As(err, &held) {
+					return heldError(name, held.Total(), held.Summary())
+				}
 				again := "jobqueue uninstall --table " + name
 				if force {
 					again += " --force"
@@ -163,9 +176,15 @@ func (a *app) uninstallable(ctx context.Context, db *sql.DB, name string, force 
 		}
 	}
 	if total > 0 && !force {
-		return "", fmt.Errorf("table %s holds %s (%s); uninstall would delete them with it: stop the workers and producers that use it, then pass --force", name, jobCount(total), strings.Join(held, ", "))
+		return "", heldError(name, total, strings.Join(held, ", "))
 	}
 	return fmt.Sprintf("%d jobs", total), nil
+}
+
+// heldError is uninstall's refusal, without --force, of the table name
+// holding total jobs (summary says of which statuses).
+func heldError(name string, total int64, summary string) error {
+	return fmt.Errorf("table %s holds %s (%s); uninstall would delete them with it: stop the workers and producers that use it, then pass --force", name, jobCount(total), summary)
 }
 
 // runAgain gives err, when it advises to run a call of the migrations

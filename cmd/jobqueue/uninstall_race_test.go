@@ -1,0 +1,92 @@
+package main
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/jobqueue/jobqueue/internal/engine"
+	"github.com/jobqueue/jobqueue/internal/testdb"
+	"github.com/jobqueue/jobqueue/internal/testwait"
+	"github.com/jobqueue/jobqueue/queue"
+)
+
+// noArgs is a job of the uninstall tests.
+type noArgs struct{}
+
+func (noArgs) Kind() string { return "no_args" }
+
+// TestUninstallKeepsJobEnqueuedMeanwhile: `jobqueue uninstall` (without
+// --force) of an empty table while a producer's transaction is enqueueing
+// a job in it: the uninstall waits for that transaction, then counts the
+// job and refuses, and the job stays. It counted the jobs first, outside
+// any lock, and dropped the table once the transaction committed,
+// deleting the job its producer had been told was enqueued.
+//
+// On PostgreSQL and MySQL the test commits once the uninstall is seen
+// waiting for the table's lock (after its count, before the fix); on
+// SQLite a connection waiting for the write lock cannot be seen, so it
+// commits at once, which shows only that the job is never lost there.
+func TestUninstallKeepsJobEnqueuedMeanwhile(t *testing.T) {
+	t.Parallel()
+	testdb.ForEachEngine(t, func(t *testing.T, e *testdb.Env) {
+		ctx := context.Background()
+		c := cli{db: e.URL, table: e.Table(t)}
+		c.ok(t, "install")
+		q, err := queue.New(e.DB, queue.WithTable(c.table), queue.WithLogger(testdb.QuietLogger()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer q.Close()
+		tx, err := e.DB.BeginTx(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer tx.Rollback()
+		id, err := q.EnqueueTx(ctx, tx, noArgs{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var r result
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			r = c.run(t, "uninstall")
+		}()
+		if waiting := lockWaiters(t, e, c.table); waiting != nil {
+			testwait.For(t, time.Minute, 10*time.Millisecond, "the uninstall to wait for the table's lock", waiting)
+		}
+		if err := tx.Commit(); err != nil {
+			t.Fatal(err)
+		}
+		<-done
+		assertOneLineError(t, r, exitFailure, "holds 1 job (1 pending)", "--force")
+		if _, err := q.Get(ctx, id); err != nil {
+			t.Fatalf("the job enqueued during the uninstall: %v; want it kept", err)
+		}
+	})
+}
+
+// lockWaiters returns a condition that holds once a session of e's server
+// waits for a lock on table, or nil on SQLite, where that cannot be seen.
+func lockWaiters(t *testing.T, e *testdb.Env, table string) func() bool {
+	tbl := parseTable(t, e.Kind, table)
+	var query string
+	var arg any
+	switch e.Kind {
+	case engine.Postgres:
+		query, arg = `SELECT COUNT(*) FROM pg_locks WHERE NOT granted AND relation = to_regclass($1)`, tbl.Quoted()
+	case engine.MySQL:
+		query, arg = `SELECT COUNT(*) FROM information_schema.processlist WHERE state = 'Waiting for table metadata lock' AND db = DATABASE() AND info LIKE CONCAT('%', ?, '%')`, tbl.Name
+	default:
+		return nil
+	}
+	return func() bool {
+		var n int
+		if err := e.DB.QueryRowContext(context.Background(), query, arg).Scan(&n); err != nil {
+			t.Errorf("looking for sessions waiting on %s: %v", table, err)
+			return true
+		}
+		return n > 0
+	}
+}
