@@ -88,7 +88,7 @@ type claimer struct {
 	q     *Queue
 	cfg   WorkerConfig
 	log   *slog.Logger
-	dbCtx context.Context // the worker's statements (see run.dbCtx)
+	dbCtx context.Context // the claims' (run.writesCtx: they end with the shutdown's budget)
 	jobs  context.Context // parent of the handlers' contexts
 
 	attempts  *inflightSet
@@ -104,8 +104,12 @@ type claimer struct {
 	payloadLen int
 
 	// cursor holds the watermark and the claim session (made by the
-	// first claim; loop closes its session when it returns).
+	// first claim; loop closes its session when it returns, or the run
+	// once the late claim returned).
 	cursor *claimCursor
+	// late is the claim that was in flight when stop ended (nil: none):
+	// loop returns without waiting for it (claim_late.go).
+	late *lateClaim
 
 	// failures follows the runs of failed claims: each is logged once
 	// at its start and once at its end (failed, succeeded).
@@ -185,16 +189,22 @@ func (c *claimer) claimTook(d time.Duration) {
 }
 
 // loop claims jobs until stop ends or MaxJobs jobs were claimed, and
-// returns how many it claimed. It keeps held (claimed jobs whose handlers
-// have not returned) within Concurrency + ahead. After a full batch it
-// claims again as soon as there is room; after a short one (nothing more
-// was due) it waits for the poll timer or a wake-up.
-func (c *claimer) loop(stop context.Context) int {
-	defer func() {
-		if c.cursor != nil {
-			c.cursor.closeSession()
-		}
-	}()
+// returns how many it claimed, and the claim still in flight when stop
+// ended (nil: none), whose jobs the run gives back (claim_late.go). It
+// keeps held (claimed jobs whose handlers have not returned) within
+// Concurrency + ahead. After a full batch it claims again as soon as there
+// is room; after a short one (nothing more was due) it waits for the poll
+// timer or a wake-up.
+func (c *claimer) loop(stop context.Context) (int, *lateClaim) {
+	claimed := c.claimUntil(stop)
+	if c.cursor != nil && (c.late == nil || c.late.cursor == nil) {
+		c.cursor.closeSession() // else the late claim's, once it returned
+	}
+	return claimed, c.late
+}
+
+// claimUntil is loop without the end of the claim session.
+func (c *claimer) claimUntil(stop context.Context) int {
 	conc := c.cfg.Concurrency
 	held := 0
 	claimed := 0
@@ -279,7 +289,11 @@ func (c *claimer) loop(stop context.Context) int {
 		default:
 		}
 		sent := time.Now()
-		rows, err := c.claim(n)
+		res, ok := c.claimOrStop(stop, n)
+		if !ok {
+			return claimed
+		}
+		rows, err := res.rows, res.err
 		var idle time.Duration
 		switch {
 		case err != nil && retryableTx(err) && stop.Err() == nil:
@@ -329,7 +343,8 @@ func (c *claimer) loop(stop context.Context) int {
 			select {
 			case <-stop.Done():
 				timer.Stop()
-				return claimed + c.endOffer(offer)
+				c.endOfferAtStop(offer)
+				return claimed
 			case <-timer.C:
 				break wait
 			case <-woken:
@@ -419,6 +434,17 @@ func (c *claimer) endOffer(o *claimOffer) int {
 	}
 }
 
+// endOfferAtStop takes o down at the claimer's stop (nil: none). An
+// enqueue that took it first is not waited for (its claim runs in the
+// enqueue's transaction, which a lock may hold up to dbCallTimeout): c.late
+// holds it, and the run gives back what it claimed (claim_late.go).
+func (c *claimer) endOfferAtStop(o *claimOffer) {
+	if o == nil || c.q.offers.withdraw(o) {
+		return
+	}
+	c.late = &lateClaim{done: o.done}
+}
+
 // gatherSlots waits up to claimGather for every slot to be free (held, the
 // jobs whose handlers have not returned, to reach 0), counting the handlers
 // that return, and returns held.
@@ -439,15 +465,37 @@ func (c *claimer) gatherSlots(held int, stop context.Context) int {
 	return held
 }
 
-// claim runs one claim of up to n jobs, past the claimer's watermark
-// (claim_cursor.go). It is not cancelled by the worker's stop: a claim cut
-// off half-way could leave claimed rows nobody runs.
-func (c *claimer) claim(n int) ([]*JobRow, error) {
-	ctx, cancel := context.WithTimeout(c.dbCtx, dbCallTimeout)
-	defer cancel()
+// claimOrStop runs one claim of up to n jobs and returns its outcome, or
+// false once stop ended first: the claim goes on, and c.late holds it, for
+// the run to give back what it claims (claim_late.go). Before, a stop
+// waited for the claim in flight, up to dbCallTimeout on a locked table
+// (SQLite's write lock held elsewhere, say): the handlers' grace did not
+// start, nor did StopNow cancel them, until it returned.
+func (c *claimer) claimOrStop(stop context.Context, n int) (offerResult, bool) {
 	if c.cursor == nil {
 		c.cursor = &claimCursor{q: c.q, types: c.cfg.Types, lease: c.cfg.Lease}
 	}
+	done := make(chan offerResult, 1)
+	go func() {
+		rows, err := c.claim(n)
+		done <- offerResult{rows: rows, err: err}
+	}()
+	select {
+	case res := <-done:
+		return res, true
+	case <-stop.Done():
+		c.late = &lateClaim{done: done, cursor: c.cursor}
+		return offerResult{}, false
+	}
+}
+
+// claim runs one claim of up to n jobs, past the claimer's watermark
+// (claim_cursor.go), on c.dbCtx: the worker's stop does not cancel it (a
+// claim cut off half-way could leave claimed rows nobody runs), the end of
+// the shutdown's budget does (see run.writesCtx).
+func (c *claimer) claim(n int) ([]*JobRow, error) {
+	ctx, cancel := context.WithTimeout(c.dbCtx, dbCallTimeout)
+	defer cancel()
 	return c.cursor.claim(ctx, n)
 }
 

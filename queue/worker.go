@@ -313,10 +313,14 @@ func (r *run) run(ctx context.Context) error {
 		}
 	})
 	cl := &claimer{
-		q: r.q, cfg: r.cfg, log: r.log, dbCtx: r.dbCtx, jobs: r.jobs,
+		q: r.q, cfg: r.cfg, log: r.log, dbCtx: r.writesCtx(), jobs: r.jobs,
 		attempts: r.attempts, completer: c, work: work, freed: freed,
 	}
-	claimed := cl.loop(stop)
+	// The claimer returns at stop without waiting for a claim in flight
+	// (late), so that the grace starts, and StopNow cancels the handlers,
+	// at once; what that claim takes is given back (claim_late.go).
+	claimed, late := cl.loop(stop)
+	lateDone := r.handBack(late)
 	if !hearsCancels {
 		stopWaker()
 	}
@@ -332,6 +336,9 @@ func (r *run) run(ctx context.Context) error {
 	// written with the rest.
 	close(stopGiver)
 	<-giverDone
+	r.releaseInterrupted()
+	// What the late claim took and the giver has not given back.
+	<-lateDone
 	r.releaseInterrupted()
 	// Every executor that finished has handed its result over: write the
 	// last batch. The heartbeats go on until it is written, so that a

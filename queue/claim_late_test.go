@@ -1,0 +1,274 @@
+package queue
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jobqueue/jobqueue/internal/engine"
+)
+
+// claimHook runs a function of the test in the claimer, just before its
+// next claim statement is sent (it is a queue's withStatementHook).
+type claimHook struct {
+	kind engine.Kind
+
+	mu   sync.Mutex
+	next func()
+}
+
+// isClaim reports whether query is the first statement of a claim of
+// kind's that reads the table.
+func isClaim(kind engine.Kind, query string) bool {
+	if kind == engine.MySQL {
+		return strings.Contains(query, "-- name: SelectDueJobs") || strings.Contains(query, "-- name: SelectClaimFrontier")
+	}
+	return strings.Contains(query, "-- name: ClaimJobs")
+}
+
+// hook is the queue's statement hook.
+func (c *claimHook) hook(query string, _ sqlRunner) {
+	if !isClaim(c.kind, query) {
+		return
+	}
+	c.mu.Lock()
+	fn := c.next
+	c.next = nil
+	c.mu.Unlock()
+	if fn != nil {
+		fn()
+	}
+}
+
+// beforeNext sets fn to run before the next claim statement is sent.
+func (c *claimHook) beforeNext(fn func()) {
+	c.mu.Lock()
+	c.next = fn
+	c.mu.Unlock()
+}
+
+// tableLock holds a lock on env's table that no claim can pass (SQLite:
+// the write lock; PostgreSQL: LOCK TABLE … IN SHARE MODE in a
+// transaction; MySQL: LOCK TABLES … WRITE), on a connection of its own.
+type tableLock struct {
+	env  *testEnv
+	conn *sql.Conn
+}
+
+// newTableLock opens the connection of a lock on env's table, released
+// and closed when the test ends.
+func newTableLock(t *testing.T, env *testEnv) *tableLock {
+	t.Helper()
+	conn, err := env.newPool(t).Conn(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := &tableLock{env: env, conn: conn}
+	t.Cleanup(func() {
+		if err := l.unlock(); err != nil {
+			t.Error(err)
+		}
+		if err := conn.Close(); err != nil && !errors.Is(err, sql.ErrConnDone) {
+			t.Error(err)
+		}
+	})
+	return l
+}
+
+// lock takes the lock (from any goroutine).
+func (l *tableLock) lock() error {
+	var stmts []string
+	switch l.env.kind {
+	case engine.SQLite:
+		stmts = []string{"BEGIN IMMEDIATE"}
+	case engine.Postgres:
+		stmts = []string{"BEGIN", "LOCK TABLE " + l.env.tbl.Quoted() + " IN SHARE MODE"}
+	case engine.MySQL:
+		stmts = []string{"LOCK TABLES " + l.env.tbl.Quoted() + " WRITE"}
+	}
+	for _, stmt := range stmts {
+		if _, err := l.conn.ExecContext(context.Background(), stmt); err != nil {
+			return fmt.Errorf("%s: %w", stmt, err)
+		}
+	}
+	return nil
+}
+
+// unlock releases the lock, if held.
+func (l *tableLock) unlock() error {
+	undo := "ROLLBACK"
+	if l.env.kind == engine.MySQL {
+		undo = "UNLOCK TABLES"
+	}
+	_, err := l.conn.ExecContext(context.Background(), undo)
+	if err != nil && l.env.kind != engine.MySQL && strings.Contains(err.Error(), "no transaction") {
+		return nil // not held
+	}
+	return err
+}
+
+// TestStopDoesNotWaitForLockedClaim: a worker runs a handler that waits
+// for its context, and its next claim waits for a lock the test holds on
+// the table. A stop (Run's ctx ends) cancels the handler once
+// ShutdownTimeout has passed, StopNow at once, and Run returns within the
+// shutdown's time (ShutdownTimeout and the grace of cut-off handlers after
+// it), the lock still held; the job is not lost (released, or in_progress
+// under its lease for Reclaim). Before, the stop waited for the claim in
+// flight first: up to dbCallTimeout (30 s; on SQLite busy_timeout, 10 s,
+// and the claim's retries).
+func TestStopDoesNotWaitForLockedClaim(t *testing.T) {
+	const (
+		abandon = time.Second     // the grace of cut-off handlers (abandonGrace)
+		slack   = 3 * time.Second // well under a claim's lock wait
+	)
+	cases := []struct {
+		name    string
+		grace   time.Duration // ShutdownTimeout
+		stopNow bool          // StopNow, else the end of Run's ctx
+	}{
+		{name: "the grace starts at the stop", grace: 200 * time.Millisecond},
+		{name: "StopNow cancels the handlers at once", grace: time.Hour, stopNow: true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			forEachEngine(t, func(t *testing.T, kind engine.Kind) {
+				env := newTestEnv(t, kind)
+				claims := &claimHook{kind: kind}
+				q := env.queue(t, nil, withStatementHook(claims.hook))
+				cfg := fastConfig()
+				cfg.Concurrency = 2 // a free slot: the claimer goes on claiming
+				cfg.PollInterval = time.Millisecond
+				cfg.ShutdownTimeout = tc.grace
+				w := q.NewWorker(cfg)
+				w.abandonGrace = abandon
+				started := make(chan int64, 10)
+				cut := make(chan error, 1)
+				Handle(w, func(ctx context.Context, job *Job[emailArgs]) error {
+					started <- job.ID
+					<-ctx.Done()
+					cut <- context.Cause(ctx)
+					return ctx.Err()
+				})
+				id := enqueue(t, q, emailArgs{})
+				ctx, cancel := context.WithCancel(context.Background())
+				defer cancel()
+				done := make(chan error, 1)
+				go func() { done <- w.Run(ctx) }()
+				waitFor(t, started, 10*time.Second, "the handler to start")
+
+				// The next claim is sent once the table is locked: it waits.
+				lock := newTableLock(t, env)
+				locked := make(chan error, 1)
+				claims.beforeNext(func() { locked <- lock.lock() })
+				if err := waitFor(t, locked, 10*time.Second, "the table to be locked before a claim"); err != nil {
+					t.Fatal(err)
+				}
+				bound := slack
+				if tc.stopNow {
+					w.StopNow()
+				} else {
+					cancel()
+					bound += tc.grace
+				}
+				if cause := waitFor(t, cut, bound, "the handler to be cancelled"); !errors.Is(cause, ErrWorkerShutdown) {
+					t.Errorf("the handler's context ended with %v, want ErrWorkerShutdown", cause)
+				}
+				if err := waitFor(t, done, abandon+slack, "Run to return within the shutdown's time"); err != nil {
+					t.Errorf("Run: %v", err)
+				}
+				if err := lock.unlock(); err != nil {
+					t.Fatal(err)
+				}
+
+				if job := getJob(t, q, id); job.Attempts != 1 || (job.Status != StatusPending && job.Status != StatusInProgress) {
+					t.Errorf("the cut-off job is %s, attempts %d; want pending (released) or in_progress (left to Reclaim), attempts 1", job.Status, job.Attempts)
+				}
+				if n := len(started); n != 0 {
+					t.Errorf("%d more handler(s) started after the stop", n)
+				}
+			})
+		})
+	}
+}
+
+// TestStopGivesBackWhatTheClaimInFlightTook: the worker's claim is held
+// (before it is sent) when StopNow comes, and a job is enqueued
+// meanwhile. StopNow cancels the running handler without waiting for the
+// claim; once the claim goes on and takes the new job, that job is given
+// back, never started (pending, attempts 0), and told to listeners as
+// given back; the cut-off job is released (pending, attempts 1).
+func TestStopGivesBackWhatTheClaimInFlightTook(t *testing.T) {
+	forEachEngine(t, func(t *testing.T, kind engine.Kind) {
+		env := newTestEnv(t, kind)
+		claims := &claimHook{kind: kind}
+		events := newEventLog()
+		q := env.queue(t, nil, withStatementHook(claims.hook), WithListener(events.listen))
+		cfg := fastConfig()
+		cfg.Concurrency = 2
+		cfg.PollInterval = time.Millisecond
+		cfg.ShutdownTimeout = time.Hour
+		w := q.NewWorker(cfg)
+		started := make(chan int64, 10)
+		cut := make(chan error, 1)
+		Handle(w, func(ctx context.Context, job *Job[emailArgs]) error {
+			started <- job.ID
+			<-ctx.Done()
+			cut <- context.Cause(ctx)
+			return ctx.Err()
+		})
+		first := enqueue(t, q, emailArgs{})
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		done := make(chan error, 1)
+		go func() { done <- w.Run(ctx) }()
+		waitFor(t, started, 10*time.Second, "the first handler to start")
+
+		held, gate := make(chan struct{}), make(chan struct{})
+		var once sync.Once
+		open := func() { once.Do(func() { close(gate) }) }
+		defer open()
+		claims.beforeNext(func() {
+			close(held)
+			<-gate
+		})
+		waitFor(t, held, 10*time.Second, "a claim to be held")
+		second := enqueue(t, q, emailArgs{})
+		w.StopNow()
+		if cause := waitFor(t, cut, 5*time.Second, "StopNow to cancel the handler while the claim is held"); !errors.Is(cause, ErrWorkerShutdown) {
+			t.Errorf("the handler's context ended with %v, want ErrWorkerShutdown", cause)
+		}
+		open()
+		if err := waitFor(t, done, 30*time.Second, "Run to return"); err != nil {
+			t.Errorf("Run: %v", err)
+		}
+
+		select {
+		case id := <-started:
+			t.Errorf("job %d started after StopNow", id)
+		default:
+		}
+		if job := getJob(t, q, second); job.Status != StatusPending || job.Attempts != 0 {
+			t.Errorf("the job the late claim took is %s, attempts %d; want pending, attempts 0 (given back)", job.Status, job.Attempts)
+		}
+		if job := getJob(t, q, first); job.Status != StatusPending || job.Attempts != 1 {
+			t.Errorf("the cut-off job is %s, attempts %d; want pending, attempts 1 (released)", job.Status, job.Attempts)
+		}
+		givenBack := false
+		events.mu.Lock()
+		for _, ev := range events.events {
+			if ev.Kind == EventFailed && ev.GivenBack && ev.Job.ID == second {
+				givenBack = true
+			}
+		}
+		events.mu.Unlock()
+		if !givenBack {
+			t.Errorf("no given-back event for job %d", second)
+		}
+	})
+}
