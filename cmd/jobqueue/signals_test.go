@@ -5,9 +5,11 @@ package main
 import (
 	"bufio"
 	"context"
+	"errors"
 	"net"
 	"net/url"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -189,4 +191,49 @@ func holdWriteLock(t *testing.T, url string) (release func()) {
 	}
 	t.Cleanup(release)
 	return release
+}
+
+// TestWorkSecondSignalKillsAtOnceOnLockedDatabase: a worker runs a
+// command, and claims every millisecond for its free slot, when the test
+// takes SQLite's write lock: its next claim waits for it (busy_timeout,
+// 10 s, and its retries). The first SIGTERM starts the grace at once (the
+// worker says so within a few seconds), the second kills the command at
+// once, and the worker exits 0 within the shutdown's time (the 5 s after
+// the kill), the lock still held. Before, both waited for the claim in
+// flight.
+func TestWorkSecondSignalKillsAtOnceOnLockedDatabase(t *testing.T) {
+	t.Parallel()
+	const soon = 5 * time.Second // well under the claim's lock wait
+	c := sqliteCLI(t)
+	c.ok(t, "install")
+	c.ok(t, "enqueue", "--name", "long")
+	started := filepath.Join(t.TempDir(), "started")
+	cmd, stderr := startWorker(t, c, "--concurrency", "2", "--poll-interval", "1ms", "--grace", "10m",
+		"--exec", "echo $$ > "+started+"; exec sleep 600")
+	pid, err := strconv.Atoi(strings.TrimSpace(waitFile(t, started, 20*time.Second)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	holdWriteLock(t, c.db)
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("stderr:\n%s", stderr)
+		}
+	})
+
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, soon, "the worker to start the grace", func() bool {
+		return strings.Contains(stderr.String(), "worker stopping: waiting for running handlers")
+	})
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, soon, "the command to be killed", func() bool {
+		return errors.Is(syscall.Kill(pid, 0), syscall.ESRCH)
+	})
+	if code := waitExit(t, cmd, 2*soon); code != 0 {
+		t.Errorf("exit %d after the second signal, want 0; stderr:\n%s", code, stderr)
+	}
 }
