@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/jobqueue/jobqueue/internal/engine"
+	"github.com/jobqueue/jobqueue/internal/testdb"
 )
 
 // claimHook runs a function of the test in the claimer, just before its
@@ -271,4 +272,70 @@ func TestStopGivesBackWhatTheClaimInFlightTook(t *testing.T) {
 			t.Errorf("no given-back event for job %d", second)
 		}
 	})
+}
+
+// TestStopDoesNotWaitForTakenOffer (PostgreSQL, whose enqueues run an idle
+// worker's offered claim): the worker's offer is taken, as by an enqueue
+// whose claim has not told its outcome, while a handler runs. StopNow
+// cancels the handler at once; the job the taken claim then reports is
+// given back (pending, attempts 0), never started. Before, the stop waited
+// for the taken claim's outcome first, up to dbCallTimeout.
+func TestStopDoesNotWaitForTakenOffer(t *testing.T) {
+	t.Parallel()
+	env := newTestEnv(t, engine.Postgres)
+	q := env.queue(t, nil, WithLogger(testdb.QuietLogger()))
+	posted := make(chan struct{}, 1)
+	q.offers.onPost = func() {
+		select {
+		case posted <- struct{}{}:
+		default:
+		}
+	}
+	// PollOnly and a poll interval of an hour: only this process's
+	// enqueues wake the worker.
+	w := q.NewWorker(WorkerConfig{Concurrency: 2, PollInterval: time.Hour, PollOnly: true, Lease: time.Minute, ShutdownTimeout: time.Hour})
+	started := make(chan int64, 10)
+	cut := make(chan error, 1)
+	Handle(w, func(ctx context.Context, job *Job[testArgs]) error {
+		started <- job.ID
+		<-ctx.Done()
+		cut <- context.Cause(ctx)
+		return ctx.Err()
+	})
+	ctx := context.Background()
+	first := mustEnqueue(t, q, testArgs{N: 1})
+	_, done := startWorker(t, w)
+	if id := waitFor(t, started, 10*time.Second, "the first handler to start"); id != first {
+		t.Fatalf("job %d started, want %d", id, first)
+	}
+	waitFor(t, posted, 10*time.Second, "the idle worker's offer")
+	var o *claimOffer
+	waitUntil(t, 10*time.Second, "the worker's offer on the board", func() bool {
+		o = q.offers.take("")
+		return o != nil
+	})
+	second := mustEnqueue(t, q, testArgs{N: 2}) // the board is empty: wakes the worker
+	w.StopNow()
+	if cause := waitFor(t, cut, 5*time.Second, "StopNow to cancel the handler while the taken claim is untold"); !errors.Is(cause, ErrWorkerShutdown) {
+		t.Errorf("the handler's context ended with %v, want ErrWorkerShutdown", cause)
+	}
+	rows, err := q.claimAfter(ctx, q.st, o.types, o.max, o.lease, o.after)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rows) != 1 || rows[0].ID != second {
+		t.Fatalf("the taken claim took %v, want job %d", rows, second)
+	}
+	o.settle(rows, nil)
+	if err := waitFor(t, done, 30*time.Second, "Run to return"); err != nil {
+		t.Errorf("Run: %v", err)
+	}
+	select {
+	case id := <-started:
+		t.Errorf("job %d started after StopNow", id)
+	default:
+	}
+	if j := getJob(t, q, second); j.Status != StatusPending || j.Attempts != 0 {
+		t.Errorf("job %d, taken by the claim, is %s, attempts %d; want pending, attempts 0 (given back)", second, j.Status, j.Attempts)
+	}
 }

@@ -40,7 +40,8 @@ import (
 // A claimer withdraws its offer when it stops being idle (woken, its poll
 // timer, its end); an offer already taken cannot be withdrawn, and the
 // claimer waits for its outcome (at most dbCallTimeout) and dispatches what
-// it claimed like any claim. Only the early commit of insertEarly takes
+// it claimed like any claim; at its end it does not wait, and the run gives
+// back what the offer claimed, never started (claim_late.go). Only the early commit of insertEarly takes
 // offers; other enqueues, and other engines, wake the claimer as before.
 
 // offerMaxJobs is the most jobs an offered claim takes, and it takes no

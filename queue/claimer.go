@@ -374,7 +374,7 @@ func (c *claimer) claimUntil(stop context.Context) int {
 				offer = c.offer(held, claimed) // still idle
 			}
 		}
-		late := c.endOffer(offer)
+		late := c.endOffer(stop, offer)
 		claimed += late
 		held += late
 	}
@@ -418,8 +418,9 @@ func (c *claimer) offerClaimed(o *claimOffer, res offerResult) int {
 
 // endOffer takes o down (nil: none). An enqueue that took it first is
 // waited for, at most dbCallTimeout, and what its claim took dispatched;
-// endOffer returns how many jobs that was.
-func (c *claimer) endOffer(o *claimOffer) int {
+// endOffer returns how many jobs that was. Should stop end meanwhile, it
+// waits no more (endOfferAtStop).
+func (c *claimer) endOffer(stop context.Context, o *claimOffer) int {
 	if o == nil || c.q.offers.withdraw(o) {
 		return 0
 	}
@@ -428,6 +429,9 @@ func (c *claimer) endOffer(o *claimOffer) int {
 	select {
 	case res := <-o.done:
 		return c.offerClaimed(o, res)
+	case <-stop.Done():
+		c.late = &lateClaim{done: o.done}
+		return 0
 	case <-timer.C:
 		c.log.Warn("an enqueue took this worker's next claim and has not told its outcome; what it claimed, if anything, is left to Reclaim once its lease passes")
 		return 0
@@ -472,6 +476,9 @@ func (c *claimer) gatherSlots(held int, stop context.Context) int {
 // (SQLite's write lock held elsewhere, say): the handlers' grace did not
 // start, nor did StopNow cancel them, until it returned.
 func (c *claimer) claimOrStop(stop context.Context, n int) (offerResult, bool) {
+	if stop.Err() != nil {
+		return offerResult{}, false // stopped while it gathered slots: no claim
+	}
 	if c.cursor == nil {
 		c.cursor = &claimCursor{q: c.q, types: c.cfg.Types, lease: c.cfg.Lease}
 	}
