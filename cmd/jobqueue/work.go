@@ -97,7 +97,9 @@ scrape rate (--metrics-count-limit N stops each count at N, for a table of
 millions of rows). Port 0 picks a free port; the URL is logged at start.
 
 SIGINT, SIGTERM or SIGHUP stops claiming (logged at once, whatever the database
-does); running commands get --grace to finish, then the worker exits 0. A second such signal during the grace (Ctrl-C again) ends it
+does); running commands get --grace to finish, then the worker exits 0. The grace
+starts at once, also while a claim waits for a locked table: the jobs that claim
+takes are given back, never run. A second such signal during the grace (Ctrl-C again) ends it
 at once: the running commands' process groups are killed and their jobs released,
 as when --grace has passed, and the worker exits 0. Should that be stuck (a
 database out of reach, say), a third signal ends the process there and then
