@@ -98,10 +98,10 @@ func (w *Worker) AddPeriodic(jobs ...PeriodicJob) error {
 // Run claims and runs jobs until ctx ends, MaxRuntime passes, MaxJobs jobs
 // were claimed or StopNow is called. Then it stops claiming (without
 // waiting for a claim in flight: the jobs it claims are given back, never
-// started), lets running handlers finish (for up to ShutdownTimeout once ctx ended or MaxRuntime
-// passed, not at all after StopNow; after that their contexts are
-// cancelled), writes the results still pending (within that time and 5
-// seconds more: see ShutdownTimeout), and returns nil.
+// started), lets running handlers finish (for up to ShutdownTimeout once
+// ctx ended or MaxRuntime passed, not at all after StopNow; after that
+// their contexts are cancelled), writes the results still pending (within
+// that time and 5 seconds more: see ShutdownTimeout), and returns nil.
 // It returns an error for an invalid configuration or when handlers ignored
 // their cancelled contexts for 5 seconds (Run leaves them running). A Worker
 // runs once at a time; it may Run again after Run returned.
