@@ -18,7 +18,7 @@ import (
 // in_progress, its lease passed), ended by the dashboard's reclaim action,
 // is counted in the /metrics `jobqueue web` serves, as a worker's
 // maintenance counts the attempts it reclaims:
-// jobqueue_jobs_worked_total{…,outcome="retried",type="email"} 1. Before,
+// jobqueue_jobs_worked_total{…,outcome="lost",type="email"} 1. Before,
 // the web's queue had no telemetry and the series never appeared.
 func TestWebReclaimCounted(t *testing.T) {
 	t.Parallel()
@@ -37,7 +37,7 @@ func TestWebReclaimCounted(t *testing.T) {
 		t.Fatal(err)
 	}
 	base, _ := startWeb(t, c, nil, "--addr", "127.0.0.1:0")
-	const series = `jobqueue_jobs_worked_total{messaging_destination_name="email",messaging_operation_name="work",messaging_system="jobqueue",outcome="retried",type="email"}`
+	const series = `jobqueue_jobs_worked_total{messaging_destination_name="email",messaging_operation_name="work",messaging_system="jobqueue",outcome="lost",type="email"}`
 	var got map[string]float64
 	testwait.Until(t, 20*time.Second, 50*time.Millisecond, func() bool {
 		if code := httpDo(t, "POST", base+"/api/maintenance/reclaim", "{}"); code != http.StatusOK {
