@@ -27,7 +27,7 @@ import (
 // MariaDB Galera replicates no row locks, only the keys of the rows a
 // transaction wrote; SQLite takes the database's write lock. The role's
 // own row, which holds the lease, is read, never locked. Every takeover
-// increments the term and writes both rows in one transaction
+// increments the term and writes both rows, one statement after the other
 // (acquireLeader): the fence row's write waits for an act in flight; an
 // act that begins after a takeover finds another term and changes nothing.
 // So no act of an old leader lands after a new leader's term began, even
