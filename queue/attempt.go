@@ -315,19 +315,19 @@ func (q *Queue) complete(ctx context.Context, refs []attemptRef) (stale []attemp
 // stores' complete) and returned apart as busy: their attempts still hold
 // them, to be completed later.
 func (q *Queue) completeWith(ctx context.Context, refs []attemptRef, skipLocked bool) (stale, busy []attemptRef, err error) {
-	return q.completeLanded(ctx, refs, skipLocked, nil)
+	return q.completeLanded(ctx, refs, q.now(), skipLocked, nil)
 }
 
 // completeLanded is completeWith for refs some of which an earlier write
 // may have completed already: one whose answer was lost with its
-// connection (connectionLost). unsure holds those, each with the attempts
-// of its job at the claim (JobRow.Attempts). A ref of unsure that this
-// write finds stale is not: its job completed by that earlier write (the
-// job completed, its attempts unchanged since the claim, so no other
-// attempt ended it; or gone, for a queue that deletes on success). Taken
-// for stale, it was warned of as "completion refused" and counted lost.
-func (q *Queue) completeLanded(ctx context.Context, refs []attemptRef, skipLocked bool, unsure map[attemptRef]int) (stale, busy []attemptRef, err error) {
-	now := q.now()
+// connection (connectionLost). It writes now as the jobs' finished_at.
+// unsure holds those refs, each with the finished_at of its writes whose
+// answers were lost. A ref of unsure that this write finds stale is not:
+// its job completed by one of those writes (the job completed with that
+// very finished_at, so no other attempt completed it; or gone, for a queue
+// that deletes on success). Taken for stale, it was warned of as
+// "completion refused" and counted lost.
+func (q *Queue) completeLanded(ctx context.Context, refs []attemptRef, now time.Time, skipLocked bool, unsure map[attemptRef][]time.Time) (stale, busy []attemptRef, err error) {
 	stale, err = writeHeld(refs, func(chunk []attemptRef) (map[int64]bool, error) {
 		return q.st.complete(ctx, chunk, now, q.deleteOnSuccess, skipLocked)
 	})
@@ -355,17 +355,17 @@ func (q *Queue) completeLanded(ctx context.Context, refs []attemptRef, skipLocke
 // notLanded returns the refs of stale but those of unsure whose earlier
 // write completed their jobs (see completeLanded). A job that cannot be
 // read stays stale.
-func (q *Queue) notLanded(ctx context.Context, stale []attemptRef, unsure map[attemptRef]int) []attemptRef {
+func (q *Queue) notLanded(ctx context.Context, stale []attemptRef, unsure map[attemptRef][]time.Time) []attemptRef {
 	out := stale[:0:0]
 	for _, r := range stale {
-		attempts, ok := unsure[r]
+		lostAt, ok := unsure[r]
 		if !ok {
 			out = append(out, r)
 			continue
 		}
 		job, err := q.Get(ctx, r.ID)
 		switch {
-		case err == nil && job.Status == StatusCompleted && job.Attempts == attempts:
+		case err == nil && job.Status == StatusCompleted && finishedBy(job.FinishedAt, lostAt):
 		case errors.Is(err, ErrJobNotFound) && q.deleteOnSuccess:
 		default:
 			if err != nil && !errors.Is(err, ErrJobNotFound) {
@@ -377,6 +377,28 @@ func (q *Queue) notLanded(ctx context.Context, stale []attemptRef, unsure map[at
 		q.logger.Debug("completion refused, but an earlier write of it whose answer was lost had completed the job", "job_id", r.ID)
 	}
 	return out
+}
+
+// finishedBy reports whether finished, a completed job's finished_at, is
+// one of writes, the finished_at of writes of one attempt's completion
+// whose answers were lost: then one of them completed the job. Another
+// attempt of the job (its claim lost with a failed-over primary, or given
+// back, so its attempts count is the same) completed it at another time.
+// The column keeps microseconds (PostgreSQL, SQLite) or whole seconds
+// (MySQL's DATETIME), rounded or truncated by the engine: on MySQL another
+// attempt that completed the job within the same second is not told apart.
+func finishedBy(finished *time.Time, writes []time.Time) bool {
+	if finished == nil {
+		return false
+	}
+	for _, at := range writes {
+		for _, unit := range []time.Duration{time.Microsecond, time.Second} {
+			if finished.Equal(at.Round(unit)) || finished.Equal(at.Truncate(unit)) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // stillHeld reads the jobs of refs and separates the refs that no longer

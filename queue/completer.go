@@ -141,11 +141,11 @@ type completion struct {
 	// a row lock another transaction holds) or found its row locked, so its
 	// writes leave locked rows alone (Queue.completeWith).
 	skipLocked bool
-	// unsure: a write of it failed with its connection (connectionLost)
-	// and may have been carried out, so a later write that finds its
-	// attempt stale checks whether that one completed the job
-	// (Queue.completeLanded).
-	unsure bool
+	// lostAt are the times (finished_at) of its writes that failed with
+	// their connection (connectionLost) and may have been carried out, so
+	// a later write that finds its attempt stale checks whether one of
+	// them completed the job (Queue.completeLanded).
+	lostAt []time.Time
 }
 
 // completer writes the succeeded attempts of one run in batches (fenced by
@@ -258,6 +258,7 @@ func (c *completer) settled(n int) {
 // writeResult is the outcome of writing one batch.
 type writeResult struct {
 	batch []completion
+	at    time.Time // the finished_at the write set
 	stale []attemptRef
 	// busy are the attempts whose rows another transaction held locked
 	// (left alone, to write again); timedOut: the write failed for want of
@@ -337,21 +338,22 @@ func (c *completer) run(stop <-chan struct{}) {
 func (c *completer) write(batch []completion) writeResult {
 	refs := make([]attemptRef, len(batch))
 	skipLocked := false
-	var unsure map[attemptRef]int
+	var unsure map[attemptRef][]time.Time
 	for i, done := range batch {
 		refs[i] = done.a.ref
 		skipLocked = skipLocked || done.skipLocked
-		if done.unsure {
+		if len(done.lostAt) > 0 {
 			if unsure == nil {
-				unsure = make(map[attemptRef]int)
+				unsure = make(map[attemptRef][]time.Time)
 			}
-			unsure[done.a.ref] = done.a.row.Attempts
+			unsure[done.a.ref] = done.lostAt
 		}
 	}
 	entered := c.q.completes.enter()
 	ctx, cancel := context.WithTimeout(c.dbCtx, cmp.Or(c.q.completeTimeout, dbCallTimeout))
 	defer cancel()
-	stale, busy, err := c.q.completeLanded(ctx, refs, skipLocked, unsure)
+	at := c.q.now()
+	stale, busy, err := c.q.completeLanded(ctx, refs, at, skipLocked, unsure)
 	if entered {
 		c.q.completes.leave()
 	}
@@ -369,7 +371,7 @@ func (c *completer) write(batch []completion) writeResult {
 	// Out of time, not stopped: the statement most likely waited on a row
 	// lock that another transaction holds; or the server ended its wait.
 	timedOut := err != nil && ((errors.Is(ctx.Err(), context.DeadlineExceeded) && c.dbCtx.Err() == nil) || lockWaitEnded(err))
-	return writeResult{batch: batch, stale: stale, busy: busy, err: err, timedOut: timedOut}
+	return writeResult{batch: batch, at: at, stale: stale, busy: busy, err: err, timedOut: timedOut}
 }
 
 // refused logs the attempts of batch whose completion was refused (stale)
@@ -395,13 +397,13 @@ func (c *completer) refused(ctx context.Context, batch []completion, stale []att
 // long to wait first (giving up on those tried completeTries times).
 func (c *completer) settle(res writeResult) (retry []completion, wait time.Duration) {
 	if res.err != nil && !res.timedOut && c.outage.keeps(res.err) {
-		return c.keep(res.batch, res.err)
+		return c.keep(res.batch, res.at, res.err)
 	}
 	if ended, lasted := c.outage.ended(); ended {
 		c.log.Info("completing jobs again: the database can be reached", "outage", lasted.Round(time.Millisecond))
 	}
 	if res.err != nil {
-		return c.again(res.batch, res.err, res.timedOut)
+		return c.again(res.batch, res.at, res.err, res.timedOut)
 	}
 	done, busy := res.batch, []completion(nil)
 	if len(res.busy) > 0 {
@@ -436,7 +438,7 @@ func (c *completer) settle(res writeResult) (retry []completion, wait time.Durat
 	c.attempts.removeSettled(done)
 	c.settled(len(done))
 	if len(busy) > 0 {
-		return c.again(busy, errRowLocked, true)
+		return c.again(busy, res.at, errRowLocked, true)
 	}
 	return nil, 0
 }
@@ -445,9 +447,9 @@ func (c *completer) settle(res writeResult) (retry []completion, wait time.Durat
 // could not be reached, to write again after the outage's wait, counting
 // no try; the first of an outage is logged as a warning, the others at
 // debug level.
-func (c *completer) keep(batch []completion, err error) (retry []completion, wait time.Duration) {
+func (c *completer) keep(batch []completion, at time.Time, err error) (retry []completion, wait time.Duration) {
 	for i := range batch {
-		batch[i].unsure = true
+		batch[i].lostAt = append(batch[i].lostAt, at)
 	}
 	first, wait := c.outage.failed()
 	if first {
@@ -467,13 +469,15 @@ var errRowLocked = errors.New("another transaction holds the job's row locked")
 // stay in_progress until Reclaim runs them again; all of them once the
 // shutdown's time is spent), and returns the others, to write again after
 // wait; skipLocked marks them to leave locked rows alone from now on.
-func (c *completer) again(batch []completion, err error, skipLocked bool) (retry []completion, wait time.Duration) {
+func (c *completer) again(batch []completion, at time.Time, err error, skipLocked bool) (retry []completion, wait time.Duration) {
 	tries := 0
 	spent := c.outage.spent() // the shutdown's time: no try would run
 	for _, done := range batch {
 		done.tries++
 		done.skipLocked = done.skipLocked || skipLocked
-		done.unsure = done.unsure || connectionLost(err)
+		if connectionLost(err) {
+			done.lostAt = append(done.lostAt, at)
+		}
 		if done.tries < completeTries && !spent {
 			retry = append(retry, done)
 			tries = max(tries, done.tries)

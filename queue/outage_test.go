@@ -316,3 +316,59 @@ func TestGiveBackOutlivesOutage(t *testing.T) {
 		}
 	})
 }
+
+// TestLostAnswerOfAnotherAttemptNotLanded: a completion whose answer was
+// lost (written again after the database came back) finds its job
+// completed by another attempt with the same attempts count, as after a
+// failover that lost the first attempt's claim (a claim does not wait for
+// replication): the job went back to pending on the new primary, ran
+// again and completed. The first attempt's completion is refused, and it
+// is the lost attempt's (EventLost, the warning), not a completion of its
+// own. Before, a completed job whose attempts matched was taken for the
+// lost write's work: both attempts were reported completed (CI's failover
+// test saw 11 jobs "completed" twice under synchronous replication).
+func TestLostAnswerOfAnotherAttemptNotLanded(t *testing.T) {
+	forEachEngine(t, func(t *testing.T, kind engine.Kind) {
+		env := newTestEnv(t, kind)
+		logs := &testdb.LogRecorder{}
+		var lost atomic.Bool
+		events := newEventLog()
+		q := env.queue(t, nil, WithLogger(slog.New(logs)), WithListener(events.listen),
+			withAfterCompleteHook(func(err error) error {
+				if lost.CompareAndSwap(false, true) {
+					return driver.ErrBadConn // the answer lost: the write may have been carried out
+				}
+				return err
+			}))
+		id := enqueue(t, q, testArgs{N: 1})
+		other := time.Now().UTC().Add(-time.Minute).Truncate(time.Second)
+		cfg := fastConfig()
+		cfg.MaintenanceInterval = -1
+		w := q.NewWorker(cfg)
+		Handle(w, func(ctx context.Context, job *Job[testArgs]) error {
+			// Meanwhile the claim was lost and another attempt (attempts
+			// 1 again) completed the job.
+			env.exec(t, "UPDATE {t} SET status = 'completed', claim_token = NULL, lease_until = NULL, finished_at = ? WHERE id = ?", other, id)
+			return nil
+		})
+		stop, _ := startWorker(t, w)
+		waitUntil(t, 20*time.Second, "the attempt to end", func() bool {
+			return events.count(EventCompleted)+events.count(EventLost) > 0
+		})
+		if err := stop(10 * time.Second); err != nil {
+			t.Fatal(err)
+		}
+		if !lost.Load() {
+			t.Fatal("no completion's answer was lost; the test shows nothing")
+		}
+		if job := getJob(t, q, id); job.Status != StatusCompleted || job.Attempts != 1 {
+			t.Errorf("job %d: status %s, attempts %d; want completed, 1", id, job.Status, job.Attempts)
+		}
+		if c, l := events.count(EventCompleted), events.count(EventLost); c != 0 || l != 1 {
+			t.Errorf("%d EventCompleted and %d EventLost for an attempt whose job another completed, want 0 and 1", c, l)
+		}
+		if n := logs.Count(slog.LevelWarn, "completion refused"); n != 1 {
+			t.Errorf("the worker warned %d times \"completion refused\", want once: %q", n, logs.Lines(slog.LevelWarn))
+		}
+	})
+}

@@ -94,3 +94,31 @@ func TestOutageKeeps(t *testing.T) {
 		}
 	}
 }
+
+// TestFinishedBy: a completed job's finished_at tells whether a lost write
+// of this attempt's completion completed it (the same time, as the engine
+// stores it) or another attempt did (another time).
+func TestFinishedBy(t *testing.T) {
+	at := time.Date(2026, 12, 7, 16, 0, 1, 123456789, time.UTC)
+	later := at.Add(3 * time.Second)
+	ptr := func(t time.Time) *time.Time { return &t }
+	for _, c := range []struct {
+		name     string
+		finished *time.Time
+		writes   []time.Time
+		want     bool
+	}{
+		{"not finished", nil, []time.Time{at}, false},
+		{"microseconds, truncated (PostgreSQL)", ptr(at.Truncate(time.Microsecond)), []time.Time{at}, true},
+		{"microseconds, rounded", ptr(at.Round(time.Microsecond)), []time.Time{at}, true},
+		{"whole seconds (MySQL DATETIME)", ptr(at.Round(time.Second)), []time.Time{at}, true},
+		{"the second of two lost writes", ptr(later.Truncate(time.Microsecond)), []time.Time{at, later}, true},
+		{"another attempt, later", ptr(later.Truncate(time.Microsecond)), []time.Time{at}, false},
+		{"another attempt, a millisecond after", ptr(at.Add(time.Millisecond).Truncate(time.Microsecond)), []time.Time{at}, false},
+		{"no lost write", ptr(at), nil, false},
+	} {
+		if got := finishedBy(c.finished, c.writes); got != c.want {
+			t.Errorf("%s: finishedBy = %v, want %v", c.name, got, c.want)
+		}
+	}
+}
