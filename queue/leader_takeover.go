@@ -17,17 +17,17 @@ import (
 func fenceRowName(role string) string { return "fence:" + role }
 
 // leaderTakeover is what an engine's store runs of acquireLeader, each
-// statement on d, committing on its own.
+// statement on the pool, committing on its own.
 type leaderTakeover interface {
 	// acquireLeaderOn runs AcquireLeader: it reports whether holder
 	// holds role now (taken or renewed).
-	acquireLeaderOn(ctx context.Context, d dbtx, role, holder string, lease time.Duration) (bool, error)
+	acquireLeaderOn(ctx context.Context, role, holder string, lease time.Duration) (bool, error)
 	// leaderFenceBehind reports whether role's fence row does not name
 	// holder and the role's term (or is missing), and that term.
-	leaderFenceBehind(ctx context.Context, d dbtx, role, holder string) (term int64, behind bool, err error)
+	leaderFenceBehind(ctx context.Context, role, holder string) (term int64, behind bool, err error)
 	// setLeaderFence makes role's fence row name holder and term,
 	// creating it if missing; it waits for the acts that hold the row.
-	setLeaderFence(ctx context.Context, d dbtx, role, holder string, term int64) error
+	setLeaderFence(ctx context.Context, role, holder string, term int64) error
 }
 
 // acquireLeader takes role for holder when its lease has passed, or renews
@@ -51,18 +51,17 @@ type leaderTakeover interface {
 // moved on only after that act has ended. A fence row moved on late (a
 // slow SetLeaderFence of an earlier term) refuses every act until the
 // holder's next renewal moves it on again.
-func acquireLeader(ctx context.Context, r *runner, s leaderTakeover, role, holder string, lease time.Duration) (bool, error) {
-	d := r.on(nil)
-	ok, err := s.acquireLeaderOn(ctx, d, role, holder, lease)
+func acquireLeader(ctx context.Context, s leaderTakeover, role, holder string, lease time.Duration) (bool, error) {
+	ok, err := s.acquireLeaderOn(ctx, role, holder, lease)
 	if err != nil || !ok {
 		return false, err
 	}
-	term, behind, err := s.leaderFenceBehind(ctx, d, role, holder)
+	term, behind, err := s.leaderFenceBehind(ctx, role, holder)
 	if err != nil {
 		return false, err
 	}
 	if behind {
-		if err := s.setLeaderFence(ctx, d, role, holder, term); err != nil {
+		if err := s.setLeaderFence(ctx, role, holder, term); err != nil {
 			return false, err
 		}
 	}

@@ -207,24 +207,24 @@ func (s mysqlStore) leaderEnsure(ctx context.Context, role string) error {
 }
 
 func (s mysqlStore) leaderAcquire(ctx context.Context, role, holder string, lease time.Duration) (bool, error) {
-	return acquireLeader(ctx, s.r, s, role, holder, lease)
+	return acquireLeader(ctx, s, role, holder, lease)
 }
 
-func (s mysqlStore) acquireLeaderOn(ctx context.Context, d dbtx, role, holder string, lease time.Duration) (bool, error) {
-	n, err := mysqlgen.New(d).AcquireLeader(ctx, mysqlgen.AcquireLeaderParams{Holder: holder, LeaseMicros: int32(lease.Microseconds()), Name: role})
+func (s mysqlStore) acquireLeaderOn(ctx context.Context, role, holder string, lease time.Duration) (bool, error) {
+	n, err := s.qs().AcquireLeader(ctx, mysqlgen.AcquireLeaderParams{Holder: holder, LeaseMicros: int32(lease.Microseconds()), Name: role})
 	return n == 1, err
 }
 
-func (s mysqlStore) leaderFenceBehind(ctx context.Context, d dbtx, role, holder string) (int64, bool, error) {
-	terms, err := mysqlgen.New(d).LeaderFenceBehind(ctx, mysqlgen.LeaderFenceBehindParams{Name: role, Holder: holder, FenceName: fenceRowName(role)})
+func (s mysqlStore) leaderFenceBehind(ctx context.Context, role, holder string) (int64, bool, error) {
+	terms, err := s.qs().LeaderFenceBehind(ctx, mysqlgen.LeaderFenceBehindParams{Name: role, Holder: holder, FenceName: fenceRowName(role)})
 	if err != nil || len(terms) == 0 {
 		return 0, false, err
 	}
 	return terms[0], true, nil
 }
 
-func (s mysqlStore) setLeaderFence(ctx context.Context, d dbtx, role, holder string, term int64) error {
-	return mysqlgen.New(d).SetLeaderFence(ctx, mysqlgen.SetLeaderFenceParams{FenceName: fenceRowName(role), Holder: holder, Term: term})
+func (s mysqlStore) setLeaderFence(ctx context.Context, role, holder string, term int64) error {
+	return s.qs().SetLeaderFence(ctx, mysqlgen.SetLeaderFenceParams{FenceName: fenceRowName(role), Holder: holder, Term: term})
 }
 
 func (s mysqlStore) leaderRelease(ctx context.Context, role, holder string) error {

@@ -335,24 +335,24 @@ func (s pgStore) leaderEnsure(ctx context.Context, role string) error {
 }
 
 func (s pgStore) leaderAcquire(ctx context.Context, role, holder string, lease time.Duration) (bool, error) {
-	return acquireLeader(ctx, s.r, s, role, holder, lease)
+	return acquireLeader(ctx, s, role, holder, lease)
 }
 
-func (s pgStore) acquireLeaderOn(ctx context.Context, d dbtx, role, holder string, lease time.Duration) (bool, error) {
-	n, err := pggen.New(d).AcquireLeader(ctx, pggen.AcquireLeaderParams{Holder: holder, LeaseSeconds: lease.Seconds(), Name: role})
+func (s pgStore) acquireLeaderOn(ctx context.Context, role, holder string, lease time.Duration) (bool, error) {
+	n, err := s.qs().AcquireLeader(ctx, pggen.AcquireLeaderParams{Holder: holder, LeaseSeconds: lease.Seconds(), Name: role})
 	return n == 1, err
 }
 
-func (s pgStore) leaderFenceBehind(ctx context.Context, d dbtx, role, holder string) (int64, bool, error) {
-	terms, err := pggen.New(d).LeaderFenceBehind(ctx, pggen.LeaderFenceBehindParams{Name: role, Holder: holder, FenceName: fenceRowName(role)})
+func (s pgStore) leaderFenceBehind(ctx context.Context, role, holder string) (int64, bool, error) {
+	terms, err := s.qs().LeaderFenceBehind(ctx, pggen.LeaderFenceBehindParams{Name: role, Holder: holder, FenceName: fenceRowName(role)})
 	if err != nil || len(terms) == 0 {
 		return 0, false, err
 	}
 	return terms[0], true, nil
 }
 
-func (s pgStore) setLeaderFence(ctx context.Context, d dbtx, role, holder string, term int64) error {
-	return pggen.New(d).SetLeaderFence(ctx, pggen.SetLeaderFenceParams{FenceName: fenceRowName(role), Holder: holder, Term: term})
+func (s pgStore) setLeaderFence(ctx context.Context, role, holder string, term int64) error {
+	return s.qs().SetLeaderFence(ctx, pggen.SetLeaderFenceParams{FenceName: fenceRowName(role), Holder: holder, Term: term})
 }
 
 func (s pgStore) leaderRelease(ctx context.Context, role, holder string) error {

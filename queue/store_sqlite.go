@@ -192,26 +192,26 @@ func (s sqliteStore) leaderEnsure(ctx context.Context, role string) error {
 }
 
 func (s sqliteStore) leaderAcquire(ctx context.Context, role, holder string, lease time.Duration) (bool, error) {
-	return busyRetry(ctx, func() (bool, error) { return acquireLeader(ctx, s.r, s, role, holder, lease) })
+	return busyRetry(ctx, func() (bool, error) { return acquireLeader(ctx, s, role, holder, lease) })
 }
 
-func (s sqliteStore) acquireLeaderOn(ctx context.Context, d dbtx, role, holder string, lease time.Duration) (bool, error) {
-	n, err := sqlitegen.New(d).AcquireLeader(ctx, sqlitegen.AcquireLeaderParams{
+func (s sqliteStore) acquireLeaderOn(ctx context.Context, role, holder string, lease time.Duration) (bool, error) {
+	n, err := s.qs().AcquireLeader(ctx, sqlitegen.AcquireLeaderParams{
 		Holder: holder, LeaseModifier: fmt.Sprintf("%+.3f seconds", lease.Seconds()), Name: role,
 	})
 	return n == 1, err
 }
 
-func (s sqliteStore) leaderFenceBehind(ctx context.Context, d dbtx, role, holder string) (int64, bool, error) {
-	terms, err := sqlitegen.New(d).LeaderFenceBehind(ctx, sqlitegen.LeaderFenceBehindParams{Name: role, Holder: holder, FenceName: fenceRowName(role)})
+func (s sqliteStore) leaderFenceBehind(ctx context.Context, role, holder string) (int64, bool, error) {
+	terms, err := s.qs().LeaderFenceBehind(ctx, sqlitegen.LeaderFenceBehindParams{Name: role, Holder: holder, FenceName: fenceRowName(role)})
 	if err != nil || len(terms) == 0 {
 		return 0, false, err
 	}
 	return terms[0], true, nil
 }
 
-func (s sqliteStore) setLeaderFence(ctx context.Context, d dbtx, role, holder string, term int64) error {
-	return sqlitegen.New(d).SetLeaderFence(ctx, sqlitegen.SetLeaderFenceParams{FenceName: fenceRowName(role), Holder: holder, Term: term})
+func (s sqliteStore) setLeaderFence(ctx context.Context, role, holder string, term int64) error {
+	return s.qs().SetLeaderFence(ctx, sqlitegen.SetLeaderFenceParams{FenceName: fenceRowName(role), Holder: holder, Term: term})
 }
 
 func (s sqliteStore) leaderRelease(ctx context.Context, role, holder string) error {
