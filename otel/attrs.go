@@ -42,12 +42,17 @@ const (
 	instWait                           // jobqueue.job.wait: type
 )
 
-// operation is the messaging.operation.name of each instrument's
+// operation is the messaging.operation.name of the instrument's
 // measurements.
-var operation = map[instrument]string{
-	instEnqueued: OperationEnqueue,
-	instWorked:   OperationWork,
-	instWait:     OperationClaim,
+func (i instrument) operation() string {
+	switch i {
+	case instEnqueued:
+		return OperationEnqueue
+	case instWorked:
+		return OperationWork
+	default:
+		return OperationClaim
+	}
 }
 
 // attrKey names one set of attributes.
@@ -99,7 +104,7 @@ func (c *attrCache) of(k attrKey) *measureOpts {
 	kvs := append(slices.Clip(c.extra), AttrType.String(k.typ),
 		semconv.MessagingSystemKey.String(MessagingSystem),
 		semconv.MessagingDestinationName(k.typ),
-		semconv.MessagingOperationName(operation[k.inst]))
+		semconv.MessagingOperationName(k.inst.operation()))
 	switch k.inst {
 	case instEnqueued:
 		kvs = append(kvs, AttrInTx.Bool(k.inTx))
