@@ -326,31 +326,35 @@ func TestGiveBackOutlivesOutage(t *testing.T) {
 // is the lost attempt's (EventLost, the warning), not a completion of its
 // own. Before, a completed job whose attempts matched was taken for the
 // lost write's work: both attempts were reported completed (CI's failover
-// test saw 11 jobs "completed" twice under synchronous replication).
+// test saw 11 jobs "completed" twice under synchronous replication). The
+// test hook after the first write leaves the row as that other attempt
+// would (completed, the same attempts, its own finished_at) and loses the
+// write's answer.
 func TestLostAnswerOfAnotherAttemptNotLanded(t *testing.T) {
 	forEachEngine(t, func(t *testing.T, kind engine.Kind) {
 		env := newTestEnv(t, kind)
 		logs := &testdb.LogRecorder{}
 		var lost atomic.Bool
+		var id int64
+		other := time.Now().UTC().Add(-time.Minute).Truncate(time.Second)
+		hookErr := make(chan error, 1)
 		events := newEventLog()
 		q := env.queue(t, nil, WithLogger(slog.New(logs)), WithListener(events.listen),
 			withAfterCompleteHook(func(err error) error {
-				if lost.CompareAndSwap(false, true) {
-					return driver.ErrBadConn // the answer lost: the write may have been carried out
+				if !lost.CompareAndSwap(false, true) {
+					return err
 				}
-				return err
+				// Another attempt completed the job (attempts 1 too).
+				_, xerr := env.db.ExecContext(context.Background(),
+					env.sql("UPDATE {t} SET status = 'completed', claim_token = NULL, lease_until = NULL, finished_at = ? WHERE id = ?"), other, id)
+				hookErr <- xerr
+				return driver.ErrBadConn // this write's answer lost
 			}))
-		id := enqueue(t, q, testArgs{N: 1})
-		other := time.Now().UTC().Add(-time.Minute).Truncate(time.Second)
+		id = enqueue(t, q, testArgs{N: 1})
 		cfg := fastConfig()
 		cfg.MaintenanceInterval = -1
 		w := q.NewWorker(cfg)
-		Handle(w, func(ctx context.Context, job *Job[testArgs]) error {
-			// Meanwhile the claim was lost and another attempt (attempts
-			// 1 again) completed the job.
-			env.exec(t, "UPDATE {t} SET status = 'completed', claim_token = NULL, lease_until = NULL, finished_at = ? WHERE id = ?", other, id)
-			return nil
-		})
+		Handle(w, func(ctx context.Context, job *Job[testArgs]) error { return nil })
 		stop, _ := startWorker(t, w)
 		waitUntil(t, 20*time.Second, "the attempt to end", func() bool {
 			return events.count(EventCompleted)+events.count(EventLost) > 0
@@ -360,6 +364,9 @@ func TestLostAnswerOfAnotherAttemptNotLanded(t *testing.T) {
 		}
 		if !lost.Load() {
 			t.Fatal("no completion's answer was lost; the test shows nothing")
+		}
+		if err := <-hookErr; err != nil {
+			t.Fatalf("completing the job as another attempt: %v", err)
 		}
 		if job := getJob(t, q, id); job.Status != StatusCompleted || job.Attempts != 1 {
 			t.Errorf("job %d: status %s, attempts %d; want completed, 1", id, job.Status, job.Attempts)
