@@ -384,9 +384,11 @@ func (q *Queue) notLanded(ctx context.Context, stale []attemptRef, unsure map[at
 // whose answers were lost: then one of them completed the job. Another
 // attempt of the job (its claim lost with a failed-over primary, or given
 // back, so its attempts count is the same) completed it at another time.
-// The column keeps microseconds (PostgreSQL, SQLite) or whole seconds
+// It is the rule of a failure's lost writes too (failWritten), for the
+// finished_at of a failed or expired job and the scheduled_at of a retried
+// one. The column keeps microseconds (PostgreSQL, SQLite) or whole seconds
 // (MySQL's DATETIME), rounded or truncated by the engine: on MySQL another
-// attempt that completed the job within the same second is not told apart.
+// attempt that ended the job within the same second is not told apart.
 func finishedBy(finished *time.Time, writes []time.Time) bool {
 	if finished == nil {
 		return false
@@ -514,10 +516,16 @@ func (q *Queue) emitGivenBack(row *JobRow, err error) {
 // wrapping ErrLeaseLost when the attempt was stale (nothing changed).
 func (q *Queue) fail(ctx context.Context, job *JobRow, handlerErr error) (Status, time.Time, error) {
 	e, err := q.failAttempt(ctx, job, handlerErr)
-	return e.status, e.retryAt, err
+	if err != nil {
+		return "", time.Time{}, err
+	}
+	return e.status, e.retryAt, nil
 }
 
-// failAttempt is fail returning the whole end it wrote (with its outcome).
+// failAttempt is fail returning the whole end it decided (with its
+// outcome): written when the error is nil; else the end it tried to write,
+// which a write whose answer was lost with its connection may have written
+// all the same (failLanded).
 func (q *Queue) failAttempt(ctx context.Context, job *JobRow, handlerErr error) (attemptEnd, error) {
 	e := decideOutcome(job, handlerFailed(handlerErr), q.now())
 	// The write is one fenced statement, a transaction of its own: when it
@@ -530,10 +538,10 @@ func (q *Queue) failAttempt(ctx context.Context, job *JobRow, handlerErr error) 
 		return err
 	})
 	if err != nil {
-		return attemptEnd{}, fmt.Errorf("jobqueue: recording the failure of job %d: %w", job.ID, err)
+		return e, fmt.Errorf("jobqueue: recording the failure of job %d: %w", job.ID, err)
 	}
 	if !ok {
-		return attemptEnd{}, fmt.Errorf("%w: job %d is no longer held by this attempt; its failure was not recorded", ErrLeaseLost, job.ID)
+		return e, fmt.Errorf("%w: job %d is no longer held by this attempt; its failure was not recorded", ErrLeaseLost, job.ID)
 	}
 	// The worker logs the outcome for users (with the handler's duration);
 	// this line is for tracing the queue itself.
@@ -541,29 +549,44 @@ func (q *Queue) failAttempt(ctx context.Context, job *JobRow, handlerErr error) 
 	return e, nil
 }
 
-// failLanded reports whether an earlier write of the failure of job's
-// attempt (job as claimed, handler error handlerErr), whose answer was
-// lost with its connection (connectionLost), recorded it, and returns the
-// end as written: the job ended as the rule decides (status and error
-// text), its claim token cleared, its attempts unchanged since the claim
-// (so no other attempt, Reclaim or Cancel ended it). A write of it again,
-// refused, was taken for an attempt that had lost its job. A job that
+// failLanded reports whether one of lost, the ends that writes of the
+// failure of job's attempt (job as claimed) tried to write and whose
+// answers were lost with their connection (connectionLost), recorded it,
+// and returns that end. A write of it again, refused, was taken for an
+// attempt that had lost its job. The job must be as that write left it
+// (failWritten), down to the time it set, by the rule of completions
+// (finishedBy): another attempt of the job with the same attempts count
+// (its claim lost with a failed-over primary) that failed it with the same
+// error ended it at another time, and was taken for this one. A job that
 // cannot be read is not taken as recorded.
-func (q *Queue) failLanded(ctx context.Context, job *JobRow, handlerErr error) (attemptEnd, bool) {
+func (q *Queue) failLanded(ctx context.Context, job *JobRow, lost []attemptEnd) (attemptEnd, bool) {
 	now, err := q.Get(ctx, job.ID)
 	if err != nil {
 		q.logger.Debug("reading a job whose failure's answer was lost failed; taking the attempt as lost", "job_id", job.ID, "err", err)
 		return attemptEnd{}, false
 	}
-	e := decideOutcome(job, handlerFailed(handlerErr), q.now())
-	if now.Status != e.status || now.Attempts != job.Attempts || now.ClaimToken != "" || now.Error != e.errText {
-		return attemptEnd{}, false
+	for _, e := range lost {
+		if failWritten(now, job.Attempts, e) {
+			return e, true
+		}
 	}
-	e.retryAt, e.finishedAt = now.ScheduledAt, time.Time{}
-	if now.FinishedAt != nil {
-		e.finishedAt = *now.FinishedAt
+	return attemptEnd{}, false
+}
+
+// failWritten reports whether row, a job as read, is as the write of end e
+// of its attempt number attempts left it: e's status and error text, its
+// claim token cleared, its attempts unchanged since the claim (so neither
+// Reclaim nor a later attempt ended it) and the time that write set,
+// finished_at (failed, expired) or scheduled_at (retried), as the engine
+// stores it (finishedBy).
+func failWritten(row *JobRow, attempts int, e attemptEnd) bool {
+	if row.Status != e.status || row.Attempts != attempts || row.ClaimToken != "" || row.Error != e.errText {
+		return false
 	}
-	return e, true
+	if e.status == StatusPending {
+		return finishedBy(&row.ScheduledAt, []time.Time{e.retryAt})
+	}
+	return finishedBy(row.FinishedAt, []time.Time{e.finishedAt})
 }
 
 // errorText is the error's text as stored: never empty, valid UTF-8 without

@@ -250,7 +250,9 @@ func (e *executors) recordFailure(a *attempt, err error, dur time.Duration, log 
 	writes := e.budget.context(e.dbCtx)
 	wait := completeRetryWait
 	outage := newOutage(&e.outages, e.budget)
-	unsure := false // a write failed with its connection, and may have been carried out
+	// lost are the ends of the writes that failed with their connection,
+	// and may have been carried out (Queue.failLanded).
+	var lost []attemptEnd
 	for try := 1; ; {
 		ctx, cancel := context.WithTimeout(writes, dbCallTimeout)
 		end, ferr = e.q.failAttempt(ctx, row, err)
@@ -258,14 +260,16 @@ func (e *executors) recordFailure(a *attempt, err error, dur time.Duration, log 
 		if h := e.q.afterFail; h != nil {
 			ferr = h(ferr)
 		}
-		if unsure && errors.Is(ferr, ErrLeaseLost) {
+		if len(lost) > 0 && errors.Is(ferr, ErrLeaseLost) {
 			ctx, cancel := context.WithTimeout(writes, dbCallTimeout)
-			if landed, ok := e.q.failLanded(ctx, row, err); ok {
+			if landed, ok := e.q.failLanded(ctx, row, lost); ok {
 				end, ferr = landed, nil
 			}
 			cancel()
 		}
-		unsure = unsure || connectionLost(ferr)
+		if connectionLost(ferr) {
+			lost = append(lost, end)
+		}
 		if ferr == nil || !connectionLost(ferr) {
 			if ended, _ := outage.ended(); ended {
 				log.Info("recording failed attempts again: the database can be reached")

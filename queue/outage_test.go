@@ -229,6 +229,20 @@ func TestAnswerLostNotReportedLost(t *testing.T) {
 			warn:     "lost the job",
 			whatLost: "failure",
 		},
+		{
+			// Retried an hour on, so that no claim takes the job before
+			// the write again: the job holds the scheduled_at of the lost
+			// write (failLanded).
+			name: "retry",
+			hook: withAfterFailHook,
+			handler: func(ctx context.Context, job *Job[testArgs]) error {
+				return RetryAfter(time.Hour, errors.New("handler error: try later"))
+			},
+			want:     StatusPending,
+			ended:    EventFailed,
+			warn:     "lost the job",
+			whatLost: "failure",
+		},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

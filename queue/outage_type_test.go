@@ -122,3 +122,41 @@ func TestFinishedBy(t *testing.T) {
 		}
 	}
 }
+
+// TestFailWritten: a job is as a lost write of its attempt's failure left
+// it only with that write's status, error, attempts and cleared token, and
+// the time it set as the engine stores it (finished_at when failed,
+// scheduled_at when retried: finishedBy); another attempt that ended it
+// with the same status and error at another time did not.
+func TestFailWritten(t *testing.T) {
+	at := time.Date(2026, 12, 7, 16, 0, 1, 123456789, time.UTC)
+	retryAt := at.Add(time.Minute)
+	failed := attemptEnd{outcome: OutcomeFailed, status: StatusFailed, errText: "boom", finishedAt: at}
+	retried := attemptEnd{outcome: OutcomeRetried, status: StatusPending, errText: "boom", retryAt: retryAt}
+	row := func(status Status, scheduled time.Time, finished *time.Time) *JobRow {
+		return &JobRow{Status: status, Error: "boom", Attempts: 2, ScheduledAt: scheduled, FinishedAt: finished}
+	}
+	ptr := func(t time.Time) *time.Time { return &t }
+	for _, c := range []struct {
+		name string
+		row  *JobRow
+		end  attemptEnd
+		want bool
+	}{
+		{"failed, its finished_at (PostgreSQL)", row(StatusFailed, at, ptr(at.Truncate(time.Microsecond))), failed, true},
+		{"failed, its finished_at in seconds (MySQL)", row(StatusFailed, at, ptr(at.Truncate(time.Second))), failed, true},
+		{"failed by another attempt, another finished_at", row(StatusFailed, at, ptr(at.Add(time.Second).Truncate(time.Microsecond))), failed, false},
+		{"failed, not finished", row(StatusFailed, at, nil), failed, false},
+		{"retried, its scheduled_at", row(StatusPending, retryAt.Truncate(time.Microsecond), nil), retried, true},
+		{"retried, its scheduled_at in seconds (MySQL)", row(StatusPending, retryAt.Round(time.Second), nil), retried, true},
+		{"retried by another attempt, another scheduled_at", row(StatusPending, retryAt.Add(time.Hour).Truncate(time.Microsecond), nil), retried, false},
+		{"another status", row(StatusExpired, at, ptr(at.Truncate(time.Microsecond))), failed, false},
+		{"another error", &JobRow{Status: StatusFailed, Error: "bang", Attempts: 2, FinishedAt: ptr(at)}, failed, false},
+		{"a later attempt", &JobRow{Status: StatusFailed, Error: "boom", Attempts: 3, FinishedAt: ptr(at)}, failed, false},
+		{"claimed again", &JobRow{Status: StatusInProgress, Error: "boom", Attempts: 2, ScheduledAt: retryAt, ClaimToken: "t-2"}, retried, false},
+	} {
+		if got := failWritten(c.row, 2, c.end); got != c.want {
+			t.Errorf("%s: failWritten = %v, want %v", c.name, got, c.want)
+		}
+	}
+}
