@@ -126,7 +126,7 @@ func pgClaimMaybeDone(err error) bool {
 
 // scanClaimed appends the rows of a claim statement (RETURNING *, the
 // columns of pggen.Job in order) to out and closes rows. Each row is made
-// into its JobRow by pgRow, the one mapping of a PostgreSQL row.
+// into its JobRow by jobRow, the one mapping of a generated row.
 //
 // The scan targets are declared once and reused for every row (each row's
 // values are copied out of them): taken by address, they live on the heap,
@@ -160,7 +160,7 @@ func scanClaimed(rows pgx.Rows, out []*JobRow) ([]*JobRow, error) {
 		j.Name, j.Type, j.Status, j.Payload = name.s, typ.s, status.s, payload
 		j.ClaimToken, j.Error = sql.NullString(token), sql.NullString(errText)
 		j.LeaseUntil, j.ExpiresAt, j.FinishedAt = sqlNullTime(lease), sqlNullTime(expires), sqlNullTime(finished)
-		out = append(out, pgRow(j))
+		out = append(out, jobRow(j))
 	}
 	return out, rows.Err()
 }

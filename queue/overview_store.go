@@ -17,14 +17,6 @@ var (
 	_ overviewStore = sqliteStore{}
 )
 
-// firstOf returns the first string of a one-row result.
-func firstOf(xs []string, err error) (string, bool, error) {
-	if err != nil || len(xs) == 0 {
-		return "", false, err
-	}
-	return xs[0], true, nil
-}
-
 // statusCounts builds a count map from the five counts in Statuses() order.
 func statusCounts(pending, inProgress, completed, failed, expired int64) map[Status]int64 {
 	return map[Status]int64{
@@ -69,12 +61,12 @@ func (s pgStore) oldestDue(ctx context.Context, typ string, now time.Time) (*Job
 	if err != nil || len(rows) == 0 {
 		return nil, err
 	}
-	return pgRow(rows[0]), nil
+	return jobRow(rows[0]), nil
 }
 
 func (s pgStore) recentFailures(ctx context.Context, limit int) ([]*JobRow, error) {
 	rows, err := s.qs().RecentFailures(ctx, int32(limit))
-	return pgRows(rows), err
+	return jobRows(rows), err
 }
 
 func (s mysqlStore) firstType(ctx context.Context) (string, bool, error) {
@@ -109,12 +101,12 @@ func (s mysqlStore) oldestDue(ctx context.Context, typ string, now time.Time) (*
 	if err != nil || len(rows) == 0 {
 		return nil, err
 	}
-	return mysqlRow(rows[0]), nil
+	return jobRow(rows[0]), nil
 }
 
 func (s mysqlStore) recentFailures(ctx context.Context, limit int) ([]*JobRow, error) {
 	rows, err := s.qs().RecentFailures(ctx, int32(limit))
-	return mysqlRows(rows), err
+	return jobRows(rows), err
 }
 
 func (s sqliteStore) firstType(ctx context.Context) (string, bool, error) {
@@ -145,10 +137,10 @@ func (s sqliteStore) oldestDue(ctx context.Context, typ string, now time.Time) (
 	if err != nil || len(rows) == 0 {
 		return nil, err
 	}
-	return sqliteRow(rows[0]), nil
+	return jobRow(rows[0]), nil
 }
 
 func (s sqliteStore) recentFailures(ctx context.Context, limit int) ([]*JobRow, error) {
 	rows, err := s.qs().RecentFailures(ctx, int64(limit))
-	return sqliteRows(rows), err
+	return jobRows(rows), err
 }

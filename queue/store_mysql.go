@@ -113,19 +113,10 @@ func uids(ids []int64) []uint64 {
 }
 
 func (s mysqlStore) stats(ctx context.Context, typ string) (map[Status]int64, error) {
-	out := map[Status]int64{}
 	if typ == "" {
-		rows, err := s.qs().CountByStatus(ctx)
-		for _, r := range rows {
-			out[Status(r.Status)] = r.N
-		}
-		return out, err
+		return countsByStatus(s.qs().CountByStatus(ctx))
 	}
-	rows, err := s.qs().CountByStatusOfType(ctx, typ)
-	for _, r := range rows {
-		out[Status(r.Status)] = r.N
-	}
-	return out, err
+	return countsByStatus(s.qs().CountByStatusOfType(ctx, typ))
 }
 
 func (s mysqlStore) list(ctx context.Context, f ListFilter, beforeID int64, limit int) ([]*JobRow, error) {
@@ -134,18 +125,18 @@ func (s mysqlStore) list(ctx context.Context, f ListFilter, beforeID int64, limi
 		Status:   mysqlgen.NullJobsStatus{JobsStatus: mysqlgen.JobsStatus(f.Status), Valid: f.Status != ""},
 		Type:     nullString(f.Type), Name: nullString(f.Name), Limit: int32(limit),
 	})
-	return mysqlRows(rows), err
+	return jobRows(rows), err
 }
 
 func (s mysqlStore) get(ctx context.Context, id int64) (*JobRow, error) {
 	if id <= 0 {
 		return nil, nil
 	}
-	rows, err := s.qs().GetJob(ctx, uint64(id))
-	if err != nil || len(rows) == 0 {
+	r, found, err := firstOf(s.qs().GetJob(ctx, uint64(id)))
+	if !found {
 		return nil, err
 	}
-	return mysqlRow(rows[0]), nil
+	return jobRow(r), nil
 }
 
 // readCommitted runs one statement in a short READ COMMITTED transaction,
@@ -216,11 +207,7 @@ func (s mysqlStore) acquireLeaderOn(ctx context.Context, role, holder string, le
 }
 
 func (s mysqlStore) leaderFenceBehind(ctx context.Context, role, holder string) (int64, bool, error) {
-	terms, err := s.qs().LeaderFenceBehind(ctx, mysqlgen.LeaderFenceBehindParams{Name: role, Holder: holder, FenceName: fenceRowName(role)})
-	if err != nil || len(terms) == 0 {
-		return 0, false, err
-	}
-	return terms[0], true, nil
+	return firstOf(s.qs().LeaderFenceBehind(ctx, mysqlgen.LeaderFenceBehindParams{Name: role, Holder: holder, FenceName: fenceRowName(role)}))
 }
 
 func (s mysqlStore) setLeaderFence(ctx context.Context, role, holder string, term int64) error {
@@ -234,33 +221,7 @@ func (s mysqlStore) leaderRelease(ctx context.Context, role, holder string) erro
 
 func (s mysqlStore) leaderGet(ctx context.Context, role string) (*leaderRow, error) {
 	r, err := s.qs().GetLeader(ctx, role)
-	if errors.Is(err, sql.ErrNoRows) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	return &leaderRow{holder: r.Holder, term: r.Term, since: engine.AsUTC(r.Since), renewedAt: engine.AsUTC(r.RenewedAt),
-		leaseUntil: engine.AsUTC(r.LeaseUntil), dbNow: engine.AsUTC(r.DbNow)}, nil
-}
-
-func mysqlRows(rows []mysqlgen.Job) []*JobRow {
-	out := make([]*JobRow, len(rows))
-	for i, r := range rows {
-		out[i] = mysqlRow(r)
-	}
-	return out
-}
-
-func mysqlRow(r mysqlgen.Job) *JobRow {
-	return &JobRow{
-		ID: int64(r.ID), Name: r.Name, Type: r.Type, Payload: r.Payload, Status: Status(r.Status),
-		Attempts: int(r.Attempts), ClaimToken: r.ClaimToken.String, LeaseUntil: timePtr(r.LeaseUntil),
-		MaxAttempts: int(r.MaxAttempts), BaseDelay: time.Duration(r.BaseDelay) * time.Second,
-		MaxDelay: time.Duration(r.MaxDelay) * time.Second, Error: r.Error.String,
-		ScheduledAt: engine.AsUTC(r.ScheduledAt), ExpiresAt: timePtr(r.ExpiresAt),
-		FinishedAt: timePtr(r.FinishedAt), CreatedAt: engine.AsUTC(r.CreatedAt),
-	}
+	return leaderRowOf(r, err, serverTime)
 }
 
 // control runs one control statement in a short READ COMMITTED
@@ -420,11 +381,8 @@ func (s mysqlStore) retryCandidate(ctx context.Context, d dbtx, id int64) (Statu
 	if id <= 0 {
 		return "", nil, false, nil
 	}
-	rows, err := mysqlgen.New(d).RetryCandidate(ctx, uint64(id))
-	if err != nil || len(rows) == 0 {
-		return "", nil, false, err
-	}
-	return Status(rows[0].Status), timePtr(rows[0].ExpiresAt), true, nil
+	r, found, err := firstOf(mysqlgen.New(d).RetryCandidate(ctx, uint64(id)))
+	return Status(r.Status), timePtr(r.ExpiresAt), found, err
 }
 
 func (s mysqlStore) retryIn(ctx context.Context, d dbtx, id int64, w retryWrite, now time.Time) (bool, error) {
@@ -435,11 +393,7 @@ func (s mysqlStore) retryIn(ctx context.Context, d dbtx, id int64, w retryWrite,
 }
 
 func (s mysqlStore) periodicLastTick(ctx context.Context, d dbtx, row string) (int64, bool, error) {
-	ticks, err := mysqlgen.New(d).PeriodicLastTick(ctx, row)
-	if err != nil || len(ticks) == 0 {
-		return 0, false, err
-	}
-	return ticks[0], true, nil
+	return firstOf(mysqlgen.New(d).PeriodicLastTick(ctx, row))
 }
 
 func (s mysqlStore) periodicSetLastTick(ctx context.Context, d dbtx, row, periodic string, nanos int64) error {

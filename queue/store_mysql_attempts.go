@@ -107,7 +107,7 @@ func (s mysqlStore) claimIn(ctx context.Context, db dbtx, tx txEnder, types []st
 // (SelectDueJobs and its two twins: the columns of mysqlgen.Job, in order)
 // to out and closes rows. As on PostgreSQL (scanClaimed), the scan targets
 // are one mysqlgen.Job declared once per claim, each row made into its
-// JobRow as it is read (mysqlRow): the generated method appended every row
+// JobRow as it is read (jobRow): the generated method appended every row
 // to a slice of mysqlgen.Job, 200 bytes a row copied again at each growth,
 // before the JobRows were made from them (BenchmarkDrain/mysql: half of a
 // worker's CPU was the claim's SELECT, a quarter of that growing the
@@ -123,7 +123,7 @@ func scanMySQLClaimed(rows *sql.Rows, out []*JobRow) ([]*JobRow, error) {
 		if err := rows.Scan(dest...); err != nil {
 			return out, err
 		}
-		out = append(out, mysqlRow(j))
+		out = append(out, jobRow(j))
 	}
 	return out, rows.Err()
 }
@@ -322,12 +322,12 @@ func (s mysqlStore) complete(ctx context.Context, refs []attemptRef, now time.Ti
 func (s mysqlStore) heldAttempts(ctx context.Context, refs []attemptRef) ([]*JobRow, error) {
 	ids, toks := refLists(refs)
 	rows, err := s.qs().SelectHeldAttempts(ctx, mysqlgen.SelectHeldAttemptsParams{Ids: padIDs(uids(ids)), Tokens: padIDs(mysqlTokens(toks))})
-	return mysqlRows(rows), err
+	return jobRows(rows), err
 }
 
 func (s mysqlStore) abandoned(ctx context.Context, d dbtx, now time.Time, limit int) ([]*JobRow, error) {
 	rows, err := mysqlgen.New(d).SelectAbandoned(ctx, mysqlgen.SelectAbandonedParams{Now: nullTime(&now), Limit: int32(limit)})
-	return mysqlRows(rows), err
+	return jobRows(rows), err
 }
 
 func (s mysqlStore) endAttempts(ctx context.Context, refs []attemptRef, e attemptEnd) (map[int64]bool, error) {

@@ -150,7 +150,7 @@ func (s pgStore) claimOn(ctx context.Context, conn *sql.Conn, turn bool, types [
 		}
 		return nil, err
 	}
-	return pgRows(rows), nil
+	return jobRows(rows), nil
 }
 
 // claimedBy returns the attempts that the claim of batch started and that
@@ -232,12 +232,12 @@ func (s pgStore) heldAttempts(ctx context.Context, refs []attemptRef) ([]*JobRow
 	rows, err := s.qs().SelectHeldAttempts(ctx, pggen.SelectHeldAttemptsParams{
 		Ids: json.RawMessage(jsonList(ids)), Tokens: json.RawMessage(jsonList(toks)),
 	})
-	return pgRows(rows), err
+	return jobRows(rows), err
 }
 
 func (s pgStore) abandoned(ctx context.Context, d dbtx, now time.Time, limit int) ([]*JobRow, error) {
 	rows, err := pggen.New(d).SelectAbandoned(ctx, pggen.SelectAbandonedParams{Now: nullTime(&now), MaxRows: int32(limit)})
-	return pgRows(rows), err
+	return jobRows(rows), err
 }
 
 func (s pgStore) endAttempts(ctx context.Context, refs []attemptRef, e attemptEnd) (map[int64]bool, error) {
@@ -277,34 +277,25 @@ func (s pgStore) fail(ctx context.Context, ref attemptRef, e attemptEnd) (bool, 
 }
 
 func (s pgStore) stats(ctx context.Context, typ string) (map[Status]int64, error) {
-	out := map[Status]int64{}
 	if typ == "" {
-		rows, err := s.qs().CountByStatus(ctx)
-		for _, r := range rows {
-			out[Status(r.Status)] = r.N
-		}
-		return out, err
+		return countsByStatus(s.qs().CountByStatus(ctx))
 	}
-	rows, err := s.qs().CountByStatusOfType(ctx, typ)
-	for _, r := range rows {
-		out[Status(r.Status)] = r.N
-	}
-	return out, err
+	return countsByStatus(s.qs().CountByStatusOfType(ctx, typ))
 }
 
 func (s pgStore) list(ctx context.Context, f ListFilter, beforeID int64, limit int) ([]*JobRow, error) {
 	rows, err := s.qs().ListJobs(ctx, pggen.ListJobsParams{
 		BeforeID: beforeID, Status: nullString(string(f.Status)), Type: nullString(f.Type), Name: nullString(f.Name), MaxRows: int32(limit),
 	})
-	return pgRows(rows), err
+	return jobRows(rows), err
 }
 
 func (s pgStore) get(ctx context.Context, id int64) (*JobRow, error) {
-	rows, err := s.qs().GetJob(ctx, id)
-	if err != nil || len(rows) == 0 {
+	r, found, err := firstOf(s.qs().GetJob(ctx, id))
+	if !found {
 		return nil, err
 	}
-	return pgRow(rows[0]), nil
+	return jobRow(r), nil
 }
 
 func (s pgStore) expire(ctx context.Context, d dbtx, now time.Time, max int) (int64, error) {
@@ -344,11 +335,7 @@ func (s pgStore) acquireLeaderOn(ctx context.Context, role, holder string, lease
 }
 
 func (s pgStore) leaderFenceBehind(ctx context.Context, role, holder string) (int64, bool, error) {
-	terms, err := s.qs().LeaderFenceBehind(ctx, pggen.LeaderFenceBehindParams{Name: role, Holder: holder, FenceName: fenceRowName(role)})
-	if err != nil || len(terms) == 0 {
-		return 0, false, err
-	}
-	return terms[0], true, nil
+	return firstOf(s.qs().LeaderFenceBehind(ctx, pggen.LeaderFenceBehindParams{Name: role, Holder: holder, FenceName: fenceRowName(role)}))
 }
 
 func (s pgStore) setLeaderFence(ctx context.Context, role, holder string, term int64) error {
@@ -362,33 +349,7 @@ func (s pgStore) leaderRelease(ctx context.Context, role, holder string) error {
 
 func (s pgStore) leaderGet(ctx context.Context, role string) (*leaderRow, error) {
 	r, err := s.qs().GetLeader(ctx, role)
-	if errors.Is(err, sql.ErrNoRows) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	return &leaderRow{holder: r.Holder, term: r.Term, since: engine.AsUTC(r.Since), renewedAt: engine.AsUTC(r.RenewedAt),
-		leaseUntil: engine.AsUTC(r.LeaseUntil), dbNow: engine.AsUTC(r.DbNow)}, nil
-}
-
-func pgRows(rows []pggen.Job) []*JobRow {
-	out := make([]*JobRow, len(rows))
-	for i, r := range rows {
-		out[i] = pgRow(r)
-	}
-	return out
-}
-
-func pgRow(r pggen.Job) *JobRow {
-	return &JobRow{
-		ID: r.ID, Name: r.Name, Type: r.Type, Payload: r.Payload, Status: Status(r.Status),
-		Attempts: int(r.Attempts), ClaimToken: r.ClaimToken.String, LeaseUntil: timePtr(r.LeaseUntil),
-		MaxAttempts: int(r.MaxAttempts), BaseDelay: time.Duration(r.BaseDelay) * time.Second,
-		MaxDelay: time.Duration(r.MaxDelay) * time.Second, Error: r.Error.String,
-		ScheduledAt: engine.AsUTC(r.ScheduledAt), ExpiresAt: timePtr(r.ExpiresAt),
-		FinishedAt: timePtr(r.FinishedAt), CreatedAt: engine.AsUTC(r.CreatedAt),
-	}
+	return leaderRowOf(r, err, serverTime)
 }
 
 func idSet[T int64 | uint64](ids []T) map[int64]bool {
@@ -407,7 +368,7 @@ func (s pgStore) cancel(ctx context.Context, ids []int64, o attemptEnd) (map[int
 	if err != nil {
 		return nil, nil, err
 	}
-	return s.rest(ctx, ids, idSet(done))
+	return controlRest(ids, idSet(done), s.statuses(ctx))
 }
 
 func (s pgStore) deleteJobs(ctx context.Context, ids []int64) (map[int64]bool, map[int64]Status, error) {
@@ -415,24 +376,12 @@ func (s pgStore) deleteJobs(ctx context.Context, ids []int64) (map[int64]bool, m
 	if err != nil {
 		return nil, nil, err
 	}
-	return s.rest(ctx, ids, idSet(done))
+	return controlRest(ids, idSet(done), s.statuses(ctx))
 }
 
-// rest reads the status of the ids a control statement did not change.
-func (s pgStore) rest(ctx context.Context, ids []int64, done map[int64]bool) (map[int64]bool, map[int64]Status, error) {
-	left := notIn(ids, done)
-	if len(left) == 0 {
-		return done, nil, nil
-	}
-	rows, err := s.qs().JobStatuses(ctx, json.RawMessage(jsonList(left)))
-	if err != nil {
-		return done, nil, err
-	}
-	others := make(map[int64]Status, len(rows))
-	for _, r := range rows {
-		others[r.ID] = Status(r.Status)
-	}
-	return done, others, nil
+// statuses is JobStatuses for controlRest.
+func (s pgStore) statuses(ctx context.Context) func(ids string) ([]pggen.JobStatusesRow, error) {
+	return func(ids string) ([]pggen.JobStatusesRow, error) { return s.qs().JobStatuses(ctx, json.RawMessage(ids)) }
 }
 
 // notifyCancelled tells the workers listening on the table's channel which
@@ -526,11 +475,8 @@ func (s pgStore) deleteOrphanKeys(ctx context.Context, d dbtx, max int) (int64, 
 }
 
 func (s pgStore) retryCandidate(ctx context.Context, d dbtx, id int64) (Status, *time.Time, bool, error) {
-	rows, err := pggen.New(d).RetryCandidate(ctx, id)
-	if err != nil || len(rows) == 0 {
-		return "", nil, false, err
-	}
-	return Status(rows[0].Status), timePtr(rows[0].ExpiresAt), true, nil
+	r, found, err := firstOf(pggen.New(d).RetryCandidate(ctx, id))
+	return Status(r.Status), timePtr(r.ExpiresAt), found, err
 }
 
 func (s pgStore) retryIn(ctx context.Context, d dbtx, id int64, w retryWrite, now time.Time) (bool, error) {
@@ -539,11 +485,7 @@ func (s pgStore) retryIn(ctx context.Context, d dbtx, id int64, w retryWrite, no
 }
 
 func (s pgStore) periodicLastTick(ctx context.Context, d dbtx, row string) (int64, bool, error) {
-	ticks, err := pggen.New(d).PeriodicLastTick(ctx, row)
-	if err != nil || len(ticks) == 0 {
-		return 0, false, err
-	}
-	return ticks[0], true, nil
+	return firstOf(pggen.New(d).PeriodicLastTick(ctx, row))
 }
 
 func (s pgStore) periodicSetLastTick(ctx context.Context, d dbtx, row, periodic string, nanos int64) error {

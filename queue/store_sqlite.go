@@ -2,7 +2,6 @@ package queue
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"fmt"
 	"time"
@@ -131,34 +130,25 @@ func (s sqliteStore) insertMany(ctx context.Context, d dbtx, jobs []*newJob, now
 }
 
 func (s sqliteStore) stats(ctx context.Context, typ string) (map[Status]int64, error) {
-	out := map[Status]int64{}
 	if typ == "" {
-		rows, err := s.qs().CountByStatus(ctx)
-		for _, r := range rows {
-			out[Status(r.Status)] = r.N
-		}
-		return out, err
+		return countsByStatus(s.qs().CountByStatus(ctx))
 	}
-	rows, err := s.qs().CountByStatusOfType(ctx, typ)
-	for _, r := range rows {
-		out[Status(r.Status)] = r.N
-	}
-	return out, err
+	return countsByStatus(s.qs().CountByStatusOfType(ctx, typ))
 }
 
 func (s sqliteStore) list(ctx context.Context, f ListFilter, beforeID int64, limit int) ([]*JobRow, error) {
 	rows, err := s.qs().ListJobs(ctx, sqlitegen.ListJobsParams{
 		BeforeID: beforeID, Status: nullable(string(f.Status)), Type: nullable(f.Type), Name: nullable(f.Name), MaxRows: int64(limit),
 	})
-	return sqliteRows(rows), err
+	return jobRows(rows), err
 }
 
 func (s sqliteStore) get(ctx context.Context, id int64) (*JobRow, error) {
-	rows, err := s.qs().GetJob(ctx, id)
-	if err != nil || len(rows) == 0 {
+	r, found, err := firstOf(s.qs().GetJob(ctx, id))
+	if !found {
 		return nil, err
 	}
-	return sqliteRow(rows[0]), nil
+	return jobRow(r), nil
 }
 
 func (s sqliteStore) expire(ctx context.Context, d dbtx, now time.Time, max int) (int64, error) {
@@ -203,11 +193,7 @@ func (s sqliteStore) acquireLeaderOn(ctx context.Context, role, holder string, l
 }
 
 func (s sqliteStore) leaderFenceBehind(ctx context.Context, role, holder string) (int64, bool, error) {
-	terms, err := s.qs().LeaderFenceBehind(ctx, sqlitegen.LeaderFenceBehindParams{Name: role, Holder: holder, FenceName: fenceRowName(role)})
-	if err != nil || len(terms) == 0 {
-		return 0, false, err
-	}
-	return terms[0], true, nil
+	return firstOf(s.qs().LeaderFenceBehind(ctx, sqlitegen.LeaderFenceBehindParams{Name: role, Holder: holder, FenceName: fenceRowName(role)}))
 }
 
 func (s sqliteStore) setLeaderFence(ctx context.Context, role, holder string, term int64) error {
@@ -227,38 +213,18 @@ const sqliteLeaderTime = "2006-01-02 15:04:05.999"
 
 func (s sqliteStore) leaderGet(ctx context.Context, role string) (*leaderRow, error) {
 	r, err := s.qs().GetLeader(ctx, role)
-	if errors.Is(err, sql.ErrNoRows) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	text, _ := r.DbNow.(string)
+	return leaderRowOf(r, err, sqliteServerTime)
+}
+
+// sqliteServerTime reads the time GetLeader returns as text
+// (sqliteLeaderTime).
+func sqliteServerTime(v any) (time.Time, error) {
+	text, _ := v.(string)
 	now, err := time.Parse(sqliteLeaderTime, text)
 	if err != nil {
-		return nil, fmt.Errorf("reading SQLite's time %v: %w", r.DbNow, err)
+		return time.Time{}, fmt.Errorf("reading SQLite's time %v: %w", v, err)
 	}
-	return &leaderRow{holder: r.Holder, term: r.Term, since: engine.AsUTC(r.Since), renewedAt: engine.AsUTC(r.RenewedAt),
-		leaseUntil: engine.AsUTC(r.LeaseUntil), dbNow: now}, nil
-}
-
-func sqliteRows(rows []sqlitegen.Job) []*JobRow {
-	out := make([]*JobRow, len(rows))
-	for i, r := range rows {
-		out[i] = sqliteRow(r)
-	}
-	return out
-}
-
-func sqliteRow(r sqlitegen.Job) *JobRow {
-	return &JobRow{
-		ID: r.ID, Name: r.Name, Type: r.Type, Payload: []byte(r.Payload), Status: Status(r.Status),
-		Attempts: int(r.Attempts), ClaimToken: r.ClaimToken.String, LeaseUntil: timePtr(r.LeaseUntil),
-		MaxAttempts: int(r.MaxAttempts), BaseDelay: time.Duration(r.BaseDelay) * time.Second,
-		MaxDelay: time.Duration(r.MaxDelay) * time.Second, Error: r.Error.String,
-		ScheduledAt: engine.AsUTC(r.ScheduledAt), ExpiresAt: timePtr(r.ExpiresAt),
-		FinishedAt: timePtr(r.FinishedAt), CreatedAt: engine.AsUTC(r.CreatedAt),
-	}
+	return now, nil
 }
 
 // nullable is s for a sqlc.narg parameter of the SQLite queries: nil (SQL
@@ -279,7 +245,7 @@ func (s sqliteStore) cancel(ctx context.Context, ids []int64, o attemptEnd) (map
 	if err != nil {
 		return nil, nil, err
 	}
-	return s.rest(ctx, ids, idSet(done))
+	return controlRest(ids, idSet(done), s.statuses(ctx))
 }
 
 func (s sqliteStore) deleteJobs(ctx context.Context, ids []int64) (map[int64]bool, map[int64]Status, error) {
@@ -287,24 +253,12 @@ func (s sqliteStore) deleteJobs(ctx context.Context, ids []int64) (map[int64]boo
 	if err != nil {
 		return nil, nil, err
 	}
-	return s.rest(ctx, ids, idSet(done))
+	return controlRest(ids, idSet(done), s.statuses(ctx))
 }
 
-// rest reads the status of the ids a control statement did not change.
-func (s sqliteStore) rest(ctx context.Context, ids []int64, done map[int64]bool) (map[int64]bool, map[int64]Status, error) {
-	left := notIn(ids, done)
-	if len(left) == 0 {
-		return done, nil, nil
-	}
-	rows, err := s.qs().JobStatuses(ctx, jsonList(left))
-	if err != nil {
-		return done, nil, err
-	}
-	others := make(map[int64]Status, len(rows))
-	for _, r := range rows {
-		others[r.ID] = Status(r.Status)
-	}
-	return done, others, nil
+// statuses is JobStatuses for controlRest.
+func (s sqliteStore) statuses(ctx context.Context) func(ids string) ([]sqlitegen.JobStatusesRow, error) {
+	return func(ids string) ([]sqlitegen.JobStatusesRow, error) { return s.qs().JobStatuses(ctx, ids) }
 }
 
 func (s sqliteStore) probeUnique(ctx context.Context, d dbtx) error {
@@ -384,11 +338,8 @@ func (s sqliteStore) deleteOrphanKeys(ctx context.Context, d dbtx, max int) (int
 }
 
 func (s sqliteStore) retryCandidate(ctx context.Context, d dbtx, id int64) (Status, *time.Time, bool, error) {
-	rows, err := sqlitegen.New(d).RetryCandidate(ctx, id)
-	if err != nil || len(rows) == 0 {
-		return "", nil, false, err
-	}
-	return Status(rows[0].Status), timePtr(rows[0].ExpiresAt), true, nil
+	r, found, err := firstOf(sqlitegen.New(d).RetryCandidate(ctx, id))
+	return Status(r.Status), timePtr(r.ExpiresAt), found, err
 }
 
 func (s sqliteStore) retryIn(ctx context.Context, d dbtx, id int64, w retryWrite, now time.Time) (bool, error) {
@@ -397,11 +348,7 @@ func (s sqliteStore) retryIn(ctx context.Context, d dbtx, id int64, w retryWrite
 }
 
 func (s sqliteStore) periodicLastTick(ctx context.Context, d dbtx, row string) (int64, bool, error) {
-	ticks, err := sqlitegen.New(d).PeriodicLastTick(ctx, row)
-	if err != nil || len(ticks) == 0 {
-		return 0, false, err
-	}
-	return ticks[0], true, nil
+	return firstOf(sqlitegen.New(d).PeriodicLastTick(ctx, row))
 }
 
 func (s sqliteStore) periodicSetLastTick(ctx context.Context, d dbtx, row, periodic string, nanos int64) error {

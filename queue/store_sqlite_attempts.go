@@ -142,14 +142,14 @@ func (s sqliteStore) heldAttempts(ctx context.Context, refs []attemptRef) ([]*Jo
 	rows, err := busyRetry(ctx, func() ([]sqlitegen.Job, error) {
 		return s.qs().SelectHeldAttempts(ctx, sqlitegen.SelectHeldAttemptsParams{Ids: jsonList(ids), Tokens: jsonList(toks)})
 	})
-	return sqliteRows(rows), err
+	return jobRows(rows), err
 }
 
 func (s sqliteStore) abandoned(ctx context.Context, d dbtx, now time.Time, limit int) ([]*JobRow, error) {
 	rows, err := busyRetryOn(ctx, d, func() ([]sqlitegen.Job, error) {
 		return sqlitegen.New(d).SelectAbandoned(ctx, sqlitegen.SelectAbandonedParams{Now: nullTime(&now), MaxRows: int64(limit)})
 	})
-	return sqliteRows(rows), err
+	return jobRows(rows), err
 }
 
 func (s sqliteStore) endAttempts(ctx context.Context, refs []attemptRef, e attemptEnd) (map[int64]bool, error) {
