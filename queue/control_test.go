@@ -58,6 +58,45 @@ func jobState(t *testing.T, q *Queue, id int64) string {
 	return fmt.Sprintf("%+v", row)
 }
 
+// controlCase is a job of a controlFixture and the error that a control
+// call (Cancel, Delete) on it returns: nil when the call changes the job.
+type controlCase struct {
+	name     string
+	id       int64
+	wantErr  error
+	wantText string // what the error also says, beside wantErr's text
+}
+
+// checkControlCases runs call, the control method named what, on the job
+// of each case, in a subtest: a call that changes the job is checked by
+// changed; one that fails must return the case's error and leave the job
+// as it was.
+func checkControlCases(t *testing.T, q *Queue, what string, call func(context.Context, int64) error, cases []controlCase, changed func(t *testing.T, id int64)) {
+	t.Helper()
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			before := jobState(t, q, c.id)
+			err := call(context.Background(), c.id)
+			if c.wantErr == nil {
+				if err != nil {
+					t.Fatalf("%s(%d) = %v", what, c.id, err)
+				}
+				changed(t, c.id)
+				return
+			}
+			if !errors.Is(err, c.wantErr) {
+				t.Fatalf("%s(%d) = %v, want %v", what, c.id, err, c.wantErr)
+			}
+			if !strings.Contains(err.Error(), c.wantText) {
+				t.Fatalf("%s(%d) = %v; want an error that says %q", what, c.id, err, c.wantText)
+			}
+			if after := jobState(t, q, c.id); after != before {
+				t.Fatalf("%s(%d) changed the job: %s -> %s", what, c.id, before, after)
+			}
+		})
+	}
+}
+
 func TestCancel(t *testing.T) {
 	forEachEngine(t, func(t *testing.T, kind engine.Kind) {
 		ctx := context.Background()
@@ -65,44 +104,23 @@ func TestCancel(t *testing.T) {
 		q, clock := coreQueue(t, env)
 		f := newControlFixture(t, q, clock)
 
-		cases := []struct {
-			name    string
-			id      int64
-			wantErr error // nil: cancelled
-		}{
-			{"pending", f.pending, nil},
-			{"running", f.running, nil},
-			{"completed", f.completed, ErrJobFinished},
-			{"failed", f.failed, ErrJobFinished},
-			{"expired", f.expired, ErrJobFinished},
-			{"missing", f.missing, ErrJobNotFound},
-			{"zero id", 0, ErrJobNotFound},
-			{"negative id", -5, ErrJobNotFound},
+		cases := []controlCase{ // wantErr nil: cancelled
+			{name: "pending", id: f.pending},
+			{name: "running", id: f.running},
+			{name: "completed", id: f.completed, wantErr: ErrJobFinished},
+			{name: "failed", id: f.failed, wantErr: ErrJobFinished},
+			{name: "expired", id: f.expired, wantErr: ErrJobFinished},
+			{name: "missing", id: f.missing, wantErr: ErrJobNotFound},
+			{name: "zero id", id: 0, wantErr: ErrJobNotFound},
+			{name: "negative id", id: -5, wantErr: ErrJobNotFound},
 		}
-		for _, c := range cases {
-			t.Run(c.name, func(t *testing.T) {
-				before := jobState(t, q, c.id)
-				err := q.Cancel(ctx, c.id)
-				if c.wantErr == nil {
-					if err != nil {
-						t.Fatalf("Cancel(%d) = %v", c.id, err)
-					}
-					after := getJob(t, q, c.id)
-					now := clock.now()
-					if after.Status != StatusFailed || after.Error != "cancelled" || after.FinishedAt == nil ||
-						!after.FinishedAt.Equal(now) || after.ClaimToken != "" || after.LeaseUntil != nil {
-						t.Fatalf("cancelled job is %+v", after)
-					}
-					return
-				}
-				if !errors.Is(err, c.wantErr) {
-					t.Fatalf("Cancel(%d) = %v, want %v", c.id, err, c.wantErr)
-				}
-				if after := jobState(t, q, c.id); after != before {
-					t.Fatalf("Cancel(%d) changed the job: %s -> %s", c.id, before, after)
-				}
-			})
-		}
+		checkControlCases(t, q, "Cancel", q.Cancel, cases, func(t *testing.T, id int64) {
+			after := getJob(t, q, id)
+			if after.Status != StatusFailed || after.Error != "cancelled" || after.FinishedAt == nil ||
+				!after.FinishedAt.Equal(clock.now()) || after.ClaimToken != "" || after.LeaseUntil != nil {
+				t.Fatalf("cancelled job is %+v", after)
+			}
+		})
 
 		// The cancelled attempt is fenced off: its completion, failure and
 		// heartbeat change nothing.
@@ -138,43 +156,20 @@ func TestDelete(t *testing.T) {
 		q, clock := coreQueue(t, env)
 		f := newControlFixture(t, q, clock)
 
-		cases := []struct {
-			name    string
-			id      int64
-			wantErr error // nil: deleted
-		}{
-			{"pending", f.pending, nil},
-			{"running", f.running, ErrJobRunning},
-			{"completed", f.completed, nil},
-			{"failed", f.failed, nil},
-			{"expired", f.expired, nil},
-			{"missing", f.missing, ErrJobNotFound},
-			{"zero id", 0, ErrJobNotFound},
+		cases := []controlCase{ // wantErr nil: deleted
+			{name: "pending", id: f.pending},
+			{name: "running", id: f.running, wantErr: ErrJobRunning, wantText: "cancel it first"},
+			{name: "completed", id: f.completed},
+			{name: "failed", id: f.failed},
+			{name: "expired", id: f.expired},
+			{name: "missing", id: f.missing, wantErr: ErrJobNotFound},
+			{name: "zero id", id: 0, wantErr: ErrJobNotFound},
 		}
-		for _, c := range cases {
-			t.Run(c.name, func(t *testing.T) {
-				before := jobState(t, q, c.id)
-				err := q.Delete(ctx, c.id)
-				if c.wantErr == nil {
-					if err != nil {
-						t.Fatalf("Delete(%d) = %v", c.id, err)
-					}
-					if _, err := q.Get(ctx, c.id); !errors.Is(err, ErrJobNotFound) {
-						t.Fatalf("Get after Delete(%d) = %v, want ErrJobNotFound", c.id, err)
-					}
-					return
-				}
-				if !errors.Is(err, c.wantErr) {
-					t.Fatalf("Delete(%d) = %v, want %v", c.id, err, c.wantErr)
-				}
-				if c.wantErr == ErrJobRunning && !strings.Contains(err.Error(), "cancel it first") {
-					t.Fatalf("Delete(%d) of a running job = %v; want an error that says to cancel it first", c.id, err)
-				}
-				if after := jobState(t, q, c.id); after != before {
-					t.Fatalf("Delete(%d) changed the job: %s -> %s", c.id, before, after)
-				}
-			})
-		}
+		checkControlCases(t, q, "Delete", q.Delete, cases, func(t *testing.T, id int64) {
+			if _, err := q.Get(ctx, id); !errors.Is(err, ErrJobNotFound) {
+				t.Fatalf("Get after Delete(%d) = %v, want ErrJobNotFound", id, err)
+			}
+		})
 		if n := rowCount(t, env); n != 1 {
 			t.Fatalf("%d rows left, want the running one", n)
 		}
