@@ -74,6 +74,27 @@ func TestWorkerHeartbeatKeepsLongJob(t *testing.T) {
 	})
 }
 
+// handleUntilCancelled registers on w a handler of emailArgs that closes
+// started when it starts (one job) and runs until its context ends, or
+// until patience has passed: it sends that end's cause on cause (nil when
+// patience ran out first).
+func handleUntilCancelled(w *Worker, patience time.Duration) (started <-chan struct{}, cause <-chan error) {
+	start := make(chan struct{})
+	end := make(chan error, 1)
+	Handle(w, func(ctx context.Context, job *Job[emailArgs]) error {
+		close(start)
+		select {
+		case <-ctx.Done():
+			end <- context.Cause(ctx)
+			return ctx.Err()
+		case <-time.After(patience):
+			end <- nil
+			return nil
+		}
+	})
+	return start, end
+}
+
 // TestWorkerLostJobCancelsHandler takes the job away from a running attempt
 // (as another process reclaiming it would) and expects the heartbeat to
 // cancel the handler, and the worker to change nothing.
@@ -86,19 +107,7 @@ func TestWorkerLostJobCancelsHandler(t *testing.T) {
 		cfg.HeartbeatInterval = 100 * time.Millisecond
 		cfg.MaintenanceInterval = -1
 		w := q.NewWorker(cfg)
-		started := make(chan struct{})
-		cause := make(chan error, 1)
-		Handle(w, func(ctx context.Context, job *Job[emailArgs]) error {
-			close(started)
-			select {
-			case <-ctx.Done():
-				cause <- context.Cause(ctx)
-				return ctx.Err()
-			case <-time.After(10 * time.Second):
-				cause <- nil
-				return nil
-			}
-		})
+		started, cause := handleUntilCancelled(w, 10*time.Second)
 		id := enqueue(t, q, emailArgs{})
 		stop, _ := startWorker(t, w)
 		waitFor(t, started, 30*time.Second, "the handler to start")
@@ -258,6 +267,18 @@ func TestWorkerAbandonsHandlersIgnoringCancel(t *testing.T) {
 	})
 }
 
+// shortLeaseConfig is a worker's configuration whose lease (2 s, renewed
+// every 200 ms) runs out soon once heartbeats fail: one handler at a time,
+// and no maintenance, so nothing reclaims the job.
+func shortLeaseConfig() WorkerConfig {
+	cfg := fastConfig()
+	cfg.Concurrency = 1
+	cfg.Lease = 2 * time.Second
+	cfg.HeartbeatInterval = 200 * time.Millisecond
+	cfg.MaintenanceInterval = -1
+	return cfg
+}
+
 // TestWorkerCancelsAttemptWhoseLeaseRunsOut: while heartbeats fail (here
 // the row is locked by another transaction, as a database that does not
 // answer would do), the attempt's lease runs out and another worker may
@@ -267,43 +288,18 @@ func TestWorkerAbandonsHandlersIgnoringCancel(t *testing.T) {
 // handler ran on, its heartbeats failing, however long it took.
 func TestWorkerCancelsAttemptWhoseLeaseRunsOut(t *testing.T) {
 	forEachEngine(t, func(t *testing.T, kind engine.Kind) {
-		ctx := context.Background()
 		env := newTestEnv(t, kind)
 		q := env.queue(t, nil, WithLogger(testdb.QuietLogger()))
 		id := enqueue(t, q, emailArgs{To: "slow"})
-		cfg := fastConfig()
-		cfg.Concurrency = 1
-		cfg.Lease = 2 * time.Second
-		cfg.HeartbeatInterval = 200 * time.Millisecond
-		cfg.MaintenanceInterval = -1
+		cfg := shortLeaseConfig()
 		w := q.NewWorker(cfg)
-		started := make(chan struct{})
-		cancelled := make(chan error, 1)
-		Handle(w, func(ctx context.Context, job *Job[emailArgs]) error {
-			close(started)
-			select {
-			case <-ctx.Done():
-				cancelled <- context.Cause(ctx)
-				return ctx.Err()
-			case <-time.After(15 * time.Second):
-				cancelled <- nil
-				return nil
-			}
-		})
+		started, cancelled := handleUntilCancelled(w, 15*time.Second)
 		stop, _ := startWorker(t, w)
 		waitFor(t, started, 10*time.Second, "the handler to start")
 
 		// Lock the job's row from another pool so that every heartbeat
 		// times out.
-		other := env.newPool(t)
-		tx, err := other.BeginTx(ctx, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer tx.Rollback()
-		if _, err := tx.ExecContext(ctx, env.sql("UPDATE {t} SET error = error WHERE id = ?"), id); err != nil {
-			t.Fatal(err)
-		}
+		tx := holdJob(t, env, id)
 		lockedAt := time.Now()
 		cause := waitFor(t, cancelled, 8*time.Second, "the handler to be cancelled once its lease could not be renewed")
 		if !errors.Is(cause, ErrLeaseLost) {
@@ -336,15 +332,10 @@ func TestWorkerCancelsAttemptWhoseLeaseRunsOut(t *testing.T) {
 // again.
 func TestWorkerCompletesAttemptDoneAfterLeaseRanOut(t *testing.T) {
 	forEachEngine(t, func(t *testing.T, kind engine.Kind) {
-		ctx := context.Background()
 		env := newTestEnv(t, kind)
 		q := env.queue(t, nil, WithLogger(testdb.QuietLogger()))
 		id := enqueue(t, q, emailArgs{To: "slow"})
-		cfg := fastConfig()
-		cfg.Concurrency = 1
-		cfg.Lease = 2 * time.Second
-		cfg.HeartbeatInterval = 200 * time.Millisecond
-		cfg.MaintenanceInterval = -1
+		cfg := shortLeaseConfig()
 		w := q.NewWorker(cfg)
 		started := make(chan struct{})
 		cancelled := make(chan error, 1)
@@ -359,15 +350,7 @@ func TestWorkerCompletesAttemptDoneAfterLeaseRanOut(t *testing.T) {
 		stop, _ := startWorker(t, w)
 		waitFor(t, started, 10*time.Second, "the handler to start")
 
-		other := env.newPool(t)
-		tx, err := other.BeginTx(ctx, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer tx.Rollback()
-		if _, err := tx.ExecContext(ctx, env.sql("UPDATE {t} SET error = error WHERE id = ?"), id); err != nil {
-			t.Fatal(err)
-		}
+		tx := holdJob(t, env, id)
 		cause := waitFor(t, cancelled, 8*time.Second, "the handler to be cancelled once its lease could not be renewed")
 		if !errors.Is(cause, errLeaseRanOut) {
 			t.Fatalf("handler cancelled with cause %v, want errLeaseRanOut", cause)
