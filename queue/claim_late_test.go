@@ -14,6 +14,40 @@ import (
 	"github.com/jobqueue/jobqueue/internal/testdb"
 )
 
+// handleUntilCut registers on w a handler of A's jobs that sends each
+// job's id on started as it starts, runs until its context ends and sends
+// that end's cause on cut (buffered for one).
+func handleUntilCut[A JobArgs](w *Worker) (started <-chan int64, cut <-chan error) {
+	starts := make(chan int64, 10)
+	cuts := make(chan error, 1)
+	Handle(w, func(ctx context.Context, job *Job[A]) error {
+		starts <- job.ID
+		<-ctx.Done()
+		cuts <- context.Cause(ctx)
+		return ctx.Err()
+	})
+	return starts, cuts
+}
+
+// checkGivenBack waits for Run's result on done after StopNow, and checks
+// that no handler started (started, of handleUntilCut) after the stop and
+// that job id, which a claim in flight took, was given back: pending,
+// attempts 0.
+func checkGivenBack(t *testing.T, q *Queue, done <-chan error, started <-chan int64, id int64) {
+	t.Helper()
+	if err := waitFor(t, done, 30*time.Second, "Run to return"); err != nil {
+		t.Errorf("Run: %v", err)
+	}
+	select {
+	case other := <-started:
+		t.Errorf("job %d started after StopNow", other)
+	default:
+	}
+	if j := getJob(t, q, id); j.Status != StatusPending || j.Attempts != 0 {
+		t.Errorf("job %d, taken by the claim in flight, is %s, attempts %d; want pending, attempts 0 (given back)", id, j.Status, j.Attempts)
+	}
+}
+
 // claimHook runs a function of the test in the claimer, just before its
 // next claim statement is sent (it is a queue's withStatementHook).
 type claimHook struct {
@@ -148,14 +182,7 @@ func TestStopDoesNotWaitForLockedClaim(t *testing.T) {
 				cfg.ShutdownTimeout = tc.grace
 				w := q.NewWorker(cfg)
 				w.abandonGrace = abandon
-				started := make(chan int64, 10)
-				cut := make(chan error, 1)
-				Handle(w, func(ctx context.Context, job *Job[emailArgs]) error {
-					started <- job.ID
-					<-ctx.Done()
-					cut <- context.Cause(ctx)
-					return ctx.Err()
-				})
+				started, cut := handleUntilCut[emailArgs](w)
 				id := enqueue(t, q, emailArgs{})
 				ctx, cancel := context.WithCancel(context.Background())
 				defer cancel()
@@ -215,14 +242,7 @@ func TestStopGivesBackWhatTheClaimInFlightTook(t *testing.T) {
 		cfg.PollInterval = time.Millisecond
 		cfg.ShutdownTimeout = time.Hour
 		w := q.NewWorker(cfg)
-		started := make(chan int64, 10)
-		cut := make(chan error, 1)
-		Handle(w, func(ctx context.Context, job *Job[emailArgs]) error {
-			started <- job.ID
-			<-ctx.Done()
-			cut <- context.Cause(ctx)
-			return ctx.Err()
-		})
+		started, cut := handleUntilCut[emailArgs](w)
 		first := enqueue(t, q, emailArgs{})
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
@@ -245,18 +265,7 @@ func TestStopGivesBackWhatTheClaimInFlightTook(t *testing.T) {
 			t.Errorf("the handler's context ended with %v, want ErrWorkerShutdown", cause)
 		}
 		open()
-		if err := waitFor(t, done, 30*time.Second, "Run to return"); err != nil {
-			t.Errorf("Run: %v", err)
-		}
-
-		select {
-		case id := <-started:
-			t.Errorf("job %d started after StopNow", id)
-		default:
-		}
-		if job := getJob(t, q, second); job.Status != StatusPending || job.Attempts != 0 {
-			t.Errorf("the job the late claim took is %s, attempts %d; want pending, attempts 0 (given back)", job.Status, job.Attempts)
-		}
+		checkGivenBack(t, q, done, started, second)
 		if job := getJob(t, q, first); job.Status != StatusPending || job.Attempts != 1 {
 			t.Errorf("the cut-off job is %s, attempts %d; want pending, attempts 1 (released)", job.Status, job.Attempts)
 		}
@@ -284,24 +293,11 @@ func TestStopDoesNotWaitForTakenOffer(t *testing.T) {
 	t.Parallel()
 	env := newTestEnv(t, engine.Postgres)
 	q := env.queue(t, nil, WithLogger(testdb.QuietLogger()))
-	posted := make(chan struct{}, 1)
-	q.offers.onPost = func() {
-		select {
-		case posted <- struct{}{}:
-		default:
-		}
-	}
+	posted := offerPosts(q)
 	// PollOnly and a poll interval of an hour: only this process's
 	// enqueues wake the worker.
 	w := q.NewWorker(WorkerConfig{Concurrency: 2, PollInterval: time.Hour, PollOnly: true, Lease: time.Minute, ShutdownTimeout: time.Hour})
-	started := make(chan int64, 10)
-	cut := make(chan error, 1)
-	Handle(w, func(ctx context.Context, job *Job[testArgs]) error {
-		started <- job.ID
-		<-ctx.Done()
-		cut <- context.Cause(ctx)
-		return ctx.Err()
-	})
+	started, cut := handleUntilCut[testArgs](w)
 	ctx := context.Background()
 	first := mustEnqueue(t, q, testArgs{N: 1})
 	_, done := startWorker(t, w)
@@ -327,15 +323,5 @@ func TestStopDoesNotWaitForTakenOffer(t *testing.T) {
 		t.Fatalf("the taken claim took %v, want job %d", rows, second)
 	}
 	o.settle(rows, nil)
-	if err := waitFor(t, done, 30*time.Second, "Run to return"); err != nil {
-		t.Errorf("Run: %v", err)
-	}
-	select {
-	case id := <-started:
-		t.Errorf("job %d started after StopNow", id)
-	default:
-	}
-	if j := getJob(t, q, second); j.Status != StatusPending || j.Attempts != 0 {
-		t.Errorf("job %d, taken by the claim, is %s, attempts %d; want pending, attempts 0 (given back)", second, j.Status, j.Attempts)
-	}
+	checkGivenBack(t, q, done, started, second)
 }

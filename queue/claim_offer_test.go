@@ -316,6 +316,19 @@ func TestEnqueueRunsOfferedClaim(t *testing.T) {
 	})
 }
 
+// offerPosts makes q tell on the returned channel that a worker posted
+// its offer (a post while one is untold is not told again).
+func offerPosts(q *Queue) <-chan struct{} {
+	posted := make(chan struct{}, 1)
+	q.offers.onPost = func() {
+		select {
+		case posted <- struct{}{}:
+		default:
+		}
+	}
+	return posted
+}
+
 // TestWorkerOfferedClaim: an idle worker on PostgreSQL posts its next claim
 // and runs the job an Enqueue of its process claimed for it; a worker
 // whose taken offer's claim failed claims as usual; a worker
@@ -327,13 +340,7 @@ func TestWorkerOfferedClaim(t *testing.T) {
 	t.Parallel()
 	env := newTestEnv(t, engine.Postgres)
 	q := env.queue(t, nil, WithLogger(testdb.QuietLogger()))
-	posted := make(chan struct{}, 1)
-	q.offers.onPost = func() {
-		select {
-		case posted <- struct{}{}:
-		default:
-		}
-	}
+	posted := offerPosts(q)
 	var takes atomic.Int64
 	q.offers.onTake = func() { takes.Add(1) }
 	var runs atomic.Int64
