@@ -3,7 +3,6 @@ package queue
 import (
 	"context"
 	"log/slog"
-	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -29,14 +28,7 @@ func TestEarlyCommitAskedAgainAfterAFailure(t *testing.T) {
 	admin := testdb.Open(t, engine.Postgres)
 	env := newTestEnv(t, engine.Postgres)
 	app := strings.ToLower(env.table) // the application_name of the pool's sessions
-	u, err := url.Parse(env.url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	v := u.Query()
-	v.Set("application_name", app)
-	u.RawQuery = v.Encode()
-	cfg, err := pgx.ParseConfig(u.String())
+	cfg, err := pgx.ParseConfig(env.urlWith(t, "application_name", app))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"log/slog"
-	"net/url"
 	"sync"
 	"testing"
 	"time"
@@ -59,14 +58,7 @@ func testHeartbeatLeavesLockedRowsAlone(t *testing.T, kind engine.Kind, heldLast
 	env := newTestEnv(t, kind)
 	db := env.db
 	if kind == engine.MySQL {
-		u, err := url.Parse(env.url)
-		if err != nil {
-			t.Fatal(err)
-		}
-		v := u.Query()
-		v.Set("innodb_lock_wait_timeout", "1")
-		u.RawQuery = v.Encode()
-		db = testdb.OpenURL(t, u.String())
+		db = testdb.OpenURL(t, env.urlWith(t, "innodb_lock_wait_timeout", "1"))
 	}
 	if noCancel {
 		cfg, err := pgx.ParseConfig(env.url)

@@ -3,7 +3,6 @@ package queue
 import (
 	"context"
 	"log/slog"
-	"net/url"
 	"strings"
 	"sync"
 	"testing"
@@ -12,6 +11,25 @@ import (
 	"github.com/jobqueue/jobqueue/internal/engine"
 	"github.com/jobqueue/jobqueue/internal/testdb"
 )
+
+// handleSlow registers on w a handler of emailArgs that holds the job to
+// "slow": it closes started and runs until release is closed (or its
+// context ends). Other jobs succeed at once.
+func handleSlow(w *Worker) (started <-chan struct{}, release chan<- struct{}) {
+	start, rel := make(chan struct{}), make(chan struct{})
+	Handle(w, func(ctx context.Context, job *Job[emailArgs]) error {
+		if job.Args.To == "slow" {
+			close(start)
+			select {
+			case <-rel:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+		return nil
+	})
+	return start, rel
+}
 
 // TestMySQLClaimSessionIdleTimeout: a claimer's claim session sits idle
 // while every slot is busy; a server whose wait_timeout is shorter than
@@ -25,14 +43,8 @@ import (
 func TestMySQLClaimSessionIdleTimeout(t *testing.T) {
 	ctx := context.Background()
 	env := newTestEnv(t, engine.MySQL)
-	u, err := url.Parse(env.url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	v := u.Query()
-	v.Set("wait_timeout", "1") // every session of the pool, the claim session's too
-	u.RawQuery = v.Encode()
-	db := testdb.OpenURL(t, u.String())
+	// wait_timeout for every session of the pool, the claim session's too.
+	db := testdb.OpenURL(t, env.urlWith(t, "wait_timeout", "1"))
 
 	var mu sync.Mutex
 	session := int64(0) // the claim session's CONNECTION_ID()
@@ -49,19 +61,8 @@ func TestMySQLClaimSessionIdleTimeout(t *testing.T) {
 	}
 	logs := &testdb.LogRecorder{}
 	q := env.queue(t, db, WithLogger(slog.New(logs)), withStatementHook(hook))
-	started, release := make(chan struct{}), make(chan struct{})
 	w := q.NewWorker(WorkerConfig{Concurrency: 1, PollInterval: 50 * time.Millisecond, PollOnly: true, MaintenanceInterval: -1, Lease: time.Minute})
-	Handle(w, func(ctx context.Context, job *Job[emailArgs]) error {
-		if job.Args.To == "slow" {
-			close(started)
-			select {
-			case <-release:
-			case <-ctx.Done():
-				return ctx.Err()
-			}
-		}
-		return nil
-	})
+	started, release := handleSlow(w)
 	slow := enqueue(t, q, emailArgs{To: "slow"})
 	stop, _ := startWorker(t, w)
 	waitFor(t, started, 10*time.Second, "the slow job to start")

@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
-	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -30,13 +29,7 @@ func TestMySQLClaimSession(t *testing.T) {
 	ctx := context.Background()
 	env := coreEnv(t, engine.MySQL)
 	levelVar := mysqlLevelVar(t, env.db)
-	rrURL, err := url.Parse(env.url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	query := rrURL.Query()
-	query.Set(levelVar, "'REPEATABLE-READ'") // every connection starts at REPEATABLE READ
-	rrURL.RawQuery = query.Encode()
+	rrURL := env.urlWith(t, levelVar, "'REPEATABLE-READ'") // every connection starts at REPEATABLE READ
 	probe := mysqlProbeTable(t, env, "cs")
 
 	for _, tc := range []struct {
@@ -52,7 +45,7 @@ func TestMySQLClaimSession(t *testing.T) {
 		{name: "pool of one connection", maxConns: 1, wantLevel: "REPEATABLE-READ", wantSetsBy: 1, wantBegins: 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			db := testdb.OpenURL(t, rrURL.String())
+			db := testdb.OpenURL(t, rrURL)
 			db.SetMaxOpenConns(tc.maxConns)
 			var seen []string
 			var hookErr error

@@ -3,7 +3,6 @@ package queue
 import (
 	"context"
 	"log/slog"
-	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -26,34 +25,15 @@ func TestPgSessionsOutliveIdleTimeout(t *testing.T) {
 	ctx := context.Background()
 	env := newTestEnv(t, engine.Postgres)
 	app := strings.ToLower(env.table)
-	u, err := url.Parse(env.url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	v := u.Query()
-	v.Set("application_name", app)
-	v.Set("options", "-c idle_session_timeout=1500")
-	u.RawQuery = strings.ReplaceAll(v.Encode(), "+", "%20") // pgx reads a '+' as itself
-	db := testdb.OpenURL(t, u.String())
+	db := testdb.OpenURL(t, env.urlWith(t, "application_name", app, "options", "-c idle_session_timeout=1500"))
 	var timeout string
 	if err := db.QueryRowContext(ctx, "SHOW idle_session_timeout").Scan(&timeout); err != nil {
 		t.Skipf("the server has no idle_session_timeout (PostgreSQL 14 and later): %v", err)
 	}
 	logs := &testdb.LogRecorder{}
 	q := env.queue(t, db, WithLogger(slog.New(logs)))
-	started, release := make(chan struct{}), make(chan struct{})
 	w := q.NewWorker(WorkerConfig{Concurrency: 1, PollInterval: time.Minute, MaintenanceInterval: -1, Lease: time.Minute})
-	Handle(w, func(ctx context.Context, job *Job[emailArgs]) error {
-		if job.Args.To == "slow" {
-			close(started)
-			select {
-			case <-release:
-			case <-ctx.Done():
-				return ctx.Err()
-			}
-		}
-		return nil
-	})
+	started, release := handleSlow(w)
 	slow := enqueue(t, q, emailArgs{To: "slow"})
 	stop, _ := startWorker(t, w)
 	waitFor(t, started, 10*time.Second, "the slow job to start")

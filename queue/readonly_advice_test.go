@@ -2,7 +2,6 @@ package queue
 
 import (
 	"context"
-	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -22,14 +21,7 @@ import (
 func TestReadOnlyServerErrorsSayWhatToDo(t *testing.T) {
 	ctx := context.Background()
 	env := newTestEnv(t, engine.Postgres)
-	u, err := url.Parse(env.url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	v := u.Query()
-	v.Set("options", "-c default_transaction_read_only=on")
-	u.RawQuery = strings.ReplaceAll(v.Encode(), "+", "%20") // pgx reads a '+' as itself
-	q := env.queue(t, testdb.OpenURL(t, u.String()), WithLogger(testdb.QuietLogger()))
+	q := env.queue(t, testdb.OpenURL(t, env.urlWith(t, "options", "-c default_transaction_read_only=on")), WithLogger(testdb.QuietLogger()))
 	for _, c := range []struct {
 		name string
 		op   func() error

@@ -7,6 +7,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"net/url"
 	"strings"
 	"sync"
 	"testing"
@@ -88,6 +89,26 @@ func (e *testEnv) newPoolWith(t testing.TB, query string) *sql.DB {
 		sep = "&"
 	}
 	return testdb.OpenURL(t, e.url+sep+query)
+}
+
+// urlWith is the env's URL with the options of settings (key, value,
+// key, value …) set, replacing the URL's own. A space is sent as %20:
+// pgx reads a '+' as itself.
+func (e *testEnv) urlWith(t testing.TB, settings ...string) string {
+	t.Helper()
+	if len(settings)%2 != 0 {
+		t.Fatalf("urlWith(%q): settings come in key, value pairs", settings)
+	}
+	u, err := url.Parse(e.url)
+	if err != nil {
+		t.Fatalf("parsing the test URL: %v", err)
+	}
+	v := u.Query()
+	for i := 0; i < len(settings); i += 2 {
+		v.Set(settings[i], settings[i+1])
+	}
+	u.RawQuery = strings.ReplaceAll(v.Encode(), "+", "%20")
+	return u.String()
 }
 
 // exec runs a statement on the env's table, written with {t} for the quoted

@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"errors"
 	"log/slog"
-	"net/url"
 	"testing"
 	"time"
 
@@ -25,14 +24,7 @@ import (
 func TestMySQLWakeBellOutlivesIdleTimeout(t *testing.T) {
 	ctx := context.Background()
 	env := newTestEnv(t, engine.MySQL)
-	u, err := url.Parse(env.url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	v := u.Query()
-	v.Set("wait_timeout", "1")
-	u.RawQuery = v.Encode()
-	db := testdb.OpenURL(t, u.String())
+	db := testdb.OpenURL(t, env.urlWith(t, "wait_timeout", "1"))
 	logs := &testdb.LogRecorder{}
 	q := env.queue(t, db, WithLogger(slog.New(logs)))
 	w := q.NewWorker(WorkerConfig{Concurrency: 1, PollInterval: time.Minute, MaintenanceInterval: -1})
