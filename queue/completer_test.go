@@ -26,53 +26,7 @@ type refusal struct {
 // removed when t ends.
 func refuseCompletions(t *testing.T, env *testEnv) *refusal {
 	t.Helper()
-	quoted := func(suffix string) string {
-		tbl, err := engine.ParseTable(env.kind, env.table+suffix)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return tbl.Quoted()
-	}
-	ctl, trg, fn := quoted("_ctl"), quoted("_trg"), quoted("_fn")
-	const msg = "completion refused by the test"
-	var ddl, drop []string
-	switch env.kind {
-	case engine.Postgres:
-		ddl = []string{
-			"CREATE TABLE " + ctl + " (refuse INT NOT NULL)",
-			"INSERT INTO " + ctl + " VALUES (0)",
-			"CREATE FUNCTION " + fn + "() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN IF NEW.status = 'completed' AND (SELECT refuse FROM " + ctl + ") = 1 THEN RAISE EXCEPTION '" + msg + "'; END IF; RETURN NEW; END $$",
-			"CREATE TRIGGER " + trg + " BEFORE UPDATE ON {t} FOR EACH ROW EXECUTE FUNCTION " + fn + "()",
-		}
-		drop = []string{"DROP TRIGGER IF EXISTS " + trg + " ON {t}", "DROP FUNCTION IF EXISTS " + fn + "()", "DROP TABLE IF EXISTS " + ctl}
-	case engine.MySQL:
-		ddl = []string{
-			"CREATE TABLE " + ctl + " (refuse INT NOT NULL)",
-			"INSERT INTO " + ctl + " VALUES (0)",
-			"CREATE TRIGGER " + trg + " BEFORE UPDATE ON {t} FOR EACH ROW BEGIN IF NEW.status = 'completed' AND (SELECT refuse FROM " + ctl + ") = 1 THEN SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = '" + msg + "'; END IF; END",
-		}
-		drop = []string{"DROP TRIGGER IF EXISTS " + trg, "DROP TABLE IF EXISTS " + ctl}
-	case engine.SQLite:
-		ddl = []string{
-			"CREATE TABLE " + ctl + " (refuse INTEGER NOT NULL)",
-			"INSERT INTO " + ctl + " VALUES (0)",
-			"CREATE TRIGGER " + trg + " BEFORE UPDATE ON {t} FOR EACH ROW WHEN NEW.status = 'completed' AND (SELECT refuse FROM " + ctl + ") = 1 BEGIN SELECT RAISE(ABORT, '" + msg + "'); END",
-		}
-		drop = []string{"DROP TRIGGER IF EXISTS " + trg, "DROP TABLE IF EXISTS " + ctl}
-	default:
-		t.Fatalf("no completion refusal for engine %s", env.kind)
-	}
-	t.Cleanup(func() {
-		for _, q := range drop {
-			if _, err := env.db.ExecContext(context.Background(), env.sql(q)); err != nil {
-				t.Errorf("%s: %v", q, err)
-			}
-		}
-	})
-	for _, q := range ddl {
-		env.exec(t, q)
-	}
-	return &refusal{env: env, ctl: ctl}
+	return &refusal{env: env, ctl: installRefusal(t, env, "UPDATE", "NEW.status = 'completed'", false)}
 }
 
 // set turns the refusal on or off, in tx when it is not nil.
