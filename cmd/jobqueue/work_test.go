@@ -45,6 +45,39 @@ func TestWorkSIGTERM(t *testing.T) {
 	})
 }
 
+// startStuckWorker installs a SQLite table holding one job and starts a
+// worker on it with --grace grace whose command starts a child, sleep
+// seconds (in the background), and waits for it. It returns the worker's
+// CLI, process and stderr, and the child's pid once the command has
+// written it.
+func startStuckWorker(t *testing.T, grace, seconds string) (c cli, cmd *exec.Cmd, stderr *syncBuffer, child int) {
+	t.Helper()
+	c = sqliteCLI(t)
+	c.ok(t, "install")
+	c.ok(t, "enqueue", "--name", "stuck")
+	pidFile := filepath.Join(t.TempDir(), "child.pid")
+	cmd, stderr = startWorker(t, c, "--grace", grace, "--exec", "sleep "+seconds+" & echo $! > "+pidFile+"; wait")
+	child, err := strconv.Atoi(strings.TrimSpace(waitFile(t, pidFile, 20*time.Second)))
+	if err != nil {
+		t.Fatalf("reading the child's pid: %v", err)
+	}
+	return c, cmd, stderr, child
+}
+
+// assertReleased checks that the worker's stop released the one job, job
+// 1, as Reclaim would: pending again, its attempt counted, its claim token
+// cleared and its error saying it was shut down; else it fails the test
+// saying what.
+func assertReleased(t *testing.T, c cli, what string) {
+	t.Helper()
+	assertStats(t, c, "", map[string]int64{"pending": 1})
+	var job map[string]any
+	decodeJSON(t, c.ok(t, "show", "1", "--json"), &job)
+	if job["attempts"] != 1.0 || job["claim_token"] != nil || !strings.Contains(fmt.Sprint(job["error"]), "shut down") {
+		t.Errorf("%s: %v", what, job)
+	}
+}
+
 // TestWorkGraceKillsGroup checks that a command still running when the
 // grace period ends is killed with everything it started, the worker exits
 // 0 and the job is released at once: pending again, its attempt counted,
@@ -57,15 +90,7 @@ func TestWorkGraceKillsGroup(t *testing.T) {
 	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP} {
 		t.Run(sig.String(), func(t *testing.T) {
 			t.Parallel()
-			c := sqliteCLI(t)
-			c.ok(t, "install")
-			c.ok(t, "enqueue", "--name", "stuck")
-			pidFile := filepath.Join(t.TempDir(), "child.pid")
-			cmd, stderr := startWorker(t, c, "--grace", "500ms", "--exec", "sleep 60 & echo $! > "+pidFile+"; wait")
-			child, err := strconv.Atoi(strings.TrimSpace(waitFile(t, pidFile, 20*time.Second)))
-			if err != nil {
-				t.Fatal(err)
-			}
+			c, cmd, stderr, child := startStuckWorker(t, "500ms", "60")
 			if err := cmd.Process.Signal(sig); err != nil {
 				t.Fatal(err)
 			}
@@ -73,12 +98,7 @@ func TestWorkGraceKillsGroup(t *testing.T) {
 				t.Fatalf("exit %d after %v, want 0; stderr:\n%s", code, sig, stderr)
 			}
 			waitGone(t, child, 30*time.Second, "outlived the grace period", nil)
-			assertStats(t, c, "", map[string]int64{"pending": 1})
-			var job map[string]any
-			decodeJSON(t, c.ok(t, "show", "1", "--json"), &job)
-			if job["attempts"] != 1.0 || job["claim_token"] != nil || !strings.Contains(fmt.Sprint(job["error"]), "shut down") {
-				t.Errorf("the interrupted job was not released as Reclaim would: %v", job)
-			}
+			assertReleased(t, c, "the interrupted job was not released as Reclaim would")
 		})
 	}
 }
@@ -99,15 +119,7 @@ func TestWorkSecondSignalStopsAtOnce(t *testing.T) {
 	} {
 		t.Run(sigs[0].String()+" then "+sigs[1].String(), func(t *testing.T) {
 			t.Parallel()
-			c := sqliteCLI(t)
-			c.ok(t, "install")
-			c.ok(t, "enqueue", "--name", "stuck")
-			pidFile := filepath.Join(t.TempDir(), "child.pid")
-			cmd, stderr := startWorker(t, c, "--grace", "10m", "--exec", "sleep 600 & echo $! > "+pidFile+"; wait")
-			child, err := strconv.Atoi(strings.TrimSpace(waitFile(t, pidFile, 20*time.Second)))
-			if err != nil {
-				t.Fatal(err)
-			}
+			c, cmd, stderr, child := startStuckWorker(t, "10m", "600")
 			if err := cmd.Process.Signal(sigs[0]); err != nil {
 				t.Fatal(err)
 			}
@@ -130,12 +142,7 @@ func TestWorkSecondSignalStopsAtOnce(t *testing.T) {
 				t.Errorf("no log line about the hard stop; stderr:\n%s", stderr)
 			}
 			waitGone(t, child, 5*time.Second, "outlived the second signal", stderr)
-			assertStats(t, c, "", map[string]int64{"pending": 1})
-			var job map[string]any
-			decodeJSON(t, c.ok(t, "show", "1", "--json"), &job)
-			if job["attempts"] != 1.0 || job["claim_token"] != nil || !strings.Contains(fmt.Sprint(job["error"]), "shut down") {
-				t.Errorf("the job cut off by the second signal was not released as at the end of --grace: %v", job)
-			}
+			assertReleased(t, c, "the job cut off by the second signal was not released as at the end of --grace")
 		})
 	}
 }
@@ -222,15 +229,7 @@ func TestWorkGraceZero(t *testing.T) {
 	for _, grace := range []string{"0", "0s"} {
 		t.Run(grace, func(t *testing.T) {
 			t.Parallel()
-			c := sqliteCLI(t)
-			c.ok(t, "install")
-			c.ok(t, "enqueue", "--name", "stuck")
-			pidFile := filepath.Join(t.TempDir(), "child.pid")
-			cmd, stderr := startWorker(t, c, "--grace", grace, "--exec", "sleep 60 & echo $! > "+pidFile+"; wait")
-			child, err := strconv.Atoi(strings.TrimSpace(waitFile(t, pidFile, 20*time.Second)))
-			if err != nil {
-				t.Fatal(err)
-			}
+			c, cmd, stderr, child := startStuckWorker(t, grace, "60")
 			if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
 				t.Fatal(err)
 			}
