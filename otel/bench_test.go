@@ -21,9 +21,7 @@ package jobqueueotel_test
 
 import (
 	"context"
-	"os"
 	"slices"
-	"strconv"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -39,20 +37,8 @@ import (
 	"github.com/jobqueue/jobqueue/queue"
 )
 
-// benchJobs is the number of jobs drained per iteration.
-func benchJobs(b *testing.B) int {
-	if s := os.Getenv("JOBQUEUE_BENCH_JOBS"); s != "" {
-		n, err := strconv.Atoi(s)
-		if err != nil || n <= 0 {
-			b.Fatalf("JOBQUEUE_BENCH_JOBS=%q is not a positive number", s)
-		}
-		return n
-	}
-	return 20000
-}
-
 func BenchmarkDrainTelemetry(b *testing.B) {
-	n := benchJobs(b)
+	n := testdb.BenchJobs(b)
 	for _, kind := range testdb.Kinds() {
 		b.Run(string(kind), func(b *testing.B) {
 			e := testdb.New(b, kind)

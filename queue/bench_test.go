@@ -37,9 +37,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
-	"os"
 	"runtime"
-	"strconv"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -49,18 +47,6 @@ import (
 	"github.com/jobqueue/jobqueue/internal/engine"
 	"github.com/jobqueue/jobqueue/internal/testdb"
 )
-
-// benchJobs is the number of jobs BenchmarkDrain drains per iteration.
-func benchJobs(b *testing.B) int {
-	if s := os.Getenv("JOBQUEUE_BENCH_JOBS"); s != "" {
-		n, err := strconv.Atoi(s)
-		if err != nil || n <= 0 {
-			b.Fatalf("JOBQUEUE_BENCH_JOBS=%q is not a positive number", s)
-		}
-		return n
-	}
-	return 20000
-}
 
 // emptyTable deletes every row of the env's table.
 func (e *testEnv) emptyTable(b testing.TB) {
@@ -106,7 +92,7 @@ func BenchmarkEnqueueMany(b *testing.B) {
 // together (enqueue_combine.go): statements/job shows how far.
 func BenchmarkEnqueueConcurrent(b *testing.B) {
 	const enqueuers = 16
-	n := benchJobs(b)
+	n := testdb.BenchJobs(b)
 	for _, kind := range testdb.Kinds() {
 		b.Run(string(kind), func(b *testing.B) {
 			env := newTestEnv(b, kind)
@@ -179,7 +165,7 @@ func BenchmarkClaimComplete(b *testing.B) {
 }
 
 func BenchmarkDrain(b *testing.B) {
-	n := benchJobs(b)
+	n := testdb.BenchJobs(b)
 	for _, kind := range testdb.Kinds() {
 		for _, conc := range []int{8, 64} {
 			b.Run(fmt.Sprintf("%s/concurrency=%d", kind, conc), func(b *testing.B) {
@@ -226,7 +212,7 @@ func BenchmarkDrain(b *testing.B) {
 // than one; and the completions of one queue's workers one at a time
 // (completeGate, completer.go), which the third setup's ratio shows.
 func BenchmarkDrainClaimers(b *testing.B) {
-	n := benchJobs(b)
+	n := testdb.BenchJobs(b)
 	for _, kind := range testdb.Kinds() {
 		if kind == engine.SQLite {
 			continue // one writer: several pools only queue for it
@@ -281,7 +267,7 @@ func BenchmarkDrainClaimers(b *testing.B) {
 // beginning of the range would read every entry claimed before it.
 func BenchmarkDrainVacuumBlocked(b *testing.B) {
 	const conc = 8
-	n := benchJobs(b)
+	n := testdb.BenchJobs(b)
 	var free, blocked time.Duration
 	for range b.N {
 		b.StopTimer()

@@ -42,7 +42,7 @@ func (latencyArgs) Kind() string { return "latency" }
 // on MySQL the idle claim that takes no claim mutex (claim_turns.go), and
 // on SQLite (its p99) the WAL checkpointed off the commits (checkpoint.go).
 func BenchmarkEnqueueToStart(b *testing.B) {
-	n := benchJobs(b)
+	n := testdb.BenchJobs(b)
 	for _, kind := range testdb.Kinds() {
 		b.Run(string(kind), func(b *testing.B) {
 			var lat []time.Duration
