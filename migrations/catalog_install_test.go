@@ -14,6 +14,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
+
 	"github.com/jobqueue/jobqueue/internal/engine"
 	"github.com/jobqueue/jobqueue/internal/testdb"
 )
@@ -234,6 +236,31 @@ WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = ?`, tb.Name).Scan(&opts); err !
 func takeSnapshot(t *testing.T, db *sql.DB, tb engine.Table) snapshot {
 	t.Helper()
 	return snapshot{Columns: testColumns(t, db, tb), Indexes: testIndexes(t, db, tb), IDs: testIDs(t, db, tb)}
+}
+
+// tableImage is a table's catalog (takeSnapshot) and rows (dumpRows), taken
+// before a call that must leave the table as it was.
+type tableImage struct {
+	catalog snapshot
+	rows    []string
+}
+
+// imageOf takes tb's tableImage.
+func imageOf(t *testing.T, db *sql.DB, tb engine.Table) tableImage {
+	t.Helper()
+	return tableImage{catalog: takeSnapshot(t, db, tb), rows: dumpRows(t, db, tb)}
+}
+
+// checkSame fails the test, saying that what changed it, where tb's
+// catalog or rows now differ from im's.
+func (im tableImage) checkSame(t *testing.T, db *sql.DB, tb engine.Table, what string) {
+	t.Helper()
+	if diff := cmp.Diff(im.catalog, takeSnapshot(t, db, tb)); diff != "" {
+		t.Errorf("%s changed the table's catalog (-before +after):\n%s", what, diff)
+	}
+	if diff := cmp.Diff(im.rows, dumpRows(t, db, tb)); diff != "" {
+		t.Errorf("%s changed the table's rows (-before +after):\n%s", what, diff)
+	}
 }
 
 // normalized replaces the table names in s by "T", so that two tables'

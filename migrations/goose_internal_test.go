@@ -6,7 +6,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/google/go-cmp/cmp"
 	"github.com/pressly/goose/v3"
 
 	"github.com/jobqueue/jobqueue/internal/testdb"
@@ -24,7 +23,7 @@ func TestGooseMigrationsWithoutPolicyRefuseVersion1Table(t *testing.T) {
 		name, versions := e.Table(t), e.Table(t)
 		tb := tableOf(t, k, name)
 		mustExec(t, db, append(v1DDL(tb), v1Rows(tb))...)
-		before, rows := takeSnapshot(t, db, tb), dumpRows(t, db, tb)
+		before := imageOf(t, db, tb)
 
 		ms, err := GooseMigrations(db, name, RetryPolicy{}, 7)
 		if err != nil {
@@ -43,12 +42,7 @@ func TestGooseMigrationsWithoutPolicyRefuseVersion1Table(t *testing.T) {
 		if !errors.Is(err, ErrOutdatedTable) || !strings.Contains(err.Error(), "Migrate") || !strings.Contains(err.Error(), "no retry policy") {
 			t.Fatalf("goose up without a policy on a version 1 table: %v; want ErrOutdatedTable naming Migrate and the missing policy", err)
 		}
-		if diff := cmp.Diff(before, takeSnapshot(t, db, tb)); diff != "" {
-			t.Errorf("the refused table changed (-before +after):\n%s", diff)
-		}
-		if diff := cmp.Diff(rows, dumpRows(t, db, tb)); diff != "" {
-			t.Errorf("the refused table's rows changed (-before +after):\n%s", diff)
-		}
+		before.checkSame(t, db, tb, "the refused goose up")
 		if v, err := prov.GetDBVersion(ctx); err != nil || v != 0 {
 			t.Errorf("goose version %d (%v) after the refusal, want 0", v, err)
 		}

@@ -27,17 +27,11 @@ func TestInstallIsIdempotent(t *testing.T) {
 			t.Fatal(err)
 		}
 		mustExec(t, db, v2Row(tb))
-		before := takeSnapshot(t, db, tb)
-		rows := dumpRows(t, db, tb)
+		before := imageOf(t, db, tb)
 		if err := Install(context.Background(), db, name); err != nil {
 			t.Fatalf("second Install: %v", err)
 		}
-		if diff := cmp.Diff(before, takeSnapshot(t, db, tb)); diff != "" {
-			t.Errorf("second Install changed the catalog (-before +after):\n%s", diff)
-		}
-		if diff := cmp.Diff(rows, dumpRows(t, db, tb)); diff != "" {
-			t.Errorf("second Install changed the rows (-before +after):\n%s", diff)
-		}
+		before.checkSame(t, db, tb, "second Install")
 	})
 }
 
@@ -124,7 +118,7 @@ func TestInstallRefusesVersion1Table(t *testing.T) {
 		name := e.Table(t)
 		tb := tableOf(t, k, name)
 		mustExec(t, db, append(v1DDL(tb), v1Rows(tb))...)
-		before, rows := takeSnapshot(t, db, tb), dumpRows(t, db, tb)
+		before := imageOf(t, db, tb)
 
 		err := Install(context.Background(), db, name)
 		if !errors.Is(err, ErrOutdatedTable) {
@@ -135,14 +129,9 @@ func TestInstallRefusesVersion1Table(t *testing.T) {
 				t.Errorf("error %q does not mention %q", err, s)
 			}
 		}
-		if diff := cmp.Diff(before, takeSnapshot(t, db, tb)); diff != "" {
-			t.Errorf("Install changed a version 1 table (-before +after):\n%s", diff)
-		}
-		if diff := cmp.Diff(rows, dumpRows(t, db, tb)); diff != "" {
-			t.Errorf("Install changed a version 1 table's rows (-before +after):\n%s", diff)
-		}
-		if len(rows) != 3 {
-			t.Errorf("%d rows, want 3", len(rows))
+		before.checkSame(t, db, tb, "Install on a version 1 table")
+		if len(before.rows) != 3 {
+			t.Errorf("%d rows, want 3", len(before.rows))
 		}
 	})
 }
@@ -202,7 +191,7 @@ func TestInstallRefusesHalfMigratedTable(t *testing.T) {
 				name := e.Table(t)
 				tb := tableOf(t, k, name)
 				c.setup(t, db, tb)
-				before, rows := takeSnapshot(t, db, tb), dumpRows(t, db, tb)
+				before := imageOf(t, db, tb)
 				err := Install(context.Background(), db, name)
 				if !errors.Is(err, ErrOutdatedTable) {
 					t.Fatalf("Install: %v; want ErrOutdatedTable", err)
@@ -212,12 +201,7 @@ func TestInstallRefusesHalfMigratedTable(t *testing.T) {
 						t.Errorf("error %q does not mention %q", err, s)
 					}
 				}
-				if diff := cmp.Diff(before, takeSnapshot(t, db, tb)); diff != "" {
-					t.Errorf("Install changed the table (-before +after):\n%s", diff)
-				}
-				if diff := cmp.Diff(rows, dumpRows(t, db, tb)); diff != "" {
-					t.Errorf("Install changed the rows (-before +after):\n%s", diff)
-				}
+				before.checkSame(t, db, tb, "Install")
 			})
 		}
 	})
