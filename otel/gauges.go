@@ -16,7 +16,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"reflect"
 	"slices"
 	"sync"
 	"time"
@@ -52,12 +51,9 @@ const (
 // (with AttrType).
 const AttrStatus = attribute.Key("status")
 
-// GaugeOptions configures RegisterGauges; the zero value means the
-// defaults.
+// GaugeOptions configures Telemetry.RegisterGauges; the zero value means
+// the defaults.
 type GaugeOptions struct {
-	// MeterProvider creates the gauges; nil means the global one
-	// (otel.GetMeterProvider).
-	MeterProvider metric.MeterProvider
 	// TTL is how long one read of the table serves collects (0 means
 	// DefaultGaugeTTL). A failed read is kept as long, so that a database
 	// that is down is not asked on every scrape either.
@@ -77,11 +73,12 @@ type GaugeOptions struct {
 	// context that has no deadline.
 	Timeout time.Duration
 	// Attributes are added to every point of the gauges, beside type and
-	// status: give each queue observed on one MeterProvider attributes of
-	// its own, such as attribute.String("table", "jobs"), since the
-	// points of two queues under the same attributes would overwrite each
-	// other (RegisterGauges refuses that). Neither type nor status may be
-	// one of them.
+	// status and the Telemetry's Config.Attributes (a key in both takes
+	// the value given here): a Telemetry that observes several queues
+	// gives each attributes of its own, such as attribute.String("table",
+	// "jobs"), since the points of two queues under the same attributes
+	// would overwrite each other (RegisterGauges refuses that). Neither
+	// type nor status may be one of them.
 	Attributes []attribute.KeyValue
 }
 
@@ -91,8 +88,9 @@ type Gauges struct {
 	q     *queue.Queue
 	o     GaugeOptions
 	reg   metric.Registration
-	extra []attribute.KeyValue // o.Attributes, deduplicated and sorted
-	key   observedKey          // its entry in observed; zero when not kept
+	extra []attribute.KeyValue // the point's attributes but type and status, sorted
+	keys  *gaugeKeys           // the Telemetry's, where extra's set is reserved
+	key   attribute.Distinct   // extra's set
 
 	jobs metric.Int64ObservableGauge
 	age  metric.Float64ObservableGauge
@@ -114,14 +112,16 @@ type typeSnapshot struct {
 // RegisterGauges creates the gauges jobqueue.jobs (jobs per type and
 // status, unit {job}, attributes type and status) and
 // jobqueue.oldest_pending.age (seconds since the oldest due pending job of
-// each type was due, 0 when none is; unit s, attribute type) on o's
-// MeterProvider, observed from q's table through a cache (see GaugeOptions).
-// Every type present in the table has all five statuses, zeros included.
-// No job id or kind is an attribute. Several queues may be observed on one
-// MeterProvider, each with GaugeOptions.Attributes of its own; a second
-// registration under the same attributes is refused while the first is
-// registered.
-func RegisterGauges(q *queue.Queue, o GaugeOptions) (*Gauges, error) {
+// each type was due, 0 when none is; unit s, attribute type) on the
+// Telemetry's MeterProvider, observed from q's table through a cache (see
+// GaugeOptions), with the Telemetry's Config.Attributes and o.Attributes
+// beside. Every type present in the table has all five statuses, zeros
+// included. No job id or kind is an attribute. The Telemetry refuses a
+// second queue's gauges under the same attributes while the first's are
+// registered; two Telemetry values on one MeterProvider cannot see each
+// other's gauges, so give each Config.Attributes of its own (as their
+// counters need too).
+func (t *Telemetry) RegisterGauges(q *queue.Queue, o GaugeOptions) (*Gauges, error) {
 	if q == nil {
 		return nil, errors.New("jobqueue: gauges: the queue is nil; pass the *queue.Queue whose table they observe")
 	}
@@ -143,9 +143,6 @@ func RegisterGauges(q *queue.Queue, o GaugeOptions) (*Gauges, error) {
 			return nil, fmt.Errorf("jobqueue: gauges: attribute %q is the gauges' own; name yours otherwise, such as \"table\"", kv.Key)
 		}
 	}
-	if o.MeterProvider == nil {
-		o.MeterProvider = otel.GetMeterProvider()
-	}
 	if o.TTL == 0 {
 		o.TTL = DefaultGaugeTTL
 	}
@@ -155,21 +152,23 @@ func RegisterGauges(q *queue.Queue, o GaugeOptions) (*Gauges, error) {
 	if o.Timeout == 0 {
 		o.Timeout = DefaultGaugeTimeout
 	}
-	set := attribute.NewSet(slices.Clone(o.Attributes)...) // NewSet sorts its argument in place
-	g := &Gauges{q: q, o: o, extra: set.ToSlice()}
-	if err := g.reserve(set); err != nil {
-		return nil, err
+	// NewSet keeps the last of a key given twice: o's over Config's.
+	set := attribute.NewSet(append(slices.Clone(t.attrs.extra), o.Attributes...)...)
+	g := &Gauges{q: q, o: o, extra: set.ToSlice(), keys: &t.gauges, key: set.Equivalent()}
+	if !g.keys.reserve(g.key, g) {
+		return nil, fmt.Errorf("jobqueue: gauges: this Telemetry already observes another queue's gauges under the attributes %v, "+
+			"and the two would overwrite each other's points; give each queue GaugeOptions.Attributes of its own, "+
+			"such as attribute.String(\"table\", %q), or Unregister the other first", g.extra, q.Table())
 	}
-	if err := g.register(); err != nil {
-		g.release()
+	if err := g.register(t.meter); err != nil {
+		g.keys.release(g.key, g)
 		return nil, err
 	}
 	return g, nil
 }
 
 // register creates the gauges and registers their callback.
-func (g *Gauges) register() error {
-	m := g.o.MeterProvider.Meter(ScopeName)
+func (g *Gauges) register(m metric.Meter) error {
 	var err error
 	if g.jobs, err = m.Int64ObservableGauge(MetricJobs,
 		metric.WithDescription("Jobs in the table per type and status, read at most once per cache TTL."),
@@ -187,62 +186,14 @@ func (g *Gauges) register() error {
 	return nil
 }
 
-// observedKey is one MeterProvider and the attributes of the gauges
-// registered on it.
-type observedKey struct {
-	mp    metric.MeterProvider
-	attrs attribute.Distinct
-}
-
-// observed holds the keys of the registered gauges, so that a second
-// queue observed on one MeterProvider under the same attributes is
-// refused: the two callbacks would observe the same points (type "default"
-// in both tables, say), and each collect would keep one table's value.
-var observed = struct {
-	sync.Mutex
-	m map[observedKey]bool
-}{m: map[observedKey]bool{}}
-
-// reserve records g's key in observed, or refuses it when gauges already
-// observe under it. Only a MeterProvider that is a pointer (as the SDK's
-// is) is checked: another type might not be a map key, or copies of one
-// provider might differ.
-func (g *Gauges) reserve(set attribute.Set) error {
-	if reflect.ValueOf(g.o.MeterProvider).Kind() != reflect.Pointer {
-		return nil
-	}
-	k := observedKey{g.o.MeterProvider, set.Equivalent()}
-	observed.Lock()
-	defer observed.Unlock()
-	if observed.m[k] {
-		return fmt.Errorf("jobqueue: gauges: another queue's gauges are registered on this MeterProvider with the same attributes %v, "+
-			"and the two would overwrite each other's points; give each queue GaugeOptions.Attributes of its own, "+
-			"such as attribute.String(\"table\", %q), or Unregister the other first", g.extra, g.q.Table())
-	}
-	observed.m[k] = true
-	g.key = k
-	return nil
-}
-
-// release removes g's key from observed.
-func (g *Gauges) release() {
-	if g.key.mp == nil {
-		return
-	}
-	observed.Lock()
-	delete(observed.m, g.key)
-	observed.Unlock()
-	g.key = observedKey{}
-}
-
 // Unregister removes the gauges' callback: the table is not read any more
-// and the gauges are no longer observed; the MeterProvider may then
-// observe another queue under the same attributes.
+// and the gauges are no longer observed; the Telemetry may then observe
+// another queue under the same attributes.
 func (g *Gauges) Unregister() error {
 	if err := g.reg.Unregister(); err != nil {
 		return fmt.Errorf("jobqueue: gauges: unregister: %w", err)
 	}
-	g.release()
+	g.keys.release(g.key, g)
 	return nil
 }
 

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/XSAM/otelsql"
+	"go.opentelemetry.io/otel/attribute"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
@@ -102,6 +103,25 @@ func manualMeter(t *testing.T) (*sdkmetric.ManualReader, *sdkmetric.MeterProvide
 		}
 	})
 	return r, mp
+}
+
+// telemetryOn returns a Telemetry on mp (the global tracer) with attrs as
+// its Config.Attributes.
+func telemetryOn(t *testing.T, mp *sdkmetric.MeterProvider, attrs ...attribute.KeyValue) *jobqueueotel.Telemetry {
+	t.Helper()
+	tel, err := jobqueueotel.New(jobqueueotel.Config{MeterProvider: mp, Attributes: attrs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tel
+}
+
+// manualGauges returns a ManualReader (see manualMeter) and a Telemetry on
+// its provider, to register gauges with.
+func manualGauges(t *testing.T) (*sdkmetric.ManualReader, *jobqueueotel.Telemetry) {
+	t.Helper()
+	r, mp := manualMeter(t)
+	return r, telemetryOn(t, mp)
 }
 
 // gaugePoints are the gauges of one collect: jobs by "type/status", ages

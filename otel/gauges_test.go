@@ -47,8 +47,8 @@ func TestGauges(t *testing.T) {
 			ttl  time.Duration
 		}{{"cached", time.Hour}, {"expired", time.Nanosecond}} {
 			t.Run(c.name, func(t *testing.T) {
-				r, mp := manualMeter(t)
-				g, err := jobqueueotel.RegisterGauges(q, jobqueueotel.GaugeOptions{MeterProvider: mp, TTL: c.ttl})
+				r, tel := manualGauges(t)
+				g, err := tel.RegisterGauges(q, jobqueueotel.GaugeOptions{TTL: c.ttl})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -133,8 +133,8 @@ func TestGaugesOptions(t *testing.T) {
 	fillGaugeTable(t, ctx, q)
 
 	t.Run("limits", func(t *testing.T) {
-		r, mp := manualMeter(t)
-		if _, err := jobqueueotel.RegisterGauges(q, jobqueueotel.GaugeOptions{MeterProvider: mp, CountLimit: 2, MaxTypes: 2}); err != nil {
+		r, tel := manualGauges(t)
+		if _, err := tel.RegisterGauges(q, jobqueueotel.GaugeOptions{CountLimit: 2, MaxTypes: 2}); err != nil {
 			t.Fatal(err)
 		}
 		got, err := collectGauges(t, ctx, r)
@@ -150,6 +150,7 @@ func TestGaugesOptions(t *testing.T) {
 		}
 	})
 
+	_, tel := manualGauges(t)
 	for _, c := range []struct {
 		o    jobqueueotel.GaugeOptions
 		want string
@@ -163,13 +164,13 @@ func TestGaugesOptions(t *testing.T) {
 		{jobqueueotel.GaugeOptions{Attributes: []attribute.KeyValue{attribute.String("", "x")}}, "not valid"},
 	} {
 		t.Run("refused "+c.want, func(t *testing.T) {
-			_, err := jobqueueotel.RegisterGauges(q, c.o)
+			_, err := tel.RegisterGauges(q, c.o)
 			if err == nil || !strings.Contains(err.Error(), c.want) {
 				t.Errorf("RegisterGauges(%+v) = %v, want an error naming %s", c.o, err, c.want)
 			}
 		})
 	}
-	if _, err := jobqueueotel.RegisterGauges(nil, jobqueueotel.GaugeOptions{}); err == nil {
+	if _, err := tel.RegisterGauges(nil, jobqueueotel.GaugeOptions{}); err == nil {
 		t.Error("RegisterGauges(nil) succeeded, want an error")
 	}
 }
@@ -177,9 +178,12 @@ func TestGaugesOptions(t *testing.T) {
 // TestGaugesSeveralQueues: two queues (two tables, each with jobs of type
 // default) observed on one MeterProvider. Under the same attributes their
 // points would overwrite each other (the collect showed the second table's
-// 1 pending job for both, the first's 3 lost), so the second registration
-// is refused until the first is unregistered; with GaugeOptions.Attributes
-// of their own, each table's counts are observed under its attributes.
+// 1 pending job for both, the first's 3 lost), so a Telemetry refuses the
+// second registration until the first is unregistered (a second Unregister
+// of the first does not free the key the second then holds); with
+// GaugeOptions.Attributes of their own, or a Telemetry each with
+// Config.Attributes of its own, each table's counts are observed under its
+// attributes, GaugeOptions' value winning over Config's for one key.
 func TestGaugesSeveralQueues(t *testing.T) {
 	t.Parallel()
 	testdb.ForEachEngine(t, func(t *testing.T, e *testdb.Env) {
@@ -196,28 +200,41 @@ func TestGaugesSeveralQueues(t *testing.T) {
 		}
 		tableAttr := func(table string) []attribute.KeyValue { return []attribute.KeyValue{attribute.String("table", table)} }
 		for _, c := range []struct {
-			name        string
-			attrs1      []attribute.KeyValue
-			attrs2      []attribute.KeyValue
-			refused     bool
-			wantPending map[string]int64 // attributes but type and status → pending jobs of type default
+			name string
+			// config1 and config2 are the Config.Attributes of each
+			// queue's Telemetry; one Telemetry serves both (config1's)
+			// unless apart is set.
+			config1, config2 []attribute.KeyValue
+			apart            bool
+			attrs1, attrs2   []attribute.KeyValue // GaugeOptions.Attributes
+			refused          bool
+			wantPending      map[string]int64 // attributes but type and status → pending jobs of type default
 		}{
 			{name: "same attributes", refused: true, wantPending: map[string]int64{"": 3}},
 			{name: "a table attribute each", attrs1: tableAttr(table1), attrs2: tableAttr(table2),
 				wantPending: map[string]int64{"table=" + table1: 3, "table=" + table2: 1}},
 			{name: "one plain, one with attributes", attrs2: tableAttr(table2),
 				wantPending: map[string]int64{"": 3, "table=" + table2: 1}},
+			{name: "a Telemetry each with its Config.Attributes", apart: true, config1: tableAttr(table1), config2: tableAttr(table2),
+				wantPending: map[string]int64{"table=" + table1: 3, "table=" + table2: 1}},
+			{name: "GaugeOptions.Attributes over Config.Attributes", config1: tableAttr("shared"), attrs2: tableAttr(table2),
+				wantPending: map[string]int64{"table=shared": 3, "table=" + table2: 1}},
 		} {
 			t.Run(c.name, func(t *testing.T) {
 				r, mp := manualMeter(t)
-				g1, err := jobqueueotel.RegisterGauges(q1, jobqueueotel.GaugeOptions{MeterProvider: mp, Attributes: c.attrs1})
+				tel1 := telemetryOn(t, mp, c.config1...)
+				tel2 := tel1
+				if c.apart {
+					tel2 = telemetryOn(t, mp, c.config2...)
+				}
+				g1, err := tel1.RegisterGauges(q1, jobqueueotel.GaugeOptions{Attributes: c.attrs1})
 				if err != nil {
 					t.Fatal(err)
 				}
-				g2, err := jobqueueotel.RegisterGauges(q2, jobqueueotel.GaugeOptions{MeterProvider: mp, Attributes: c.attrs2})
+				g2, err := tel2.RegisterGauges(q2, jobqueueotel.GaugeOptions{Attributes: c.attrs2})
 				switch {
 				case c.refused && err == nil:
-					t.Error("a second queue's gauges under the same attributes on one MeterProvider were registered; want them refused")
+					t.Error("a second queue's gauges under the same attributes on one Telemetry were registered; want them refused")
 					defer g2.Unregister()
 				case c.refused && !strings.Contains(err.Error(), "GaugeOptions.Attributes"):
 					t.Errorf("the refusal %q does not say to set GaugeOptions.Attributes", err)
@@ -260,10 +277,20 @@ func TestGaugesSeveralQueues(t *testing.T) {
 					t.Fatal(err)
 				}
 				if c.refused {
-					// Once the first is unregistered, the second may come.
-					g2, err := jobqueueotel.RegisterGauges(q2, jobqueueotel.GaugeOptions{MeterProvider: mp})
+					// Once the first is unregistered, the second may come;
+					// the first's Unregister again leaves it the key.
+					g2, err := tel1.RegisterGauges(q2, jobqueueotel.GaugeOptions{})
 					if err != nil {
 						t.Fatalf("after Unregister, RegisterGauges under the same attributes: %v", err)
+					}
+					if err := g1.Unregister(); err != nil {
+						t.Fatalf("a second Unregister: %v", err)
+					}
+					if g3, err := tel1.RegisterGauges(q1, jobqueueotel.GaugeOptions{}); err == nil {
+						t.Error("after the first gauges' second Unregister, a third queue's gauges took the key the second's hold")
+						if err := g3.Unregister(); err != nil {
+							t.Error(err)
+						}
 					}
 					if err := g2.Unregister(); err != nil {
 						t.Fatal(err)
@@ -289,8 +316,8 @@ func TestGaugesReadError(t *testing.T) {
 	if _, err := e.DB.ExecContext(ctx, "DROP TABLE "+table); err != nil {
 		t.Fatal(err)
 	}
-	r, mp := manualMeter(t)
-	if _, err := jobqueueotel.RegisterGauges(q, jobqueueotel.GaugeOptions{MeterProvider: mp}); err != nil {
+	r, tel := manualGauges(t)
+	if _, err := tel.RegisterGauges(q, jobqueueotel.GaugeOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	for i := range 2 {
@@ -311,12 +338,12 @@ func TestGaugesReadError(t *testing.T) {
 	}
 }
 
-// ExampleRegisterGauges observes a queue's table with the gauges
-// jobqueue.jobs and jobqueue.oldest_pending.age; here a ManualReader
-// collects them, in a service the MeterProvider's exporter (Prometheus,
-// OTLP) does. The table is read at most once per TTL (5 s by default),
-// however often they are collected.
-func ExampleRegisterGauges() {
+// ExampleTelemetry_RegisterGauges observes a queue's table with the
+// gauges jobqueue.jobs and jobqueue.oldest_pending.age, on the Telemetry's
+// MeterProvider; here a ManualReader collects them, in a service the
+// MeterProvider's exporter (Prometheus, OTLP) does. The table is read at
+// most once per TTL (5 s by default), however often they are collected.
+func ExampleTelemetry_RegisterGauges() {
 	ctx := context.Background()
 	dir, err := os.MkdirTemp("", "jobqueue-gauges-")
 	if err != nil {
@@ -332,22 +359,26 @@ func ExampleRegisterGauges() {
 	if err := migrations.Install(ctx, db, "jobs"); err != nil {
 		log.Fatal(err)
 	}
-	q, err := queue.New(db, queue.WithTable("jobs"))
-	if err != nil {
-		log.Fatal(err)
-	}
-	defer q.Close()
-	for range 2 {
-		if _, err := q.Enqueue(ctx, gaugeJob{}, queue.Type("email")); err != nil {
-			log.Fatal(err)
-		}
-	}
 
 	reader := sdkmetric.NewManualReader()
 	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
 	defer mp.Shutdown(ctx)
-	if _, err := jobqueueotel.RegisterGauges(q, jobqueueotel.GaugeOptions{MeterProvider: mp}); err != nil {
+	tel, err := jobqueueotel.New(jobqueueotel.Config{MeterProvider: mp})
+	if err != nil {
 		log.Fatal(err)
+	}
+	q, err := queue.New(db, append(tel.QueueOptions(), queue.WithTable("jobs"))...)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer q.Close()
+	if _, err := tel.RegisterGauges(q, jobqueueotel.GaugeOptions{}); err != nil {
+		log.Fatal(err)
+	}
+	for range 2 {
+		if _, err := q.Enqueue(ctx, gaugeJob{}, queue.Type("email")); err != nil {
+			log.Fatal(err)
+		}
 	}
 
 	var rm metricdata.ResourceMetrics

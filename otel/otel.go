@@ -62,8 +62,8 @@
 //     messaging_operation_name.
 //
 // The gauges jobqueue.jobs and jobqueue.oldest_pending.age, read from the
-// table, are registered apart, with RegisterGauges (without the messaging
-// attributes).
+// table, are registered apart, per queue, with Telemetry.RegisterGauges
+// (with Config.Attributes, without the messaging attributes).
 //
 // Exemplars: the measurements are recorded in the context of the span
 // they belong to, so that an SDK with the trace_based exemplar filter (its
@@ -123,20 +123,23 @@ type Config struct {
 	// one).
 	MeterProvider metric.MeterProvider
 	// Attributes are added to every measurement of the instruments, beside
-	// type and outcome: a service that instruments several tables on one
-	// MeterProvider gives each table's Telemetry attributes of its own,
-	// such as attribute.String("table", "jobs") (as GaugeOptions.Attributes
-	// for its gauges), else their counts add up per type. Neither type nor
-	// outcome may be one of them.
+	// type and outcome, and to every point of the gauges (RegisterGauges):
+	// a service that instruments several tables on one MeterProvider gives
+	// each table's Telemetry attributes of its own, such as
+	// attribute.String("table", "jobs"), else their counts add up per type
+	// and their gauges overwrite each other. None of the instruments' own
+	// (type, outcome, in_tx, status, the messaging ones) may be one of
+	// them.
 	Attributes []attribute.KeyValue
 }
 
 // Telemetry instruments queues: its options (QueueOptions) give a queue its
-// spans and metrics. One Telemetry may serve any number of queues, whose
-// counts then add up per type (Config.Attributes tells tables apart); it
-// is safe for concurrent use.
+// spans and metrics, and RegisterGauges its gauges. One Telemetry may serve
+// any number of queues, whose counts then add up per type
+// (Config.Attributes tells tables apart); it is safe for concurrent use.
 type Telemetry struct {
 	tracer trace.Tracer
+	meter  metric.Meter // of the instruments and the gauges
 	// consumer and producer are the start options of the spans, made once.
 	consumer []trace.SpanStartOption
 	producer []trace.SpanStartOption
@@ -148,6 +151,9 @@ type Telemetry struct {
 	// spans are the work spans of the attempts under way, for the
 	// exemplars of their ends' measurements.
 	spans attemptSpans
+	// gauges are the attribute sets of the gauges registered, each held by
+	// one queue's.
+	gauges gaugeKeys
 }
 
 // secondsBuckets are the bucket boundaries of the histograms, in seconds:
@@ -155,7 +161,8 @@ type Telemetry struct {
 var secondsBuckets = []float64{0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900, 3600}
 
 // New makes the tracer and the instruments from cfg's providers. It fails
-// only when the meter refuses an instrument.
+// when one of cfg.Attributes is refused or the meter refuses an
+// instrument.
 func New(cfg Config) (*Telemetry, error) {
 	tp, mp := cfg.TracerProvider, cfg.MeterProvider
 	if tp == nil {
@@ -168,13 +175,14 @@ func New(cfg Config) (*Telemetry, error) {
 		switch {
 		case !kv.Valid():
 			return nil, fmt.Errorf("jobqueueotel: attribute %q is not valid (an empty key or no value); give each a key and a value", kv.Key)
-		case kv.Key == AttrType || kv.Key == AttrOutcome || kv.Key == AttrInTx || slices.Contains(semconvKeys, kv.Key):
+		case kv.Key == AttrType || kv.Key == AttrOutcome || kv.Key == AttrInTx || kv.Key == AttrStatus || slices.Contains(semconvKeys, kv.Key):
 			return nil, fmt.Errorf("jobqueueotel: attribute %q is the instruments' own; name yours otherwise, such as \"table\"", kv.Key)
 		}
 	}
 	m := mp.Meter(ScopeName)
 	t := &Telemetry{
 		tracer:   tp.Tracer(ScopeName),
+		meter:    m,
 		consumer: []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindConsumer)},
 		producer: []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindProducer)},
 	}

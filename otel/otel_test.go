@@ -537,10 +537,12 @@ func TestGivenBackAttemptsNotCounted(t *testing.T) {
 // TestTelemetrySeveralTables: two tables instrumented on one MeterProvider,
 // each queue with a Telemetry of its own whose Config.Attributes name its
 // table ("a" and "b"), have their counts apart (3 jobs enqueued and worked in one, 1 in
-// the other, all of type default), as their gauges are with
-// GaugeOptions.Attributes. Before, there was no such option: the two
+// the other, all of type default), as their gauges are
+// (TestGaugesSeveralQueues). Before, there was no such option: the two
 // tables' counts added up to jobqueue.jobs.enqueued{type=default} 4.
-// Attributes that would replace the instruments' own are refused.
+// Attributes that would replace the instruments' own are refused, the
+// gauges' status included (Config.Attributes are on the gauges' points
+// too).
 func TestTelemetrySeveralTables(t *testing.T) {
 	for _, c := range []struct {
 		attr attribute.KeyValue
@@ -549,6 +551,7 @@ func TestTelemetrySeveralTables(t *testing.T) {
 		{attribute.String("type", "x"), `"type" is the instruments' own`},
 		{attribute.String("outcome", "x"), `"outcome" is the instruments' own`},
 		{attribute.Bool("in_tx", true), `"in_tx" is the instruments' own`},
+		{attribute.String("status", "x"), `"status" is the instruments' own`},
 		{attribute.String("messaging.destination.name", "x"), `"messaging.destination.name" is the instruments' own`},
 		{attribute.String("", "x"), "not valid"},
 	} {

@@ -34,16 +34,18 @@ import (
 // metricsPath is where the metrics are served.
 const metricsPath = "/metrics"
 
-// promMetrics is a MeterProvider exported as the Prometheus text format.
+// promMetrics is a MeterProvider exported as the Prometheus text format,
+// and the telemetry on it.
 type promMetrics struct {
 	provider *sdkmetric.MeterProvider
-	handler  http.Handler // serves the registry's metrics
+	tel      *jobqueueotel.Telemetry // its QueueOptions instrument the queue
+	handler  http.Handler            // serves the registry's metrics
 	gauges   *jobqueueotel.Gauges
 }
 
-// newPromMetrics creates the provider and its handler; errors of the
-// instruments' callbacks (a table that cannot be read) are logged as
-// warnings.
+// newPromMetrics creates the provider, the telemetry on it and its
+// handler; errors of the instruments' callbacks (a table that cannot be
+// read) are logged as warnings.
 func newPromMetrics(log *slog.Logger) (*promMetrics, error) {
 	reg := prometheus.NewRegistry()
 	exp, err := otelprom.New(
@@ -60,10 +62,14 @@ func newPromMetrics(log *slog.Logger) (*promMetrics, error) {
 	otel.SetErrorHandler(otel.ErrorHandlerFunc(func(err error) {
 		log.Warn("metrics: "+err.Error(), "path", metricsPath)
 	}))
-	return &promMetrics{
+	m := &promMetrics{
 		provider: sdkmetric.NewMeterProvider(sdkmetric.WithReader(exp)),
 		handler:  promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError}),
-	}, nil
+	}
+	if m.tel, err = jobqueueotel.New(jobqueueotel.Config{MeterProvider: m.provider}); err != nil {
+		return nil, errors.Join(err, m.provider.Shutdown(context.Background()))
+	}
+	return m, nil
 }
 
 // observe registers q's gauges (jobs per type and status, the oldest due
@@ -71,7 +77,7 @@ func newPromMetrics(log *slog.Logger) (*promMetrics, error) {
 // jobqueueotel.DefaultGaugeTTL whatever the scrape rate, each count
 // stopping at countLimit when it is above 0 (--metrics-count-limit).
 func (m *promMetrics) observe(q *queue.Queue, countLimit int64) error {
-	g, err := jobqueueotel.RegisterGauges(q, jobqueueotel.GaugeOptions{MeterProvider: m.provider, CountLimit: countLimit})
+	g, err := m.tel.RegisterGauges(q, jobqueueotel.GaugeOptions{CountLimit: countLimit})
 	if err != nil {
 		return err
 	}
@@ -167,11 +173,7 @@ func newWorkMetrics(log *slog.Logger) (*workMetrics, error) {
 	if err != nil {
 		return nil, err
 	}
-	tel, err := jobqueueotel.New(jobqueueotel.Config{MeterProvider: m.provider})
-	if err != nil {
-		return nil, errors.Join(err, m.close(context.Background()))
-	}
-	return &workMetrics{m: m, queueOptions: tel.QueueOptions(), log: log}, nil
+	return &workMetrics{m: m, queueOptions: m.tel.QueueOptions(), log: log}, nil
 }
 
 // serve registers q's gauges (see promMetrics.observe) and serves /metrics

@@ -15,7 +15,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	jobqueueotel "github.com/jobqueue/jobqueue/otel"
 	"github.com/jobqueue/jobqueue/web"
 )
 
@@ -96,11 +95,7 @@ attempts its reclaim action ended.`,
 			// The queue reports to the telemetry, so that the attempts the
 			// dashboard's reclaim ends are counted in
 			// jobqueue_jobs_worked_total, as a worker's maintenance's are.
-			tel, err := jobqueueotel.New(jobqueueotel.Config{MeterProvider: m.provider})
-			if err != nil {
-				return err
-			}
-			q, closeQueue, err := a.openQueue(ctx, tel.QueueOptions()...)
+			q, closeQueue, err := a.openQueue(ctx, m.tel.QueueOptions()...)
 			if err != nil {
 				if ctx.Err() != nil {
 					// SIGINT or SIGTERM while connecting: a stop
