@@ -21,7 +21,8 @@ import (
 const maxAttemptSpans = 1 << 14
 
 // attemptSpans maps a job's id to the span context of this process's
-// latest attempt of it. A job has one attempt at a time in a process, but
+// latest attempt of it, for one queue (QueueOptions makes one per queue:
+// job ids are per table). A job has one attempt at a time in a process, but
 // for a late one whose job was claimed again here: the later overwrites
 // the earlier, whose end then gets the later's exemplar or none.
 type attemptSpans struct {

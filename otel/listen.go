@@ -30,6 +30,11 @@ import (
 // table's attempts; its claim was measured in jobqueue.job.wait, and the
 // job's next claim is measured again from the same scheduled_at.
 func (t *Telemetry) Listen(ev queue.Event) {
+	t.listen(&t.spans, ev)
+}
+
+// listen is Listen taking the attempts' work spans from spans.
+func (t *Telemetry) listen(spans *attemptSpans, ev queue.Event) {
 	ctx := context.Background()
 	if ev.Kind == queue.EventReclaimed {
 		// Attempts whose worker did not end them within their lease (it
@@ -53,7 +58,7 @@ func (t *Telemetry) Listen(ev queue.Event) {
 			return
 		}
 		// In the attempt's work span, for the SDK's exemplars.
-		ctx := t.spans.take(ev.Job.ID)
+		ctx := spans.take(ev.Job.ID)
 		a := t.attrs.worked(ev.Job.Type, ev.Outcome)
 		if ev.Outcome != queue.OutcomeLost {
 			// A lost attempt is Reclaim's to count: counted once.

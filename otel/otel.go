@@ -69,9 +69,10 @@
 // they belong to, so that an SDK with the trace_based exemplar filter (its
 // default) links a data point to a sampled trace: jobqueue.jobs.enqueued
 // to the jobqueue.enqueue span, jobqueue.jobs.worked and
-// jobqueue.job.duration to the attempt's jobqueue.work span (which
-// WorkMiddleware keeps, by job id, until Listen hears the attempt's end;
-// at most 16384 at once, past which an end has no exemplar). A claim's
+// jobqueue.job.duration to the attempt's jobqueue.work span (which the
+// work middleware keeps, by job id, until the listener hears the attempt's
+// end, apart for each queue given QueueOptions; at most 16384 at once per
+// queue, past which an end has no exemplar). A claim's
 // jobqueue.job.wait comes before any span, and Reclaim's counts have none:
 // they carry no exemplar.
 //
@@ -80,6 +81,7 @@
 package jobqueueotel
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"slices"
@@ -149,7 +151,8 @@ type Telemetry struct {
 	wait     metric.Float64Histogram
 	attrs    attrCache
 	// spans are the work spans of the attempts under way, for the
-	// exemplars of their ends' measurements.
+	// exemplars of their ends' measurements, of WorkMiddleware and Listen
+	// (QueueOptions keeps each queue's apart).
 	spans attemptSpans
 	// gauges are the attribute sets of the gauges registered, each held by
 	// one queue's.
@@ -211,14 +214,20 @@ func New(cfg Config) (*Telemetry, error) {
 }
 
 // QueueOptions are the options that instrument a queue: pass them to
-// queue.New (with the queue's others). They add the enqueue and work
-// middleware and a listener, after any the caller gives before them; to
-// trace only some workers, use EnqueueMiddleware and Listen as options and
-// put WorkMiddleware in those workers' WorkerConfig.Middleware instead.
+// queue.New (with the queue's others), a call per queue. They add the
+// enqueue and work middleware and a listener, after any the caller gives
+// before them; the work spans they keep for the exemplars are the queue's
+// own, since job ids are per table. To trace only some workers, use
+// EnqueueMiddleware and Listen as options and put WorkMiddleware in those
+// workers' WorkerConfig.Middleware instead (those share one Telemetry's
+// spans: give each table a Telemetry of its own then).
 func (t *Telemetry) QueueOptions() []queue.Option {
+	spans := new(attemptSpans) // this queue's
 	return []queue.Option{
 		queue.WithEnqueueMiddleware(t.EnqueueMiddleware),
-		queue.WithWorkMiddleware(t.WorkMiddleware),
-		queue.WithListener(t.Listen),
+		queue.WithWorkMiddleware(func(ctx context.Context, job *queue.JobRow, next queue.WorkFunc) error {
+			return t.work(ctx, spans, job, next)
+		}),
+		queue.WithListener(func(ev queue.Event) { t.listen(spans, ev) }),
 	}
 }

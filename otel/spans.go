@@ -40,11 +40,19 @@ const (
 // jobqueue.work span (SpanKindConsumer) with the job's id, kind, type and
 // attempt; a handler error (or panic) is recorded on the span, whose status
 // is then Error. It keeps the span's context (when sampled) until Listen
-// hears the attempt's end, whose measurements it then carries (exemplars).
+// hears the attempt's end, whose measurements it then carries (exemplars);
+// it keeps them by job id, so that jobs of two tables with one id, run at
+// once through one Telemetry's WorkMiddleware, share an entry (their ends'
+// exemplars may be mixed up): QueueOptions keeps each queue's apart.
 func (t *Telemetry) WorkMiddleware(ctx context.Context, job *queue.JobRow, next queue.WorkFunc) error {
+	return t.work(ctx, &t.spans, job, next)
+}
+
+// work is WorkMiddleware keeping the span in spans.
+func (t *Telemetry) work(ctx context.Context, spans *attemptSpans, job *queue.JobRow, next queue.WorkFunc) error {
 	ctx, span := t.tracer.Start(ctx, SpanWork, t.consumer...)
 	defer span.End()
-	t.spans.put(job.ID, span.SpanContext()) // Listen measures the attempt's end in it
+	spans.put(job.ID, span.SpanContext()) // the listener measures the attempt's end in it
 	if span.IsRecording() {
 		// Set on the span (one copy), not passed to Start (two).
 		span.SetAttributes(
