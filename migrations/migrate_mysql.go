@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/jobqueue/jobqueue/internal/ddl"
 	"github.com/jobqueue/jobqueue/internal/engine"
 )
 
@@ -90,8 +91,11 @@ func discardConn(conn *sql.Conn) {
 	_ = conn.Raw(func(any) error { return driver.ErrBadConn })
 }
 
-// mysqlStatus is the version 2 status column on MySQL.
-const mysqlStatus = "ENUM('pending','in_progress','completed','failed','expired') COLLATE utf8mb4_bin NOT NULL DEFAULT 'pending'"
+// mysqlStatus is the version 2 status column on MySQL: ddl's ENUM of the
+// statuses, with the binary collation of the rest of the table.
+func mysqlStatus() string {
+	return ddl.StatusEnum() + " COLLATE utf8mb4_bin NOT NULL DEFAULT 'pending'"
+}
 
 // mysqlKept are the MySQL definitions of the columns both versions share
 // whose type or collation version 2 may define differently from a version 1
@@ -117,7 +121,7 @@ func (c *converter) mysqlAddColumns(ctx context.Context, ex execQueryer) error {
 	}
 	var clauses []string
 	if st := cols["status"]; !strings.Contains(st.Type, "'expired'") || (st.Collation != "" && st.Collation != "utf8mb4_bin") {
-		clauses = append(clauses, "MODIFY COLUMN status "+mysqlStatus)
+		clauses = append(clauses, "MODIFY COLUMN status "+mysqlStatus())
 	}
 	for _, k := range mysqlKept {
 		ci, ok := cols[k.name]

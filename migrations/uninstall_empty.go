@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -33,8 +34,9 @@ type JobsHeldError struct {
 	// Table is the table's name.
 	Table string
 	// Counts are the jobs per status, in the order of a job's life
-	// (pending, in_progress, completed, failed, expired; any other
-	// status after them), statuses without jobs left out.
+	// (pending, in_progress, completed, failed, expired, as
+	// queue.Statuses; any other status after them), statuses without
+	// jobs left out.
 	Counts []StatusCount
 }
 
@@ -139,16 +141,12 @@ func existingTables(ctx context.Context, q queryer, t engine.Table) ([]string, e
 	return out, nil
 }
 
-// statusRank is the place of status in a job's life, in which
-// JobsHeldError lists the counts; false for a status of no jobqueue
-// version.
+// statusRank is the place of status in a job's life (ddl.Statuses), in
+// which JobsHeldError lists the counts; false for a status of no
+// jobqueue version.
 func statusRank(status string) (int, bool) {
-	for i, s := range []string{"pending", "in_progress", "completed", "failed", "expired"} {
-		if s == status {
-			return i, true
-		}
-	}
-	return 0, false
+	i := slices.Index(ddl.Statuses(), status)
+	return i, i >= 0
 }
 
 // refuseHeldJobs counts the jobs of t per status: a *JobsHeldError when

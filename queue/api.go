@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/jobqueue/jobqueue/internal/ddl"
 	"github.com/jobqueue/jobqueue/internal/engine"
 	"github.com/jobqueue/jobqueue/internal/policy"
 )
@@ -72,9 +73,15 @@ const (
 )
 
 // Statuses returns every status, in the order of a job's life (a new
-// slice each time).
+// slice each time). The list is internal/ddl's, which the table's
+// definition (the MySQL ENUM) is built from too.
 func Statuses() []Status {
-	return []Status{StatusPending, StatusInProgress, StatusCompleted, StatusFailed, StatusExpired}
+	names := ddl.Statuses()
+	out := make([]Status, len(names))
+	for i, n := range names {
+		out[i] = Status(n)
+	}
+	return out
 }
 
 // RetryPolicy says how often a job is attempted and how long it waits

@@ -55,20 +55,6 @@ func badRequest(w http.ResponseWriter, err error) {
 	writeError(w, http.StatusBadRequest, err.Error())
 }
 
-// statsJSON is the five counts, in the shape of `jobqueue stats --json`.
-type statsJSON struct {
-	Pending    int64 `json:"pending"`
-	InProgress int64 `json:"in_progress"`
-	Completed  int64 `json:"completed"`
-	Failed     int64 `json:"failed"`
-	Expired    int64 `json:"expired"`
-}
-
-func toStatsJSON(m map[queue.Status]int64) statsJSON {
-	return statsJSON{m[queue.StatusPending], m[queue.StatusInProgress], m[queue.StatusCompleted],
-		m[queue.StatusFailed], m[queue.StatusExpired]}
-}
-
 func (h *handler) apiHealth(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
 	defer cancel()
@@ -92,7 +78,7 @@ func (h *handler) apiStats(w http.ResponseWriter, r *http.Request) {
 		h.serverError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, toStatsJSON(stats))
+	writeJSON(w, http.StatusOK, jobjson.Stats(stats))
 }
 
 // apiOverview answers GET /api/overview with what the overview page shows.

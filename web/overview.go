@@ -100,7 +100,7 @@ func dueBefore(a, b *queue.JobRow) bool {
 // overviewJSON is the answer of GET /api/overview.
 type overviewJSON struct {
 	CountLimit     int64         `json:"count_limit"`
-	Totals         statsJSON     `json:"totals"`
+	Totals         jobjson.Stats `json:"totals"`
 	TotalsCapped   []string      `json:"totals_capped"`
 	Types          []typeJSON    `json:"types"`
 	MoreTypes      bool          `json:"more_types"`
@@ -110,9 +110,9 @@ type overviewJSON struct {
 }
 
 type typeJSON struct {
-	Type      string      `json:"type"`
-	Counts    statsJSON   `json:"counts"`
-	OldestDue *oldestJSON `json:"oldest_due"`
+	Type      string        `json:"type"`
+	Counts    jobjson.Stats `json:"counts"`
+	OldestDue *oldestJSON   `json:"oldest_due"`
 }
 
 // oldestJSON is the oldest due pending job: its id, when it was due and
@@ -133,7 +133,7 @@ func (ov *overview) oldest(j *queue.JobRow) *oldestJSON {
 func (ov *overview) json(hidePayloads bool) overviewJSON {
 	out := overviewJSON{
 		CountLimit:     ov.CountLimit,
-		Totals:         toStatsJSON(ov.Totals),
+		Totals:         jobjson.Stats(ov.Totals),
 		TotalsCapped:   []string{},
 		Types:          make([]typeJSON, 0, len(ov.Types)),
 		MoreTypes:      ov.MoreTypes,
@@ -147,7 +147,7 @@ func (ov *overview) json(hidePayloads bool) overviewJSON {
 		}
 	}
 	for _, t := range ov.Types {
-		out.Types = append(out.Types, typeJSON{Type: t.Type, Counts: toStatsJSON(t.Counts), OldestDue: ov.oldest(t.OldestDue)})
+		out.Types = append(out.Types, typeJSON{Type: t.Type, Counts: jobjson.Stats(t.Counts), OldestDue: ov.oldest(t.OldestDue)})
 	}
 	for _, j := range ov.Failures {
 		jj := jobjson.From(j)

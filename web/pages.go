@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"sort"
 	"strconv"
+	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -208,7 +209,7 @@ func (h *handler) listFilter(v url.Values) (jobsFilter, error) {
 	if s := v.Get("status"); s != "" {
 		f.Status = queue.Status(s)
 		if !validStatus(f.Status) {
-			return f, fmt.Errorf("unknown status %q: use one of pending, in_progress, completed, failed, expired", s)
+			return f, fmt.Errorf("unknown status %q: use one of %s", s, statusNames())
 		}
 	}
 	var err error
@@ -272,4 +273,15 @@ func validStatus(s queue.Status) bool {
 		}
 	}
 	return false
+}
+
+// statusNames is every status, in the order of a job's life, joined by
+// ", " (for messages).
+func statusNames() string {
+	statuses := queue.Statuses()
+	names := make([]string, len(statuses))
+	for i, st := range statuses {
+		names[i] = string(st)
+	}
+	return strings.Join(names, ", ")
 }

@@ -25,20 +25,11 @@ func writeJSON(w io.Writer, v any) error {
 	return enc.Encode(v)
 }
 
-// writeStats prints counts per status, as JSON (exactly the five keys) or
-// as text.
+// writeStats prints counts per status, as JSON (exactly one key per
+// status, jobjson.Stats) or as text.
 func writeStats(w io.Writer, stats map[queue.Status]int64, asJSON bool) error {
 	if asJSON {
-		return writeJSON(w, struct {
-			Pending    int64 `json:"pending"`
-			InProgress int64 `json:"in_progress"`
-			Completed  int64 `json:"completed"`
-			Failed     int64 `json:"failed"`
-			Expired    int64 `json:"expired"`
-		}{
-			stats[queue.StatusPending], stats[queue.StatusInProgress], stats[queue.StatusCompleted],
-			stats[queue.StatusFailed], stats[queue.StatusExpired],
-		})
+		return writeJSON(w, jobjson.Stats(stats))
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	var total int64
@@ -94,6 +85,21 @@ func shorten(s string, n int) string {
 		return s
 	}
 	return string(r[:n-1]) + "…"
+}
+
+// statusList is every status, in the order of a job's life
+// (queue.Statuses), joined by sep, the last two by last:
+// statusList(", ", " or ") is "pending, in_progress, … failed or expired".
+func statusList(sep, last string) string {
+	statuses := queue.Statuses()
+	names := make([]string, len(statuses))
+	for i, s := range statuses {
+		names[i] = string(s)
+	}
+	if len(names) < 2 {
+		return strings.Join(names, sep)
+	}
+	return strings.Join(names[:len(names)-1], sep) + last + names[len(names)-1]
 }
 
 // jobCount is n jobs in words: "1 job", "3 jobs".

@@ -17,7 +17,7 @@ func (a *app) statsCommand() *cobra.Command {
 		Use:   "stats [--type T] [--json]",
 		Short: "Count jobs per status",
 		Long: `stats counts the jobs of the table (or of one --type) per status. With --json it
-prints {"pending":0,"in_progress":0,"completed":0,"failed":0,"expired":0}.`,
+prints {"` + statusList(`":0,"`, `":0,"`) + `":0}.`,
 		Args: cobra.NoArgs,
 		RunE: runE(func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
@@ -44,14 +44,14 @@ func (a *app) listCommand() *cobra.Command {
 		Use:   "list [--status S] [--type T] [--name K] [--limit N] [--after-id ID] [--json]",
 		Short: "List jobs, newest first",
 		Long: `list prints the newest jobs of the table, optionally of one --status
-(pending, in_progress, completed, failed, expired), one --type and one kind
+(` + statusList(", ", ", ") + `), one --type and one kind
 (--name). It prints at most --limit jobs (1 to 100000); for the next page, pass
 the last id printed as --after-id, which lists only older jobs. With --json it
 prints a JSON array of jobs whose keys are the table's column names.`,
 		Args: cobra.NoArgs,
 		RunE: runE(func(cmd *cobra.Command, args []string) error {
 			if status != "" && !slices.Contains(queue.Statuses(), queue.Status(status)) {
-				return usagef("--status %q is not a status; use pending, in_progress, completed, failed or expired", status)
+				return usagef("--status %q is not a status; use %s", status, statusList(", ", " or "))
 			}
 			if limit < 1 || limit > queue.MaxListLimit {
 				return usagef("--limit %d is out of range; use 1 to %d", limit, queue.MaxListLimit)

@@ -94,7 +94,7 @@ func Columns() []Column {
 		{"name", "VARCHAR(255) NOT NULL", "VARCHAR(255) NOT NULL", "VARCHAR(255) NOT NULL"},
 		{"type", "VARCHAR(64) NOT NULL DEFAULT 'default'", "VARCHAR(64) NOT NULL DEFAULT 'default'", "VARCHAR(64) NOT NULL DEFAULT 'default'"},
 		{"payload", "JSONB NOT NULL", "JSON NOT NULL", "TEXT NOT NULL"},
-		{"status", "VARCHAR(20) NOT NULL DEFAULT 'pending'", "ENUM('pending','in_progress','completed','failed','expired') NOT NULL DEFAULT 'pending'", "VARCHAR(20) NOT NULL DEFAULT 'pending'"},
+		{"status", "VARCHAR(20) NOT NULL DEFAULT 'pending'", StatusEnum() + " NOT NULL DEFAULT 'pending'", "VARCHAR(20) NOT NULL DEFAULT 'pending'"},
 		{"attempts", "INT NOT NULL DEFAULT 0", "INT UNSIGNED NOT NULL DEFAULT 0", "INTEGER NOT NULL DEFAULT 0"},
 		{"claim_token", "VARCHAR(64) NULL", "VARCHAR(64) NULL", "VARCHAR(64)"},
 		{"lease_until", "TIMESTAMP NULL", "DATETIME NULL", "DATETIME"},

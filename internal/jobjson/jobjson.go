@@ -1,7 +1,8 @@
 // Package jobjson is a job as JSON, the one shape that `jobqueue show
 // --json`, `jobqueue list --json` and the dashboard's API give: the keys are
 // the table's column names, times are RFC 3339 in UTC or null, the delays
-// are seconds as the table stores them, and the payload is JSON.
+// are seconds as the table stores them, and the payload is JSON. Stats
+// (stats.go) is likewise the one shape of the counts per status.
 package jobjson
 
 import (
