@@ -15,6 +15,9 @@ type Option func(*options) error
 type options struct {
 	// kind is the engine named with WithEngine; "" detects it.
 	kind engine.Kind
+	// report, set by WithReport, is filled by Uninstall and
+	// UninstallEmpty with what they dropped.
+	report *UninstallReport
 }
 
 // WithEngine names the engine db talks to: "postgres", "mysql" (also for

@@ -18,7 +18,10 @@ import (
 // defines (the goose file's Down drops the same), whatever jobs the table
 // holds, of version 2 or 1: check first that it is the table you mean. It
 // is what `jobqueue bench` uses to start from a fresh table, and `jobqueue
-// uninstall`. The engine is found as Install finds it (WithEngine names it).
+// uninstall --force`. The engine is found as Install finds it (WithEngine
+// names it). Given WithReport, it says whether the table existed and how
+// many jobs of each status it deleted, counted under a lock that every
+// enqueue waits for (as UninstallEmpty's), so the figure is exact.
 //
 // It refuses, dropping nothing, a table of the name that is not a jobqueue
 // table, a view of the name, and a side table's name (<table>_<suffix>) held by a table that is
@@ -43,12 +46,20 @@ func Uninstall(ctx context.Context, db *sql.DB, table string, opts ...Option) er
 
 // uninstall is Uninstall, and with empty UninstallEmpty.
 func uninstall(ctx context.Context, db *sql.DB, table string, empty bool, opts []Option) error {
+	o, err := applyOptions(opts)
+	if err != nil {
+		return err
+	}
 	t, err := tableFor(db, table, opts)
 	if err != nil {
 		return err
 	}
+	var report *UninstallReport
+	if empty || o.report != nil {
+		report = &UninstallReport{}
+	}
 	err = runGoose(ctx, db, t.Kind, func(ctx context.Context, ex execQueryer) error {
-		return dropTable(ctx, ex, t, empty)
+		return dropTable(ctx, ex, t, empty, report)
 	})
 	var again *RunAgainError
 	if errors.As(err, &again) {
@@ -56,6 +67,9 @@ func uninstall(ctx context.Context, db *sql.DB, table string, empty bool, opts [
 	}
 	if err != nil {
 		return fmt.Errorf("uninstall table %s: %w", t.Name, err)
+	}
+	if o.report != nil {
+		*o.report = *report
 	}
 	return nil
 }
@@ -70,19 +84,22 @@ func uninstallAgain(t engine.Table, err error, left, then string) *RunAgainError
 // dropTable drops the jobs table t and its side objects through ex (goose's
 // transaction on PostgreSQL and SQLite; on MySQL one session, as in
 // ensureTable), under the table's lock, after the checks Uninstall
-// describes (uninstallable). With empty, it first locks the table against
-// every write and refuses, dropping nothing, when it holds jobs
-// (lockEmpty): the count and the drops run under that one lock.
-func dropTable(ctx context.Context, ex execQueryer, t engine.Table, empty bool) error {
+// describes (uninstallable). With a report to fill (UninstallEmpty always
+// has one), it first locks the table against every write (lockWrites)
+// and counts its jobs: with empty, it refuses, dropping nothing, when
+// there are any. The count and the drops run under that one lock, so the
+// count is what the drops delete; report is filled once they are done.
+func dropTable(ctx context.Context, ex execQueryer, t engine.Table, empty bool, report *UninstallReport) error {
 	return underTableLock(ctx, ex, t, func(ctx context.Context, ex execQueryer) (err error) {
 		st, err := uninstallable(ctx, ex, t)
 		if err != nil {
 			return err
 		}
 		stmts := dropStatements(t)
-		if empty && st != tableMissing {
+		var counts []StatusCount
+		if report != nil && st != tableMissing {
 			var unlock func() error
-			stmts, unlock, err = lockEmpty(ctx, ex, t, stmts)
+			stmts, unlock, err = lockWrites(ctx, ex, t, stmts)
 			if unlock != nil {
 				defer func() {
 					if uerr := unlock(); uerr != nil && err == nil {
@@ -92,6 +109,12 @@ func dropTable(ctx context.Context, ex execQueryer, t engine.Table, empty bool) 
 			}
 			if err != nil {
 				return err
+			}
+			if counts, err = countJobs(ctx, ex, t); err != nil {
+				return err
+			}
+			if empty && len(counts) > 0 {
+				return &JobsHeldError{Table: t.Name, Counts: counts}
 			}
 		}
 		left, then := "nothing was dropped (one transaction)", ""
@@ -104,6 +127,9 @@ func dropTable(ctx context.Context, ex execQueryer, t engine.Table, empty bool) 
 				// to connect to the primary, before the advice to run again.
 				return uninstallAgain(t, fmt.Errorf("%s: %w", s, engine.ExplainReadOnly(err)), left, then)
 			}
+		}
+		if report != nil {
+			*report = UninstallReport{Table: t.Name, Missing: st == tableMissing, Counts: counts}
 		}
 		return nil
 	})

@@ -52,18 +52,24 @@ type StatusCount struct {
 func (c StatusCount) String() string { return fmt.Sprintf("%d %s", c.Jobs, c.Status) }
 
 // Total is the number of jobs the table holds.
-func (e *JobsHeldError) Total() int64 {
+func (e *JobsHeldError) Total() int64 { return totalJobs(e.Counts) }
+
+// Summary is the counts joined, say "2 pending, 1 failed".
+func (e *JobsHeldError) Summary() string { return summary(e.Counts) }
+
+// totalJobs is the number of jobs counts counts.
+func totalJobs(counts []StatusCount) int64 {
 	var n int64
-	for _, c := range e.Counts {
+	for _, c := range counts {
 		n += c.Jobs
 	}
 	return n
 }
 
-// Summary is the counts joined, say "2 pending, 1 failed".
-func (e *JobsHeldError) Summary() string {
-	parts := make([]string, len(e.Counts))
-	for i, c := range e.Counts {
+// summary is counts joined, say "2 pending, 1 failed" ("" for none).
+func summary(counts []StatusCount) string {
+	parts := make([]string, len(counts))
+	for i, c := range counts {
 		parts[i] = c.String()
 	}
 	return strings.Join(parts, ", ")
@@ -78,19 +84,19 @@ func (e *JobsHeldError) Error() string {
 // Is makes errors.Is(err, ErrTableHoldsJobs) true.
 func (e *JobsHeldError) Is(target error) bool { return target == ErrTableHoldsJobs }
 
-// lockEmpty locks the existing jobs table t (whose drop statements are
-// stmts) against every write until the drops are done, then counts its
-// jobs: a *JobsHeldError when there are any. It returns the statements to
-// run under the lock (on MySQL, a DROP TABLE of the locked tables only:
-// a table not named by LOCK TABLES may not be named at all), and the
-// lock's release (nil when none is needed: the transaction's end releases
-// it).
-func lockEmpty(ctx context.Context, ex execQueryer, t engine.Table, stmts []string) ([]string, func() error, error) {
+// lockWrites locks the existing jobs table t (whose drop statements are
+// stmts) against every write until the drops are done, so that a count
+// of its jobs (countJobs) taken under it is what the drops delete. It
+// returns the statements to run under the lock (on MySQL, a DROP TABLE of
+// the locked tables only: a table not named by LOCK TABLES may not be
+// named at all), and the lock's release (nil when none is needed: the
+// transaction's end releases it).
+func lockWrites(ctx context.Context, ex execQueryer, t engine.Table, stmts []string) ([]string, func() error, error) {
 	var unlock func() error
 	switch t.Kind {
 	case engine.Postgres:
 		if _, err := ex.ExecContext(ctx, "LOCK TABLE "+t.Quoted()+" IN ACCESS EXCLUSIVE MODE"); err != nil {
-			return nil, nil, fmt.Errorf("uninstall table %s: lock it: %w", t.Name, err)
+			return nil, nil, lockFailed(t, "lock it", err)
 		}
 	case engine.MySQL:
 		tables, err := existingTables(ctx, ex, t)
@@ -102,7 +108,7 @@ func lockEmpty(ctx context.Context, ex execQueryer, t engine.Table, stmts []stri
 			locks[i] = tb + " WRITE"
 		}
 		if _, err := ex.ExecContext(ctx, "LOCK TABLES "+strings.Join(locks, ", ")); err != nil {
-			return nil, nil, fmt.Errorf("uninstall table %s: lock its tables: %w", t.Name, err)
+			return nil, nil, lockFailed(t, "lock its tables", err)
 		}
 		unlock = func() error {
 			_, err := ex.ExecContext(context.WithoutCancel(ctx), "UNLOCK TABLES")
@@ -113,13 +119,18 @@ func lockEmpty(ctx context.Context, ex execQueryer, t engine.Table, stmts []stri
 		// A write that changes nothing takes the database's write lock
 		// (as BEGIN IMMEDIATE would) before the count.
 		if _, err := ex.ExecContext(ctx, "DELETE FROM "+t.Quoted()+" WHERE 1 = 0"); err != nil {
-			return nil, nil, fmt.Errorf("uninstall table %s: take the write lock: %w", t.Name, err)
+			return nil, nil, lockFailed(t, "take the write lock", err)
 		}
 	}
-	if err := refuseHeldJobs(ctx, ex, t); err != nil {
-		return nil, unlock, err
-	}
 	return stmts, unlock, nil
+}
+
+// lockFailed is the error of lockWrites when its lock statement (what
+// says what it was for) failed with err: nothing was dropped, and the
+// uninstall can run again once the cause is fixed (a read-only
+// connection's refusal says first to connect to the primary).
+func lockFailed(t engine.Table, what string, err error) *RunAgainError {
+	return uninstallAgain(t, fmt.Errorf("%s: %w", what, engine.ExplainReadOnly(err)), "nothing was dropped", "")
 }
 
 // existingTables are the quoted names of the tables of t (the jobs table
@@ -149,12 +160,12 @@ func statusRank(status string) (int, bool) {
 	return i, i >= 0
 }
 
-// refuseHeldJobs counts the jobs of t per status: a *JobsHeldError when
-// there are any.
-func refuseHeldJobs(ctx context.Context, q queryer, t engine.Table) error {
+// countJobs counts the jobs of t per status, in the order of
+// JobsHeldError's Counts; none (nil) for an empty table.
+func countJobs(ctx context.Context, q queryer, t engine.Table) ([]StatusCount, error) {
 	rows, err := q.QueryContext(ctx, "SELECT status, COUNT(*) FROM "+t.Quoted()+" GROUP BY status")
 	if err != nil {
-		return fmt.Errorf("uninstall table %s: count its jobs: %w", t.Name, err)
+		return nil, fmt.Errorf("uninstall table %s: count its jobs: %w", t.Name, err)
 	}
 	defer rows.Close()
 	var counts []StatusCount
@@ -162,7 +173,7 @@ func refuseHeldJobs(ctx context.Context, q queryer, t engine.Table) error {
 		var st sql.NullString
 		var c StatusCount
 		if err := rows.Scan(&st, &c.Jobs); err != nil {
-			return fmt.Errorf("uninstall table %s: count its jobs: %w", t.Name, err)
+			return nil, fmt.Errorf("uninstall table %s: count its jobs: %w", t.Name, err)
 		}
 		c.Status = st.String
 		if !st.Valid {
@@ -171,10 +182,7 @@ func refuseHeldJobs(ctx context.Context, q queryer, t engine.Table) error {
 		counts = append(counts, c)
 	}
 	if err := rows.Err(); err != nil {
-		return fmt.Errorf("uninstall table %s: count its jobs: %w", t.Name, err)
-	}
-	if len(counts) == 0 {
-		return nil
+		return nil, fmt.Errorf("uninstall table %s: count its jobs: %w", t.Name, err)
 	}
 	sort.Slice(counts, func(i, j int) bool {
 		oi, iKnown := statusRank(counts[i].Status)
@@ -187,5 +195,5 @@ func refuseHeldJobs(ctx context.Context, q queryer, t engine.Table) error {
 		}
 		return counts[i].Status < counts[j].Status
 	})
-	return &JobsHeldError{Table: t.Name, Counts: counts}
+	return counts, nil
 }

@@ -5,12 +5,10 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"strings"
 
 	"github.com/spf13/cobra"
 
 	"github.com/jobqueue/jobqueue/migrations"
-	"github.com/jobqueue/jobqueue/queue"
 )
 
 func (a *app) installCommand() *cobra.Command {
@@ -95,7 +93,9 @@ func (a *app) uninstallCommand() *cobra.Command {
 that holds jobs is refused unless --force is given, and then EVERY JOB IN IT IS
 DELETED: stop the workers and producers that use it first. Without --force the
 jobs are counted and the table dropped under one lock that enqueues wait for,
-so a job enqueued meanwhile is counted (and the table kept), never dropped. A version 1 table
+so a job enqueued meanwhile is counted (and the table kept), never dropped;
+with --force the jobs it says were deleted are counted under that lock too,
+so the figure is exact. A version 1 table
 is refused unless --force, too. A table of the name that is not a jobqueue
 table is never dropped. When the table is missing, what is left of its side
 tables is dropped.`,
@@ -107,21 +107,22 @@ tables is dropped.`,
 				return err
 			}
 			defer db.Close()
-			jobs, err := a.uninstallable(ctx, db, name, force)
-			if err != nil {
+			if err := uninstallable(ctx, db, name, force); err != nil {
 				return err
 			}
-			// Without --force the jobs are counted again, and the
-			// table dropped, under one lock that enqueues wait for:
-			// a job enqueued since the count above is never dropped.
+			// The jobs are counted, and the table dropped, under one
+			// lock that enqueues wait for: without --force a job
+			// enqueued meanwhile is counted and the table kept, with
+			// --force the figure printed is what was deleted.
+			var dropped migrations.UninstallReport
 			drop := migrations.Uninstall
 			if !force {
 				drop = migrations.UninstallEmpty
 			}
-			if err := drop(ctx, db, name); err != nil {
+			if err := drop(ctx, db, name, migrations.WithReport(&dropped)); err != nil {
 				var held *migrations.JobsHeldError
 				if errors.As(err, &held) {
-					return heldError(name, held.Total(), held.Summary())
+					return heldError(name, held)
 				}
 				again := "jobqueue uninstall --table " + name
 				if force {
@@ -129,10 +130,10 @@ tables is dropped.`,
 				}
 				return runAgain(err, again)
 			}
-			if jobs == "" {
+			if dropped.Missing {
 				fmt.Fprintf(a.out, "table %s was not installed (%s); nothing of it is left\n", name, k)
 			} else {
-				fmt.Fprintf(a.out, "table %s is uninstalled (%s); %s deleted with it\n", name, k, jobs)
+				fmt.Fprintf(a.out, "table %s is uninstalled (%s); %s deleted with it\n", name, k, jobCount(dropped.Total()))
 			}
 			return nil
 		}),
@@ -141,50 +142,30 @@ tables is dropped.`,
 	return cmd
 }
 
-// uninstallable tells whether uninstall may drop the table name: it
-// returns what jobs go with it ("" when the table is missing), or why it
-// may not: a table that holds jobs, or is version 1, without force; a table
-// that is not a jobqueue table, even with force.
-func (a *app) uninstallable(ctx context.Context, db *sql.DB, name string, force bool) (string, error) {
+// uninstallable tells why uninstall may not drop the table name, or nil:
+// a version 1 table without force; a table that is not a jobqueue table,
+// even with force. (Whether it holds jobs is counted by the drop itself,
+// under its lock.)
+func uninstallable(ctx context.Context, db *sql.DB, name string, force bool) error {
 	err := migrations.Check(ctx, db, name)
 	switch {
 	case errors.Is(err, migrations.ErrTableMissing):
-		return "", nil
+		return nil
 	case errors.Is(err, migrations.ErrOutdatedTable):
 		if !force {
-			return "", fmt.Errorf("table %s is a version 1 (or partly migrated) jobqueue table; uninstall would delete its jobs with it: pass --force to drop it anyway (or convert it with 'jobqueue migrate')", name)
+			return fmt.Errorf("table %s is a version 1 (or partly migrated) jobqueue table; uninstall would delete its jobs with it: pass --force to drop it anyway (or convert it with 'jobqueue migrate')", name)
 		}
-		return "its jobs (a version 1 table: not counted)", nil
+		return nil
 	case err != nil:
-		return "", explainTableError(err, name)
+		return explainTableError(err, name)
 	}
-	q, err := a.newQueue(ctx, db, name)
-	if err != nil {
-		return "", explainTableError(err, name)
-	}
-	defer q.Close()
-	stats, err := q.Stats(ctx, "")
-	if err != nil {
-		return "", err
-	}
-	var total int64
-	var held []string
-	for _, st := range queue.Statuses() {
-		if n := stats[st]; n > 0 {
-			total += n
-			held = append(held, fmt.Sprintf("%d %s", n, st))
-		}
-	}
-	if total > 0 && !force {
-		return "", heldError(name, total, strings.Join(held, ", "))
-	}
-	return fmt.Sprintf("%d jobs", total), nil
+	return nil
 }
 
 // heldError is uninstall's refusal, without --force, of the table name
-// holding total jobs (summary says of which statuses).
-func heldError(name string, total int64, summary string) error {
-	return fmt.Errorf("table %s holds %s (%s); uninstall would delete them with it: stop the workers and producers that use it, then pass --force", name, jobCount(total), summary)
+// holding the jobs held counts.
+func heldError(name string, held *migrations.JobsHeldError) error {
+	return fmt.Errorf("table %s holds %s (%s); uninstall would delete them with it: stop the workers and producers that use it, then pass --force", name, jobCount(held.Total()), held.Summary())
 }
 
 // runAgain gives err, when it advises to run a call of the migrations

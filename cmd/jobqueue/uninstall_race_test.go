@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -63,6 +64,63 @@ func TestUninstallKeepsJobEnqueuedMeanwhile(t *testing.T) {
 		assertOneLineError(t, r, exitFailure, "holds 1 job (1 pending)", "--force")
 		if _, err := q.Get(ctx, id); err != nil {
 			t.Fatalf("the job enqueued during the uninstall: %v; want it kept", err)
+		}
+	})
+}
+
+// TestUninstallForceCountsJobEnqueuedMeanwhile: `jobqueue uninstall
+// --force` of an empty table while a producer's transaction is enqueueing
+// a job in it: the uninstall waits for that transaction, then deletes the
+// job with the table and says so ("1 job deleted"). It counted the jobs
+// first, outside any lock, and printed "0 jobs deleted" for a table it
+// dropped with a job in it.
+//
+// On PostgreSQL and MySQL the test commits once the uninstall is seen
+// waiting for the table's lock (after the count outside the lock, before
+// the fix); on SQLite a connection waiting for the write lock cannot be
+// seen, so it commits at once, which shows only that the figure is right
+// there whenever the uninstall runs.
+func TestUninstallForceCountsJobEnqueuedMeanwhile(t *testing.T) {
+	t.Parallel()
+	testdb.ForEachEngine(t, func(t *testing.T, e *testdb.Env) {
+		ctx := context.Background()
+		c := cli{db: e.URL, table: e.Table(t)}
+		c.ok(t, "install")
+		q, err := queue.New(e.DB, queue.WithTable(c.table), queue.WithLogger(testdb.QuietLogger()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer q.Close()
+		tx, err := e.DB.BeginTx(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer tx.Rollback()
+		if _, err := q.EnqueueTx(ctx, tx, noArgs{}); err != nil {
+			t.Fatal(err)
+		}
+		var r result
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			r = c.run(t, "uninstall", "--force")
+		}()
+		if waiting := lockWaiters(t, e, c.table); waiting != nil {
+			testwait.For(t, time.Minute, 10*time.Millisecond, "the uninstall to wait for the table's lock", waiting)
+		}
+		if err := tx.Commit(); err != nil {
+			t.Fatal(err)
+		}
+		<-done
+		if r.code != 0 {
+			t.Fatalf("uninstall --force: exit %d, stderr %q", r.code, r.stderr)
+		}
+		if want := "is uninstalled (" + string(e.Kind) + "); 1 job deleted with it"; !strings.Contains(r.stdout, want) {
+			t.Errorf("uninstall --force printed %q, want it to contain %q (the job enqueued meanwhile, deleted with the table)", r.stdout, want)
+		}
+		tbl := parseTable(t, e.Kind, c.table)
+		if _, err := e.DB.ExecContext(ctx, "SELECT 1 FROM "+tbl.Quoted()+" WHERE 1 = 0"); err == nil {
+			t.Error("the table is still there after uninstall --force")
 		}
 	})
 }
