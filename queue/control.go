@@ -75,6 +75,12 @@ func (q *Queue) CancelMany(ctx context.Context, ids []int64) ([]IDResult, error)
 		}
 		return done, others, err
 	}, func(id int64, st Status) error {
+		if st == StatusPending || st == StatusInProgress {
+			// The statement ends every pending and in_progress job among
+			// the ids, so this one had finished then; it was made live
+			// again (Retry) before its status was read.
+			return fmt.Errorf("%w: job %d had finished and was left unchanged, but it is %s now (retried meanwhile); cancel it again to stop it", ErrJobFinished, id, st)
+		}
 		return fmt.Errorf("%w: job %d is %s and was left unchanged; only pending and in_progress jobs can be cancelled", ErrJobFinished, id, st)
 	})
 	if len(cancelled) > 0 {
