@@ -102,11 +102,10 @@
     flashTimer = setTimeout(function () { flash.hidden = true; }, bad ? 12000 : 5000);
   }
 
-  // confirmDelete asks in the page's dialog; it answers from the button
-  // pressed (or Escape), never from a close event that an earlier dialog
-  // may still have queued.
-  function confirmDelete(n) {
-    var text = "Delete " + n + " job" + (n === 1 ? "" : "s") + "? This cannot be undone.";
+  // confirmAction asks in the page's dialog, whose confirming button says
+  // label; it answers from the button pressed (or Escape), never from a
+  // close event that an earlier dialog may still have queued.
+  function confirmAction(text, label) {
     return new Promise(function (resolve) {
       if (!dialog || typeof dialog.showModal !== "function") {
         resolve(window.confirm(text));
@@ -124,12 +123,17 @@
       function yes(ev) { ev.preventDefault(); finish(true); }
       function no(ev) { ev.preventDefault(); finish(false); }
       document.getElementById("confirm-text").textContent = text;
+      yesBtn.textContent = label;
       yesBtn.addEventListener("click", yes);
       noBtn.addEventListener("click", no);
       dialog.addEventListener("cancel", no);
       dialog.showModal();
       noBtn.focus();
     });
+  }
+
+  function confirmDelete(n) {
+    return confirmAction("Delete " + n + " job" + (n === 1 ? "" : "s") + "? This cannot be undone.", "Delete");
   }
 
   function post(path, body) {
@@ -197,7 +201,12 @@
     var form = ev.target.closest("form[data-maint]");
     if (!form) return;
     ev.preventDefault();
-    maintain(form.dataset.maint, { older_than: form.elements.older_than.value }, form.querySelector("button"));
+    // Prune deletes jobs, so it asks first, as a delete does.
+    var age = form.elements.older_than.value;
+    confirmAction("Delete every completed, failed and expired job that finished more than " + age +
+      " ago? This cannot be undone.", "Prune").then(function (ok) {
+      if (ok) maintain(form.dataset.maint, { older_than: age }, form.querySelector("button"));
+    });
   });
 
   updateSelection();
