@@ -188,7 +188,7 @@ var (
 	// ErrLeaseLost: the attempt no longer holds its job (its lease ran out and
 	// the job was reclaimed, retried or deleted); nothing was changed.
 	ErrLeaseLost = errors.New("jobqueue: lease lost")
-	// ErrJobNotFound: Get, Cancel or Delete found no job with the id (it
+	// ErrJobNotFound: Get, Cancel, Delete or RetryMany found no job with the id (it
 	// never existed, or was pruned or deleted). Retry returns false for
 	// such an id; Get's error then says why, in the same words.
 	ErrJobNotFound = errors.New("jobqueue: job not found")

@@ -102,6 +102,37 @@ func ExampleQueue_Delete() {
 	// true
 }
 
+// ExampleQueue_RetryMany runs failed jobs again, a result per id: a
+// job that is not failed or expired, or a missing id, is told apart.
+func ExampleQueue_RetryMany() {
+	ctx := context.Background()
+	q, done := exampleQueue(ctx)
+	defer done()
+
+	var ids []int64
+	for _, to := range []string{"ada@example.com", "grace@example.com"} {
+		id, err := q.Enqueue(ctx, SendEmail{To: to})
+		if err != nil {
+			log.Fatal(err)
+		}
+		ids = append(ids, id)
+	}
+	if err := q.Cancel(ctx, ids[0]); err != nil { // failed, "cancelled"
+		log.Fatal(err)
+	}
+	res, err := q.RetryMany(ctx, []int64{ids[0], ids[1], 999})
+	if err != nil {
+		log.Fatal(err)
+	}
+	for _, r := range res {
+		fmt.Println(r.ID, r.Err == nil, errors.Is(r.Err, queue.ErrNotRetryable), errors.Is(r.Err, queue.ErrJobNotFound))
+	}
+	// Output:
+	// 1 true false false
+	// 2 false true false
+	// 999 false false true
+}
+
 // ExampleUniqueKey enqueues a job once per key: while it is pending or
 // running, another enqueue with the key writes nothing and returns the
 // existing job's id with an error wrapping ErrDuplicate.

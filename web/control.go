@@ -2,24 +2,29 @@ package web
 
 import (
 	"context"
+	"fmt"
 	"strings"
 
 	"github.com/jobqueue/jobqueue/queue"
 )
 
-// control cancels or deletes jobs, in batches (queue.CancelMany,
-// DeleteMany), with a result per id.
-func (h *handler) control(ctx context.Context, a Action, ids []int64) ([]idResult, error) {
-	var res []queue.IDResult
-	var err error
-	if a == ActionCancel {
-		res, err = h.q.CancelMany(ctx, ids)
-	} else {
-		res, err = h.q.DeleteMany(ctx, ids)
+// act runs action a (retry, cancel or delete) on the jobs ids, through the
+// queue's bulk form (queue.RetryMany, CancelMany, DeleteMany), and returns
+// a result per id, in order. An error is one of the database: the results
+// then cover the ids done before it, which stay done.
+func (h *handler) act(ctx context.Context, a Action, ids []int64) ([]idResult, error) {
+	var op func(context.Context, []int64) ([]queue.IDResult, error)
+	switch a {
+	case ActionRetry:
+		op = h.q.RetryMany
+	case ActionCancel:
+		op = h.q.CancelMany
+	case ActionDelete:
+		op = h.q.DeleteMany
+	default:
+		return nil, fmt.Errorf("web: unknown action %q", a)
 	}
-	if err != nil {
-		return nil, err
-	}
+	res, err := op(ctx, ids)
 	out := make([]idResult, 0, len(res))
 	for _, r := range res {
 		x := idResult{ID: r.ID, OK: r.Err == nil}
@@ -28,7 +33,7 @@ func (h *handler) control(ctx context.Context, a Action, ids []int64) ([]idResul
 		}
 		out = append(out, x)
 	}
-	return out, nil
+	return out, err
 }
 
 // resultText is the text of an id's error in an action's result: the

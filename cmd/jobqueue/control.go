@@ -20,7 +20,7 @@ command's whole process group. A job that already finished is left as it is.
 
 It prints a line per id and exits 1 if any id could not be cancelled (the
 others are cancelled all the same).`,
-		"cancelled", (*queue.Queue).CancelMany)
+		"cancelled", "job %d cancelled", (*queue.Queue).CancelMany)
 }
 
 func (a *app) deleteCommand() *cobra.Command {
@@ -31,13 +31,27 @@ ID').
 
 It prints a line per id and exits 1 if any id could not be deleted (the
 others are deleted all the same).`,
-		"deleted", (*queue.Queue).DeleteMany)
+		"deleted", "job %d deleted", (*queue.Queue).DeleteMany)
+}
+
+func (a *app) retryCommand() *cobra.Command {
+	return a.controlCommand("retry", "Put failed or expired jobs back to pending, to run now",
+		`retry puts each failed or expired job given back to pending, to run now,
+with its attempts reset and its error cleared. A deadline that has passed is
+cleared too (else the job would expire again); one still ahead is kept. A job
+in any other status, a missing id, or a job whose unique key another live job
+holds now is refused and left as it is.
+
+It prints a line per id and exits 1 if any id could not be retried (the
+others are retried all the same).`,
+		"retried", "job %d is pending again", (*queue.Queue).RetryMany)
 }
 
 // controlCommand is a command that applies a bulk action to the job ids
-// given as arguments and prints a line per id: "job N <done>" on stdout, or
-// the id's error on stderr.
-func (a *app) controlCommand(name, short, long, done string, op func(*queue.Queue, context.Context, []int64) ([]queue.IDResult, error)) *cobra.Command {
+// given as arguments and prints a line per id: okLine with the id on
+// stdout, or the id's error on stderr; done names the action in the past
+// tense for the summary of the ids not done.
+func (a *app) controlCommand(name, short, long, done, okLine string, op func(*queue.Queue, context.Context, []int64) ([]queue.IDResult, error)) *cobra.Command {
 	return &cobra.Command{
 		Use:     name + " ID [ID…]",
 		Short:   short,
@@ -67,7 +81,7 @@ func (a *app) controlCommand(name, short, long, done string, op func(*queue.Queu
 						fmt.Fprintln(a.err, "jobqueue: "+errorText(r.Err))
 						continue
 					}
-					fmt.Fprintf(a.out, "job %d %s\n", r.ID, done)
+					fmt.Fprintf(a.out, okLine+"\n", r.ID)
 				}
 				if err != nil {
 					return err

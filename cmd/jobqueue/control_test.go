@@ -142,3 +142,32 @@ func TestEnqueueUniqueCLI(t *testing.T) {
 		assertStats(t, c, "", map[string]int64{"pending": 3})
 	})
 }
+
+// TestRetryManyCLI: `retry` takes many ids, as cancel and delete do: a
+// line per id, the failed ones pending again, the others told on stderr
+// (a pending job, a missing id), exit 1, and a bad id a usage error that
+// changes nothing. It took exactly one id.
+func TestRetryManyCLI(t *testing.T) {
+	t.Parallel()
+	c := cli{db: "sqlite:" + filepath.Join(t.TempDir(), "c.db")}
+	c.ok(t, "install")
+	a := strings.TrimSpace(c.ok(t, "enqueue", "--name", "a"))
+	b := strings.TrimSpace(c.ok(t, "enqueue", "--name", "b"))
+	p := strings.TrimSpace(c.ok(t, "enqueue", "--name", "p"))
+	c.ok(t, "cancel", a, b)
+	assertStats(t, c, "", map[string]int64{"pending": 1, "failed": 2})
+
+	assertOneLineError(t, c.run(t, "retry", a, "x1"), 2, `"x1" is not a job id`)
+	assertStats(t, c, "", map[string]int64{"pending": 1, "failed": 2})
+
+	r := c.run(t, "retry", a, p, "999999", b)
+	if want := "job " + a + " is pending again\njob " + b + " is pending again\n"; r.code != 1 || r.stdout != want {
+		t.Errorf("retry of failed, pending, missing and failed: exit %d, stdout %q; want 1, %q", r.code, r.stdout, want)
+	}
+	for _, w := range []string{"job " + p + " is pending", "only failed or expired", "no job 999999", "2 of 4 job(s) not retried"} {
+		if !strings.Contains(r.stderr, w) {
+			t.Errorf("stderr %q does not say %q", r.stderr, w)
+		}
+	}
+	assertStats(t, c, "", map[string]int64{"pending": 3})
+}

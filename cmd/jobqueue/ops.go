@@ -9,42 +9,6 @@ import (
 	"github.com/jobqueue/jobqueue/queue"
 )
 
-func (a *app) retryCommand() *cobra.Command {
-	return &cobra.Command{
-		Use:   "retry ID",
-		Short: "Put a failed or expired job back to pending, to run now",
-		Long: `retry puts a failed or expired job back to pending, to run now, with its
-attempts reset and its error cleared. A deadline that has passed is cleared
-too (else the job would expire again); one still ahead is kept. It fails for
-a job in any other status, or a missing id.`,
-		Args: cobra.ExactArgs(1),
-		RunE: runE(func(cmd *cobra.Command, args []string) error {
-			id, err := parseID(args[0])
-			if err != nil {
-				return err
-			}
-			ctx := cmd.Context()
-			return a.withQueue(ctx, func(q *queue.Queue) error {
-				ok, err := q.Retry(ctx, id)
-				if err != nil {
-					return err
-				}
-				if !ok {
-					// A missing job gets Get's error, the one that
-					// cancel and delete give.
-					job, err := q.Get(ctx, id)
-					if err != nil {
-						return err
-					}
-					return fmt.Errorf("job %d is %s; only failed or expired jobs can be retried", id, job.Status)
-				}
-				fmt.Fprintf(a.out, "job %d is pending again\n", id)
-				return nil
-			})
-		}),
-	}
-}
-
 // countCommand is a command without arguments that runs one maintenance
 // operation of the queue and prints "<done> N jobs".
 func (a *app) countCommand(use, short, long, done string, op func(context.Context, *queue.Queue) (int64, error)) *cobra.Command {
