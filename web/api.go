@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/jobqueue/jobqueue/internal/duration"
 	"github.com/jobqueue/jobqueue/internal/jobjson"
 	"github.com/jobqueue/jobqueue/queue"
 )
@@ -247,7 +248,8 @@ type maintenanceResult struct {
 
 // pruneRequest is the body of POST /api/maintenance/prune.
 type pruneRequest struct {
-	// OlderThan is a Go duration ("720h"); finished jobs older than it go.
+	// OlderThan is a Go duration ("720h") or whole days ("30d"), as
+	// `jobqueue prune --older-than` takes; finished jobs older than it go.
 	OlderThan string `json:"older_than"`
 }
 
@@ -276,9 +278,10 @@ func (h *handler) apiMaintenance(a Action) http.HandlerFunc {
 				badRequest(w, err)
 				return
 			}
-			d, perr := time.ParseDuration(req.OlderThan)
-			if perr != nil || d < 0 {
-				badRequest(w, fmt.Errorf(`bad older_than %q: give a positive Go duration such as "720h"`, req.OlderThan))
+			// The CLI's rule (prune --older-than): "720h", "30d", "0s".
+			d, perr := duration.Parse(req.OlderThan)
+			if perr != nil {
+				badRequest(w, fmt.Errorf(`bad older_than %q: %v; give an age such as "720h" or "30d"`, req.OlderThan, perr))
 				return
 			}
 			attrs = append(attrs, "older_than", d)

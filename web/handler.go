@@ -17,7 +17,8 @@
 // ({"jobs":[…],"next_after_id":N|null}, rows as `jobqueue show --json`),
 // GET /api/jobs/{id} (404 when missing), POST /api/jobs/retry, cancel and
 // delete with {"ids":[…]} (a result per id), POST
-// /api/maintenance/expire, reclaim and prune ({"older_than":"720h"}),
+// /api/maintenance/expire, reclaim and prune ({"older_than":"720h"}, or
+// "30d" as `jobqueue prune --older-than` takes),
 // GET /api/overview and GET /api/health. Bad input gets 400 with
 // {"error":"…"}.
 //

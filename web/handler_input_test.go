@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/jobqueue/jobqueue/internal/engine"
 	"github.com/jobqueue/jobqueue/internal/testdb"
 	"github.com/jobqueue/jobqueue/queue"
 	"github.com/jobqueue/jobqueue/web"
@@ -214,4 +215,50 @@ func TestActionRepeatedID(t *testing.T) {
 			})
 		}
 	})
+}
+
+// TestPruneAgeAsTheCLI: prune's older_than takes what `jobqueue prune
+// --older-than` takes, whole days included ("30d" was refused with 400
+// while the CLI and its README example take it), and refuses the same
+// ages with the same reason.
+func TestPruneAgeAsTheCLI(t *testing.T) {
+	e := testdb.New(t, engine.SQLite)
+	q := newQueue(t, e)
+	ctx := context.Background()
+	id, err := q.Enqueue(ctx, cleanup{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := q.Cancel(ctx, id); err != nil { // finished now
+		t.Fatal(err)
+	}
+	h := web.NewHandler(q, web.Options{Logger: testdb.QuietLogger()})
+	cases := []struct {
+		age   string
+		code  int
+		count int64  // jobs pruned, when 200
+		says  string // the error, when 400
+	}{
+		{"30d", http.StatusOK, 0, ""},
+		{"720h", http.StatusOK, 0, ""},
+		{"-1d", http.StatusBadRequest, 0, "must not be negative"},
+		{"200000d", http.StatusBadRequest, 0, "too long"},
+		{"a month", http.StatusBadRequest, 0, "not a duration"},
+		{"0d", http.StatusOK, 1, ""},
+	}
+	for _, c := range cases {
+		code, body := call(t, h, "POST", "/api/maintenance/prune", fmt.Sprintf(`{"older_than":%q}`, c.age))
+		if code != c.code {
+			t.Fatalf("prune older than %q = %d %s; want %d", c.age, code, body, c.code)
+		}
+		if code == http.StatusOK {
+			if n := decode[map[string]int64](t, body)["count"]; n != c.count {
+				t.Errorf("prune older than %q pruned %d jobs; want %d", c.age, n, c.count)
+			}
+			continue
+		}
+		if msg := decode[map[string]string](t, body)["error"]; !strings.Contains(msg, "bad older_than") || !strings.Contains(msg, c.says) {
+			t.Errorf("prune older than %q: error %q; want it to say %q", c.age, msg, c.says)
+		}
+	}
 }

@@ -5,12 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/jobqueue/jobqueue/internal/duration"
 	"github.com/jobqueue/jobqueue/queue"
 )
 
@@ -204,25 +204,17 @@ func parseTime(flag, s string) (time.Time, error) {
 }
 
 // parseDuration reads a Go duration given to flag (90s, 15m, 2h45m), also
-// accepting whole days (7d) (a usage error if bad or negative).
+// accepting whole days (7d) (a usage error if bad or negative): the rule
+// of internal/duration, which the dashboard's prune follows too.
 func parseDuration(flag, s string) (time.Duration, error) {
-	var d time.Duration
-	var err error
-	if days, ok := strings.CutSuffix(s, "d"); ok {
-		var n int64
-		n, err = strconv.ParseInt(days, 10, 32)
-		if err == nil && (n > math.MaxInt64/int64(24*time.Hour) || n < math.MinInt64/int64(24*time.Hour)) {
-			return 0, usagef("%s %s is too long; the longest is %dd", flag, s, math.MaxInt64/int64(24*time.Hour))
-		}
-		d = time.Duration(n) * 24 * time.Hour
-	} else {
-		d, err = time.ParseDuration(s)
-	}
-	if err != nil {
-		return 0, usagef("%s %q is not a duration; write it like 90s, 15m, 2h or 7d", flag, s)
-	}
-	if d < 0 {
+	d, err := duration.Parse(s)
+	switch {
+	case errors.Is(err, duration.ErrTooLong):
+		return 0, usagef("%s %s is too long; the longest is %dd", flag, s, duration.MaxDays)
+	case errors.Is(err, duration.ErrNegative):
 		return 0, usagef("%s %s must not be negative", flag, s)
+	case err != nil:
+		return 0, usagef("%s %q is not a duration; write it like 90s, 15m, 2h or 7d", flag, s)
 	}
 	return d, nil
 }
