@@ -28,10 +28,11 @@ func (a *app) webCommand() *cobra.Command {
 	var (
 		addr               string
 		readOnly, insecure bool
+		hidePayloads       bool
 		countLimit         int64
 	)
 	cmd := &cobra.Command{
-		Use:   "web [--addr ADDR] [--read-only] [--insecure] [--metrics-count-limit N]",
+		Use:   "web [--addr ADDR] [--read-only] [--hide-payloads] [--insecure] [--metrics-count-limit N]",
 		Short: "Serve the dashboard (pages and JSON API) until stopped",
 		Long: `web serves the dashboard of the table: an overview (jobs per status and type,
 the oldest due job's age, recent failures), the jobs with filters, each job,
@@ -42,9 +43,11 @@ Basic auth is on when ` + envWebUser + ` and ` + envWebPassword + ` are set. On 
 address other than loopback the dashboard refuses to start without basic auth
 or --read-only, since anyone who reaches it could delete jobs; --insecure
 starts it anyway (when something in front of it authenticates). --read-only
-hides the actions and refuses them. SIGINT, SIGTERM or SIGHUP stops it, giving
-requests in flight 5 seconds; a second such signal closes their connections at
-once, and a third ends the process there and then (exit status 1).
+hides the actions and refuses them. --hide-payloads leaves the jobs' payloads
+out of the pages and the API (they may hold personal data or secrets).
+SIGINT, SIGTERM or SIGHUP stops it, giving requests in flight 5 seconds; a
+second such signal closes their connections at once, and a third ends the
+process there and then (exit status 1).
 
 /metrics, beside the dashboard on the same address (and behind the same
 basic auth when it is on), serves the table's jobs per type and status and
@@ -110,7 +113,7 @@ attempts its reclaim action ended.`,
 					return err
 				}
 				mux := http.NewServeMux()
-				mux.Handle("/", web.NewHandler(q, web.Options{ReadOnly: readOnly, Logger: logger}))
+				mux.Handle("/", web.NewHandler(q, web.Options{ReadOnly: readOnly, HidePayloads: hidePayloads, Logger: logger}))
 				mux.Handle(metricsPath, m.handler)
 				var h http.Handler = mux
 				if user != "" {
@@ -127,6 +130,7 @@ attempts its reclaim action ended.`,
 	cmd.Flags().StringVar(&addr, "addr", "127.0.0.1:8080", "address to listen on (HOST:PORT)")
 	cmd.Flags().BoolVar(&readOnly, "read-only", false, "hide the actions and refuse them (403)")
 	cmd.Flags().Int64Var(&countLimit, "metrics-count-limit", 0, countLimitFlag)
+	cmd.Flags().BoolVar(&hidePayloads, "hide-payloads", false, "leave the jobs' payloads out of the pages and the API")
 	cmd.Flags().BoolVar(&insecure, "insecure", false, "serve actions on a non-loopback address without basic auth")
 	return cmd
 }

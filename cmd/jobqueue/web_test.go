@@ -149,3 +149,41 @@ func TestWebServes(t *testing.T) {
 		}
 	})
 }
+
+// TestWebHidePayloads: `web --hide-payloads` serves the dashboard with
+// web.Options.HidePayloads, so that a job's payload (personal data,
+// secrets) shows neither in the API nor on its page. The command had no
+// way to hide them.
+func TestWebHidePayloads(t *testing.T) {
+	t.Parallel()
+	c := sqliteCLI(t)
+	c.ok(t, "install")
+	id := strings.TrimSpace(c.ok(t, "enqueue", "--name", "hello", "--payload", `{"card":"4111-1111"}`))
+	get := func(url string) string {
+		t.Helper()
+		resp, err := (&http.Client{Timeout: 20 * time.Second}).Get(url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if resp.StatusCode != 200 {
+			t.Fatalf("GET %s = %d %s", url, resp.StatusCode, b)
+		}
+		return string(b)
+	}
+	base, _ := startWeb(t, c, nil, "--addr", "127.0.0.1:0", "--hide-payloads")
+	var job map[string]any
+	decodeJSON(t, get(base+"/api/jobs/"+id), &job)
+	if p, ok := job["payload"]; !ok || p != nil {
+		t.Errorf("GET /api/jobs/%s payload = %v; want null", id, job["payload"])
+	}
+	for _, path := range []string{"/api/jobs", "/jobs/" + id} {
+		if body := get(base + path); strings.Contains(body, "4111") {
+			t.Errorf("GET %s shows the hidden payload:\n%s", path, body)
+		}
+	}
+}
