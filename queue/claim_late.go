@@ -1,6 +1,7 @@
 package queue
 
 import (
+	"context"
 	"errors"
 	"time"
 )
@@ -9,17 +10,36 @@ import (
 // it: it returns at once, so that the handlers' grace starts (and StopNow
 // cancels them) at once, whatever holds the claim up (a lock on the table,
 // SQLite's write lock held elsewhere: up to dbCallTimeout and the claim's
-// retries). The claim is not cancelled by the stop (one cut off after its
-// commit was sent leaves rows claimed by nobody until their lease passes);
-// it goes on, on the context of the shutdown's writes (run.writesCtx), so
-// that the end of the shutdown's budget ends it. The jobs it claims are
-// never started: they are given back (pending as before their claim, the
-// attempt not counted), fenced by their claim tokens, through the run's
-// giver or with the attempts released at the end. An enqueue that had
-// taken the claimer's offered claim (claim_offer.go) is handled the same
-// way. Whatever the budget's end cuts off stays in_progress until its
-// lease passes and Reclaim takes it back: no job is lost, and none runs
-// twice at once.
+// retries). While handlers run (the grace) the claim goes on, on the
+// context of the shutdown's writes (run.writesCtx), whose end ends it. Once
+// no handler runs (at once when none ran at the stop), nothing but the
+// claim would hold Run: it is cancelled (errClaimCancelledAtStop) and
+// waited for lateClaimCancelWait at most. Before, a stop with no handler
+// running waited for it up to dbCallTimeout (30 s), the default
+// ShutdownTimeout and its 5 seconds being longer. The jobs a late claim
+// takes are never started: they are given back (pending as before their
+// claim, the attempt not counted), fenced by their claim tokens, through
+// the run's giver or with the attempts released at the end. A claim
+// cancelled after its commit was sent, whose outcome is unknown
+// (claimUnsure), gives back what it may have taken itself
+// (Queue.giveBackUnsure); the wait does not cover that give-back, which
+// goes on by itself (a table locked against reads, PostgreSQL's LOCK TABLE
+// … ACCESS EXCLUSIVE, holds it until the lock is released or dbCallTimeout).
+// An enqueue that had taken the claimer's offered claim (claim_offer.go)
+// is handled the same way, though its claim, in the enqueue's transaction,
+// is not cancelled. Whatever a claim takes that is not waited for stays
+// in_progress until its lease passes and Reclaim takes it back: no job is
+// lost, and none runs twice at once.
+
+// lateClaimCancelWait is how long a stopped run waits for its claim in
+// flight once it cancelled it (errClaimCancelledAtStop): a cancelled
+// statement returns within milliseconds on every engine (PostgreSQL and
+// MySQL close its connection, SQLite's busy wait ends).
+const lateClaimCancelWait = time.Second
+
+// errClaimCancelledAtStop is the cause with which a stopped run cancels its
+// claim in flight once no handler runs.
+var errClaimCancelledAtStop = errors.New("jobqueue: the worker stopped and no handler runs: its claim in flight is cancelled")
 
 // errStoppedWhileClaiming is the cause given with the jobs that a claim in
 // flight when the worker stopped took: they are given back, never started.
@@ -45,32 +65,59 @@ func (l *lateClaim) closeSession() {
 // handBack waits in the background for late (nil: none) and puts the
 // jobs it claimed on the releaseList, to give back; the channel it returns
 // is closed once that is done. It waits as long as the shutdown's writes
-// may (whose end also ends the claim): a claim that returns later is left,
-// and what it claimed stays in_progress until Reclaim.
-func (r *run) handBack(late *lateClaim) <-chan struct{} {
+// may (whose end also ends the claim), and once claims has ended (no
+// handler runs: the claim is cancelled) lateClaimCancelWait more at most:
+// a claim that returns later is left, and what it claimed stays
+// in_progress until Reclaim.
+func (r *run) handBack(late *lateClaim, claims context.Context) <-chan struct{} {
 	done := make(chan struct{})
 	if late == nil {
 		close(done)
 		return done
 	}
 	// The run stopped: its writes, the late claim among them, end
-	// within the shutdown's time, also when no handler was running.
+	// within the shutdown's time.
 	r.spendWithin(r.stopBudget())
 	go func() {
 		defer close(done)
-		select {
-		case res := <-late.done:
-			late.closeSession()
-			r.giveBackLate(res)
-		case <-r.writesCtx().Done():
-			r.log.Warn("a claim in flight when the worker stopped did not return within the shutdown's time; what it claimed, if anything, stays in_progress until its lease passes and Reclaim takes it back")
+		res, ok := r.awaitLate(late, claims)
+		if !ok {
 			go func() { // its context has ended: it returns soon
 				<-late.done
 				late.closeSession()
 			}()
+			return
 		}
+		late.closeSession()
+		r.giveBackLate(res)
 	}()
 	return done
+}
+
+// awaitLate waits for the outcome of late, within the shutdown's time and,
+// once claims has ended, lateClaimCancelWait at most; false when it did
+// not come.
+func (r *run) awaitLate(late *lateClaim, claims context.Context) (offerResult, bool) {
+	writes := r.writesCtx()
+	select {
+	case res := <-late.done:
+		return res, true
+	case <-claims.Done():
+	}
+	if writes.Err() == nil {
+		t := time.NewTimer(lateClaimCancelWait)
+		defer t.Stop()
+		select {
+		case res := <-late.done:
+			return res, true
+		case <-writes.Done():
+		case <-t.C:
+			r.log.Warn("a claim in flight when the worker stopped did not return once cancelled; the worker stops without it: what it claimed, if anything, may stay in_progress until its lease passes and Reclaim takes it back", "waited", lateClaimCancelWait)
+			return offerResult{}, false
+		}
+	}
+	r.log.Warn("a claim in flight when the worker stopped did not return within the shutdown's time; what it claimed, if anything, stays in_progress until its lease passes and Reclaim takes it back")
+	return offerResult{}, false
 }
 
 // giveBackLate puts the jobs that res, the outcome of a claim in flight

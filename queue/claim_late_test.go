@@ -29,6 +29,27 @@ func handleUntilCut[A JobArgs](w *Worker) (started <-chan int64, cut <-chan erro
 	return starts, cuts
 }
 
+// handleHeldAfterCut is handleUntilCut whose handler, once cut, returns
+// only after letReturn (called at the test's end at the latest): a
+// handler still running keeps a late claim going (TestIdleStopCancelsLockedClaim
+// tells what happens once none runs).
+func handleHeldAfterCut[A JobArgs](t *testing.T, w *Worker) (started <-chan int64, cut <-chan error, letReturn func()) {
+	starts := make(chan int64, 10)
+	cuts := make(chan error, 1)
+	mayReturn := make(chan struct{})
+	var once sync.Once
+	letReturn = func() { once.Do(func() { close(mayReturn) }) }
+	t.Cleanup(letReturn)
+	Handle(w, func(ctx context.Context, job *Job[A]) error {
+		starts <- job.ID
+		<-ctx.Done()
+		cuts <- context.Cause(ctx)
+		<-mayReturn
+		return ctx.Err()
+	})
+	return starts, cuts, letReturn
+}
+
 // checkGivenBack waits for Run's result on done after StopNow, and checks
 // that no handler started (started, of handleUntilCut) after the stop and
 // that job id, which a claim in flight took, was given back: pending,
@@ -88,11 +109,13 @@ func (c *claimHook) beforeNext(fn func()) {
 }
 
 // tableLock holds a lock on env's table that no claim can pass (SQLite:
-// the write lock; PostgreSQL: LOCK TABLE … IN SHARE MODE in a
+// the write lock; PostgreSQL: LOCK TABLE … IN SHARE MODE, or pgMode, in a
 // transaction; MySQL: LOCK TABLES … WRITE), on a connection of its own.
 type tableLock struct {
 	env  *testEnv
 	conn *sql.Conn
+	// pgMode is PostgreSQL's lock mode; "" is SHARE (reads pass it).
+	pgMode string
 }
 
 // newTableLock opens the connection of a lock on env's table, released
@@ -118,13 +141,18 @@ func newTableLock(t *testing.T, env *testEnv) *tableLock {
 // lock takes the lock (from any goroutine).
 func (l *tableLock) lock() error {
 	var stmts []string
+	table := l.env.tbl.Quoted()
 	switch l.env.kind {
 	case engine.SQLite:
 		stmts = []string{"BEGIN IMMEDIATE"}
 	case engine.Postgres:
-		stmts = []string{"BEGIN", "LOCK TABLE " + l.env.tbl.Quoted() + " IN SHARE MODE"}
+		mode := l.pgMode
+		if mode == "" {
+			mode = "SHARE"
+		}
+		stmts = []string{"BEGIN", "LOCK TABLE " + table + " IN " + mode + " MODE"}
 	case engine.MySQL:
-		stmts = []string{"LOCK TABLES " + l.env.tbl.Quoted() + " WRITE"}
+		stmts = []string{"LOCK TABLES " + table + " WRITE"}
 	}
 	for _, stmt := range stmts {
 		if _, err := l.conn.ExecContext(context.Background(), stmt); err != nil {
@@ -228,9 +256,11 @@ func TestStopDoesNotWaitForLockedClaim(t *testing.T) {
 // TestStopGivesBackWhatTheClaimInFlightTook: the worker's claim is held
 // (before it is sent) when StopNow comes, and a job is enqueued
 // meanwhile. StopNow cancels the running handler without waiting for the
-// claim; once the claim goes on and takes the new job, that job is given
-// back, never started (pending, attempts 0), and told to listeners as
-// given back; the cut-off job is released (pending, attempts 1).
+// claim; once the claim goes on and takes the new job (while the cut-off
+// handler has not returned yet: once no handler runs the claim in flight
+// is cancelled, TestIdleStopCancelsLockedClaim), that job is given back,
+// never started (pending, attempts 0), and told to listeners as given
+// back; the cut-off job is released (pending, attempts 1).
 func TestStopGivesBackWhatTheClaimInFlightTook(t *testing.T) {
 	forEachEngine(t, func(t *testing.T, kind engine.Kind) {
 		env := newTestEnv(t, kind)
@@ -242,7 +272,7 @@ func TestStopGivesBackWhatTheClaimInFlightTook(t *testing.T) {
 		cfg.PollInterval = time.Millisecond
 		cfg.ShutdownTimeout = time.Hour
 		w := q.NewWorker(cfg)
-		started, cut := handleUntilCut[emailArgs](w)
+		started, cut, letReturn := handleHeldAfterCut[emailArgs](t, w)
 		first := enqueue(t, q, emailArgs{})
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
@@ -265,20 +295,20 @@ func TestStopGivesBackWhatTheClaimInFlightTook(t *testing.T) {
 			t.Errorf("the handler's context ended with %v, want ErrWorkerShutdown", cause)
 		}
 		open()
+		waitUntil(t, 10*time.Second, fmt.Sprintf("job %d, taken by the late claim, to be given back", second), func() bool {
+			events.mu.Lock()
+			defer events.mu.Unlock()
+			for _, ev := range events.events {
+				if ev.Kind == EventFailed && ev.GivenBack && ev.Job.ID == second {
+					return true
+				}
+			}
+			return false
+		})
+		letReturn()
 		checkGivenBack(t, q, done, started, second)
 		if job := getJob(t, q, first); job.Status != StatusPending || job.Attempts != 1 {
 			t.Errorf("the cut-off job is %s, attempts %d; want pending, attempts 1 (released)", job.Status, job.Attempts)
-		}
-		givenBack := false
-		events.mu.Lock()
-		for _, ev := range events.events {
-			if ev.Kind == EventFailed && ev.GivenBack && ev.Job.ID == second {
-				givenBack = true
-			}
-		}
-		events.mu.Unlock()
-		if !givenBack {
-			t.Errorf("no given-back event for job %d", second)
 		}
 	})
 }
@@ -286,9 +316,11 @@ func TestStopGivesBackWhatTheClaimInFlightTook(t *testing.T) {
 // TestStopDoesNotWaitForTakenOffer (PostgreSQL, whose enqueues run an idle
 // worker's offered claim): the worker's offer is taken, as by an enqueue
 // whose claim has not told its outcome, while a handler runs. StopNow
-// cancels the handler at once; the job the taken claim then reports is
-// given back (pending, attempts 0), never started. Before, the stop waited
-// for the taken claim's outcome first, up to dbCallTimeout.
+// cancels the handler at once; the job the taken claim then reports
+// (before the cut-off handler returns: once none runs, the run waits a
+// second at most for it) is given back (pending, attempts 0), never
+// started. Before, the stop waited for the taken claim's outcome first,
+// up to dbCallTimeout.
 func TestStopDoesNotWaitForTakenOffer(t *testing.T) {
 	t.Parallel()
 	env := newTestEnv(t, engine.Postgres)
@@ -297,7 +329,7 @@ func TestStopDoesNotWaitForTakenOffer(t *testing.T) {
 	// PollOnly and a poll interval of an hour: only this process's
 	// enqueues wake the worker.
 	w := q.NewWorker(WorkerConfig{Concurrency: 2, PollInterval: time.Hour, PollOnly: true, Lease: time.Minute, ShutdownTimeout: time.Hour})
-	started, cut := handleUntilCut[testArgs](w)
+	started, cut, letReturn := handleHeldAfterCut[testArgs](t, w)
 	ctx := context.Background()
 	first := mustEnqueue(t, q, testArgs{N: 1})
 	_, done := startWorker(t, w)
@@ -323,5 +355,9 @@ func TestStopDoesNotWaitForTakenOffer(t *testing.T) {
 		t.Fatalf("the taken claim took %v, want job %d", rows, second)
 	}
 	o.settle(rows, nil)
+	waitUntil(t, 10*time.Second, fmt.Sprintf("job %d, taken by the claim, to be given back", second), func() bool {
+		return getJob(t, q, second).Status == StatusPending
+	})
+	letReturn()
 	checkGivenBack(t, q, done, started, second)
 }

@@ -88,7 +88,7 @@ type claimer struct {
 	q     *Queue
 	cfg   WorkerConfig
 	log   *slog.Logger
-	dbCtx context.Context // the claims' (run.writesCtx: they end with the shutdown's budget)
+	dbCtx context.Context // the claims' (under run.writesCtx: they end with the shutdown's budget, or once no handler runs after the stop)
 	jobs  context.Context // parent of the handlers' contexts
 
 	attempts  *inflightSet
@@ -497,9 +497,10 @@ func (c *claimer) claimOrStop(stop context.Context, n int) (offerResult, bool) {
 }
 
 // claim runs one claim of up to n jobs, past the claimer's watermark
-// (claim_cursor.go), on c.dbCtx: the worker's stop does not cancel it (a
-// claim cut off half-way could leave claimed rows nobody runs), the end of
-// the shutdown's budget does (see run.writesCtx).
+// (claim_cursor.go), on c.dbCtx: the worker's stop does not cancel it
+// while handlers run (a claim cut off half-way could leave claimed rows
+// nobody runs), the end of the shutdown's budget does (see run.writesCtx),
+// and so does the end of the handlers after the stop (claim_late.go).
 func (c *claimer) claim(n int) ([]*JobRow, error) {
 	ctx, cancel := context.WithTimeout(c.dbCtx, dbCallTimeout)
 	defer cancel()

@@ -97,8 +97,9 @@ func (w *Worker) AddPeriodic(jobs ...PeriodicJob) error {
 
 // Run claims and runs jobs until ctx ends, MaxRuntime passes, MaxJobs jobs
 // were claimed or StopNow is called. Then it stops claiming (without
-// waiting for a claim in flight: the jobs it claims are given back, never
-// started), lets running handlers finish (for up to ShutdownTimeout once
+// waiting for a claim in flight, which it cancels once no handler runs:
+// the jobs it claims are given back, never started), lets running
+// handlers finish (for up to ShutdownTimeout once
 // ctx ended or MaxRuntime passed, not at all after StopNow; after that
 // their contexts are cancelled), writes the results still pending (within
 // that time and 5 seconds more: see ShutdownTimeout), and returns nil.
@@ -313,15 +314,19 @@ func (r *run) run(ctx context.Context) error {
 			hb.checkNow()
 		}
 	})
+	// The claims' context: the shutdown's writes', ended too once no
+	// handler runs after the stop (claim_late.go).
+	claims, endClaims := context.WithCancelCause(r.writesCtx())
+	defer endClaims(context.Canceled)
 	cl := &claimer{
-		q: r.q, cfg: r.cfg, log: r.log, dbCtx: r.writesCtx(), jobs: r.jobs,
+		q: r.q, cfg: r.cfg, log: r.log, dbCtx: claims, jobs: r.jobs,
 		attempts: r.attempts, completer: c, work: work, freed: freed,
 	}
 	// The claimer returns at stop without waiting for a claim in flight
 	// (late), so that the grace starts, and StopNow cancels the handlers,
 	// at once; what that claim takes is given back (claim_late.go).
 	claimed, late := cl.loop(stop)
-	lateDone := r.handBack(late)
+	lateDone := r.handBack(late, claims)
 	if !hearsCancels {
 		stopWaker()
 	}
@@ -329,6 +334,9 @@ func (r *run) run(ctx context.Context) error {
 	close(work)
 
 	runErr := r.awaitExecutors(stop, &execs)
+	// No handler runs: the claim in flight, if any, is waited for no
+	// longer than its cancellation takes (claim_late.go).
+	endClaims(errClaimCancelledAtStop)
 	if hearsCancels {
 		stopWaker()
 	}

@@ -98,7 +98,8 @@ millions of rows). Port 0 picks a free port; the URL is logged at start.
 
 SIGINT, SIGTERM or SIGHUP stops claiming (logged at once, whatever the database
 does); running commands get --grace to finish, then the worker exits 0. The grace
-starts at once, also while a claim waits for a locked table: the jobs that claim
+starts at once, also while a claim waits for a locked table: that claim is
+cancelled once no command runs (an idle worker exits at once), and the jobs it
 takes are given back, never run. A second such signal during the grace (Ctrl-C again) ends it
 at once: the running commands' process groups are killed and their jobs released,
 as when --grace has passed, and the worker exits 0. Should that be stuck (a
