@@ -75,9 +75,6 @@ func (r *run) handBack(late *lateClaim, claims context.Context) <-chan struct{} 
 		close(done)
 		return done
 	}
-	// The run stopped: its writes, the late claim among them, end
-	// within the shutdown's time.
-	r.spendWithin(r.stopBudget())
 	go func() {
 		defer close(done)
 		res, ok := r.awaitLate(late, claims)
@@ -136,14 +133,4 @@ func (r *run) giveBackLate(res offerResult) {
 		r.q.emit(Event{Kind: EventClaimed, Job: row})
 		r.released.giveBack(row, errStoppedWhileClaiming)
 	}
-}
-
-// stopBudget is how long the shutdown's writes may take from the run's
-// stop: ShutdownTimeout and the grace of cut-off handlers after it, only
-// that grace after StopNow (as awaitExecutors sets it).
-func (r *run) stopBudget() time.Duration {
-	if r.stoppedNow != nil && r.stoppedNow.Err() != nil {
-		return r.abandon
-	}
-	return max(r.cfg.ShutdownTimeout, 0) + r.abandon
 }

@@ -282,7 +282,11 @@ func (c *completer) run(stop <-chan struct{}) {
 		lingerC  <-chan time.Time // running while the head of pending lingers
 		lingered bool             // the head of pending has waited long enough
 		backoffC <-chan time.Time // running while a failed write backs off
+		kept     bool             // backoffC is the wait of a write kept through an outage
 		stopping bool
+		// stopped is closed when the worker stops (its shutdown budget
+		// counts): the outage's wait ends then.
+		stopped = c.outage.stopped()
 	)
 	linger := time.NewTimer(completeLinger)
 	linger.Stop()
@@ -317,14 +321,23 @@ func (c *completer) run(stop <-chan struct{}) {
 		case <-lingerC:
 			lingerC, lingered = nil, true
 		case <-backoffC:
-			backoffC = nil
+			backoffC, kept = nil, false
 		case res := <-results:
 			writing = false
-			retry, wait := c.settle(res)
+			retry, wait, outageWait := c.settle(res)
 			if len(retry) > 0 {
 				pending = append(retry, pending...)
 				lingered = true // they have waited already
-				backoffC = time.After(wait)
+				backoffC, kept = time.After(wait), outageWait
+			}
+		case <-stopped:
+			// The worker stops: what the outage keeps is written again
+			// now, not after its wait (up to completeOutageWait, which
+			// spent StopNow's 5 seconds); from now on its failures count
+			// (outage.keeps), and it is given up by the shutdown's rule.
+			stopped = nil
+			if kept {
+				backoffC, kept = nil, false
 			}
 		case <-stop:
 			stop, stopping = nil, true
@@ -393,17 +406,25 @@ func (c *completer) refused(ctx context.Context, batch []completion, stale []att
 
 // settle acts on a written batch: it emits EventCompleted for each attempt
 // completed (write has logged and told those refused), and returns the
-// results to try again, the busy ones or all when the write failed, and how
-// long to wait first (giving up on those tried completeTries times).
-func (c *completer) settle(res writeResult) (retry []completion, wait time.Duration) {
+// results to try again, the busy ones or all when the write failed, how
+// long to wait first (giving up on those tried completeTries times), and
+// whether they are kept through an outage (kept: that wait ends when the
+// worker stops).
+func (c *completer) settle(res writeResult) (retry []completion, wait time.Duration, kept bool) {
 	if res.err != nil && !res.timedOut && c.outage.keeps(res.err) {
-		return c.keep(res.batch, res.at, res.err)
+		retry, wait = c.keep(res.batch, res.at, res.err)
+		return retry, wait, true
 	}
-	if ended, lasted := c.outage.ended(); ended {
-		c.log.Info("completing jobs again: the database can be reached", "outage", lasted.Round(time.Millisecond))
+	// A write that could not reach the database once the worker stopped
+	// (counted now) did not end the outage.
+	if res.err == nil || !connectionLost(res.err) {
+		if ended, lasted := c.outage.ended(); ended {
+			c.log.Info("completing jobs again: the database can be reached", "outage", lasted.Round(time.Millisecond))
+		}
 	}
 	if res.err != nil {
-		return c.again(res.batch, res.at, res.err, res.timedOut)
+		retry, wait = c.again(res.batch, res.at, res.err, res.timedOut)
+		return retry, wait, false
 	}
 	done, busy := res.batch, []completion(nil)
 	if len(res.busy) > 0 {
@@ -438,9 +459,10 @@ func (c *completer) settle(res writeResult) (retry []completion, wait time.Durat
 	c.attempts.removeSettled(done)
 	c.settled(len(done))
 	if len(busy) > 0 {
-		return c.again(busy, res.at, errRowLocked, true)
+		retry, wait = c.again(busy, res.at, errRowLocked, true)
+		return retry, wait, false
 	}
-	return nil, 0
+	return nil, 0, false
 }
 
 // keep returns batch, whose write failed with err because the database

@@ -35,6 +35,11 @@ func newOutage(streak *failureStreak, budget *shutdownBudget) outage {
 // could not be reached and the worker has not stopped.
 func (o *outage) keeps(err error) bool { return connectionLost(err) && !o.budget.counting() }
 
+// stopped is closed once the worker stops (its budget counts): a writer's
+// wait for the next write through an outage ends then; nil (never) in runs
+// that tests assemble.
+func (o *outage) stopped() <-chan struct{} { return o.budget.stopped() }
+
 // spent reports whether the shutdown's time is spent: no write would run,
 // and what is not written is given up.
 func (o *outage) spent() bool { return o.budget.spent() }

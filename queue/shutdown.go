@@ -156,6 +156,16 @@ func (r *run) spendWithin(d time.Duration) {
 	}
 }
 
+// stopBudget is how long the shutdown's writes may take from the run's
+// stop: ShutdownTimeout and the grace of cut-off handlers after it, only
+// that grace after StopNow (as awaitExecutors sets it).
+func (r *run) stopBudget() time.Duration {
+	if r.stoppedNow != nil && r.stoppedNow.Err() != nil {
+		return r.abandon
+	}
+	return max(r.cfg.ShutdownTimeout, 0) + r.abandon
+}
+
 // writesCtx is the context of the shutdown's writes: the budget's, or
 // dbCtx in a run that has none (tests that assemble a run).
 func (r *run) writesCtx() context.Context { return r.budget.context(r.dbCtx) }

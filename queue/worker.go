@@ -326,6 +326,15 @@ func (r *run) run(ctx context.Context) error {
 	// (late), so that the grace starts, and StopNow cancels the handlers,
 	// at once; what that claim takes is given back (claim_late.go).
 	claimed, late := cl.loop(stop)
+	if stop.Err() != nil {
+		// The run stopped: its writes end within the shutdown's time,
+		// and the writers' waits through an outage end now (outage).
+		// awaitExecutors set it only when it saw the stop before the
+		// executors' end: a run whose executors were idle could miss it,
+		// and its completer then kept a result through an outage for as
+		// long as the outage lasted.
+		r.spendWithin(r.stopBudget())
+	}
 	lateDone := r.handBack(late, claims)
 	if !hearsCancels {
 		stopWaker()
