@@ -116,6 +116,9 @@ type tableLock struct {
 	conn *sql.Conn
 	// pgMode is PostgreSQL's lock mode; "" is SHARE (reads pass it).
 	pgMode string
+	// table is the quoted name of the table locked on PostgreSQL and
+	// MySQL; "" is env's (SQLite locks the whole database).
+	table string
 }
 
 // newTableLock opens the connection of a lock on env's table, released
@@ -141,7 +144,10 @@ func newTableLock(t *testing.T, env *testEnv) *tableLock {
 // lock takes the lock (from any goroutine).
 func (l *tableLock) lock() error {
 	var stmts []string
-	table := l.env.tbl.Quoted()
+	table := l.table
+	if table == "" {
+		table = l.env.tbl.Quoted()
+	}
 	switch l.env.kind {
 	case engine.SQLite:
 		stmts = []string{"BEGIN IMMEDIATE"}

@@ -245,9 +245,13 @@ func (e *elector) guard() error {
 }
 
 // run takes or renews the lease every e.every until ctx ends, then
-// releases it if held, so that another worker takes over at once.
-func (e *elector) run(ctx context.Context) {
-	dbCtx := context.WithoutCancel(ctx)
+// releases it if held, so that another worker takes over at once. The
+// release is one of the shutdown's writes: it runs on writes (the run's
+// writesCtx), whose end, the shutdown's time spent, ends it. On a context
+// of its own it waited up to e.every (LeaderLease/5, up to 6 minutes) for
+// a leader table that another transaction held locked (on SQLite, any
+// transaction that holds the write lock), after StopNow too.
+func (e *elector) run(ctx, writes context.Context) {
 	ensured := e.rowEnsured
 	tick := time.NewTicker(e.every)
 	defer tick.Stop()
@@ -260,7 +264,7 @@ func (e *elector) run(ctx context.Context) {
 		}
 		select {
 		case <-ctx.Done():
-			e.release(dbCtx)
+			e.release(writes)
 			return
 		case <-tick.C:
 		}

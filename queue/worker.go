@@ -267,7 +267,7 @@ func (r *run) run(ctx context.Context) error {
 	maintCtx, stopMaint := context.WithCancel(stop)
 	if r.cfg.leads() {
 		el := newElector(r.q, r.log, r.cfg.LeaderLease, r.leaderRowFound)
-		bg.Go(func() { el.run(maintCtx) })
+		bg.Go(func() { el.run(maintCtx, r.writesCtx()) })
 		if r.cfg.MaintenanceInterval > 0 {
 			m := &maintainer{q: r.q, log: r.log, el: el, interval: r.cfg.MaintenanceInterval, retention: r.cfg.Retention}
 			bg.Go(func() { m.run(maintCtx) })

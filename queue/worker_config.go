@@ -96,7 +96,8 @@ type WorkerConfig struct {
 	// would let the job run twice at once). A job the worker claimed but
 	// had not started yet is given back as it was before the claim:
 	// pending, its attempt not counted. These releases, give-backs,
-	// completions and failures are written within the same time
+	// completions and failures (and a leader's release of its lease) are
+	// written within the same time
 	// (ShutdownTimeout, then those 5 seconds; only those 5 after
 	// StopNow): one that waits longer
 	// (its row locked by another transaction, the database not answering)
