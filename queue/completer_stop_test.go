@@ -24,7 +24,7 @@ import (
 // first (up to 5 s, all of StopNow's time for the shutdown's writes), and
 // logged the outage's end at the first write that failed after the stop.
 func TestStopEndsCompleterOutageWait(t *testing.T) {
-	const bound = 3 * time.Second // the shutdown's tries and slack, under completeOutageWait
+	const bound = 4 * time.Second // the shutdown's tries (about a second) and slack, under completeOutageWait
 	cases := []struct {
 		name    string
 		stopNow bool // StopNow, else the end of Run's ctx
