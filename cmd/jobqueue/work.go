@@ -215,8 +215,8 @@ stop it on their own (0, their default, is no limit).`,
 			ctx := cmd.Context()
 			log := a.logger(level)
 			// The first signal ends ctx. Say so at once: the queue logs
-			// its stop only once a claim in flight has returned, which a
-			// locked database holds up to 30 s (busy_timeout, retries).
+			// its stop only once its running commands have had their
+			// grace, which may be long.
 			defer context.AfterFunc(ctx, func() {
 				log.Info("signal received: worker stopping: claiming no more jobs; running commands get the grace to finish, a second signal ends them at once", "grace", grace)
 			})()
