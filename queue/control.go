@@ -11,8 +11,8 @@ import (
 
 // Job control (SPEC section 8): Cancel and Delete, for one job or many.
 
-// Errors of Cancel and Delete, per id (see IDResult). ErrJobNotFound
-// (api.go) is the third.
+// Errors of Cancel, Delete and RetryMany, per id (see IDResult).
+// ErrJobNotFound (api.go) and ErrDuplicate are the others.
 var (
 	// ErrJobFinished: Cancel found the job completed, failed or expired;
 	// it was left unchanged.
@@ -20,6 +20,9 @@ var (
 	// ErrJobRunning: Delete found the job in_progress and left it; cancel
 	// it first (Cancel), then delete it.
 	ErrJobRunning = errors.New("jobqueue: job is running")
+	// ErrNotRetryable: RetryMany found the job neither failed nor expired
+	// (pending, in_progress or completed); it was left unchanged.
+	ErrNotRetryable = errors.New("jobqueue: job not retryable")
 )
 
 // IDResult is the result of a bulk action for one id; Err nil means done.

@@ -6,11 +6,6 @@ import (
 	"fmt"
 )
 
-// ErrNotRetryable is wrapped by RetryMany's result for a job that is
-// neither failed nor expired (pending, in_progress or completed); it was
-// left unchanged.
-var ErrNotRetryable = errors.New("jobqueue: job not retryable")
-
 // RetryMany is Retry for many ids, each in a transaction of its own, and
 // returns a result per id, in the order given, as CancelMany does (an id
 // given twice gets the same result twice; ids that are not positive are
