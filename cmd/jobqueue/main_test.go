@@ -9,9 +9,11 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -33,6 +35,14 @@ func TestMain(m *testing.M) {
 	}
 	if f := flag.Lookup("test.fuzzworker"); f != nil && f.Value.String() == "true" {
 		os.Exit(m.Run())
+	}
+	// A test process started with SIGHUP ignored (nohup, some CI runners)
+	// passes that on to the commands it starts, and the tests of a hangup
+	// would find it ignored. Caught here (and never acted on), it is set
+	// back to its default action in every command started, as from a
+	// terminal; TestWorkNohup ignores it on purpose.
+	if signal.Ignored(syscall.SIGHUP) {
+		signal.Notify(make(chan os.Signal, 1), syscall.SIGHUP)
 	}
 	dir, err := os.MkdirTemp("", "jobqueue-cli-test-")
 	if err != nil {
