@@ -87,10 +87,12 @@ const completeGateWait = time.Second
 
 // enter waits for the completion statement in flight, if any, to end, and
 // reports whether it entered the gate (then it must leave). It returns
-// false without entering once it has waited completeGateWait, or at once
-// while the statement in flight has run that long: the caller then writes
-// beside it.
-func (g *completeGate) enter() bool {
+// false without entering once it has waited completeGateWait, at once
+// while the statement in flight has run that long, and as soon as stop is
+// closed (the worker stops: its shutdown's writes do not wait for another
+// worker's; nil never closes): the caller then writes beside it. Before,
+// a stopping worker's completion waited up to completeGateWait here.
+func (g *completeGate) enter(stop <-chan struct{}) bool {
 	bound := completeGateWait
 	if g.wait > 0 {
 		bound = g.wait
@@ -117,6 +119,9 @@ func (g *completeGate) enter() bool {
 		case <-freed:
 			timer.Stop()
 		case <-timer.C:
+			return false
+		case <-stop:
+			timer.Stop()
 			return false
 		}
 	}
@@ -174,6 +179,9 @@ type completer struct {
 	// attempts is the run's inflightSet, which holds each result's
 	// attempt until it is settled here.
 	attempts *inflightSet
+	// stopping is closed when the worker stops (its shutdown budget
+	// counts): a write no longer waits at the queue's completeGate.
+	stopping <-chan struct{}
 
 	backlog int // full over this many unwritten results (completeBacklog)
 
@@ -200,9 +208,10 @@ type completer struct {
 func newCompleter(q *Queue, log *slog.Logger, budget *shutdownBudget, attempts *inflightSet, backlog int) *completer {
 	return &completer{
 		q: q, log: log, dbCtx: budget.context(context.Background()), attempts: attempts, backlog: backlog,
-		outage:  newOutage(&failureStreak{}, budget),
-		arrived: make(chan struct{}, 1),
-		drained: make(chan struct{}, 1),
+		stopping: budget.stopped(),
+		outage:   newOutage(&failureStreak{}, budget),
+		arrived:  make(chan struct{}, 1),
+		drained:  make(chan struct{}, 1),
 	}
 }
 
@@ -362,7 +371,7 @@ func (c *completer) write(batch []completion) writeResult {
 			unsure[done.a.ref] = done.lostAt
 		}
 	}
-	entered := c.q.completes.enter()
+	entered := c.q.completes.enter(c.stopping)
 	ctx, cancel := context.WithTimeout(c.dbCtx, cmp.Or(c.q.completeTimeout, dbCallTimeout))
 	defer cancel()
 	at := c.q.now()

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -92,6 +93,66 @@ func TestStopEndsCompleterOutageWait(t *testing.T) {
 				if j := getJob(t, env.queue(t, nil), id); j.Status != StatusInProgress || j.Attempts != 1 {
 					t.Errorf("the job whose completion was given up is %s, attempts %d; want in_progress (left to Reclaim), attempts 1", j.Status, j.Attempts)
 				}
+			})
+		})
+	}
+}
+
+// TestStopEndsGateWait: a completion that waits at the queue's
+// completeGate behind another worker's statement (held here by the test,
+// the gate's bound an hour) is written beside it as soon as the worker
+// stops (its ctx ends, or StopNow): the job is completed and Run returns
+// within a few seconds, the gate still held. Before, the completer waited
+// at the gate for its whole bound (completeGateWait, a second by default;
+// here an hour) whatever the stop, and Run with it.
+func TestStopEndsGateWait(t *testing.T) {
+	const bound = 5 * time.Second // far under the gate's hour
+	cases := []struct {
+		name    string
+		stopNow bool // StopNow, else the end of Run's ctx
+	}{
+		{name: "ctx ends"},
+		{name: "StopNow", stopNow: true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			forEachEngine(t, func(t *testing.T, kind engine.Kind) {
+				env := newTestEnv(t, kind)
+				q := env.queue(t, nil, WithLogger(testdb.QuietLogger()))
+				q.completes.wait = time.Hour
+				// Another worker's completion statement holds the gate.
+				if !q.completes.enter(nil) {
+					t.Fatal("the test did not enter the free gate")
+				}
+				var once sync.Once
+				leave := func() { once.Do(q.completes.leave) }
+				t.Cleanup(leave) // before the queue closes, should the test fail
+				id := enqueue(t, q, testArgs{N: 1})
+				cfg := fastConfig()
+				cfg.MaintenanceInterval = -1 // no leader
+				cfg.ShutdownTimeout = time.Minute
+				w := q.NewWorker(cfg)
+				w.abandonGrace = 2 * bound // the shutdown's time after StopNow
+				Handle(w, func(ctx context.Context, job *Job[testArgs]) error { return nil })
+				ctx, cancel := context.WithCancel(context.Background())
+				defer cancel()
+				done := make(chan error, 1)
+				go func() { done <- w.Run(ctx) }()
+				waitUntil(t, 10*time.Second, "the completion to wait at the gate", func() bool { return q.completes.waiting.Load() == 1 })
+
+				if tc.stopNow {
+					w.StopNow()
+				} else {
+					cancel()
+				}
+				if err := waitFor(t, done, bound, "Run to return while its completion waits at the gate"); err != nil {
+					t.Errorf("Run: %v", err)
+				}
+				if j := getJob(t, q, id); j.Status != StatusCompleted {
+					t.Errorf("the job is %s after the stop, want completed (written beside the held gate)", j.Status)
+				}
+				leave()
 			})
 		})
 	}

@@ -264,40 +264,48 @@ func testCompletionsOneAtATime(t *testing.T, kind engine.Kind) {
 
 // TestCompleteGate: a completer enters a free gate; one that finds it held
 // enters once the statement in flight leaves, and writes beside it
-// (entering not) when it has waited its bound, or at once when the
-// statement in flight has held the gate that long already.
+// (entering not) when it has waited its bound, at once when the
+// statement in flight has held the gate that long already, or as soon as
+// its worker stops.
 func TestCompleteGate(t *testing.T) {
 	t.Parallel()
 	cases := []struct {
 		name string
 		wait time.Duration // the gate's bound
 		held time.Duration // how long the statement in flight has run (-1: none)
-		// leave: the statement in flight leaves once the completer waits.
-		leave bool
-		want  bool // the completer entered
+		// leave: the statement in flight leaves once the completer waits;
+		// stop: the completer's worker stops then.
+		leave, stop bool
+		want        bool // the completer entered
 	}{
-		{"free", time.Hour, -1, false, true},
-		{"held, then left", time.Hour, 0, true, true},
-		{"held past the completer's bound", 50 * time.Millisecond, 0, false, false},
-		{"held past the bound already", time.Hour, 2 * time.Hour, false, false},
+		{"free", time.Hour, -1, false, false, true},
+		{"held, then left", time.Hour, 0, true, false, true},
+		{"held past the completer's bound", 50 * time.Millisecond, 0, false, false, false},
+		{"held past the bound already", time.Hour, 2 * time.Hour, false, false, false},
+		{"held, the worker stops", time.Hour, 0, false, true, false},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
 			g := &completeGate{wait: c.wait}
 			if c.held >= 0 {
-				if !g.enter() {
+				if !g.enter(nil) {
 					t.Fatal("the first statement did not enter the free gate")
 				}
 				g.mu.Lock()
 				g.since = g.since.Add(-c.held)
 				g.mu.Unlock()
 			}
-			got := make(chan bool, 1)
-			go func() { got <- g.enter() }()
-			if c.leave {
+			got, stop := make(chan bool, 1), make(chan struct{})
+			go func() { got <- g.enter(stop) }()
+			if c.leave || c.stop {
 				waitUntil(t, 10*time.Second, "the completer to wait at the gate", func() bool { return g.waiting.Load() == 1 })
+			}
+			if c.leave {
 				g.leave()
+			}
+			if c.stop {
+				close(stop)
 			}
 			select {
 			case entered := <-got:
