@@ -2,6 +2,9 @@ package queue
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"log/slog"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -117,6 +120,59 @@ func TestGiveBacksInOutageDoNotHoldExecutors(t *testing.T) {
 			if j.Status != StatusPending || j.Attempts != 0 || j.ClaimToken != "" {
 				t.Errorf("job %d is %s at %d attempts (token %q), want pending at 0", j.ID, j.Status, j.Attempts, j.ClaimToken)
 			}
+		}
+	})
+}
+
+// TestStopEndsGiveBackOutageWait: a give-back kept through a database
+// outage, whose wait before its next write has grown to
+// completeOutageWait, is written again as soon as the worker stops (its
+// shutdown's budget counts), not after that wait: the database back
+// meanwhile, the job is pending, its attempt not counted, within a few
+// seconds of the stop. Before, the giver slept out the outage's wait
+// first (up to 5 s, while the handlers still running had their
+// ShutdownTimeout), the job in_progress all along.
+func TestStopEndsGiveBackOutageWait(t *testing.T) {
+	const bound = 3 * time.Second // well under the outage's wait
+	forEachServerEngine(t, func(t *testing.T, kind engine.Kind) {
+		env := newTestEnv(t, kind)
+		outage, url := testdb.NewOutage(t, kind)
+		logs := &testdb.LogRecorder{}
+		q := env.queue(t, testdb.OpenURL(t, url), WithLogger(slog.New(logs)))
+		direct := env.queue(t, nil)
+		id := enqueue(t, direct, testArgs{N: 1})
+		rows := mustClaim(t, direct, nil, 1, time.Minute)
+		if len(rows) != 1 {
+			t.Fatalf("claimed %d jobs, want 1", len(rows))
+		}
+		budget := newShutdownBudget(context.Background())
+		defer budget.close()
+		r := &run{q: q, log: slog.New(logs), dbCtx: context.Background(), released: newReleaseList(), budget: budget}
+		stopGiver, giverDone := make(chan struct{}), make(chan struct{})
+		go func() { defer close(giverDone); r.giveBacks(stopGiver) }()
+		defer func() { close(stopGiver); <-giverDone }()
+
+		outage.Cut()
+		r.released.giveBack(rows[0], errors.New("jobqueue: claimed job not started: its lease passed"))
+		longWait := fmt.Sprintf("retry_in=%v", completeOutageWait)
+		waitUntil(t, 30*time.Second, "the give-back's wait through the outage to reach "+completeOutageWait.String(), func() bool {
+			for _, line := range logs.Lines(slog.LevelDebug) {
+				if strings.Contains(line, "giving back claimed jobs not started failed again") && strings.Contains(line, longWait) {
+					return true
+				}
+			}
+			return false
+		})
+		if err := outage.Restore(); err != nil {
+			t.Fatal(err)
+		}
+		stopped := time.Now()
+		budget.spendWithin(time.Minute) // the worker stops; its handlers have their ShutdownTimeout
+		waitUntil(t, bound, "the job given back within "+bound.String()+" of the stop", func() bool {
+			return getJob(t, direct, id).Status != StatusInProgress
+		})
+		if job := getJob(t, direct, id); job.Status != StatusPending || job.Attempts != 0 {
+			t.Errorf("%v after the stop: status %s, attempts %d; want pending, 0", time.Since(stopped), job.Status, job.Attempts)
 		}
 	})
 }

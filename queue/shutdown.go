@@ -236,8 +236,9 @@ func (l *releaseList) putBack(items []releasedAttempt) {
 // write that failed because the database could not be reached
 // (connectionLost) is not counted while the worker runs (outage: given up
 // after four tries, the jobs waited for Reclaim, which counted the
-// attempts that never ran). It returns once stop is closed, putting back
-// what it was trying again, for releaseInterrupted.
+// attempts that never ran); its wait ends when the worker stops, as the
+// completer's does. It returns once stop is closed, putting back what it
+// was trying again, for releaseInterrupted.
 func (r *run) giveBacks(stop <-chan struct{}) {
 	outage := newOutage(&failureStreak{}, r.budget)
 	for {
@@ -265,10 +266,15 @@ func (r *run) giveBacks(stop <-chan struct{}) {
 				} else {
 					r.log.Debug("giving back claimed jobs not started failed again: the database cannot be reached", "jobs", len(failed), "err", err, "retry_in", outageWait)
 				}
+				// The wait ends when the worker stops (its budget counts):
+				// from then on the tries count, by the shutdown's rule,
+				// and what the jobs wait for is not the outage's wait (up
+				// to completeOutageWait) but the database.
 				select {
 				case <-stop:
 					r.released.putBack(failed)
 					return
+				case <-outage.stopped():
 				case <-time.After(outageWait):
 				}
 				items = failed
