@@ -97,16 +97,21 @@ func mysqlStatus() string {
 	return ddl.StatusEnum() + " COLLATE utf8mb4_bin NOT NULL DEFAULT 'pending'"
 }
 
-// mysqlKept are the MySQL definitions of the columns both versions share
-// whose type or collation version 2 may define differently from a version 1
-// table (TIMESTAMP times, a case-insensitive collation).
-var mysqlKept = []struct{ name, def string }{
-	{"name", "VARCHAR(255) COLLATE utf8mb4_bin NOT NULL"},
-	{"type", "VARCHAR(64) COLLATE utf8mb4_bin NOT NULL DEFAULT 'default'"},
-	{"error", "TEXT COLLATE utf8mb4_bin NULL"},
-	{"scheduled_at", "DATETIME NOT NULL"},
-	{"expires_at", "DATETIME NULL"},
-	{"created_at", "DATETIME NOT NULL"},
+// mysqlKeptColumn is the MySQL definition of a column both versions share.
+type mysqlKeptColumn struct{ name, def string }
+
+// mysqlKept returns the MySQL definitions of the columns both versions
+// share whose type or collation version 2 may define differently from a
+// version 1 table (TIMESTAMP times, a case-insensitive collation).
+func mysqlKept() []mysqlKeptColumn {
+	return []mysqlKeptColumn{
+		{"name", "VARCHAR(255) COLLATE utf8mb4_bin NOT NULL"},
+		{"type", "VARCHAR(64) COLLATE utf8mb4_bin NOT NULL DEFAULT 'default'"},
+		{"error", "TEXT COLLATE utf8mb4_bin NULL"},
+		{"scheduled_at", "DATETIME NOT NULL"},
+		{"expires_at", "DATETIME NULL"},
+		{"created_at", "DATETIME NOT NULL"},
+	}
 }
 
 // mysqlAddColumns adds the missing version 2 columns as nullable columns
@@ -123,7 +128,7 @@ func (c *converter) mysqlAddColumns(ctx context.Context, ex execQueryer) error {
 	if st := cols["status"]; !strings.Contains(st.Type, "'expired'") || (st.Collation != "" && st.Collation != "utf8mb4_bin") {
 		clauses = append(clauses, "MODIFY COLUMN status "+mysqlStatus())
 	}
-	for _, k := range mysqlKept {
+	for _, k := range mysqlKept() {
 		ci, ok := cols[k.name]
 		if !ok {
 			continue
