@@ -66,6 +66,9 @@ func uninstall(ctx context.Context, db *sql.DB, table string, empty bool, opts [
 		return again
 	}
 	if err != nil {
+		// The one place that names the table: the errors of dropTable
+		// say what failed (they named it too, and it read "uninstall
+		// table jobs: uninstall table jobs: count its jobs: …").
 		return fmt.Errorf("uninstall table %s: %w", t.Name, err)
 	}
 	if o.report != nil {
@@ -103,7 +106,7 @@ func dropTable(ctx context.Context, ex execQueryer, t engine.Table, empty bool, 
 			if unlock != nil {
 				defer func() {
 					if uerr := unlock(); uerr != nil && err == nil {
-						err = fmt.Errorf("uninstall table %s: unlock its tables: %w", t.Name, uerr)
+						err = fmt.Errorf("unlock its tables: %w", uerr)
 					}
 				}()
 			}

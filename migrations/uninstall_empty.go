@@ -143,7 +143,7 @@ func existingTables(ctx context.Context, q queryer, t engine.Table) ([]string, e
 		}
 		kind, err := relationKind(ctx, q, o.Table)
 		if err != nil {
-			return nil, fmt.Errorf("uninstall table %s: look up %s: %w", t.Name, o.Name, err)
+			return nil, fmt.Errorf("look up %s: %w", o.Name, err)
 		}
 		if kind == "table" {
 			out = append(out, o.Table.Quoted())
@@ -165,7 +165,7 @@ func statusRank(status string) (int, bool) {
 func countJobs(ctx context.Context, q queryer, t engine.Table) ([]StatusCount, error) {
 	rows, err := q.QueryContext(ctx, "SELECT status, COUNT(*) FROM "+t.Quoted()+" GROUP BY status")
 	if err != nil {
-		return nil, fmt.Errorf("uninstall table %s: count its jobs: %w", t.Name, err)
+		return nil, fmt.Errorf("count its jobs: %w", err)
 	}
 	defer rows.Close()
 	var counts []StatusCount
@@ -173,7 +173,7 @@ func countJobs(ctx context.Context, q queryer, t engine.Table) ([]StatusCount, e
 		var st sql.NullString
 		var c StatusCount
 		if err := rows.Scan(&st, &c.Jobs); err != nil {
-			return nil, fmt.Errorf("uninstall table %s: count its jobs: %w", t.Name, err)
+			return nil, fmt.Errorf("count its jobs: %w", err)
 		}
 		c.Status = st.String
 		if !st.Valid {
@@ -182,7 +182,7 @@ func countJobs(ctx context.Context, q queryer, t engine.Table) ([]StatusCount, e
 		counts = append(counts, c)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("uninstall table %s: count its jobs: %w", t.Name, err)
+		return nil, fmt.Errorf("count its jobs: %w", err)
 	}
 	sort.Slice(counts, func(i, j int) bool {
 		oi, iKnown := statusRank(counts[i].Status)
