@@ -160,7 +160,24 @@ type scheduler struct {
 	// debug level, and the next tick enqueued says how many there were.
 	// Only run's goroutine uses it.
 	skips failureStreaks
+	// due is, per periodic job, the first tick that this Run has not dealt
+	// with (enqueued, found enqueued, or skipped for good) in its last
+	// term; nil before it first led. A term that ends with a tick due but
+	// not enqueued (the database refused the act at a lapse of the lease,
+	// or the leadership ran out by the process's clock) leaves the tick
+	// here, and the Run's next term enqueues it when it is at most
+	// lapseBound old (resume). Before, the next term started from its own
+	// now, and a tick due at a lapse of a term that the same process
+	// regained was enqueued by neither term. Only run's goroutine uses it.
+	due []time.Time
 }
+
+// lapseBound is how old a tick left by this Run's last term may be for
+// its next term to make it up: the time a lapse of the leadership lasts
+// at most (a lease and a renewal interval), by the queue's clock. A tick
+// older than that passed while no worker led, and is made up only as
+// RunMissed says.
+func (s *scheduler) lapseBound() time.Duration { return s.el.lease + s.el.every }
 
 // skipped logs that the tick of p failed for good and is skipped: an
 // error for the first of a run of skipped ticks, then at debug level.
@@ -203,23 +220,16 @@ func (s *scheduler) run(ctx context.Context) {
 
 // lead enqueues the ticks that come while this worker leads, until the
 // leadership changes or ctx ends. Ticks before it began are missed, except
-// the latest one of each job with runMissed. Each enqueue is an act fenced
-// by f. Which ticks are due is read on the queue's clock (q.now), like
-// every time the queue writes; it waits for the next one with a timer of
-// the time left on that clock.
+// those that this Run's last term left due within lapseBound (resume) and,
+// with runMissed, the latest one of each job. Each enqueue is an act
+// fenced by f. Which ticks are due is read on the queue's clock (q.now),
+// like every time the queue writes; it waits for the next one with a timer
+// of the time left on that clock.
 func (s *scheduler) lead(ctx, term context.Context, f *termFence, changed <-chan struct{}) {
-	now := s.q.now()
-	next := make([]time.Time, len(s.jobs))
-	for i, p := range s.jobs {
-		if s.runMissed {
-			if last := latestTick(p.schedule, now); !last.IsZero() {
-				if !s.enqueue(term, f, p, last) {
-					return
-				}
-			}
-		}
-		next[i] = p.schedule.Next(now)
+	if !s.resume(term, f, s.q.now()) {
+		return
 	}
+	next := s.due
 	for {
 		var first time.Time
 		for _, n := range next {
@@ -244,11 +254,11 @@ func (s *scheduler) lead(ctx, term context.Context, f *termFence, changed <-chan
 			return
 		case <-timer.C:
 		}
-		now = s.q.now()
+		now := s.q.now()
 		for i, p := range s.jobs {
 			for n := 0; !next[i].IsZero() && !next[i].After(now); n++ {
 				if s.el.guard() != nil {
-					return // the leadership ran out: the next leader goes on
+					return // the leadership ran out: the tick stays due
 				}
 				if n == maxCatchUp {
 					last := latestTick(p.schedule, now)
@@ -257,27 +267,57 @@ func (s *scheduler) lead(ctx, term context.Context, f *termFence, changed <-chan
 					next[i] = last
 				}
 				tick := next[i]
-				next[i] = p.schedule.Next(tick)
 				if !s.enqueue(term, f, p, tick) {
-					return // the database refused it: the next leader goes on
+					return // the term ended: the tick stays due for the next one
 				}
+				next[i] = p.schedule.Next(tick)
 			}
 		}
 	}
 }
 
+// resume sets, at the start of a term at now, each job's first tick due
+// (s.due): the tick that this Run's last term left due, when it is at most
+// lapseBound old, else the first tick after now, enqueuing first the
+// latest tick at or before now with runMissed. It returns false when the
+// term ended meanwhile.
+func (s *scheduler) resume(term context.Context, f *termFence, now time.Time) bool {
+	if len(s.due) != len(s.jobs) {
+		s.due = make([]time.Time, len(s.jobs))
+	}
+	for i, p := range s.jobs {
+		if due := s.due[i]; !due.IsZero() && !due.After(now) && now.Sub(due) <= s.lapseBound() {
+			continue // left due by a lapse: enqueued at once, each tick since too
+		}
+		s.due[i] = time.Time{}
+		if s.runMissed {
+			if last := latestTick(p.schedule, now); !last.IsZero() {
+				if !s.enqueue(term, f, p, last) {
+					s.due[i] = last
+					return false
+				}
+			}
+		}
+		s.due[i] = p.schedule.Next(now)
+	}
+	return true
+}
+
 // enqueue enqueues one tick of p as an act fenced by f, trying again with
 // a growing pause while the database fails it (the tick's unique key makes
 // that safe), as long as this worker leads and for at most
-// periodicRetryFor. It returns false when the database refused the act
-// (errTermEnded): the worker steps down.
+// periodicRetryFor. It reports whether it dealt with the tick: enqueued,
+// found enqueued, or skipped for good (logged). It returns false when this
+// worker's term ended first: the database refused the act (errTermEnded;
+// the worker steps down), or the leadership ran out by the process's
+// clock; the tick is then left due for the next term (scheduler.due).
 func (s *scheduler) enqueue(ctx context.Context, f *termFence, p PeriodicJob, tick time.Time) bool {
 	var err error
 	first := time.Now()
 	wait := periodicRetryWait
 	for try := 1; ; try++ {
 		if s.el.guard() != nil || ctx.Err() != nil {
-			return true
+			return false
 		}
 		var id int64
 		var dup bool
@@ -317,7 +357,7 @@ func (s *scheduler) enqueue(ctx context.Context, f *termFence, p PeriodicJob, ti
 			break // no point in trying again, or tried long enough
 		}
 		if s.el.guard() != nil || ctx.Err() != nil {
-			return true
+			return false
 		}
 		if try == 1 && s.skips.of(p.name).count() == 0 {
 			s.log.Warn("enqueuing a periodic job's tick failed; trying again while this worker leads", "periodic", p.name, "tick", tick, "err", err, "retry_in", wait)
@@ -328,14 +368,15 @@ func (s *scheduler) enqueue(ctx context.Context, f *termFence, p PeriodicJob, ti
 		select {
 		case <-ctx.Done():
 			timer.Stop()
-			return true
+			return false
 		case <-timer.C:
 		}
 		wait = min(2*wait, periodicRetryMaxWait)
 	}
-	if s.el.guard() == nil {
-		s.skipped(p, tick, err)
+	if s.el.guard() != nil {
+		return false
 	}
+	s.skipped(p, tick, err)
 	return true
 }
 
