@@ -324,13 +324,18 @@ func (s *scheduler) enqueue(ctx context.Context, f *termFence, p PeriodicJob, ti
 		// The side table of the unique keys is checked before the act,
 		// which holds a connection, and tried again like the act: a check
 		// that failed for a moment skipped the tick.
+		// So is the read of the server's clock, which bounds the tick
+		// (tickAhead).
 		if err = s.q.needUnique(ctx); err == nil {
 			cctx, cancel := context.WithTimeout(withFence(ctx, s.el.guard), dbCallTimeout)
-			err = s.q.leaderAct(cctx, f, func(d dbtx) error {
-				var err error
-				id, dup, err = s.q.enqueueTickOnce(cctx, d, p, tick)
-				return err
-			})
+			var serverNow time.Time
+			if serverNow, err = s.q.serverNow(cctx); err == nil {
+				err = s.q.leaderAct(cctx, f, func(d dbtx) error {
+					var err error
+					id, dup, err = s.q.enqueueTickOnce(cctx, d, p, tick, serverNow)
+					return err
+				})
+			}
 			cancel()
 		}
 		switch {
@@ -353,7 +358,7 @@ func (s *scheduler) enqueue(ctx context.Context, f *termFence, p PeriodicJob, ti
 			s.q.wake.notify()
 			return true
 		}
-		if errors.Is(err, ErrInvalidJob) || errors.Is(err, ErrPayloadRejected) || errors.Is(err, ErrSideTableMissing) || time.Since(first)+wait > periodicRetryFor {
+		if errors.Is(err, ErrInvalidJob) || errors.Is(err, ErrPayloadRejected) || errors.Is(err, errTickAhead) || errors.Is(err, ErrSideTableMissing) || time.Since(first)+wait > periodicRetryFor {
 			break // no point in trying again, or tried long enough
 		}
 		if s.el.guard() != nil || ctx.Err() != nil {
@@ -391,14 +396,27 @@ func (s *scheduler) enqueue(ctx context.Context, f *termFence, p PeriodicJob, ti
 // row of the leader side table per periodic job, tickRow) outlives the
 // job; the key still makes a tick enqueued by a leader of before the
 // record a duplicate.
-func (q *Queue) enqueueTickOnce(ctx context.Context, d dbtx, p PeriodicJob, tick time.Time) (id int64, dup bool, err error) {
+//
+// serverNow, the database server's clock read just before the act, bounds
+// the tick and the record (periodic_clock.go): a tick more than
+// maxTickAhead ahead of it is refused (errTickAhead), and a record that
+// far ahead refuses no tick (logged, and replaced by this tick).
+func (q *Queue) enqueueTickOnce(ctx context.Context, d dbtx, p PeriodicJob, tick, serverNow time.Time) (id int64, dup bool, err error) {
+	if err := tickAhead(p.name, tick, serverNow); err != nil {
+		return 0, false, err
+	}
 	row := tickRow(p.name)
 	last, found, err := q.st.periodicLastTick(ctx, d, row)
 	if err != nil {
 		return 0, false, fmt.Errorf("jobqueue: reading the last tick of periodic job %q: %w", p.name, err)
 	}
 	if found && tick.UnixNano() <= last {
-		return 0, true, nil
+		lastTick := time.Unix(0, last).UTC()
+		if !recordAhead(lastTick, serverNow) {
+			return 0, true, nil
+		}
+		q.logger.Warn("the last tick recorded for a periodic job is ahead of the database server's clock (a leader whose clock was ahead recorded it): it no longer refuses ticks, and this tick replaces it; check the workers' clocks (NTP)",
+			"periodic", p.name, "recorded", lastTick, "server_now", serverNow, "tick", tick)
 	}
 	if id, dup, err = q.enqueueTick(ctx, d.tx, p, tick); err != nil {
 		return id, dup, err

@@ -243,7 +243,11 @@ type Querier interface {
 	// commits before the new term can act, or is refused.
 	SetLeaderFence(ctx context.Context, arg SetLeaderFenceParams) error
 	// SetPeriodicLastTick records tick_nanos as a periodic job's last tick
-	// enqueued, unless a later one is recorded.
+	// enqueued, in place of the one recorded: the act that writes it read the
+	// record first (PeriodicLastTick) and enqueued a later tick, or found the
+	// record more than a minute ahead of the server's clock (written by a
+	// leader whose clock was ahead), which must not go on refusing ticks until
+	// real time catches up (GREATEST kept it).
 	SetPeriodicLastTick(ctx context.Context, arg SetPeriodicLastTickParams) error
 	// TakeClaimMutex takes the table's claim mutex, a user lock of the session
 	// (GET_LOCK) named after the database and the table (sqlc.arg(table_name)),

@@ -2272,7 +2272,7 @@ func (q *Queries) SetLeaderFence(ctx context.Context, arg SetLeaderFenceParams) 
 const setPeriodicLastTick = `-- name: SetPeriodicLastTick :exec
 INSERT INTO jobs_leader (name, holder, term, renewals, since, renewed_at, lease_until)
 VALUES (?, ?, ?, 0, '1970-01-01 00:00:01', '1970-01-01 00:00:01', '1970-01-01 00:00:01')
-ON DUPLICATE KEY UPDATE term = GREATEST(term, ?)
+ON DUPLICATE KEY UPDATE term = ?
 `
 
 type SetPeriodicLastTickParams struct {
@@ -2282,7 +2282,11 @@ type SetPeriodicLastTickParams struct {
 }
 
 // SetPeriodicLastTick records tick_nanos as a periodic job's last tick
-// enqueued, unless a later one is recorded.
+// enqueued, in place of the one recorded: the act that writes it read the
+// record first (PeriodicLastTick) and enqueued a later tick, or found the
+// record more than a minute ahead of the server's clock (written by a
+// leader whose clock was ahead), which must not go on refusing ticks until
+// real time catches up (GREATEST kept it).
 func (q *Queries) SetPeriodicLastTick(ctx context.Context, arg SetPeriodicLastTickParams) error {
 	_, err := q.db.ExecContext(ctx, setPeriodicLastTick,
 		arg.Name,

@@ -2502,7 +2502,7 @@ func (q *Queries) SetLeaderFence(ctx context.Context, arg SetLeaderFenceParams) 
 const setPeriodicLastTick = `-- name: SetPeriodicLastTick :exec
 INSERT INTO jobs_leader (name, holder, term, renewals, since, renewed_at, lease_until)
 VALUES ($1, $2, $3, 0, TIMESTAMP '1970-01-01 00:00:00', TIMESTAMP '1970-01-01 00:00:00', TIMESTAMP '1970-01-01 00:00:00')
-ON CONFLICT (name) DO UPDATE SET term = GREATEST(jobs_leader.term, EXCLUDED.term)
+ON CONFLICT (name) DO UPDATE SET term = EXCLUDED.term
 `
 
 type SetPeriodicLastTickParams struct {
@@ -2512,7 +2512,11 @@ type SetPeriodicLastTickParams struct {
 }
 
 // SetPeriodicLastTick records tick_nanos as a periodic job's last tick
-// enqueued, unless a later one is recorded.
+// enqueued, in place of the one recorded: the act that writes it read the
+// record first (PeriodicLastTick) and enqueued a later tick, or found the
+// record more than a minute ahead of the server's clock (written by a
+// leader whose clock was ahead), which must not go on refusing ticks until
+// real time catches up (GREATEST kept it).
 func (q *Queries) SetPeriodicLastTick(ctx context.Context, arg SetPeriodicLastTickParams) error {
 	_, err := q.db.ExecContext(ctx, setPeriodicLastTick, arg.Name, arg.Periodic, arg.TickNanos)
 	return err

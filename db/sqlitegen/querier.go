@@ -208,7 +208,11 @@ type Querier interface {
 	// term, creating it if missing (a table installed before it existed).
 	SetLeaderFence(ctx context.Context, arg SetLeaderFenceParams) error
 	// SetPeriodicLastTick records tick_nanos as a periodic job's last tick
-	// enqueued, unless a later one is recorded.
+	// enqueued, in place of the one recorded: the act that writes it read the
+	// record first (PeriodicLastTick) and enqueued a later tick, or found the
+	// record more than a minute ahead of the server's clock (written by a
+	// leader whose clock was ahead), which must not go on refusing ticks until
+	// real time catches up (GREATEST kept it).
 	SetPeriodicLastTick(ctx context.Context, arg SetPeriodicLastTickParams) error
 	// UnclaimJobs gives back attempts that were claimed but never started (a
 	// worker's buffered jobs that the shutdown cut off before an executor

@@ -426,10 +426,14 @@ SELECT term FROM jobs_leader WHERE name = sqlc.arg(name);
 
 -- name: SetPeriodicLastTick :exec
 -- SetPeriodicLastTick records tick_nanos as a periodic job's last tick
--- enqueued, unless a later one is recorded.
+-- enqueued, in place of the one recorded: the act that writes it read the
+-- record first (PeriodicLastTick) and enqueued a later tick, or found the
+-- record more than a minute ahead of the server's clock (written by a
+-- leader whose clock was ahead), which must not go on refusing ticks until
+-- real time catches up (GREATEST kept it).
 INSERT INTO jobs_leader (name, holder, term, renewals, since, renewed_at, lease_until)
 VALUES (sqlc.arg(name), sqlc.arg(periodic), sqlc.arg(tick_nanos), 0, '1970-01-01 00:00:01', '1970-01-01 00:00:01', '1970-01-01 00:00:01')
-ON DUPLICATE KEY UPDATE term = GREATEST(term, sqlc.arg(tick_nanos));
+ON DUPLICATE KEY UPDATE term = sqlc.arg(tick_nanos);
 
 -- name: EnsureLeaderRow :exec
 -- EnsureLeaderRow creates the role's row, held by nobody, if it is missing.

@@ -656,10 +656,14 @@ SELECT term FROM jobs_leader WHERE name = @name;
 
 -- name: SetPeriodicLastTick :exec
 -- SetPeriodicLastTick records tick_nanos as a periodic job's last tick
--- enqueued, unless a later one is recorded.
+-- enqueued, in place of the one recorded: the act that writes it read the
+-- record first (PeriodicLastTick) and enqueued a later tick, or found the
+-- record more than a minute ahead of the server's clock (written by a
+-- leader whose clock was ahead), which must not go on refusing ticks until
+-- real time catches up (GREATEST kept it).
 INSERT INTO jobs_leader (name, holder, term, renewals, since, renewed_at, lease_until)
 VALUES (@name, @periodic, @tick_nanos, 0, TIMESTAMP '1970-01-01 00:00:00', TIMESTAMP '1970-01-01 00:00:00', TIMESTAMP '1970-01-01 00:00:00')
-ON CONFLICT (name) DO UPDATE SET term = GREATEST(jobs_leader.term, EXCLUDED.term);
+ON CONFLICT (name) DO UPDATE SET term = EXCLUDED.term;
 
 -- name: EnsureLeaderRow :exec
 -- EnsureLeaderRow creates the role's row, held by nobody, if it is missing.
