@@ -26,76 +26,54 @@ import (
 // logged the outage's end at the first write that failed after the stop.
 func TestStopEndsCompleterOutageWait(t *testing.T) {
 	const bound = 4 * time.Second // the shutdown's tries (about a second) and slack, under completeOutageWait
-	cases := []struct {
-		name    string
-		stopNow bool // StopNow, else the end of Run's ctx
-	}{
-		{name: "ctx ends"},
-		{name: "StopNow", stopNow: true},
-	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			forEachServerEngine(t, func(t *testing.T, kind engine.Kind) {
-				env := newTestEnv(t, kind)
-				outage, url := testdb.NewOutage(t, kind)
-				db := testdb.OpenURL(t, url)
-				logs := &testdb.LogRecorder{}
-				q := env.queue(t, db, WithLogger(slog.New(logs)))
-				id := enqueue(t, env.queue(t, nil), testArgs{N: 1})
-				cfg := fastConfig()
-				cfg.MaintenanceInterval = -1 // no leader
-				cfg.ShutdownTimeout = time.Minute
-				w := q.NewWorker(cfg)
-				started, release := make(chan struct{}), make(chan struct{})
-				Handle(w, func(ctx context.Context, job *Job[testArgs]) error {
-					close(started)
-					<-release
-					return nil
-				})
-				ctx, cancel := context.WithCancel(context.Background())
-				defer cancel()
-				done := make(chan error, 1)
-				go func() { done <- w.Run(ctx) }()
-				waitFor(t, started, 10*time.Second, "the handler to start")
-
-				outage.Cut()
-				close(release)
-				longWait := fmt.Sprintf("retry_in=%v", completeOutageWait)
-				waitUntil(t, 30*time.Second, "the completion's wait through the outage to reach "+completeOutageWait.String(), func() bool {
-					for _, line := range logs.Lines(slog.LevelDebug) {
-						if strings.Contains(line, "completing jobs failed again") && strings.Contains(line, longWait) {
-							return true
-						}
-					}
-					return false
-				})
-
-				stopped := time.Now()
-				if tc.stopNow {
-					w.StopNow()
-				} else {
-					cancel()
-				}
-				if err := waitFor(t, done, bound, "Run to return during the outage"); err != nil {
-					t.Errorf("Run: %v", err)
-				}
-				took := time.Since(stopped)
-				if n := logs.Count(slog.LevelError, "completing jobs failed; they stay in_progress until Reclaim"); n != 1 {
-					t.Errorf("the completion was given up %d times after the stop (Run returned in %v), want once: %q", n, took, logs.Lines(slog.LevelWarn))
-				}
-				if n := logs.Count(slog.LevelInfo, "completing jobs again"); n != 0 {
-					t.Errorf("the worker said %d times that the database can be reached again, during the outage: %q", n, logs.Lines(slog.LevelInfo))
-				}
-				if err := outage.Restore(); err != nil {
-					t.Fatal(err)
-				}
-				if j := getJob(t, env.queue(t, nil), id); j.Status != StatusInProgress || j.Attempts != 1 {
-					t.Errorf("the job whose completion was given up is %s, attempts %d; want in_progress (left to Reclaim), attempts 1", j.Status, j.Attempts)
-				}
+	forEachStop(t, func(t *testing.T, sc stopCase) {
+		forEachServerEngine(t, func(t *testing.T, kind engine.Kind) {
+			env := newTestEnv(t, kind)
+			outage, url := testdb.NewOutage(t, kind)
+			db := testdb.OpenURL(t, url)
+			logs := &testdb.LogRecorder{}
+			q := env.queue(t, db, WithLogger(slog.New(logs)))
+			id := enqueue(t, env.queue(t, nil), testArgs{N: 1})
+			cfg := fastConfig()
+			cfg.MaintenanceInterval = -1 // no leader
+			cfg.ShutdownTimeout = time.Minute
+			w := q.NewWorker(cfg)
+			started, release := make(chan struct{}), make(chan struct{})
+			Handle(w, func(ctx context.Context, job *Job[testArgs]) error {
+				close(started)
+				<-release
+				return nil
 			})
+			run := startStoppable(t, w)
+			waitFor(t, started, 10*time.Second, "the handler to start")
+
+			outage.Cut()
+			close(release)
+			longWait := fmt.Sprintf("retry_in=%v", completeOutageWait)
+			waitUntil(t, 30*time.Second, "the completion's wait through the outage to reach "+completeOutageWait.String(), func() bool {
+				for _, line := range logs.Lines(slog.LevelDebug) {
+					if strings.Contains(line, "completing jobs failed again") && strings.Contains(line, longWait) {
+						return true
+					}
+				}
+				return false
+			})
+
+			took := run.stop(t, sc, bound, "during the outage")
+			if n := logs.Count(slog.LevelError, "completing jobs failed; they stay in_progress until Reclaim"); n != 1 {
+				t.Errorf("the completion was given up %d times after the stop (Run returned in %v), want once: %q", n, took, logs.Lines(slog.LevelWarn))
+			}
+			if n := logs.Count(slog.LevelInfo, "completing jobs again"); n != 0 {
+				t.Errorf("the worker said %d times that the database can be reached again, during the outage: %q", n, logs.Lines(slog.LevelInfo))
+			}
+			if err := outage.Restore(); err != nil {
+				t.Fatal(err)
+			}
+			if j := getJob(t, env.queue(t, nil), id); j.Status != StatusInProgress || j.Attempts != 1 {
+				t.Errorf("the job whose completion was given up is %s, attempts %d; want in_progress (left to Reclaim), attempts 1", j.Status, j.Attempts)
+			}
 		})
-	}
+	})
 }
 
 // TestStopEndsGateWait: a completion that waits at the queue's
@@ -107,53 +85,33 @@ func TestStopEndsCompleterOutageWait(t *testing.T) {
 // here an hour) whatever the stop, and Run with it.
 func TestStopEndsGateWait(t *testing.T) {
 	const bound = 5 * time.Second // far under the gate's hour
-	cases := []struct {
-		name    string
-		stopNow bool // StopNow, else the end of Run's ctx
-	}{
-		{name: "ctx ends"},
-		{name: "StopNow", stopNow: true},
-	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			forEachEngine(t, func(t *testing.T, kind engine.Kind) {
-				env := newTestEnv(t, kind)
-				q := env.queue(t, nil, WithLogger(testdb.QuietLogger()))
-				q.completes.wait = time.Hour
-				// Another worker's completion statement holds the gate.
-				if !q.completes.enter(nil) {
-					t.Fatal("the test did not enter the free gate")
-				}
-				var once sync.Once
-				leave := func() { once.Do(q.completes.leave) }
-				t.Cleanup(leave) // before the queue closes, should the test fail
-				id := enqueue(t, q, testArgs{N: 1})
-				cfg := fastConfig()
-				cfg.MaintenanceInterval = -1 // no leader
-				cfg.ShutdownTimeout = time.Minute
-				w := q.NewWorker(cfg)
-				w.abandonGrace = 2 * bound // the shutdown's time after StopNow
-				Handle(w, func(ctx context.Context, job *Job[testArgs]) error { return nil })
-				ctx, cancel := context.WithCancel(context.Background())
-				defer cancel()
-				done := make(chan error, 1)
-				go func() { done <- w.Run(ctx) }()
-				waitUntil(t, 10*time.Second, "the completion to wait at the gate", func() bool { return q.completes.waiting.Load() == 1 })
+	forEachStop(t, func(t *testing.T, sc stopCase) {
+		forEachEngine(t, func(t *testing.T, kind engine.Kind) {
+			env := newTestEnv(t, kind)
+			q := env.queue(t, nil, WithLogger(testdb.QuietLogger()))
+			q.completes.wait = time.Hour
+			// Another worker's completion statement holds the gate.
+			if !q.completes.enter(nil) {
+				t.Fatal("the test did not enter the free gate")
+			}
+			var once sync.Once
+			leave := func() { once.Do(q.completes.leave) }
+			t.Cleanup(leave) // before the queue closes, should the test fail
+			id := enqueue(t, q, testArgs{N: 1})
+			cfg := fastConfig()
+			cfg.MaintenanceInterval = -1 // no leader
+			cfg.ShutdownTimeout = time.Minute
+			w := q.NewWorker(cfg)
+			w.abandonGrace = 2 * bound // the shutdown's time after StopNow
+			Handle(w, func(ctx context.Context, job *Job[testArgs]) error { return nil })
+			run := startStoppable(t, w)
+			waitUntil(t, 10*time.Second, "the completion to wait at the gate", func() bool { return q.completes.waiting.Load() == 1 })
 
-				if tc.stopNow {
-					w.StopNow()
-				} else {
-					cancel()
-				}
-				if err := waitFor(t, done, bound, "Run to return while its completion waits at the gate"); err != nil {
-					t.Errorf("Run: %v", err)
-				}
-				if j := getJob(t, q, id); j.Status != StatusCompleted {
-					t.Errorf("the job is %s after the stop, want completed (written beside the held gate)", j.Status)
-				}
-				leave()
-			})
+			run.stop(t, sc, bound, "while its completion waits at the gate")
+			if j := getJob(t, q, id); j.Status != StatusCompleted {
+				t.Errorf("the job is %s after the stop, want completed (written beside the held gate)", j.Status)
+			}
+			leave()
 		})
-	}
+	})
 }

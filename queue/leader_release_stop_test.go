@@ -25,67 +25,45 @@ func TestLeaderReleaseWithinShutdownTime(t *testing.T) {
 		abandon = time.Second     // the shutdown's time: ShutdownTimeout is negative
 		bound   = 3 * time.Second // that time and slack, under LeaderLease/5
 	)
-	cases := []struct {
-		name    string
-		stopNow bool // StopNow, else the end of Run's ctx
-	}{
-		{name: "ctx ends"},
-		{name: "StopNow", stopNow: true},
-	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			forEachEngine(t, func(t *testing.T, kind engine.Kind) {
-				env := newTestEnv(t, kind)
-				gained := make(chan struct{}, 1)
-				logs := &testdb.LogRecorder{}
-				q := env.queue(t, nil, WithLogger(slog.New(logs)), WithListener(func(ev Event) {
-					if ev.Kind == EventLeadershipGained {
-						select {
-						case gained <- struct{}{}:
-						default:
-						}
+	forEachStop(t, func(t *testing.T, sc stopCase) {
+		forEachEngine(t, func(t *testing.T, kind engine.Kind) {
+			env := newTestEnv(t, kind)
+			gained := make(chan struct{}, 1)
+			logs := &testdb.LogRecorder{}
+			q := env.queue(t, nil, WithLogger(slog.New(logs)), WithListener(func(ev Event) {
+				if ev.Kind == EventLeadershipGained {
+					select {
+					case gained <- struct{}{}:
+					default:
 					}
-				}))
-				cfg := fastConfig()
-				cfg.MaintenanceInterval = time.Hour // leads; its one pass runs at once
-				cfg.LeaderLease = time.Minute
-				cfg.ShutdownTimeout = -1
-				w := q.NewWorker(cfg)
-				w.abandonGrace = abandon
-				Handle(w, func(ctx context.Context, job *Job[emailArgs]) error { return nil })
-				ctx, cancel := context.WithCancel(context.Background())
-				defer cancel()
-				done := make(chan error, 1)
-				go func() { done <- w.Run(ctx) }()
-				waitFor(t, gained, 20*time.Second, "the worker to lead")
-				waitUntil(t, 20*time.Second, "the leader's first maintenance pass", func() bool {
-					return logs.Count(slog.LevelDebug, "maintenance pass done") > 0
-				})
-
-				lock := newTableLock(t, env)
-				lock.pgMode = "ACCESS EXCLUSIVE"
-				lock.table = ddl.Side(env.tbl, "leader").Quoted()
-				if err := lock.lock(); err != nil {
-					t.Fatal(err)
 				}
-				stopped := time.Now()
-				if tc.stopNow {
-					w.StopNow()
-				} else {
-					cancel()
-				}
-				if err := waitFor(t, done, bound, "Run to return while the leader table is locked"); err != nil {
-					t.Errorf("Run: %v", err)
-				}
-				took := time.Since(stopped)
-				if err := lock.unlock(); err != nil {
-					t.Fatal(err)
-				}
-				if n := logs.Count(slog.LevelWarn, "releasing the leadership failed"); n != 1 {
-					t.Errorf("%d warnings that the release failed (Run returned in %v), want 1: %q", n, took, logs.Lines(slog.LevelWarn))
-				}
+			}))
+			cfg := fastConfig()
+			cfg.MaintenanceInterval = time.Hour // leads; its one pass runs at once
+			cfg.LeaderLease = time.Minute
+			cfg.ShutdownTimeout = -1
+			w := q.NewWorker(cfg)
+			w.abandonGrace = abandon
+			Handle(w, func(ctx context.Context, job *Job[emailArgs]) error { return nil })
+			run := startStoppable(t, w)
+			waitFor(t, gained, 20*time.Second, "the worker to lead")
+			waitUntil(t, 20*time.Second, "the leader's first maintenance pass", func() bool {
+				return logs.Count(slog.LevelDebug, "maintenance pass done") > 0
 			})
+
+			lock := newTableLock(t, env)
+			lock.pgMode = "ACCESS EXCLUSIVE"
+			lock.table = ddl.Side(env.tbl, "leader").Quoted()
+			if err := lock.lock(); err != nil {
+				t.Fatal(err)
+			}
+			took := run.stop(t, sc, bound, "while the leader table is locked")
+			if err := lock.unlock(); err != nil {
+				t.Fatal(err)
+			}
+			if n := logs.Count(slog.LevelWarn, "releasing the leadership failed"); n != 1 {
+				t.Errorf("%d warnings that the release failed (Run returned in %v), want 1: %q", n, took, logs.Lines(slog.LevelWarn))
+			}
 		})
-	}
+	})
 }
