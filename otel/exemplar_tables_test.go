@@ -2,14 +2,9 @@ package jobqueueotel_test
 
 import (
 	"context"
-	"errors"
 	"testing"
 
-	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
-	"go.opentelemetry.io/otel/sdk/metric/exemplar"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
-	sdktrace "go.opentelemetry.io/otel/sdk/trace"
-	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/jobqueue/jobqueue/internal/engine"
@@ -27,19 +22,7 @@ import (
 // or none.
 func TestExemplarsOfTwoTables(t *testing.T) {
 	ctx := context.Background()
-	spans := tracetest.NewSpanRecorder()
-	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(spans))
-	reader := sdkmetric.NewManualReader()
-	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader), sdkmetric.WithExemplarFilter(exemplar.TraceBasedFilter))
-	t.Cleanup(func() {
-		if err := errors.Join(tp.Shutdown(ctx), mp.Shutdown(ctx)); err != nil {
-			t.Error(err)
-		}
-	})
-	tel, err := jobqueueotel.New(jobqueueotel.Config{TracerProvider: tp, MeterProvider: mp})
-	if err != nil {
-		t.Fatal(err)
-	}
+	tel, spans, reader := newExemplarTelemetry(t)
 	e := testdb.New(t, engine.SQLite)
 	started := map[string]chan struct{}{"a": make(chan struct{}), "b": make(chan struct{})}
 	other := map[string]string{"a": "b", "b": "a"}

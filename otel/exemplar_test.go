@@ -19,14 +19,12 @@ import (
 	"github.com/jobqueue/jobqueue/queue"
 )
 
-// TestExemplarsCarrySpans: with the SDK's trace_based exemplar filter,
-// the measurements of an enqueue carry its jobqueue.enqueue span's trace,
-// and those of an attempt's end (jobqueue.jobs.worked and
-// jobqueue.job.duration, completed and failed) carry its jobqueue.work
-// span's trace, so that a backend links a point to a trace. Before, the
-// listener recorded the ends of attempts with context.Background(): no
-// exemplar.
-func TestExemplarsCarrySpans(t *testing.T) {
+// newExemplarTelemetry returns a Telemetry whose spans go to the returned
+// recorder and whose instruments, read through the returned reader, keep
+// exemplars with the SDK's trace_based filter; both providers are shut down
+// at the test's end.
+func newExemplarTelemetry(t *testing.T) (*jobqueueotel.Telemetry, *tracetest.SpanRecorder, *sdkmetric.ManualReader) {
+	t.Helper()
 	ctx := context.Background()
 	spans := tracetest.NewSpanRecorder()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(spans))
@@ -41,6 +39,19 @@ func TestExemplarsCarrySpans(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return tel, spans, reader
+}
+
+// TestExemplarsCarrySpans: with the SDK's trace_based exemplar filter,
+// the measurements of an enqueue carry its jobqueue.enqueue span's trace,
+// and those of an attempt's end (jobqueue.jobs.worked and
+// jobqueue.job.duration, completed and failed) carry its jobqueue.work
+// span's trace, so that a backend links a point to a trace. Before, the
+// listener recorded the ends of attempts with context.Background(): no
+// exemplar.
+func TestExemplarsCarrySpans(t *testing.T) {
+	ctx := context.Background()
+	tel, spans, reader := newExemplarTelemetry(t)
 	q, _ := openQueue(t, testdb.New(t, engine.SQLite), tel.QueueOptions()...)
 	for _, typ := range []string{"ok", "bad"} {
 		if _, err := q.Enqueue(ctx, task{typ}, queue.Type(typ)); err != nil {
