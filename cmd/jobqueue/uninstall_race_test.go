@@ -33,34 +33,7 @@ func TestUninstallKeepsJobEnqueuedMeanwhile(t *testing.T) {
 	testdb.ForEachEngine(t, func(t *testing.T, e *testdb.Env) {
 		ctx := context.Background()
 		c := cli{db: e.URL, table: e.Table(t)}
-		c.ok(t, "install")
-		q, err := queue.New(e.DB, queue.WithTable(c.table), queue.WithLogger(testdb.QuietLogger()))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer q.Close()
-		tx, err := e.DB.BeginTx(ctx, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer tx.Rollback()
-		id, err := q.EnqueueTx(ctx, tx, noArgs{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		var r result
-		done := make(chan struct{})
-		go func() {
-			defer close(done)
-			r = c.run(t, "uninstall")
-		}()
-		if waiting := lockWaiters(t, e, c.table); waiting != nil {
-			testwait.For(t, time.Minute, 10*time.Millisecond, "the uninstall to wait for the table's lock", waiting)
-		}
-		if err := tx.Commit(); err != nil {
-			t.Fatal(err)
-		}
-		<-done
+		r, q, id := uninstallDuringEnqueue(t, e, c)
 		assertOneLineError(t, r, exitFailure, "holds 1 job (1 pending)", "--force")
 		if _, err := q.Get(ctx, id); err != nil {
 			t.Fatalf("the job enqueued during the uninstall: %v; want it kept", err)
@@ -85,33 +58,7 @@ func TestUninstallForceCountsJobEnqueuedMeanwhile(t *testing.T) {
 	testdb.ForEachEngine(t, func(t *testing.T, e *testdb.Env) {
 		ctx := context.Background()
 		c := cli{db: e.URL, table: e.Table(t)}
-		c.ok(t, "install")
-		q, err := queue.New(e.DB, queue.WithTable(c.table), queue.WithLogger(testdb.QuietLogger()))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer q.Close()
-		tx, err := e.DB.BeginTx(ctx, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer tx.Rollback()
-		if _, err := q.EnqueueTx(ctx, tx, noArgs{}); err != nil {
-			t.Fatal(err)
-		}
-		var r result
-		done := make(chan struct{})
-		go func() {
-			defer close(done)
-			r = c.run(t, "uninstall", "--force")
-		}()
-		if waiting := lockWaiters(t, e, c.table); waiting != nil {
-			testwait.For(t, time.Minute, 10*time.Millisecond, "the uninstall to wait for the table's lock", waiting)
-		}
-		if err := tx.Commit(); err != nil {
-			t.Fatal(err)
-		}
-		<-done
+		r, _, _ := uninstallDuringEnqueue(t, e, c, "--force")
 		if r.code != 0 {
 			t.Fatalf("uninstall --force: exit %d, stderr %q", r.code, r.stderr)
 		}
@@ -123,6 +70,50 @@ func TestUninstallForceCountsJobEnqueuedMeanwhile(t *testing.T) {
 			t.Error("the table is still there after uninstall --force")
 		}
 	})
+}
+
+// uninstallDuringEnqueue installs c's table, opens a producer's
+// transaction that enqueues a job in it, runs `jobqueue uninstall` with
+// args while that transaction is open, and commits it once the uninstall
+// is seen waiting for the table's lock (at once on SQLite, where that
+// cannot be seen). It returns the uninstall's result, the producer's queue
+// (closed at the test's end) and the job's id.
+func uninstallDuringEnqueue(t *testing.T, e *testdb.Env, c cli, args ...string) (result, *queue.Queue, int64) {
+	t.Helper()
+	ctx := context.Background()
+	c.ok(t, "install")
+	q, err := queue.New(e.DB, queue.WithTable(c.table), queue.WithLogger(testdb.QuietLogger()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := q.Close(); err != nil {
+			t.Error(err)
+		}
+	})
+	tx, err := e.DB.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback()
+	id, err := q.EnqueueTx(ctx, tx, noArgs{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var r result
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		r = c.run(t, append([]string{"uninstall"}, args...)...)
+	}()
+	if waiting := lockWaiters(t, e, c.table); waiting != nil {
+		testwait.For(t, time.Minute, 10*time.Millisecond, "the uninstall to wait for the table's lock", waiting)
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	<-done
+	return r, q, id
 }
 
 // lockWaiters returns a condition that holds once a session of e's server
