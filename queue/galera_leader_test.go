@@ -2,7 +2,6 @@ package queue
 
 import (
 	"context"
-	"database/sql"
 	"maps"
 	"slices"
 	"testing"
@@ -24,16 +23,7 @@ import (
 func TestGaleraLeadershipAcrossNodes(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	urls := testdb.Galera(t, 3)
-	dbs := make([]*sql.DB, len(urls))
-	for i, u := range urls {
-		dbs[i] = testdb.OpenURL(t, u)
-	}
-	table := testdb.Table(t, dbs[0])
-	installTestTable(t, dbs[0], table)
-	for _, db := range dbs[1:] {
-		galeraCaughtUp(t, db, table)
-	}
+	_, dbs, table := galeraTable(t)
 	cfg := WorkerConfig{
 		Types: []string{"none"}, MaintenanceInterval: 200 * time.Millisecond,
 		Periodic: []PeriodicJob{Periodic("tick", cron.MustParse("@every 1s"), kindArgs{K: "tick"}, Type("periodic"))},

@@ -46,6 +46,24 @@ func TestGalera(t *testing.T) {
 		conflicts, galera, single, galera/single)
 }
 
+// galeraTable starts a Galera cluster of three nodes (their URLs), opens a
+// pool on each and installs a test table through the first, which every
+// node has applied when it returns.
+func galeraTable(t *testing.T) (urls []string, dbs []*sql.DB, table string) {
+	t.Helper()
+	urls = testdb.Galera(t, 3)
+	dbs = make([]*sql.DB, len(urls))
+	for i, u := range urls {
+		dbs[i] = testdb.OpenURL(t, u)
+	}
+	table = testdb.Table(t, dbs[0])
+	installTestTable(t, dbs[0], table)
+	for _, db := range dbs[1:] {
+		galeraCaughtUp(t, db, table)
+	}
+	return urls, dbs, table
+}
+
 // galeraCaughtUp waits until db's node has applied every write set the
 // cluster committed so far (a causal read: wsrep_sync_wait), the DDL of
 // another node's install too, and checks that it has table.
@@ -249,16 +267,7 @@ func drainAcross(t *testing.T, name string, urls []string, jobs int) float64 {
 func TestGaleraFenceAcrossNodes(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	urls := testdb.Galera(t, 3)
-	dbs := make([]*sql.DB, len(urls))
-	for i, u := range urls {
-		dbs[i] = testdb.OpenURL(t, u)
-	}
-	table := testdb.Table(t, dbs[0])
-	installTestTable(t, dbs[0], table)
-	for _, db := range dbs[1:] {
-		galeraCaughtUp(t, db, table)
-	}
+	urls, dbs, table := galeraTable(t)
 	var appliers int
 	if err := dbs[0].QueryRowContext(ctx, "SELECT @@wsrep_slave_threads").Scan(&appliers); err != nil {
 		t.Fatal(err)
