@@ -220,10 +220,11 @@ func BenchmarkDrainClaimers(b *testing.B) {
 		b.Run(string(kind), func(b *testing.B) {
 			var one, four, shared time.Duration
 			var oneSt, fourSt drainStats
+			base := newTestEnv(b, kind)
 			for range b.N {
 				b.StopTimer()
 				for _, setup := range []string{"1x64", "4x16", "4x16 one queue"} {
-					env := newTestEnv(b, kind)
+					env := base.freshTable(b)
 					enqueueSeq(b, env.queue(b, nil, WithLogger(testdb.QuietLogger())), n)
 					switch setup {
 					case "1x64":
@@ -431,8 +432,14 @@ func drainWorkersStats(b *testing.B, env *testEnv, workers, conc, n int, oneQueu
 	for _, db := range pools {
 		// database/sql's default: the pools of earlier iterations live
 		// until the benchmark ends, and their warmed connections would
-		// take the server's max_connections.
-		db.SetMaxIdleConns(2)
+		// take the server's max_connections. The env's pool serves the
+		// next iteration's table (freshTable) and keeps a few; the
+		// workers' own pools keep none.
+		idle := 0
+		if db == env.db {
+			idle = 2
+		}
+		db.SetMaxIdleConns(idle)
 	}
 	if got := env.countWhere(b, "status = 'completed'"); got != n {
 		b.Fatalf("%d jobs completed, want %d", got, n)

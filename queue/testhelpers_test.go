@@ -52,6 +52,21 @@ func newTestEnv(t testing.TB, kind engine.Kind) *testEnv {
 	return &testEnv{kind: kind, url: url, db: db, table: table, tbl: tbl}
 }
 
+// freshTable returns an env on a new installed table of e's pool: for
+// benchmarks that want a fresh table at every iteration, whose pools (one
+// per newTestEnv, closed when the benchmark ends) would otherwise pile up
+// to the server's connection limit at -benchtime=Nx.
+func (e *testEnv) freshTable(t testing.TB) *testEnv {
+	t.Helper()
+	table := testdb.Table(t, e.db)
+	installTestTable(t, e.db, table)
+	tbl, err := engine.ParseTable(e.kind, table)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &testEnv{kind: e.kind, url: e.url, db: e.db, table: table, tbl: tbl}
+}
+
 // queue opens a Queue on the env's table through db (the env's pool when
 // nil).
 func (e *testEnv) queue(t testing.TB, db *sql.DB, opts ...Option) *Queue {
