@@ -98,8 +98,19 @@ func (q *Queue) claim(ctx context.Context, types []string, max int, lease time.D
 
 // claimAfter is claim on st of the jobs after position after in the claim
 // order (a claimer's watermark: claim_cursor.go); the rows are in claim
-// order.
+// order. What a claim that may have committed (claimUnsure) took is given
+// back on ctx's values without its end (claimAfterOn).
 func (q *Queue) claimAfter(ctx context.Context, st claimStore, types []string, max int, lease time.Duration, after claimPos) ([]*JobRow, error) {
+	return q.claimAfterOn(ctx, context.WithoutCancel(ctx), st, types, max, lease, after)
+}
+
+// claimAfterOn is claimAfter whose give-back of a claim that may have
+// committed (claimUnsure) runs on giveBacks, dbCallTimeout at most, and
+// before it returns: the claim's own ctx may have ended (the claim was
+// cancelled once its commit was sent), and a worker's claims give back on
+// the run's context for them, which ends with the shutdown's budget and
+// once the run stops waiting for its claim in flight (claim_late.go).
+func (q *Queue) claimAfterOn(ctx, giveBacks context.Context, st claimStore, types []string, max int, lease time.Duration, after claimPos) ([]*JobRow, error) {
 	if max <= 0 {
 		return nil, nil
 	}
@@ -124,7 +135,7 @@ func (q *Queue) claimAfter(ctx context.Context, st claimStore, types []string, m
 	if err != nil {
 		var unsure *claimUnsure
 		if errors.As(err, &unsure) {
-			q.giveBackUnsure(ctx, unsure)
+			q.giveBackUnsure(giveBacks, unsure)
 		}
 		if ctx.Err() != nil {
 			q.logger.Debug("claim cancelled", "types", types, "err", err)
@@ -171,16 +182,19 @@ type claimBatches interface {
 func (e *claimUnsure) Error() string { return e.err.Error() }
 func (e *claimUnsure) Unwrap() error { return e.err }
 
-// giveBackUnsure gives back the jobs of a claim that may have committed
-// (claimUnsure), fenced by their tokens: pending as before the claim, the
-// attempt not counted, if it did; nothing changes if it did not. They
-// stayed in_progress until their lease had passed and Reclaim ran them
-// again. When the database cannot take that either, they are left to
+// giveBackUnsure gives back, on ctx (dbCallTimeout at most), the jobs of a
+// claim that may have committed (claimUnsure), fenced by their tokens:
+// pending as before the claim, the attempt not counted, if it did; nothing
+// changes if it did not. They stayed in_progress until their lease had
+// passed and Reclaim ran them again. When the database cannot take that
+// either, or ctx ends first (a worker that stops: its shutdown's time is
+// spent, or it waits for its claim in flight no longer), they are left to
 // Reclaim, and the log says so: at debug level when it cannot be reached
 // (the claim's own failure says so, once for the outage, and during an
-// outage most such claims were never received), else as an error.
+// outage most such claims were never received), as a warning when ctx
+// ended, else as an error.
 func (q *Queue) giveBackUnsure(ctx context.Context, unsure *claimUnsure) {
-	gctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), dbCallTimeout)
+	gctx, cancel := context.WithTimeout(ctx, dbCallTimeout)
 	defer cancel()
 	refs, err := q.unsureRefs(gctx, unsure)
 	if err == nil && len(refs) > 0 {
@@ -190,8 +204,14 @@ func (q *Queue) giveBackUnsure(ctx context.Context, unsure *claimUnsure) {
 		return
 	}
 	level := slog.LevelError
-	if connectionLost(err) {
+	switch {
+	case connectionLost(err) && ctx.Err() == nil:
 		level = slog.LevelDebug
+	case ctx.Err() != nil:
+		level = slog.LevelWarn
+		if cause := context.Cause(ctx); !errors.Is(err, cause) {
+			err = fmt.Errorf("%w (%w)", err, cause)
+		}
 	}
 	q.logger.Log(gctx, level, "a claim failed with its connection and may have committed all the same; giving its jobs back failed too, so they may stay in_progress until Reclaim runs them again",
 		"jobs", len(refs), "claim_err", unsure.err, "err", err)

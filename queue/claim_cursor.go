@@ -56,6 +56,12 @@ type claimCursor struct {
 
 	sess      claimSession // nil: claims run on the pool
 	sessSince time.Time
+
+	// giveBacks is the context of the give-backs of its claims that may
+	// have committed (claimUnsure; claimAfterOn): a worker's, which ends
+	// with its run (claim_late.go); nil: the claim's context without its
+	// end.
+	giveBacks context.Context
 }
 
 // claim claims up to n jobs: past the watermark, or from the start when no
@@ -65,13 +71,17 @@ func (c *claimCursor) claim(ctx context.Context, n int) ([]*JobRow, error) {
 	if err != nil {
 		return nil, err
 	}
+	giveBacks := c.giveBacks
+	if giveBacks == nil {
+		giveBacks = context.WithoutCancel(ctx)
+	}
 	now := c.q.now()
 	after, fromStart := c.plan(now)
-	rows, err := c.q.claimAfter(ctx, on, c.types, n, c.lease, after)
+	rows, err := c.q.claimAfterOn(ctx, giveBacks, on, c.types, n, c.lease, after)
 	if err == nil && !fromStart && len(rows) == 0 {
 		// Nothing due past the watermark: look behind it at once.
 		fromStart = true
-		rows, err = c.q.claimAfter(ctx, on, c.types, n, c.lease, claimPos{})
+		rows, err = c.q.claimAfterOn(ctx, giveBacks, on, c.types, n, c.lease, claimPos{})
 	}
 	if err != nil {
 		c.set = false

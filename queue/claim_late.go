@@ -22,14 +22,24 @@ import (
 // the run's giver or with the attempts released at the end. A claim
 // cancelled after its commit was sent, whose outcome is unknown
 // (claimUnsure), gives back what it may have taken itself
-// (Queue.giveBackUnsure); the wait does not cover that give-back, which
-// goes on by itself (a table locked against reads, PostgreSQL's LOCK TABLE
-// … ACCESS EXCLUSIVE, holds it until the lock is released or dbCallTimeout).
+// (Queue.giveBackUnsure), before it returns, on a context of the run's
+// (claimer.giveBacks) that ends with the shutdown's writes and once the
+// run waits no longer for the claim: so the wait covers that give-back
+// too, and when the wait ends the give-back is cancelled with the claim,
+// and Run returns only once the claim's goroutine has (a statement whose
+// context ended returns at once on every engine). Before, the give-back
+// ran on a context of its own, up to dbCallTimeout (30 s), that Run did
+// not wait for: it could still hold a connection, and write, after Run
+// had returned (a table locked against reads, PostgreSQL's LOCK TABLE …
+// ACCESS EXCLUSIVE, held it until the lock was released), or fail with
+// "sql: database is closed" when the caller closed its pool then.
 // An enqueue that had taken the claimer's offered claim (claim_offer.go)
 // is handled the same way, though its claim, in the enqueue's transaction,
-// is not cancelled. Whatever a claim takes that is not waited for stays
-// in_progress until its lease passes and Reclaim takes it back: no job is
-// lost, and none runs twice at once.
+// is not cancelled, nor waited for beyond the wait: it is the enqueue's,
+// not the run's, and tells its outcome without waiting for a reader.
+// Whatever a claim takes that is not waited for stays in_progress until
+// its lease passes and Reclaim takes it back: no job is lost, and none
+// runs twice at once.
 
 // lateClaimCancelWait is how long a stopped run waits for its claim in
 // flight once it cancelled it (errClaimCancelledAtStop): a cancelled
@@ -62,14 +72,23 @@ func (l *lateClaim) closeSession() {
 	}
 }
 
+// ours reports whether the late claim is the claimer's own, run by a
+// goroutine of the run (claimer.claimOrStop), not an enqueue's offered
+// claim.
+func (l *lateClaim) ours() bool { return l.cursor != nil }
+
 // handBack waits in the background for late (nil: none) and puts the
 // jobs it claimed on the releaseList, to give back; the channel it returns
 // is closed once that is done. It waits as long as the shutdown's writes
 // may (whose end also ends the claim), and once claims has ended (no
-// handler runs: the claim is cancelled) lateClaimCancelWait more at most:
-// a claim that returns later is left, and what it claimed stays
-// in_progress until Reclaim.
-func (r *run) handBack(late *lateClaim, claims context.Context) <-chan struct{} {
+// handler runs: the claim is cancelled) lateClaimCancelWait more at most.
+// A claim that has not told its outcome then is left, and what it claimed
+// stays in_progress until Reclaim: endGiveBacks (cause
+// errLateClaimGivenUp) cancels the give-back it may be running
+// (claimUnsure), and the claimer's own claim is waited for until its
+// goroutine returns, at once, its contexts all ended, so that nothing of
+// the run's still runs once Run returns.
+func (r *run) handBack(late *lateClaim, claims context.Context, endGiveBacks context.CancelCauseFunc) <-chan struct{} {
 	done := make(chan struct{})
 	if late == nil {
 		close(done)
@@ -79,10 +98,11 @@ func (r *run) handBack(late *lateClaim, claims context.Context) <-chan struct{} 
 		defer close(done)
 		res, ok := r.awaitLate(late, claims)
 		if !ok {
-			go func() { // its context has ended: it returns soon
+			endGiveBacks(errLateClaimGivenUp)
+			if late.ours() {
 				<-late.done
 				late.closeSession()
-			}()
+			}
 			return
 		}
 		late.closeSession()
@@ -90,6 +110,11 @@ func (r *run) handBack(late *lateClaim, claims context.Context) <-chan struct{} 
 	}()
 	return done
 }
+
+// errLateClaimGivenUp is the cause with which a stopped run cancels the
+// give-back of its claim in flight (claimUnsure) once it waits for the
+// claim no longer.
+var errLateClaimGivenUp = errors.New("jobqueue: the worker stopped and waits no longer for its claim in flight: its give-back is cancelled")
 
 // awaitLate waits for the outcome of late, within the shutdown's time and,
 // once claims has ended, lateClaimCancelWait at most; false when it did
@@ -109,7 +134,7 @@ func (r *run) awaitLate(late *lateClaim, claims context.Context) (offerResult, b
 			return res, true
 		case <-writes.Done():
 		case <-t.C:
-			r.log.Warn("a claim in flight when the worker stopped did not return once cancelled; the worker stops without it: what it claimed, if anything, may stay in_progress until its lease passes and Reclaim takes it back", "waited", lateClaimCancelWait)
+			r.log.Warn("a claim in flight when the worker stopped did not return once cancelled (or its give-back did not end); the worker cancels its give-back and stops: what it claimed, if anything, may stay in_progress until its lease passes and Reclaim takes it back", "waited", lateClaimCancelWait)
 			return offerResult{}, false
 		}
 	}

@@ -89,7 +89,11 @@ type claimer struct {
 	cfg   WorkerConfig
 	log   *slog.Logger
 	dbCtx context.Context // the claims' (under run.writesCtx: they end with the shutdown's budget, or once no handler runs after the stop)
-	jobs  context.Context // parent of the handlers' contexts
+	// giveBacks is the context of the give-backs of its claims that may
+	// have committed (claimUnsure): under run.writesCtx too, it ends once
+	// the run waits no longer for the claim in flight (claim_late.go).
+	giveBacks context.Context
+	jobs      context.Context // parent of the handlers' contexts
 
 	attempts  *inflightSet
 	completer *completer
@@ -480,7 +484,7 @@ func (c *claimer) claimOrStop(stop context.Context, n int) (offerResult, bool) {
 		return offerResult{}, false // stopped while it gathered slots: no claim
 	}
 	if c.cursor == nil {
-		c.cursor = &claimCursor{q: c.q, types: c.cfg.Types, lease: c.cfg.Lease}
+		c.cursor = &claimCursor{q: c.q, types: c.cfg.Types, lease: c.cfg.Lease, giveBacks: c.giveBacks}
 	}
 	done := make(chan offerResult, 1)
 	go func() {

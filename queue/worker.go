@@ -318,8 +318,13 @@ func (r *run) run(ctx context.Context) error {
 	// handler runs after the stop (claim_late.go).
 	claims, endClaims := context.WithCancelCause(r.writesCtx())
 	defer endClaims(context.Canceled)
+	// The context of the give-backs of claims that may have committed
+	// (claimUnsure): the shutdown's writes', ended too once the run waits
+	// no longer for its claim in flight (claim_late.go).
+	unsureGiveBacks, endUnsureGiveBacks := context.WithCancelCause(r.writesCtx())
+	defer endUnsureGiveBacks(context.Canceled)
 	cl := &claimer{
-		q: r.q, cfg: r.cfg, log: r.log, dbCtx: claims, jobs: r.jobs,
+		q: r.q, cfg: r.cfg, log: r.log, dbCtx: claims, giveBacks: unsureGiveBacks, jobs: r.jobs,
 		attempts: r.attempts, completer: c, work: work, freed: freed,
 	}
 	// The claimer returns at stop without waiting for a claim in flight
@@ -335,7 +340,7 @@ func (r *run) run(ctx context.Context) error {
 		// long as the outage lasted.
 		r.spendWithin(r.stopBudget())
 	}
-	lateDone := r.handBack(late, claims)
+	lateDone := r.handBack(late, claims, endUnsureGiveBacks)
 	if !hearsCancels {
 		stopWaker()
 	}
