@@ -281,8 +281,9 @@ type writeResult struct {
 // completeLinger for others (or until there are completeBatch), then they
 // are written in one statement while the next batch gathers. A batch that
 // fails is tried again after a backoff, at the head of what gathered
-// meanwhile. When stop is closed it writes what has arrived, without
-// lingering, and returns once everything is written or given up.
+// meanwhile; the backoff ends when the shutdown's time is spent. When stop
+// is closed it writes what has arrived, without lingering, and returns
+// once everything is written or given up.
 func (c *completer) run(stop <-chan struct{}) {
 	var (
 		pending  []completion // oldest first; retried results at the head
@@ -296,6 +297,13 @@ func (c *completer) run(stop <-chan struct{}) {
 		// stopped is closed when the worker stops (its shutdown budget
 		// counts): the outage's wait ends then.
 		stopped = c.outage.stopped()
+		// spent is closed when the shutdown's time is spent (the end of
+		// dbCtx): the wait before a counted try ends then, and that try,
+		// which cannot run, is given up at once (again). Before, the
+		// completer slept out that wait (up to completeRetryWait times 16,
+		// 800 ms) first, and Run's return with it, past the shutdown's
+		// time.
+		spent = c.dbCtx.Done()
 	)
 	linger := time.NewTimer(completeLinger)
 	linger.Stop()
@@ -348,6 +356,9 @@ func (c *completer) run(stop <-chan struct{}) {
 			if kept {
 				backoffC, kept = nil, false
 			}
+		case <-spent:
+			spent = nil
+			backoffC, kept = nil, false
 		case <-stop:
 			stop, stopping = nil, true
 		}

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -113,5 +114,54 @@ func TestStopEndsGateWait(t *testing.T) {
 			}
 			leave()
 		})
+	})
+}
+
+// TestStopEndsCompletionRetryWait: a completion that the database refuses
+// (a trigger: a failure that counts, not an outage) is tried again after a
+// wait that grows to completeRetryWait times 16 (800 ms) before its last
+// try. A worker stopped during that wait with a short shutdown's time
+// (StopNow, 20 ms for the shutdown's writes) returns once that time is
+// spent, not after the wait, and the completion is given up: the job stays
+// in_progress under its claim, for Reclaim, and the log says so. Before,
+// the completer slept out its wait first, and Run returned about 800 ms
+// after the stop, long after the time of the shutdown's writes.
+func TestStopEndsCompletionRetryWait(t *testing.T) {
+	const (
+		abandon  = 20 * time.Millisecond  // the shutdown's time after StopNow
+		lastWait = 16 * completeRetryWait // the wait before the last try
+	)
+	forEachEngine(t, func(t *testing.T, kind engine.Kind) {
+		env := newTestEnv(t, kind)
+		refuseRows(t, env, "UPDATE", "NEW.status = 'completed'")
+		var refusals atomic.Int32
+		lastWaits := make(chan struct{})
+		logs := &testdb.LogRecorder{}
+		q := env.queue(t, nil, WithLogger(slog.New(logs)), withAfterCompleteHook(func(err error) error {
+			if err != nil && refusals.Add(1) == completeTries-1 {
+				close(lastWaits) // the completer waits lastWait now
+			}
+			return err
+		}))
+		id := enqueue(t, q, testArgs{N: 1})
+		cfg := fastConfig()
+		cfg.MaintenanceInterval = -1 // no leader
+		cfg.ShutdownTimeout = time.Minute
+		w := q.NewWorker(cfg)
+		w.abandonGrace = abandon
+		Handle(w, func(ctx context.Context, job *Job[testArgs]) error { return nil })
+		run := startStoppable(t, w)
+		waitFor(t, lastWaits, 20*time.Second, fmt.Sprintf("the completion's refusal number %d", completeTries-1))
+
+		took := run.stop(t, stopCase{stopNow: true}, 10*time.Second, "while its completer waits to try again")
+		if took >= lastWait/2 {
+			t.Errorf("Run returned %v after StopNow, whose shutdown's writes had %v: the completer slept out its wait of %v first", took.Round(time.Millisecond), abandon, lastWait)
+		}
+		if j := getJob(t, q, id); j.Status != StatusInProgress || j.Attempts != 1 {
+			t.Errorf("after Run the job is %s, attempts %d; want in_progress (its completion given up, left to Reclaim), attempts 1", j.Status, j.Attempts)
+		}
+		if n := logs.Count(slog.LevelError, "in_progress until Reclaim"); n == 0 {
+			t.Errorf("no error logged for the completion given up; logs: %q", logs.Lines(slog.LevelWarn))
+		}
 	})
 }
