@@ -154,7 +154,7 @@ func TestStopEndsCompletionRetryWait(t *testing.T) {
 		waitFor(t, lastWaits, 20*time.Second, fmt.Sprintf("the completion's refusal number %d", completeTries-1))
 
 		took := run.stop(t, stopCase{stopNow: true}, 10*time.Second, "while its completer waits to try again")
-		if took >= lastWait/2 {
+		if took >= lastWait*3/4 { // 600 ms: a loaded machine's slack, still short of the wait
 			t.Errorf("Run returned %v after StopNow, whose shutdown's writes had %v: the completer slept out its wait of %v first", took.Round(time.Millisecond), abandon, lastWait)
 		}
 		if j := getJob(t, q, id); j.Status != StatusInProgress || j.Attempts != 1 {
