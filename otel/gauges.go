@@ -61,7 +61,7 @@ type GaugeOptions struct {
 	// MaxTypes bounds how many types (the first, in byte order) are
 	// observed, and so the gauges' cardinality (0 means
 	// DefaultGaugeMaxTypes). The types beyond it are left out, which is
-	// reported once through otel.Handle.
+	// reported once, to OnError or else through otel.Handle.
 	MaxTypes int
 	// CountLimit, above 0, stops each count at that many jobs
 	// (Queue.StatsUpTo), which bounds a read's cost on a table of millions
@@ -72,6 +72,16 @@ type GaugeOptions struct {
 	// some collectors, such as the Prometheus exporter, collect with a
 	// context that has no deadline.
 	Timeout time.Duration
+	// OnError, when set, hears each failed read of the table (once per
+	// read: a failed read is kept for the TTL and not heard again until
+	// the next one fails) and the warning that the types exceed
+	// MaxTypes; a collect then observes no gauge and returns no error, so
+	// that nothing reaches OpenTelemetry's process-wide error handler.
+	// Nil: the callback returns the read's error to the SDK on every
+	// collect, whose exporter hands it to otel.Handle, as it does the
+	// warning. It is called within a collect, the read's lock held: it
+	// should return quickly (log, count) and must not collect.
+	OnError func(error)
 	// Attributes are added to every point of the gauges, beside type and
 	// status and the Telemetry's Config.Attributes (a key in both takes
 	// the value given here): a Telemetry that observes several queues
@@ -99,7 +109,7 @@ type Gauges struct {
 	readAt time.Time  // when the last read ended; zero before the first
 	snap   []typeSnapshot
 	err    error // the last read's error, kept with it for the TTL
-	warned bool  // MaxTypes was exceeded and otel.Handle told
+	warned bool  // MaxTypes was exceeded and that reported
 }
 
 // typeSnapshot is what one read found for one type.
@@ -202,6 +212,9 @@ func (g *Gauges) Unregister() error {
 func (g *Gauges) observe(ctx context.Context, o metric.Observer) error {
 	snap, err := g.cached(ctx)
 	if err != nil {
+		if g.o.OnError != nil {
+			return nil // heard by OnError when it was read
+		}
 		return err
 	}
 	n := len(g.extra)
@@ -230,7 +243,19 @@ func (g *Gauges) cached(ctx context.Context) ([]typeSnapshot, error) {
 	defer cancel()
 	g.snap, g.err = g.read(rctx)
 	g.readAt = time.Now()
+	if g.err != nil && g.o.OnError != nil {
+		g.o.OnError(g.err)
+	}
 	return g.snap, g.err
+}
+
+// report hands err to OnError, or to otel.Handle when there is none.
+func (g *Gauges) report(err error) {
+	if g.o.OnError != nil {
+		g.o.OnError(err)
+		return
+	}
+	otel.Handle(err)
 }
 
 // read reads the types, then each type's counts and oldest due job.
@@ -241,7 +266,7 @@ func (g *Gauges) read(ctx context.Context) ([]typeSnapshot, error) {
 	}
 	if more && !g.warned {
 		g.warned = true
-		otel.Handle(fmt.Errorf("jobqueue: gauges: the table has more than %d types; only the first %d are observed (raise GaugeOptions.MaxTypes)", g.o.MaxTypes, g.o.MaxTypes))
+		g.report(fmt.Errorf("jobqueue: gauges: the table has more than %d types; only the first %d are observed (raise GaugeOptions.MaxTypes)", g.o.MaxTypes, g.o.MaxTypes))
 	}
 	out := make([]typeSnapshot, 0, len(types))
 	for _, typ := range types {

@@ -123,7 +123,8 @@ func TestGauges(t *testing.T) {
 }
 
 // TestGaugesOptions: a count limit caps each count; types beyond MaxTypes
-// are left out; bad options are refused with an error naming them.
+// are left out, which OnError hears; bad options are refused with an error
+// naming them.
 func TestGaugesOptions(t *testing.T) {
 	t.Parallel()
 	e := testdb.New(t, engine.SQLite)
@@ -134,12 +135,17 @@ func TestGaugesOptions(t *testing.T) {
 
 	t.Run("limits", func(t *testing.T) {
 		r, tel := manualGauges(t)
-		if _, err := tel.RegisterGauges(q, jobqueueotel.GaugeOptions{CountLimit: 2, MaxTypes: 2}); err != nil {
+		var heard []error // OnError runs within the collect, on this goroutine's call
+		o := jobqueueotel.GaugeOptions{CountLimit: 2, MaxTypes: 2, OnError: func(err error) { heard = append(heard, err) }}
+		if _, err := tel.RegisterGauges(q, o); err != nil {
 			t.Fatal(err)
 		}
 		got, err := collectGauges(t, ctx, r)
 		if err != nil {
 			t.Fatal(err)
+		}
+		if len(heard) != 1 || !strings.Contains(heard[0].Error(), "MaxTypes") {
+			t.Errorf("OnError heard %v, want once that the types exceed MaxTypes", heard)
 		}
 		want := map[string]int64{
 			"a/pending": 0, "a/in_progress": 0, "a/completed": 2, "a/failed": 2, "a/expired": 0,
@@ -302,39 +308,69 @@ func TestGaugesSeveralQueues(t *testing.T) {
 }
 
 // TestGaugesReadError: when the table cannot be read (it was dropped), a
-// collect returns the error and observes no gauge, and the failure is kept
-// for the TTL: the next collect sends no statement.
+// collect observes no gauge, and the failure is kept for the TTL: the next
+// collect sends no statement. Without GaugeOptions.OnError each collect
+// returns the error (to the SDK, which hands it to otel.Handle); with it,
+// the collects return none and OnError hears the failed read once, the
+// read's error naming the table.
 func TestGaugesReadError(t *testing.T) {
 	t.Parallel()
-	e := testdb.New(t, engine.SQLite)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	q, table, statements := countedQueue(t, e)
-	if _, err := q.Enqueue(ctx, gaugeJob{}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := e.DB.ExecContext(ctx, "DROP TABLE "+table); err != nil {
-		t.Fatal(err)
-	}
-	r, tel := manualGauges(t)
-	if _, err := tel.RegisterGauges(q, jobqueueotel.GaugeOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	for i := range 2 {
-		before := statements.Load()
-		got, err := collectGauges(t, ctx, r)
-		if err == nil {
-			t.Fatalf("collect %d on a dropped table succeeded", i+1)
-		}
-		if len(got.jobs)+len(got.ages) != 0 {
-			t.Errorf("collect %d observed %v despite the error", i+1, got)
-		}
-		switch sent := statements.Load() - before; {
-		case i == 0 && sent == 0:
-			t.Error("the first collect sent no statement")
-		case i == 1 && sent != 0:
-			t.Errorf("the second collect within the TTL sent %d statements after a failed read, want none", sent)
-		}
+	for _, tc := range []struct {
+		name    string
+		onError bool
+	}{
+		{name: "returned to the SDK"},
+		{name: "heard by OnError", onError: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			e := testdb.New(t, engine.SQLite)
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			q, table, statements := countedQueue(t, e)
+			if _, err := q.Enqueue(ctx, gaugeJob{}); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := e.DB.ExecContext(ctx, "DROP TABLE "+table); err != nil {
+				t.Fatal(err)
+			}
+			r, tel := manualGauges(t)
+			var heard []error // OnError runs within the collect, on this goroutine's call
+			o := jobqueueotel.GaugeOptions{}
+			if tc.onError {
+				o.OnError = func(err error) { heard = append(heard, err) }
+			}
+			if _, err := tel.RegisterGauges(q, o); err != nil {
+				t.Fatal(err)
+			}
+			for i := range 2 {
+				before := statements.Load()
+				got, err := collectGauges(t, ctx, r)
+				switch {
+				case !tc.onError && err == nil:
+					t.Fatalf("collect %d on a dropped table succeeded", i+1)
+				case tc.onError && err != nil:
+					t.Errorf("collect %d returned %v, want no error (OnError heard it)", i+1, err)
+				}
+				if len(got.jobs)+len(got.ages) != 0 {
+					t.Errorf("collect %d observed %v despite the error", i+1, got)
+				}
+				switch sent := statements.Load() - before; {
+				case i == 0 && sent == 0:
+					t.Error("the first collect sent no statement")
+				case i == 1 && sent != 0:
+					t.Errorf("the second collect within the TTL sent %d statements after a failed read, want none", sent)
+				}
+			}
+			switch {
+			case !tc.onError && len(heard) != 0:
+				t.Errorf("OnError unset, yet %d errors heard", len(heard))
+			case tc.onError && len(heard) != 1:
+				t.Errorf("OnError heard %v, want the one failed read (the second collect served the kept failure)", heard)
+			case tc.onError && !strings.Contains(heard[0].Error(), table):
+				t.Errorf("OnError heard %q, want the read's error naming the table %s", heard[0], table)
+			}
+		})
 	}
 }
 

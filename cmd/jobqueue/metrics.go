@@ -23,7 +23,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/prometheus/otlptranslator"
-	"go.opentelemetry.io/otel"
 	otelprom "go.opentelemetry.io/otel/exporters/prometheus"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 
@@ -41,11 +40,17 @@ type promMetrics struct {
 	tel      *jobqueueotel.Telemetry // its QueueOptions instrument the queue
 	handler  http.Handler            // serves the registry's metrics
 	gauges   *jobqueueotel.Gauges
+	log      *slog.Logger // where the gauges' failed reads are told
 }
 
 // newPromMetrics creates the provider, the telemetry on it and its
-// handler; errors of the instruments' callbacks (a table that cannot be
-// read) are logged as warnings.
+// handler; a failed read of the gauges' table is logged in log as a
+// warning (GaugeOptions.OnError, once per read), not through
+// OpenTelemetry's process-wide error handler, which the command leaves
+// alone so that two of these in one process (or tests) log each to its
+// own log. What the SDK or the exporter still reports through otel.Handle
+// (none of this package's doing) goes to that handler's default, the
+// standard logger on stderr.
 func newPromMetrics(log *slog.Logger) (*promMetrics, error) {
 	reg := prometheus.NewRegistry()
 	exp, err := otelprom.New(
@@ -57,12 +62,8 @@ func newPromMetrics(log *slog.Logger) (*promMetrics, error) {
 	if err != nil {
 		return nil, fmt.Errorf("set up the Prometheus exporter: %w", err)
 	}
-	// The SDK reports a failed callback through otel.Handle; say it in
-	// the command's log rather than through the standard logger.
-	otel.SetErrorHandler(otel.ErrorHandlerFunc(func(err error) {
-		log.Warn("metrics: "+err.Error(), "path", metricsPath)
-	}))
 	m := &promMetrics{
+		log:      log,
 		provider: sdkmetric.NewMeterProvider(sdkmetric.WithReader(exp)),
 		handler:  promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError}),
 	}
@@ -77,7 +78,9 @@ func newPromMetrics(log *slog.Logger) (*promMetrics, error) {
 // jobqueueotel.DefaultGaugeTTL whatever the scrape rate, each count
 // stopping at countLimit when it is above 0 (--metrics-count-limit).
 func (m *promMetrics) observe(q *queue.Queue, countLimit int64) error {
-	g, err := m.tel.RegisterGauges(q, jobqueueotel.GaugeOptions{CountLimit: countLimit})
+	g, err := m.tel.RegisterGauges(q, jobqueueotel.GaugeOptions{CountLimit: countLimit, OnError: func(err error) {
+		m.log.Warn("metrics: "+err.Error(), "path", metricsPath)
+	}})
 	if err != nil {
 		return err
 	}
