@@ -71,8 +71,9 @@
 // to the jobqueue.enqueue span, jobqueue.jobs.worked and
 // jobqueue.job.duration to the attempt's jobqueue.work span (which the
 // work middleware keeps, by job id, until the listener hears the attempt's
-// end, apart for each queue given QueueOptions; at most 16384 at once per
-// queue, past which an end has no exemplar). A claim's
+// end, apart for each queue given QueueOptions; at most 16384 per queue,
+// past which the oldest, most likely an attempt whose end was never heard,
+// is forgotten and its end, if heard, has no exemplar). A claim's
 // jobqueue.job.wait comes before any span, and Reclaim's counts have none:
 // they carry no exemplar.
 //
