@@ -35,9 +35,14 @@ func (q *Queue) lost(ctx context.Context, row *JobRow, err error, dur time.Durat
 // lostOutcome is the outcome of the attempt of claimed (as claimed) that
 // lost its job, given the job as it is now (nil: gone or unread): cancelled
 // when Cancel ended that very attempt (the job failed with the cancel
-// error, its attempts unchanged since the claim), else lost.
+// error, its attempts and scheduled_at unchanged since the claim), else
+// lost. A Reclaim that ended the attempt first (pending again) moved
+// scheduled_at to its now, which is past the lease and so past the claimed
+// scheduled_at whatever the clocks: a Cancel of the pending job after it
+// ended no attempt, and the attempt is the Reclaim's, lost.
 func lostOutcome(claimed, now *JobRow) Outcome {
-	if now != nil && now.Status == StatusFailed && now.Error == cancelError && now.Attempts == claimed.Attempts {
+	if now != nil && now.Status == StatusFailed && now.Error == cancelError &&
+		now.Attempts == claimed.Attempts && now.ScheduledAt.Equal(claimed.ScheduledAt) {
 		return OutcomeCancelled
 	}
 	return OutcomeLost
