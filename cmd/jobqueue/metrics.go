@@ -65,7 +65,13 @@ func newPromMetrics(log *slog.Logger) (*promMetrics, error) {
 	m := &promMetrics{
 		log:      log,
 		provider: sdkmetric.NewMeterProvider(sdkmetric.WithReader(exp)),
-		handler:  promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError}),
+		// A point the registry refuses (a label value that is not
+		// UTF-8, say) is left out and the rest served; the refusal is
+		// logged, not dropped.
+		handler: promhttp.HandlerFor(reg, promhttp.HandlerOpts{
+			ErrorHandling: promhttp.ContinueOnError,
+			ErrorLog:      slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+		}),
 	}
 	if m.tel, err = jobqueueotel.New(jobqueueotel.Config{MeterProvider: m.provider}); err != nil {
 		return nil, errors.Join(err, m.provider.Shutdown(context.Background()))
