@@ -69,7 +69,12 @@ func (h *handler) apiHealth(w http.ResponseWriter, r *http.Request) {
 
 // apiStats answers GET /api/stats[?type=] with the exact five counts.
 func (h *handler) apiStats(w http.ResponseWriter, r *http.Request) {
-	typ, err := typeParam(r.URL.Query())
+	v, err := queryValues(r)
+	if err != nil {
+		badRequest(w, err)
+		return
+	}
+	typ, err := typeParam(v)
 	if err != nil {
 		badRequest(w, err)
 		return
@@ -100,7 +105,7 @@ type jobsPage struct {
 
 // apiJobs answers GET /api/jobs?status=&type=&name=&limit=&after_id=.
 func (h *handler) apiJobs(w http.ResponseWriter, r *http.Request) {
-	f, err := h.listFilter(r.URL.Query())
+	f, err := h.listFilter(r)
 	if err != nil {
 		badRequest(w, err)
 		return

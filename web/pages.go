@@ -108,7 +108,7 @@ func (h *handler) pageJobs(w http.ResponseWriter, r *http.Request) {
 	d := h.page(r, "jobs")
 	v := &jobsView{Statuses: queue.Statuses()}
 	d.Jobs = v
-	f, err := h.listFilter(r.URL.Query())
+	f, err := h.listFilter(r)
 	v.Filter = f
 	v.Query = filterQuery(f, h.opts.PageSize)
 	if err != nil {
@@ -201,18 +201,21 @@ func timeline(j *queue.JobRow, now time.Time) []timelineEntry {
 	return es
 }
 
-// listFilter reads the jobs filter from query values: status, type, name,
-// limit (1 to MaxPageSize, default Options.PageSize) and after_id (the
-// last id of the previous page).
-func (h *handler) listFilter(v url.Values) (jobsFilter, error) {
+// listFilter reads the jobs filter from the request's query: status, type,
+// name, limit (1 to MaxPageSize, default Options.PageSize) and after_id
+// (the last id of the previous page).
+func (h *handler) listFilter(r *http.Request) (jobsFilter, error) {
 	f := jobsFilter{Limit: h.opts.PageSize}
+	v, err := queryValues(r)
+	if err != nil {
+		return f, err
+	}
 	if s := v.Get("status"); s != "" {
 		f.Status = queue.Status(s)
 		if !validStatus(f.Status) {
 			return f, fmt.Errorf("unknown status %q: use one of %s", s, statusNames())
 		}
 	}
-	var err error
 	if f.Type, err = typeParam(v); err != nil {
 		return f, err
 	}
@@ -235,6 +238,17 @@ func (h *handler) listFilter(v url.Values) (jobsFilter, error) {
 		f.AfterID = id
 	}
 	return f, nil
+}
+
+// queryValues parses the request's query string and refuses one that does
+// not parse: r.URL.Query drops the parameters it cannot read, so a filter
+// with a bad escape would be ignored and every job shown.
+func queryValues(r *http.Request) (url.Values, error) {
+	v, err := url.ParseQuery(r.URL.RawQuery)
+	if err != nil {
+		return nil, fmt.Errorf("malformed query string: %v; escape each value (%%XX) and separate parameters with &", err)
+	}
+	return v, nil
 }
 
 // typeParam reads the type filter.
