@@ -209,6 +209,9 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+	if b := base(r); b != "" {
+		w = prefixedRedirects{ResponseWriter: w, base: b}
+	}
 	h.mux.ServeHTTP(w, r)
 }
 
