@@ -28,8 +28,8 @@ const (
 var errEmptyBody = errors.New("the body is empty: send a JSON object")
 
 // decodeBody reads a JSON object of the given shape into v, a pointer to a
-// struct: it refuses bodies over maxBody, data after the object, and any
-// field that is not exactly one of v's JSON names. encoding/json alone
+// struct: it refuses bodies over maxBody, data after the object, a field
+// given twice, and any field that is not exactly one of v's JSON names. encoding/json alone
 // matches names without regard to case ({"IDS":[1]} would fill "ids"); here
 // a field named otherwise, if only by case, is refused with an error that
 // names it and shows the shape.
@@ -58,6 +58,15 @@ func decodeBody(w http.ResponseWriter, r *http.Request, v any, shape string) err
 	if err := checkFieldNames(fields, jsonNames(v), shape); err != nil {
 		return err
 	}
+	// The map kept one value per name; the last of a name given twice
+	// would be the one acted on.
+	twice, err := fieldGivenTwice(body)
+	if err != nil {
+		return fmt.Errorf("malformed JSON body: %v; send %s", err, shape)
+	}
+	if twice != "" {
+		return fmt.Errorf("field %q given twice: give each field once; send %s", twice, shape)
+	}
 	strict := json.NewDecoder(bytes.NewReader(body))
 	strict.DisallowUnknownFields()
 	if err := strict.Decode(v); err != nil {
@@ -73,6 +82,36 @@ func decodeOptionalBody(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	return nil
+}
+
+// fieldGivenTwice returns the first name the JSON object in body gives
+// twice, or "" when it gives each once (or body is null).
+func fieldGivenTwice(body []byte) (string, error) {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	tok, err := dec.Token()
+	if err != nil || tok != json.Delim('{') {
+		return "", err
+	}
+	seen := map[string]bool{}
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return "", err
+		}
+		name, ok := tok.(string)
+		if !ok {
+			return "", fmt.Errorf("a field name is %v, not a string", tok)
+		}
+		if seen[name] {
+			return name, nil
+		}
+		seen[name] = true
+		var value json.RawMessage
+		if err := dec.Decode(&value); err != nil {
+			return "", err
+		}
+	}
+	return "", nil
 }
 
 // checkFieldNames refuses the first field (in sorted order, so that the

@@ -77,3 +77,43 @@ func TestPostFieldNamesExact(t *testing.T) {
 		t.Fatalf("retry with exact names = %d %s; want 200 ok", code, body)
 	}
 }
+
+// TestPostFieldGivenTwice: a body that gives a field twice is refused with
+// a 400 naming the field, and nothing is done. encoding/json kept the last
+// value, so {"older_than":"1000d","older_than":"0s"} pruned every finished
+// job, and {"ids":[A],"ids":[B]} acted on B alone.
+func TestPostFieldGivenTwice(t *testing.T) {
+	e := testdb.New(t, engine.SQLite)
+	q := newQueue(t, e)
+	ctx := context.Background()
+	failed, err := q.Enqueue(ctx, resizeImage{Path: "/a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := q.Cancel(ctx, failed); err != nil {
+		t.Fatal(err)
+	}
+	h := web.NewHandler(q, web.Options{Logger: testdb.QuietLogger()})
+	cases := []struct{ target, body, field string }{
+		{"/api/jobs/retry", fmt.Sprintf(`{"ids":[987654321],"ids":[%d]}`, failed), "ids"},
+		{"/api/jobs/delete", fmt.Sprintf(`{"ids":[%d], "ids":[%d]}`, failed, failed), "ids"},
+		{"/api/maintenance/prune", `{"older_than":"1000d","older_than":"0s"}`, "older_than"},
+	}
+	for _, c := range cases {
+		code, body := call(t, h, "POST", c.target, c.body)
+		if code != http.StatusBadRequest {
+			t.Errorf("POST %s %s = %d %s; want 400", c.target, c.body, code, body)
+			continue
+		}
+		if msg := decode[map[string]string](t, body)["error"]; !strings.Contains(msg, fmt.Sprintf("%q given twice", c.field)) {
+			t.Errorf("POST %s %s error %q; want it to say %q is given twice", c.target, c.body, msg, c.field)
+		}
+	}
+	j, err := q.Get(ctx, failed)
+	if err != nil {
+		t.Fatalf("the job is gone after the refused requests: %v", err)
+	}
+	if j.Status != queue.StatusFailed {
+		t.Fatalf("the job is %s after the refused requests; want failed, unchanged", j.Status)
+	}
+}
