@@ -292,11 +292,15 @@ func (h *handler) apiMaintenance(a Action) http.HandlerFunc {
 			attrs = append(attrs, "older_than", d)
 			n, err = h.q.Prune(r.Context(), d)
 		}
+		attrs = append(attrs, "count", n)
 		if err != nil {
+			// Logged as the action too: the jobs it ended before the
+			// error stay ended.
+			h.log.Warn("web: maintenance failed", append(attrs, "err", err)...)
 			h.serverError(w, r, err)
 			return
 		}
-		h.log.Info("web: maintenance ran", append(attrs, "count", n)...)
+		h.log.Info("web: maintenance ran", attrs...)
 		writeJSON(w, http.StatusOK, maintenanceResult{Count: n})
 	}
 }

@@ -416,3 +416,44 @@ func TestDatabaseFailures(t *testing.T) {
 		}
 	})
 }
+
+// TestMaintenanceLoggedWhenItFails: a maintenance action that the database
+// fails is logged as the action it was (who, which, its age for prune, the
+// jobs it ended before the error), as a job action is. Only the request's
+// failure was logged, without the action or how many jobs it had ended.
+func TestMaintenanceLoggedWhenItFails(t *testing.T) {
+	testdb.ForEachEngine(t, func(t *testing.T, e *testdb.Env) {
+		name := e.Table(t)
+		q := newQueue(t, e, name)
+		logs := &logBuffer{}
+		h := web.NewHandler(q, web.Options{Logger: slog.New(slog.NewTextHandler(logs, nil))})
+		if _, err := e.DB.ExecContext(context.Background(), "DROP TABLE "+name); err != nil {
+			t.Fatal(err)
+		}
+		cases := []struct {
+			op, body string
+			logged   []string
+		}{
+			{"expire", "", []string{"action=expire", "user=carol", "count=0", "err="}},
+			{"reclaim", "", []string{"action=reclaim", "user=carol", "count=0", "err="}},
+			{"prune", `{"older_than":"1h"}`, []string{"action=prune", "user=carol", "older_than=1h0m0s", "count=0", "err="}},
+		}
+		for _, c := range cases {
+			code, body := call(t, h, "POST", "/api/maintenance/"+c.op, c.body, "Authorization", basic("carol", "x"))
+			if code != http.StatusInternalServerError {
+				t.Errorf("%s with the table dropped = %d %s; want 500", c.op, code, body)
+			}
+			var line string
+			for _, l := range strings.Split(logs.String(), "\n") {
+				if strings.Contains(l, "action="+c.op) {
+					line = l
+				}
+			}
+			for _, want := range c.logged {
+				if !strings.Contains(line, want) {
+					t.Errorf("the failed %s was not logged with %s:\n%s", c.op, want, logs.String())
+				}
+			}
+		}
+	})
+}
