@@ -7,6 +7,11 @@
 //
 //	mux.Handle("/jobs/", http.StripPrefix("/jobs", web.NewHandler(q, web.Options{})))
 //
+// or, without http.StripPrefix, with Options.Prefix (which also serves a
+// proxy in front that cuts the prefix off):
+//
+//	mux.Handle("/jobs/", web.NewHandler(q, web.Options{Prefix: "/jobs"}))
+//
 // Links follow the prefix the handler was mounted under. Pages are rendered
 // on the server with html/template; a little JavaScript (live refresh,
 // selections, actions) and CSS are embedded in the binary.
@@ -32,6 +37,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"strings"
 
 	"github.com/jobqueue/jobqueue/queue"
@@ -82,6 +88,14 @@ type Options struct {
 	PageSize int
 	// Title is the name shown in the header (default "jobqueue").
 	Title string
+	// Prefix is the path the dashboard is reached at, such as
+	// "/admin/queue", for when the handler is mounted without
+	// http.StripPrefix (it then cuts the prefix itself) or behind a proxy
+	// that cut it already: either way every link and asset starts with it.
+	// Left empty, the prefix is found from the request, which is what
+	// mounting under http.StripPrefix needs. It must not be one of the
+	// dashboard's own paths (/jobs, /api, /static).
+	Prefix string
 }
 
 // MaxPageSize is the largest limit the jobs page and GET /api/jobs accept.
@@ -116,6 +130,7 @@ func NewHandler(q *queue.Queue, opts Options) http.Handler {
 	if opts.Title == "" {
 		opts.Title = "jobqueue"
 	}
+	opts.Prefix = cleanPrefix(opts.Prefix)
 	h := &handler{q: q, opts: opts, log: opts.Logger, mux: http.NewServeMux(), tmpl: loadTemplates()}
 	h.routes()
 	cop := http.NewCrossOriginProtection()
@@ -189,6 +204,9 @@ func methodNotAllowed(w http.ResponseWriter, r *http.Request, allow string) {
 
 // ServeHTTP checks that the request is allowed, then routes it.
 func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if h.opts.Prefix != "" {
+		r = stripPrefix(r, h.opts.Prefix)
+	}
 	action := ActionView
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
 		action = mutatingAction(r.URL.Path)
@@ -209,7 +227,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	if b := base(r); b != "" {
+	if b := h.base(r); b != "" {
 		w = prefixedRedirects{ResponseWriter: w, base: b}
 	}
 	h.mux.ServeHTTP(w, r)
@@ -237,6 +255,15 @@ func (h *handler) user(r *http.Request) string {
 		return u
 	}
 	return "anonymous"
+}
+
+// base is the path prefix the dashboard is reached at, escaped for links:
+// Options.Prefix when set, else the one found from the request.
+func (h *handler) base(r *http.Request) string {
+	if h.opts.Prefix != "" {
+		return (&url.URL{Path: h.opts.Prefix}).EscapedPath()
+	}
+	return base(r)
 }
 
 // base is the path prefix the handler is mounted under (by

@@ -71,7 +71,7 @@ type timelineEntry struct {
 
 func (h *handler) page(r *http.Request, name string) *pageData {
 	return &pageData{
-		Title: h.opts.Title, Base: base(r), Page: name, ReadOnly: h.opts.ReadOnly,
+		Title: h.opts.Title, Base: h.base(r), Page: name, ReadOnly: h.opts.ReadOnly,
 		Now: time.Now().UTC(), Table: h.q.Table(),
 	}
 }
