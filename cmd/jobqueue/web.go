@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"path"
 	"strings"
 	"time"
 
@@ -30,9 +31,10 @@ func (a *app) webCommand() *cobra.Command {
 		readOnly, insecure bool
 		hidePayloads       bool
 		countLimit         int64
+		prefix             string
 	)
 	cmd := &cobra.Command{
-		Use:   "web [--addr ADDR] [--read-only] [--hide-payloads] [--insecure] [--metrics-count-limit N]",
+		Use:   "web [--addr ADDR] [--prefix PATH] [--read-only] [--hide-payloads] [--insecure] [--metrics-count-limit N]",
 		Short: "Serve the dashboard (pages and JSON API) until stopped",
 		Long: `web serves the dashboard of the table: an overview (jobs per status and type,
 the oldest due job's age, recent failures), the jobs with filters, each job,
@@ -45,6 +47,8 @@ or --read-only, since anyone who reaches it could delete jobs; --insecure
 starts it anyway (when something in front of it authenticates). --read-only
 hides the actions and refuses them. --hide-payloads leaves the jobs' payloads
 out of the pages and the API (they may hold personal data or secrets).
+--prefix /queue serves the dashboard under /queue/, also behind a proxy that
+cuts /queue off the path before it passes a request on.
 SIGINT, SIGTERM or SIGHUP stops it, giving requests in flight 5 seconds; a
 second such signal closes their connections at once, and a third ends the
 process there and then (exit status 1).
@@ -68,6 +72,10 @@ attempts its reclaim action ended.`,
 				return usagef("%s must not contain a colon, which basic auth cannot carry in a user name; choose another name", envWebUser)
 			}
 			if err := checkCountLimit(countLimit); err != nil {
+				return err
+			}
+			pathPrefix, err := webPrefix(prefix)
+			if err != nil {
 				return err
 			}
 			host, _, err := net.SplitHostPort(addr)
@@ -113,13 +121,13 @@ attempts its reclaim action ended.`,
 					return err
 				}
 				mux := http.NewServeMux()
-				mux.Handle("/", web.NewHandler(q, web.Options{ReadOnly: readOnly, HidePayloads: hidePayloads, Logger: logger}))
+				mux.Handle("/", web.NewHandler(q, web.Options{ReadOnly: readOnly, HidePayloads: hidePayloads, Logger: logger, Prefix: pathPrefix}))
 				mux.Handle(metricsPath, m.handler)
 				var h http.Handler = mux
 				if user != "" {
 					h = basicAuth(h, user, pass, logger)
 				}
-				return serve(ctx, addr, h, a, readOnly, user != "")
+				return serve(ctx, addr, pathPrefix, h, a, readOnly, user != "")
 			}()
 			if err != nil {
 				return explainTableError(err, q.Table())
@@ -128,6 +136,7 @@ attempts its reclaim action ended.`,
 		}),
 	}
 	cmd.Flags().StringVar(&addr, "addr", "127.0.0.1:8080", "address to listen on (HOST:PORT)")
+	cmd.Flags().StringVar(&prefix, "prefix", "", "path to serve the dashboard under, such as /queue")
 	cmd.Flags().BoolVar(&readOnly, "read-only", false, "hide the actions and refuse them (403)")
 	cmd.Flags().Int64Var(&countLimit, "metrics-count-limit", 0, countLimitFlag)
 	cmd.Flags().BoolVar(&hidePayloads, "hide-payloads", false, "leave the jobs' payloads out of the pages and the API")
@@ -135,10 +144,26 @@ attempts its reclaim action ended.`,
 	return cmd
 }
 
+// webPrefix checks --prefix and cleans it: "" or a path such as "/queue"
+// (no trailing slash).
+func webPrefix(p string) (string, error) {
+	if p == "" {
+		return "", nil
+	}
+	if !strings.HasPrefix(p, "/") || strings.ContainsAny(p, "?#") {
+		return "", usagef("bad --prefix %q: give a path that starts with /, such as /queue", p)
+	}
+	if p = path.Clean(p); p == "/" {
+		return "", nil
+	}
+	return p, nil
+}
+
 // serve listens on addr and serves h until ctx ends, then shuts down,
 // giving requests in flight 5 seconds, or none once a.hardStop closes (a
-// second signal).
-func serve(ctx context.Context, addr string, h http.Handler, a *app, readOnly, auth bool) error {
+// second signal). prefix is the path the dashboard is at, for the line
+// that says where.
+func serve(ctx context.Context, addr, prefix string, h http.Handler, a *app, readOnly, auth bool) error {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w; pick another --addr", addr, err)
@@ -151,7 +176,7 @@ func serve(ctx context.Context, addr string, h http.Handler, a *app, readOnly, a
 	if auth {
 		mode += ", basic auth"
 	}
-	fmt.Fprintf(a.out, "dashboard of table %s on http://%s/%s\n", a.table, ln.Addr(), mode)
+	fmt.Fprintf(a.out, "dashboard of table %s on http://%s%s/%s\n", a.table, ln.Addr(), prefix, mode)
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(ln) }()
 	select {

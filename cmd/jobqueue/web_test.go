@@ -34,6 +34,8 @@ func TestWebRefusals(t *testing.T) {
 		{"port out of range", nil, []string{"--addr", "127.0.0.1:99999"}, "bad --addr"},
 		{"negative port", nil, []string{"--addr", "127.0.0.1:-1"}, "bad --addr"},
 		{"port not a number", nil, []string{"--addr", "127.0.0.1:80x"}, "bad --addr"},
+		{"prefix not a path", nil, []string{"--prefix", "queue"}, "bad --prefix"},
+		{"prefix with a query", nil, []string{"--prefix", "/queue?x=1"}, "bad --prefix"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -49,6 +51,21 @@ func TestWebRefusals(t *testing.T) {
 // startWeb starts `jobqueue web` and returns its base URL, read from the
 // line it prints, and the process.
 func startWeb(t *testing.T, c cli, env []string, args ...string) (string, *exec.Cmd) {
+	t.Helper()
+	base, _, cmd := startWebProcess(t, c, env, args...)
+	return base, cmd
+}
+
+// startWebLine is startWeb for a test that reads the line web printed.
+func startWebLine(t *testing.T, c cli, env []string, args ...string) (base, line string) {
+	t.Helper()
+	base, line, _ = startWebProcess(t, c, env, args...)
+	return base, line
+}
+
+// startWebProcess starts `jobqueue web` and returns its base URL, the line
+// it printed, and the process.
+func startWebProcess(t *testing.T, c cli, env []string, args ...string) (string, string, *exec.Cmd) {
 	t.Helper()
 	cmd := exec.Command(binary, append([]string{"--db", c.db, "--table", c.table, "web"}, args...)...)
 	cmd.Env = append(cleanEnv(), env...)
@@ -75,11 +92,11 @@ func startWeb(t *testing.T, c cli, env []string, args ...string) (string, *exec.
 		if m == nil {
 			t.Fatalf("web printed %q, no URL; stderr: %s", l, stderr.String())
 		}
-		return "http://" + strings.Replace(m[1], "0.0.0.0", "127.0.0.1", 1), cmd
+		return "http://" + strings.Replace(m[1], "0.0.0.0", "127.0.0.1", 1), l, cmd
 	case <-time.After(30 * time.Second):
 		t.Fatalf("web printed nothing within 30s; stderr: %s", stderr.String())
 	}
-	return "", nil
+	return "", "", nil
 }
 
 func httpDo(t *testing.T, method, url, body string, auth ...string) int {
@@ -186,4 +203,45 @@ func TestWebHidePayloads(t *testing.T) {
 			t.Errorf("GET %s shows the hidden payload:\n%s", path, body)
 		}
 	}
+}
+
+// TestWebPrefix: `web --prefix /queue` serves the dashboard under /queue/,
+// its links and assets there, and says so; a request a proxy passes on
+// without the prefix is served too. The command had no way to serve under
+// a path, so a proxy could put it only at the root of a site.
+func TestWebPrefix(t *testing.T) {
+	t.Parallel()
+	c := sqliteCLI(t)
+	c.ok(t, "install")
+	id := strings.TrimSpace(c.ok(t, "enqueue", "--name", "hello"))
+	base, line := startWebLine(t, c, nil, "--addr", "127.0.0.1:0", "--prefix", "/queue/")
+	if !strings.Contains(line, base+"/queue/") {
+		t.Errorf("web printed %q; want it to name %s/queue/", line, base)
+	}
+	get := func(path string) string {
+		t.Helper()
+		resp, err := (&http.Client{Timeout: 20 * time.Second}).Get(base + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("GET %s = %d %s", path, resp.StatusCode, b)
+		}
+		return string(b)
+	}
+	for _, path := range []string{"/queue/jobs", "/jobs"} { // the second as a proxy that cut /queue passes it on
+		body := get(path)
+		for _, link := range []string{`href="/queue/static/app.css"`, `href="/queue/jobs/` + id + `"`, `data-base="/queue"`} {
+			if !strings.Contains(body, link) {
+				t.Errorf("GET %s lacks %s", path, link)
+			}
+		}
+	}
+	get("/queue/static/app.js")
+	get("/queue/api/jobs/" + id)
 }
