@@ -76,7 +76,9 @@ type Options struct {
 	// (default slog.Default()).
 	Logger *slog.Logger
 	// User names who made a request, for the log (default: the basic auth
-	// user name, else "anonymous").
+	// user name, else "anonymous"). Set it when nothing in front of the
+	// handler checks basic auth: the default then logs whatever name a
+	// request claims.
 	User func(r *http.Request) string
 	// CountLimit is where the overview's counts per status and type stop
 	// (default 1000): a count equal to it means "that many or more", shown

@@ -121,7 +121,8 @@ attempts its reclaim action ended.`,
 					return err
 				}
 				mux := http.NewServeMux()
-				mux.Handle("/", web.NewHandler(q, web.Options{ReadOnly: readOnly, HidePayloads: hidePayloads, Logger: logger, Prefix: pathPrefix}))
+				mux.Handle("/", web.NewHandler(q, web.Options{ReadOnly: readOnly, HidePayloads: hidePayloads, Logger: logger,
+					Prefix: pathPrefix, User: checkedUser(user != "")}))
 				mux.Handle(metricsPath, m.handler)
 				var h http.Handler = mux
 				if user != "" {
@@ -215,6 +216,18 @@ func isLoopback(host string) bool {
 	}
 	ip := net.ParseIP(host)
 	return ip != nil && ip.IsLoopback()
+}
+
+// checkedUser names who made a request, for the dashboard's log: the
+// basic auth user when basicAuth checked it (auth), else "anonymous",
+// since a user name in a request that nothing checks could be anyone's.
+func checkedUser(auth bool) func(r *http.Request) string {
+	return func(r *http.Request) string {
+		if u, _, ok := r.BasicAuth(); auth && ok {
+			return u
+		}
+		return "anonymous"
+	}
 }
 
 // basicAuth asks for user and pass (compared in constant time) before h.

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/jobqueue/jobqueue/internal/testwait"
 )
 
 // TestWebRefusals: the dashboard does not start where anyone could act
@@ -52,20 +54,20 @@ func TestWebRefusals(t *testing.T) {
 // line it prints, and the process.
 func startWeb(t *testing.T, c cli, env []string, args ...string) (string, *exec.Cmd) {
 	t.Helper()
-	base, _, cmd := startWebProcess(t, c, env, args...)
+	base, _, _, cmd := startWebProcess(t, c, env, args...)
 	return base, cmd
 }
 
 // startWebLine is startWeb for a test that reads the line web printed.
 func startWebLine(t *testing.T, c cli, env []string, args ...string) (base, line string) {
 	t.Helper()
-	base, line, _ = startWebProcess(t, c, env, args...)
+	base, line, _, _ = startWebProcess(t, c, env, args...)
 	return base, line
 }
 
 // startWebProcess starts `jobqueue web` and returns its base URL, the line
-// it printed, and the process.
-func startWebProcess(t *testing.T, c cli, env []string, args ...string) (string, string, *exec.Cmd) {
+// it printed, what it writes to stderr (its log), and the process.
+func startWebProcess(t *testing.T, c cli, env []string, args ...string) (string, string, *syncBuffer, *exec.Cmd) {
 	t.Helper()
 	cmd := exec.Command(binary, append([]string{"--db", c.db, "--table", c.table, "web"}, args...)...)
 	cmd.Env = append(cleanEnv(), env...)
@@ -92,11 +94,11 @@ func startWebProcess(t *testing.T, c cli, env []string, args ...string) (string,
 		if m == nil {
 			t.Fatalf("web printed %q, no URL; stderr: %s", l, stderr.String())
 		}
-		return "http://" + strings.Replace(m[1], "0.0.0.0", "127.0.0.1", 1), l, cmd
+		return "http://" + strings.Replace(m[1], "0.0.0.0", "127.0.0.1", 1), l, stderr, cmd
 	case <-time.After(30 * time.Second):
 		t.Fatalf("web printed nothing within 30s; stderr: %s", stderr.String())
 	}
-	return "", "", nil
+	return "", "", nil, nil
 }
 
 func httpDo(t *testing.T, method, url, body string, auth ...string) int {
@@ -244,4 +246,42 @@ func TestWebPrefix(t *testing.T) {
 	}
 	get("/queue/static/app.js")
 	get("/queue/api/jobs/" + id)
+}
+
+// TestWebLogsWhoActed: the log of an action names the user basic auth let
+// in, and "anonymous" when basic auth is off, whatever user name the
+// request claims. Without basic auth the dashboard logged the name in any
+// Authorization header it was sent, which it never checked, as who acted.
+func TestWebLogsWhoActed(t *testing.T) {
+	t.Parallel()
+	c := sqliteCLI(t)
+	c.ok(t, "install")
+	cases := []struct {
+		name      string
+		env       []string
+		auth      []string // the request's basic auth
+		user, not string   // the user the log names, a user it must not
+	}{
+		{"basic auth on", []string{envWebUser + "=alice", envWebPassword + "=s3cret"}, []string{"alice", "s3cret"}, "user=alice", ""},
+		{"basic auth off", nil, []string{"mallory", "x"}, "user=anonymous", "mallory"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			id := strings.TrimSpace(c.ok(t, "enqueue", "--name", "hello"))
+			base, _, logs, _ := startWebProcess(t, c, tc.env, "--addr", "127.0.0.1:0")
+			if code := httpDo(t, "POST", base+"/api/jobs/cancel", fmt.Sprintf(`{"ids":[%s]}`, id), tc.auth...); code != http.StatusOK {
+				t.Fatalf("cancel = %d, want 200", code)
+			}
+			testwait.For(t, 20*time.Second, 20*time.Millisecond, "the cancel is logged", func() bool { return strings.Contains(logs.String(), "action=cancel") })
+			var line string
+			for _, l := range strings.Split(logs.String(), "\n") {
+				if strings.Contains(l, "action=cancel") {
+					line = l
+				}
+			}
+			if !strings.Contains(line, tc.user) || tc.not != "" && strings.Contains(line, tc.not) {
+				t.Errorf("the cancel was logged as %q; want %s", line, tc.user)
+			}
+		})
+	}
 }
