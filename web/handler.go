@@ -67,7 +67,10 @@ type Options struct {
 	// with 403.
 	ReadOnly bool
 	// Authorize, when set, is asked before every request is served; an
-	// error refuses it with 403 and the error's text.
+	// error refuses it with 403 and the error's text. The action is
+	// ActionView for GET and HEAD, the route's action for other methods,
+	// and "" for another method on a path that is no action's route
+	// (which, let through, gets 404 or 405 and changes nothing).
 	Authorize func(r *http.Request, action Action) error
 	// HidePayloads leaves payloads out of pages and API answers (they may
 	// hold personal data or secrets).
