@@ -10,7 +10,7 @@
 // or, without http.StripPrefix, with Options.Prefix (which also serves a
 // proxy in front that cuts the prefix off):
 //
-//	mux.Handle("/jobs/", web.NewHandler(q, web.Options{Prefix: "/jobs"}))
+//	mux.Handle("/queue/", web.NewHandler(q, web.Options{Prefix: "/queue"}))
 //
 // Links follow the prefix the handler was mounted under. Pages are rendered
 // on the server with html/template; a little JavaScript (live refresh,
