@@ -141,11 +141,18 @@ func (q *Queue) leaderAct(ctx context.Context, f *termFence, fn func(d dbtx) err
 	if f == nil {
 		return fn(q.run.on(nil))
 	}
+	return q.leaderActAt(ctx, f, func(d dbtx, _ time.Time) error { return fn(d) })
+}
+
+// leaderActAt is leaderAct for an act fenced by f (not nil) that needs the
+// database server's clock: fn gets the time the fence statement read on
+// the server, so that the act costs no round trip more to learn it.
+func (q *Queue) leaderActAt(ctx context.Context, f *termFence, fn func(d dbtx, serverNow time.Time) error) error {
 	return retryTx(ctx, func() error { return q.leaderActOnce(ctx, f, fn) })
 }
 
-// leaderActOnce is one try of leaderAct.
-func (q *Queue) leaderActOnce(ctx context.Context, f *termFence, fn func(d dbtx) error) error {
+// leaderActOnce is one try of leaderActAt.
+func (q *Queue) leaderActOnce(ctx context.Context, f *termFence, fn func(d dbtx, serverNow time.Time) error) error {
 	if err := f.guard(); err != nil {
 		return err
 	}
@@ -181,14 +188,14 @@ func (q *Queue) leaderActOnce(ctx context.Context, f *termFence, fn func(d dbtx)
 	}
 	defer tx.Rollback()
 	d := q.run.on(tx)
-	ok, err := q.st.leaderFence(ctx, d, leaderRole, f.holder, f.term, f.idle)
+	ok, serverNow, err := q.st.leaderFence(ctx, d, leaderRole, f.holder, f.term, f.idle)
 	if err != nil {
 		return err
 	}
 	if !ok {
 		return errTermEnded
 	}
-	if err := fn(d); err != nil {
+	if err := fn(d, serverNow); err != nil {
 		return err
 	}
 	return tx.Commit()

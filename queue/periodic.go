@@ -323,19 +323,16 @@ func (s *scheduler) enqueue(ctx context.Context, f *termFence, p PeriodicJob, ti
 		var dup bool
 		// The side table of the unique keys is checked before the act,
 		// which holds a connection, and tried again like the act: a check
-		// that failed for a moment skipped the tick.
-		// So is the read of the server's clock, which bounds the tick
-		// (tickAhead).
+		// that failed for a moment skipped the tick. The server's clock,
+		// which bounds the tick (tickAhead), comes from the act's fence
+		// statement, in the act's transaction: no round trip of its own.
 		if err = s.q.needUnique(ctx); err == nil {
 			cctx, cancel := context.WithTimeout(withFence(ctx, s.el.guard), dbCallTimeout)
-			var serverNow time.Time
-			if serverNow, err = s.q.serverNow(cctx); err == nil {
-				err = s.q.leaderAct(cctx, f, func(d dbtx) error {
-					var err error
-					id, dup, err = s.q.enqueueTickOnce(cctx, d, p, tick, serverNow)
-					return err
-				})
-			}
+			err = s.q.leaderActAt(cctx, f, func(d dbtx, serverNow time.Time) error {
+				var err error
+				id, dup, err = s.q.enqueueTickOnce(cctx, d, p, tick, serverNow)
+				return err
+			})
 			cancel()
 		}
 		switch {
@@ -397,7 +394,7 @@ func (s *scheduler) enqueue(ctx context.Context, f *termFence, p PeriodicJob, ti
 // job; the key still makes a tick enqueued by a leader of before the
 // record a duplicate.
 //
-// serverNow, the database server's clock read just before the act, bounds
+// serverNow, the database server's clock read by the act's fence, bounds
 // the tick and the record (periodic_clock.go): a tick more than
 // maxTickAhead ahead of it is refused (errTickAhead), and a record that
 // far ahead refuses no tick (logged, and replaced by this tick).

@@ -1,7 +1,6 @@
 package queue
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"time"
@@ -19,7 +18,9 @@ import (
 // enqueued nor recorded (an error that says to fix the leader's clock),
 // and a recorded tick more than maxTickAhead ahead of it (written by a
 // leader of an older version, or before the server's clock stepped back)
-// refuses no tick: it is logged as a warning and replaced.
+// refuses no tick: it is logged as a warning and replaced. The server's
+// clock is the one the act's fence statement read (leaderActAt), in the
+// transaction that enqueues and records the tick.
 
 // maxTickAhead is how far ahead of the database server's clock a leader's
 // tick may be, and the last tick recorded, to be trusted: a skew that NTP
@@ -29,19 +30,6 @@ const maxTickAhead = time.Minute
 // errTickAhead is the error of a tick that a leader's clock found due
 // more than maxTickAhead ahead of the database server's clock.
 var errTickAhead = errors.New("jobqueue: a periodic tick ahead of the database server's clock")
-
-// serverNow reads the database server's clock (the one the leadership is
-// timed by), through the leadership's row.
-func (q *Queue) serverNow(ctx context.Context) (time.Time, error) {
-	r, err := q.st.leaderGet(ctx, leaderRole)
-	if err != nil {
-		return time.Time{}, q.leaderTableError("reading the database server's clock", err)
-	}
-	if r == nil {
-		return time.Time{}, errors.New("jobqueue: reading the database server's clock: the leadership's row is missing; run migrations.Install again")
-	}
-	return r.dbNow, nil
-}
 
 // tickAhead returns an error wrapping errTickAhead when the tick of the
 // periodic job named name is more than maxTickAhead ahead of serverNow,

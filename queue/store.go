@@ -137,8 +137,10 @@ type store interface {
 	// and then keeps a takeover waiting until the transaction ends (a lock
 	// on the role's fence row; SQLite: the write lock), but not the
 	// holder's renewal. On PostgreSQL the server ends the session if the
-	// transaction sits idle for idle.
-	leaderFence(ctx context.Context, d dbtx, role, holder string, term int64, idle time.Duration) (bool, error)
+	// transaction sits idle for idle. It returns the server's time as the
+	// statement read it too (dbNow, UTC), which bounds the periodic tick
+	// an act enqueues (periodic_clock.go).
+	leaderFence(ctx context.Context, d dbtx, role, holder string, term int64, idle time.Duration) (ok bool, dbNow time.Time, err error)
 	// periodicLastTick reads, on d (a leader's act), the last tick
 	// recorded in row (Unix nanoseconds; found false when none).
 	periodicLastTick(ctx context.Context, d dbtx, row string) (nanos int64, found bool, err error)

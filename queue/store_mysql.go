@@ -183,14 +183,17 @@ func (s mysqlStore) purge(ctx context.Context) (int64, error) {
 	return s.qs().PurgeJobs(ctx)
 }
 
-func (s mysqlStore) leaderFence(ctx context.Context, d dbtx, role, holder string, term int64, _ time.Duration) (bool, error) {
+func (s mysqlStore) leaderFence(ctx context.Context, d dbtx, role, holder string, term int64, _ time.Duration) (bool, time.Time, error) {
 	qs := mysqlgen.New(d)
 	n, err := qs.FenceLeaderAct(ctx, mysqlgen.FenceLeaderActParams{FenceName: fenceRowName(role), Holder: holder, Term: term})
 	if err != nil || n != 1 {
-		return false, err
+		return false, time.Time{}, err
 	}
 	held, err := qs.LeaderLeaseHeld(ctx, mysqlgen.LeaderLeaseHeldParams{Name: role, Holder: holder, Term: term})
-	return held == 1, err
+	if err != nil {
+		return false, time.Time{}, err
+	}
+	return held.Held == 1, engine.AsUTC(held.DbNow), nil
 }
 
 func (s mysqlStore) leaderEnsure(ctx context.Context, role string) error {

@@ -314,11 +314,14 @@ func (s pgStore) purge(ctx context.Context) (int64, error) {
 	return s.qs().PurgeJobs(ctx)
 }
 
-func (s pgStore) leaderFence(ctx context.Context, d dbtx, role, holder string, term int64, idle time.Duration) (bool, error) {
+func (s pgStore) leaderFence(ctx context.Context, d dbtx, role, holder string, term int64, idle time.Duration) (bool, time.Time, error) {
 	rows, err := pggen.New(d).FenceLeaderAct(ctx, pggen.FenceLeaderActParams{
 		IdleMs: strconv.FormatInt(max(idle.Milliseconds(), 1), 10), Name: role, FenceName: fenceRowName(role), Holder: holder, Term: term,
 	})
-	return len(rows) == 1, err
+	if err != nil || len(rows) != 1 {
+		return false, time.Time{}, err
+	}
+	return true, engine.AsUTC(rows[0].DbNow), nil
 }
 
 func (s pgStore) leaderEnsure(ctx context.Context, role string) error {

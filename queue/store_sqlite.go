@@ -171,9 +171,13 @@ func (s sqliteStore) purge(ctx context.Context) (int64, error) {
 	return busyRetry(ctx, func() (int64, error) { return s.qs().PurgeJobs(ctx) })
 }
 
-func (s sqliteStore) leaderFence(ctx context.Context, d dbtx, role, holder string, term int64, _ time.Duration) (bool, error) {
-	n, err := sqlitegen.New(d).FenceLeaderAct(ctx, sqlitegen.FenceLeaderActParams{FenceName: fenceRowName(role), Holder: holder, Term: term, Name: role})
-	return n == 1, err
+func (s sqliteStore) leaderFence(ctx context.Context, d dbtx, role, holder string, term int64, _ time.Duration) (bool, time.Time, error) {
+	rows, err := sqlitegen.New(d).FenceLeaderAct(ctx, sqlitegen.FenceLeaderActParams{FenceName: fenceRowName(role), Holder: holder, Term: term, Name: role})
+	if err != nil || len(rows) != 1 {
+		return false, time.Time{}, err
+	}
+	now, err := sqliteServerTime(rows[0])
+	return err == nil, now, err
 }
 
 func (s sqliteStore) leaderEnsure(ctx context.Context, role string) error {

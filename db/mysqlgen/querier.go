@@ -104,8 +104,11 @@ type Querier interface {
 	LeaderFenceBehind(ctx context.Context, arg LeaderFenceBehindParams) ([]int64, error)
 	// LeaderLeaseHeld counts the role's row (0 or 1) when holder holds it in
 	// term with a lease that has not passed: the second statement of an act's
-	// fence (FenceLeaderAct), a consistent read that locks nothing.
-	LeaderLeaseHeld(ctx context.Context, arg LeaderLeaseHeldParams) (int64, error)
+	// fence (FenceLeaderAct), a consistent read that locks nothing. It
+	// returns the server's time too (db_now, whole seconds), which bounds a
+	// periodic tick the act enqueues (queue/periodic_clock.go) without a
+	// round trip of its own.
+	LeaderLeaseHeld(ctx context.Context, arg LeaderLeaseHeldParams) (LeaderLeaseHeldRow, error)
 	// ListJobs pages newest first on the primary key: the jobs with ids below
 	// before_id (the last id of the previous page, or the largest id for the
 	// first), so every page is one backward range scan, never an OFFSET.

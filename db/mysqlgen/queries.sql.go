@@ -999,7 +999,7 @@ func (q *Queries) LeaderFenceBehind(ctx context.Context, arg LeaderFenceBehindPa
 }
 
 const leaderLeaseHeld = `-- name: LeaderLeaseHeld :one
-SELECT COUNT(*) FROM jobs_leader
+SELECT COUNT(*) AS held, UTC_TIMESTAMP() AS db_now FROM jobs_leader
 WHERE name = ? AND holder = ? AND term = ?
   AND lease_until > UTC_TIMESTAMP()
 `
@@ -1010,14 +1010,22 @@ type LeaderLeaseHeldParams struct {
 	Term   int64
 }
 
+type LeaderLeaseHeldRow struct {
+	Held  int64
+	DbNow time.Time
+}
+
 // LeaderLeaseHeld counts the role's row (0 or 1) when holder holds it in
 // term with a lease that has not passed: the second statement of an act's
-// fence (FenceLeaderAct), a consistent read that locks nothing.
-func (q *Queries) LeaderLeaseHeld(ctx context.Context, arg LeaderLeaseHeldParams) (int64, error) {
+// fence (FenceLeaderAct), a consistent read that locks nothing. It
+// returns the server's time too (db_now, whole seconds), which bounds a
+// periodic tick the act enqueues (queue/periodic_clock.go) without a
+// round trip of its own.
+func (q *Queries) LeaderLeaseHeld(ctx context.Context, arg LeaderLeaseHeldParams) (LeaderLeaseHeldRow, error) {
 	row := q.db.QueryRowContext(ctx, leaderLeaseHeld, arg.Name, arg.Holder, arg.Term)
-	var count int64
-	err := row.Scan(&count)
-	return count, err
+	var i LeaderLeaseHeldRow
+	err := row.Scan(&i.Held, &i.DbNow)
+	return i, err
 }
 
 const listJobs = `-- name: ListJobs :many

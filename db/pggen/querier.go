@@ -164,7 +164,9 @@ type Querier interface {
 	// renewal (AcquireLeader) writes it and must not wait for its acts. It
 	// sets idle_in_transaction_session_timeout to idle_ms for the transaction,
 	// so that a process paused inside its act (SIGSTOP) loses its session, and
-	// the act rolls back, instead of holding the takeover up.
+	// the act rolls back, instead of holding the takeover up. It returns the
+	// server's time too (db_now), which bounds a periodic tick the act
+	// enqueues (queue/periodic_clock.go) without a round trip of its own.
 	FenceLeaderAct(ctx context.Context, arg FenceLeaderActParams) ([]FenceLeaderActRow, error)
 	// The dashboard's overview (queue/overview.go). Each statement reads one
 	// of the table's indexes and stops early, so that it stays fast on a table

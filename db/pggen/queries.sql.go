@@ -1011,7 +1011,8 @@ func (q *Queries) FailJob(ctx context.Context, arg FailJobParams) (int64, error)
 }
 
 const fenceLeaderAct = `-- name: FenceLeaderAct :many
-SELECT f.term, set_config('idle_in_transaction_session_timeout', CAST($1 AS text), true) AS idle
+SELECT f.term, set_config('idle_in_transaction_session_timeout', CAST($1 AS text), true) AS idle,
+    (statement_timestamp() AT TIME ZONE 'UTC')::timestamp AS db_now
 FROM jobs_leader f
 JOIN jobs_leader l ON l.name = $2 AND l.holder = f.holder AND l.term = f.term
     AND l.lease_until > (statement_timestamp() AT TIME ZONE 'UTC')
@@ -1028,8 +1029,9 @@ type FenceLeaderActParams struct {
 }
 
 type FenceLeaderActRow struct {
-	Term int64
-	Idle string
+	Term  int64
+	Idle  string
+	DbNow time.Time
 }
 
 // FenceLeaderAct is the first statement of each act of a leader, in the
@@ -1042,7 +1044,9 @@ type FenceLeaderActRow struct {
 // renewal (AcquireLeader) writes it and must not wait for its acts. It
 // sets idle_in_transaction_session_timeout to idle_ms for the transaction,
 // so that a process paused inside its act (SIGSTOP) loses its session, and
-// the act rolls back, instead of holding the takeover up.
+// the act rolls back, instead of holding the takeover up. It returns the
+// server's time too (db_now), which bounds a periodic tick the act
+// enqueues (queue/periodic_clock.go) without a round trip of its own.
 func (q *Queries) FenceLeaderAct(ctx context.Context, arg FenceLeaderActParams) ([]FenceLeaderActRow, error) {
 	rows, err := q.db.QueryContext(ctx, fenceLeaderAct,
 		arg.IdleMs,
@@ -1058,7 +1062,7 @@ func (q *Queries) FenceLeaderAct(ctx context.Context, arg FenceLeaderActParams) 
 	var items []FenceLeaderActRow
 	for rows.Next() {
 		var i FenceLeaderActRow
-		if err := rows.Scan(&i.Term, &i.Idle); err != nil {
+		if err := rows.Scan(&i.Term, &i.Idle, &i.DbNow); err != nil {
 			return nil, err
 		}
 		items = append(items, i)

@@ -101,8 +101,10 @@ type Querier interface {
 	// and one row changed says so. Being a write, it takes the database's
 	// write lock at once, so that a takeover (AcquireLeader, SetLeaderFence)
 	// waits for the act to end; so does the leader's own renewal, since SQLite
-	// has one writer at a time.
-	FenceLeaderAct(ctx context.Context, arg FenceLeaderActParams) (int64, error)
+	// has one writer at a time. It returns SQLite's time (db_now), which
+	// bounds a periodic tick the act enqueues (queue/periodic_clock.go)
+	// without a statement of its own.
+	FenceLeaderAct(ctx context.Context, arg FenceLeaderActParams) ([]interface{}, error)
 	// The dashboard's overview (queue/overview.go). Each statement reads one
 	// of the table's indexes and stops early, so that it stays fast on a table
 	// of millions of rows: counts stop at @max_rows per status, the types are

@@ -751,13 +751,14 @@ func (q *Queries) FailJob(ctx context.Context, arg FailJobParams) (int64, error)
 	return result.RowsAffected()
 }
 
-const fenceLeaderAct = `-- name: FenceLeaderAct :execrows
+const fenceLeaderAct = `-- name: FenceLeaderAct :many
 UPDATE jobs_leader SET term = term
 WHERE jobs_leader.name = ?1 AND jobs_leader.holder = ?2 AND jobs_leader.term = ?3
   AND EXISTS (
     SELECT 1 FROM jobs_leader l
     WHERE l.name = ?4 AND l.holder = ?2 AND l.term = ?3
       AND l.lease_until > strftime('%Y-%m-%d %H:%M:%f', 'now'))
+RETURNING strftime('%Y-%m-%d %H:%M:%f', 'now') AS db_now
 `
 
 type FenceLeaderActParams struct {
@@ -774,18 +775,35 @@ type FenceLeaderActParams struct {
 // and one row changed says so. Being a write, it takes the database's
 // write lock at once, so that a takeover (AcquireLeader, SetLeaderFence)
 // waits for the act to end; so does the leader's own renewal, since SQLite
-// has one writer at a time.
-func (q *Queries) FenceLeaderAct(ctx context.Context, arg FenceLeaderActParams) (int64, error) {
-	result, err := q.db.ExecContext(ctx, fenceLeaderAct,
+// has one writer at a time. It returns SQLite's time (db_now), which
+// bounds a periodic tick the act enqueues (queue/periodic_clock.go)
+// without a statement of its own.
+func (q *Queries) FenceLeaderAct(ctx context.Context, arg FenceLeaderActParams) ([]interface{}, error) {
+	rows, err := q.db.QueryContext(ctx, fenceLeaderAct,
 		arg.FenceName,
 		arg.Holder,
 		arg.Term,
 		arg.Name,
 	)
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
-	return result.RowsAffected()
+	defer rows.Close()
+	var items []interface{}
+	for rows.Next() {
+		var strftime interface{}
+		if err := rows.Scan(&strftime); err != nil {
+			return nil, err
+		}
+		items = append(items, strftime)
+	}
+	if err := rows.Close(); err != nil {
+		return nil, err
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }
 
 const firstType = `-- name: FirstType :many

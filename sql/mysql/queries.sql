@@ -497,8 +497,11 @@ WHERE name = sqlc.arg(fence_name) AND holder = sqlc.arg(holder) AND term = sqlc.
 -- name: LeaderLeaseHeld :one
 -- LeaderLeaseHeld counts the role's row (0 or 1) when holder holds it in
 -- term with a lease that has not passed: the second statement of an act's
--- fence (FenceLeaderAct), a consistent read that locks nothing.
-SELECT COUNT(*) FROM jobs_leader
+-- fence (FenceLeaderAct), a consistent read that locks nothing. It
+-- returns the server's time too (db_now, whole seconds), which bounds a
+-- periodic tick the act enqueues (queue/periodic_clock.go) without a
+-- round trip of its own.
+SELECT COUNT(*) AS held, UTC_TIMESTAMP() AS db_now FROM jobs_leader
 WHERE name = sqlc.arg(name) AND holder = sqlc.arg(holder) AND term = sqlc.arg(term)
   AND lease_until > UTC_TIMESTAMP();
 

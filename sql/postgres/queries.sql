@@ -715,8 +715,11 @@ WHERE name = @name;
 -- renewal (AcquireLeader) writes it and must not wait for its acts. It
 -- sets idle_in_transaction_session_timeout to idle_ms for the transaction,
 -- so that a process paused inside its act (SIGSTOP) loses its session, and
--- the act rolls back, instead of holding the takeover up.
-SELECT f.term, set_config('idle_in_transaction_session_timeout', CAST(@idle_ms AS text), true) AS idle
+-- the act rolls back, instead of holding the takeover up. It returns the
+-- server's time too (db_now), which bounds a periodic tick the act
+-- enqueues (queue/periodic_clock.go) without a round trip of its own.
+SELECT f.term, set_config('idle_in_transaction_session_timeout', CAST(@idle_ms AS text), true) AS idle,
+    (statement_timestamp() AT TIME ZONE 'UTC')::timestamp AS db_now
 FROM jobs_leader f
 JOIN jobs_leader l ON l.name = @name AND l.holder = f.holder AND l.term = f.term
     AND l.lease_until > (statement_timestamp() AT TIME ZONE 'UTC')

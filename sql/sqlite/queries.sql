@@ -481,21 +481,24 @@ SELECT holder, term, since, renewed_at, lease_until,
 FROM jobs_leader
 WHERE name = @name;
 
--- name: FenceLeaderAct :execrows
+-- name: FenceLeaderAct :many
 -- FenceLeaderAct is the first statement of each act of a leader, in the
 -- act's transaction (queue/fence.go): it changes (to the same values) the
 -- role's fence row (fence_name) only while it names holder and term and
 -- holder holds the role's row in term with a lease that has not passed,
--- and one row changed says so. Being a write, it takes the database's
+-- and the one row it returns says so. Being a write, it takes the database's
 -- write lock at once, so that a takeover (AcquireLeader, SetLeaderFence)
 -- waits for the act to end; so does the leader's own renewal, since SQLite
--- has one writer at a time.
+-- has one writer at a time. It returns SQLite's time (db_now), which
+-- bounds a periodic tick the act enqueues (queue/periodic_clock.go)
+-- without a statement of its own.
 UPDATE jobs_leader SET term = term
 WHERE jobs_leader.name = @fence_name AND jobs_leader.holder = @holder AND jobs_leader.term = @term
   AND EXISTS (
     SELECT 1 FROM jobs_leader l
     WHERE l.name = @name AND l.holder = @holder AND l.term = @term
-      AND l.lease_until > strftime('%Y-%m-%d %H:%M:%f', 'now'));
+      AND l.lease_until > strftime('%Y-%m-%d %H:%M:%f', 'now'))
+RETURNING strftime('%Y-%m-%d %H:%M:%f', 'now') AS db_now;
 
 -- name: LeaderFenceBehind :many
 -- LeaderFenceBehind returns the role's term when its fence row
