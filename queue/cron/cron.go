@@ -130,13 +130,10 @@ func parseIn(orig, text string, loc *time.Location) (*Schedule, error) {
 	if text == "" {
 		return nil, fmt.Errorf("%w: %q is empty; want 5 cron fields (minute hour day-of-month month day-of-week), @hourly, @daily, @weekly, @monthly or @every DUR", ErrInvalidSchedule, orig)
 	}
-	if d, ok := strings.CutPrefix(text, "@every "); ok {
-		every, err := time.ParseDuration(strings.TrimSpace(d))
+	if fields := strings.Fields(text); fields[0] == "@every" {
+		every, err := parseEvery(fields[1:])
 		if err != nil {
 			return nil, fmt.Errorf("%w: %q: %v", ErrInvalidSchedule, orig, err)
-		}
-		if every < minEvery || every%time.Second != 0 {
-			return nil, fmt.Errorf("%w: %q: @every takes a whole number of seconds, at least 1s", ErrInvalidSchedule, orig)
 		}
 		return &Schedule{spec: orig, loc: loc, every: every}, nil
 	}
@@ -166,6 +163,23 @@ func parseIn(orig, text string, loc *time.Location) (*Schedule, error) {
 		return s, nil
 	}
 	return nil, fmt.Errorf("%w: %q has %d fields; want 5 (minute hour day-of-month month day-of-week), @hourly, @daily, @weekly, @monthly or @every DUR", ErrInvalidSchedule, orig, len(strings.Fields(text)))
+}
+
+// parseEvery parses the words after @every: one duration, a whole number
+// of seconds, at least minEvery. Each error says what to write instead.
+func parseEvery(words []string) (time.Duration, error) {
+	const want = "@every takes one duration, a whole number of seconds, at least 1s, as in @every 5m or @every 90s"
+	if len(words) != 1 {
+		return 0, fmt.Errorf("%s (got %d words after @every)", want, len(words))
+	}
+	every, err := time.ParseDuration(words[0])
+	if err != nil {
+		return 0, fmt.Errorf("%s: %v", want, err)
+	}
+	if every < minEvery || every%time.Second != 0 {
+		return 0, fmt.Errorf("%s (got %v)", want, every)
+	}
+	return every, nil
 }
 
 // String is the schedule as it was given.

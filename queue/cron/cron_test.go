@@ -2,6 +2,7 @@ package cron
 
 import (
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -124,6 +125,51 @@ func TestParseRejects(t *testing.T) {
 			s, err := Parse(spec)
 			if !errors.Is(err, ErrInvalidSchedule) {
 				t.Fatalf("Parse(%q) = %v, %v; want an error wrapping ErrInvalidSchedule", spec, s, err)
+			}
+		})
+	}
+}
+
+// TestParseEveryErrors: a bad @every says what to write instead, naming
+// @every and its bounds, whatever is wrong with it: no duration at all
+// (which robfig's parser called an "unrecognized descriptor"), one below a
+// second, zero, negative, or not whole seconds. Whitespace other than one
+// space (a tab) between @every and its duration is whitespace, as between
+// cron fields.
+func TestParseEveryErrors(t *testing.T) {
+	for _, c := range []struct {
+		spec string
+		ok   bool
+	}{
+		{spec: "@every"},
+		{spec: "@every   "},
+		{spec: "@every 0"},
+		{spec: "@every 0s"},
+		{spec: "@every 999ms"},
+		{spec: "@every -1s"},
+		{spec: "@every 1.5s"},
+		{spec: "@every 1s 2s"},
+		{spec: "@every\t1s", ok: true},
+		{spec: "@every  90s", ok: true},
+	} {
+		t.Run(c.spec, func(t *testing.T) {
+			s, err := Parse(c.spec)
+			if c.ok {
+				if err != nil {
+					t.Fatalf("Parse(%q): %v", c.spec, err)
+				}
+				if got, want := s.Next(time.Unix(0, 0)), time.Unix(int64(s.every/time.Second), 0).UTC(); !got.Equal(want) {
+					t.Errorf("Parse(%q).Next(epoch) = %v, want %v", c.spec, got, want)
+				}
+				return
+			}
+			if !errors.Is(err, ErrInvalidSchedule) {
+				t.Fatalf("Parse(%q) = %v, %v; want an error wrapping ErrInvalidSchedule", c.spec, s, err)
+			}
+			for _, part := range []string{"@every", "whole number of seconds", "at least 1s", "@every 5m"} {
+				if !strings.Contains(err.Error(), part) {
+					t.Errorf("Parse(%q): %v; want it to say %q", c.spec, err, part)
+				}
 			}
 		})
 	}
