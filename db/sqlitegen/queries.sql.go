@@ -772,7 +772,7 @@ type FenceLeaderActParams struct {
 // act's transaction (queue/fence.go): it changes (to the same values) the
 // role's fence row (fence_name) only while it names holder and term and
 // holder holds the role's row in term with a lease that has not passed,
-// and one row changed says so. Being a write, it takes the database's
+// and the one row it returns says so. Being a write, it takes the database's
 // write lock at once, so that a takeover (AcquireLeader, SetLeaderFence)
 // waits for the act to end; so does the leader's own renewal, since SQLite
 // has one writer at a time. It returns SQLite's time (db_now), which
