@@ -279,8 +279,8 @@ func (s *scheduler) lead(ctx, term context.Context, f *termFence, changed <-chan
 // resume sets, at the start of a term at now, each job's first tick due
 // (s.due): the tick that this Run's last term left due, when it is at most
 // lapseBound old, else the first tick after now, enqueuing first the
-// latest tick at or before now with runMissed. It returns false when the
-// term ended meanwhile.
+// latest tick at or before now with runMissed when a tick was missed
+// (enqueueTickOnce). It returns false when the term ended meanwhile.
 func (s *scheduler) resume(term context.Context, f *termFence, now time.Time) bool {
 	if len(s.due) != len(s.jobs) {
 		s.due = make([]time.Time, len(s.jobs))
@@ -292,7 +292,7 @@ func (s *scheduler) resume(term context.Context, f *termFence, now time.Time) bo
 		s.due[i] = time.Time{}
 		if s.runMissed {
 			if last := latestTick(p.schedule, now); !last.IsZero() {
-				if !s.enqueue(term, f, p, last) {
+				if !s.enqueueTick(term, f, p, last, now) {
 					s.due[i] = last
 					return false
 				}
@@ -312,6 +312,13 @@ func (s *scheduler) resume(term context.Context, f *termFence, now time.Time) bo
 // the worker steps down), or the leadership ran out by the process's
 // clock; the tick is then left due for the next term (scheduler.due).
 func (s *scheduler) enqueue(ctx context.Context, f *termFence, p PeriodicJob, tick time.Time) bool {
+	return s.enqueueTick(ctx, f, p, tick, time.Time{})
+}
+
+// enqueueTick is enqueue; missedAt, when not zero, says that tick is
+// RunMissed's latest tick at missedAt, made up only when a tick was
+// missed (enqueueTickOnce).
+func (s *scheduler) enqueueTick(ctx context.Context, f *termFence, p PeriodicJob, tick, missedAt time.Time) bool {
 	var err error
 	first := time.Now()
 	wait := periodicRetryWait
@@ -330,7 +337,7 @@ func (s *scheduler) enqueue(ctx context.Context, f *termFence, p PeriodicJob, ti
 			cctx, cancel := context.WithTimeout(withFence(ctx, s.el.guard), dbCallTimeout)
 			err = s.q.leaderActAt(cctx, f, func(d dbtx, serverNow time.Time) error {
 				var err error
-				id, dup, err = s.q.enqueueTickOnce(cctx, d, p, tick, serverNow)
+				id, dup, err = s.q.enqueueTickOnce(cctx, d, p, tick, serverNow, missedAt)
 				return err
 			})
 			cancel()
@@ -341,6 +348,9 @@ func (s *scheduler) enqueue(ctx context.Context, f *termFence, p PeriodicJob, ti
 				"periodic", p.name, "tick", tick, "term", f.term, "holder", f.holder)
 			s.el.stepDown(f.term)
 			return false
+		case errors.Is(err, errTickNotMissed):
+			s.log.Info("periodic tick not made up: no tick was missed (the schedule changed since the last tick enqueued, whose schedule's next tick has not come)", "periodic", p.name, "tick", tick, "err", err)
+			return true
 		case err == nil && dup && id == 0:
 			s.log.Info("periodic tick already enqueued (no later than the last tick recorded)", "periodic", p.name, "tick", tick)
 			s.enqueued(p, tick)
@@ -398,30 +408,56 @@ func (s *scheduler) enqueue(ctx context.Context, f *termFence, p PeriodicJob, ti
 // the tick and the record (periodic_clock.go): a tick more than
 // maxTickAhead ahead of it is refused (errTickAhead), and a record that
 // far ahead refuses no tick (logged, and replaced by this tick).
-func (q *Queue) enqueueTickOnce(ctx context.Context, d dbtx, p PeriodicJob, tick, serverNow time.Time) (id int64, dup bool, err error) {
+//
+// missedAt, when not zero, says that tick is RunMissed's latest tick at
+// missedAt (a new leader's first look at the job): it is made up only
+// when a tick was missed, that is when the next tick recorded with the
+// last one (the next tick of the schedule that enqueued it) has come by
+// missedAt; else errTickNotMissed, and nothing is written. With the same
+// schedule that is always so once tick is later than the last one; with
+// a schedule changed since (a deploy), tick may have passed while the
+// last leader ran, which had no tick then: made up, it was a job more
+// than either schedule gives.
+func (q *Queue) enqueueTickOnce(ctx context.Context, d dbtx, p PeriodicJob, tick, serverNow, missedAt time.Time) (id int64, dup bool, err error) {
 	if err := tickAhead(p.name, tick, serverNow); err != nil {
 		return 0, false, err
 	}
 	row := tickRow(p.name)
-	last, found, err := q.st.periodicLastTick(ctx, d, row)
+	rec, found, err := q.st.periodicLastTick(ctx, d, row)
 	if err != nil {
 		return 0, false, fmt.Errorf("jobqueue: reading the last tick of periodic job %q: %w", p.name, err)
 	}
-	if found && tick.UnixNano() <= last {
-		lastTick := time.Unix(0, last).UTC()
+	if found && tick.UnixNano() <= rec.tick {
+		lastTick := time.Unix(0, rec.tick).UTC()
 		if !recordAhead(lastTick, serverNow) {
 			return 0, true, nil
 		}
 		q.logger.Warn("the last tick recorded for a periodic job is ahead of the database server's clock (a leader whose clock was ahead recorded it): it no longer refuses ticks, and this tick replaces it; check the workers' clocks (NTP)",
 			"periodic", p.name, "recorded", lastTick, "server_now", serverNow, "tick", tick)
+	} else if found && !missedAt.IsZero() && rec.next != 0 && rec.next > missedAt.UnixNano() {
+		return 0, false, fmt.Errorf("%w: the last tick enqueued is %s and its schedule's next one %s, after %s",
+			errTickNotMissed, time.Unix(0, rec.tick).UTC().Format(time.RFC3339), time.Unix(0, rec.next).UTC().Format(time.RFC3339), missedAt.UTC().Format(time.RFC3339))
 	}
 	if id, dup, err = q.enqueueTick(ctx, d.tx, p, tick); err != nil {
 		return id, dup, err
 	}
-	if err := q.st.periodicSetLastTick(ctx, d, row, p.name, tick.UnixNano()); err != nil {
+	if err := q.st.periodicSetLastTick(ctx, d, row, p.name, tickRecord{tick: tick.UnixNano(), next: unixNanos(p.schedule.Next(tick))}); err != nil {
 		return 0, false, fmt.Errorf("jobqueue: recording the last tick of periodic job %q: %w", p.name, err)
 	}
 	return id, dup, nil
+}
+
+// errTickNotMissed is the error of RunMissed's latest tick when no tick was
+// missed (enqueueTickOnce): it is not made up.
+var errTickNotMissed = errors.New("jobqueue: RunMissed's latest tick was not missed")
+
+// unixNanos is t in Unix nanoseconds, or 0 when t is zero or outside the
+// years that they hold (1678 to 2262).
+func unixNanos(t time.Time) int64 {
+	if t.IsZero() || t.Year() < 1678 || t.Year() > 2261 {
+		return 0
+	}
+	return t.UnixNano()
 }
 
 // tickRow is the name of the row of the leader side table that records

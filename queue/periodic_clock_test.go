@@ -64,7 +64,7 @@ func TestPeriodicTickAheadOfServerClock(t *testing.T) {
 				} else {
 					planted := start.Add(time.Hour).Truncate(time.Minute)
 					if err := qa.leaderAct(ctx, f, func(d dbtx) error {
-						return qa.st.periodicSetLastTick(ctx, d, tickRow(pa.name), pa.name, planted.UnixNano())
+						return qa.st.periodicSetLastTick(ctx, d, tickRow(pa.name), pa.name, tickRecord{tick: planted.UnixNano()})
 					}); err != nil {
 						t.Fatalf("planting the record: %v", err)
 					}

@@ -60,7 +60,7 @@ func TestPeriodicTickOnceAfterItsJobIsGone(t *testing.T) {
 					var dup bool
 					err := q.leaderAct(ctx, f, func(d dbtx) error {
 						var err error
-						id, dup, err = q.enqueueTickOnce(ctx, d, p, tick, tick) // the server's clock at the tick
+						id, dup, err = q.enqueueTickOnce(ctx, d, p, tick, tick, time.Time{}) // the server's clock at the tick
 						return err
 					})
 					if err != nil {
@@ -165,7 +165,7 @@ func TestPeriodicSchedulerBehindClockTickOnce(t *testing.T) {
 		// Leader a enqueues the tick; its job runs and is deleted.
 		fa := takeLease(t, qa, "a", time.Minute)
 		if err := qa.leaderAct(ctx, fa, func(d dbtx) error {
-			id, dup, err := qa.enqueueTickOnce(ctx, d, p, tick, tick) // the server's clock at the tick
+			id, dup, err := qa.enqueueTickOnce(ctx, d, p, tick, tick, time.Time{}) // the server's clock at the tick
 			if err == nil && (dup || id == 0) {
 				err = fmt.Errorf("id %d, dup %v; want a new job", id, dup)
 			}

@@ -142,11 +142,11 @@ type store interface {
 	// an act enqueues (periodic_clock.go).
 	leaderFence(ctx context.Context, d dbtx, role, holder string, term int64, idle time.Duration) (ok bool, dbNow time.Time, err error)
 	// periodicLastTick reads, on d (a leader's act), the last tick
-	// recorded in row (Unix nanoseconds; found false when none).
-	periodicLastTick(ctx context.Context, d dbtx, row string) (nanos int64, found bool, err error)
-	// periodicSetLastTick records, on d, nanos as the last tick in row
-	// (of the periodic job named periodic), unless a later one is.
-	periodicSetLastTick(ctx context.Context, d dbtx, row, periodic string, nanos int64) error
+	// recorded in row (found false when none).
+	periodicLastTick(ctx context.Context, d dbtx, row string) (r tickRecord, found bool, err error)
+	// periodicSetLastTick records, on d, r as the last tick in row (of
+	// the periodic job named periodic), in place of the one recorded.
+	periodicSetLastTick(ctx context.Context, d dbtx, row, periodic string, r tickRecord) error
 	// leaderGet reads the role's row (nil, nil when it has none).
 	leaderGet(ctx context.Context, role string) (*leaderRow, error)
 	// analyze refreshes the planner's statistics where the engine needs it
@@ -162,6 +162,12 @@ type leaderRow struct {
 	since, renewedAt, leaseUntil time.Time
 	dbNow                        time.Time
 }
+
+// tickRecord is the last tick of a periodic job recorded in the leader
+// side table (enqueueTickOnce), in Unix nanoseconds: tick, and next, the
+// tick after it by the schedule of the leader that enqueued it (0:
+// unknown, recorded by an older version or past what nanoseconds hold).
+type tickRecord struct{ tick, next int64 }
 
 // newJob is a validated job, ready to be written.
 type newJob struct {

@@ -395,10 +395,11 @@ func (s mysqlStore) retryIn(ctx context.Context, d dbtx, id int64, w retryWrite,
 	return n > 0, err
 }
 
-func (s mysqlStore) periodicLastTick(ctx context.Context, d dbtx, row string) (int64, bool, error) {
-	return firstOf(mysqlgen.New(d).PeriodicLastTick(ctx, row))
+func (s mysqlStore) periodicLastTick(ctx context.Context, d dbtx, row string) (tickRecord, bool, error) {
+	r, found, err := firstOf(mysqlgen.New(d).PeriodicLastTick(ctx, row))
+	return tickRecord{tick: r.Term, next: r.NextNanos}, found, err
 }
 
-func (s mysqlStore) periodicSetLastTick(ctx context.Context, d dbtx, row, periodic string, nanos int64) error {
-	return mysqlgen.New(d).SetPeriodicLastTick(ctx, mysqlgen.SetPeriodicLastTickParams{Name: row, Periodic: periodic, TickNanos: nanos})
+func (s mysqlStore) periodicSetLastTick(ctx context.Context, d dbtx, row, periodic string, r tickRecord) error {
+	return mysqlgen.New(d).SetPeriodicLastTick(ctx, mysqlgen.SetPeriodicLastTickParams{Name: row, Periodic: periodic, TickNanos: r.tick, NextNanos: r.next})
 }

@@ -487,10 +487,11 @@ func (s pgStore) retryIn(ctx context.Context, d dbtx, id int64, w retryWrite, no
 	return n > 0, err
 }
 
-func (s pgStore) periodicLastTick(ctx context.Context, d dbtx, row string) (int64, bool, error) {
-	return firstOf(pggen.New(d).PeriodicLastTick(ctx, row))
+func (s pgStore) periodicLastTick(ctx context.Context, d dbtx, row string) (tickRecord, bool, error) {
+	r, found, err := firstOf(pggen.New(d).PeriodicLastTick(ctx, row))
+	return tickRecord{tick: r.Term, next: r.NextNanos}, found, err
 }
 
-func (s pgStore) periodicSetLastTick(ctx context.Context, d dbtx, row, periodic string, nanos int64) error {
-	return pggen.New(d).SetPeriodicLastTick(ctx, pggen.SetPeriodicLastTickParams{Name: row, Periodic: periodic, TickNanos: nanos})
+func (s pgStore) periodicSetLastTick(ctx context.Context, d dbtx, row, periodic string, r tickRecord) error {
+	return pggen.New(d).SetPeriodicLastTick(ctx, pggen.SetPeriodicLastTickParams{Name: row, Periodic: periodic, TickNanos: r.tick, NextNanos: r.next})
 }

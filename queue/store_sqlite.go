@@ -351,10 +351,11 @@ func (s sqliteStore) retryIn(ctx context.Context, d dbtx, id int64, w retryWrite
 	return n > 0, err
 }
 
-func (s sqliteStore) periodicLastTick(ctx context.Context, d dbtx, row string) (int64, bool, error) {
-	return firstOf(sqlitegen.New(d).PeriodicLastTick(ctx, row))
+func (s sqliteStore) periodicLastTick(ctx context.Context, d dbtx, row string) (tickRecord, bool, error) {
+	r, found, err := firstOf(sqlitegen.New(d).PeriodicLastTick(ctx, row))
+	return tickRecord{tick: r.Term, next: r.NextNanos}, found, err
 }
 
-func (s sqliteStore) periodicSetLastTick(ctx context.Context, d dbtx, row, periodic string, nanos int64) error {
-	return sqlitegen.New(d).SetPeriodicLastTick(ctx, sqlitegen.SetPeriodicLastTickParams{Name: row, Periodic: periodic, TickNanos: nanos})
+func (s sqliteStore) periodicSetLastTick(ctx context.Context, d dbtx, row, periodic string, r tickRecord) error {
+	return sqlitegen.New(d).SetPeriodicLastTick(ctx, sqlitegen.SetPeriodicLastTickParams{Name: row, Periodic: periodic, TickNanos: r.tick, NextNanos: r.next})
 }

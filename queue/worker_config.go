@@ -68,7 +68,11 @@ type WorkerConfig struct {
 	// RunMissed makes a worker that gains the leadership enqueue the latest
 	// tick of each periodic job that passed while no worker led (at most
 	// one per job; it is a duplicate if the previous leader enqueued it).
-	// Without it, ticks that pass while no worker leads are not made up.
+	// When the job's schedule changed since its last tick was enqueued, the
+	// latest tick is made up only if the old schedule's next tick has come
+	// too: a tick of the new schedule that passed while a leader of the old
+	// one ran was not missed. Without it, ticks that pass while no worker
+	// leads are not made up.
 	RunMissed bool
 	// MaxJobs, if positive, is how many jobs the worker claims in all: then
 	// it claims no more, lets them finish however long they take, and Run

@@ -1428,8 +1428,13 @@ func (q *Queries) OldestDuePendingOfType(ctx context.Context, arg OldestDuePendi
 const periodicLastTick = `-- name: PeriodicLastTick :many
 
 
-SELECT term FROM jobs_leader WHERE name = ?
+SELECT term, renewals AS next_nanos FROM jobs_leader WHERE name = ?
 `
+
+type PeriodicLastTickRow struct {
+	Term      int64
+	NextNanos int64
+}
 
 // The leader's lease (queue/leader.go) lives in the side table jobs_leader
 // and is timed by the database server's clock, so that every process
@@ -1441,21 +1446,26 @@ SELECT term FROM jobs_leader WHERE name = ?
 // jobs_leader of its own, named tick:<digest of the periodic name>,
 // holder the periodic name, term the tick in Unix nanoseconds: written in
 // the leader's act that enqueues the tick, it outlives the tick's job
-// (deleted, pruned, deleted on success) and its unique key.
-// PeriodicLastTick reads a periodic job's last tick enqueued (no row: none).
-func (q *Queries) PeriodicLastTick(ctx context.Context, name string) ([]int64, error) {
+// (deleted, pruned, deleted on success) and its unique key. renewals
+// holds the next tick that the schedule of the leader that wrote it gives
+// after that tick (Unix nanoseconds; 0: unknown, as an older version
+// wrote it), so that a later leader whose schedule changed can tell
+// whether a tick was missed (RunMissed).
+// PeriodicLastTick reads a periodic job's last tick enqueued and the next
+// tick recorded with it (no row: none).
+func (q *Queries) PeriodicLastTick(ctx context.Context, name string) ([]PeriodicLastTickRow, error) {
 	rows, err := q.db.QueryContext(ctx, periodicLastTick, name)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	var items []int64
+	var items []PeriodicLastTickRow
 	for rows.Next() {
-		var term int64
-		if err := rows.Scan(&term); err != nil {
+		var i PeriodicLastTickRow
+		if err := rows.Scan(&i.Term, &i.NextNanos); err != nil {
 			return nil, err
 		}
-		items = append(items, term)
+		items = append(items, i)
 	}
 	if err := rows.Close(); err != nil {
 		return nil, err
@@ -2279,19 +2289,21 @@ func (q *Queries) SetLeaderFence(ctx context.Context, arg SetLeaderFenceParams) 
 
 const setPeriodicLastTick = `-- name: SetPeriodicLastTick :exec
 INSERT INTO jobs_leader (name, holder, term, renewals, since, renewed_at, lease_until)
-VALUES (?, ?, ?, 0, '1970-01-01 00:00:01', '1970-01-01 00:00:01', '1970-01-01 00:00:01')
-ON DUPLICATE KEY UPDATE term = ?
+VALUES (?, ?, ?, ?, '1970-01-01 00:00:01', '1970-01-01 00:00:01', '1970-01-01 00:00:01')
+ON DUPLICATE KEY UPDATE term = ?, renewals = ?
 `
 
 type SetPeriodicLastTickParams struct {
 	Name      string
 	Periodic  string
 	TickNanos int64
+	NextNanos int64
 }
 
 // SetPeriodicLastTick records tick_nanos as a periodic job's last tick
-// enqueued, in place of the one recorded: the act that writes it read the
-// record first (PeriodicLastTick) and enqueued a later tick, or found the
+// enqueued (and next_nanos, the next tick its schedule gives), in place
+// of the one recorded: the act that writes it read the record first
+// (PeriodicLastTick) and enqueued a later tick, or found the
 // record more than a minute ahead of the server's clock (written by a
 // leader whose clock was ahead), which must not go on refusing ticks until
 // real time catches up (GREATEST kept it).
@@ -2300,7 +2312,9 @@ func (q *Queries) SetPeriodicLastTick(ctx context.Context, arg SetPeriodicLastTi
 		arg.Name,
 		arg.Periodic,
 		arg.TickNanos,
+		arg.NextNanos,
 		arg.TickNanos,
+		arg.NextNanos,
 	)
 	return err
 }

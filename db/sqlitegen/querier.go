@@ -157,9 +157,14 @@ type Querier interface {
 	// jobs_leader of its own, named tick:<digest of the periodic name>,
 	// holder the periodic name, term the tick in Unix nanoseconds: written in
 	// the leader's act that enqueues the tick, it outlives the tick's job
-	// (deleted, pruned, deleted on success) and its unique key.
-	// PeriodicLastTick reads a periodic job's last tick enqueued (no row: none).
-	PeriodicLastTick(ctx context.Context, name string) ([]int64, error)
+	// (deleted, pruned, deleted on success) and its unique key. renewals
+	// holds the next tick that the schedule of the leader that wrote it gives
+	// after that tick (Unix nanoseconds; 0: unknown, as an older version
+	// wrote it), so that a later leader whose schedule changed can tell
+	// whether a tick was missed (RunMissed).
+	// PeriodicLastTick reads a periodic job's last tick enqueued and the next
+	// tick recorded with it (no row: none).
+	PeriodicLastTick(ctx context.Context, name string) ([]PeriodicLastTickRow, error)
 	// Queries of the queue on SQLite 3.35+. They name the table `jobs`; the
 	// queue sends them to the table chosen at run time (queue/dbtx.go rewrites
 	// the identifier). Every time is passed from Go (the queue's UTC clock) as
@@ -210,8 +215,9 @@ type Querier interface {
 	// term, creating it if missing (a table installed before it existed).
 	SetLeaderFence(ctx context.Context, arg SetLeaderFenceParams) error
 	// SetPeriodicLastTick records tick_nanos as a periodic job's last tick
-	// enqueued, in place of the one recorded: the act that writes it read the
-	// record first (PeriodicLastTick) and enqueued a later tick, or found the
+	// enqueued (and next_nanos, the next tick its schedule gives), in place
+	// of the one recorded: the act that writes it read the record first
+	// (PeriodicLastTick) and enqueued a later tick, or found the
 	// record more than a minute ahead of the server's clock (written by a
 	// leader whose clock was ahead), which must not go on refusing ticks until
 	// real time catches up (GREATEST kept it).

@@ -418,22 +418,28 @@ WHERE job_id IN (
 -- jobs_leader of its own, named tick:<digest of the periodic name>,
 -- holder the periodic name, term the tick in Unix nanoseconds: written in
 -- the leader's act that enqueues the tick, it outlives the tick's job
--- (deleted, pruned, deleted on success) and its unique key.
+-- (deleted, pruned, deleted on success) and its unique key. renewals
+-- holds the next tick that the schedule of the leader that wrote it gives
+-- after that tick (Unix nanoseconds; 0: unknown, as an older version
+-- wrote it), so that a later leader whose schedule changed can tell
+-- whether a tick was missed (RunMissed).
 
 -- name: PeriodicLastTick :many
--- PeriodicLastTick reads a periodic job's last tick enqueued (no row: none).
-SELECT term FROM jobs_leader WHERE name = sqlc.arg(name);
+-- PeriodicLastTick reads a periodic job's last tick enqueued and the next
+-- tick recorded with it (no row: none).
+SELECT term, renewals AS next_nanos FROM jobs_leader WHERE name = sqlc.arg(name);
 
 -- name: SetPeriodicLastTick :exec
 -- SetPeriodicLastTick records tick_nanos as a periodic job's last tick
--- enqueued, in place of the one recorded: the act that writes it read the
--- record first (PeriodicLastTick) and enqueued a later tick, or found the
+-- enqueued (and next_nanos, the next tick its schedule gives), in place
+-- of the one recorded: the act that writes it read the record first
+-- (PeriodicLastTick) and enqueued a later tick, or found the
 -- record more than a minute ahead of the server's clock (written by a
 -- leader whose clock was ahead), which must not go on refusing ticks until
 -- real time catches up (GREATEST kept it).
 INSERT INTO jobs_leader (name, holder, term, renewals, since, renewed_at, lease_until)
-VALUES (sqlc.arg(name), sqlc.arg(periodic), sqlc.arg(tick_nanos), 0, '1970-01-01 00:00:01', '1970-01-01 00:00:01', '1970-01-01 00:00:01')
-ON DUPLICATE KEY UPDATE term = sqlc.arg(tick_nanos);
+VALUES (sqlc.arg(name), sqlc.arg(periodic), sqlc.arg(tick_nanos), sqlc.arg(next_nanos), '1970-01-01 00:00:01', '1970-01-01 00:00:01', '1970-01-01 00:00:01')
+ON DUPLICATE KEY UPDATE term = sqlc.arg(tick_nanos), renewals = sqlc.arg(next_nanos);
 
 -- name: EnsureLeaderRow :exec
 -- EnsureLeaderRow creates the role's row, held by nobody, if it is missing.
