@@ -57,6 +57,14 @@ func TestLeadership(t *testing.T) {
 		if !errors.Is(lost.Err, errLeadershipEnded) {
 			t.Fatalf("lost event's Err %v", lost.Err)
 		}
+		// Its lease ended when its Run returned, not LeaderLease later:
+		// the row shows it inactive, or another holder took it already.
+		// (The wait for the next leader below cannot tell: it is longer
+		// than the lease.)
+		ld, err = first.q.Leader(ctx)
+		if err != nil || ld == nil || (ld.Holder == gained.Leader.Holder && ld.Active) {
+			t.Fatalf("Leader right after the leader stopped = %+v, %v; want its lease ended", ld, err)
+		}
 		var others []*leaderProc
 		for _, p := range procs {
 			if p != first {
