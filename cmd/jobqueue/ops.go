@@ -43,17 +43,6 @@ no worker runs.`,
 		"expired", func(ctx context.Context, q *queue.Queue) (int64, error) { return q.ExpireOverdue(ctx) })
 }
 
-func (a *app) reclaimCommand() *cobra.Command {
-	return a.countCommand("reclaim", "Recover jobs whose worker stopped without finishing them (lease passed)",
-		`reclaim finds in_progress jobs whose lease has passed (their worker died or
-lost the database) and makes them pending again at once, or failed when their
-attempts are used up, or expired when their deadline has passed. It prints how
-many. Workers do this on their own from time to time. The attempts it ends are
-counted in no metrics (this command exports none): the workers' reclaims and
-the dashboard's are counted in their /metrics.`,
-		"reclaimed", func(ctx context.Context, q *queue.Queue) (int64, error) { return q.Reclaim(ctx) })
-}
-
 func (a *app) pruneCommand() *cobra.Command {
 	var olderThan string
 	cmd := &cobra.Command{
