@@ -179,10 +179,10 @@ echo "ran $JOB_ID"`, dir)
 		// expires that one job.
 		eventually(t, 20*time.Second, "the 1 s deadline to pass", func() bool {
 			out := c.ok(t, "expire")
-			if out != "expired 0 jobs\n" && out != "expired 1 jobs\n" {
+			if out != "expired 0 jobs\n" && out != "expired 1 job\n" {
 				t.Fatalf("expire printed %q", out)
 			}
-			return out == "expired 1 jobs\n"
+			return out == "expired 1 job\n"
 		})
 		if out := c.ok(t, "reclaim"); out != "reclaimed 0 jobs\n" {
 			t.Errorf("reclaim printed %q", out)
@@ -198,7 +198,7 @@ echo "ran $JOB_ID"`, dir)
 		eventually(t, 20*time.Second, "prune --older-than 0s to remove both finished jobs", func() bool {
 			var n int
 			out := c.ok(t, "prune", "--older-than", "0s")
-			if _, err := fmt.Sscanf(out, "pruned %d jobs\n", &n); err != nil {
+			if _, err := fmt.Sscanf(out, "pruned %d", &n); err != nil || out != "pruned "+jobCount(n)+"\n" {
 				t.Fatalf("prune printed %q: %v", out, err)
 			}
 			pruned += n

@@ -10,7 +10,7 @@ import (
 )
 
 // countCommand is a command without arguments that runs one maintenance
-// operation of the queue and prints "<done> N jobs".
+// operation of the queue and prints "<done> N jobs" (jobCount: "1 job").
 func (a *app) countCommand(use, short, long, done string, op func(context.Context, *queue.Queue) (int64, error)) *cobra.Command {
 	return &cobra.Command{
 		Use:   use,
@@ -23,14 +23,15 @@ func (a *app) countCommand(use, short, long, done string, op func(context.Contex
 	}
 }
 
-// printCount runs op on the queue and prints "<done> N jobs".
+// printCount runs op on the queue and prints "<done> N jobs" (jobCount:
+// "1 job").
 func (a *app) printCount(ctx context.Context, done string, op func(context.Context, *queue.Queue) (int64, error)) error {
 	return a.withQueue(ctx, func(q *queue.Queue) error {
 		n, err := op(ctx, q)
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(a.out, "%s %d jobs\n", done, n)
+		fmt.Fprintf(a.out, "%s %s\n", done, jobCount(n))
 		return nil
 	})
 }

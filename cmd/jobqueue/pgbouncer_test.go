@@ -172,7 +172,7 @@ func TestPgBouncerTransactionPooling(t *testing.T) {
 		t.Errorf("the duplicate unique enqueue through PgBouncer: exit %d, stdout %q, stderr %q; want 0, %s, duplicate of %s", r.code, r.stdout, r.stderr, unique, unique)
 	}
 	c.ok(t, "enqueue", "--name", "short-lived", "--expires-in", "1ms")
-	if out := c.ok(t, "expire"); out != "expired 1 jobs\n" {
+	if out := c.ok(t, "expire"); out != "expired 1 job\n" {
 		t.Errorf("expire through PgBouncer printed %q, want the short-lived job expired", out)
 	}
 	if out := c.ok(t, "reclaim"); out != "reclaimed 0 jobs\n" {
