@@ -77,7 +77,11 @@ func TestUsageErrors(t *testing.T) {
 		{"bench negative enqueuers", []string{"bench", "--jobs", "1", "--workers", "1", "--enqueuers", "-1"}, []string{"--enqueuers -1", "0 to 1000"}},
 		{"bench latency jobs above the maximum", []string{"bench", "--jobs", "1", "--workers", "1", "--latency-jobs", "100001"}, []string{"--latency-jobs 100001", "0 to 100000"}},
 		{"bench-worker workers above the maximum", []string{"bench-worker", "--workers", "10001"}, []string{"--workers 10001", "1 to 10000"}},
-		{"stray argument", []string{"stats", "extra"}, []string{"unknown command"}},
+		// A stray argument is no command: it was "unknown command".
+		{"stray argument", []string{"stats", "extra"}, []string{`unexpected argument "extra"`, "'jobqueue stats' takes no arguments"}},
+		{"enqueue with an unquoted payload", []string{"enqueue", "--name", "k", "--payload", `{"to":`, `"a@example.com"}`}, []string{`unexpected argument "\"a@example.com\"}"`, "quote a value"}},
+		{"install with an argument", []string{"install", "jobs"}, []string{`unexpected argument "jobs"`, "'jobqueue install' takes no arguments"}},
+		{"web with an argument", []string{"web", "127.0.0.1:8080"}, []string{`unexpected argument "127.0.0.1:8080"`, "'jobqueue web' takes no arguments"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

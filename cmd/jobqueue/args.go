@@ -1,0 +1,29 @@
+package main
+
+import (
+	"reflect"
+
+	"github.com/spf13/cobra"
+)
+
+// explainStrayArgs gives every subcommand of root that takes no arguments
+// (cobra.NoArgs) the check flagsOnly instead, whose error says what a stray
+// argument is. cobra.NoArgs calls it an unknown command, which sends the
+// user looking for a command when a value lost its flag or its quotes.
+func explainStrayArgs(root *cobra.Command) {
+	none := reflect.ValueOf(cobra.NoArgs).Pointer()
+	for _, c := range root.Commands() {
+		if c.Args != nil && reflect.ValueOf(c.Args).Pointer() == none {
+			c.Args = flagsOnly
+		}
+	}
+}
+
+// flagsOnly refuses any argument of a command that takes flags only, with a
+// usage error naming the first one and what to do.
+func flagsOnly(cmd *cobra.Command, args []string) error {
+	if len(args) == 0 {
+		return nil
+	}
+	return usagef("unexpected argument %q: '%s' takes no arguments, only flags; give each value right after its flag, and quote a value that has spaces", args[0], cmd.CommandPath())
+}
