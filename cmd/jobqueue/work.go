@@ -152,6 +152,11 @@ stop it on their own (0, their default, is no limit).`,
 			if pollD < time.Millisecond {
 				return usagef("--poll-interval %s must be at least 1ms", pollInterval)
 			}
+			// The queue's limits on a job's type (README: "A job's
+			// kind …, type (up to 64) …"), checked here so that a bad
+			// --type is a usage error found before anything is opened,
+			// as the queue would refuse it only once the worker starts
+			// (a periodic job's name likewise, in parsePeriodic).
 			for _, t := range types {
 				if t == "" {
 					return usagef("--type must not be empty")
@@ -316,10 +321,6 @@ stop it on their own (0, their default, is no limit).`,
 	return cmd
 }
 
-// The queue's limits on a job's type and on a periodic job's name (README:
-// "A job's kind …, type (up to 64) …"; queue.Periodic's doc), checked here so
-// that a bad --type or --periodic is a usage error found before anything is
-// opened, as the queue would refuse it only once the worker starts.
 // logCompleted logs each completed job at info.
 func logCompleted(log *slog.Logger) func(queue.Event) {
 	return func(ev queue.Event) {
