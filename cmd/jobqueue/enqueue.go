@@ -49,7 +49,7 @@ printed, "duplicate of ID" goes to stderr, and the exit status is 0.`,
 				return usagef("--type is empty; leave it out for the type \"default\"")
 			}
 			if !json.Valid([]byte(payload)) {
-				return usagef("--payload is not valid JSON: %s", shorten(payload, 40))
+				return usagef(`--payload %q is not valid JSON; give a JSON value in single quotes, e.g. --payload '{"to":"a@example.com"}', or leave it out for {}`, shorten(payload, 40))
 			}
 			set := cmd.Flags().Changed
 			for _, pair := range [][3]string{{"at", "delay", "when the job may run"}, {"expires-at", "expires-in", "when the job expires"}} {

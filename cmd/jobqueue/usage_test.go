@@ -26,7 +26,9 @@ func TestUsageErrors(t *testing.T) {
 		{"unknown flag", []string{"stats", "--colour"}, []string{"unknown flag: --colour", "jobqueue stats --help"}},
 		{"unknown global flag", []string{"--dbb", "x", "stats"}, []string{"unknown flag: --dbb"}},
 		{"enqueue without --name", []string{"enqueue"}, []string{`"name" not set`}},
-		{"enqueue bad payload", []string{"enqueue", "--name", "k", "--payload", "{nope"}, []string{"--payload is not valid JSON"}},
+		{"enqueue bad payload", []string{"enqueue", "--name", "k", "--payload", "{nope"}, []string{`--payload "{nope" is not valid JSON`, `e.g. --payload '{"to":"a@example.com"}'`}},
+		// It read "--payload is not valid JSON:; see …".
+		{"enqueue empty payload", []string{"enqueue", "--name", "k", "--payload", ""}, []string{`--payload "" is not valid JSON`, "leave it out for {}"}},
 		{"enqueue bad --at", []string{"enqueue", "--name", "k", "--at", "tomorrow"}, []string{"--at", "RFC 3339"}},
 		{"enqueue --at and --delay", []string{"enqueue", "--name", "k", "--at", "2030-01-01T00:00:00Z", "--delay", "1m"}, []string{"--at and --delay", "give one"}},
 		{"enqueue empty --at", []string{"enqueue", "--name", "k", "--at", ""}, []string{"--at", "RFC 3339"}},
