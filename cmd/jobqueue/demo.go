@@ -344,7 +344,9 @@ func (a *app) demo(ctx context.Context, force bool) error {
 		return err
 	}
 	say("")
-	say("Look closer: jobqueue --db %s --table %s list   (or: show ID --json)", engine.SafeURL(a.dbURL), name)
+	// A command to paste: the URL quoted for the shell (a '&' in it would
+	// send the command to the background).
+	say("Look closer: jobqueue --db %s --table %s list   (or: show ID --json)", shellQuote(engine.SafeURL(a.dbURL)), shellQuote(name))
 	return nil
 }
 

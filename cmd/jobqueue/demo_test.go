@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"net/url"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -148,4 +149,34 @@ func TestDemoForeignJobs(t *testing.T) {
 		}
 		check(int64(n)+2, 2)
 	})
+}
+
+// TestDemoLookCloserRuns: the command the demo prints at its end ("Look
+// closer: jobqueue --db … list") runs as printed in a shell, also for a
+// database whose name holds characters the shell would act on (a space, a
+// '&', which sent the command to the background, and a quote); before, the
+// URL was printed bare.
+func TestDemoLookCloserRuns(t *testing.T) {
+	t.Parallel()
+	db := "sqlite:" + filepath.Join(t.TempDir(), "it's my demo&1.db")
+	r := cli{db: db, timeout: 70 * time.Second}.run(t, "demo")
+	if r.code != 0 {
+		t.Fatalf("exit %d, stderr:\n%s", r.code, r.stderr)
+	}
+	_, line, ok := strings.Cut(r.stdout, "Look closer: ")
+	if !ok {
+		t.Fatalf("the demo prints no \"Look closer\" command:\n%s", r.stdout)
+	}
+	line, _, _ = strings.Cut(line, "   (or:")
+	rest, ok := strings.CutPrefix(line, "jobqueue ")
+	if !ok {
+		t.Fatalf("the command does not start with jobqueue: %q", line)
+	}
+	out, err := exec.Command("sh", "-c", shellQuote(binary)+" "+rest).CombinedOutput()
+	if err != nil {
+		t.Fatalf("sh -c %q: %v\n%s", line, err, out)
+	}
+	if !strings.Contains(string(out), "charge_card") || !strings.Contains(string(out), "flash_sale") {
+		t.Errorf("%q does not list the demo's jobs:\n%s", line, out)
+	}
 }
