@@ -42,6 +42,8 @@ func TestUsageErrors(t *testing.T) {
 		{"enqueue --base-delay past the INT column", []string{"enqueue", "--name", "k", "--max-attempts", "3", "--base-delay", "3000000000", "--max-delay", "60"}, []string{"--base-delay", "2147483647"}},
 		{"enqueue --max-delay past time.Duration", []string{"enqueue", "--name", "k", "--max-attempts", "3", "--base-delay", "1", "--max-delay", "9999999999999"}, []string{"--max-delay", "2147483647"}},
 		{"enqueue --delay in days past time.Duration", []string{"enqueue", "--name", "k", "--delay", "213600d"}, []string{"--delay", "too long"}},
+		// It said "not a duration; write it like 90s".
+		{"enqueue --delay in hours past time.Duration", []string{"enqueue", "--name", "k", "--delay", "3000000h"}, []string{"--delay", "too long"}},
 		{"enqueue --expires-in in days past time.Duration", []string{"enqueue", "--name", "k", "--expires-in", "110000d"}, []string{"--expires-in", "too long"}},
 		{"migrate --base-delay past the INT column", []string{"migrate", "--max-attempts", "3", "--base-delay", "3000000000", "--max-delay", "60"}, []string{"--base-delay", "2147483647"}},
 		{"migrate without policy", []string{"migrate"}, []string{"max-attempts", "base-delay", "max-delay", "not set"}},

@@ -7,6 +7,7 @@ package duration
 import (
 	"errors"
 	"math"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -20,33 +21,56 @@ var (
 	// ErrSyntax: the text is neither a Go duration nor a whole number of
 	// days.
 	ErrSyntax = errors.New("not a duration; write it like 90s, 15m, 2h or 7d")
-	// ErrTooLong: more days than MaxDays.
+	// ErrTooLong: past time.Duration's range (more than MaxDays days).
 	ErrTooLong = errors.New("too long")
 	// ErrNegative: the duration is below zero.
 	ErrNegative = errors.New("must not be negative")
 )
 
 // Parse reads s, a Go duration ("90s", "1h30m") or a whole number of days
-// ("7d"). The error is ErrSyntax, ErrTooLong or ErrNegative.
+// ("7d"). The error is ErrSyntax, ErrTooLong or ErrNegative: one that is
+// written right but past time.Duration's range (3000000h, 99999999999d) is
+// too long, or negative when it starts with '-'.
 func Parse(s string) (time.Duration, error) {
-	var d time.Duration
+	d, err := parse(s)
+	switch {
+	case errors.Is(err, ErrTooLong) && strings.HasPrefix(s, "-"):
+		return 0, ErrNegative
+	case err != nil:
+		return 0, err
+	case d < 0:
+		return 0, ErrNegative
+	}
+	return d, nil
+}
+
+// goSyntax is the form of a Go duration (time.ParseDuration's): an
+// optional sign, then numbers with units. Text of that form that
+// time.ParseDuration refuses is out of its range.
+var goSyntax = regexp.MustCompile(`^[-+]?((\d+\.?\d*|\.\d+)(ns|us|µs|μs|ms|s|m|h))+$`)
+
+// parse is Parse with the sign not yet checked: ErrTooLong for a duration
+// past time.Duration's range either way.
+func parse(s string) (time.Duration, error) {
 	if days, ok := strings.CutSuffix(s, "d"); ok {
-		n, err := strconv.ParseInt(days, 10, 32)
+		n, err := strconv.ParseInt(days, 10, 64)
+		if errors.Is(err, strconv.ErrRange) {
+			return 0, ErrTooLong
+		}
 		if err != nil {
 			return 0, ErrSyntax
 		}
 		if n > MaxDays || n < -MaxDays {
 			return 0, ErrTooLong
 		}
-		d = time.Duration(n) * 24 * time.Hour
-	} else {
-		var err error
-		if d, err = time.ParseDuration(s); err != nil {
-			return 0, ErrSyntax
-		}
+		return time.Duration(n) * 24 * time.Hour, nil
 	}
-	if d < 0 {
-		return 0, ErrNegative
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		if goSyntax.MatchString(s) {
+			return 0, ErrTooLong
+		}
+		return 0, ErrSyntax
 	}
 	return d, nil
 }
