@@ -114,6 +114,9 @@ func run(ctx context.Context, hardStop <-chan struct{}, args []string, s streams
 	if errors.As(err, &u) {
 		code = exitUsage
 	}
+	if code == exitFailure && ctx.Err() != nil {
+		err = stoppedBySignal(err)
+	}
 	// The URL may hold a password, and some errors quote it.
 	line := engine.RedactURL(engine.RedactURL(oneLine(engine.ExplainReadOnly(engine.ExplainPooler(err)), code, cmd), a.dbURL), os.Getenv("JOBQUEUE_DB"))
 	fmt.Fprintln(s.err, line)

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/signal"
 	"sync"
@@ -38,4 +39,12 @@ func notifyStops(parent context.Context, exit func(), sigs ...os.Signal) (ctx co
 			cancel()
 		})
 	}
+}
+
+// stoppedBySignal is err, the failure of a command whose context a stop
+// signal ended (most likely that failure's cause: "context canceled"),
+// saying so and what to do next: its open transaction was rolled back, but
+// what it had committed before the signal stays.
+func stoppedBySignal(err error) error {
+	return fmt.Errorf("stopped by a signal before it finished: %w; what it had committed before the signal stays: check with 'jobqueue list' or 'jobqueue stats' before running it again", err)
 }
