@@ -57,7 +57,7 @@ func (a *app) controlCommand(name, short, long, done, okLine string, op func(*qu
 		Short:   short,
 		Long:    long,
 		Example: "  jobqueue " + name + " 42\n  jobqueue " + name + " 42 43 44",
-		Args:    cobra.MinimumNArgs(1),
+		Args:    someJobIDs,
 		RunE: runE(func(cmd *cobra.Command, args []string) error {
 			ids := make([]int64, len(args))
 			for i, s := range args {

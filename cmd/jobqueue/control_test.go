@@ -25,7 +25,7 @@ func TestCancelDeleteCLI(t *testing.T) {
 		r := c.run(t, "cancel", a, "x1")
 		assertOneLineError(t, r, 2, `"x1" is not a job id`)
 		assertStats(t, c, "", map[string]int64{"pending": 2})
-		assertOneLineError(t, c.run(t, "delete"), 2, "requires at least 1 arg")
+		assertOneLineError(t, c.run(t, "delete"), 2, "'jobqueue delete' needs at least one job id")
 
 		out := c.ok(t, "cancel", a)
 		if out != "job "+a+" cancelled\n" {

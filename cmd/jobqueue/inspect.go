@@ -96,7 +96,7 @@ func (a *app) showCommand() *cobra.Command {
 		Short: "Show one job",
 		Long: `show prints every column of one job. With --json the keys are the column
 names, times are RFC 3339 in UTC or null, and the payload is JSON.`,
-		Args: cobra.ExactArgs(1),
+		Args: oneJobID,
 		RunE: runE(func(cmd *cobra.Command, args []string) error {
 			id, err := parseID(args[0])
 			if err != nil {

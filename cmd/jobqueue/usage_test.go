@@ -55,7 +55,11 @@ func TestUsageErrors(t *testing.T) {
 		{"list bad limit", []string{"list", "--limit", "0"}, []string{"--limit"}},
 		{"list limit above the maximum", []string{"list", "--limit", "100001"}, []string{"--limit", "1 to 100000"}},
 		{"list negative --after-id", []string{"list", "--after-id", "-1"}, []string{"--after-id", "negative"}},
-		{"show without id", []string{"show"}, []string{"accepts 1 arg"}},
+		// These said "accepts 1 arg(s), received 0" and "requires at least
+		// 1 arg(s), only received 0".
+		{"show without id", []string{"show"}, []string{"'jobqueue show' needs a job id", "jobqueue show 42"}},
+		{"show with two ids", []string{"show", "1", "2"}, []string{`unexpected argument "2"`, "'jobqueue show' takes one job id"}},
+		{"retry without id", []string{"retry"}, []string{"'jobqueue retry' needs at least one job id", "jobqueue retry 42 43"}},
 		{"show bad id", []string{"show", "abc"}, []string{`"abc" is not a job id`}},
 		{"retry bad id", []string{"retry", "0"}, []string{"not a job id"}},
 		{"prune without --older-than", []string{"prune"}, []string{`"older-than" not set`}},
