@@ -219,9 +219,7 @@ Exit status: 0 on success, 1 on failure, 2 on bad usage.`,
 	root.PersistentFlags().StringVar(&a.dbURL, "db", "", "database URL (default $JOBQUEUE_DB, else "+defaultDB+")")
 	root.PersistentFlags().StringVar(&a.table, "table", "jobs", "table name")
 	root.PersistentFlags().BoolVar(&a.pooled, "transaction-pooling", false, "the connections go through a transaction pooler (ProxySQL's multiplexing, PgBouncer in transaction mode): prepare no statements, workers poll only, enqueues interrupt no worker's wait (on PostgreSQL default_query_exec_mode=exec in the URL says so too)")
-	root.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error {
-		return &usageError{err: err}
-	})
+	root.SetFlagErrorFunc(flagError)
 	root.CompletionOptions.DisableDefaultCmd = true
 	root.AddCommand(
 		a.installCommand(),

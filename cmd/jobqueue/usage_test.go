@@ -38,7 +38,12 @@ func TestUsageErrors(t *testing.T) {
 		{"enqueue partial policy", []string{"enqueue", "--name", "k", "--max-attempts", "3"}, []string{"all three", "missing --base-delay, --max-delay"}},
 		{"enqueue partial policy without --max-attempts", []string{"enqueue", "--name", "k", "--base-delay", "3", "--max-delay", "9"}, []string{"all three", "missing --max-attempts"}},
 		{"enqueue zero policy", []string{"enqueue", "--name", "k", "--max-attempts", "0", "--base-delay", "1", "--max-delay", "1"}, []string{"invalid retry policy", "--max-attempts is 0", "at least 1"}},
-		{"enqueue --max-attempts not a number", []string{"enqueue", "--name", "k", "--max-attempts", "three"}, []string{"max-attempts"}},
+		// These quoted strconv: "invalid argument \"three\" for
+		// \"--max-attempts\" flag: strconv.ParseInt: parsing …".
+		{"enqueue --max-attempts not a number", []string{"enqueue", "--name", "k", "--max-attempts", "three"}, []string{`--max-attempts "three" is not a whole number`}},
+		{"list --limit not a number", []string{"list", "--limit", "ten"}, []string{`--limit "ten" is not a whole number`, "--limit 100"}},
+		{"list --after-id past int64", []string{"list", "--after-id", "99999999999999999999"}, []string{"--after-id 99999999999999999999 is too large"}},
+		{"stats --json with a value", []string{"stats", "--json=yes"}, []string{`--json="yes"`, "--json alone"}},
 		{"enqueue --base-delay past the INT column", []string{"enqueue", "--name", "k", "--max-attempts", "3", "--base-delay", "3000000000", "--max-delay", "60"}, []string{"--base-delay", "2147483647"}},
 		{"enqueue --max-delay past time.Duration", []string{"enqueue", "--name", "k", "--max-attempts", "3", "--base-delay", "1", "--max-delay", "9999999999999"}, []string{"--max-delay", "2147483647"}},
 		{"enqueue --delay in days past time.Duration", []string{"enqueue", "--name", "k", "--delay", "213600d"}, []string{"--delay", "too long"}},
