@@ -1,26 +1,11 @@
 package main
 
-import (
-	"reflect"
+import "github.com/spf13/cobra"
 
-	"github.com/spf13/cobra"
-)
-
-// explainStrayArgs gives every subcommand of root that takes no arguments
-// (cobra.NoArgs) the check flagsOnly instead, whose error says what a stray
-// argument is. cobra.NoArgs calls it an unknown command, which sends the
-// user looking for a command when a value lost its flag or its quotes.
-func explainStrayArgs(root *cobra.Command) {
-	none := reflect.ValueOf(cobra.NoArgs).Pointer()
-	for _, c := range root.Commands() {
-		if c.Args != nil && reflect.ValueOf(c.Args).Pointer() == none {
-			c.Args = flagsOnly
-		}
-	}
-}
-
-// flagsOnly refuses any argument of a command that takes flags only, with a
-// usage error naming the first one and what to do.
+// flagsOnly is the Args of every command that takes flags only: it refuses
+// any argument with a usage error naming the first one and what to do.
+// (cobra.NoArgs called a stray argument an unknown command, which sent the
+// user looking for a command when a value lost its flag or its quotes.)
 func flagsOnly(cmd *cobra.Command, args []string) error {
 	if len(args) == 0 {
 		return nil

@@ -93,7 +93,7 @@ whose handler ran more than once (0 unless something is wrong). Progress goes
 to stderr.`,
 		Example: `  jobqueue bench --db postgres://postgres@127.0.0.1/test --table bench_jobs --jobs 20000 --workers 8
   jobqueue bench --db postgres://postgres@127.0.0.1/test --table bench_jobs --jobs 20000 --workers 16 --processes 4`,
-		Args: cobra.NoArgs,
+		Args: flagsOnly,
 		RunE: runE(func(cmd *cobra.Command, args []string) error {
 			if err := o.check(); err != nil {
 				return err

@@ -246,7 +246,7 @@ func (a *app) benchWorkerCommand() *cobra.Command {
 		Use:    "bench-worker --workers W",
 		Short:  "A worker process of bench --processes (talks to bench over stdin/stdout)",
 		Hidden: true,
-		Args:   cobra.NoArgs,
+		Args:   flagsOnly,
 		RunE: runE(func(cmd *cobra.Command, args []string) error {
 			if err := checkRange("--workers", workers, 1, queue.MaxConcurrency); err != nil {
 				return err

@@ -85,7 +85,7 @@ reminder scheduled a few seconds ahead and a flash sale announcement that
 expires before it can go out; then it runs a worker with a progress bar and
 prints what happened. Backoff is shortened to 1 s and 2 s for the demo. It
 takes about 5 seconds.`,
-		Args: cobra.NoArgs,
+		Args: flagsOnly,
 		RunE: runE(func(cmd *cobra.Command, args []string) error {
 			if !a.tableSet {
 				a.table = demoTable

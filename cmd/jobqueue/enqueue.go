@@ -40,7 +40,7 @@ printed, "duplicate of ID" goes to stderr, and the exit status is 0.`,
 		Example: `  jobqueue enqueue --name send_email --type email --payload '{"to":"a@example.com"}'
   jobqueue enqueue --name report --delay 1h --expires-in 2h
   jobqueue enqueue --name nightly_report --unique-key report:2030-01-02 --unique-for 24h`,
-		Args: cobra.NoArgs,
+		Args: flagsOnly,
 		RunE: runE(func(cmd *cobra.Command, args []string) error {
 			if name == "" {
 				return usagef("--name is empty; give the job's kind, e.g. --name send_email")

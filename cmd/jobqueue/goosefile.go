@@ -36,7 +36,7 @@ instead, refusing to overwrite a file or to reuse a version DIR already has.
 
 The file does not convert a version 1 table: run 'jobqueue migrate' once for
 that (or migrations.GooseMigrations in a goose binary of your own).`,
-		Args: cobra.NoArgs,
+		Args: flagsOnly,
 		RunE: runE(func(cmd *cobra.Command, args []string) error {
 			k, err := engine.ParseKind(engineName)
 			if err != nil {

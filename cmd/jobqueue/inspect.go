@@ -18,7 +18,7 @@ func (a *app) statsCommand() *cobra.Command {
 		Short: "Count jobs per status",
 		Long: `stats counts the jobs of the table (or of one --type) per status. With --json it
 prints {"` + statusList(`":0,"`, `":0,"`) + `":0}.`,
-		Args: cobra.NoArgs,
+		Args: flagsOnly,
 		RunE: runE(func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
 			return a.withQueue(ctx, func(q *queue.Queue) error {
@@ -48,7 +48,7 @@ func (a *app) listCommand() *cobra.Command {
 (--name). It prints at most --limit jobs (1 to 100000); for the next page, pass
 the last id printed as --after-id, which lists only older jobs. With --json it
 prints a JSON array of jobs whose keys are the table's column names.`,
-		Args: cobra.NoArgs,
+		Args: flagsOnly,
 		RunE: runE(func(cmd *cobra.Command, args []string) error {
 			if status != "" && !slices.Contains(queue.Statuses(), queue.Status(status)) {
 				return usagef("--status %q is not a status; use %s", status, statusList(", ", " or "))

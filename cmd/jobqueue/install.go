@@ -19,7 +19,7 @@ func (a *app) installCommand() *cobra.Command {
 missing indexes and rebuilds any whose columns differ. It changes nothing on a
 table that is already right, and refuses a version 1 (or half-migrated) table:
 run 'jobqueue migrate' once for that.`,
-		Args: cobra.NoArgs,
+		Args: flagsOnly,
 		RunE: runE(func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
 			db, k, name, err := a.open(ctx)
@@ -51,7 +51,7 @@ A table that is already version 2 is left as it is; a missing table is
 installed. On MySQL/MariaDB, where each DDL statement commits on its own, an
 interrupted migration completes when run again with the same policy.
 The operator's guide is docs/upgrading.md.`,
-		Args: cobra.NoArgs,
+		Args: flagsOnly,
 		RunE: runE(func(cmd *cobra.Command, args []string) error {
 			p, err := policyFromFlags(maxAttempts, baseDelay, maxDelay)
 			if err != nil {
@@ -99,7 +99,7 @@ so the figure is exact. A version 1 table
 is refused unless --force, too. A table of the name that is not a jobqueue
 table is never dropped. When the table is missing, what is left of its side
 tables is dropped.`,
-		Args: cobra.NoArgs,
+		Args: flagsOnly,
 		RunE: runE(func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
 			db, k, name, err := a.open(ctx)

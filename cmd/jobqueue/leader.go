@@ -35,7 +35,7 @@ periodic jobs. It names the worker (host:pid:random), since when it leads,
 when it last renewed its lease and when that lease passes. Without a leader
 (no worker runs, or the last one stopped) it says so, with the last holder.
 Times are the database server's clock, in UTC.`,
-		Args: cobra.NoArgs,
+		Args: flagsOnly,
 		RunE: runE(func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
 			return a.withQueue(ctx, func(q *queue.Queue) error {

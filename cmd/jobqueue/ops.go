@@ -16,7 +16,7 @@ func (a *app) countCommand(use, short, long, done string, op func(context.Contex
 		Use:   use,
 		Short: short,
 		Long:  long,
-		Args:  cobra.NoArgs,
+		Args:  flagsOnly,
 		RunE: runE(func(cmd *cobra.Command, args []string) error {
 			return a.printCount(cmd.Context(), done, op)
 		}),
@@ -53,7 +53,7 @@ func (a *app) pruneCommand() *cobra.Command {
 than --older-than (e.g. 720h or 30d), in bounded batches, and prints how many.
 Pending and running jobs are never deleted.`,
 		Example: `  jobqueue prune --older-than 30d`,
-		Args:    cobra.NoArgs,
+		Args:    flagsOnly,
 		RunE: runE(func(cmd *cobra.Command, args []string) error {
 			d, err := parseDuration("--older-than", olderThan)
 			if err != nil {

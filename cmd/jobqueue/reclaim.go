@@ -21,7 +21,7 @@ Workers do this on their own from time to time. The attempts it ends are
 counted in no metrics (this command exports none; the line above is their
 count): the workers' reclaims and the dashboard's are counted in their
 /metrics.`,
-		Args: cobra.NoArgs,
+		Args: flagsOnly,
 		RunE: runE(func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
 			var ended reclaimReport

@@ -243,7 +243,6 @@ Exit status: 0 on success, 1 on failure, 2 on bad usage.`,
 		a.benchWorkerCommand(),
 		a.gooseFileCommand(),
 	)
-	explainStrayArgs(root)
 	return root
 }
 

@@ -60,7 +60,7 @@ oldest due pending job's age per type in the Prometheus text format
 whatever the scrape rate (--metrics-count-limit N stops each count at N, for a
 table of millions of rows), and jobqueue_jobs_worked_total for the abandoned
 attempts its reclaim action ended.`,
-		Args: cobra.NoArgs,
+		Args: flagsOnly,
 		RunE: runE(func(cmd *cobra.Command, args []string) error {
 			user, pass := os.Getenv(envWebUser), os.Getenv(envWebPassword)
 			if (user == "") != (pass == "") {

@@ -110,7 +110,7 @@ stop it on their own (0, their default, is no limit).`,
 		Example: `  jobqueue work --type email --concurrency 4 --exec './send-email.py'
   jobqueue work --exec 'jq -r .to; test "$JOB_ATTEMPT" -gt 1' --max-jobs 10
   jobqueue work --type reports --exec ./report.sh --periodic 'nightly=0 3 * * *' --retention 720h`,
-		Args: cobra.NoArgs,
+		Args: flagsOnly,
 		RunE: runE(func(cmd *cobra.Command, args []string) error {
 			if strings.TrimSpace(command) == "" {
 				return usagef("--exec is empty; give the command to run for each job, e.g. --exec './handle-job.sh'")
