@@ -66,6 +66,9 @@ type claimOffer struct {
 	// start (claimCursor.advance).
 	planned   time.Time
 	fromStart bool
+	// cancelMark is the queue's cancelLog mark when the offer was posted,
+	// before its claim could be sent (control_claimed.go).
+	cancelMark uint64
 }
 
 // offerResult is the outcome of a taken offer: the rows claimed, in claim

@@ -293,6 +293,7 @@ func (c *claimer) claimUntil(stop context.Context) int {
 		default:
 		}
 		sent := time.Now()
+		mark := c.q.cancels.mark() // before the claim is sent
 		res, ok := c.claimOrStop(stop, n)
 		if !ok {
 			return claimed
@@ -322,7 +323,7 @@ func (c *claimer) claimUntil(stop context.Context) int {
 			c.claimTook(time.Since(sent)) // a full claim: the round trip of a busy queue
 		}
 		for _, row := range rows {
-			c.dispatch(row)
+			c.dispatch(row, mark)
 		}
 		claimed += len(rows)
 		held += len(rows)
@@ -402,6 +403,7 @@ func (c *claimer) offer(held, claimed int) *claimOffer {
 	after, fromStart := c.cursor.plan(now)
 	o := newClaimOffer(c.cfg.Types, n, c.cfg.Lease, after)
 	o.planned, o.fromStart = now, fromStart
+	o.cancelMark = c.q.cancels.mark() // before an enqueue can take it
 	c.q.offers.post(o)
 	return o
 }
@@ -415,7 +417,7 @@ func (c *claimer) offerClaimed(o *claimOffer, res offerResult) int {
 	}
 	c.cursor.advance(res.rows, o.fromStart, o.planned)
 	for _, row := range res.rows {
-		c.dispatch(row)
+		c.dispatch(row, o.cancelMark)
 	}
 	return len(res.rows)
 }
@@ -513,10 +515,11 @@ func (c *claimer) claim(n int) ([]*JobRow, error) {
 
 // dispatch registers a claimed row as in flight and hands it to an executor
 // (the channel has room for every slot and the buffer ahead of them, so
-// this never blocks).
-func (c *claimer) dispatch(row *JobRow) {
+// this never blocks). mark is the queue's cancelLog mark taken before the
+// claim was sent.
+func (c *claimer) dispatch(row *JobRow, mark uint64) {
 	ctx, cancel := context.WithCancelCause(c.jobs)
-	a := &attempt{row: row, ref: attemptRef{ID: row.ID, Token: row.ClaimToken}, ctx: ctx, cancel: cancel}
+	a := &attempt{row: row, ref: attemptRef{ID: row.ID, Token: row.ClaimToken}, ctx: ctx, cancel: cancel, cancelMark: mark}
 	if row.LeaseUntil != nil {
 		a.leaseEnd = *row.LeaseUntil
 	} else {

@@ -52,8 +52,11 @@ func cancelOutcome(now time.Time) attemptEnd {
 // fenced off (its completion or failure changes nothing and is told
 // ErrLeaseLost). The worker running it cancels the handler's context at its
 // next heartbeat, and at once on PostgreSQL (the queue notifies the
-// table's channel), unless WorkerConfig.PollOnly. Retry runs a cancelled
-// job again.
+// table's channel), unless WorkerConfig.PollOnly. A job that a worker of
+// this Queue has claimed but not started yet never starts once Cancel has
+// returned, on every engine (its executor reads the job first); a worker
+// of another Queue or process finds it at its next heartbeat (at once on
+// PostgreSQL). Retry runs a cancelled job again.
 //
 // A job that is completed, failed or expired is left unchanged and the
 // error wraps ErrJobFinished; a missing id gives ErrJobNotFound.
@@ -88,6 +91,7 @@ func (q *Queue) CancelMany(ctx context.Context, ids []int64) ([]IDResult, error)
 	})
 	if len(cancelled) > 0 {
 		q.logger.Info("jobs cancelled", "count", len(cancelled))
+		q.cancels.record(cancelled) // before Cancel returns: none of them starts here
 		q.notifyCancelled(cancelled)
 	}
 	return res, err

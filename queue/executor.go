@@ -104,6 +104,9 @@ func (e *executors) execute(a *attempt) time.Duration {
 		e.giveBack(a, late)
 		return notStarted
 	}
+	if e.q.cancels.maybeCancelled(row.ID, a.cancelMark) && e.cancelledSinceClaim(a) {
+		return notStarted
+	}
 	start := time.Now()
 	err := e.work(a.ctx, row)
 	dur := time.Since(start)

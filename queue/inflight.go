@@ -22,6 +22,10 @@ type attempt struct {
 	// written: a completion with the completer, or a failure the executor
 	// records (guarded by inflightSet.mu).
 	settling bool
+	// cancelMark is the queue's cancelLog mark taken before its claim was
+	// sent: a job cancelled through the queue after it is read before its
+	// handler starts (control_claimed.go).
+	cancelMark uint64
 }
 
 // inflightSet is the register of one run's claimed attempts that still

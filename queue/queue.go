@@ -131,6 +131,9 @@ type Queue struct {
 	enqueued atomic.Int64
 	// unique knows whether the side table of unique keys exists.
 	unique uniqueState
+	// cancels logs the jobs this queue's Cancel calls ended, so that its
+	// workers start none of them claimed before (control_claimed.go).
+	cancels cancelLog
 	// keyedView: whether SQLite's <table>_keyed view was found missing.
 	keyedView keyedView
 	// pooled: the connections go through a transaction pooler, so the
