@@ -52,7 +52,8 @@ func cancelOutcome(now time.Time) attemptEnd {
 // fenced off (its completion or failure changes nothing and is told
 // ErrLeaseLost). The worker running it cancels the handler's context at its
 // next heartbeat, and at once on PostgreSQL (the queue notifies the
-// table's channel), unless WorkerConfig.PollOnly. A job that a worker of
+// table's channel), unless WorkerConfig.PollOnly; a worker of this Queue
+// does so at once on every engine, PollOnly or not. A job that a worker of
 // this Queue has claimed but not started yet never starts once Cancel has
 // returned, on every engine (its executor reads the job first); a worker
 // of another Queue or process finds it at its next heartbeat (at once on
@@ -92,6 +93,7 @@ func (q *Queue) CancelMany(ctx context.Context, ids []int64) ([]IDResult, error)
 	if len(cancelled) > 0 {
 		q.logger.Info("jobs cancelled", "count", len(cancelled))
 		q.cancels.record(cancelled) // before Cancel returns: none of them starts here
+		q.runs.cancelled(cancelled) // this queue's running handlers stop at once
 		q.notifyCancelled(cancelled)
 	}
 	return res, err

@@ -2,6 +2,7 @@ package queue
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -110,4 +111,47 @@ func TestCancelLog(t *testing.T) {
 	if l.maybeCancelled(9, full) || !l.maybeCancelled(5, full) {
 		t.Errorf("after the log forgot ids, the attempts claimed since are misjudged")
 	}
+}
+
+// TestCancelRunningHandlerAtOnceInProcess: a Cancel through the Queue of
+// the worker that runs the job cancels the handler's context at once (one
+// heartbeat statement, asked for by the Cancel), on every engine, not at
+// the worker's next scheduled heartbeat: PostgreSQL's notification does
+// that only for workers that LISTEN (not PollOnly), MySQL and SQLite had
+// nothing. The heartbeat interval here is far longer than the wait.
+func TestCancelRunningHandlerAtOnceInProcess(t *testing.T) {
+	forEachEngine(t, func(t *testing.T, kind engine.Kind) {
+		ctx := context.Background()
+		env := newTestEnv(t, kind)
+		q := env.queue(t, nil, WithLogger(testdb.QuietLogger()))
+		cfg := fastConfig()
+		cfg.Lease, cfg.HeartbeatInterval = 10*time.Minute, 5*time.Minute
+		cfg.PollOnly = true // no notification on PostgreSQL either
+		w := q.NewWorker(cfg)
+		started := make(chan int64, 1)
+		stopped := make(chan error, 1)
+		Handle(w, func(ctx context.Context, job *Job[emailArgs]) error {
+			started <- job.ID
+			<-ctx.Done()
+			stopped <- context.Cause(ctx)
+			return nil
+		})
+		id := enqueue(t, q, emailArgs{To: "block"})
+		stop, _ := startWorker(t, w)
+		if got := waitFor(t, started, 20*time.Second, "the handler to start"); got != id {
+			t.Fatalf("started job %d, want %d", got, id)
+		}
+		if err := q.Cancel(ctx, id); err != nil {
+			t.Fatal(err)
+		}
+		if cause := waitFor(t, stopped, 20*time.Second, "the cancelled handler's context to end"); !errors.Is(cause, ErrLeaseLost) {
+			t.Errorf("the handler's context ended with %v, want a cause wrapping ErrLeaseLost", cause)
+		}
+		if err := stop(10 * time.Second); err != nil {
+			t.Fatal(err)
+		}
+		if row := getJob(t, q, id); row.Status != StatusFailed || row.Error != cancelError {
+			t.Errorf("the cancelled job ended %+v", row)
+		}
+	})
 }

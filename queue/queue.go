@@ -134,6 +134,9 @@ type Queue struct {
 	// cancels logs the jobs this queue's Cancel calls ended, so that its
 	// workers start none of them claimed before (control_claimed.go).
 	cancels cancelLog
+	// runs are this queue's running workers, told of the jobs its Cancel
+	// calls end (control_local.go).
+	runs localRuns
 	// keyedView: whether SQLite's <table>_keyed view was found missing.
 	keyedView keyedView
 	// pooled: the connections go through a transaction pooler, so the

@@ -309,11 +309,15 @@ func (r *run) run(ctx context.Context) error {
 	// the handlers still running after MaxJobs), not only while the
 	// claimer runs: a cancel then waited for the next heartbeat.
 	hearsCancels := r.q.kind == engine.Postgres
-	stopWaker := r.startOwnWaker(r.dbCtx, func(ids []int64) {
+	cancelled := func(ids []int64) {
 		if ids == nil || r.attempts.holdsAny(ids) {
 			hb.checkNow()
 		}
-	})
+	}
+	stopWaker := r.startOwnWaker(r.dbCtx, cancelled)
+	// The Cancel calls of this queue tell the run directly, on every
+	// engine and whether it listens or not (control_local.go).
+	defer r.q.runs.add(cancelled)()
 	// The claims' context: the shutdown's writes', ended too once no
 	// handler runs after the stop (claim_late.go).
 	claims, endClaims := context.WithCancelCause(r.writesCtx())
