@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -52,7 +53,7 @@ others are retried all the same).`,
 // stdout, or the id's error on stderr; done names the action in the past
 // tense for the summary of the ids not done.
 func (a *app) controlCommand(name, short, long, done, okLine string, op func(*queue.Queue, context.Context, []int64) ([]queue.IDResult, error)) *cobra.Command {
-	return &cobra.Command{
+	cmd := &cobra.Command{
 		Use:     name + " ID [ID…]",
 		Short:   short,
 		Long:    long,
@@ -93,4 +94,24 @@ func (a *app) controlCommand(name, short, long, done, okLine string, op func(*qu
 			})
 		}),
 	}
+	cmd.SetFlagErrorFunc(idFlagError)
+	return cmd
+}
+
+// idFlagError is the usage error of a flag the command line could not
+// parse. A negative id (-5) is an argument that the flag parser took for
+// short flags ("unknown shorthand flag: '5' in -5"): it is refused as any
+// other bad id is, in the same words (parseID).
+func idFlagError(_ *cobra.Command, err error) error {
+	msg := err.Error()
+	if rest, ok := strings.CutPrefix(msg, "unknown shorthand flag: "); ok {
+		if i := strings.LastIndex(rest, " in -"); i >= 0 {
+			tok := rest[i+len(" in "):]
+			if digits := tok[1:]; digits != "" && strings.Trim(digits, "0123456789") == "" {
+				_, err := parseID(tok)
+				return err
+			}
+		}
+	}
+	return &usageError{err: err}
 }

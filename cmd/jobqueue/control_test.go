@@ -171,3 +171,34 @@ func TestRetryManyCLI(t *testing.T) {
 	}
 	assertStats(t, c, "", map[string]int64{"pending": 3})
 }
+
+// TestControlNegativeID: a negative id given to cancel, delete or retry is
+// refused as every bad id is, a usage error that names it and says what an
+// id is, with nothing changed (the valid ids beside it included), not as
+// an unknown flag ("unknown shorthand flag: '5' in -5"), which cobra made
+// of it.
+func TestControlNegativeID(t *testing.T) {
+	t.Parallel()
+	c := cli{db: "sqlite:" + filepath.Join(t.TempDir(), "c.db")}
+	c.ok(t, "install")
+	id := strings.TrimSpace(c.ok(t, "enqueue", "--name", "a"))
+	cases := []struct {
+		args []string
+		bad  string
+	}{
+		{[]string{"cancel", "-5"}, "-5"},
+		{[]string{"cancel", id, "-12"}, "-12"},
+		{[]string{"delete", "-1", id}, "-1"},
+		{[]string{"retry", "-7"}, "-7"},
+	}
+	for _, tc := range cases {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			r := c.run(t, tc.args...)
+			assertOneLineError(t, r, 2, `"`+tc.bad+`" is not a job id; ids are positive integers`)
+			if r.stdout != "" {
+				t.Errorf("stdout %q, want nothing", r.stdout)
+			}
+			assertStats(t, c, "", map[string]int64{"pending": 1})
+		})
+	}
+}
