@@ -519,11 +519,12 @@ func (c *claimer) claim(n int) ([]*JobRow, error) {
 // claim was sent.
 func (c *claimer) dispatch(row *JobRow, mark uint64) {
 	ctx, cancel := context.WithCancelCause(c.jobs)
-	a := &attempt{row: row, ref: attemptRef{ID: row.ID, Token: row.ClaimToken}, ctx: ctx, cancel: cancel, cancelMark: mark}
+	now := c.q.now()
+	a := &attempt{row: row, ref: attemptRef{ID: row.ID, Token: row.ClaimToken}, ctx: ctx, cancel: cancel, cancelMark: mark, claimedAt: now}
 	if row.LeaseUntil != nil {
 		a.leaseEnd = *row.LeaseUntil
 	} else {
-		a.leaseEnd = c.q.now().Add(c.cfg.Lease)
+		a.leaseEnd = now.Add(c.cfg.Lease)
 	}
 	c.attempts.add(a)
 	c.payloadClaimed(len(row.Payload))

@@ -55,9 +55,11 @@ func cancelOutcome(now time.Time) attemptEnd {
 // table's channel), unless WorkerConfig.PollOnly; a worker of this Queue
 // does so at once on every engine, PollOnly or not. A job that a worker of
 // this Queue has claimed but not started yet never starts once Cancel has
-// returned, on every engine (its executor reads the job first); a worker
-// of another Queue or process finds it at its next heartbeat (at once on
-// PostgreSQL). Retry runs a cancelled job again.
+// returned, on every engine (its executor reads the job first). A worker
+// of another Queue or process reads a job it claimed a second or more
+// before it starts it, so a job cancelled from elsewhere starts only within
+// a second of its claim (its handler's context is then cancelled as a
+// running one's). Retry runs a cancelled job again.
 //
 // A job that is completed, failed or expired is left unchanged and the
 // error wraps ErrJobFinished; a missing id gives ErrJobNotFound.

@@ -8,13 +8,24 @@ package queue
 // ended, numbered: a claim notes the log's number before it is sent, and
 // an executor about to start an attempt whose job the log names after that
 // number reads the job first (stillHeld) and does not start it when the
-// cancel fenced it off. Attempts of other jobs cost one atomic load.
+// cancel fenced it off. Attempts of other jobs cost one atomic load. An
+// attempt that waited startCheckAfter or longer is read too, for the
+// cancels of other processes: after one of those has returned, the job
+// starts only if its claim was less than startCheckAfter before the start.
 
 import (
 	"context"
 	"sync"
 	"sync/atomic"
+	"time"
 )
+
+// startCheckAfter: an attempt that waited this long or longer between its
+// claim and its start (in the buffer, behind slow handlers) is read before
+// it starts, so that a cancel from another process that returned meanwhile
+// stops it, rather than the next heartbeat. One read per such attempt,
+// whose handlers take long enough that a read is small beside them.
+const startCheckAfter = time.Second
 
 // maxCancelLog bounds the ids the log keeps; past it the log forgets them,
 // and every attempt claimed before that is read before it starts.
@@ -64,26 +75,33 @@ func (l *cancelLog) maybeCancelled(id int64, mark uint64) bool {
 	return mark+1 < l.floor || l.at[id] > mark
 }
 
-// cancelledSinceClaim reads the job of attempt a, about to start, which
-// its queue cancelled after a's claim was sent (cancelLog.maybeCancelled),
-// and reports true when a must not start: the cancel fenced it off (the
-// attempt is lost, its handler never runs), or the read failed (a is
-// given back, fenced by its claim token: a cancelled job stays as it is,
-// one retried meanwhile runs later). It reports false when a still holds
-// its job (a Retry made it pending and this claim took it after the
-// cancel).
-func (e *executors) cancelledSinceClaim(a *attempt) bool {
+// readBeforeStart reports whether attempt a, about to start, must first
+// be read (lostSinceClaim): its queue cancelled its job after a's claim was
+// sent (cancelLog.maybeCancelled), or a waited startCheckAfter or longer
+// since its claim, time in which another process may have cancelled it.
+func (e *executors) readBeforeStart(a *attempt) bool {
+	return e.q.cancels.maybeCancelled(a.row.ID, a.cancelMark) || !e.q.now().Before(a.claimedAt.Add(startCheckAfter))
+}
+
+// lostSinceClaim reads the job of attempt a, about to start (see
+// readBeforeStart), and reports true when a must not start: a no longer
+// holds its job (a cancel fenced it off, or the job was reclaimed: the
+// attempt is lost, its handler never runs), or the read failed (a is given
+// back, fenced by its claim token: a cancelled job stays as it is, one
+// retried meanwhile runs later). It reports false when a still holds its
+// job.
+func (e *executors) lostSinceClaim(a *attempt) bool {
 	ctx, cancel := context.WithTimeout(e.dbCtx, dbCallTimeout)
 	stale, _, err := e.q.stillHeld(ctx, []attemptRef{a.ref})
 	cancel()
 	switch {
 	case err != nil:
 		e.attempts.remove(a.ref)
-		e.giveBack(a, "its job was cancelled after the claim and reading whether that cancel ended this attempt failed: "+err.Error())
+		e.giveBack(a, "reading whether it still holds its job (it may have been cancelled since the claim) failed: "+err.Error())
 		return true
 	case len(stale) > 0:
 		e.attempts.remove(a.ref)
-		e.log.Info("claimed job not started: it was cancelled before it began", "job_id", a.row.ID, "kind", a.row.Name)
+		e.log.Info("claimed job not started: it was cancelled (or reclaimed) before it began", "job_id", a.row.ID, "kind", a.row.Name)
 		e.q.lost(e.dbCtx, a.row, nil, 0)
 		return true
 	}

@@ -155,3 +155,71 @@ func TestCancelRunningHandlerAtOnceInProcess(t *testing.T) {
 		}
 	})
 }
+
+// TestCancelElsewhereLongBuffered: a claimed job that waited in the
+// worker's buffer for startCheckAfter or longer is read before it starts,
+// so that a Cancel from another process (another Queue here) that
+// returned meanwhile stops it on every engine, not only at the next
+// heartbeat (on MySQL and SQLite the only other way a worker hears of it).
+// A job that was not cancelled starts after the read as before.
+func TestCancelElsewhereLongBuffered(t *testing.T) {
+	cases := []struct {
+		name      string
+		cancel    bool
+		wait      time.Duration // in the buffer, by the queue's clock
+		wantRun   bool
+		wantState Status
+	}{
+		{"cancelled elsewhere while it waited long", true, startCheckAfter, false, StatusFailed},
+		{"not cancelled, waited long", false, 2 * startCheckAfter, true, StatusCompleted},
+	}
+	forEachEngine(t, func(t *testing.T, kind engine.Kind) {
+		for _, c := range cases {
+			t.Run(c.name, func(t *testing.T) {
+				ctx := context.Background()
+				env := coreEnv(t, kind)
+				q, clock := coreQueue(t, env)
+				other, _ := coreQueue(t, env) // another process's queue
+				id := mustEnqueue(t, q, testArgs{N: 1})
+				mark := q.cancels.mark()
+				rows := mustClaim(t, q, nil, 1, time.Hour)
+				if len(rows) != 1 || rows[0].ID != id {
+					t.Fatalf("claimed %v, want job %d", rows, id)
+				}
+				row := rows[0]
+				set := newInflightSet()
+				ran := false
+				ex := &executors{
+					q: q, log: testdb.QuietLogger(), dbCtx: ctx,
+					handlers: map[string]handlerFunc{"test": func(context.Context, *JobRow) error { ran = true; return nil }},
+					attempts: set, released: &releaseList{},
+					completer: newCompleter(q, testdb.QuietLogger(), newShutdownBudget(ctx), set, 10),
+				}
+				ex.work = ex.handle
+				actx, cancel := context.WithCancelCause(ctx)
+				defer cancel(nil)
+				a := &attempt{row: row, ref: row.ref(), ctx: actx, cancel: cancel, leaseEnd: *row.LeaseUntil, cancelMark: mark, claimedAt: clock.now()}
+				set.add(a)
+				if c.cancel {
+					if err := other.Cancel(ctx, id); err != nil {
+						t.Fatalf("Cancel: %v", err)
+					}
+				}
+				clock.add(c.wait)
+				ex.execute(a)
+				flushReleased(ctx, q, ex)
+				if ran != c.wantRun {
+					t.Fatalf("the handler ran: %v, want %v", ran, c.wantRun)
+				}
+				if c.wantRun {
+					stop := make(chan struct{})
+					close(stop)
+					ex.completer.run(stop) // writes what was handed over, then returns
+				}
+				if j := getJob(t, q, id); j.Status != c.wantState || j.Attempts != 1 {
+					t.Fatalf("job is %s at %d attempts, want %s at 1", j.Status, j.Attempts, c.wantState)
+				}
+			})
+		}
+	})
+}

@@ -104,7 +104,7 @@ func (e *executors) execute(a *attempt) time.Duration {
 		e.giveBack(a, late)
 		return notStarted
 	}
-	if e.q.cancels.maybeCancelled(row.ID, a.cancelMark) && e.cancelledSinceClaim(a) {
+	if e.readBeforeStart(a) && e.lostSinceClaim(a) {
 		return notStarted
 	}
 	start := time.Now()

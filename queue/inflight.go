@@ -26,6 +26,10 @@ type attempt struct {
 	// sent: a job cancelled through the queue after it is read before its
 	// handler starts (control_claimed.go).
 	cancelMark uint64
+	// claimedAt is when the claimer handed it on, by the queue's clock: an
+	// attempt that waited startCheckAfter or longer is read before it
+	// starts (control_claimed.go).
+	claimedAt time.Time
 }
 
 // inflightSet is the register of one run's claimed attempts that still
