@@ -162,7 +162,11 @@ func withOwn(call, own []EnqueueOption) []EnqueueOption {
 // EnqueueMany adds jobs in multi-row statements (chunks within the
 // engine's limits), all or nothing: one bad job, or a failed statement,
 // and none is written; the error names the index of a bad job. The options
-// apply to every job. It returns how many jobs were written.
+// apply to every job (give a job options of its own with WithOptions). It
+// returns how many jobs were written: a job whose UniqueKey a live job
+// holds (one written earlier in the same call included) is skipped as a
+// duplicate, not counted, and is no error; Enqueue a job on its own to
+// learn the id of the job that holds its key.
 func (q *Queue) EnqueueMany(ctx context.Context, args []JobArgs, opts ...EnqueueOption) (int, error) {
 	n, err := q.enqueueMany(ctx, nil, args, opts)
 	if err == nil && n > 0 {
