@@ -202,3 +202,26 @@ func TestControlNegativeID(t *testing.T) {
 		})
 	}
 }
+
+// TestEnqueueBadUniqueKeyBeforeConnecting: a bad --unique-key is a usage
+// error (exit 2) that names the flag, found before the database is opened:
+// with a database that cannot be opened it was reported as that failure
+// (exit 1), and the key's mistake only once the database answered.
+func TestEnqueueBadUniqueKeyBeforeConnecting(t *testing.T) {
+	t.Parallel()
+	c := cli{db: "sqlite:" + filepath.Join(t.TempDir(), "missing-dir", "c.db")}
+	cases := []struct {
+		name, key, want string
+	}{
+		{"empty", "", "--unique-key is empty"},
+		{"trailing space", "k ", "ends with a space"},
+		{"too long", strings.Repeat("é", 256), "has 256 characters; at most 255"},
+		{"not UTF-8", "k\xff", "not valid UTF-8"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			r := c.run(t, "enqueue", "--name", "a", "--unique-key", tc.key)
+			assertOneLineError(t, r, 2, "--unique-key", tc.want)
+		})
+	}
+}

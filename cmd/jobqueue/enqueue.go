@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/jobqueue/jobqueue/internal/duration"
+	"github.com/jobqueue/jobqueue/internal/jobtext"
 	"github.com/jobqueue/jobqueue/queue"
 )
 
@@ -107,6 +108,14 @@ printed, "duplicate of ID" goes to stderr, and the exit status is 0.`,
 				return usagef("--unique-for needs --unique-key; give the key the period keeps taken")
 			}
 			if set("unique-key") {
+				// Checked here, before the database is opened, so that a
+				// bad key is told as such whether or not it answers.
+				if uniqueKey == "" {
+					return usagef("--unique-key is empty; give a key of 1 to %d characters, or leave the flag out", jobtext.MaxUniqueKey)
+				}
+				if p := jobtext.Problem(uniqueKey, jobtext.MaxUniqueKey); p != "" {
+					return usagef("--unique-key %s", p)
+				}
 				opts = append(opts, queue.UniqueKey(uniqueKey))
 			}
 			if set("unique-for") {
