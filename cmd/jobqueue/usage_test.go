@@ -370,3 +370,24 @@ func TestSQLitePath(t *testing.T) {
 		}
 	}
 }
+
+// TestFlagsOnlyCommandsRefuseArguments: every command but those that take
+// job ids answers a stray argument with the unexpected-argument usage error
+// (flagsOnly), not cobra's "unknown command", so that a command added later
+// with cobra.NoArgs fails here.
+func TestFlagsOnlyCommandsRefuseArguments(t *testing.T) {
+	t.Parallel()
+	takesArgs := map[string]bool{"show": true, "retry": true, "cancel": true, "delete": true, "help": true, "completion": true}
+	for _, c := range (&app{}).rootCommand().Commands() {
+		name := c.Name()
+		if takesArgs[name] {
+			continue
+		}
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			dbFile := filepath.Join(t.TempDir(), "never.db")
+			r := cli{db: "sqlite:" + dbFile}.run(t, name, "stray")
+			assertOneLineError(t, r, exitUsage, `unexpected argument "stray"`, "'jobqueue "+name+"' takes no arguments")
+		})
+	}
+}
