@@ -152,7 +152,7 @@ func (h *handler) routes() {
 	m.HandleFunc("GET /{$}", h.pageOverview)
 	m.HandleFunc("GET /jobs", h.pageJobs)
 	m.HandleFunc("GET /jobs/{id}", h.pageJob)
-	m.Handle("GET /static/", staticHandler())
+	m.Handle("GET /static/", staticHandler(http.NotFoundHandler()))
 
 	m.HandleFunc("GET /api/health", h.apiHealth)
 	m.HandleFunc("GET /api/stats", h.apiStats)

@@ -45,14 +45,23 @@ func (t *templates) execute(w io.Writer, page string, data *pageData) error {
 	return p.ExecuteTemplate(w, "layout.html", data)
 }
 
-// staticHandler serves the embedded CSS and JavaScript.
-func staticHandler() http.Handler {
+// staticHandler serves the embedded CSS and JavaScript: the files only;
+// notFound answers for anything else, their directory included (a file
+// server would list it).
+func staticHandler(notFound http.Handler) http.Handler {
 	sub, err := fs.Sub(staticFS, "static")
 	if err != nil {
 		panic(err)
 	}
 	fsrv := http.StripPrefix("/static/", http.FileServerFS(sub))
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// A name fs.Stat refuses (the directory's "", "app.css/") or
+		// cannot find is no file of ours: the error means 404.
+		fi, err := fs.Stat(sub, strings.TrimPrefix(r.URL.Path, "/static/"))
+		if err != nil || fi.IsDir() {
+			notFound.ServeHTTP(w, r)
+			return
+		}
 		w.Header().Set("Cache-Control", "public, max-age=300")
 		w.Header().Set("X-Content-Type-Options", "nosniff")
 		fsrv.ServeHTTP(w, r)
