@@ -25,7 +25,9 @@
 // /api/maintenance/expire, reclaim and prune ({"older_than":"720h"}, or
 // "30d" as `jobqueue prune --older-than` takes),
 // GET /api/overview and GET /api/health. Bad input gets 400 with
-// {"error":"…"}.
+// {"error":"…"}. A path that is no route gets 404: a JSON error under
+// /api, a page with links back to the dashboard elsewhere; a route asked
+// with another method gets 405 and an Allow header.
 //
 // Safety: Options.ReadOnly hides the action buttons and refuses every
 // mutating route with 403; Options.Authorize lets the embedding application
@@ -34,7 +36,6 @@
 package web
 
 import (
-	"fmt"
 	"log/slog"
 	"net/http"
 	"net/url"
@@ -152,7 +153,7 @@ func (h *handler) routes() {
 	m.HandleFunc("GET /{$}", h.pageOverview)
 	m.HandleFunc("GET /jobs", h.pageJobs)
 	m.HandleFunc("GET /jobs/{id}", h.pageJob)
-	m.Handle("GET /static/", staticHandler(http.NotFoundHandler()))
+	m.Handle("GET /static/", staticHandler(http.HandlerFunc(h.notFound)))
 
 	m.HandleFunc("GET /api/health", h.apiHealth)
 	m.HandleFunc("GET /api/stats", h.apiStats)
@@ -165,46 +166,8 @@ func (h *handler) routes() {
 	m.HandleFunc("POST /api/maintenance/expire", h.apiMaintenance(ActionExpire))
 	m.HandleFunc("POST /api/maintenance/reclaim", h.apiMaintenance(ActionReclaim))
 	m.HandleFunc("POST /api/maintenance/prune", h.apiMaintenance(ActionPrune))
-	m.HandleFunc("/api/", h.apiNoRoute)
-}
-
-// apiNoRoute answers an API request that no route takes: 405 with an Allow
-// header when the path is a route's with another method (the catch-all
-// /api/ pattern matches every method, so the router's own 405 never comes),
-// else 404.
-func (h *handler) apiNoRoute(w http.ResponseWriter, r *http.Request) {
-	var allow []string
-	for _, method := range []string{http.MethodGet, http.MethodPost} {
-		other := r.Clone(r.Context())
-		other.Method = method
-		_, pattern := h.mux.Handler(other)
-		if pattern == "/api/" || pattern == "" || method == http.MethodGet && isActionPath(r.URL.Path) {
-			continue // GET /api/jobs/retry is not a job's route
-		}
-		allow = append(allow, method)
-	}
-	if len(allow) > 0 {
-		methodNotAllowed(w, r, strings.Join(allow, ", "))
-		return
-	}
-	writeError(w, http.StatusNotFound, fmt.Sprintf("no API route %s %s; see the package documentation for the routes", r.Method, r.URL.Path))
-}
-
-// isActionPath reports whether p is one of the job action routes, which
-// GET /api/jobs/{id} would otherwise take for a job id.
-func isActionPath(p string) bool {
-	switch p {
-	case "/api/jobs/retry", "/api/jobs/cancel", "/api/jobs/delete":
-		return true
-	}
-	return false
-}
-
-// methodNotAllowed answers 405 for a route that takes only the methods in
-// allow.
-func methodNotAllowed(w http.ResponseWriter, r *http.Request, allow string) {
-	w.Header().Set("Allow", allow)
-	writeError(w, http.StatusMethodNotAllowed, fmt.Sprintf("%s %s takes %s only", r.Method, r.URL.Path, allow))
+	m.HandleFunc("/api/", h.noRoute)
+	m.HandleFunc("/", h.noRoute)
 }
 
 // ServeHTTP checks that the request is allowed, then routes it.
