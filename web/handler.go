@@ -65,7 +65,8 @@ const (
 // with every action allowed.
 type Options struct {
 	// ReadOnly hides the action buttons and answers every mutating route
-	// with 403.
+	// (a POST to an action) with 403; another method gets 405 as on a
+	// writable dashboard.
 	ReadOnly bool
 	// Authorize, when set, is asked before every request is served; an
 	// error refuses it with 403 and the error's text. The action is
@@ -178,7 +179,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	action := ActionView
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
 		action = mutatingAction(r.URL.Path)
-		if h.opts.ReadOnly {
+		if h.opts.ReadOnly && h.isMutating(r) {
 			h.log.Warn("web: action refused, read-only", "user", h.user(r), "action", action, "path", r.URL.Path)
 			writeError(w, http.StatusForbidden, "the dashboard is read-only: actions are disabled")
 			return
@@ -199,6 +200,14 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		w = prefixedRedirects{ResponseWriter: w, base: b}
 	}
 	h.mux.ServeHTTP(w, r)
+}
+
+// isMutating reports whether r is a POST to one of the action routes:
+// read-only refuses those; any other request that is not a GET gets 405
+// or 404 from the router, which changes nothing.
+func (h *handler) isMutating(r *http.Request) bool {
+	_, pattern := h.mux.Handler(r)
+	return strings.HasPrefix(pattern, http.MethodPost+" ")
 }
 
 // mutatingAction is the action of a POST to path ("" for unknown routes,
