@@ -54,7 +54,7 @@ second such signal closes their connections at once, and a third ends the
 process there and then (exit status 1).
 
 /metrics, beside the dashboard on the same address (and behind the same
-basic auth when it is on), serves the table's jobs per type and status and
+basic auth when it is on; with --prefix /queue at /queue/metrics too), serves the table's jobs per type and status and
 oldest due pending job's age per type in the Prometheus text format
 (jobqueue_jobs, jobqueue_oldest_pending_age_seconds), read at most once per 5s
 whatever the scrape rate (--metrics-count-limit N stops each count at N, for a
@@ -120,11 +120,8 @@ attempts its reclaim action ended.`,
 				if err := m.observe(q, countLimit); err != nil {
 					return err
 				}
-				mux := http.NewServeMux()
-				mux.Handle("/", web.NewHandler(q, web.Options{ReadOnly: readOnly, HidePayloads: hidePayloads, Logger: logger,
-					Prefix: pathPrefix, User: checkedUser(user != "")}))
-				mux.Handle(metricsPath, m.handler)
-				var h http.Handler = mux
+				h := withMetrics(web.NewHandler(q, web.Options{ReadOnly: readOnly, HidePayloads: hidePayloads, Logger: logger,
+					Prefix: pathPrefix, User: checkedUser(user != "")}), m.handler, pathPrefix)
 				if user != "" {
 					h = basicAuth(h, user, pass, logger)
 				}
@@ -158,6 +155,21 @@ func webPrefix(p string) (string, error) {
 		return "", nil
 	}
 	return p, nil
+}
+
+// withMetrics serves metrics at /metrics and, with a prefix, at
+// prefix/metrics too (the dashboard answers with and without its prefix,
+// for a proxy that cuts it off or passes it on); dashboard serves every
+// other path. The paths are compared, not made router patterns, which a
+// prefix with a space or a brace would break.
+func withMetrics(dashboard, metrics http.Handler, prefix string) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if p := r.URL.Path; p == metricsPath || prefix != "" && p == prefix+metricsPath {
+			metrics.ServeHTTP(w, r)
+			return
+		}
+		dashboard.ServeHTTP(w, r)
+	})
 }
 
 // serve listens on addr and serves h until ctx ends, then shuts down,
