@@ -39,6 +39,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"path"
 	"strings"
 
 	"github.com/jobqueue/jobqueue/queue"
@@ -210,12 +211,15 @@ func (h *handler) isMutating(r *http.Request) bool {
 	return strings.HasPrefix(pattern, http.MethodPost+" ")
 }
 
-// mutatingAction is the action of a POST to path ("" for unknown routes,
-// which the mux answers with 404 or 405).
-func mutatingAction(path string) Action {
-	i := strings.LastIndexByte(path, '/')
-	switch a := Action(path[i+1:]); a {
-	case ActionRetry, ActionCancel, ActionDelete, ActionExpire, ActionReclaim, ActionPrune:
+// mutatingAction is the action whose route is at p, cleaned as the
+// router cleans it ("" for any other path, which the router answers with
+// 404, 405 or a redirect).
+func mutatingAction(p string) Action {
+	dir, name := path.Split(path.Clean(p))
+	a := Action(name)
+	switch {
+	case dir == "/api/jobs/" && (a == ActionRetry || a == ActionCancel || a == ActionDelete),
+		dir == "/api/maintenance/" && (a == ActionExpire || a == ActionReclaim || a == ActionPrune):
 		return a
 	}
 	return ""
