@@ -21,6 +21,7 @@ import (
 
 	"github.com/jobqueue/jobqueue/internal/ddl"
 	"github.com/jobqueue/jobqueue/internal/engine"
+	"github.com/jobqueue/jobqueue/internal/schema"
 )
 
 // gooseSideChecks returns the statements that fail the goose migration of
@@ -62,6 +63,45 @@ $$`, cond, msg)}
 			"DROP TABLE temp." + check,
 		}
 	}
+}
+
+// tableNotV2Message is the error of a goose migration that found a table
+// named t that is not a version 2 jobqueue table: version 1, partly
+// migrated, or another program's. Up would leave it as it is (CREATE TABLE
+// IF NOT EXISTS) and, on MySQL, go through and be recorded as applied, so
+// the check refuses it as Install does (ErrOutdatedTable, ErrForeignTable).
+// No quotes or commas, and at most 200 characters, as sideTakenMessage.
+func tableNotV2Message(t engine.Table) string {
+	return fmt.Sprintf("jobqueue: table %s is not a version 2 jobqueue table: migrate a version 1 one with jobqueue migrate or choose another table name", t.Name)
+}
+
+// tableNotV2SQL is a boolean SQL expression (on t's engine) that is true
+// when a table (or view) named t exists and schema.Classify would not call
+// it version 2: one of the version 2 columns is missing, retry_count or
+// locked_at is there, or on MySQL the status ENUM lacks 'expired' or
+// created_at is not a DATETIME.
+func tableNotV2SQL(t engine.Table) string {
+	v2 := append(append([]string{}, schema.V2OnlyColumns...), schema.CommonColumns...)
+	in := func(names []string) string { return "'" + strings.Join(names, "', '") + "'" }
+	var cols, name string
+	switch t.Kind {
+	case engine.Postgres:
+		cols, name = fmt.Sprintf(`FROM information_schema.columns WHERE table_schema = current_schema() AND table_name = '%s'`, t.Name), "column_name"
+	case engine.MySQL:
+		cols, name = fmt.Sprintf(`FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = '%s'`, t.Name), "COLUMN_NAME"
+	default:
+		cols, name = fmt.Sprintf(`FROM pragma_table_info('%s') WHERE 1 = 1`, t.Name), "lower(name)"
+	}
+	cond := fmt.Sprintf(`EXISTS (SELECT 1 %[1]s)
+        AND ((SELECT count(*) %[1]s AND %[2]s IN (%[3]s)) <> %[4]d
+             OR EXISTS (SELECT 1 %[1]s AND %[2]s IN (%[5]s))`,
+		cols, name, in(v2), len(v2), in(schema.V1OnlyColumns))
+	if t.Kind == engine.MySQL {
+		cond += fmt.Sprintf(`
+             OR (SELECT COUNT(*) %s AND ((COLUMN_NAME = 'status' AND COLUMN_TYPE LIKE '%%''expired''%%')
+                                        OR (COLUMN_NAME = 'created_at' AND COLUMN_TYPE = 'datetime'))) <> 2`, cols)
+	}
+	return cond + ")"
 }
 
 // indexTakenMessage is the error of a goose migration that found the

@@ -92,7 +92,8 @@ func TestGooseUpRefusesTakenSideNames(t *testing.T) {
 	})
 }
 
-// TestGooseSideMessageFits: the message of a side check has no quote or
+// TestGooseSideMessageFits: the message of a side check, and of the check
+// of the jobs table itself (tableNotV2Message), has no quote or
 // comma (MySQL cuts the value it shows at a comma) and fits the 200
 // characters MySQL shows, for the longest table name each engine takes.
 func TestGooseSideMessageFits(t *testing.T) {
@@ -104,6 +105,9 @@ func TestGooseSideMessageFits(t *testing.T) {
 			if tb, err = engine.ParseTable(k, name); err == nil {
 				break
 			}
+		}
+		if msg := tableNotV2Message(tb); len(msg) > 200 || strings.ContainsAny(msg, `,'"`) {
+			t.Errorf("%s: the message for table %s (%d characters) is longer than 200 or has a quote or comma: %s", k, tb.Name, len(msg), msg)
 		}
 		for _, o := range ddl.SideObjects(tb) {
 			if o.Kind != ddl.SideTableKind && o.Kind != ddl.SideView {

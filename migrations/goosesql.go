@@ -15,13 +15,18 @@ import (
 // from the same definitions Install runs. `-- +goose Up` creates what is
 // missing (CREATE … IF NOT EXISTS); `-- +goose Down` drops the table and its
 // side tables, with their rows. Up first checks, in SQL, what Install
-// checks in Go of the side tables' names: when one is held by something
+// checks in Go: when a table of that name exists but is not a version 2
+// jobqueue table (version 1, partly migrated, or another program's), the
+// migration fails with a message naming `jobqueue migrate`, before
+// anything is created (it would leave such a table as it is, and on MySQL
+// go through); when a side table's name is held by something
 // that is not that side table (a table of yours, another queue's jobs
 // table), the migration fails with a message that names it, before
 // anything is created; so it does, on PostgreSQL and SQLite, when another
 // table holds the name of one of the table's indexes.
 //
-// The file does not convert a version 1 table (its header says so): that
+// The file does not convert a version 1 table (its header says so) but
+// refuses it: that
 // conversion depends on the data and, on MySQL, resumes where it stopped,
 // so it stays a Go migration, run with `jobqueue migrate` or
 // GooseMigrations in a goose binary of the service's own.
@@ -42,6 +47,12 @@ func GooseSQL(engineName, table string) (string, error) {
 	b.WriteString(gooseHeader(t))
 	b.WriteString("\n-- +goose Up\n")
 	objs := ddl.Objects(t)
+	// An existing table that is not version 2 is refused first, as
+	// Install refuses it: CREATE TABLE IF NOT EXISTS would leave it as it
+	// is, and on MySQL the migration would go through.
+	for _, s := range gooseFailIf(t, t.Name, tableNotV2SQL(t), tableNotV2Message(t)) {
+		writeGooseStatement(&b, s)
+	}
 	// The side tables' names, and on PostgreSQL and SQLite the indexes'
 	// (per schema there), are checked before anything is created (on
 	// MySQL each CREATE commits); a side view's just before it is created,
@@ -103,22 +114,23 @@ func gooseHeader(t engine.Table) string {
 -- Regenerate it for a new jobqueue release rather than editing it; a newer
 -- release may add side tables (Install, run on every deploy, creates them too).
 --
--- Up creates what is missing (IF NOT EXISTS) and leaves an existing table as
--- it is. Its first statements fail the migration, creating nothing, when the
--- name of a side table (%[1]s_unique, %[1]s_leader, ...) is held by something
--- that is not that side table (a table of yours, another queue's jobs table),
--- or, on PostgreSQL and SQLite, when another table holds the name of one of
--- its indexes (index names are per schema there: the table %[1]s_type holds
+-- Up creates what is missing (IF NOT EXISTS) and leaves an existing version 2
+-- table as it is. Its first statements fail the migration, creating nothing,
+-- when a table %[1]s exists that is not a version 2 jobqueue table (version
+-- 1, partly migrated, or not a jobqueue table at all), when the name of a
+-- side table (%[1]s_unique, %[1]s_leader, ...) is held by something that is
+-- not that side table (a table of yours, another queue's jobs table), or, on
+-- PostgreSQL and SQLite, when another table holds the name of one of its
+-- indexes (index names are per schema there: the table %[1]s_type holds
 -- idx_%[1]s_type_status_scheduled): rename that object or choose another
--- table name. It does NOT check that an
--- existing %[1]s is a jobqueue table (the queue refuses one that is not), nor
--- that %[1]s_unique holds no key rows left by a table %[1]s dropped by hand
--- (they would name the new table's jobs; 'jobqueue install' refuses them and
--- 'jobqueue uninstall --table %[1]s' drops such leftovers).
+-- table name. It does NOT check that %[1]s_unique holds no key rows left by
+-- a table %[1]s dropped by hand (they would name the new table's jobs;
+-- 'jobqueue install' refuses them and 'jobqueue uninstall --table %[1]s'
+-- drops such leftovers).
 --
--- Up does NOT convert a version 1 table (retry_count, locked_at): that
--- conversion depends on the data (and on MySQL resumes where it stopped), so
--- it stays a Go migration. Stop everything that uses the table, back it up,
+-- Up does NOT convert a version 1 table (retry_count, locked_at), it fails:
+-- that conversion depends on the data (and on MySQL resumes where it
+-- stopped), so it stays a Go migration. Stop everything that uses the table, back it up,
 -- then run it once, either with the command line:
 --   jobqueue migrate --db URL --table %[1]s --max-attempts N --base-delay SECS --max-delay SECS
 -- or from a goose binary of your own that adds jobqueue's Go migration:
