@@ -2,7 +2,8 @@
 //
 // Install creates the version 2 table of the chosen name (SPEC section 2)
 // when it is missing, creates any of its four indexes that are missing and
-// rebuilds any whose columns differ; it is idempotent and meant to run on
+// rebuilds any whose columns differ (or that is not a plain, valid B-tree
+// index); it is idempotent and meant to run on
 // every deploy. It refuses a version 1 or half-migrated table with an error
 // wrapping ErrOutdatedTable: Migrate converts such a table once.
 //

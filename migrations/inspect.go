@@ -56,19 +56,29 @@ type indexInfo struct {
 	Primary bool
 	// Partial is true for an index with a WHERE clause (PostgreSQL, SQLite).
 	Partial bool
+	// Method is the index's access method in lower case: PostgreSQL's
+	// ("btree", "hash", "brin", …), MySQL's INDEX_TYPE ("btree",
+	// "fulltext", …); "btree" on SQLite, which has no other.
+	Method string
+	// Invalid is true for a PostgreSQL index that is not valid or not
+	// ready (left by a CREATE INDEX CONCURRENTLY that failed): the planner
+	// never uses it.
+	Invalid bool
 }
 
-// sameAs reports whether the index is a plain, non-unique index on exactly
-// cols, which is how all four of ours are defined.
+// sameAs reports whether the index is a plain, valid, non-unique B-tree
+// index on exactly cols (with the columns' own collation and operator
+// class), which is how all four of ours are defined.
 func (ix indexInfo) sameAs(cols []string) bool {
-	return !ix.Unique && !ix.Primary && !ix.Partial && slices.Equal(ix.Columns, cols)
+	return !ix.Unique && !ix.Primary && !ix.Partial && ix.Method == "btree" && !ix.Invalid && slices.Equal(ix.Columns, cols)
 }
 
 // indexKey is the key of index name in the map indexes returns: the name,
-// in lower case on SQLite, whose names ignore case (the catalog keeps
-// idx_Jobs_… where the table was installed as Jobs; t may be jobs).
+// in lower case on SQLite and MySQL, whose index names ignore case (the
+// catalog keeps idx_Jobs_… where the table was installed as Jobs, t may be
+// jobs; on MySQL an index IDX_LEASE_UNTIL holds the name idx_lease_until).
 func indexKey(t engine.Table, name string) string {
-	if t.Kind == engine.SQLite {
+	if t.Kind == engine.SQLite || t.Kind == engine.MySQL {
 		return strings.ToLower(name)
 	}
 	return name
@@ -76,7 +86,11 @@ func indexKey(t engine.Table, name string) string {
 
 // indexes reads the indexes of t from the catalog, keyed by indexKey: pg_index
 // on PostgreSQL (current schema), information_schema.STATISTICS on MySQL
-// (current database), pragma index_list and index_xinfo on SQLite. The
+// (current database), pragma index_list and index_xinfo on SQLite. A
+// column indexed with another collation than its own (PostgreSQL; on
+// SQLite, where our columns declare none, another than BINARY) or a
+// PostgreSQL operator class that is not its type's default reads
+// "col COLLATE name" or "col opclass", so that it is not the column. The
 // primary key is included where the engine keeps an index for it
 // (PostgreSQL "<table>_pkey", MySQL "PRIMARY"; SQLite's INTEGER PRIMARY KEY
 // has none).
@@ -85,12 +99,18 @@ func indexes(ctx context.Context, q queryer, t engine.Table) (map[string]indexIn
 	switch t.Kind {
 	case engine.Postgres:
 		query = `SELECT i.relname, ix.indisunique, ix.indisprimary, ix.indpred IS NOT NULL,
+       am.amname, NOT (ix.indisvalid AND ix.indisready),
        COALESCE(a.attname::text, '(' || pg_get_indexdef(ix.indexrelid, k.ord::int, true) || ')')
+         || CASE WHEN a.attname IS NOT NULL AND ix.indcollation[(k.ord - 1)::int] <> a.attcollation
+                 THEN ' COLLATE ' || COALESCE((SELECT collname FROM pg_collation WHERE oid = ix.indcollation[(k.ord - 1)::int]), '?') ELSE '' END
+         || CASE WHEN a.attname IS NOT NULL AND NOT EXISTS (SELECT 1 FROM pg_opclass oc WHERE oc.oid = ix.indclass[(k.ord - 1)::int] AND oc.opcdefault)
+                 THEN ' ' || COALESCE((SELECT opcname FROM pg_opclass WHERE oid = ix.indclass[(k.ord - 1)::int]), '?') ELSE '' END
          || CASE WHEN ix.indoption[(k.ord - 1)::int] & 1 = 1 THEN ' DESC' ELSE '' END
 FROM pg_class c
 JOIN pg_namespace n ON n.oid = c.relnamespace
 JOIN pg_index ix ON ix.indrelid = c.oid
 JOIN pg_class i ON i.oid = ix.indexrelid
+JOIN pg_am am ON am.oid = i.relam
 CROSS JOIN LATERAL unnest(ix.indkey::int2[]) WITH ORDINALITY AS k(attnum, ord)
 LEFT JOIN pg_attribute a ON a.attrelid = c.oid AND a.attnum = k.attnum AND k.attnum > 0
 WHERE n.nspname = current_schema() AND c.relname = $1 AND k.ord <= ix.indnkeyatts
@@ -98,7 +118,7 @@ ORDER BY i.relname, k.ord`
 	case engine.MySQL:
 		// MariaDB has no EXPRESSION column, MySQL 8 has no way to tell a
 		// functional part other than a NULL COLUMN_NAME: "(expression)".
-		query = "SELECT INDEX_NAME, NON_UNIQUE = 0, INDEX_NAME = 'PRIMARY', FALSE," +
+		query = "SELECT INDEX_NAME, NON_UNIQUE = 0, INDEX_NAME = 'PRIMARY', FALSE, LOWER(INDEX_TYPE), FALSE," +
 			" CONCAT(COALESCE(COLUMN_NAME, '(expression)')," +
 			"  CASE WHEN SUB_PART IS NULL THEN '' ELSE CONCAT('(', SUB_PART, ')') END," +
 			"  CASE WHEN COLLATION = 'D' THEN ' DESC' ELSE '' END)" +
@@ -106,8 +126,10 @@ ORDER BY i.relname, k.ord`
 			" WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = ?" +
 			" ORDER BY INDEX_NAME, SEQ_IN_INDEX"
 	case engine.SQLite:
-		query = `SELECT il.name, il."unique", il.origin = 'pk', il.partial,
-       COALESCE(ii.name, '(expression)') || CASE WHEN ii."desc" THEN ' DESC' ELSE '' END
+		query = `SELECT il.name, il."unique", il.origin = 'pk', il.partial, 'btree', FALSE,
+       COALESCE(ii.name, '(expression)')
+         || CASE WHEN ii.name IS NOT NULL AND upper(ii.coll) <> 'BINARY' THEN ' COLLATE ' || ii.coll ELSE '' END
+         || CASE WHEN ii."desc" THEN ' DESC' ELSE '' END
 FROM pragma_index_list(?) AS il
 JOIN pragma_index_xinfo(il.name) AS ii
 WHERE ii.key
@@ -122,13 +144,13 @@ ORDER BY il.name, ii.seqno`
 	defer rows.Close()
 	idx := map[string]indexInfo{}
 	for rows.Next() {
-		var name, col string
-		var unique, primary, partial bool
-		if err := rows.Scan(&name, &unique, &primary, &partial, &col); err != nil {
+		var name, method, col string
+		var unique, primary, partial, invalid bool
+		if err := rows.Scan(&name, &unique, &primary, &partial, &method, &invalid, &col); err != nil {
 			return nil, fmt.Errorf("read the indexes of table %s: %w", t.Name, err)
 		}
 		ix := idx[indexKey(t, name)]
-		ix.Name, ix.Unique, ix.Primary, ix.Partial = name, unique, primary, partial
+		ix.Name, ix.Unique, ix.Primary, ix.Partial, ix.Method, ix.Invalid = name, unique, primary, partial, method, invalid
 		ix.Columns = append(ix.Columns, col)
 		idx[indexKey(t, name)] = ix
 	}

@@ -24,7 +24,10 @@ type execQueryer interface {
 // its four indexes (SPEC section 2) and its side tables (SPEC section 8,
 // named <table>_<suffix>): it creates the table when it is missing, creates
 // any of the four indexes that is missing and rebuilds any of them whose
-// columns differ from the definition, and creates missing side tables
+// columns differ from the definition (or that is not the plain, valid
+// B-tree index the definition is: another access method, collation or
+// operator class, unique, partial, or left invalid by a failed CREATE
+// INDEX CONCURRENTLY on PostgreSQL), and creates missing side tables
 // (CREATE … IF NOT EXISTS). Columns and indexes a user added are left
 // alone. A side table's name held by another table (one without exactly
 // the side table's columns, another queue's jobs table say) is refused
@@ -318,7 +321,8 @@ func lockTable(ctx context.Context, ex execQueryer, t engine.Table) (func() erro
 
 // ensureIndexes makes the four indexes of t match SPEC section 2: it
 // creates the missing ones and rebuilds (drop and create) any of ours whose
-// columns differ, leaving other indexes alone, then reads the catalog again
+// columns differ or that is not a plain valid B-tree (indexInfo.sameAs),
+// leaving other indexes alone, then reads the catalog again
 // and fails if one is still not right (for example because another table
 // owns an index of that name on PostgreSQL or SQLite, where index names are
 // per schema). It does not look at the table's columns, so a migration can

@@ -1,0 +1,99 @@
+package migrations
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/jobqueue/jobqueue/internal/ddl"
+	"github.com/jobqueue/jobqueue/internal/engine"
+	"github.com/jobqueue/jobqueue/internal/testdb"
+)
+
+// TestInstallRebuildsIndexesNotLikeOurs: Install rebuilds an index of ours
+// that has the right name but is not the plain B-tree on our columns that
+// the queries need, as it rebuilds one on other columns: one with a column
+// left out; on PostgreSQL one of another access method (hash), one left
+// invalid by a failed CREATE INDEX CONCURRENTLY, one with another collation
+// or operator class; on MySQL, whose index names ignore case, an index
+// IDX_LEASE_UNTIL on other columns; on SQLite one with COLLATE NOCASE.
+// Install kept all of these but the first (MySQL's it refused, "is the name
+// taken by another table's index?").
+func TestInstallRebuildsIndexesNotLikeOurs(t *testing.T) {
+	t.Parallel()
+	// replace drops our index suffix of tb and creates create (see
+	// fillIndexSQL) in its place.
+	replace := func(suffix, create string) func(engine.Table) []string {
+		return func(tb engine.Table) []string {
+			ix := tb.IndexName(suffix)
+			return []string{dropIndexSQL(tb, ix), fillIndexSQL(tb, create, ix)}
+		}
+	}
+	cases := []struct {
+		name  string
+		kind  engine.Kind // "" for every engine
+		setup func(engine.Table) []string
+	}{
+		{"a column left out", "", replace("status_scheduled", "CREATE INDEX %s ON %t (status, scheduled_at)")},
+		{"hash", engine.Postgres, replace("lease_until", "CREATE INDEX %s ON %t USING hash (lease_until)")},
+		{"brin", engine.Postgres, replace("status_expires", "CREATE INDEX %s ON %t USING brin (status, expires_at)")},
+		{"invalid", engine.Postgres, func(tb engine.Table) []string {
+			// What a CREATE INDEX CONCURRENTLY that failed leaves.
+			return []string{`UPDATE pg_index SET indisvalid = false WHERE indexrelid = to_regclass('"` + tb.IndexName("status_expires") + `"')`}
+		}},
+		{"another collation", engine.Postgres, replace("type_status_scheduled", `CREATE INDEX %s ON %t (type COLLATE "C", status, scheduled_at, id)`)},
+		{"another operator class", engine.Postgres, replace("status_scheduled", "CREATE INDEX %s ON %t (status varchar_pattern_ops, scheduled_at, id)")},
+		{"name in upper case on other columns", engine.MySQL, func(tb engine.Table) []string {
+			return []string{dropIndexSQL(tb, "idx_lease_until"), "CREATE INDEX `IDX_LEASE_UNTIL` ON " + tb.Quoted() + " (created_at)"}
+		}},
+		{"nocase", engine.SQLite, replace("status_scheduled", "CREATE INDEX %s ON %t (status COLLATE NOCASE, scheduled_at, id)")},
+	}
+	testdb.ForEachEngine(t, func(t *testing.T, e *testdb.Env) {
+		for _, c := range cases {
+			if c.kind != "" && c.kind != e.Kind {
+				continue
+			}
+			t.Run(c.name, func(t *testing.T) {
+				t.Parallel()
+				ctx := context.Background()
+				name := e.Table(t)
+				tb := tableOf(t, e.Kind, name)
+				if err := Install(ctx, e.DB, name); err != nil {
+					t.Fatal(err)
+				}
+				mustExec(t, e.DB, v2Row(tb))
+				rows := dumpRows(t, e.DB, tb)
+				mustExec(t, e.DB, c.setup(tb)...)
+
+				if err := Install(ctx, e.DB, name); err != nil {
+					t.Fatalf("Install: %v", err)
+				}
+				if diff := cmp.Diff(wantIndexes(e.Kind, name), testIndexes(t, e.DB, tb)); diff != "" {
+					t.Errorf("indexes (-want +got):\n%s", diff)
+				}
+				switch e.Kind {
+				case engine.Postgres:
+					if bad := testdb.Strings(t, e.DB, `SELECT i.relname FROM pg_index ix JOIN pg_class i ON i.oid = ix.indexrelid
+WHERE ix.indrelid = to_regclass(quote_ident($1)) AND NOT (ix.indisvalid AND ix.indisready)`, tb.Name); len(bad) != 0 {
+						t.Errorf("indexes still invalid: %v", bad)
+					}
+				case engine.SQLite:
+					if bad := testdb.Strings(t, e.DB, `SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = ? AND sql LIKE '%COLLATE%'`, tb.Name); len(bad) != 0 {
+						t.Errorf("indexes still with a collation: %v", bad)
+					}
+				}
+				if diff := cmp.Diff(rows, dumpRows(t, e.DB, tb)); diff != "" {
+					t.Errorf("rows changed (-before +after):\n%s", diff)
+				}
+			})
+		}
+	})
+}
+
+// fillIndexSQL is create with %s replaced by the quoted index name ix and
+// %t by the quoted table tb.
+func fillIndexSQL(tb engine.Table, create, ix string) string {
+	return strings.NewReplacer("%s", ddl.QuoteIdent(tb.Kind, ix), "%t", tb.Quoted()).Replace(create)
+}
