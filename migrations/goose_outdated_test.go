@@ -40,7 +40,7 @@ func gooseProviderFor(t *testing.T, e *testdb.Env, name string) *goose.Provider 
 // TestGooseUpRefusesTableNotVersion2: the goose file's Up, run by goose's
 // own SQL runner, refuses a table of its name that is not a version 2
 // jobqueue table, as Install does: a version 1 table, one whose migration
-// was interrupted, another program's. It fails with a message naming
+// was interrupted, another program's, a view. It fails with a message naming
 // jobqueue migrate, leaves the table as it was and creates no side table.
 // It went through on MySQL, recorded as applied over a version 1 table
 // (CREATE TABLE IF NOT EXISTS left it as it was), and failed elsewhere
@@ -58,7 +58,9 @@ func TestGooseUpRefusesTableNotVersion2(t *testing.T) {
 		kinds []engine.Kind
 		v2    bool // start from an installed table (else version 1)
 		more  func(engine.Table) []string
-		ok    bool
+		// view, when set, replaces the table by a view after more.
+		view func(t *testing.T, e *testdb.Env, tb engine.Table)
+		ok   bool
 	}{
 		{name: "version 1", kinds: testdb.Kinds()},
 		{name: "version 1 plus some v2 columns", kinds: testdb.Kinds(), more: addColumn("attempts INTEGER NOT NULL DEFAULT 0")},
@@ -73,6 +75,9 @@ func TestGooseUpRefusesTableNotVersion2(t *testing.T) {
 		{name: "another program's table", kinds: testdb.Kinds(), more: func(tb engine.Table) []string {
 			return []string{"DROP TABLE " + tb.Quoted(), "CREATE TABLE " + tb.Quoted() + " (id INTEGER PRIMARY KEY, status VARCHAR(20), note TEXT)"}
 		}},
+		// Install refuses a view (ErrViewName); CREATE TABLE IF NOT EXISTS
+		// skipped it, and on MySQL the migration went through.
+		{name: "a view of a version 2 table", kinds: testdb.Kinds(), view: viewOfInstalled},
 		{name: "version 2 with a column of the user's", kinds: testdb.Kinds(), v2: true, more: addColumn("tenant VARCHAR(32)"), ok: true},
 	}
 	testdb.ForEachEngine(t, func(t *testing.T, e *testdb.Env) {
@@ -99,7 +104,13 @@ func TestGooseUpRefusesTableNotVersion2(t *testing.T) {
 				if c.more != nil {
 					mustExec(t, e.DB, c.more(tb)...)
 				}
-				before := imageOf(t, e.DB, tb)
+				if c.view != nil {
+					c.view(t, e, tb)
+				}
+				var before tableImage
+				if c.view == nil {
+					before = imageOf(t, e.DB, tb)
+				}
 				p := gooseProviderFor(t, e, name)
 
 				_, err := p.Up(ctx)
@@ -115,7 +126,11 @@ func TestGooseUpRefusesTableNotVersion2(t *testing.T) {
 				if msg := tableNotV2Message(tb); !strings.Contains(err.Error(), msg) {
 					t.Errorf("goose up: %v\nwant it to say %q", err, msg)
 				}
-				before.checkSame(t, e.DB, tb, "the refused goose up")
+				if c.view == nil {
+					before.checkSame(t, e.DB, tb, "the refused goose up")
+				} else if kind, err := relationKind(ctx, e.DB, tb); err != nil || kind != "view" {
+					t.Errorf("after the refused goose up, %s is %q (%v); want the view", tb.Name, kind, err)
+				}
 				for _, st := range ddl.SideTables() {
 					side := ddl.Side(tb, st.Suffix)
 					if kind, err := relationKind(ctx, e.DB, side); err != nil || kind != "" {
@@ -128,4 +143,16 @@ func TestGooseUpRefusesTableNotVersion2(t *testing.T) {
 			})
 		}
 	})
+}
+
+// viewOfInstalled replaces the table tb by a view of the same name over
+// another, installed, table.
+func viewOfInstalled(t *testing.T, e *testdb.Env, tb engine.Table) {
+	t.Helper()
+	real := tableOf(t, e.Kind, e.Table(t))
+	if err := Install(context.Background(), e.DB, real.Name); err != nil {
+		t.Fatal(err)
+	}
+	mustExec(t, e.DB, "DROP TABLE "+tb.Quoted(), "CREATE VIEW "+tb.Quoted()+" AS SELECT * FROM "+real.Quoted())
+	t.Cleanup(func() { mustExec(t, e.DB, "DROP VIEW IF EXISTS "+tb.Quoted()) })
 }

@@ -67,7 +67,7 @@ $$`, cond, msg)}
 
 // tableNotV2Message is the error of a goose migration that found a table
 // named t that is not a version 2 jobqueue table: version 1, partly
-// migrated, or another program's. Up would leave it as it is (CREATE TABLE
+// migrated, another program's, or a view. Up would leave it as it is (CREATE TABLE
 // IF NOT EXISTS) and, on MySQL, go through and be recorded as applied, so
 // the check refuses it as Install does (ErrOutdatedTable, ErrForeignTable).
 // No quotes or commas, and at most 200 characters, as sideTakenMessage.
@@ -76,8 +76,9 @@ func tableNotV2Message(t engine.Table) string {
 }
 
 // tableNotV2SQL is a boolean SQL expression (on t's engine) that is true
-// when a table (or view) named t exists and schema.Classify would not call
-// it version 2: one of the version 2 columns is missing, retry_count or
+// when the name of t is held by something other than a table
+// (notTableSQL), or a table named t exists that schema.Classify would not
+// call version 2: one of the version 2 columns is missing, retry_count or
 // locked_at is there, or on MySQL the status ENUM lacks 'expired' or
 // created_at is not a DATETIME.
 func tableNotV2SQL(t engine.Table) string {
@@ -101,7 +102,24 @@ func tableNotV2SQL(t engine.Table) string {
              OR (SELECT COUNT(*) %s AND ((COLUMN_NAME = 'status' AND COLUMN_TYPE LIKE '%%''expired''%%')
                                         OR (COLUMN_NAME = 'created_at' AND COLUMN_TYPE = 'datetime'))) <> 2`, cols)
 	}
-	return cond + ")"
+	return "(" + cond + "))\n    OR " + notTableSQL(t)
+}
+
+// notTableSQL is a boolean SQL expression (on t's engine) that is true
+// when the name of t is held by something other than a table (a view, a
+// sequence, …), which Install refuses (ErrViewName) and CREATE TABLE IF
+// NOT EXISTS would skip.
+func notTableSQL(t engine.Table) string {
+	switch t.Kind {
+	case engine.Postgres:
+		return fmt.Sprintf(`EXISTS (SELECT 1 FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+        WHERE n.nspname = current_schema() AND c.relname = '%s' AND c.relkind NOT IN ('r', 'p'))`, t.Name)
+	case engine.MySQL:
+		return fmt.Sprintf(`EXISTS (SELECT 1 FROM information_schema.TABLES
+        WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = '%s' AND TABLE_TYPE <> 'BASE TABLE')`, t.Name)
+	default:
+		return fmt.Sprintf(`EXISTS (SELECT 1 FROM sqlite_master WHERE name = '%s' COLLATE NOCASE AND type <> 'table')`, t.Name)
+	}
 }
 
 // indexTakenMessage is the error of a goose migration that found the

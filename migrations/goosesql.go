@@ -117,7 +117,7 @@ func gooseHeader(t engine.Table) string {
 -- Up creates what is missing (IF NOT EXISTS) and leaves an existing version 2
 -- table as it is. Its first statements fail the migration, creating nothing,
 -- when a table %[1]s exists that is not a version 2 jobqueue table (version
--- 1, partly migrated, or not a jobqueue table at all), when the name of a
+-- 1, partly migrated, not a jobqueue table at all, or a view), when the name of a
 -- side table (%[1]s_unique, %[1]s_leader, ...) is held by something that is
 -- not that side table (a table of yours, another queue's jobs table), or, on
 -- PostgreSQL and SQLite, when another table holds the name of one of its
