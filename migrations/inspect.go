@@ -2,10 +2,12 @@ package migrations
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"slices"
 	"strings"
 
+	"github.com/jobqueue/jobqueue/internal/ddl"
 	"github.com/jobqueue/jobqueue/internal/engine"
 	"github.com/jobqueue/jobqueue/internal/schema"
 )
@@ -60,10 +62,16 @@ type indexInfo struct {
 	// ("btree", "hash", "brin", …), MySQL's INDEX_TYPE ("btree",
 	// "fulltext", …); "btree" on SQLite, which has no other.
 	Method string
-	// Invalid is true for a PostgreSQL index that is not valid or not
-	// ready (left by a CREATE INDEX CONCURRENTLY that failed): the planner
-	// never uses it.
+	// Invalid is true for an index the planner never uses: on PostgreSQL
+	// one that is not valid or not ready (left by a CREATE INDEX
+	// CONCURRENTLY that failed), on MySQL an invisible one (MariaDB:
+	// ignored).
 	Invalid bool
+	// Unhide, for a MySQL index the optimizer does not use (Invalid), is
+	// the ALTER TABLE clause that makes it used again: ALTER INDEX …
+	// VISIBLE on MySQL 8, NOT IGNORED on MariaDB (which keeps the flag
+	// through a DROP INDEX and ADD INDEX of the same name in one ALTER).
+	Unhide string
 }
 
 // sameAs reports whether the index is a plain, valid, non-unique B-tree
@@ -157,7 +165,63 @@ ORDER BY il.name, ii.seqno`
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("read the indexes of table %s: %w", t.Name, err)
 	}
+	if t.Kind == engine.MySQL {
+		if err := markHiddenMySQLIndexes(ctx, q, t, idx); err != nil {
+			return nil, err
+		}
+	}
 	return idx, nil
+}
+
+// markHiddenMySQLIndexes sets Invalid on the indexes in idx (of the MySQL
+// table t) that the optimizer does not use: SHOW INDEX's Visible = NO on
+// MySQL 8, Ignored = YES on MariaDB (information_schema.STATISTICS names
+// the column differently on each, SHOW INDEX too, so the columns are found
+// by name).
+func markHiddenMySQLIndexes(ctx context.Context, q queryer, t engine.Table, idx map[string]indexInfo) error {
+	rows, err := q.QueryContext(ctx, "SHOW INDEX FROM "+t.Quoted())
+	if err != nil {
+		return fmt.Errorf("read the indexes of table %s: %w", t.Name, err)
+	}
+	defer rows.Close()
+	names, err := rows.Columns()
+	if err != nil {
+		return fmt.Errorf("read the indexes of table %s: %w", t.Name, err)
+	}
+	vals := make([]sql.NullString, len(names))
+	ptrs := make([]any, len(names))
+	for i := range vals {
+		ptrs[i] = &vals[i]
+	}
+	for rows.Next() {
+		if err := rows.Scan(ptrs...); err != nil {
+			return fmt.Errorf("read the indexes of table %s: %w", t.Name, err)
+		}
+		var key, unhide string
+		for i, n := range names {
+			switch v := vals[i].String; strings.ToLower(n) {
+			case "key_name":
+				key = v
+			case "visible":
+				if strings.EqualFold(v, "NO") {
+					unhide = " VISIBLE"
+				}
+			case "ignored":
+				if strings.EqualFold(v, "YES") {
+					unhide = " NOT IGNORED"
+				}
+			}
+		}
+		if ix, ok := idx[indexKey(t, key)]; ok && unhide != "" {
+			ix.Invalid = true
+			ix.Unhide = "ALTER INDEX " + ddl.QuoteIdent(t.Kind, ix.Name) + unhide
+			idx[indexKey(t, key)] = ix
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("read the indexes of table %s: %w", t.Name, err)
+	}
+	return nil
 }
 
 // queryOne runs query on q and scans its first row into dest; found is

@@ -26,8 +26,9 @@ type execQueryer interface {
 // any of the four indexes that is missing and rebuilds any of them whose
 // columns differ from the definition (or that is not the plain, valid
 // B-tree index the definition is: another access method, collation or
-// operator class, unique, partial, or left invalid by a failed CREATE
-// INDEX CONCURRENTLY on PostgreSQL), and creates missing side tables
+// operator class, unique, partial, left invalid by a failed CREATE INDEX
+// CONCURRENTLY on PostgreSQL; an index made invisible on MySQL, or ignored
+// on MariaDB, is made visible again), and creates missing side tables
 // (CREATE … IF NOT EXISTS). Columns and indexes a user added are left
 // alone. A side table's name held by another table (one without exactly
 // the side table's columns, another queue's jobs table say) is refused
@@ -339,9 +340,20 @@ func ensureIndexes(ctx context.Context, ex execQueryer, t engine.Table) error {
 			continue
 		}
 		var stmts []string
+		shown := cur
+		shown.Invalid = false
 		switch {
 		case !ok:
 			stmts = []string{ddl.CreateIndex(t, ix)}
+		case cur.Unhide != "" && shown.sameAs(ix.Columns):
+			// Right but hidden from the optimizer (MySQL): show it.
+			stmts = []string{"ALTER TABLE " + t.Quoted() + " " + cur.Unhide}
+		case cur.Unhide != "":
+			// Wrong and hidden: rebuild it, then make sure the new one
+			// is not hidden too (MariaDB may keep the flag).
+			stmts = []string{"ALTER TABLE " + t.Quoted() + " DROP INDEX " + ddl.QuoteIdent(t.Kind, name) +
+				", ADD INDEX " + ddl.QuoteIdent(t.Kind, name) + " (" + strings.Join(ix.Columns, ", ") + ")",
+				"ALTER TABLE " + t.Quoted() + " " + cur.Unhide}
 		case t.Kind == engine.MySQL:
 			// One statement, so the table is never without the index.
 			stmts = []string{"ALTER TABLE " + t.Quoted() + " DROP INDEX " + ddl.QuoteIdent(t.Kind, name) +

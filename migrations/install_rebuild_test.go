@@ -2,6 +2,7 @@ package migrations
 
 import (
 	"context"
+	"database/sql"
 	"strings"
 	"testing"
 
@@ -18,9 +19,10 @@ import (
 // left out; on PostgreSQL one of another access method (hash), one left
 // invalid by a failed CREATE INDEX CONCURRENTLY, one with another collation
 // or operator class; on MySQL, whose index names ignore case, an index
-// IDX_LEASE_UNTIL on other columns; on SQLite one with COLLATE NOCASE.
-// Install kept all of these but the first (MySQL's it refused, "is the name
-// taken by another table's index?").
+// IDX_LEASE_UNTIL on other columns, and one made invisible (MariaDB:
+// ignored); on SQLite one with COLLATE NOCASE. Install kept all of these
+// but the first (MySQL's IDX_LEASE_UNTIL it refused, "is the name taken by
+// another table's index?").
 func TestInstallRebuildsIndexesNotLikeOurs(t *testing.T) {
 	t.Parallel()
 	// replace drops our index suffix of tb and creates create (see
@@ -48,6 +50,15 @@ func TestInstallRebuildsIndexesNotLikeOurs(t *testing.T) {
 		{"name in upper case on other columns", engine.MySQL, func(tb engine.Table) []string {
 			return []string{dropIndexSQL(tb, "idx_lease_until"), "CREATE INDEX `IDX_LEASE_UNTIL` ON " + tb.Quoted() + " (created_at)"}
 		}},
+		// Not used by the optimizer: MySQL's INVISIBLE, MariaDB's IGNORED
+		// (setup picks the server's spelling).
+		{"invisible", engine.MySQL, func(tb engine.Table) []string {
+			return []string{"ALTER TABLE " + tb.Quoted() + " ALTER INDEX `idx_status_expires` INVISIBLE"}
+		}},
+		{"invisible on other columns", engine.MySQL, func(tb engine.Table) []string {
+			return []string{dropIndexSQL(tb, "idx_lease_until"), "CREATE INDEX `idx_lease_until` ON " + tb.Quoted() + " (created_at)",
+				"ALTER TABLE " + tb.Quoted() + " ALTER INDEX `idx_lease_until` INVISIBLE"}
+		}},
 		{"nocase", engine.SQLite, replace("status_scheduled", "CREATE INDEX %s ON %t (status COLLATE NOCASE, scheduled_at, id)")},
 	}
 	testdb.ForEachEngine(t, func(t *testing.T, e *testdb.Env) {
@@ -65,7 +76,13 @@ func TestInstallRebuildsIndexesNotLikeOurs(t *testing.T) {
 				}
 				mustExec(t, e.DB, v2Row(tb))
 				rows := dumpRows(t, e.DB, tb)
-				mustExec(t, e.DB, c.setup(tb)...)
+				setup := c.setup(tb)
+				if e.Kind == engine.MySQL && isMariaDB(t, e.DB) {
+					for i, q := range setup {
+						setup[i] = strings.Replace(q, " INVISIBLE", " IGNORED", 1)
+					}
+				}
+				mustExec(t, e.DB, setup...)
 
 				if err := Install(ctx, e.DB, name); err != nil {
 					t.Fatalf("Install: %v", err)
@@ -78,6 +95,10 @@ func TestInstallRebuildsIndexesNotLikeOurs(t *testing.T) {
 					if bad := testdb.Strings(t, e.DB, `SELECT i.relname FROM pg_index ix JOIN pg_class i ON i.oid = ix.indexrelid
 WHERE ix.indrelid = to_regclass(quote_ident($1)) AND NOT (ix.indisvalid AND ix.indisready)`, tb.Name); len(bad) != 0 {
 						t.Errorf("indexes still invalid: %v", bad)
+					}
+				case engine.MySQL:
+					if hidden := mysqlHiddenIndexNames(t, e, tb); len(hidden) != 0 {
+						t.Errorf("indexes still invisible (ignored): %v", hidden)
 					}
 				case engine.SQLite:
 					if bad := testdb.Strings(t, e.DB, `SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = ? AND sql LIKE '%COLLATE%'`, tb.Name); len(bad) != 0 {
@@ -96,4 +117,41 @@ WHERE ix.indrelid = to_regclass(quote_ident($1)) AND NOT (ix.indisvalid AND ix.i
 // %t by the quoted table tb.
 func fillIndexSQL(tb engine.Table, create, ix string) string {
 	return strings.NewReplacer("%s", ddl.QuoteIdent(tb.Kind, ix), "%t", tb.Quoted()).Replace(create)
+}
+
+// mysqlHiddenIndexNames are the indexes of tb that SHOW INDEX says the
+// optimizer does not use: Visible = NO (MySQL 8) or Ignored = YES (MariaDB).
+func mysqlHiddenIndexNames(t *testing.T, e *testdb.Env, tb engine.Table) []string {
+	t.Helper()
+	rows, err := e.DB.QueryContext(context.Background(), "SHOW INDEX FROM "+tb.Quoted())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	names, err := rows.Columns()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var hidden []string
+	for rows.Next() {
+		vals := make([]sql.NullString, len(names))
+		ptrs := make([]any, len(names))
+		for i := range vals {
+			ptrs[i] = &vals[i]
+		}
+		if err := rows.Scan(ptrs...); err != nil {
+			t.Fatal(err)
+		}
+		row := map[string]string{}
+		for i, n := range names {
+			row[strings.ToLower(n)] = vals[i].String
+		}
+		if strings.EqualFold(row["visible"], "NO") || strings.EqualFold(row["ignored"], "YES") {
+			hidden = append(hidden, row["key_name"])
+		}
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return hidden
 }
