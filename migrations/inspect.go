@@ -77,8 +77,12 @@ type indexInfo struct {
 // sameAs reports whether the index is a plain, valid, non-unique B-tree
 // index on exactly cols (with the columns' own collation and operator
 // class), which is how all four of ours are defined.
-func (ix indexInfo) sameAs(cols []string) bool {
-	return !ix.Unique && !ix.Primary && !ix.Partial && ix.Method == "btree" && !ix.Invalid && slices.Equal(ix.Columns, cols)
+func (ix indexInfo) sameAs(cols []string) bool { return ix.matches(cols, false) }
+
+// matches reports whether the index is a plain, valid B-tree index on
+// exactly cols, unique when unique is (and not the primary key).
+func (ix indexInfo) matches(cols []string, unique bool) bool {
+	return ix.Unique == unique && !ix.Primary && !ix.Partial && ix.Method == "btree" && !ix.Invalid && slices.Equal(ix.Columns, cols)
 }
 
 // indexKey is the key of index name in the map indexes returns: the name,

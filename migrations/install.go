@@ -206,14 +206,15 @@ func refuseView(ctx context.Context, q queryer, t engine.Table, st tableState) e
 
 // ensureSideTables creates the side tables of t (internal/ddl.SideTables)
 // that are missing; their statements are idempotent, so it runs them all
-// on every install.
+// on every install. Then it makes their declared indexes right
+// (ensureSideIndexes).
 func ensureSideTables(ctx context.Context, ex execQueryer, t engine.Table) error {
 	for _, o := range ddl.SideObjects(t) {
 		if _, err := ex.ExecContext(ctx, o.Create); err != nil {
 			return fmt.Errorf("create %s %s of table %s: %w", o.Kind, o.Name, t.Name, err)
 		}
 	}
-	return nil
+	return ensureSideIndexes(ctx, ex, t)
 }
 
 // refuseLeftoverRows returns an error wrapping ErrSideNameTaken when the

@@ -32,6 +32,10 @@
 //     on every deploy, inside its per-table lock;
 //   - on MySQL put indexes inside the CREATE TABLE (MySQL 8.0 has no
 //     CREATE INDEX IF NOT EXISTS) and end it with MySQLTableOptions;
+//   - declare each index in Indexes and build it with SideIndex.Create
+//     (PostgreSQL, SQLite) or SideIndex.Clause (inside MySQL's CREATE
+//     TABLE): Install recreates a declared index that is missing or not
+//     as declared, which CREATE … IF NOT EXISTS cannot;
 //   - name indexes with IndexName(side, suffix), so that they stay within
 //     PostgreSQL's 63 bytes;
 //   - the suffix has at most MaxSideSuffix (7) characters: with the longest

@@ -178,3 +178,30 @@ func TestSideObjectsDeclareTheirColumns(t *testing.T) {
 		})
 	}
 }
+
+// TestSideIndexesInCreate: every index a side table declares (which
+// Install repairs) is built by its Create statements on every engine, with
+// SideIndex.Create or, on MySQL, SideIndex.Clause.
+func TestSideIndexesInCreate(t *testing.T) {
+	for _, k := range engine.Kinds() {
+		t.Run(string(k), func(t *testing.T) {
+			tb, err := engine.ParseTable(k, "jobs")
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, st := range SideTables() {
+				side := Side(tb, st.Suffix)
+				all := strings.Join(st.Create(side), "\n")
+				for _, ix := range st.Indexes {
+					want := ix.Create(side)
+					if k == engine.MySQL {
+						want = ix.Clause(side)
+					}
+					if !strings.Contains(all, want) {
+						t.Errorf("%s: index %s is not built as declared (%s):\n%s", side.Name, ix.Suffix, want, all)
+					}
+				}
+			}
+		})
+	}
+}

@@ -1,6 +1,10 @@
 package ddl
 
-import "github.com/jobqueue/jobqueue/internal/engine"
+import (
+	"strings"
+
+	"github.com/jobqueue/jobqueue/internal/engine"
+)
 
 // SideTable is a table that holds state beside a jobs table (SPEC section
 // 8), named <jobs table>_<Suffix>. See the package doc for how to add one.
@@ -23,10 +27,47 @@ type SideTable struct {
 	// the jobs of a new table of that name (which restarts its ids), so
 	// Install refuses to create the jobs table beside them.
 	NamesJobs bool
+	// Indexes are the side table's indexes besides its primary key, which
+	// Create makes (with SideIndex.Create, or SideIndex.Clause inside the
+	// CREATE TABLE on MySQL). Install recreates one that is missing or not
+	// as declared: on MySQL, where the CREATE TABLE IF NOT EXISTS holds
+	// them, a dropped one would otherwise stay missing.
+	Indexes []SideIndex
 	// Views returns the views over the side table and the jobs table jobs
 	// (on jobs.Kind), each created after the side table's statements and
 	// dropped before it; nil when the engine needs none.
 	Views func(jobs engine.Table) []View
+}
+
+// SideIndex is an index of a side table, named IndexName(side, Suffix).
+type SideIndex struct {
+	// Suffix names the index (see IndexName).
+	Suffix string
+	// Columns are the indexed columns, in order.
+	Columns []string
+	// Unique is true for a unique index.
+	Unique bool
+}
+
+// Clause is the index as a clause of MySQL's CREATE TABLE or ALTER TABLE
+// … ADD: [UNIQUE] INDEX `name` (columns).
+func (ix SideIndex) Clause(side engine.Table) string {
+	return ix.kind() + "INDEX " + QuoteIdent(side.Kind, IndexName(side, ix.Suffix)) + " (" + strings.Join(ix.Columns, ", ") + ")"
+}
+
+// Create is the statement creating the index on the side table side on
+// PostgreSQL and SQLite: CREATE [UNIQUE] INDEX IF NOT EXISTS.
+func (ix SideIndex) Create(side engine.Table) string {
+	return "CREATE " + ix.kind() + "INDEX IF NOT EXISTS " + QuoteIdent(side.Kind, IndexName(side, ix.Suffix)) +
+		" ON " + side.Quoted() + " (" + strings.Join(ix.Columns, ", ") + ")"
+}
+
+// kind is "UNIQUE " for a unique index, "" otherwise.
+func (ix SideIndex) kind() string {
+	if ix.Unique {
+		return "UNIQUE "
+	}
+	return ""
 }
 
 // View is a view of a side table (with the triggers that make it
@@ -77,8 +118,8 @@ var uniqueTable = SideTable{
 	Suffix:    "unique",
 	Columns:   []string{"job_id", "unique_key", "live_key", "held_until"},
 	NamesJobs: true,
+	Indexes:   []SideIndex{uniqueLiveKey},
 	Create: func(side engine.Table) []string {
-		live := QuoteIdent(side.Kind, IndexName(side, "live_key"))
 		switch side.Kind {
 		case engine.Postgres:
 			return []string{
@@ -88,7 +129,7 @@ var uniqueTable = SideTable{
     live_key   VARCHAR(255) NULL,
     held_until TIMESTAMP    NOT NULL
 )`,
-				`CREATE UNIQUE INDEX IF NOT EXISTS ` + live + ` ON ` + side.Quoted() + ` (live_key)`,
+				uniqueLiveKey.Create(side),
 			}
 		case engine.MySQL:
 			return []string{"CREATE TABLE IF NOT EXISTS " + side.Quoted() + ` (
@@ -96,7 +137,7 @@ var uniqueTable = SideTable{
     unique_key VARCHAR(255)    NOT NULL,
     live_key   VARCHAR(255)    NULL,
     held_until DATETIME        NOT NULL,
-    UNIQUE INDEX ` + live + ` (live_key)
+    ` + uniqueLiveKey.Clause(side) + `
 ) ` + MySQLTableOptions}
 		default:
 			return []string{
@@ -106,7 +147,7 @@ var uniqueTable = SideTable{
     live_key   VARCHAR(255),
     held_until DATETIME     NOT NULL
 )`,
-				`CREATE UNIQUE INDEX IF NOT EXISTS ` + live + ` ON ` + side.Quoted() + ` (live_key)`,
+				uniqueLiveKey.Create(side),
 			}
 		}
 	},
@@ -117,6 +158,10 @@ var uniqueTable = SideTable{
 		return []View{keyedView(jobs)}
 	},
 }
+
+// uniqueLiveKey is the unique index on <table>_unique's live_key: the
+// constraint that lets one job hold a key at a time.
+var uniqueLiveKey = SideIndex{Suffix: "live_key", Columns: []string{"live_key"}, Unique: true}
 
 // keyedView is <table>_keyed on SQLite: inserting a row into it inserts
 // a pending job and its key row in one statement (its INSTEAD OF trigger),
