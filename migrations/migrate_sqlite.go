@@ -242,8 +242,12 @@ func (c *converter) sqliteExtraColumns(ctx context.Context, ex execQueryer) ([]c
 }
 
 // sqliteCreate creates the version 2 table under a temporary name, with the
-// user's extra columns at the end (their type, default and NOT NULL when it
-// has a default; other constraints on them are not carried over).
+// user's extra columns at the end, each with its whole definition as the
+// version 1 table's CREATE TABLE statement spells it (sqliteColumnDefs:
+// type, NOT NULL, DEFAULT, CHECK, COLLATE, UNIQUE, REFERENCES); a column
+// whose definition cannot be found there is added with its type, default
+// and NOT NULL when it has a default. Table constraints on them are not
+// carried over.
 func (c *converter) sqliteCreate(ctx context.Context, ex execQueryer) error {
 	tmp := c.sqliteTemp()
 	st, err := inspect(ctx, ex, tmp)
@@ -253,14 +257,28 @@ func (c *converter) sqliteCreate(ctx context.Context, ex execQueryer) error {
 	if st != tableMissing {
 		return fmt.Errorf("table %s exists; the migration rebuilds %s under that name: rename or drop it", tmp.Name, c.t.Name)
 	}
-	if _, err := ex.ExecContext(ctx, ddl.CreateTable(tmp, false)); err != nil {
-		return err
-	}
 	extra, err := c.sqliteExtraColumns(ctx, ex)
 	if err != nil {
 		return err
 	}
+	defs, err := sqliteColumnDefs(ctx, ex, c.t)
+	if err != nil {
+		return err
+	}
+	create := ddl.CreateTable(tmp, false)
+	var added []columnInfo // those without a definition in defs
 	for _, col := range extra {
+		def, ok := defs[strings.ToLower(col.Name)]
+		if !ok || !strings.HasSuffix(create, "\n)") {
+			added = append(added, col)
+			continue
+		}
+		create = strings.TrimSuffix(create, "\n)") + ",\n    " + def + "\n)"
+	}
+	if _, err := ex.ExecContext(ctx, create); err != nil {
+		return fmt.Errorf("create the version 2 table with your columns: %w", err)
+	}
+	for _, col := range added {
 		def := quoteSQLite(col.Name) + " " + col.Type
 		if col.Default != "" {
 			if !col.Nullable {
