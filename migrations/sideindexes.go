@@ -46,6 +46,27 @@ func ensureSideIndexes(ctx context.Context, ex execQueryer, t engine.Table) erro
 				}
 			}
 		}
+		if err := checkSideIndexes(ctx, ex, side, st.Indexes); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// checkSideIndexes reads the indexes of the side table side again and
+// fails when one of want is still not as declared: on PostgreSQL and
+// SQLite, where index names are per schema, an index of another table
+// holding its name makes CREATE INDEX IF NOT EXISTS do nothing.
+func checkSideIndexes(ctx context.Context, q queryer, side engine.Table, want []ddl.SideIndex) error {
+	have, err := indexes(ctx, q, side)
+	if err != nil {
+		return err
+	}
+	for _, ix := range want {
+		name := ddl.IndexName(side, ix.Suffix)
+		if cur, ok := have[indexKey(side, name)]; !ok || !cur.matches(ix.Columns, ix.Unique) {
+			return indexTakenError(ctx, q, side, name, ix.Columns, cur.Columns)
+		}
 	}
 	return nil
 }

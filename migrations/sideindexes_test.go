@@ -84,3 +84,32 @@ func TestInstallRepairsSideIndexes(t *testing.T) {
 		}
 	})
 }
+
+// TestInstallRefusesSideIndexNameOfAnotherTable: on PostgreSQL and SQLite,
+// where index names are per schema, an index of another table holding the
+// name of <table>_unique's unique index makes Install fail, naming that
+// table and creating nothing. Install went through, CREATE UNIQUE INDEX
+// IF NOT EXISTS doing nothing, and one job per key was not enforced.
+func TestInstallRefusesSideIndexNameOfAnotherTable(t *testing.T) {
+	t.Parallel()
+	testdb.ForEachEngine(t, func(t *testing.T, e *testdb.Env) {
+		if e.Kind == engine.MySQL {
+			return // index names are per table there
+		}
+		ctx := context.Background()
+		mine := tableOf(t, e.Kind, e.Table(t))
+		tb := tableOf(t, e.Kind, e.Table(t))
+		side := ddl.Side(tb, "unique")
+		mustExec(t, e.DB, "CREATE TABLE "+mine.Quoted()+" (x INT)",
+			"CREATE INDEX "+ddl.QuoteIdent(e.Kind, ddl.IndexName(side, "live_key"))+" ON "+mine.Quoted()+" (x)")
+		err := Install(ctx, e.DB, tb.Name)
+		if err == nil || !strings.Contains(err.Error(), "table "+mine.Name+" holds") || !strings.Contains(err.Error(), "drop or rename that index") {
+			t.Fatalf("Install = %v; want an error naming %s and saying to drop or rename that index", err, mine.Name)
+		}
+		for _, n := range []engine.Table{tb, side} {
+			if kind, err := relationKind(ctx, e.DB, n); err != nil || kind != "" {
+				t.Errorf("after the refused Install, %s is %q (%v); want nothing", n.Name, kind, err)
+			}
+		}
+	})
+}
