@@ -156,3 +156,36 @@ func viewOfInstalled(t *testing.T, e *testdb.Env, tb engine.Table) {
 	mustExec(t, e.DB, "DROP TABLE "+tb.Quoted(), "CREATE VIEW "+tb.Quoted()+" AS SELECT * FROM "+real.Quoted())
 	t.Cleanup(func() { mustExec(t, e.DB, "DROP VIEW IF EXISTS "+tb.Quoted()) })
 }
+
+// TestGooseUpRefusesTakenSideIndexName: on PostgreSQL and SQLite, where
+// index names are per schema, the goose file's Up fails, creating
+// nothing, when an index of another table holds the name of the unique
+// index of <table>_unique, as Install does; it went through, CREATE
+// UNIQUE INDEX IF NOT EXISTS doing nothing, and one job per key was not
+// enforced.
+func TestGooseUpRefusesTakenSideIndexName(t *testing.T) {
+	t.Parallel()
+	testdb.ForEachEngine(t, func(t *testing.T, e *testdb.Env) {
+		if e.Kind == engine.MySQL {
+			return // index names are per table there
+		}
+		ctx := context.Background()
+		mine := tableOf(t, e.Kind, e.Table(t))
+		name := e.Table(t)
+		tb := tableOf(t, e.Kind, name)
+		side := ddl.Side(tb, "unique")
+		index := ddl.IndexName(side, "live_key")
+		mustExec(t, e.DB, "CREATE TABLE "+mine.Quoted()+" (x INT)",
+			"CREATE INDEX "+ddl.QuoteIdent(e.Kind, index)+" ON "+mine.Quoted()+" (x)")
+		p := gooseProviderFor(t, e, name)
+		_, err := p.Up(ctx)
+		if want := "jobqueue: the index name " + index + " is held by another table"; err == nil || !strings.Contains(err.Error(), want) {
+			t.Fatalf("goose up = %v; want it to say %q", err, want)
+		}
+		for _, n := range []engine.Table{tb, side} {
+			if kind, err := relationKind(ctx, e.DB, n); err != nil || kind != "" {
+				t.Errorf("after the refused goose up, %s is %q (%v); want nothing", n.Name, kind, err)
+			}
+		}
+	})
+}

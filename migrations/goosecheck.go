@@ -39,6 +39,26 @@ func gooseSideChecks(t engine.Table, o ddl.Object) []string {
 	return nil
 }
 
+// gooseSideIndexChecks returns the statements that fail the goose
+// migration of the jobs table t, on PostgreSQL and SQLite, when an index of
+// another table holds the name of an index a side table declares
+// (ddl.SideTable.Indexes): CREATE INDEX IF NOT EXISTS would do nothing, and
+// Install refuses it (checkSideIndexes).
+func gooseSideIndexChecks(t engine.Table) []string {
+	if t.Kind == engine.MySQL {
+		return nil // index names are per table there
+	}
+	var out []string
+	for _, st := range ddl.SideTables() {
+		side := ddl.Side(t, st.Suffix)
+		for _, ix := range st.Indexes {
+			o := ddl.Object{Kind: ddl.JobsIndex, Table: side, Name: ddl.IndexName(side, ix.Suffix)}
+			out = append(out, gooseFailIf(t, o.Name, indexTakenSQL(side, o), indexTakenMessage(o))...)
+		}
+	}
+	return out
+}
+
 // gooseFailIf returns the statements that fail the goose migration of t
 // with msg when the SQL condition cond is true; name (checked, as cond's
 // names are) names SQLite's temporary check table.

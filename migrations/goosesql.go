@@ -65,6 +65,9 @@ func GooseSQL(engineName, table string) (string, error) {
 			}
 		}
 	}
+	for _, s := range gooseSideIndexChecks(t) {
+		writeGooseStatement(&b, s)
+	}
 	for _, o := range objs {
 		if o.Kind == ddl.SideView {
 			for _, s := range gooseSideChecks(t, o) {
