@@ -337,7 +337,10 @@ func (q *Queue) batches(ctx context.Context, op string, f *termFence, stmt func(
 
 // Prune deletes completed, failed and expired jobs that finished more than
 // olderThan ago, in batches of at most MaintenanceBatch rows per statement
-// (each its own transaction), and returns how many it deleted.
+// (each its own transaction), and returns how many it deleted. It also
+// deletes the unique-key rows of jobs that are gone among one window of at
+// most MaintenanceBatch key rows, the next after the previous Prune's of q
+// (pruneKeys), so that a pass never reads the whole key table.
 func (q *Queue) Prune(ctx context.Context, olderThan time.Duration) (int64, error) {
 	return q.prune(ctx, olderThan, nil)
 }

@@ -131,6 +131,9 @@ type Queue struct {
 	enqueued atomic.Int64
 	// unique knows whether the side table of unique keys exists.
 	unique uniqueState
+	// keyCursor is the job_id after which the next pass of pruneKeys
+	// examines the key table for orphans (0: from the first key).
+	keyCursor atomic.Int64
 	// cancels logs the jobs this queue's Cancel calls ended, so that its
 	// workers start none of them claimed before (control_claimed.go).
 	cancels cancelLog

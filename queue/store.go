@@ -107,9 +107,13 @@ type store interface {
 	retakeKey(ctx context.Context, d dbtx, id int64) error
 	// deleteKeys deletes the key rows of jobs.
 	deleteKeys(ctx context.Context, ids []int64) error
-	// deleteOrphanKeys deletes up to max key rows whose job is gone.
-	// d as for expire.
-	deleteOrphanKeys(ctx context.Context, d dbtx, max int) (int64, error)
+	// keyWindow reads the window of at most max key rows after job_id
+	// after, in job_id order: how many rows it holds and its last job_id
+	// (0: none). d as for expire.
+	keyWindow(ctx context.Context, d dbtx, after int64, max int) (seen int, last int64, err error)
+	// deleteOrphanKeys deletes the key rows with job_id in (after, last]
+	// whose job is gone, and returns how many. d as for expire.
+	deleteOrphanKeys(ctx context.Context, d dbtx, after, last int64) (int64, error)
 	// retryCandidate reads the status and deadline of job id on d,
 	// locking its row until d's transaction ends (found false: no such
 	// job).

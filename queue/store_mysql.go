@@ -376,8 +376,15 @@ func (s mysqlStore) deleteKeys(ctx context.Context, ids []int64) error {
 	return s.qs().DeleteKeys(ctx, padIDs(uids(ids)))
 }
 
-func (s mysqlStore) deleteOrphanKeys(ctx context.Context, d dbtx, max int) (int64, error) {
-	return s.readCommitted(ctx, d, func(qs *mysqlgen.Queries) (int64, error) { return qs.DeleteOrphanKeys(ctx, int32(max)) })
+func (s mysqlStore) keyWindow(ctx context.Context, d dbtx, after int64, max int) (int, int64, error) {
+	w, err := mysqlgen.New(d).KeyWindow(ctx, mysqlgen.KeyWindowParams{After: uint64(after), Limit: int32(max)})
+	return int(w.Seen), w.LastID, err
+}
+
+func (s mysqlStore) deleteOrphanKeys(ctx context.Context, d dbtx, after, last int64) (int64, error) {
+	return s.readCommitted(ctx, d, func(qs *mysqlgen.Queries) (int64, error) {
+		return qs.DeleteOrphanKeys(ctx, mysqlgen.DeleteOrphanKeysParams{After: uint64(after), LastID: uint64(last)})
+	})
 }
 
 func (s mysqlStore) retryCandidate(ctx context.Context, d dbtx, id int64) (Status, *time.Time, bool, error) {

@@ -473,8 +473,13 @@ func (s pgStore) deleteKeys(ctx context.Context, ids []int64) error {
 	return s.qs().DeleteKeys(ctx, json.RawMessage(jsonList(ids)))
 }
 
-func (s pgStore) deleteOrphanKeys(ctx context.Context, d dbtx, max int) (int64, error) {
-	return pggen.New(d).DeleteOrphanKeys(ctx, int32(max))
+func (s pgStore) keyWindow(ctx context.Context, d dbtx, after int64, max int) (int, int64, error) {
+	w, err := pggen.New(d).KeyWindow(ctx, pggen.KeyWindowParams{After: after, MaxRows: int32(max)})
+	return int(w.Seen), w.LastID, err
+}
+
+func (s pgStore) deleteOrphanKeys(ctx context.Context, d dbtx, after, last int64) (int64, error) {
+	return pggen.New(d).DeleteOrphanKeys(ctx, pggen.DeleteOrphanKeysParams{After: after, LastID: last})
 }
 
 func (s pgStore) retryCandidate(ctx context.Context, d dbtx, id int64) (Status, *time.Time, bool, error) {

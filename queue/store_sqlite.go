@@ -337,8 +337,17 @@ func (s sqliteStore) deleteKeys(ctx context.Context, ids []int64) error {
 	return err
 }
 
-func (s sqliteStore) deleteOrphanKeys(ctx context.Context, d dbtx, max int) (int64, error) {
-	return busyRetryOn(ctx, d, func() (int64, error) { return sqlitegen.New(d).DeleteOrphanKeys(ctx, int64(max)) })
+func (s sqliteStore) keyWindow(ctx context.Context, d dbtx, after int64, max int) (int, int64, error) {
+	w, err := busyRetryOn(ctx, d, func() (sqlitegen.KeyWindowRow, error) {
+		return sqlitegen.New(d).KeyWindow(ctx, sqlitegen.KeyWindowParams{After: after, MaxRows: int64(max)})
+	})
+	return int(w.Seen), w.LastID, err
+}
+
+func (s sqliteStore) deleteOrphanKeys(ctx context.Context, d dbtx, after, last int64) (int64, error) {
+	return busyRetryOn(ctx, d, func() (int64, error) {
+		return sqlitegen.New(d).DeleteOrphanKeys(ctx, sqlitegen.DeleteOrphanKeysParams{After: after, LastID: last})
+	})
 }
 
 func (s sqliteStore) retryCandidate(ctx context.Context, d dbtx, id int64) (Status, *time.Time, bool, error) {

@@ -443,23 +443,63 @@ func (q *Queue) tidyKeys(ctx context.Context, ids []int64) {
 	}
 }
 
-// pruneKeys deletes the key rows whose jobs are gone (pruned, deleted on
-// success), in batches, and returns how many.
+// pruneKeys deletes key rows whose jobs are gone (pruned, deleted on
+// success) and returns how many. It examines one window of at most
+// MaintenanceBatch key rows (q.batchSize in tests) in job_id order,
+// starting after q.keyCursor, and deletes the orphans among them; the
+// cursor then moves past the window, and back to 0 once the window
+// reaches the end of the key table, where the pass goes on from the first
+// key with what is left of the window. So a pass never reads the whole key
+// table (a backlog of a million live unique jobs costs a pass one window,
+// not a million rows), and an orphan is found within
+// ceil(keys/window)+1 passes. A window made only of orphans (after a
+// large Prune or Purge) lets the pass go on with a new window, as a full
+// batch does for Prune's own statements.
 func (q *Queue) pruneKeys(ctx context.Context, f *termFence) (int64, error) {
 	if !q.hasUnique(ctx) {
 		return 0, nil
 	}
+	window := q.batchSize
+	if window <= 0 {
+		window = MaintenanceBatch
+	}
 	var total int64
+	budget := window
 	for {
-		var n int64
+		after := q.keyCursor.Load()
+		var seen int
+		var n, last int64
 		err := q.leaderAct(ctx, f, func(d dbtx) error {
 			var err error
-			n, err = q.st.deleteOrphanKeys(ctx, d, MaintenanceBatch)
+			n = 0
+			seen, last, err = q.st.keyWindow(ctx, d, after, budget)
+			if err != nil || seen == 0 {
+				return err
+			}
+			n, err = q.st.deleteOrphanKeys(ctx, d, after, last)
 			return err
 		})
-		total += n
-		if err != nil || n < MaintenanceBatch {
+		if err != nil {
 			return total, err
 		}
+		total += n
+		q.keyCursor.Store(last)
+		if seen < budget {
+			// The end of the key table: start again from the first key,
+			// in this pass with what is left of the window.
+			q.keyCursor.Store(0)
+			budget -= seen
+			if after == 0 || budget == 0 {
+				return total, nil
+			}
+			continue
+		}
+		if n < int64(seen) {
+			return total, nil
+		}
+		if err := ctx.Err(); err != nil {
+			return total, err
+		}
+		budget = window
 	}
 }

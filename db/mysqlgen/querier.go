@@ -37,9 +37,11 @@ type Querier interface {
 	// DeleteJobs deletes the jobs among the ids that are not in_progress.
 	DeleteJobs(ctx context.Context, ids []uint64) (int64, error)
 	DeleteKeys(ctx context.Context, ids []uint64) error
-	// DeleteOrphanKeys deletes up to ? key rows whose job is gone (MySQL takes
-	// no LIMIT in an IN subquery, but does in a derived table).
-	DeleteOrphanKeys(ctx context.Context, limit int32) (int64, error)
+	// DeleteOrphanKeys deletes the key rows of a window read by KeyWindow
+	// (job_id in (after, last_id]) whose job is gone (Prune, and jobs deleted
+	// on success): such a key is free already. A key whose job exists is never
+	// deleted.
+	DeleteOrphanKeys(ctx context.Context, arg DeleteOrphanKeysParams) (int64, error)
 	// EndAbandonedAttempts is EndAttempts for reclaimed attempts: only those
 	// whose lease is still passed (a heartbeat may have come in between).
 	// With untokened set, a NULL claim_token matches too: an in_progress job
@@ -96,6 +98,11 @@ type Querier interface {
 	InsertKey(ctx context.Context, arg InsertKeyParams) (sql.Result, error)
 	JobKeyForUpdate(ctx context.Context, jobID uint64) ([]JobKeyForUpdateRow, error)
 	KeyHolderForUpdate(ctx context.Context, liveKey sql.NullString) ([]KeyHolderForUpdateRow, error)
+	// KeyWindow reads the window of at most ? key rows after job_id
+	// after in job_id order, which one maintenance pass examines for orphans
+	// (DeleteOrphanKeys): how many rows it holds and its last job_id (0: none).
+	// It reads those rows of the primary key only, never the whole key table.
+	KeyWindow(ctx context.Context, arg KeyWindowParams) (KeyWindowRow, error)
 	// LeaderFenceBehind returns the role's term when its fence row
 	// (fence_name) does not name the role's holder and term (or is missing):
 	// after a takeover, in the takeover's transaction, which then moves the

@@ -389,17 +389,21 @@ func (q *Queries) DeleteKeys(ctx context.Context, ids []uint64) error {
 
 const deleteOrphanKeys = `-- name: DeleteOrphanKeys :execrows
 DELETE FROM jobs_unique
-WHERE job_id IN (
-    SELECT o.job_id FROM (
-        SELECT u.job_id FROM jobs_unique u
-        WHERE NOT EXISTS (SELECT 1 FROM jobs j WHERE j.id = u.job_id)
-        LIMIT ?) AS o)
+WHERE job_id > ? AND job_id <= ?
+  AND NOT EXISTS (SELECT 1 FROM jobs j WHERE j.id = jobs_unique.job_id)
 `
 
-// DeleteOrphanKeys deletes up to ? key rows whose job is gone (MySQL takes
-// no LIMIT in an IN subquery, but does in a derived table).
-func (q *Queries) DeleteOrphanKeys(ctx context.Context, limit int32) (int64, error) {
-	result, err := q.db.ExecContext(ctx, deleteOrphanKeys, limit)
+type DeleteOrphanKeysParams struct {
+	After  uint64
+	LastID uint64
+}
+
+// DeleteOrphanKeys deletes the key rows of a window read by KeyWindow
+// (job_id in (after, last_id]) whose job is gone (Prune, and jobs deleted
+// on success): such a key is free already. A key whose job exists is never
+// deleted.
+func (q *Queries) DeleteOrphanKeys(ctx context.Context, arg DeleteOrphanKeysParams) (int64, error) {
+	result, err := q.db.ExecContext(ctx, deleteOrphanKeys, arg.After, arg.LastID)
 	if err != nil {
 		return 0, err
 	}
@@ -953,6 +957,32 @@ func (q *Queries) KeyHolderForUpdate(ctx context.Context, liveKey sql.NullString
 		return nil, err
 	}
 	return items, nil
+}
+
+const keyWindow = `-- name: KeyWindow :one
+SELECT COUNT(*) AS seen, CAST(COALESCE(MAX(w.job_id), 0) AS UNSIGNED) AS last_id
+FROM (SELECT u.job_id FROM jobs_unique u WHERE u.job_id > ? ORDER BY u.job_id LIMIT ?) AS w
+`
+
+type KeyWindowParams struct {
+	After uint64
+	Limit int32
+}
+
+type KeyWindowRow struct {
+	Seen   int64
+	LastID int64
+}
+
+// KeyWindow reads the window of at most ? key rows after job_id
+// after in job_id order, which one maintenance pass examines for orphans
+// (DeleteOrphanKeys): how many rows it holds and its last job_id (0: none).
+// It reads those rows of the primary key only, never the whole key table.
+func (q *Queries) KeyWindow(ctx context.Context, arg KeyWindowParams) (KeyWindowRow, error) {
+	row := q.db.QueryRowContext(ctx, keyWindow, arg.After, arg.Limit)
+	var i KeyWindowRow
+	err := row.Scan(&i.Seen, &i.LastID)
+	return i, err
 }
 
 const leaderFenceBehind = `-- name: LeaderFenceBehind :many

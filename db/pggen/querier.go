@@ -103,9 +103,11 @@ type Querier interface {
 	DeleteJobs(ctx context.Context, ids json.RawMessage) ([]int64, error)
 	// DeleteKeys deletes the key rows of jobs (Delete).
 	DeleteKeys(ctx context.Context, ids json.RawMessage) error
-	// DeleteOrphanKeys deletes up to @max_rows key rows whose job is gone
-	// (Prune, and jobs deleted on success): such a key is free already.
-	DeleteOrphanKeys(ctx context.Context, maxRows int32) (int64, error)
+	// DeleteOrphanKeys deletes the key rows of a window read by KeyWindow
+	// (job_id in (@after, @last_id]) whose job is gone (Prune, and jobs deleted
+	// on success): such a key is free already. A key whose job exists is never
+	// deleted.
+	DeleteOrphanKeys(ctx context.Context, arg DeleteOrphanKeysParams) (int64, error)
 	// EndAbandonedAttempts is EndAttempts for reclaimed attempts: only those
 	// whose lease is still passed (a heartbeat may have come in between).
 	// With untokened set, a NULL claim_token matches too: an in_progress job
@@ -239,6 +241,11 @@ type Querier interface {
 	KeyHolder(ctx context.Context, uniqueKey sql.NullString) ([]KeyHolderRow, error)
 	// KeyHolderForUpdate is KeyHolder, locked until the transaction ends.
 	KeyHolderForUpdate(ctx context.Context, uniqueKey sql.NullString) ([]KeyHolderForUpdateRow, error)
+	// KeyWindow reads the window of at most @max_rows key rows after job_id
+	// @after in job_id order, which one maintenance pass examines for orphans
+	// (DeleteOrphanKeys): how many rows it holds and its last job_id (0: none).
+	// It reads those rows of the primary key only, never the whole key table.
+	KeyWindow(ctx context.Context, arg KeyWindowParams) (KeyWindowRow, error)
 	// LeaderFenceBehind returns the role's term when its fence row
 	// (fence_name) does not name the role's holder and term (or is missing):
 	// after a takeover, in the takeover's transaction, which then moves the

@@ -718,17 +718,22 @@ func (q *Queries) DeleteKeys(ctx context.Context, ids json.RawMessage) error {
 }
 
 const deleteOrphanKeys = `-- name: DeleteOrphanKeys :execrows
-DELETE FROM jobs_unique
-WHERE job_id IN (
-    SELECT u.job_id FROM jobs_unique u
-    WHERE NOT EXISTS (SELECT 1 FROM jobs j WHERE j.id = u.job_id)
-    LIMIT $1)
+DELETE FROM jobs_unique u
+WHERE u.job_id > $1 AND u.job_id <= $2
+  AND NOT EXISTS (SELECT 1 FROM jobs j WHERE j.id = u.job_id)
 `
 
-// DeleteOrphanKeys deletes up to @max_rows key rows whose job is gone
-// (Prune, and jobs deleted on success): such a key is free already.
-func (q *Queries) DeleteOrphanKeys(ctx context.Context, maxRows int32) (int64, error) {
-	result, err := q.db.ExecContext(ctx, deleteOrphanKeys, maxRows)
+type DeleteOrphanKeysParams struct {
+	After  int64
+	LastID int64
+}
+
+// DeleteOrphanKeys deletes the key rows of a window read by KeyWindow
+// (job_id in (@after, @last_id]) whose job is gone (Prune, and jobs deleted
+// on success): such a key is free already. A key whose job exists is never
+// deleted.
+func (q *Queries) DeleteOrphanKeys(ctx context.Context, arg DeleteOrphanKeysParams) (int64, error) {
+	result, err := q.db.ExecContext(ctx, deleteOrphanKeys, arg.After, arg.LastID)
 	if err != nil {
 		return 0, err
 	}
@@ -1676,6 +1681,32 @@ func (q *Queries) KeyHolderForUpdate(ctx context.Context, uniqueKey sql.NullStri
 		return nil, err
 	}
 	return items, nil
+}
+
+const keyWindow = `-- name: KeyWindow :one
+SELECT COUNT(*) AS seen, CAST(COALESCE(MAX(w.job_id), 0) AS BIGINT) AS last_id
+FROM (SELECT u.job_id FROM jobs_unique u WHERE u.job_id > $1 ORDER BY u.job_id LIMIT $2) AS w
+`
+
+type KeyWindowParams struct {
+	After   int64
+	MaxRows int32
+}
+
+type KeyWindowRow struct {
+	Seen   int64
+	LastID int64
+}
+
+// KeyWindow reads the window of at most @max_rows key rows after job_id
+// @after in job_id order, which one maintenance pass examines for orphans
+// (DeleteOrphanKeys): how many rows it holds and its last job_id (0: none).
+// It reads those rows of the primary key only, never the whole key table.
+func (q *Queries) KeyWindow(ctx context.Context, arg KeyWindowParams) (KeyWindowRow, error) {
+	row := q.db.QueryRowContext(ctx, keyWindow, arg.After, arg.MaxRows)
+	var i KeyWindowRow
+	err := row.Scan(&i.Seen, &i.LastID)
+	return i, err
 }
 
 const leaderFenceBehind = `-- name: LeaderFenceBehind :many

@@ -63,7 +63,11 @@ type Querier interface {
 	// returns the ids it deleted.
 	DeleteJobs(ctx context.Context, ids interface{}) ([]int64, error)
 	DeleteKeys(ctx context.Context, ids interface{}) error
-	DeleteOrphanKeys(ctx context.Context, maxRows int64) (int64, error)
+	// DeleteOrphanKeys deletes the key rows of a window read by KeyWindow
+	// (job_id in (@after, @last_id]) whose job is gone (Prune, and jobs deleted
+	// on success): such a key is free already. A key whose job exists is never
+	// deleted.
+	DeleteOrphanKeys(ctx context.Context, arg DeleteOrphanKeysParams) (int64, error)
 	// DueJobExists tells whether ClaimJobs with the same type and types would
 	// find a job now, from the start of the table (no watermark), by the same
 	// three candidate queries and indexes, reading one row at most. It only
@@ -135,6 +139,11 @@ type Querier interface {
 	// that a control statement left alone: missing, finished or running).
 	JobStatuses(ctx context.Context, ids interface{}) ([]JobStatusesRow, error)
 	KeyHolder(ctx context.Context, uniqueKey sql.NullString) ([]KeyHolderRow, error)
+	// KeyWindow reads the window of at most @max_rows key rows after job_id
+	// @after in job_id order, which one maintenance pass examines for orphans
+	// (DeleteOrphanKeys): how many rows it holds and its last job_id (0: none).
+	// It reads those rows of the primary key only, never the whole key table.
+	KeyWindow(ctx context.Context, arg KeyWindowParams) (KeyWindowRow, error)
 	// LeaderFenceBehind returns the role's term when its fence row
 	// (fence_name) does not name the role's holder and term (or is missing):
 	// after a takeover, in the takeover's transaction, which then moves the

@@ -397,15 +397,22 @@ UPDATE jobs_unique SET live_key = unique_key WHERE job_id = ? AND live_key IS NU
 -- name: DeleteKeys :exec
 DELETE FROM jobs_unique WHERE job_id IN (sqlc.slice(ids));
 
+-- name: KeyWindow :one
+-- KeyWindow reads the window of at most ? key rows after job_id
+-- after in job_id order, which one maintenance pass examines for orphans
+-- (DeleteOrphanKeys): how many rows it holds and its last job_id (0: none).
+-- It reads those rows of the primary key only, never the whole key table.
+SELECT COUNT(*) AS seen, CAST(COALESCE(MAX(w.job_id), 0) AS UNSIGNED) AS last_id
+FROM (SELECT u.job_id FROM jobs_unique u WHERE u.job_id > sqlc.arg(after) ORDER BY u.job_id LIMIT ?) AS w;
+
 -- name: DeleteOrphanKeys :execrows
--- DeleteOrphanKeys deletes up to ? key rows whose job is gone (MySQL takes
--- no LIMIT in an IN subquery, but does in a derived table).
+-- DeleteOrphanKeys deletes the key rows of a window read by KeyWindow
+-- (job_id in (after, last_id]) whose job is gone (Prune, and jobs deleted
+-- on success): such a key is free already. A key whose job exists is never
+-- deleted.
 DELETE FROM jobs_unique
-WHERE job_id IN (
-    SELECT o.job_id FROM (
-        SELECT u.job_id FROM jobs_unique u
-        WHERE NOT EXISTS (SELECT 1 FROM jobs j WHERE j.id = u.job_id)
-        LIMIT ?) AS o);
+WHERE job_id > sqlc.arg(after) AND job_id <= sqlc.arg(last_id)
+  AND NOT EXISTS (SELECT 1 FROM jobs j WHERE j.id = jobs_unique.job_id);
 
 -- The leader's lease (queue/leader.go) lives in the side table jobs_leader
 -- and is timed by the database server's clock, so that every process
