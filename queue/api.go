@@ -192,6 +192,11 @@ var (
 	// never existed, or was pruned or deleted). Retry returns false for
 	// such an id; Get's error then says why, in the same words.
 	ErrJobNotFound = errors.New("jobqueue: job not found")
+	// ErrInvalidID: Get, Cancel, Delete, Retry or one of their many-id
+	// forms was given an id that is not positive (job ids are 1 and up).
+	// Nothing was read or written; for the many-id forms, nothing was done
+	// for any of the ids.
+	ErrInvalidID = errors.New("jobqueue: invalid job id")
 	// ErrTableMissing: New found no table of the name; create it with
 	// migrations.Install (or `jobqueue install`).
 	ErrTableMissing = engine.ErrTableMissing

@@ -62,8 +62,12 @@ func cancelOutcome(now time.Time) attemptEnd {
 // running one's). Retry runs a cancelled job again.
 //
 // A job that is completed, failed or expired is left unchanged and the
-// error wraps ErrJobFinished; a missing id gives ErrJobNotFound.
+// error wraps ErrJobFinished; a missing id gives ErrJobNotFound, and an id
+// that is not positive ErrInvalidID (nothing is then written).
 func (q *Queue) Cancel(ctx context.Context, id int64) error {
+	if err := checkIDs("cancel", []int64{id}); err != nil {
+		return err
+	}
 	res, err := q.CancelMany(ctx, []int64{id})
 	if err != nil {
 		return err
@@ -74,8 +78,13 @@ func (q *Queue) Cancel(ctx context.Context, id int64) error {
 // CancelMany is Cancel for many ids, one statement per batch of at most
 // 1000 ids, and returns a result per id, in the order given (an id given
 // twice gets the same result twice). The error is non-nil only when the
-// database failed; the results then cover the ids before the failed batch.
+// database failed, the results then covering the ids before the failed
+// batch, or when an id is not positive: it then wraps ErrInvalidID, names
+// the id, and nothing was done for any of the ids.
 func (q *Queue) CancelMany(ctx context.Context, ids []int64) ([]IDResult, error) {
+	if err := checkIDs("cancel many", ids); err != nil {
+		return nil, err
+	}
 	var cancelled []int64
 	res, err := q.control(ctx, ids, func(ctx context.Context, batch []int64) (map[int64]bool, map[int64]Status, error) {
 		done, others, err := q.st.cancel(ctx, batch, cancelOutcome(q.now()))
@@ -103,9 +112,13 @@ func (q *Queue) CancelMany(ctx context.Context, ids []int64) ([]IDResult, error)
 
 // Delete removes the job with the given id, whatever its status but
 // in_progress: a running job is refused with an error wrapping
-// ErrJobRunning (cancel it first). A missing id gives ErrJobNotFound. The
+// ErrJobRunning (cancel it first). A missing id gives ErrJobNotFound, and
+// an id that is not positive ErrInvalidID (nothing is then written). The
 // job's unique key, if it had one, is free again.
 func (q *Queue) Delete(ctx context.Context, id int64) error {
+	if err := checkIDs("delete", []int64{id}); err != nil {
+		return err
+	}
 	res, err := q.DeleteMany(ctx, []int64{id})
 	if err != nil {
 		return err
@@ -114,8 +127,12 @@ func (q *Queue) Delete(ctx context.Context, id int64) error {
 }
 
 // DeleteMany is Delete for many ids, one statement per batch of at most
-// 1000 ids, and returns a result per id as CancelMany does.
+// 1000 ids, and returns a result per id as CancelMany does (an id that is
+// not positive refuses them all, with ErrInvalidID, as there).
 func (q *Queue) DeleteMany(ctx context.Context, ids []int64) ([]IDResult, error) {
+	if err := checkIDs("delete many", ids); err != nil {
+		return nil, err
+	}
 	var deleted []int64
 	res, err := q.control(ctx, ids, func(ctx context.Context, batch []int64) (map[int64]bool, map[int64]Status, error) {
 		done, others, err := q.st.deleteJobs(ctx, batch)
@@ -141,7 +158,7 @@ func (q *Queue) DeleteMany(ctx context.Context, ids []int64) ([]IDResult, error)
 // control runs op on ids in batches of at most controlBatch distinct ids,
 // in the order given. op returns the ids it changed and the status of the
 // others that exist; refused turns the status of an id op left alone into
-// its error. Ids that are not positive are missing without a statement.
+// its error. The callers have refused ids that are not positive.
 func (q *Queue) control(ctx context.Context, ids []int64, op func(context.Context, []int64) (map[int64]bool, map[int64]Status, error), refused func(int64, Status) error) ([]IDResult, error) {
 	out := make([]IDResult, 0, len(ids))
 	// The result of each id decided so far: an id given again, in this
@@ -155,7 +172,7 @@ func (q *Queue) control(ctx context.Context, ids []int64, op func(context.Contex
 		end := start
 		for ; end < len(ids); end++ {
 			id := ids[end]
-			if _, done := decided[id]; done || id <= 0 || seen[id] {
+			if _, done := decided[id]; done || seen[id] {
 				continue
 			}
 			if len(batch) == controlBatch {

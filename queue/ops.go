@@ -90,8 +90,11 @@ func validStatus(s Status) bool {
 
 // Get returns the job with the given id, or an error wrapping
 // ErrJobNotFound when there is none (never existed, pruned, or deleted on
-// success).
+// success), or ErrInvalidID, reading nothing, when id is not positive.
 func (q *Queue) Get(ctx context.Context, id int64) (*JobRow, error) {
+	if err := checkIDs("get", []int64{id}); err != nil {
+		return nil, err
+	}
 	row, err := q.st.get(ctx, id)
 	if err != nil {
 		return nil, fmt.Errorf("jobqueue: get job %d: %w", id, err)
@@ -109,8 +112,12 @@ func (q *Queue) Get(ctx context.Context, id int64) (*JobRow, error) {
 // It returns false, and changes nothing, for a job in any other status or
 // a missing id; and an error wrapping ErrDuplicate, changing nothing, for
 // a job whose unique key another live job has taken meanwhile (retry it
-// once that one has finished).
+// once that one has finished), or ErrInvalidID, doing nothing, for an id
+// that is not positive.
 func (q *Queue) Retry(ctx context.Context, id int64) (bool, error) {
+	if err := checkIDs("retry", []int64{id}); err != nil {
+		return false, err
+	}
 	var ok bool
 	var err error
 	if q.hasUnique(ctx) {

@@ -12,8 +12,7 @@ import (
 
 // TestRetryMany: a result per id, in order: the failed and expired jobs
 // are pending again; a pending, running or completed job is refused with
-// ErrNotRetryable naming its status, a missing id (or one not positive)
-// with ErrJobNotFound, a job whose unique key another live job holds with
+// ErrNotRetryable naming its status, a missing id with ErrJobNotFound, a job whose unique key another live job holds with
 // ErrDuplicate naming the holder; an id given twice gets its first result
 // twice. The refused jobs are left as they were.
 func TestRetryMany(t *testing.T) {
@@ -28,7 +27,7 @@ func TestRetryMany(t *testing.T) {
 		}
 		holder := mustEnqueue(t, q, testArgs{N: 7}, Type("k"), UniqueKey("k"))
 
-		ids := []int64{f.failed, f.pending, f.expired, f.running, f.completed, f.missing, 0, keyed, f.failed}
+		ids := []int64{f.failed, f.pending, f.expired, f.running, f.completed, f.missing, keyed, f.failed}
 		before := map[int64]string{}
 		for _, id := range ids {
 			before[id] = jobState(t, q, id)
@@ -37,10 +36,10 @@ func TestRetryMany(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		want := []error{nil, ErrNotRetryable, nil, ErrNotRetryable, ErrNotRetryable, ErrJobNotFound, ErrJobNotFound, ErrDuplicate, nil}
+		want := []error{nil, ErrNotRetryable, nil, ErrNotRetryable, ErrNotRetryable, ErrJobNotFound, ErrDuplicate, nil}
 		checkResults(t, "RetryMany", ids, res, want)
 		says := map[int]string{1: fmt.Sprintf("job %d is pending", f.pending), 3: "is in_progress", 4: "is completed",
-			5: fmt.Sprintf("no job %d", f.missing), 7: fmt.Sprintf("held by job %d", holder)}
+			5: fmt.Sprintf("no job %d", f.missing), 6: fmt.Sprintf("held by job %d", holder)}
 		for i, s := range says {
 			if !strings.Contains(res[i].Err.Error(), s) {
 				t.Errorf("result for id %d = %q; want it to say %q", ids[i], res[i].Err, s)
