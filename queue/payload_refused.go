@@ -30,8 +30,13 @@ func refusedPayload(err error) error {
 			return fmt.Errorf("%w: PostgreSQL cannot store it as JSONB: %v", ErrPayloadRejected, err)
 		}
 	case errors.As(err, &me):
-		if me.Number == 3140 || me.Number == 3157 || me.Number == 4025 && strings.Contains(me.Message, "payload") {
-			return fmt.Errorf("%w: the database refuses it as JSON (MariaDB takes at most 31 levels of nesting, MySQL 100): %v", ErrPayloadRejected, err)
+		switch {
+		case me.Number == 3140 || me.Number == 3157:
+			// MySQL says why in its message.
+			return fmt.Errorf("%w: the payload is the cause: the server refuses it as JSON: %w", ErrPayloadRejected, err)
+		case me.Number == 4025 && strings.Contains(me.Message, "payload"):
+			// MariaDB says only that the check failed, not why.
+			return fmt.Errorf("%w: the payload is the cause: it fails the server's JSON_VALID check of the payload column (the server does not say why); check that what the codec makes is JSON the server takes: %w", ErrPayloadRejected, err)
 		}
 	}
 	return err
