@@ -16,7 +16,8 @@ import (
 //     nesting too deep for its parser (54001);
 //   - MySQL 8.0's JSON: bad text (3140), nesting deeper than 100 (3157);
 //     MariaDB's JSON_VALID check on the payload column (4025), which
-//     refuses nesting of 32 levels or more.
+//     refuses, among others, nesting of 32 levels or more and a lone
+//     surrogate escape, and whose error does not say why.
 //
 // Everything else of a job is checked before the insert, so these can only
 // be the payload's. Other errors are returned as they are.
