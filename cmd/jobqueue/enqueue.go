@@ -49,6 +49,15 @@ printed, "duplicate of ID" goes to stderr, and the exit status is 0.`,
 			if typ == "" {
 				return usagef("--type is empty; leave it out for the type \"default\"")
 			}
+			// The queue's own checks of a job's kind and type, here so
+			// that they are told as the flags' whether or not the
+			// database answers.
+			if p := jobtext.Problem(name, jobtext.MaxKind); p != "" {
+				return usagef("--name %s", p)
+			}
+			if p := jobtext.Problem(typ, jobtext.MaxType); p != "" {
+				return usagef("--type %s", p)
+			}
 			if !json.Valid([]byte(payload)) {
 				return usagef(`--payload %q is not valid JSON; give a JSON value in single quotes, e.g. --payload '{"to":"a@example.com"}', or leave it out for {}`, shorten(payload, 40))
 			}

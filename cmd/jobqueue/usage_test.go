@@ -112,6 +112,38 @@ func TestUsageErrors(t *testing.T) {
 	}
 }
 
+// TestEnqueueFlagsBeforeDatabase: enqueue's --name and --type that no job
+// can have are usage errors (exit 2) naming the flag, told before the
+// database is opened: with an unreachable one, a --name of 256 characters
+// or a --type of 65 was exit 1 and said only that the server could not be
+// reached.
+func TestEnqueueFlagsBeforeDatabase(t *testing.T) {
+	t.Parallel()
+	unreachable := cli{db: "postgres://postgres@127.0.0.1:1/test?sslmode=disable"}
+	cases := []struct {
+		name string
+		args []string
+		want []string // substrings of the error line
+	}{
+		{"--name too long", []string{"--name", strings.Repeat("k", 256)}, []string{"--name", "256 characters", "at most 255"}},
+		{"--name empty", []string{"--name", ""}, []string{"--name is empty"}},
+		{"--name ending with a space", []string{"--name", "report "}, []string{"--name", "ends with a space"}},
+		{"--type too long", []string{"--name", "k", "--type", strings.Repeat("t", 65)}, []string{"--type", "65 characters", "at most 64"}},
+		{"--type empty", []string{"--name", "k", "--type", ""}, []string{"--type is empty"}},
+		{"--type not UTF-8", []string{"--name", "k", "--type", "e\xffmail"}, []string{"--type", "not valid UTF-8"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			r := unreachable.run(t, append([]string{"enqueue"}, tc.args...)...)
+			assertOneLineError(t, r, exitUsage, tc.want...)
+			if r.stdout != "" {
+				t.Errorf("stdout is not empty: %q", r.stdout)
+			}
+		})
+	}
+}
+
 // TestBadDatabase checks bad URLs and table names (usage, exit 2) and
 // unreachable servers (failure, exit 1, quickly, without hanging).
 func TestBadDatabase(t *testing.T) {
