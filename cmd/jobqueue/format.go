@@ -4,8 +4,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 	"text/tabwriter"
+	"unicode"
 
 	"github.com/jobqueue/jobqueue/internal/jobjson"
 	"github.com/jobqueue/jobqueue/queue"
@@ -41,13 +43,14 @@ func writeStats(w io.Writer, stats map[queue.Status]int64, asJSON bool) error {
 	return tw.Flush()
 }
 
-// writeJobTable prints rows as a table for people.
+// writeJobTable prints rows as a table for people, a line per job: a text
+// with a control character is quoted (tableCell).
 func writeJobTable(w io.Writer, rows []*queue.JobRow) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tNAME\tTYPE\tSTATUS\tATTEMPTS\tSCHEDULED (UTC)\tERROR")
 	for _, j := range rows {
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%d/%d\t%s\t%s\n", j.ID, j.Name, j.Type, j.Status,
-			j.Attempts, j.MaxAttempts, j.ScheduledAt.UTC().Format("2006-01-02 15:04:05"), shorten(j.Error, 60))
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%d/%d\t%s\t%s\n", j.ID, tableCell(j.Name), tableCell(j.Type), j.Status,
+			j.Attempts, j.MaxAttempts, j.ScheduledAt.UTC().Format("2006-01-02 15:04:05"), shorten(tableCell(j.Error), 60))
 	}
 	return tw.Flush()
 }
@@ -75,6 +78,18 @@ func writeJobDetail(w io.Writer, j *queue.JobRow) error {
 	fmt.Fprintf(tw, "error\t%s\n", strings.ReplaceAll(orNone(v.Error), "\n", "\n\t"))
 	fmt.Fprintf(tw, "payload\t%s\n", v.Payload)
 	return tw.Flush()
+}
+
+// tableCell is s as a cell of a text table: as it is, unless it holds a
+// character that is not printable (a newline or a tab, which would break
+// the table's lines or columns, an escape sequence, …) or starts with a
+// double quote; it is then quoted as Go quotes it ("two\nlines"), so that
+// an escape is told apart from a text that holds a backslash.
+func tableCell(s string) string {
+	if strings.HasPrefix(s, `"`) || strings.IndexFunc(s, func(r rune) bool { return !unicode.IsPrint(r) }) >= 0 {
+		return strconv.Quote(s)
+	}
+	return s
 }
 
 // shorten cuts s to at most n runes on one line.
