@@ -86,9 +86,12 @@ func TestStatsListGet(t *testing.T) {
 		if j.Status != StatusCompleted || j.Type != "email" || j.Name != "test" {
 			t.Fatalf("Get = %+v", j)
 		}
-		for _, id := range []int64{other + 1000, 0, -1} {
-			if got, err := q.Get(ctx, id); got != nil || !errors.Is(err, ErrJobNotFound) {
-				t.Fatalf("Get(%d) = %v, %v; want ErrJobNotFound", id, got, err)
+		for _, c := range []struct {
+			id   int64
+			want error
+		}{{other + 1000, ErrJobNotFound}, {0, ErrInvalidID}, {-1, ErrInvalidID}} {
+			if got, err := q.Get(ctx, c.id); got != nil || !errors.Is(err, c.want) {
+				t.Fatalf("Get(%d) = %v, %v; want %v", c.id, got, err, c.want)
 			}
 		}
 	})
