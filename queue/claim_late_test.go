@@ -295,7 +295,12 @@ func TestStopGivesBackWhatTheClaimInFlightTook(t *testing.T) {
 			<-gate
 		})
 		waitFor(t, held, 10*time.Second, "a claim to be held")
-		second := enqueue(t, q, emailArgs{})
+		// Due a minute ago: the held claim took its clock before it was
+		// held, and a job due at its enqueue was not due yet for it (it
+		// was taken only when the claim looked again from the start, which
+		// a claim that already started there does not: the test failed
+		// then, under load).
+		second := enqueue(t, q, emailArgs{}, At(time.Now().Add(-time.Minute)))
 		w.StopNow()
 		if cause := waitFor(t, cut, 5*time.Second, "StopNow to cancel the handler while the claim is held"); !errors.Is(cause, ErrWorkerShutdown) {
 			t.Errorf("the handler's context ended with %v, want ErrWorkerShutdown", cause)
