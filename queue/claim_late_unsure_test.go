@@ -61,6 +61,19 @@ func TestStoppedRunLeavesNoUnsureGiveBack(t *testing.T) {
 			})
 			run := startStoppable(t, w)
 			waitFor(t, sent, 10*time.Second, "the worker's claim to be sent")
+			// The hook runs just before the claim goes to the server: a
+			// stop before it arrives cancels a claim never sent, whose
+			// outcome is known (under the race detector, once in CI). Stop
+			// once the server shows it waiting for the lock.
+			testwait.Until(t, 10*time.Second, 5*time.Millisecond, func() bool {
+				var n int
+				if err := env.db.QueryRowContext(context.Background(),
+					"SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND pid <> pg_backend_pid() AND query LIKE $1",
+					"%"+env.table+"%").Scan(&n); err != nil {
+					t.Fatal(err)
+				}
+				return n > 0
+			}, func() string { return "the worker's claim to wait for the lock on the server" })
 			took := run.stop(t, sc, bound, "while its claim waits for the lock")
 
 			var left []string
