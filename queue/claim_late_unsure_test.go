@@ -27,8 +27,8 @@ import (
 // when the caller had closed its pool meanwhile). The test is not
 // parallel: it counts the goroutines of package queue.
 func TestStoppedRunLeavesNoUnsureGiveBack(t *testing.T) {
-	const bound = 5 * time.Second // well under dbCallTimeout, the old give-back's bound
-	for _, sc := range []stopCase{{name: "ctx ends"}, {name: "StopNow", stopNow: true}} {
+	const bound = 5 * time.Second    // well under dbCallTimeout, the old give-back's bound
+	for _, sc := range stopCases() { // not forEachStop: its subtests are parallel
 		t.Run(sc.name, func(t *testing.T) {
 			env := newTestEnv(t, engine.Postgres)
 			claims := &claimHook{kind: engine.Postgres}

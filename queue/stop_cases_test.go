@@ -13,9 +13,15 @@ type stopCase struct {
 	stopNow bool
 }
 
+// stopCases are the two ways a worker stops: its Run's context ends, or
+// StopNow.
+func stopCases() []stopCase {
+	return []stopCase{{name: "ctx ends"}, {name: "StopNow", stopNow: true}}
+}
+
 // forEachStop runs test once for each stopCase, as parallel subtests.
 func forEachStop(t *testing.T, test func(t *testing.T, sc stopCase)) {
-	for _, sc := range []stopCase{{name: "ctx ends"}, {name: "StopNow", stopNow: true}} {
+	for _, sc := range stopCases() {
 		t.Run(sc.name, func(t *testing.T) {
 			t.Parallel()
 			test(t, sc)
