@@ -132,7 +132,7 @@ func (q *Queue) wakeOtherWorkers(ctx context.Context) ([]int64, error) {
 		return nil, errBehindPooler
 	}
 	read := func(ctx context.Context) ([]int64, error) {
-		return mysqlgen.New(rawDBTX{r: q.run, db: q.db}).SelectWaitingSessions(ctx, q.run.table)
+		return readSlotHolders(ctx, rawDBTX{r: q.run, db: q.db}, q.run.table)
 	}
 	var woken []int64
 	done := map[int64]bool{}
@@ -168,6 +168,22 @@ func (q *Queue) wakeOtherWorkers(ctx context.Context) ([]int64, error) {
 		}
 		q.holders.forget()
 	}
+}
+
+// readSlotHolders returns the sessions that hold a wake slot of table, each
+// once (SelectWaitingSessions, without its 0 for the free slots).
+func readSlotHolders(ctx context.Context, db mysqlgen.DBTX, table string) ([]int64, error) {
+	ids, err := mysqlgen.New(db).SelectWaitingSessions(ctx, table)
+	if err != nil {
+		return nil, err
+	}
+	held := ids[:0]
+	for _, id := range ids {
+		if id != 0 {
+			held = append(held, id)
+		}
+	}
+	return held, nil
 }
 
 // errBehindPooler: a queue whose connections go through a transaction

@@ -62,3 +62,60 @@ func TestMySQLWaiterTakesASlotFreedLater(t *testing.T) {
 		t.Errorf("warnings %q, want one about the wake slots", lines)
 	}
 }
+
+// TestMySQLSlotHoldersReadWhileSessionsEnd: the holders of the wake slots
+// are read without error while sessions take and free slots, and each
+// holder read is a session that held a slot. The read filtered the free
+// slots in SQL, which read each slot twice: a slot freed between the two
+// reads gave a NULL session id and failed the read (an enqueue's wake-up
+// of other processes then failed; once in CI, as a worker's session was
+// killed).
+func TestMySQLSlotHoldersReadWhileSessionsEnd(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	env := newTestEnv(t, engine.MySQL)
+	holder, err := env.db.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer holder.Close()
+	var holderID int64
+	if err := holder.QueryRowContext(ctx, "SELECT CONNECTION_ID()").Scan(&holderID); err != nil {
+		t.Fatal(err)
+	}
+	// The holder takes every slot and frees it again, over and over, until
+	// the reads are done.
+	done := make(chan struct{})
+	churned := make(chan error, 1)
+	go func() {
+		churned <- func() error {
+			for {
+				for slot := range wakeSlots {
+					select {
+					case <-done:
+						return nil
+					default:
+					}
+					if _, err := holder.ExecContext(ctx, "DO GET_LOCK(CONCAT('jobqueue wake ', SHA1(CONCAT(DATABASE(), '.', ?)), ' ', ?), 0), RELEASE_ALL_LOCKS()", env.tbl.Name, slot); err != nil {
+						return fmt.Errorf("taking and freeing slot %d: %w", slot, err)
+					}
+				}
+			}
+		}()
+	}()
+	defer func() {
+		close(done)
+		if err := <-churned; err != nil {
+			t.Error(err)
+		}
+	}()
+	for i := range 2000 {
+		ids, err := readSlotHolders(ctx, env.db, env.tbl.Name)
+		if err != nil {
+			t.Fatalf("read %d of the holders: %v", i+1, err)
+		}
+		if len(ids) > 1 || (len(ids) == 1 && ids[0] != holderID) {
+			t.Fatalf("read %d of the holders: %v, want none or only %d", i+1, ids, holderID)
+		}
+	}
+}

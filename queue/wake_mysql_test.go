@@ -24,9 +24,9 @@ import (
 // waitingSessionsOf returns the sessions that hold a wake slot of env's table.
 func waitingSessionsOf(t *testing.T, env *testEnv) []int64 {
 	t.Helper()
-	ids, err := mysqlgen.New(env.db).SelectWaitingSessions(context.Background(), env.tbl.Name)
+	ids, err := readSlotHolders(context.Background(), env.db, env.tbl.Name)
 	if err != nil {
-		t.Fatalf("SelectWaitingSessions: %v", err)
+		t.Fatalf("reading the wake slots' holders: %v", err)
 	}
 	return ids
 }

@@ -249,7 +249,11 @@ type Querier interface {
 	// their job).
 	SelectTokens(ctx context.Context, ids []uint64) ([]SelectTokensRow, error)
 	// SelectWaitingSessions lists the sessions that hold a wake slot of the
-	// table (sqlc.arg(table_name)), each once.
+	// table (sqlc.arg(table_name)), each once, and 0 when a slot is free (the
+	// queue drops it: waitingSessionsOf). Each slot's holder is read once: a
+	// filter of the free slots in SQL read it twice (MariaDB merges the
+	// derived table into the outer query), and a session that ended between
+	// the two reads came back as a NULL session id.
 	SelectWaitingSessions(ctx context.Context, tableName interface{}) ([]int64, error)
 	// SetLeaderFence makes the role's fence row (fence_name) name holder and
 	// term, creating it if missing (a table installed before it existed). It

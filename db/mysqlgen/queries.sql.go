@@ -2257,13 +2257,18 @@ func (q *Queries) SelectTokens(ctx context.Context, ids []uint64) ([]SelectToken
 
 const selectWaitingSessions = `-- name: SelectWaitingSessions :many
 WITH RECURSIVE slots (n) AS (SELECT 0 UNION ALL SELECT n + 1 FROM slots WHERE n < 63)
-SELECT /* jobqueue:no-table */ DISTINCT CAST(held.session_id AS SIGNED) AS session_id
-FROM (SELECT IS_USED_LOCK(CONCAT('jobqueue wake ', SHA1(CONCAT(DATABASE(), '.', CAST(? AS CHAR))), ' ', n)) AS session_id FROM slots) AS held
-WHERE held.session_id IS NOT NULL
+SELECT /* jobqueue:no-table */ DISTINCT CAST(COALESCE(IS_USED_LOCK(
+    CONCAT('jobqueue wake ', SHA1(CONCAT(DATABASE(), '.', CAST(? AS CHAR))), ' ', n)),
+    0) AS SIGNED) AS session_id
+FROM slots
 `
 
 // SelectWaitingSessions lists the sessions that hold a wake slot of the
-// table (sqlc.arg(table_name)), each once.
+// table (sqlc.arg(table_name)), each once, and 0 when a slot is free (the
+// queue drops it: waitingSessionsOf). Each slot's holder is read once: a
+// filter of the free slots in SQL read it twice (MariaDB merges the
+// derived table into the outer query), and a session that ended between
+// the two reads came back as a NULL session id.
 func (q *Queries) SelectWaitingSessions(ctx context.Context, tableName interface{}) ([]int64, error) {
 	rows, err := q.db.QueryContext(ctx, selectWaitingSessions, tableName)
 	if err != nil {
