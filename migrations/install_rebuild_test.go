@@ -1,8 +1,6 @@
 package migrations
 
 import (
-	"context"
-	"database/sql"
 	"strings"
 	"testing"
 
@@ -33,11 +31,7 @@ func TestInstallRebuildsIndexesNotLikeOurs(t *testing.T) {
 			return []string{dropIndexSQL(tb, ix), fillIndexSQL(tb, create, ix)}
 		}
 	}
-	cases := []struct {
-		name  string
-		kind  engine.Kind // "" for every engine
-		setup func(engine.Table) []string
-	}{
+	cases := []indexRepairCase{
 		{"a column left out", "", replace("status_scheduled", "CREATE INDEX %s ON %t (status, scheduled_at)")},
 		{"hash", engine.Postgres, replace("lease_until", "CREATE INDEX %s ON %t USING hash (lease_until)")},
 		{"brin", engine.Postgres, replace("status_expires", "CREATE INDEX %s ON %t USING brin (status, expires_at)")},
@@ -51,7 +45,7 @@ func TestInstallRebuildsIndexesNotLikeOurs(t *testing.T) {
 			return []string{dropIndexSQL(tb, "idx_lease_until"), "CREATE INDEX `IDX_LEASE_UNTIL` ON " + tb.Quoted() + " (created_at)"}
 		}},
 		// Not used by the optimizer: MySQL's INVISIBLE, MariaDB's IGNORED
-		// (setup picks the server's spelling).
+		// (testIndexRepairs picks the server's spelling).
 		{"invisible", engine.MySQL, func(tb engine.Table) []string {
 			return []string{"ALTER TABLE " + tb.Quoted() + " ALTER INDEX `idx_status_expires` INVISIBLE"}
 		}},
@@ -61,54 +55,21 @@ func TestInstallRebuildsIndexesNotLikeOurs(t *testing.T) {
 		}},
 		{"nocase", engine.SQLite, replace("status_scheduled", "CREATE INDEX %s ON %t (status COLLATE NOCASE, scheduled_at, id)")},
 	}
-	testdb.ForEachEngine(t, func(t *testing.T, e *testdb.Env) {
-		for _, c := range cases {
-			if c.kind != "" && c.kind != e.Kind {
-				continue
-			}
-			t.Run(c.name, func(t *testing.T) {
-				t.Parallel()
-				ctx := context.Background()
-				name := e.Table(t)
-				tb := tableOf(t, e.Kind, name)
-				if err := Install(ctx, e.DB, name); err != nil {
-					t.Fatal(err)
-				}
-				mustExec(t, e.DB, v2Row(tb))
-				rows := dumpRows(t, e.DB, tb)
-				setup := c.setup(tb)
-				if e.Kind == engine.MySQL && isMariaDB(t, e.DB) {
-					for i, q := range setup {
-						setup[i] = strings.Replace(q, " INVISIBLE", " IGNORED", 1)
-					}
-				}
-				mustExec(t, e.DB, setup...)
-
-				if err := Install(ctx, e.DB, name); err != nil {
-					t.Fatalf("Install: %v", err)
-				}
-				if diff := cmp.Diff(wantIndexes(e.Kind, name), testIndexes(t, e.DB, tb)); diff != "" {
-					t.Errorf("indexes (-want +got):\n%s", diff)
-				}
-				switch e.Kind {
-				case engine.Postgres:
-					if bad := testdb.Strings(t, e.DB, `SELECT i.relname FROM pg_index ix JOIN pg_class i ON i.oid = ix.indexrelid
+	jobsTable := func(tb engine.Table) engine.Table { return tb }
+	testIndexRepairs(t, cases, jobsTable, func(t *testing.T, e *testdb.Env, tb engine.Table) {
+		if diff := cmp.Diff(wantIndexes(e.Kind, tb.Name), testIndexes(t, e.DB, tb)); diff != "" {
+			t.Errorf("indexes (-want +got):\n%s", diff)
+		}
+		switch e.Kind {
+		case engine.Postgres:
+			if bad := testdb.Strings(t, e.DB, `SELECT i.relname FROM pg_index ix JOIN pg_class i ON i.oid = ix.indexrelid
 WHERE ix.indrelid = to_regclass(quote_ident($1)) AND NOT (ix.indisvalid AND ix.indisready)`, tb.Name); len(bad) != 0 {
-						t.Errorf("indexes still invalid: %v", bad)
-					}
-				case engine.MySQL:
-					if hidden := mysqlHiddenIndexNames(t, e, tb); len(hidden) != 0 {
-						t.Errorf("indexes still invisible (ignored): %v", hidden)
-					}
-				case engine.SQLite:
-					if bad := testdb.Strings(t, e.DB, `SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = ? AND sql LIKE '%COLLATE%'`, tb.Name); len(bad) != 0 {
-						t.Errorf("indexes still with a collation: %v", bad)
-					}
-				}
-				if diff := cmp.Diff(rows, dumpRows(t, e.DB, tb)); diff != "" {
-					t.Errorf("rows changed (-before +after):\n%s", diff)
-				}
-			})
+				t.Errorf("indexes still invalid: %v", bad)
+			}
+		case engine.SQLite:
+			if bad := testdb.Strings(t, e.DB, `SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = ? AND sql LIKE '%COLLATE%'`, tb.Name); len(bad) != 0 {
+				t.Errorf("indexes still with a collation: %v", bad)
+			}
 		}
 	})
 }
@@ -117,41 +78,4 @@ WHERE ix.indrelid = to_regclass(quote_ident($1)) AND NOT (ix.indisvalid AND ix.i
 // %t by the quoted table tb.
 func fillIndexSQL(tb engine.Table, create, ix string) string {
 	return strings.NewReplacer("%s", ddl.QuoteIdent(tb.Kind, ix), "%t", tb.Quoted()).Replace(create)
-}
-
-// mysqlHiddenIndexNames are the indexes of tb that SHOW INDEX says the
-// optimizer does not use: Visible = NO (MySQL 8) or Ignored = YES (MariaDB).
-func mysqlHiddenIndexNames(t *testing.T, e *testdb.Env, tb engine.Table) []string {
-	t.Helper()
-	rows, err := e.DB.QueryContext(context.Background(), "SHOW INDEX FROM "+tb.Quoted())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rows.Close()
-	names, err := rows.Columns()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var hidden []string
-	for rows.Next() {
-		vals := make([]sql.NullString, len(names))
-		ptrs := make([]any, len(names))
-		for i := range vals {
-			ptrs[i] = &vals[i]
-		}
-		if err := rows.Scan(ptrs...); err != nil {
-			t.Fatal(err)
-		}
-		row := map[string]string{}
-		for i, n := range names {
-			row[strings.ToLower(n)] = vals[i].String
-		}
-		if strings.EqualFold(row["visible"], "NO") || strings.EqualFold(row["ignored"], "YES") {
-			hidden = append(hidden, row["key_name"])
-		}
-	}
-	if err := rows.Err(); err != nil {
-		t.Fatal(err)
-	}
-	return hidden
 }

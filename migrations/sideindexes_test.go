@@ -5,8 +5,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/google/go-cmp/cmp"
-
 	"github.com/jobqueue/jobqueue/internal/ddl"
 	"github.com/jobqueue/jobqueue/internal/engine"
 	"github.com/jobqueue/jobqueue/internal/testdb"
@@ -21,66 +19,26 @@ import (
 // replaced by a plain index stayed so (CREATE INDEX IF NOT EXISTS).
 func TestInstallRepairsSideIndexes(t *testing.T) {
 	t.Parallel()
-	cases := []struct {
-		name  string
-		kind  engine.Kind // "" for every engine
-		setup func(side engine.Table, ix string) []string
-	}{
-		{"dropped", "", func(side engine.Table, ix string) []string { return []string{dropIndexSQL(side, ix)} }},
-		{"not unique", "", func(side engine.Table, ix string) []string {
-			return []string{dropIndexSQL(side, ix), createIndexOnSQL(side, ix, "live_key")}
+	live := func(side engine.Table) string { return ddl.IndexName(side, "live_key") }
+	cases := []indexRepairCase{
+		{"dropped", "", func(side engine.Table) []string { return []string{dropIndexSQL(side, live(side))} }},
+		{"not unique", "", func(side engine.Table) []string {
+			return []string{dropIndexSQL(side, live(side)), createIndexOnSQL(side, live(side), "live_key")}
 		}},
-		{"on another column", "", func(side engine.Table, ix string) []string {
-			return []string{dropIndexSQL(side, ix), createIndexOnSQL(side, ix, "unique_key")}
+		{"on another column", "", func(side engine.Table) []string {
+			return []string{dropIndexSQL(side, live(side)), createIndexOnSQL(side, live(side), "unique_key")}
 		}},
-		{"invisible", engine.MySQL, func(side engine.Table, ix string) []string {
-			return []string{"ALTER TABLE " + side.Quoted() + " ALTER INDEX `" + ix + "` INVISIBLE"}
+		{"invisible", engine.MySQL, func(side engine.Table) []string {
+			return []string{"ALTER TABLE " + side.Quoted() + " ALTER INDEX `" + live(side) + "` INVISIBLE"}
 		}},
 	}
-	testdb.ForEachEngine(t, func(t *testing.T, e *testdb.Env) {
-		for _, c := range cases {
-			if c.kind != "" && c.kind != e.Kind {
-				continue
-			}
-			t.Run(c.name, func(t *testing.T) {
-				t.Parallel()
-				ctx := context.Background()
-				name := e.Table(t)
-				tb := tableOf(t, e.Kind, name)
-				if err := Install(ctx, e.DB, name); err != nil {
-					t.Fatal(err)
-				}
-				side := ddl.Side(tb, "unique")
-				setup := c.setup(side, ddl.IndexName(side, "live_key"))
-				if e.Kind == engine.MySQL && isMariaDB(t, e.DB) {
-					for i, q := range setup {
-						setup[i] = strings.Replace(q, " INVISIBLE", " IGNORED", 1)
-					}
-				}
-				mustExec(t, e.DB, setup...)
-
-				if err := Install(ctx, e.DB, name); err != nil {
-					t.Fatalf("Install: %v", err)
-				}
-				insert := "INSERT INTO " + side.Quoted() + " (job_id, unique_key, live_key, held_until) VALUES (%d, 'k', 'k', '2026-01-01 00:00:00')"
-				mustExec(t, e.DB, strings.Replace(insert, "%d", "1", 1))
-				if _, err := e.DB.ExecContext(ctx, strings.Replace(insert, "%d", "2", 1)); err == nil {
-					t.Errorf("a second row holding key k was accepted: the unique index on live_key is not there")
-				}
-				if e.Kind == engine.MySQL {
-					if hidden := mysqlHiddenIndexNames(t, e, side); len(hidden) != 0 {
-						t.Errorf("indexes of %s still invisible (ignored): %v", side.Name, hidden)
-					}
-				}
-				// Install again changes nothing.
-				before := takeSnapshot(t, e.DB, side)
-				if err := Install(ctx, e.DB, name); err != nil {
-					t.Fatalf("Install again: %v", err)
-				}
-				if diff := cmp.Diff(before, takeSnapshot(t, e.DB, side)); diff != "" {
-					t.Errorf("Install again changed %s (-before +after):\n%s", side.Name, diff)
-				}
-			})
+	uniqueSide := func(tb engine.Table) engine.Table { return ddl.Side(tb, "unique") }
+	testIndexRepairs(t, cases, uniqueSide, func(t *testing.T, e *testdb.Env, tb engine.Table) {
+		side := uniqueSide(tb)
+		insert := "INSERT INTO " + side.Quoted() + " (job_id, unique_key, live_key, held_until) VALUES (%d, 'k', 'k', '2026-01-01 00:00:00')"
+		mustExec(t, e.DB, strings.Replace(insert, "%d", "1", 1))
+		if _, err := e.DB.ExecContext(context.Background(), strings.Replace(insert, "%d", "2", 1)); err == nil {
+			t.Errorf("a second row holding key k was accepted: the unique index on live_key is not there")
 		}
 	})
 }
