@@ -50,7 +50,10 @@ type indexInfo struct {
 	Name string
 	// Columns are the indexed columns in order; a descending column is
 	// "col DESC", a MySQL prefix "col(10)" and an expression "(expr)"
-	// (or "(expression)" where the catalog does not show it).
+	// (or "(expression)" where the catalog does not show it). On
+	// PostgreSQL a column whose NULLs sort apart from its direction's
+	// default is "col NULLS FIRST" or "col DESC NULLS LAST", and the
+	// columns of an INCLUDE list follow the key's as "INCLUDE col".
 	Columns []string
 	// Unique is true for unique indexes (the primary key included).
 	Unique bool
@@ -58,6 +61,9 @@ type indexInfo struct {
 	Primary bool
 	// Partial is true for an index with a WHERE clause (PostgreSQL, SQLite).
 	Partial bool
+	// NullsNotDistinct is true for a PostgreSQL (15+) unique index whose
+	// NULLs collide (NULLS NOT DISTINCT).
+	NullsNotDistinct bool
 	// Method is the index's access method in lower case: PostgreSQL's
 	// ("btree", "hash", "brin", …), MySQL's INDEX_TYPE ("btree",
 	// "fulltext", …); "btree" on SQLite, which has no other.
@@ -82,7 +88,7 @@ func (ix indexInfo) sameAs(cols []string) bool { return ix.matches(cols, false) 
 // matches reports whether the index is a plain, valid B-tree index on
 // exactly cols, unique when unique is (and not the primary key).
 func (ix indexInfo) matches(cols []string, unique bool) bool {
-	return ix.Unique == unique && !ix.Primary && !ix.Partial && ix.Method == "btree" && !ix.Invalid && slices.Equal(ix.Columns, cols)
+	return ix.Unique == unique && !ix.Primary && !ix.Partial && !ix.NullsNotDistinct && ix.Method == "btree" && !ix.Invalid && slices.Equal(ix.Columns, cols)
 }
 
 // indexKey is the key of index name in the map indexes returns: the name,
@@ -102,7 +108,10 @@ func indexKey(t engine.Table, name string) string {
 // column indexed with another collation than its own (PostgreSQL; on
 // SQLite, where our columns declare none, another than BINARY) or a
 // PostgreSQL operator class that is not its type's default reads
-// "col COLLATE name" or "col opclass", so that it is not the column. The
+// "col COLLATE name" or "col opclass", so that it is not the column; so
+// does a PostgreSQL column in another order or NULLs placement than the
+// default ("col DESC", "col NULLS FIRST"), and an INCLUDE list adds
+// "INCLUDE col" entries. The
 // primary key is included where the engine keeps an index for it
 // (PostgreSQL "<table>_pkey", MySQL "PRIMARY"; SQLite's INTEGER PRIMARY KEY
 // has none).
@@ -112,12 +121,17 @@ func indexes(ctx context.Context, q queryer, t engine.Table) (map[string]indexIn
 	case engine.Postgres:
 		query = `SELECT i.relname, ix.indisunique, ix.indisprimary, ix.indpred IS NOT NULL,
        am.amname, NOT (ix.indisvalid AND ix.indisready),
+       COALESCE((to_jsonb(ix) ->> 'indnullsnotdistinct')::boolean, false),
+       CASE WHEN k.ord > ix.indnkeyatts THEN 'INCLUDE ' || COALESCE(a.attname::text, '(expression)') ELSE
        COALESCE(a.attname::text, '(' || pg_get_indexdef(ix.indexrelid, k.ord::int, true) || ')')
          || CASE WHEN a.attname IS NOT NULL AND ix.indcollation[(k.ord - 1)::int] <> a.attcollation
                  THEN ' COLLATE ' || COALESCE((SELECT collname FROM pg_collation WHERE oid = ix.indcollation[(k.ord - 1)::int]), '?') ELSE '' END
          || CASE WHEN a.attname IS NOT NULL AND NOT EXISTS (SELECT 1 FROM pg_opclass oc WHERE oc.oid = ix.indclass[(k.ord - 1)::int] AND oc.opcdefault)
                  THEN ' ' || COALESCE((SELECT opcname FROM pg_opclass WHERE oid = ix.indclass[(k.ord - 1)::int]), '?') ELSE '' END
-         || CASE WHEN ix.indoption[(k.ord - 1)::int] & 1 = 1 THEN ' DESC' ELSE '' END
+         || CASE WHEN ix.indoption[(k.ord - 1)::int] & 1 = 1
+                 THEN ' DESC' || CASE WHEN ix.indoption[(k.ord - 1)::int] & 2 = 0 THEN ' NULLS LAST' ELSE '' END
+                 ELSE CASE WHEN ix.indoption[(k.ord - 1)::int] & 2 = 2 THEN ' NULLS FIRST' ELSE '' END END
+       END
 FROM pg_class c
 JOIN pg_namespace n ON n.oid = c.relnamespace
 JOIN pg_index ix ON ix.indrelid = c.oid
@@ -125,12 +139,12 @@ JOIN pg_class i ON i.oid = ix.indexrelid
 JOIN pg_am am ON am.oid = i.relam
 CROSS JOIN LATERAL unnest(ix.indkey::int2[]) WITH ORDINALITY AS k(attnum, ord)
 LEFT JOIN pg_attribute a ON a.attrelid = c.oid AND a.attnum = k.attnum AND k.attnum > 0
-WHERE n.nspname = current_schema() AND c.relname = $1 AND k.ord <= ix.indnkeyatts
+WHERE n.nspname = current_schema() AND c.relname = $1
 ORDER BY i.relname, k.ord`
 	case engine.MySQL:
 		// MariaDB has no EXPRESSION column, MySQL 8 has no way to tell a
 		// functional part other than a NULL COLUMN_NAME: "(expression)".
-		query = "SELECT INDEX_NAME, NON_UNIQUE = 0, INDEX_NAME = 'PRIMARY', FALSE, LOWER(INDEX_TYPE), FALSE," +
+		query = "SELECT INDEX_NAME, NON_UNIQUE = 0, INDEX_NAME = 'PRIMARY', FALSE, LOWER(INDEX_TYPE), FALSE, FALSE," +
 			" CONCAT(COALESCE(COLUMN_NAME, '(expression)')," +
 			"  CASE WHEN SUB_PART IS NULL THEN '' ELSE CONCAT('(', SUB_PART, ')') END," +
 			"  CASE WHEN COLLATION = 'D' THEN ' DESC' ELSE '' END)" +
@@ -138,7 +152,7 @@ ORDER BY i.relname, k.ord`
 			" WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = ?" +
 			" ORDER BY INDEX_NAME, SEQ_IN_INDEX"
 	case engine.SQLite:
-		query = `SELECT il.name, il."unique", il.origin = 'pk', il.partial, 'btree', FALSE,
+		query = `SELECT il.name, il."unique", il.origin = 'pk', il.partial, 'btree', FALSE, FALSE,
        COALESCE(ii.name, '(expression)')
          || CASE WHEN ii.name IS NOT NULL AND upper(ii.coll) <> 'BINARY' THEN ' COLLATE ' || ii.coll ELSE '' END
          || CASE WHEN ii."desc" THEN ' DESC' ELSE '' END
@@ -157,12 +171,12 @@ ORDER BY il.name, ii.seqno`
 	idx := map[string]indexInfo{}
 	for rows.Next() {
 		var name, method, col string
-		var unique, primary, partial, invalid bool
-		if err := rows.Scan(&name, &unique, &primary, &partial, &method, &invalid, &col); err != nil {
+		var unique, primary, partial, invalid, nullsNotDistinct bool
+		if err := rows.Scan(&name, &unique, &primary, &partial, &method, &invalid, &nullsNotDistinct, &col); err != nil {
 			return nil, fmt.Errorf("read the indexes of table %s: %w", t.Name, err)
 		}
 		ix := idx[indexKey(t, name)]
-		ix.Name, ix.Unique, ix.Primary, ix.Partial, ix.Method, ix.Invalid = name, unique, primary, partial, method, invalid
+		ix.Name, ix.Unique, ix.Primary, ix.Partial, ix.Method, ix.Invalid, ix.NullsNotDistinct = name, unique, primary, partial, method, invalid, nullsNotDistinct
 		ix.Columns = append(ix.Columns, col)
 		idx[indexKey(t, name)] = ix
 	}

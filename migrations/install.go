@@ -26,10 +26,13 @@ type execQueryer interface {
 // any of the four indexes that is missing and rebuilds any of them whose
 // columns differ from the definition (or that is not the plain, valid
 // B-tree index the definition is: another access method, collation or
-// operator class, unique, partial, left invalid by a failed CREATE INDEX
-// CONCURRENTLY on PostgreSQL; an index made invisible on MySQL, or ignored
-// on MariaDB, is made visible again), and creates missing side tables
-// (CREATE … IF NOT EXISTS). Columns and indexes a user added are left
+// operator class, unique, partial; on PostgreSQL also a column in
+// descending order or with its NULLs placed otherwise than by default, an
+// INCLUDE list, NULLS NOT DISTINCT, or left invalid by a failed CREATE
+// INDEX CONCURRENTLY; an index made invisible on MySQL, or ignored on
+// MariaDB, is made visible again; a right index is left as it is),
+// creates missing side tables (CREATE … IF NOT EXISTS) and recreates a
+// side table's declared index that is missing or wrong in the same ways. Columns and indexes a user added are left
 // alone. A side table's name held by another table (one without exactly
 // the side table's columns, another queue's jobs table say) is refused
 // with an error wrapping ErrForeignTable, before anything is created; so

@@ -20,7 +20,11 @@ import (
 // IDX_LEASE_UNTIL on other columns, and one made invisible (MariaDB:
 // ignored); on SQLite one with COLLATE NOCASE. Install kept all of these
 // but the first (MySQL's IDX_LEASE_UNTIL it refused, "is the name taken by
-// another table's index?").
+// another table's index?"). On PostgreSQL it also rebuilds one whose
+// column's NULLs sort first (NULLS FIRST), one with an INCLUDE list (it
+// kept both: the catalog query read neither), one in descending order,
+// partial, on an expression or unique. A further Install changes nothing
+// (testIndexRepairs).
 func TestInstallRebuildsIndexesNotLikeOurs(t *testing.T) {
 	t.Parallel()
 	// replace drops our index suffix of tb and creates create (see
@@ -41,6 +45,13 @@ func TestInstallRebuildsIndexesNotLikeOurs(t *testing.T) {
 		}},
 		{"another collation", engine.Postgres, replace("type_status_scheduled", `CREATE INDEX %s ON %t (type COLLATE "C", status, scheduled_at, id)`)},
 		{"another operator class", engine.Postgres, replace("status_scheduled", "CREATE INDEX %s ON %t (status varchar_pattern_ops, scheduled_at, id)")},
+		{"nulls first", engine.Postgres, replace("status_scheduled", "CREATE INDEX %s ON %t (status, scheduled_at NULLS FIRST, id)")},
+		{"desc", engine.Postgres, replace("lease_until", "CREATE INDEX %s ON %t (lease_until DESC)")},
+		{"desc nulls last", engine.Postgres, replace("status_expires", "CREATE INDEX %s ON %t (status, expires_at DESC NULLS LAST)")},
+		{"include", engine.Postgres, replace("type_status_scheduled", "CREATE INDEX %s ON %t (type, status, scheduled_at, id) INCLUDE (name)")},
+		{"partial", engine.Postgres, replace("status_scheduled", "CREATE INDEX %s ON %t (status, scheduled_at, id) WHERE status = 'pending'")},
+		{"expression", engine.Postgres, replace("lease_until", "CREATE INDEX %s ON %t ((lease_until + interval '1 hour'))")},
+		{"unique", engine.Postgres, replace("status_scheduled", "CREATE UNIQUE INDEX %s ON %t (status, scheduled_at, id)")},
 		{"name in upper case on other columns", engine.MySQL, func(tb engine.Table) []string {
 			return []string{dropIndexSQL(tb, "idx_lease_until"), "CREATE INDEX `IDX_LEASE_UNTIL` ON " + tb.Quoted() + " (created_at)"}
 		}},

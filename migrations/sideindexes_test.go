@@ -16,7 +16,9 @@ import (
 // hidden from the optimizer; afterwards two rows holding one key are
 // refused. On MySQL, where the index is part of the side table's CREATE
 // TABLE IF NOT EXISTS, a dropped one stayed missing; on every engine one
-// replaced by a plain index stayed so (CREATE INDEX IF NOT EXISTS).
+// replaced by a plain index stayed so (CREATE INDEX IF NOT EXISTS). On
+// PostgreSQL 15+ it rebuilds one made NULLS NOT DISTINCT, which refused a
+// second row holding no key (live_key NULL) and which it kept.
 func TestInstallRepairsSideIndexes(t *testing.T) {
 	t.Parallel()
 	live := func(side engine.Table) string { return ddl.IndexName(side, "live_key") }
@@ -27,6 +29,11 @@ func TestInstallRepairsSideIndexes(t *testing.T) {
 		}},
 		{"on another column", "", func(side engine.Table) []string {
 			return []string{dropIndexSQL(side, live(side)), createIndexOnSQL(side, live(side), "unique_key")}
+		}},
+		// PostgreSQL 15+: the rows that hold no key (live_key NULL) would
+		// collide.
+		{"nulls not distinct", engine.Postgres, func(side engine.Table) []string {
+			return []string{dropIndexSQL(side, live(side)), `CREATE UNIQUE INDEX "` + live(side) + `" ON ` + side.Quoted() + " (live_key) NULLS NOT DISTINCT"}
 		}},
 		{"invisible", engine.MySQL, func(side engine.Table) []string {
 			return []string{"ALTER TABLE " + side.Quoted() + " ALTER INDEX `" + live(side) + "` INVISIBLE"}
@@ -39,6 +46,12 @@ func TestInstallRepairsSideIndexes(t *testing.T) {
 		mustExec(t, e.DB, strings.Replace(insert, "%d", "1", 1))
 		if _, err := e.DB.ExecContext(context.Background(), strings.Replace(insert, "%d", "2", 1)); err == nil {
 			t.Errorf("a second row holding key k was accepted: the unique index on live_key is not there")
+		}
+		released := "INSERT INTO " + side.Quoted() + " (job_id, unique_key, live_key, held_until) VALUES (%d, 'k', NULL, '2026-01-01 00:00:00')"
+		for _, id := range []string{"3", "4"} {
+			if _, err := e.DB.ExecContext(context.Background(), strings.Replace(released, "%d", id, 1)); err != nil {
+				t.Errorf("a row holding no key (live_key NULL) was refused next to another: %v", err)
+			}
 		}
 	})
 }
