@@ -246,8 +246,10 @@ func (c *converter) sqliteExtraColumns(ctx context.Context, ex execQueryer) ([]c
 // version 1 table's CREATE TABLE statement spells it (sqliteColumnDefs:
 // type, NOT NULL, DEFAULT, CHECK, COLLATE, UNIQUE, REFERENCES); a column
 // whose definition cannot be found there is added with its type, default
-// and NOT NULL when it has a default. Table constraints on them are not
-// carried over.
+// and NOT NULL when it has a default. The table constraints follow, as
+// the version 1 statement spells them (sqliteKeptConstraints: one that
+// uses retry_count or locked_at is refused, a CHECK on status without
+// 'expired' dropped).
 func (c *converter) sqliteCreate(ctx context.Context, ex execQueryer) error {
 	tmp := c.sqliteTemp()
 	st, err := inspect(ctx, ex, tmp)
@@ -261,7 +263,11 @@ func (c *converter) sqliteCreate(ctx context.Context, ex execQueryer) error {
 	if err != nil {
 		return err
 	}
-	defs, err := sqliteColumnDefs(ctx, ex, c.t)
+	defs, constraints, err := sqliteColumnDefs(ctx, ex, c.t)
+	if err != nil {
+		return err
+	}
+	constraints, err = sqliteKeptConstraints(c.t, constraints)
 	if err != nil {
 		return err
 	}
@@ -274,6 +280,12 @@ func (c *converter) sqliteCreate(ctx context.Context, ex execQueryer) error {
 			continue
 		}
 		create = strings.TrimSuffix(create, "\n)") + ",\n    " + def + "\n)"
+	}
+	for _, con := range constraints {
+		if !strings.HasSuffix(create, "\n)") {
+			return fmt.Errorf("create the version 2 table: cannot add your table constraint %q", con)
+		}
+		create = strings.TrimSuffix(create, "\n)") + ",\n    " + con + "\n)"
 	}
 	if _, err := ex.ExecContext(ctx, create); err != nil {
 		return fmt.Errorf("create the version 2 table with your columns: %w", err)

@@ -1,13 +1,15 @@
 package migrations
 
 // The definitions of the user's own columns of a version 1 SQLite table,
-// read from the table's CREATE TABLE statement, so that SQLite's rebuild
-// keeps each column whole: pragma table_info tells only a column's type,
-// NOT NULL and default, not its CHECK, COLLATE, UNIQUE or REFERENCES.
+// and its table constraints, read from the table's CREATE TABLE statement,
+// so that SQLite's rebuild keeps each column whole and the constraints:
+// pragma table_info tells only a column's type, NOT NULL and default, not
+// its CHECK, COLLATE, UNIQUE or REFERENCES, nor the table's constraints.
 
 import (
 	"context"
 	"fmt"
+	"regexp"
 	"strings"
 
 	"github.com/jobqueue/jobqueue/internal/engine"
@@ -16,28 +18,80 @@ import (
 // sqliteColumnDefs returns the column definitions of the SQLite table t as
 // its CREATE TABLE statement in sqlite_master spells them (ALTER TABLE …
 // ADD COLUMN writes the added column's definition there too), keyed by the
-// column's name in lower case. Table constraints (CONSTRAINT, PRIMARY KEY,
-// UNIQUE, CHECK, FOREIGN KEY) are not columns and are left out.
-func sqliteColumnDefs(ctx context.Context, ex execQueryer, t engine.Table) (map[string]string, error) {
+// column's name in lower case, and its table constraints (CONSTRAINT,
+// PRIMARY KEY, UNIQUE, CHECK, FOREIGN KEY clauses after the columns), in
+// their order, as the statement spells them.
+func sqliteColumnDefs(ctx context.Context, ex execQueryer, t engine.Table) (defs map[string]string, constraints []string, err error) {
 	var create string
 	found, err := queryOne(ctx, ex, []any{&create}, `SELECT sql FROM sqlite_master WHERE type = 'table' AND name = ? COLLATE NOCASE`, t.Name)
 	if err != nil {
-		return nil, fmt.Errorf("read the CREATE TABLE statement of table %s: %w", t.Name, err)
+		return nil, nil, fmt.Errorf("read the CREATE TABLE statement of table %s: %w", t.Name, err)
 	}
 	if !found {
-		return nil, fmt.Errorf("table %s has no CREATE TABLE statement in sqlite_master", t.Name)
+		return nil, nil, fmt.Errorf("table %s has no CREATE TABLE statement in sqlite_master", t.Name)
 	}
-	defs := map[string]string{}
+	defs = map[string]string{}
 	for _, part := range sqliteTableBody(create) {
 		name, ok := sqliteLeadingName(part)
 		if !ok {
 			continue
 		}
-		if !isSQLiteTableConstraint(part, name) {
+		if isSQLiteTableConstraint(part, name) {
+			constraints = append(constraints, part)
+		} else {
 			defs[strings.ToLower(name)] = part
 		}
 	}
-	return defs, nil
+	return defs, constraints, nil
+}
+
+// sqliteConstraintRE matches the start of a table constraint: an optional
+// CONSTRAINT name, then the constraint's kind (group 2).
+var sqliteConstraintRE = regexp.MustCompile("(?is)^(CONSTRAINT\\s*(\"(?:[^\"]|\"\")*\"|`(?:[^`]|``)*`|\\[[^\\]]*\\]|[^\\s\"`\\[(]+)\\s*)?(PRIMARY|UNIQUE|CHECK|FOREIGN)\\b")
+
+// sqliteConstraintKind is the kind of the table constraint c in upper
+// case (PRIMARY, UNIQUE, CHECK or FOREIGN), past its CONSTRAINT name; ""
+// when it is none of them.
+func sqliteConstraintKind(c string) string {
+	m := sqliteConstraintRE.FindStringSubmatch(strings.TrimSpace(c))
+	if m == nil {
+		return ""
+	}
+	return strings.ToUpper(m[3])
+}
+
+// sqliteKeptConstraints returns the table constraints of the version 1
+// SQLite table t (constraints, as sqliteColumnDefs returns them) that its
+// version 2 rebuild keeps: all of them, but a CHECK on status that does
+// not allow 'expired' (PostgreSQL's migration drops it too: it would
+// refuse the new status) and a PRIMARY KEY on id alone (the version 2
+// table declares it). A constraint that names retry_count or locked_at,
+// which version 2 drops, or a primary key on other columns, is refused
+// with an error naming it, before anything is changed.
+func sqliteKeptConstraints(t engine.Table, constraints []string) ([]string, error) {
+	var kept []string
+	for _, c := range constraints {
+		ids := sqliteIdentifiers(c)
+		for _, col := range v1OnlyColumns {
+			if ids[col] {
+				return nil, fmt.Errorf("table %s has the table constraint %q, which uses %s; version 2 has no %s, and SQLite's migration, which rebuilds the table, cannot keep the constraint: rebuild the table without it (or change it not to use %s), migrate, then add what version 2 needs; nothing was changed",
+					t.Name, c, col, col, col)
+			}
+		}
+		switch sqliteConstraintKind(c) {
+		case "CHECK":
+			if ids["status"] && !strings.Contains(strings.ToLower(c), "'expired'") {
+				continue
+			}
+		case "PRIMARY":
+			if i := strings.Index(c, "("); i < 0 || !ids["id"] || len(sqliteIdentifiers(c[i:])) != 1 {
+				return nil, fmt.Errorf("table %s has the table constraint %q: a version 2 table's primary key is id, and SQLite's migration, which rebuilds the table, cannot keep another; rebuild the table without it, then migrate; nothing was changed", t.Name, c)
+			}
+			continue
+		}
+		kept = append(kept, c)
+	}
+	return kept, nil
 }
 
 // sqliteTableBody splits the part of a CREATE TABLE statement between its
