@@ -102,7 +102,8 @@ type mysqlKeptColumn struct{ name, def string }
 
 // mysqlKept returns the MySQL definitions of the columns both versions
 // share whose type or collation version 2 may define differently from a
-// version 1 table (TIMESTAMP times, a case-insensitive collation).
+// version 1 table (TIMESTAMP times, times with fractional seconds, a
+// case-insensitive collation).
 func mysqlKept() []mysqlKeptColumn {
 	return []mysqlKeptColumn{
 		{"name", "VARCHAR(255) COLLATE utf8mb4_bin NOT NULL"},
@@ -114,14 +115,38 @@ func mysqlKept() []mysqlKeptColumn {
 	}
 }
 
+// mysqlCheckTimeTypes refuses, before the migration changes anything, a
+// table whose time column both versions share (scheduled_at, expires_at,
+// created_at) is neither a DATETIME nor a TIMESTAMP (with or without
+// fractional seconds): the migration would not turn it into version 2's
+// DATETIME, and the table would end neither version 1 nor version 2.
+func mysqlCheckTimeTypes(t engine.Table, cols map[string]columnInfo) error {
+	for _, k := range mysqlKept() {
+		ci, ok := cols[k.name]
+		if !ok || !strings.HasSuffix(k.name, "_at") {
+			continue
+		}
+		base, _, _ := strings.Cut(ci.Type, "(")
+		if base != "datetime" && base != "timestamp" {
+			return fmt.Errorf("table %s: column %s is %s, not a time: Migrate converts a DATETIME or TIMESTAMP %s (with or without fractional seconds) into version 2's DATETIME, and nothing else; change the column to a DATETIME holding UTC times, then run Migrate again; nothing was changed",
+				t.Name, k.name, strings.ToUpper(ci.Type), k.name)
+		}
+	}
+	return nil
+}
+
 // mysqlAddColumns adds the missing version 2 columns as nullable columns
-// and the 'expired' status, turns TIMESTAMP times into UTC DATETIMEs (the
-// session is UTC, so each instant is kept) and gives the string columns
+// and the 'expired' status, turns TIMESTAMP times, and times with
+// fractional seconds, into UTC DATETIMEs (the session is UTC, so each
+// instant is kept, to the second) and gives the string columns
 // version 2's binary collation, all in one ALTER TABLE that does only what
 // is still to do.
 func (c *converter) mysqlAddColumns(ctx context.Context, ex execQueryer) error {
 	cols, err := columns(ctx, ex, c.t)
 	if err != nil {
+		return err
+	}
+	if err := mysqlCheckTimeTypes(c.t, cols); err != nil {
 		return err
 	}
 	var clauses []string
@@ -134,7 +159,7 @@ func (c *converter) mysqlAddColumns(ctx context.Context, ex execQueryer) error {
 			continue
 		}
 		isTime := strings.HasSuffix(k.name, "_at")
-		if (isTime && ci.Type == "timestamp") || (!isTime && ci.Collation != "" && ci.Collation != "utf8mb4_bin") {
+		if (isTime && ci.Type != "datetime") || (!isTime && ci.Collation != "" && ci.Collation != "utf8mb4_bin") {
 			clauses = append(clauses, "MODIFY COLUMN "+k.name+" "+k.def)
 		}
 	}
