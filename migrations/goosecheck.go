@@ -213,3 +213,98 @@ func sideTakenSQL(o ddl.Object) string {
 			o.Name, kind, n, in)
 	}
 }
+
+// wrongIndexMessage is the error of a goose migration of the jobs table t
+// that found ix, an index of on (t or one of its side tables), missing
+// where the file would not create it, or not as jobqueue defines it. No
+// quotes or commas, and on MySQL at most 200 characters, as
+// sideTakenMessage.
+func wrongIndexMessage(t, on engine.Table, ix string) string {
+	return fmt.Sprintf("jobqueue: index %s of %s is missing or not as jobqueue defines it: run jobqueue install to rebuild it then goose up again", ix, on.Name)
+}
+
+// gooseIndexChecks returns the statements that fail the goose migration of
+// the jobs table t when an index of an existing table of it (the jobs
+// table's four, a side table's declared ones) is not exactly as Install
+// makes it (indexWrongSQL): Up would leave it as it is (on MySQL a missing
+// one too, the indexes being part of CREATE TABLE IF NOT EXISTS), where
+// Install rebuilds it. SQL cannot rebuild an index only when it is wrong
+// on every engine (SQLite has no conditional DDL), so the file refuses and
+// names jobqueue install, as it names jobqueue migrate for a version 1
+// table.
+func gooseIndexChecks(t engine.Table) []string {
+	var out []string
+	for _, ix := range ddl.Indexes() {
+		name := t.IndexName(ix.Suffix)
+		out = append(out, gooseFailIf(t, name, indexWrongSQL(t, name, ix.Columns, false), wrongIndexMessage(t, t, name))...)
+	}
+	for _, st := range ddl.SideTables() {
+		side := ddl.Side(t, st.Suffix)
+		for _, ix := range st.Indexes {
+			name := ddl.IndexName(side, ix.Suffix)
+			out = append(out, gooseFailIf(t, name, indexWrongSQL(side, name, ix.Columns, ix.Unique), wrongIndexMessage(t, side, name))...)
+		}
+	}
+	return out
+}
+
+// indexWrongSQL is a boolean SQL expression (on on's engine) that is true
+// when the table on exists and its index name is not the plain, valid
+// B-tree index on exactly cols (unique when unique is) that Install makes
+// (indexInfo.matches), or, on MySQL, is missing; on PostgreSQL and SQLite
+// a missing one is not wrong (CREATE INDEX IF NOT EXISTS creates it). The
+// rule is Install's, in SQL:
+//   - PostgreSQL: valid and ready, and pg_get_indexdef is exactly the
+//     plain definition (no other method, collation, operator class,
+//     order, NULLs placement, INCLUDE, WHERE or NULLS NOT DISTINCT);
+//   - MySQL: a B-tree whose parts are exactly cols, ascending, whole
+//     columns, unique as wanted, and not hidden from the optimizer
+//     (MySQL's IS_VISIBLE = 'NO', MariaDB's IGNORED = 'YES': the natural
+//     join matches whichever column the server has);
+//   - SQLite: unique as wanted, not partial, its key columns exactly cols,
+//     ascending, with the BINARY collation.
+func indexWrongSQL(on engine.Table, name string, cols []string, unique bool) string {
+	switch on.Kind {
+	case engine.Postgres:
+		create := "CREATE INDEX "
+		if unique {
+			create = "CREATE UNIQUE INDEX "
+		}
+		return fmt.Sprintf(`EXISTS (SELECT 1 FROM pg_index ix
+        JOIN pg_class i ON i.oid = ix.indexrelid
+        JOIN pg_class c ON c.oid = ix.indrelid
+        JOIN pg_namespace n ON n.oid = c.relnamespace
+        WHERE n.nspname = current_schema() AND c.relname = '%[2]s' AND i.relname = '%[1]s'
+          AND NOT (ix.indisvalid AND ix.indisready
+                   AND pg_get_indexdef(ix.indexrelid) = '%[3]s' || quote_ident('%[1]s') || ' ON ' || quote_ident(current_schema()) || '.' || quote_ident('%[2]s') || ' USING btree (%[4]s)'))`,
+			name, on.Name, create, strings.Join(cols, ", "))
+	case engine.MySQL:
+		nonUnique := 1
+		if unique {
+			nonUnique = 0
+		}
+		stats := fmt.Sprintf(`FROM information_schema.STATISTICS WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = '%s' AND INDEX_NAME = '%s'`, on.Name, name)
+		return fmt.Sprintf(`EXISTS (SELECT 1 FROM information_schema.TABLES WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = '%[1]s')
+        AND ((SELECT COUNT(*) %[2]s) <> %[3]d
+             OR COALESCE((SELECT GROUP_CONCAT(COLUMN_NAME ORDER BY SEQ_IN_INDEX SEPARATOR ',') %[2]s
+                 AND NON_UNIQUE = %[4]d AND SUB_PART IS NULL AND INDEX_TYPE = 'BTREE' AND COLLATION = 'A'), '') <> '%[5]s'
+             OR EXISTS (SELECT 1 FROM information_schema.STATISTICS NATURAL JOIN (SELECT 'NO' AS IS_VISIBLE, 'YES' AS IGNORED) hidden
+                 WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = '%[1]s' AND INDEX_NAME = '%[6]s'))`,
+			on.Name, stats, len(cols), nonUnique, strings.Join(cols, ","), name)
+	default:
+		u := 0
+		if unique {
+			u = 1
+		}
+		var at []string
+		for i, c := range cols {
+			at = append(at, fmt.Sprintf("(seqno = %d AND lower(name) = '%s')", i, c))
+		}
+		return fmt.Sprintf(`EXISTS (SELECT 1 FROM sqlite_master WHERE type = 'index' AND name = '%[1]s' COLLATE NOCASE AND tbl_name = '%[2]s' COLLATE NOCASE)
+        AND NOT (EXISTS (SELECT 1 FROM pragma_index_list('%[2]s') WHERE name = '%[1]s' COLLATE NOCASE AND "unique" = %[3]d AND partial = 0)
+                 AND (SELECT count(*) FROM pragma_index_xinfo('%[1]s') WHERE key) = %[4]d
+                 AND (SELECT count(*) FROM pragma_index_xinfo('%[1]s') WHERE key AND "desc" = 0 AND upper(coll) = 'BINARY'
+                          AND (%[5]s)) = %[4]d)`,
+			name, on.Name, u, len(cols), strings.Join(at, " OR "))
+	}
+}

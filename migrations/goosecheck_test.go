@@ -92,8 +92,9 @@ func TestGooseUpRefusesTakenSideNames(t *testing.T) {
 	})
 }
 
-// TestGooseSideMessageFits: the message of a side check, and of the check
-// of the jobs table itself (tableNotV2Message), has no quote or
+// TestGooseSideMessageFits: the message of a side check, of the check
+// of the jobs table itself (tableNotV2Message) and, on MySQL, of an index
+// check (wrongIndexMessage), has no quote or
 // comma (MySQL cuts the value it shows at a comma) and fits the 200
 // characters MySQL shows, for the longest table name each engine takes.
 func TestGooseSideMessageFits(t *testing.T) {
@@ -108,6 +109,17 @@ func TestGooseSideMessageFits(t *testing.T) {
 		}
 		if msg := tableNotV2Message(tb); len(msg) > 200 || strings.ContainsAny(msg, `,'"`) {
 			t.Errorf("%s: the message for table %s (%d characters) is longer than 200 or has a quote or comma: %s", k, tb.Name, len(msg), msg)
+		}
+		if k == engine.MySQL {
+			for _, ix := range []string{tb.IndexName("type_status_scheduled"), tb.IndexName("status_scheduled")} {
+				if msg := wrongIndexMessage(tb, tb, ix); len(msg) > 200 || strings.ContainsAny(msg, `,'"`) {
+					t.Errorf("%s: the message for index %s (%d characters) is longer than 200 or has a quote or comma: %s", k, ix, len(msg), msg)
+				}
+			}
+			side := ddl.Side(tb, "unique")
+			if msg := wrongIndexMessage(tb, side, ddl.IndexName(side, "live_key")); len(msg) > 200 || strings.ContainsAny(msg, `,'"`) {
+				t.Errorf("%s: the message for the side index (%d characters) is longer than 200 or has a quote or comma: %s", k, len(msg), msg)
+			}
 		}
 		for _, o := range ddl.SideObjects(tb) {
 			if o.Kind != ddl.SideTableKind && o.Kind != ddl.SideView {

@@ -23,7 +23,11 @@ import (
 // that is not that side table (a table of yours, another queue's jobs
 // table), the migration fails with a message that names it, before
 // anything is created; so it does, on PostgreSQL and SQLite, when another
-// table holds the name of one of the table's indexes.
+// table holds the name of one of the table's indexes; and when an index of
+// an existing table (the jobs table's four, a side table's) is not as
+// Install makes it, or on MySQL is missing (gooseIndexChecks): Up would
+// leave it so, and the message says to run `jobqueue install`, which
+// rebuilds it.
 //
 // The file does not convert a version 1 table (its header says so) but
 // refuses it: that
@@ -66,6 +70,11 @@ func GooseSQL(engineName, table string) (string, error) {
 		}
 	}
 	for _, s := range gooseSideIndexChecks(t) {
+		writeGooseStatement(&b, s)
+	}
+	// An existing table's index that is not as Install makes it is
+	// refused (Install rebuilds it; Up would leave it).
+	for _, s := range gooseIndexChecks(t) {
 		writeGooseStatement(&b, s)
 	}
 	for _, o := range objs {
@@ -126,7 +135,11 @@ func gooseHeader(t engine.Table) string {
 -- PostgreSQL and SQLite, when another table holds the name of one of its
 -- indexes (index names are per schema there: the table %[1]s_type holds
 -- idx_%[1]s_type_status_scheduled): rename that object or choose another
--- table name. It does NOT check that %[1]s_unique holds no key rows left by
+-- table name. It also fails, changing nothing, when a table of it exists
+-- (made by 'jobqueue install' before goose, say) with an index that is not
+-- as jobqueue defines it (other columns, unique, partial, another collation,
+-- order or method, invalid, invisible), or on MySQL missing: run
+-- 'jobqueue install --table %[1]s', which rebuilds it, then goose up again. It does NOT check that %[1]s_unique holds no key rows left by
 -- a table %[1]s dropped by hand (they would name the new table's jobs;
 -- 'jobqueue install' refuses them and 'jobqueue uninstall --table %[1]s'
 -- drops such leftovers).
