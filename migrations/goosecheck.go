@@ -254,9 +254,11 @@ func gooseIndexChecks(t engine.Table) []string {
 // (indexInfo.matches), or, on MySQL, is missing; on PostgreSQL and SQLite
 // a missing one is not wrong (CREATE INDEX IF NOT EXISTS creates it). The
 // rule is Install's, in SQL:
-//   - PostgreSQL: valid and ready, and pg_get_indexdef is exactly the
-//     plain definition (no other method, collation, operator class,
-//     order, NULLs placement, INCLUDE, WHERE or NULLS NOT DISTINCT);
+//   - PostgreSQL: valid and ready, and pg_get_indexdef is the plain
+//     definition (no other method, collation, operator class, order,
+//     NULLs placement, INCLUDE, WHERE or NULLS NOT DISTINCT), followed by
+//     nothing or by storage parameters (WITH (fillfactor = …)), which
+//     Install leaves alone too;
 //   - MySQL: a B-tree whose parts are exactly cols, ascending, whole
 //     columns, unique as wanted, and not hidden from the optimizer
 //     (MySQL's IS_VISIBLE = 'NO', MariaDB's IGNORED = 'YES': the natural
@@ -276,7 +278,9 @@ func indexWrongSQL(on engine.Table, name string, cols []string, unique bool) str
         JOIN pg_namespace n ON n.oid = c.relnamespace
         WHERE n.nspname = current_schema() AND c.relname = '%[2]s' AND i.relname = '%[1]s'
           AND NOT (ix.indisvalid AND ix.indisready
-                   AND pg_get_indexdef(ix.indexrelid) = '%[3]s' || quote_ident('%[1]s') || ' ON ' || quote_ident(current_schema()) || '.' || quote_ident('%[2]s') || ' USING btree (%[4]s)'))`,
+                   AND (SELECT d = plain OR (left(d, length(plain) + 7) = plain || ' WITH (' AND strpos(substr(d, length(plain) + 1), ' WHERE ') = 0)
+                        FROM (SELECT pg_get_indexdef(ix.indexrelid) AS d,
+                                     '%[3]s' || quote_ident('%[1]s') || ' ON ' || quote_ident(current_schema()) || '.' || quote_ident('%[2]s') || ' USING btree (%[4]s)' AS plain) def)))`,
 			name, on.Name, create, strings.Join(cols, ", "))
 	case engine.MySQL:
 		nonUnique := 1
