@@ -95,3 +95,33 @@ VALUES ('send', '{}', 'pending', `+times["scheduled_at"]+`, `+times["expires_at"
 		})
 	}
 }
+
+// TestMigrateMySQLCompletesFractionalCreatedAt: a table that an earlier
+// release's migration left with every version 2 column and row converted
+// but created_at a DATETIME(6) (it converted only a plain TIMESTAMP, then
+// failed "still partly migrated", on every run) is completed by Migrate:
+// created_at becomes a DATETIME and the table version 2, its row kept.
+func TestMigrateMySQLCompletesFractionalCreatedAt(t *testing.T) {
+	t.Parallel()
+	e := testdb.New(t, engine.MySQL)
+	ctx := context.Background()
+	name := e.Table(t)
+	tb := tableOf(t, engine.MySQL, name)
+	if err := Install(ctx, e.DB, name); err != nil {
+		t.Fatal(err)
+	}
+	mustExec(t, e.DB, v2Row(tb), "ALTER TABLE "+tb.Quoted()+" MODIFY COLUMN created_at DATETIME(6) NOT NULL")
+	if st, err := inspect(ctx, e.DB, tb); err != nil || st != tablePartial {
+		t.Fatalf("before: %v (%v); want partly migrated", st, err)
+	}
+	if err := Migrate(ctx, e.DB, testPolicy, name); err != nil {
+		t.Fatalf("Migrate: %v", err)
+	}
+	if st, err := inspect(ctx, e.DB, tb); err != nil || st != tableV2 {
+		t.Fatalf("after Migrate: %v (%v); want version 2", st, err)
+	}
+	got := testdb.Strings(t, e.DB, `SELECT CONCAT(name, ' ', CAST(created_at AS CHAR)) FROM `+tb.Quoted())
+	if want := "send 2026-01-01 00:00:00"; len(got) != 1 || got[0] != want {
+		t.Errorf("rows %v; want [%s]", got, want)
+	}
+}
