@@ -3,6 +3,7 @@ package migrations
 import (
 	"context"
 	"database/sql"
+	"slices"
 	"strings"
 	"testing"
 
@@ -50,6 +51,7 @@ func testIndexRepairs(t *testing.T, cases []indexRepairCase, target func(engine.
 				rows := dumpRows(t, e.DB, tb)
 				tgt := target(tb)
 				setup := c.setup(tgt)
+				skipUnlessServerTakes(t, e, setup)
 				if e.Kind == engine.MySQL && isMariaDB(t, e.DB) {
 					for i, q := range setup {
 						setup[i] = strings.Replace(q, " INVISIBLE", " IGNORED", 1)
@@ -121,4 +123,20 @@ func mysqlHiddenIndexNames(t *testing.T, e *testdb.Env, tb engine.Table) []strin
 		t.Fatal(err)
 	}
 	return hidden
+}
+
+// skipUnlessServerTakes skips t when stmts use syntax the server of e is
+// too old for: NULLS NOT DISTINCT needs PostgreSQL 15.
+func skipUnlessServerTakes(t *testing.T, e *testdb.Env, stmts []string) {
+	t.Helper()
+	if e.Kind != engine.Postgres || !slices.ContainsFunc(stmts, func(s string) bool { return strings.Contains(s, "NULLS NOT DISTINCT") }) {
+		return
+	}
+	var v int
+	if err := e.DB.QueryRowContext(context.Background(), "SELECT current_setting('server_version_num')::int").Scan(&v); err != nil {
+		t.Fatal(err)
+	}
+	if v < 150000 {
+		t.Skipf("NULLS NOT DISTINCT needs PostgreSQL 15; the server is %d", v)
+	}
 }
