@@ -69,11 +69,19 @@ type Options struct {
 	// (a POST to an action) with 403; another method gets 405 as on a
 	// writable dashboard.
 	ReadOnly bool
-	// Authorize, when set, is asked before every request is served; an
+	// Authorize, when set, is asked about every request that one of the
+	// dashboard's routes takes, after routing and before it is served; an
 	// error refuses it with 403 and the error's text. The action is
-	// ActionView for GET and HEAD, the route's action for other methods,
-	// and "" for another method on a path that is no action's route
-	// (which, let through, gets 404 or 405 and changes nothing).
+	// ActionView for a page, an asset or a GET of the API (HEAD too), the
+	// route's action for a POST to an action. A request that no route
+	// takes is answered without asking: 404 for a path that is none of
+	// the dashboard's, 405 (with Allow) for a route's path asked with
+	// another method, and the router's redirect to a path's clean form.
+	// These reveal only which paths the dashboard has, which this
+	// documentation lists anyway, and nothing of the queue: a job's page
+	// or API route is a route, asked about whether the job exists or not.
+	// To hide even that from callers who are not logged in, check them in
+	// front of the handler (as `jobqueue web` does with basic auth).
 	Authorize func(r *http.Request, action Action) error
 	// HidePayloads leaves payloads out of pages and API answers (they may
 	// hold personal data or secrets).
@@ -119,6 +127,8 @@ type handler struct {
 	log  *slog.Logger
 	mux  *http.ServeMux
 	tmpl *templates
+	// actions is the action of each route's pattern.
+	actions map[string]Action
 }
 
 // NewHandler returns the dashboard of q as an http.Handler.
@@ -151,40 +161,61 @@ func NewHandler(q *queue.Queue, opts Options) http.Handler {
 }
 
 func (h *handler) routes() {
-	m := h.mux
-	m.HandleFunc("GET /{$}", h.pageOverview)
-	m.HandleFunc("GET /jobs", h.pageJobs)
-	m.HandleFunc("GET /jobs/{id}", h.pageJob)
-	m.Handle("GET /static/", staticHandler(http.HandlerFunc(h.notFound)))
+	h.actions = map[string]Action{}
+	handle := func(pattern string, a Action, hd http.Handler) {
+		h.actions[pattern] = a
+		h.mux.Handle(pattern, hd)
+	}
+	view := func(pattern string, f http.HandlerFunc) { handle(pattern, ActionView, f) }
+	view("GET /{$}", h.pageOverview)
+	view("GET /jobs", h.pageJobs)
+	view("GET /jobs/{id}", h.pageJob)
+	handle(staticPattern, ActionView, staticHandler(http.HandlerFunc(h.notFound)))
 
-	m.HandleFunc("GET /api/health", h.apiHealth)
-	m.HandleFunc("GET /api/stats", h.apiStats)
-	m.HandleFunc("GET /api/overview", h.apiOverview)
-	m.HandleFunc("GET /api/jobs", h.apiJobs)
-	m.HandleFunc("GET /api/jobs/{id}", h.apiJob)
-	m.HandleFunc("POST /api/jobs/retry", h.apiAction(ActionRetry))
-	m.HandleFunc("POST /api/jobs/cancel", h.apiAction(ActionCancel))
-	m.HandleFunc("POST /api/jobs/delete", h.apiAction(ActionDelete))
-	m.HandleFunc("POST /api/maintenance/expire", h.apiMaintenance(ActionExpire))
-	m.HandleFunc("POST /api/maintenance/reclaim", h.apiMaintenance(ActionReclaim))
-	m.HandleFunc("POST /api/maintenance/prune", h.apiMaintenance(ActionPrune))
-	m.HandleFunc("/api/", h.noRoute)
-	m.HandleFunc("/", h.noRoute)
+	view("GET /api/health", h.apiHealth)
+	view("GET /api/stats", h.apiStats)
+	view("GET /api/overview", h.apiOverview)
+	view("GET /api/jobs", h.apiJobs)
+	view(jobPattern, h.apiJob)
+	for _, a := range []Action{ActionRetry, ActionCancel, ActionDelete} {
+		handle("POST /api/jobs/"+string(a), a, h.apiAction(a))
+	}
+	for _, a := range []Action{ActionExpire, ActionReclaim, ActionPrune} {
+		handle("POST /api/maintenance/"+string(a), a, h.apiMaintenance(a))
+	}
+	// The catch-alls answer 404 or 405: no route of the dashboard, so
+	// not in h.actions.
+	h.mux.HandleFunc("/api/", h.noRoute)
+	h.mux.HandleFunc("/", h.noRoute)
 }
 
-// ServeHTTP checks that the request is allowed, then routes it.
+// Patterns that route looks at.
+const (
+	staticPattern = "GET /static/"
+	jobPattern    = "GET /api/jobs/{id}"
+)
+
+// ServeHTTP routes the request first; a request that one of the
+// dashboard's routes takes is then checked (read-only, Authorize) before
+// it is served. Anything else (404, 405, the router's redirects) is
+// answered without asking: it shows nothing of the queue and changes
+// nothing.
 func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if h.opts.Prefix != "" {
 		r = stripPrefix(r, h.opts.Prefix)
 	}
-	action := ActionView
-	if r.Method != http.MethodGet && r.Method != http.MethodHead {
-		action = mutatingAction(r.URL.Path)
-		if h.opts.ReadOnly && h.isMutating(r) {
-			h.log.Warn("web: action refused, read-only", "user", h.user(r), "action", action, "path", r.URL.Path)
-			writeError(w, http.StatusForbidden, "the dashboard is read-only: actions are disabled")
-			return
-		}
+	if b := h.base(r); b != "" {
+		w = prefixedRedirects{ResponseWriter: w, base: b}
+	}
+	action, ok := h.route(r)
+	if !ok {
+		h.mux.ServeHTTP(w, r)
+		return
+	}
+	if h.opts.ReadOnly && action != ActionView {
+		h.log.Warn("web: action refused, read-only", "user", h.user(r), "action", action, "path", r.URL.Path)
+		writeError(w, http.StatusForbidden, "the dashboard is read-only: actions are disabled")
+		return
 	}
 	if h.opts.Authorize != nil {
 		if err := h.opts.Authorize(r, action); err != nil {
@@ -197,32 +228,42 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	if b := h.base(r); b != "" {
-		w = prefixedRedirects{ResponseWriter: w, base: b}
-	}
 	h.mux.ServeHTTP(w, r)
 }
 
-// isMutating reports whether r is a POST to one of the action routes:
-// read-only refuses those; any other request that is not a GET gets 405
-// or 404 from the router, which changes nothing.
-func (h *handler) isMutating(r *http.Request) bool {
+// route finds the dashboard's route that takes r and its action; false
+// when none does: the router then answers 404 or 405 (its catch-alls) or
+// redirects to the clean path, and GET of
+// an action's path or of a file that is not among the assets, which the
+// patterns GET /api/jobs/{id} and GET /static/ match, are 405 and 404.
+func (h *handler) route(r *http.Request) (Action, bool) {
 	_, pattern := h.mux.Handler(r)
-	return strings.HasPrefix(pattern, http.MethodPost+" ")
+	a, ok := h.actions[pattern]
+	switch {
+	case !ok, !isClean(r.URL.EscapedPath()):
+		// For its redirect to the clean path, the router gives the
+		// pattern of that path.
+		return "", false
+	case pattern == jobPattern && isActionPath(r.URL.Path):
+		return "", false
+	case pattern == staticPattern && !isAsset(r.URL.Path):
+		return "", false
+	}
+	return a, true
 }
 
-// mutatingAction is the action whose route is at p, cleaned as the
-// router cleans it ("" for any other path, which the router answers with
-// 404, 405 or a redirect).
-func mutatingAction(p string) Action {
-	dir, name := path.Split(path.Clean(p))
-	a := Action(name)
-	switch {
-	case dir == "/api/jobs/" && (a == ActionRetry || a == ActionCancel || a == ActionDelete),
-		dir == "/api/maintenance/" && (a == ActionExpire || a == ActionReclaim || a == ActionPrune):
-		return a
+// isClean reports whether the router takes p as it is, rather than
+// redirecting to its clean form (no "//", "." or ".." segments; a
+// trailing slash is kept).
+func isClean(p string) bool {
+	if p == "" || p[0] != '/' {
+		return false
 	}
-	return ""
+	c := path.Clean(p)
+	if strings.HasSuffix(p, "/") && c != "/" {
+		c += "/"
+	}
+	return c == p
 }
 
 func isAPI(r *http.Request) bool { return strings.HasPrefix(r.URL.Path, "/api/") }

@@ -1,6 +1,7 @@
 package web_test
 
 import (
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"testing"
@@ -10,38 +11,70 @@ import (
 	"github.com/jobqueue/jobqueue/web"
 )
 
-// TestAuthorizeActionOfTheRoute: Authorize is asked with an action only
-// for an action's own path; any other path gets "" whatever its last
-// segment, as Options.Authorize says. POST /jobs/retry or
-// /api/jobs/7/delete, which no route takes, were asked as retry and
-// delete, from the end of the path alone, and logged so when refused.
-func TestAuthorizeActionOfTheRoute(t *testing.T) {
+// TestAuthorizeAfterRouting: the request is routed first; Authorize is
+// asked only for a request one of the dashboard's routes takes, with that
+// route's action, and a refusal is 403. A path that is no route gets 404,
+// a route's path asked with another method 405, and a path the router
+// cleans its redirect, whatever Authorize would say and without asking
+// it: Authorize was asked before routing, so it saw requests that were
+// not the dashboard's (a refusing hook turned every 404 and 405 into
+// 403), with the action guessed from the end of the path.
+func TestAuthorizeAfterRouting(t *testing.T) {
 	e := testdb.New(t, engine.SQLite)
 	q := newQueue(t, e)
+	const none = web.Action("(not asked)")
 	cases := []struct {
-		method, target string
-		want           web.Action
+		prefix, method, target string
+		code                   int
+		asked                  web.Action
 	}{
-		{"POST", "/api/jobs/retry", web.ActionRetry},
-		{"PUT", "/api/jobs/cancel", web.ActionCancel},
-		{"POST", "/api/maintenance/prune", web.ActionPrune},
-		{"POST", "/api//jobs/./delete", web.ActionDelete}, // the router cleans it and redirects
-		{"GET", "/api/jobs/retry", web.ActionView},
-		{"POST", "/jobs/retry", ""},
-		{"POST", "/api/jobs/7/delete", ""},
-		{"POST", "/api/maintenance/x/expire", ""},
-		{"POST", "/reclaim", ""},
-		{"DELETE", "/api/jobs/1", ""},
+		{"", "GET", "/", http.StatusForbidden, web.ActionView},
+		{"", "HEAD", "/jobs", http.StatusForbidden, web.ActionView},
+		{"", "GET", "/jobs/7", http.StatusForbidden, web.ActionView},
+		{"", "GET", "/static/app.js", http.StatusForbidden, web.ActionView},
+		{"", "GET", "/api/jobs/7", http.StatusForbidden, web.ActionView},
+		{"", "GET", "/api/health", http.StatusForbidden, web.ActionView},
+		{"", "POST", "/api/jobs/retry", http.StatusForbidden, web.ActionRetry},
+		{"", "POST", "/api/jobs/cancel", http.StatusForbidden, web.ActionCancel},
+		{"", "POST", "/api/jobs/delete", http.StatusForbidden, web.ActionDelete},
+		{"", "POST", "/api/maintenance/expire", http.StatusForbidden, web.ActionExpire},
+		{"", "POST", "/api/maintenance/reclaim", http.StatusForbidden, web.ActionReclaim},
+		{"", "POST", "/api/maintenance/prune", http.StatusForbidden, web.ActionPrune},
+		{"/ops", "POST", "/ops/api/jobs/retry", http.StatusForbidden, web.ActionRetry},
+		{"/ops", "GET", "/ops/jobs", http.StatusForbidden, web.ActionView},
+
+		{"", "GET", "/nope", http.StatusNotFound, none},
+		{"", "GET", "/favicon.ico", http.StatusNotFound, none},
+		{"", "GET", "/static/nope.js", http.StatusNotFound, none},
+		{"", "GET", "/static/", http.StatusNotFound, none},
+		{"", "GET", "/jobs/1/", http.StatusNotFound, none},
+		{"", "GET", "/api/nope", http.StatusNotFound, none},
+		{"", "POST", "/jobs/retry", http.StatusMethodNotAllowed, none}, // GET /jobs/{id}
+		{"", "POST", "/jobs/7/retry", http.StatusNotFound, none},
+		{"", "POST", "/api/jobs/7/delete", http.StatusNotFound, none},
+		{"", "POST", "/api/maintenance/x/expire", http.StatusNotFound, none},
+		{"", "DELETE", "/api/jobs/1", http.StatusMethodNotAllowed, none},
+		{"", "PUT", "/api/jobs/cancel", http.StatusMethodNotAllowed, none},
+		{"", "GET", "/api/jobs/retry", http.StatusMethodNotAllowed, none},
+		{"", "POST", "/jobs", http.StatusMethodNotAllowed, none},
+		{"", "GET", "//jobs", http.StatusTemporaryRedirect, none},
+		{"", "POST", "/api//jobs/./delete", http.StatusTemporaryRedirect, none},
+		{"/ops", "GET", "/elsewhere/app", http.StatusNotFound, none},
 	}
 	for _, c := range cases {
-		var got []web.Action
-		h := web.NewHandler(q, web.Options{Logger: testdb.QuietLogger(), Authorize: func(r *http.Request, a web.Action) error {
-			got = append(got, a)
-			return nil
+		var asked []web.Action
+		h := web.NewHandler(q, web.Options{Prefix: c.prefix, Logger: testdb.QuietLogger(), Authorize: func(r *http.Request, a web.Action) error {
+			asked = append(asked, a)
+			return errors.New("nobody may")
 		}})
-		h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest(c.method, c.target, nil))
-		if len(got) != 1 || got[0] != c.want {
-			t.Errorf("%s %s: Authorize asked with %q; want %q once", c.method, c.target, got, c.want)
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, httptest.NewRequest(c.method, c.target, nil))
+		got := none
+		if len(asked) > 0 {
+			got = asked[0]
+		}
+		if w.Code != c.code || got != c.asked || len(asked) > 1 {
+			t.Errorf("prefix %q: %s %s = %d, Authorize asked %q; want %d, asked %q (at most once)", c.prefix, c.method, c.target, w.Code, asked, c.code, c.asked)
 		}
 	}
 }

@@ -55,10 +55,7 @@ func staticHandler(notFound http.Handler) http.Handler {
 	}
 	fsrv := http.StripPrefix("/static/", http.FileServerFS(sub))
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		// A name fs.Stat refuses (the directory's "", "app.css/") or
-		// cannot find is no file of ours: the error means 404.
-		fi, err := fs.Stat(sub, strings.TrimPrefix(r.URL.Path, "/static/"))
-		if err != nil || fi.IsDir() {
+		if !isAsset(r.URL.Path) {
 			notFound.ServeHTTP(w, r)
 			return
 		}
@@ -66,6 +63,21 @@ func staticHandler(notFound http.Handler) http.Handler {
 		w.Header().Set("X-Content-Type-Options", "nosniff")
 		fsrv.ServeHTTP(w, r)
 	})
+}
+
+// isAsset reports whether p is the path of one of the embedded files
+// under /static/. A name fs.Stat refuses (the directory's "",
+// "app.css/") or cannot find is no file of ours, nor is a directory.
+func isAsset(p string) bool {
+	name, ok := strings.CutPrefix(p, "/static/")
+	if !ok {
+		return false
+	}
+	if !fs.ValidPath(name) {
+		return false
+	}
+	fi, err := fs.Stat(staticFS, "static/"+name)
+	return err == nil && !fi.IsDir()
 }
 
 // funcs are the helpers the templates use.
