@@ -109,8 +109,14 @@ type Options struct {
 	// http.StripPrefix (it then cuts the prefix itself) or behind a proxy
 	// that cut it already: either way every link and asset starts with it.
 	// Left empty, the prefix is found from the request, which is what
-	// mounting under http.StripPrefix needs. It must not be one of the
-	// dashboard's own paths (/jobs, /api, /static).
+	// mounting under http.StripPrefix needs. "/queue/" is taken as
+	// "/queue", and "/" as none. New refuses (and NewHandler panics on) a
+	// prefix that does not start with a slash, holds a query or fragment
+	// (? or #) or a control character, is not a clean path ("//", "." or
+	// ".." segments), or starts with one of the dashboard's own paths
+	// (/jobs, /api, /static): the handler answers with and without the
+	// prefix, so under /jobs a request for /jobs/5 could be job 5's page
+	// or the page /5 under the prefix. See CheckPrefix.
 	Prefix string
 }
 
@@ -131,8 +137,27 @@ type handler struct {
 	actions map[string]Action
 }
 
-// NewHandler returns the dashboard of q as an http.Handler.
+// NewHandler returns the dashboard of q as an http.Handler. It panics
+// when opts are refused, as New would refuse them (a Prefix that is not
+// a clean path or that overlaps the dashboard's own paths): that is a
+// mistake in the program, as a bad pattern given to http.ServeMux is. Use
+// New, or CheckPrefix first, for a prefix that comes from configuration.
 func NewHandler(q *queue.Queue, opts Options) http.Handler {
+	h, err := New(q, opts)
+	if err != nil {
+		panic(err)
+	}
+	return h
+}
+
+// New returns the dashboard of q as an http.Handler, or an error when
+// opts are refused: a Prefix that CheckPrefix refuses.
+func New(q *queue.Queue, opts Options) (http.Handler, error) {
+	prefix, err := CheckPrefix(opts.Prefix)
+	if err != nil {
+		return nil, err
+	}
+	opts.Prefix = prefix
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
@@ -148,7 +173,6 @@ func NewHandler(q *queue.Queue, opts Options) http.Handler {
 	if opts.Title == "" {
 		opts.Title = "jobqueue"
 	}
-	opts.Prefix = cleanPrefix(opts.Prefix)
 	h := &handler{q: q, opts: opts, log: opts.Logger, mux: http.NewServeMux(), tmpl: loadTemplates()}
 	h.routes()
 	cop := http.NewCrossOriginProtection()
@@ -157,7 +181,7 @@ func NewHandler(q *queue.Queue, opts Options) http.Handler {
 			"origin", r.Header.Get("Origin"), "user", h.user(r))
 		writeError(w, http.StatusForbidden, "cross-origin request refused: post from the dashboard's own pages")
 	}))
-	return cop.Handler(h)
+	return cop.Handler(h), nil
 }
 
 func (h *handler) routes() {

@@ -99,3 +99,115 @@ func TestPrefixOption(t *testing.T) {
 		t.Errorf("GET /admin/queue = %d, Location %q; want a redirect to /admin/queue/", w.Code, w.Header().Get("Location"))
 	}
 }
+
+// TestPrefixRefused: a prefix that is not a clean path, or that is or
+// starts with one of the dashboard's own paths (/jobs, /api, /static), is
+// refused by New with an error that says why, and NewHandler panics with
+// it. A prefix /jobs made /jobs/5 both job 5's page (behind a proxy that
+// cut the prefix) and the page /5 under the prefix; "queue", "/a/../b" or
+// "/queue?x" gave a dashboard whose links led nowhere.
+func TestPrefixRefused(t *testing.T) {
+	e := testdb.New(t, engine.SQLite)
+	q := newQueue(t, e)
+	cases := []struct{ prefix, says string }{
+		{"queue", "starts with /"},
+		{"/queue?x=1", "query"},
+		{"/queue#top", "query"},
+		{"/a/../b", "clean"},
+		{"/a/./b", "clean"},
+		{"/..", "clean"},
+		{"/a//b", "clean"},
+		{"//", "clean"},
+		{"/queue//", "clean"},
+		{"/a\nb", "control"},
+		{"/jobs", "dashboard's own path /jobs"},
+		{"/jobs/", "dashboard's own path /jobs"},
+		{"/jobs/5", "dashboard's own path /jobs"},
+		{"/api", "dashboard's own path /api"},
+		{"/api/jobs", "dashboard's own path /api"},
+		{"/static", "dashboard's own path /static"},
+	}
+	for _, c := range cases {
+		h, err := web.New(q, web.Options{Prefix: c.prefix})
+		if err == nil || h != nil || !strings.Contains(err.Error(), c.says) || !strings.Contains(err.Error(), fmt.Sprintf("%q", c.prefix)) {
+			t.Errorf("New with prefix %q = %v, %v; want no handler and an error naming it and saying %q", c.prefix, h, err, c.says)
+			continue
+		}
+		if _, err2 := web.CheckPrefix(c.prefix); err2 == nil || err2.Error() != err.Error() {
+			t.Errorf("CheckPrefix(%q) = %v; want New's error %v", c.prefix, err2, err)
+		}
+		func() {
+			defer func() {
+				if p := recover(); p == nil || !strings.Contains(fmt.Sprint(p), err.Error()) {
+					t.Errorf("NewHandler with prefix %q panicked with %v; want a panic with %v", c.prefix, p, err)
+				}
+			}()
+			web.NewHandler(q, web.Options{Prefix: c.prefix})
+		}()
+	}
+}
+
+// TestPrefixAccepted: the prefixes New takes, as links then start with
+// them: one trailing slash is dropped, "/" is none, and a path that only
+// resembles the dashboard's own (/jobsx, /admin/jobs, /API) is no
+// overlap. Every page, asset and API route answers under each, mounted
+// without http.StripPrefix and behind a proxy that cut the prefix.
+func TestPrefixAccepted(t *testing.T) {
+	e := testdb.New(t, engine.SQLite)
+	q := newQueue(t, e)
+	s := seed(t, q)
+	cases := []struct{ prefix, base string }{
+		{"", ""},
+		{"/", ""},
+		{"/queue/", "/queue"},
+		{"/jobsx", "/jobsx"},
+		{"/admin/jobs", "/admin/jobs"},
+		{"/admin/api/static", "/admin/api/static"},
+		{"/API", "/API"},
+		{"/the queue", "/the%20queue"},
+	}
+	targets := []struct{ method, path, body string }{
+		{"GET", "/", ""},
+		{"GET", "/jobs", ""},
+		{"GET", fmt.Sprintf("/jobs/%d", s.failed[0]), ""},
+		{"GET", "/static/app.js", ""},
+		{"GET", "/static/app.css", ""},
+		{"GET", "/api/health", ""},
+		{"GET", "/api/stats", ""},
+		{"GET", "/api/overview", ""},
+		{"GET", "/api/jobs?status=failed", ""},
+		{"GET", fmt.Sprintf("/api/jobs/%d", s.failed[0]), ""},
+		{"POST", "/api/jobs/retry", "{\"ids\":[987654321]}"},
+		{"POST", "/api/jobs/cancel", "{\"ids\":[987654321]}"},
+		{"POST", "/api/jobs/delete", "{\"ids\":[987654321]}"},
+		{"POST", "/api/maintenance/expire", ""},
+		{"POST", "/api/maintenance/reclaim", ""},
+		{"POST", "/api/maintenance/prune", "{\"older_than\":\"3650d\"}"},
+	}
+	for _, c := range cases {
+		got, err := web.CheckPrefix(c.prefix)
+		if err != nil {
+			t.Errorf("CheckPrefix(%q): %v", c.prefix, err)
+			continue
+		}
+		h, err := web.New(q, web.Options{Prefix: c.prefix, Logger: testdb.QuietLogger()})
+		if err != nil {
+			t.Errorf("New with prefix %q: %v", c.prefix, err)
+			continue
+		}
+		if want := strings.TrimSuffix(c.prefix, "/"); got != want {
+			t.Errorf("CheckPrefix(%q) = %q; want %q", c.prefix, got, want)
+		}
+		for _, reqAt := range []string{c.base, ""} {
+			for _, tg := range targets {
+				code, body := call(t, h, tg.method, reqAt+tg.path, tg.body)
+				if code != http.StatusOK {
+					t.Errorf("prefix %q: %s %s = %d:\n%s", c.prefix, tg.method, reqAt+tg.path, code, body)
+				}
+				if tg.path == "/" && !strings.Contains(body, `href="`+c.base+`/jobs"`) {
+					t.Errorf("prefix %q: the overview at %s does not link to %s/jobs", c.prefix, reqAt+tg.path, c.base)
+				}
+			}
+		}
+	}
+}

@@ -10,7 +10,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"path"
 	"strings"
 	"time"
 
@@ -48,7 +47,9 @@ starts it anyway (when something in front of it authenticates). --read-only
 hides the actions and refuses them. --hide-payloads leaves the jobs' payloads
 out of the pages and the API (they may hold personal data or secrets).
 --prefix /queue serves the dashboard under /queue/, also behind a proxy that
-cuts /queue off the path before it passes a request on.
+cuts /queue off the path before it passes a request on; a prefix that is not
+a clean path, or that starts with the dashboard's own /jobs, /api or /static,
+or is /metrics, is refused (exit 2).
 SIGINT, SIGTERM or SIGHUP stops it, giving requests in flight 5 seconds; a
 second such signal closes their connections at once, and a third ends the
 process there and then (exit status 1).
@@ -120,8 +121,12 @@ attempts its reclaim action ended.`,
 				if err := m.observe(q, countLimit); err != nil {
 					return err
 				}
-				h := withMetrics(web.NewHandler(q, web.Options{ReadOnly: readOnly, HidePayloads: hidePayloads, Logger: logger,
-					Prefix: pathPrefix, User: checkedUser(user != "")}), m.handler, pathPrefix)
+				dashboard, err := web.New(q, web.Options{ReadOnly: readOnly, HidePayloads: hidePayloads, Logger: logger,
+					Prefix: pathPrefix, User: checkedUser(user != "")})
+				if err != nil {
+					return err
+				}
+				h := withMetrics(dashboard, m.handler, pathPrefix)
 				if user != "" {
 					h = basicAuth(h, user, pass, logger)
 				}
@@ -142,19 +147,21 @@ attempts its reclaim action ended.`,
 	return cmd
 }
 
-// webPrefix checks --prefix and cleans it: "" or a path such as "/queue"
-// (no trailing slash).
+// webPrefix checks --prefix as the dashboard does (web.CheckPrefix) and
+// cleans it: "" or a path such as "/queue" (no trailing slash). It also
+// refuses /metrics, which serves the metrics here.
 func webPrefix(p string) (string, error) {
-	if p == "" {
-		return "", nil
+	clean, err := web.CheckPrefix(p)
+	if perr := (*web.PrefixError)(nil); errors.As(err, &perr) {
+		return "", usagef("bad --prefix %q: %s", p, perr.Reason)
 	}
-	if !strings.HasPrefix(p, "/") || strings.ContainsAny(p, "?#") {
-		return "", usagef("bad --prefix %q: give a path that starts with /, such as /queue", p)
+	if err != nil {
+		return "", err
 	}
-	if p = path.Clean(p); p == "/" {
-		return "", nil
+	if clean == metricsPath {
+		return "", usagef("bad --prefix %q: %s serves the metrics, so %s alone could not also lead to the dashboard; choose another, such as /queue", p, metricsPath, metricsPath)
 	}
-	return p, nil
+	return clean, nil
 }
 
 // withMetrics serves metrics at /metrics and, with a prefix, at

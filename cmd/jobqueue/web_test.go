@@ -38,6 +38,12 @@ func TestWebRefusals(t *testing.T) {
 		{"port not a number", nil, []string{"--addr", "127.0.0.1:80x"}, "bad --addr"},
 		{"prefix not a path", nil, []string{"--prefix", "queue"}, "bad --prefix"},
 		{"prefix with a query", nil, []string{"--prefix", "/queue?x=1"}, "bad --prefix"},
+		{"prefix not clean", nil, []string{"--prefix", "/a/../queue"}, `bad --prefix "/a/../queue": give a clean path`},
+		{"prefix of two slashes", nil, []string{"--prefix", "//"}, `bad --prefix "//": give a clean path`},
+		{"prefix the jobs page", nil, []string{"--prefix", "/jobs"}, `bad --prefix "/jobs": it is or starts with the dashboard's own path /jobs`},
+		{"prefix under the API", nil, []string{"--prefix", "/api/queue"}, `bad --prefix "/api/queue": it is or starts with the dashboard's own path /api`},
+		{"prefix the assets", nil, []string{"--prefix", "/static/"}, `bad --prefix "/static/": it is or starts with the dashboard's own path /static`},
+		{"prefix the metrics", nil, []string{"--prefix", "/metrics"}, `bad --prefix "/metrics": /metrics serves the metrics`},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
