@@ -48,7 +48,7 @@ func (h *handler) serverError(w http.ResponseWriter, r *http.Request, err error)
 		writeError(w, http.StatusInternalServerError, err.Error())
 		return
 	}
-	http.Error(w, "the dashboard could not read the queue: "+err.Error(), http.StatusInternalServerError)
+	h.renderMessage(w, r, http.StatusInternalServerError, "the dashboard could not read the queue: "+err.Error())
 }
 
 // badRequest answers 400 for the user input error err.
@@ -149,7 +149,7 @@ func (h *handler) jobJSON(j *queue.JobRow) jobjson.Job {
 // apiJob answers GET /api/jobs/{id}.
 func (h *handler) apiJob(w http.ResponseWriter, r *http.Request) {
 	if isActionPath(r.URL.Path) { // an action route, asked with GET
-		methodNotAllowed(w, r, http.MethodPost)
+		h.methodNotAllowed(w, r, http.MethodPost)
 		return
 	}
 	id, err := parseID(r.PathValue("id"))

@@ -247,7 +247,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			if isAPI(r) || action != ActionView {
 				writeError(w, http.StatusForbidden, "not authorized: "+err.Error())
 			} else {
-				http.Error(w, "not authorized: "+err.Error(), http.StatusForbidden)
+				h.renderMessage(w, r, http.StatusForbidden, "not authorized: "+err.Error())
 			}
 			return
 		}

@@ -12,7 +12,7 @@ import (
 // else 404: a JSON error under /api, the dashboard's page elsewhere.
 func (h *handler) noRoute(w http.ResponseWriter, r *http.Request) {
 	if allow := h.allowed(r); allow != "" {
-		methodNotAllowed(w, r, allow)
+		h.methodNotAllowed(w, r, allow)
 		return
 	}
 	if isAPI(r) {
@@ -58,12 +58,12 @@ func isActionPath(p string) bool {
 }
 
 // methodNotAllowed answers 405 for a route that takes only the methods in
-// allow: a JSON error under /api, text elsewhere.
-func methodNotAllowed(w http.ResponseWriter, r *http.Request, allow string) {
+// allow: a JSON error under /api, the message page elsewhere.
+func (h *handler) methodNotAllowed(w http.ResponseWriter, r *http.Request, allow string) {
 	w.Header().Set("Allow", allow)
 	msg := fmt.Sprintf("%s %s takes %s only", r.Method, r.URL.Path, allow)
 	if !isAPI(r) {
-		http.Error(w, msg, http.StatusMethodNotAllowed)
+		h.renderMessage(w, r, http.StatusMethodNotAllowed, msg)
 		return
 	}
 	writeError(w, http.StatusMethodNotAllowed, msg)

@@ -28,6 +28,31 @@ type pageData struct {
 	Overview *overview
 	Jobs     *jobsView
 	Job      *jobView
+	Message  *message
+}
+
+// message is the message page: what happened (its title and heading,
+// by status) and a sentence on it.
+type message struct {
+	Heading string
+	Text    string
+}
+
+// headings name what happened, by status, for the message page.
+var headings = map[int]string{
+	http.StatusBadRequest:          "Bad request",
+	http.StatusForbidden:           "Not authorized",
+	http.StatusNotFound:            "Not found",
+	http.StatusMethodNotAllowed:    "Method not allowed",
+	http.StatusInternalServerError: "Server error",
+}
+
+// heading is the message page's title and heading for status code.
+func heading(code int) string {
+	if s, ok := headings[code]; ok {
+		return s
+	}
+	return http.StatusText(code)
 }
 
 // jobsFilter is the filter of the jobs page and GET /api/jobs.
@@ -79,10 +104,17 @@ func (h *handler) page(r *http.Request, name string) *pageData {
 // render executes the page's template into a buffer first, so that an
 // error never leaves half a page.
 func (h *handler) render(w http.ResponseWriter, r *http.Request, code int, name string, data *pageData) {
+	if err := h.write(w, code, name, data); err != nil {
+		h.serverError(w, r, err)
+	}
+}
+
+// write executes the page's template into a buffer and, when that
+// worked, sends it with status code; else it sends nothing.
+func (h *handler) write(w http.ResponseWriter, code int, name string, data *pageData) error {
 	var buf bytes.Buffer
 	if err := h.tmpl.execute(&buf, name, data); err != nil {
-		h.serverError(w, r, fmt.Errorf("render %s: %w", name, err))
-		return
+		return fmt.Errorf("render %s: %w", name, err)
 	}
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	w.Header().Set("Cache-Control", "no-store")
@@ -91,6 +123,7 @@ func (h *handler) render(w http.ResponseWriter, r *http.Request, code int, name 
 	w.Header().Set("Content-Security-Policy", "default-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'self'; frame-ancestors 'none'")
 	w.WriteHeader(code)
 	_, _ = w.Write(buf.Bytes())
+	return nil
 }
 
 func (h *handler) pageOverview(w http.ResponseWriter, r *http.Request) {
@@ -155,11 +188,16 @@ func (h *handler) pageJob(w http.ResponseWriter, r *http.Request) {
 	h.render(w, r, http.StatusOK, "job", d)
 }
 
-// renderMessage shows a page with only a message (a missing job, a bad id).
+// renderMessage shows the message page: what happened for status code
+// (its title and heading) and msg. Should the page itself fail, msg goes
+// out as text (serverError uses this page: no loop).
 func (h *handler) renderMessage(w http.ResponseWriter, r *http.Request, code int, msg string) {
 	d := h.page(r, "message")
-	d.Jobs = &jobsView{Error: msg}
-	h.render(w, r, code, "message", d)
+	d.Message = &message{Heading: heading(code), Text: msg}
+	if err := h.write(w, code, "message", d); err != nil {
+		h.log.Error("web: message page failed", "method", r.Method, "path", r.URL.Path, "err", err)
+		http.Error(w, msg, code)
+	}
 }
 
 // prettyJSON indents a payload; one that is not JSON is shown as it is.
