@@ -69,7 +69,7 @@ func (h *handler) apiHealth(w http.ResponseWriter, r *http.Request) {
 
 // apiStats answers GET /api/stats[?type=] with the exact five counts.
 func (h *handler) apiStats(w http.ResponseWriter, r *http.Request) {
-	v, err := queryValues(r)
+	v, err := queryValues(r, statsParams...)
 	if err != nil {
 		badRequest(w, err)
 		return

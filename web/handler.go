@@ -25,7 +25,7 @@
 // /api/maintenance/expire, reclaim and prune ({"older_than":"720h"}, or
 // "30d" as `jobqueue prune --older-than` takes),
 // GET /api/overview and GET /api/health. Bad input gets 400 with
-// {"error":"…"}. A path that is no route gets 404: a JSON error under
+// {"error":"…"}, a filter's parameter misspelt or given twice included. A path that is no route gets 404: a JSON error under
 // /api, a page with links back to the dashboard elsewhere; a route asked
 // with another method gets 405 and an Allow header.
 //

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -244,7 +245,7 @@ func timeline(j *queue.JobRow, now time.Time) []timelineEntry {
 // (the last id of the previous page).
 func (h *handler) listFilter(r *http.Request) (jobsFilter, error) {
 	f := jobsFilter{Limit: h.opts.PageSize}
-	v, err := queryValues(r)
+	v, err := queryValues(r, listParams...)
 	if err != nil {
 		return f, err
 	}
@@ -278,13 +279,35 @@ func (h *handler) listFilter(r *http.Request) (jobsFilter, error) {
 	return f, nil
 }
 
+// Parameters of the routes that filter.
+var (
+	listParams  = []string{"status", "type", "name", "limit", "after_id"}
+	statsParams = []string{"type"}
+)
+
 // queryValues parses the request's query string and refuses one that does
 // not parse: r.URL.Query drops the parameters it cannot read, so a filter
-// with a bad escape would be ignored and every job shown.
-func queryValues(r *http.Request) (url.Values, error) {
+// with a bad escape would be ignored and every job shown. It also refuses
+// a parameter that is not one of params, exactly (case included), and one
+// given twice, which would be ignored or read once: ?statu=failed would
+// show every job.
+func queryValues(r *http.Request, params ...string) (url.Values, error) {
 	v, err := url.ParseQuery(r.URL.RawQuery)
 	if err != nil {
 		return nil, fmt.Errorf("malformed query string: %v; escape each value (%%XX) and separate parameters with &", err)
+	}
+	names := make([]string, 0, len(v))
+	for k := range v {
+		names = append(names, k)
+	}
+	sort.Strings(names) // the same error whatever the map's order
+	for _, k := range names {
+		if !slices.Contains(params, k) {
+			return nil, fmt.Errorf("unknown parameter %q: this route takes %s", k, strings.Join(params, ", "))
+		}
+		if len(v[k]) > 1 {
+			return nil, fmt.Errorf("parameter %q given twice: give each parameter once", k)
+		}
 	}
 	return v, nil
 }
