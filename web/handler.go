@@ -36,6 +36,7 @@
 package web
 
 import (
+	"context"
 	"log/slog"
 	"net/http"
 	"net/url"
@@ -79,7 +80,9 @@ type Options struct {
 	// another method, and the router's redirect to a path's clean form.
 	// These reveal only which paths the dashboard has, which this
 	// documentation lists anyway, and nothing of the queue: a job's page
-	// or API route is a route, asked about whether the job exists or not.
+	// or API route is a route, asked about whether the job exists or not,
+	// and their pages, as the page of a refused request, do not even name
+	// the table.
 	// To hide even that from callers who are not logged in, check them in
 	// front of the handler (as `jobqueue web` does with basic auth).
 	Authorize func(r *http.Request, action Action) error
@@ -233,6 +236,10 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	action, ok := h.route(r)
 	if !ok {
+		if h.opts.Authorize != nil {
+			// Not asked: the page must not show the table's name.
+			r = r.WithContext(context.WithValue(r.Context(), unchecked{}, true))
+		}
 		h.mux.ServeHTTP(w, r)
 		return
 	}
@@ -247,6 +254,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			if isAPI(r) || action != ActionView {
 				writeError(w, http.StatusForbidden, "not authorized: "+err.Error())
 			} else {
+				r = r.WithContext(context.WithValue(r.Context(), unchecked{}, true))
 				h.renderMessage(w, r, http.StatusForbidden, "not authorized: "+err.Error())
 			}
 			return
@@ -254,6 +262,11 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	h.mux.ServeHTTP(w, r)
 }
+
+// unchecked marks, in its context, a request served without asking
+// Authorize (it is set), or one it refused: its page names nothing of the
+// queue, not even the table.
+type unchecked struct{}
 
 // route finds the dashboard's route that takes r and its action; false
 // when none does: the router then answers 404 or 405 (its catch-alls) or

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 
 	"github.com/jobqueue/jobqueue/internal/engine"
@@ -75,6 +76,42 @@ func TestAuthorizeAfterRouting(t *testing.T) {
 		}
 		if w.Code != c.code || got != c.asked || len(asked) > 1 {
 			t.Errorf("prefix %q: %s %s = %d, Authorize asked %q; want %d, asked %q (at most once)", c.prefix, c.method, c.target, w.Code, asked, c.code, c.asked)
+		}
+	}
+}
+
+// TestUnroutedAnswersShowNoTable: with Authorize set, the 404 and 405
+// pages a request gets without Authorize being asked, and the 403 page of
+// a request it refused, do not name the queue's table, which every other
+// page shows in its title and header: they reveal which paths the
+// dashboard has, nothing of the queue. They named it to anyone. Without
+// Authorize they name it as every page does.
+func TestUnroutedAnswersShowNoTable(t *testing.T) {
+	e := testdb.New(t, engine.SQLite)
+	table := e.Table(t)
+	q := newQueue(t, e, table)
+	for _, c := range []struct {
+		method, target string
+		code, refused  int // without Authorize, with one that refuses
+	}{
+		{"GET", "/nope", http.StatusNotFound, http.StatusNotFound},
+		{"GET", "/static/nope.css", http.StatusNotFound, http.StatusNotFound},
+		{"POST", "/jobs", http.StatusMethodNotAllowed, http.StatusMethodNotAllowed},
+		{"GET", "/jobs", http.StatusOK, http.StatusForbidden},
+		{"GET", "/jobs/987654321", http.StatusNotFound, http.StatusForbidden},
+	} {
+		for _, authorize := range []bool{false, true} {
+			opts, code := web.Options{Logger: testdb.QuietLogger()}, c.code
+			if authorize {
+				code = c.refused
+				opts.Authorize = func(r *http.Request, a web.Action) error { return errors.New("log in first") }
+			}
+			w := httptest.NewRecorder()
+			web.NewHandler(q, opts).ServeHTTP(w, httptest.NewRequest(c.method, c.target, nil))
+			if shows := strings.Contains(w.Body.String(), table); w.Code != code || shows == authorize {
+				t.Errorf("%s %s (Authorize set: %v) = %d, names the table: %v; want %d, naming it only without Authorize:\n%s",
+					c.method, c.target, authorize, w.Code, shows, code, w.Body.String())
+			}
 		}
 	}
 }

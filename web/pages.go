@@ -24,7 +24,7 @@ type pageData struct {
 	Page     string // "overview", "jobs" or "job": the active tab
 	ReadOnly bool
 	Now      time.Time
-	Table    string
+	Table    string // "" on a page served without asking Authorize
 	// One of these, by page.
 	Overview *overview
 	Jobs     *jobsView
@@ -96,10 +96,14 @@ type timelineEntry struct {
 }
 
 func (h *handler) page(r *http.Request, name string) *pageData {
-	return &pageData{
+	d := &pageData{
 		Title: h.opts.Title, Base: h.base(r), Page: name, ReadOnly: h.opts.ReadOnly,
 		Now: time.Now().UTC(), Table: h.q.Table(),
 	}
+	if r.Context().Value(unchecked{}) != nil {
+		d.Table = ""
+	}
+	return d
 }
 
 // render executes the page's template into a buffer first, so that an
