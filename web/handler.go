@@ -180,8 +180,13 @@ func New(q *queue.Queue, opts Options) (http.Handler, error) {
 	h.routes()
 	cop := http.NewCrossOriginProtection()
 	cop.SetDenyHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		h.log.Warn("web: cross-origin request refused", "method", r.Method, "path", r.URL.Path,
-			"origin", r.Header.Get("Origin"), "user", h.user(r))
+		rr := r
+		if h.opts.Prefix != "" {
+			rr = stripPrefix(r, h.opts.Prefix)
+		}
+		action, _ := h.route(rr) // "" for a path that is no route
+		h.log.Warn("web: cross-origin request refused", "user", h.user(r), "action", action, "method", r.Method, "path", r.URL.Path,
+			"origin", r.Header.Get("Origin"), "remote", r.RemoteAddr)
 		writeError(w, http.StatusForbidden, "cross-origin request refused: post from the dashboard's own pages")
 	}))
 	return cop.Handler(h), nil
@@ -244,13 +249,13 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if h.opts.ReadOnly && action != ActionView {
-		h.log.Warn("web: action refused, read-only", "user", h.user(r), "action", action, "path", r.URL.Path)
+		h.log.Warn("web: action refused, read-only", "user", h.user(r), "action", action, "path", r.URL.Path, "remote", r.RemoteAddr)
 		writeError(w, http.StatusForbidden, "the dashboard is read-only: actions are disabled")
 		return
 	}
 	if h.opts.Authorize != nil {
 		if err := h.opts.Authorize(r, action); err != nil {
-			h.log.Warn("web: request not authorized", "user", h.user(r), "action", action, "path", r.URL.Path, "reason", err)
+			h.log.Warn("web: request not authorized", "user", h.user(r), "action", action, "path", r.URL.Path, "reason", err, "remote", r.RemoteAddr)
 			if isAPI(r) || action != ActionView {
 				writeError(w, http.StatusForbidden, "not authorized: "+err.Error())
 			} else {
