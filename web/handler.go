@@ -12,6 +12,11 @@
 //
 //	mux.Handle("/queue/", web.NewHandler(q, web.Options{Prefix: "/queue"}))
 //
+// A prefix that is not a clean path, or that starts with one of the
+// dashboard's own paths (/jobs, /api, /static), is refused: New returns
+// an error, NewHandler panics (CheckPrefix checks one from
+// configuration).
+//
 // Links follow the prefix the handler was mounted under. Pages are rendered
 // on the server with html/template; a little JavaScript (live refresh,
 // selections, actions) and CSS are embedded in the binary.
