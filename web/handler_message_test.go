@@ -70,3 +70,32 @@ func TestErrorPagesSayWhatHappened(t *testing.T) {
 		}
 	}
 }
+
+// TestJobsPageBadFilterTitle: the jobs page refusing its filter (400)
+// says so in its title, as the message page does by status; it was
+// titled "Jobs" as if it listed them.
+func TestJobsPageBadFilterTitle(t *testing.T) {
+	e := testdb.New(t, engine.SQLite)
+	q := newQueue(t, e)
+	h := web.NewHandler(q, web.Options{Logger: testdb.QuietLogger()})
+	title := regexp.MustCompile(`<title>([^<]*) · `)
+	cases := []struct {
+		target string
+		code   int
+		title  string
+	}{
+		{"/jobs?status=nope", http.StatusBadRequest, "Bad request: Jobs"},
+		{"/jobs?limit=0", http.StatusBadRequest, "Bad request: Jobs"},
+		{"/jobs?status=failed", http.StatusOK, "Jobs"},
+	}
+	for _, c := range cases {
+		code, body := call(t, h, "GET", c.target, "")
+		got := ""
+		if m := title.FindStringSubmatch(body); m != nil {
+			got = m[1]
+		}
+		if code != c.code || got != c.title {
+			t.Errorf("GET %s = %d, title %q; want %d, title %q", c.target, code, got, c.code, c.title)
+		}
+	}
+}
