@@ -280,9 +280,9 @@ type unchecked struct{}
 
 // route finds the dashboard's route that takes r and its action; false
 // when none does: the router then answers 404 or 405 (its catch-alls) or
-// redirects to the clean path, and GET of
-// an action's path or of a file that is not among the assets, which the
-// patterns GET /api/jobs/{id} and GET /static/ match, are 405 and 404.
+// redirects to the clean path. GET of an action's path and of a file that
+// is none of the assets, which the patterns GET /api/jobs/{id} and GET
+// /static/ match, are no route either: they get 405 and 404.
 func (h *handler) route(r *http.Request) (Action, bool) {
 	_, pattern := h.mux.Handler(r)
 	a, ok := h.actions[pattern]
