@@ -143,6 +143,9 @@ type handler struct {
 	tmpl *templates
 	// actions is the action of each route's pattern.
 	actions map[string]Action
+	// cop refuses requests from another origin to the routes that change
+	// something.
+	cop *http.CrossOriginProtection
 }
 
 // NewHandler returns the dashboard of q as an http.Handler. It panics
@@ -181,20 +184,10 @@ func New(q *queue.Queue, opts Options) (http.Handler, error) {
 	if opts.Title == "" {
 		opts.Title = "jobqueue"
 	}
-	h := &handler{q: q, opts: opts, log: opts.Logger, mux: http.NewServeMux(), tmpl: loadTemplates()}
+	h := &handler{q: q, opts: opts, log: opts.Logger, mux: http.NewServeMux(), tmpl: loadTemplates(),
+		cop: http.NewCrossOriginProtection()}
 	h.routes()
-	cop := http.NewCrossOriginProtection()
-	cop.SetDenyHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		rr := r
-		if h.opts.Prefix != "" {
-			rr = stripPrefix(r, h.opts.Prefix)
-		}
-		action, _ := h.route(rr) // "" for a path that is no route
-		h.log.Warn("web: cross-origin request refused", "user", h.user(r), "action", action, "method", r.Method, "path", r.URL.Path,
-			"origin", r.Header.Get("Origin"), "remote", r.RemoteAddr)
-		writeError(w, http.StatusForbidden, "cross-origin request refused: post from the dashboard's own pages")
-	}))
-	return cop.Handler(h), nil
+	return h, nil
 }
 
 func (h *handler) routes() {
@@ -233,8 +226,8 @@ const (
 )
 
 // ServeHTTP routes the request first; a request that one of the
-// dashboard's routes takes is then checked (read-only, Authorize) before
-// it is served. Anything else (404, 405, the router's redirects) is
+// dashboard's routes takes is then checked (origin, read-only,
+// Authorize) before it is served. Anything else (404, 405, the router's redirects) is
 // answered without asking: it shows nothing of the queue and changes
 // nothing.
 func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -251,6 +244,12 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			r = r.WithContext(context.WithValue(r.Context(), unchecked{}, true))
 		}
 		h.mux.ServeHTTP(w, r)
+		return
+	}
+	if err := h.cop.Check(r); err != nil {
+		h.log.Warn("web: cross-origin request refused", "user", h.user(r), "action", action, "method", r.Method, "path", r.URL.Path,
+			"origin", r.Header.Get("Origin"), "remote", r.RemoteAddr)
+		writeError(w, http.StatusForbidden, "cross-origin request refused: post from the dashboard's own pages")
 		return
 	}
 	if h.opts.ReadOnly && action != ActionView {
