@@ -83,13 +83,16 @@ type Options struct {
 	// takes is answered without asking: 404 for a path that is none of
 	// the dashboard's, 405 (with Allow) for a route's path asked with
 	// another method, and the router's redirect to a path's clean form.
-	// These reveal only which paths the dashboard has, which this
-	// documentation lists anyway, and nothing of the queue: a job's page
-	// or API route is a route, asked about whether the job exists or not,
-	// and their pages, as the page of a refused request, do not even name
-	// the table.
-	// To hide even that from callers who are not logged in, check them in
-	// front of the handler (as `jobqueue web` does with basic auth).
+	// This is deliberate: these answers reveal only which paths the
+	// dashboard has, which this documentation lists anyway, and nothing
+	// of the queue (a job's page or API route is a route, asked whether
+	// the job exists or not; these pages, and the page of a refused
+	// request, do not even name the table). To hide even the paths from
+	// callers who are not logged in, check them in front of the handler
+	// (as `jobqueue web` does with basic auth). r's URL.Path is the
+	// dashboard's own path, the prefix cut (/api/jobs/retry). Requests
+	// from another origin to an action are refused before Authorize is
+	// asked.
 	Authorize func(r *http.Request, action Action) error
 	// HidePayloads leaves payloads out of pages and API answers (they may
 	// hold personal data or secrets).
