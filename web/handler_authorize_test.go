@@ -66,6 +66,9 @@ func TestAuthorizeAfterRouting(t *testing.T) {
 		var asked []web.Action
 		h := web.NewHandler(q, web.Options{Prefix: c.prefix, Logger: testdb.QuietLogger(), Authorize: func(r *http.Request, a web.Action) error {
 			asked = append(asked, a)
+			if want := strings.TrimPrefix(c.target, c.prefix); r.URL.Path != want {
+				t.Errorf("prefix %q: %s %s: Authorize saw the path %q; want the dashboard's own %q", c.prefix, c.method, c.target, r.URL.Path, want)
+			}
 			return errors.New("nobody may")
 		}})
 		w := httptest.NewRecorder()
