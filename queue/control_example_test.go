@@ -173,3 +173,36 @@ func ExampleUniqueKey() {
 	// duplicate of the first: true true
 	// written: 2
 }
+
+// ExampleQueue_EnqueueManyResults enqueues jobs in bulk and learns, for
+// each job with a unique key, whether it was written or was a duplicate,
+// and the id of the job that holds its key (a job of the same call
+// included). Jobs without a key are written; their ids are not read back.
+func ExampleQueue_EnqueueManyResults() {
+	ctx := context.Background()
+	q, done := exampleQueue(ctx)
+	defer done()
+
+	held, err := q.Enqueue(ctx, SendEmail{To: "ada@example.com"}, queue.UniqueKey("welcome:ada"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	res, err := q.EnqueueManyResults(ctx, []queue.JobArgs{
+		queue.WithOptions(SendEmail{To: "ada@example.com"}, queue.UniqueKey("welcome:ada")), // held already
+		queue.WithOptions(SendEmail{To: "bob@example.com"}, queue.UniqueKey("welcome:bob")),
+		queue.WithOptions(SendEmail{To: "bob@example.com"}, queue.UniqueKey("welcome:bob")), // repeated
+		SendEmail{To: "all@example.com"}, // no key
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("0: duplicate", res[0].Duplicate, "of the earlier job:", res[0].ID == held)
+	fmt.Println("1: duplicate", res[1].Duplicate, "with an id:", res[1].ID > 0)
+	fmt.Println("2: duplicate", res[2].Duplicate, "of job 1:", res[2].ID == res[1].ID)
+	fmt.Println("3: duplicate", res[3].Duplicate, "id", res[3].ID)
+	// Output:
+	// 0: duplicate true of the earlier job: true
+	// 1: duplicate false with an id: true
+	// 2: duplicate true of job 1: true
+	// 3: duplicate false id 0
+}

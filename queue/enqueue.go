@@ -165,10 +165,10 @@ func withOwn(call, own []EnqueueOption) []EnqueueOption {
 // apply to every job (give a job options of its own with WithOptions). It
 // returns how many jobs were written: a job whose UniqueKey a live job
 // holds (one written earlier in the same call included) is skipped as a
-// duplicate, not counted, and is no error; Enqueue a job on its own to
-// learn the id of the job that holds its key.
+// duplicate, not counted, and is no error. EnqueueManyResults tells which
+// jobs those were, and the ids of the jobs holding their keys.
 func (q *Queue) EnqueueMany(ctx context.Context, args []JobArgs, opts ...EnqueueOption) (int, error) {
-	n, err := q.enqueueMany(ctx, nil, args, opts)
+	n, _, err := q.enqueueMany(ctx, nil, args, opts)
 	if err == nil && n > 0 {
 		q.wake.notify()
 	}
@@ -181,34 +181,106 @@ func (q *Queue) EnqueueManyTx(ctx context.Context, tx *sql.Tx, args []JobArgs, o
 	if tx == nil {
 		return 0, errors.New("jobqueue: EnqueueManyTx: the transaction is nil; use EnqueueMany")
 	}
-	return q.enqueueMany(ctx, tx, args, opts)
+	n, _, err := q.enqueueMany(ctx, tx, args, opts)
+	return n, err
 }
 
-func (q *Queue) enqueueMany(ctx context.Context, tx *sql.Tx, args []JobArgs, opts []EnqueueOption) (int, error) {
+// EnqueueResult is what EnqueueManyResults tells of one job of the call.
+type EnqueueResult struct {
+	// ID is, for a job with a UniqueKey, the id of the job that holds its
+	// key: the job itself when it was written, else the live job that
+	// held the key already (an earlier job of the same call included).
+	// It is 0 for a job without a key: those are written, but their ids
+	// are not read back, because the bulk path writes them with
+	// PostgreSQL's COPY (and multi-row statements elsewhere), which
+	// return none; reading them would slow every bulk enqueue. Enqueue a
+	// job on its own to learn its id.
+	ID int64
+	// Duplicate is set when the job's unique key was held by the live job
+	// ID, so that nothing was written for it.
+	Duplicate bool
+}
+
+// EnqueueManyResults is EnqueueMany that tells what became of each job: a
+// result per job, in the order given, with, for every job that carried a
+// UniqueKey, whether it was written or was a duplicate and the id of the
+// job that holds its key (see EnqueueResult; jobs without a key are all
+// written, with ID 0). The keys are taken under the database's unique
+// constraint, so under any number of concurrent enqueuers of the same
+// keys exactly one call writes each key and every other is told it was a
+// duplicate of that job. Jobs without a key are written as by EnqueueMany,
+// by the same path at the same speed. On an error nothing was written and
+// the results are nil.
+func (q *Queue) EnqueueManyResults(ctx context.Context, args []JobArgs, opts ...EnqueueOption) ([]EnqueueResult, error) {
+	n, keyed, err := q.enqueueMany(ctx, nil, args, opts)
+	if err != nil {
+		return nil, err
+	}
+	if n > 0 {
+		q.wake.notify()
+	}
+	return manyResults(len(args), keyed), nil
+}
+
+// EnqueueManyResultsTx is EnqueueManyResults inside the caller's
+// transaction tx, as EnqueueManyTx: the jobs written exist, and hold their
+// keys, only if tx commits. The results hold for what tx sees: a duplicate
+// of a job that tx wrote earlier (or of one of the same call) names that
+// job, which is gone again if tx rolls back. Until tx ends, other
+// enqueuers of the keys it took wait for it.
+func (q *Queue) EnqueueManyResultsTx(ctx context.Context, tx *sql.Tx, args []JobArgs, opts ...EnqueueOption) ([]EnqueueResult, error) {
+	if tx == nil {
+		return nil, errors.New("jobqueue: EnqueueManyResultsTx: the transaction is nil; use EnqueueManyResults")
+	}
+	_, keyed, err := q.enqueueMany(ctx, tx, args, opts)
+	if err != nil {
+		return nil, err
+	}
+	return manyResults(len(args), keyed), nil
+}
+
+// manyResults is the results of an EnqueueMany of total jobs whose keyed
+// jobs were written (or found duplicates) as keyed says.
+func manyResults(total int, keyed []keyedJob) []EnqueueResult {
+	res := make([]EnqueueResult, total)
+	for _, k := range keyed {
+		res[k.at] = EnqueueResult{ID: k.id, Duplicate: k.dup}
+	}
+	return res
+}
+
+// enqueueMany writes the jobs of EnqueueMany and its variants, in tx or on
+// its own, and returns how many it wrote and the keyed jobs, each with its
+// id and whether it was a duplicate (nil when no job has a key).
+func (q *Queue) enqueueMany(ctx context.Context, tx *sql.Tx, args []JobArgs, opts []EnqueueOption) (int, []keyedJob, error) {
 	if len(args) == 0 {
-		return 0, nil
+		return 0, nil, nil
 	}
 	now := q.now()
 	if tx == nil {
 		if n, ok, err := q.streamMany(ctx, args, opts, now); ok {
-			return n, err
+			return n, nil, err
 		}
 	}
 	all, jobs, keyed, err := q.prepareMany(args, opts, now)
 	if err != nil {
-		return 0, err
+		return 0, nil, err
 	}
 	if q.enqueueMW == nil {
-		return q.writeMany(ctx, tx, jobs, keyed, len(args), now)
+		n, err := q.writeMany(ctx, tx, jobs, keyed, len(args), now)
+		return n, keyed, err
 	}
 	// The call's Jobs are in the order given (keyed[i].at is each keyed
 	// job's place there), so that a middleware can match them to args.
+	// The write records each keyed job's id and duplicate in keyed (the
+	// call's: the same array), and writeCall copies them to the call's
+	// Jobs.
 	call := &EnqueueCall{Jobs: make([]EnqueuedJob, len(all)), Many: true, Tx: tx, many: true, plain: jobs, keyed: keyed, tx: tx, now: now}
 	for i, j := range all {
 		call.Jobs[i] = j.view()
 	}
 	err = q.enqueueMW(ctx, call)
-	return call.n, err
+	return call.n, keyed, err
 }
 
 // prepareMany checks the jobs of EnqueueMany and returns them all in the
@@ -372,14 +444,17 @@ func (q *Queue) insertOwn(ctx context.Context, jobs []*newJob, now time.Time) (i
 type keyedJob struct {
 	j   *newJob
 	key *uniqueKey
-	// at is the job's index in EnqueueCall.Jobs; dup is set when the write
-	// found its key taken.
+	// at is the job's index in EnqueueCall.Jobs (and in the call's
+	// args); once written, id is the job's id, or for a duplicate (dup
+	// set: the write found its key taken) the id of the job holding it.
 	at  int
+	id  int64
 	dup bool
 }
 
 // insertAll writes jobs in multi-row statements and the keyed jobs one by
-// one (a duplicate is skipped), on d, and returns how many it wrote.
+// one (a duplicate is skipped), on d, and returns how many it wrote; each
+// keyed job gets its id (a duplicate the holder's) and dup.
 func (q *Queue) insertAll(ctx context.Context, d dbtx, jobs []*newJob, keyed []keyedJob, now time.Time) (int, error) {
 	if len(jobs) > 0 {
 		if err := q.st.insertMany(ctx, d, jobs, now); err != nil {
@@ -389,8 +464,8 @@ func (q *Queue) insertAll(ctx context.Context, d dbtx, jobs []*newJob, keyed []k
 	n := len(jobs)
 	for i := range keyed {
 		k := &keyed[i]
-		_, err := q.takeKey(ctx, d, k.j, k.key, now)
-		k.dup = errors.Is(err, ErrDuplicate)
+		id, err := q.takeKey(ctx, d, k.j, k.key, now)
+		k.id, k.dup = id, errors.Is(err, ErrDuplicate)
 		switch {
 		case k.dup:
 		case err != nil:

@@ -108,8 +108,8 @@ func workChain(log *slog.Logger, mw []WorkMiddleware, handler WorkFunc) WorkFunc
 // to be written. Middleware must not change it.
 type EnqueueCall struct {
 	// Jobs are the jobs to write, in the order given. Once next has
-	// returned, each one's ID (Enqueue and EnqueueTx only) and Duplicate
-	// are set.
+	// returned, each one's ID (EnqueueMany: only a job with a unique key)
+	// and Duplicate are set.
 	Jobs []EnqueuedJob
 	// Many is true for EnqueueMany and EnqueueManyTx.
 	Many bool
@@ -148,8 +148,10 @@ type EnqueuedJob struct {
 	// ExpiresAt is the job's deadline, nil when it has none.
 	ExpiresAt *time.Time
 	// ID is the new job's id once written by Enqueue or EnqueueTx (the id of
-	// the existing job for a duplicate); 0 for EnqueueMany, which does not
-	// read ids back.
+	// the existing job for a duplicate). For EnqueueMany and its variants
+	// it is set only for a job with a unique key (the id EnqueueResult
+	// tells: the job's, or the holder's for a duplicate); 0 for a job
+	// without one, whose id the bulk path does not read back.
 	ID int64
 	// Duplicate is set when the job's unique key was taken (UniqueKey), so
 	// that nothing was written for it.
@@ -253,7 +255,7 @@ func (q *Queue) writeCall(ctx context.Context, call *EnqueueCall) error {
 		n, err := q.writeMany(ctx, call.tx, call.plain, call.keyed, len(call.Jobs), call.now)
 		call.n = n
 		for _, k := range call.keyed {
-			call.Jobs[k.at].Duplicate = k.dup
+			call.Jobs[k.at].ID, call.Jobs[k.at].Duplicate = k.id, k.dup
 		}
 		return err
 	}

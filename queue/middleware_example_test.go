@@ -66,7 +66,9 @@ func ExampleWithWorkMiddleware() {
 
 // Enqueue middleware wraps every enqueue (one, many, in the caller's
 // transaction) once its jobs are checked; after next returns it sees their
-// ids and which were duplicates of a unique key.
+// ids and which were duplicates of a unique key (for EnqueueMany, the ids of
+// the jobs with a key: the job's own, or for a duplicate its holder's; the
+// job without a key, written by the plain bulk path, has no id read back).
 func ExampleWithEnqueueMiddleware() {
 	ctx := context.Background()
 	logEnqueues := func(ctx context.Context, call *queue.EnqueueCall, next queue.EnqueueFunc) error {
@@ -106,8 +108,8 @@ func ExampleWithEnqueueMiddleware() {
 	// enqueue send_email to "email" (many false, in tx false): id 1, duplicate false, err <nil>
 	// enqueue send_email to "default" (many false, in tx true): id 2, duplicate false, err <nil>
 	// enqueue send_email to "bulk" (many true, in tx false): id 0, duplicate false, err <nil>
-	// enqueue send_email to "bulk" (many true, in tx false): id 0, duplicate false, err <nil>
-	// enqueue send_email to "bulk" (many true, in tx false): id 0, duplicate true, err <nil>
+	// enqueue send_email to "bulk" (many true, in tx false): id 4, duplicate false, err <nil>
+	// enqueue send_email to "bulk" (many true, in tx false): id 4, duplicate true, err <nil>
 	// written by EnqueueMany: 2
 }
 
