@@ -387,17 +387,23 @@ const callersSavepoint = "jobqueue_enqueue_many"
 // the transaction open after a failed statement, and a caller that commits
 // its own work after the error would commit part of the jobs (PostgreSQL
 // aborts the transaction; there the savepoint leaves it usable, as on the
-// other engines).
+// other engines). A MySQL deadlock is the exception: the server rolls the
+// whole transaction back, the savepoint with it, and the error says so
+// (callersTxEnded).
 func (q *Queue) insertInCallersTx(ctx context.Context, tx *sql.Tx, jobs []*newJob, keyed []keyedJob, now time.Time) (int, error) {
 	d := q.run.onCallers(tx)
 	if len(jobs)+len(keyed) <= 1 {
-		return q.insertAll(ctx, d, jobs, keyed, now)
+		n, err := q.insertAll(ctx, d, jobs, keyed, now)
+		return n, callersTxEnded(err)
 	}
 	if _, err := tx.ExecContext(ctx, "SAVEPOINT "+callersSavepoint); err != nil {
 		return 0, fmt.Errorf("set a savepoint in your transaction: %w", err)
 	}
 	n, err := q.insertAll(ctx, d, jobs, keyed, now)
 	if err != nil {
+		if isMySQLError(err, 1213) {
+			return 0, callersTxEnded(err) // the savepoint went with the transaction
+		}
 		if _, rerr := tx.ExecContext(ctx, "ROLLBACK TO SAVEPOINT "+callersSavepoint); rerr != nil {
 			return 0, errors.Join(err, fmt.Errorf("and the jobs written before it could not be taken back (roll your transaction back): %w", rerr))
 		}
@@ -407,6 +413,17 @@ func (q *Queue) insertInCallersTx(ctx context.Context, tx *sql.Tx, jobs []*newJo
 		return 0, fmt.Errorf("release the savepoint in your transaction: %w", err)
 	}
 	return n, nil
+}
+
+// callersTxEnded is err of a write in the caller's transaction, saying so
+// when it was a MySQL deadlock (error 1213, also a Galera certification
+// conflict): the server then rolled the whole transaction back, savepoints
+// included, so nothing of it remains, and the caller runs it again.
+func callersTxEnded(err error) error {
+	if !isMySQLError(err, 1213) {
+		return err
+	}
+	return fmt.Errorf("%w (the server rolled your whole transaction back: nothing of it remains, these jobs included; roll it back and run it again)", err)
 }
 
 // insertOwn writes jobs (without keys) in a transaction of the queue's own:
