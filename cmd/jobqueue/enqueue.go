@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -23,7 +22,7 @@ func (a *app) enqueueCommand() *cobra.Command {
 		maxAttempts, baseDelay, maxDelay  int
 	)
 	cmd := &cobra.Command{
-		Use:   "enqueue --name KIND [--type T] [--payload JSON] [--at RFC3339 | --delay DUR] [--expires-at RFC3339 | --expires-in DUR] [--max-attempts N --base-delay S --max-delay S] [--unique-key KEY [--unique-for DUR]]",
+		Use:   "enqueue --name KIND [--type T] [--payload JSON|-|@FILE] [--at RFC3339 | --delay DUR] [--expires-at RFC3339 | --expires-in DUR] [--max-attempts N --base-delay S --max-delay S] [--unique-key KEY [--unique-for DUR]]",
 		Short: "Add a job and print its id",
 		Long: `enqueue adds one job to the table and prints its id.
 
@@ -37,8 +36,17 @@ delay 60 s, max delay 3600 s) unless all three of --max-attempts,
 With --unique-key the job is enqueued only if no job with the same key is
 pending or running (or, with --unique-for, was enqueued less than DUR ago
 and still exists): otherwise nothing is written, the existing job's id is
-printed, "duplicate of ID" goes to stderr, and the exit status is 0.`,
+printed, "duplicate of ID" goes to stderr, and the exit status is 0.
+
+The payload is --payload's JSON ({} without it); as with curl, --payload -
+(or @-) reads it from stdin and --payload @FILE from the file FILE. No JSON
+value starts with @ or is a lone -, so a literal is never taken for them: a
+JSON string starting with @ keeps its quotes, --payload '"@home"'. An
+empty or unreadable input, or one that is not a JSON value, is refused
+before anything is written.`,
 		Example: `  jobqueue enqueue --name send_email --type email --payload '{"to":"a@example.com"}'
+  jobqueue enqueue --name import --payload @order.json
+  generate-order | jobqueue enqueue --name import --payload -
   jobqueue enqueue --name report --delay 1h --expires-in 2h
   jobqueue enqueue --name nightly_report --unique-key report:2030-01-02 --unique-for 24h`,
 		Args: flagsOnly,
@@ -58,8 +66,9 @@ printed, "duplicate of ID" goes to stderr, and the exit status is 0.`,
 			if p := jobtext.Problem(typ, jobtext.MaxType); p != "" {
 				return usagef("--type %s", p)
 			}
-			if !json.Valid([]byte(payload)) {
-				return usagef(`--payload %q is not valid JSON; give a JSON value in single quotes, e.g. --payload '{"to":"a@example.com"}', or leave it out for {}`, shorten(payload, 40))
+			raw, err := a.readPayload(payload)
+			if err != nil {
+				return err
 			}
 			set := cmd.Flags().Changed
 			for _, pair := range [][3]string{{"at", "delay", "when the job may run"}, {"expires-at", "expires-in", "when the job expires"}} {
@@ -143,7 +152,7 @@ printed, "duplicate of ID" goes to stderr, and the exit status is 0.`,
 			}
 			ctx := cmd.Context()
 			return a.withQueue(ctx, func(q *queue.Queue) error {
-				id, err := q.Enqueue(ctx, queue.RawArgs{Name: name, Payload: json.RawMessage(payload)}, opts...)
+				id, err := q.Enqueue(ctx, queue.RawArgs{Name: name, Payload: raw}, opts...)
 				if errors.Is(err, queue.ErrDuplicate) {
 					if _, err := fmt.Fprintln(a.out, id); err != nil {
 						return fmt.Errorf("duplicate of %d: job %d holds the unique key %q, so nothing was enqueued, but its id could not be printed: %w", id, id, uniqueKey, err)
@@ -169,7 +178,7 @@ printed, "duplicate of ID" goes to stderr, and the exit status is 0.`,
 	f := cmd.Flags()
 	f.StringVar(&name, "name", "", "the job's kind, which picks its handler (required)")
 	f.StringVar(&typ, "type", "default", "the queue the job belongs to")
-	f.StringVar(&payload, "payload", "{}", "the job's payload, JSON")
+	f.StringVar(&payload, "payload", "{}", "the job's payload: JSON, - to read it from stdin, or @FILE to read it from FILE")
 	f.StringVar(&at, "at", "", "run no earlier than this time (RFC 3339)")
 	f.StringVar(&delay, "delay", "", "run no earlier than this long from now (e.g. 30s, 15m, 2h, 1d)")
 	f.StringVar(&expiresAt, "expires-at", "", "expire the job unrun at this time (RFC 3339)")

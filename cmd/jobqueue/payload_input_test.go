@@ -1,0 +1,145 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/jobqueue/jobqueue/internal/testdb"
+)
+
+// TestEnqueuePayloadFromInput: `enqueue --payload -` reads the payload
+// from stdin (also `@-`, as curl) and `--payload @FILE` from a file; a
+// literal is still a literal, even one starting with '-' (a negative
+// number) or a JSON string holding '@'. The job gets the payload read, on
+// every engine. (--payload took only literal JSON: "-" and "@FILE" were
+// refused as invalid JSON.)
+func TestEnqueuePayloadFromInput(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	write := func(name, content string) string {
+		path := filepath.Join(dir, name)
+		if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	pretty := write("pretty.json", "{\n  \"to\": \"a@example.com\",\n  \"n\": [1, 2]\n}\n")
+	spaced := write("with space.json", `"@home"`)
+	cases := []struct {
+		name    string
+		payload string // the --payload value
+		stdin   string
+		want    string // the stored payload, compacted
+	}{
+		{"stdin", "-", `{"to":"a@example.com"}` + "\n", `{"to":"a@example.com"}`},
+		{"stdin as curl's @-", "@-", `[1,2,3]`, `[1,2,3]`},
+		{"file", "@" + pretty, "", `{"n":[1,2],"to":"a@example.com"}`},
+		{"file whose name has a space", "@" + spaced, "", `"@home"`},
+		{"literal negative number", "-1", "", `-1`},
+		{"literal string starting with @", `"@home"`, "", `"@home"`},
+		{"literal object, stdin ignored", `{"a":1}`, `{"b":2}`, `{"a":1}`},
+	}
+	testdb.ForEachEngine(t, func(t *testing.T, e *testdb.Env) {
+		c := envCLI(t, e)
+		c.ok(t, "install")
+		for _, tc := range cases {
+			t.Run(tc.name, func(t *testing.T) {
+				in := c
+				in.stdin = tc.stdin
+				id := strings.TrimSpace(in.ok(t, "enqueue", "--name", "k", "--payload", tc.payload))
+				var job jobJSON
+				decodeJSON(t, c.ok(t, "show", id, "--json"), &job)
+				if got := compactJSON(t, job.Payload); got != compactJSON(t, []byte(tc.want)) {
+					t.Errorf("--payload %s: payload %s, want %s", tc.payload, job.Payload, tc.want)
+				}
+			})
+		}
+	})
+}
+
+// TestEnqueuePayloadInputErrors: a payload from stdin or a file that cannot
+// be read, is empty, or is not JSON (or not UTF-8) is a usage error (exit
+// 2, one line) that says where the payload came from and what to do,
+// before the database is opened: nothing is enqueued.
+func TestEnqueuePayloadInputErrors(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	write := func(name string, content []byte) string {
+		path := filepath.Join(dir, name)
+		if err := os.WriteFile(path, content, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	missing := filepath.Join(dir, "missing.json")
+	empty := write("empty.json", nil)
+	blank := write("blank.json", []byte(" \n\t\n"))
+	broken := write("broken.json", []byte("{\n  \"to\": \"a@example.com\",\n}\n"))
+	latin1 := write("latin1.json", []byte("{\"name\":\"Jos\xe9\"}"))
+	bom := write("bom.json", append([]byte("\xef\xbb\xbf"), `{"a":1}`...))
+	unreadable := write("unreadable.json", []byte(`{}`))
+	if err := os.Chmod(unreadable, 0); err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		name    string
+		payload string
+		stdin   string
+		want    []string // substrings of the error line
+		root    bool     // the case cannot fail for root (file permissions)
+	}{
+		{"missing file", "@" + missing, "", []string{"--payload @" + missing, "cannot read the file", "no such file", `--payload '"@`}, false},
+		{"directory", "@" + dir, "", []string{"--payload @" + dir, "cannot read the file", "is a directory"}, false},
+		{"unreadable file", "@" + unreadable, "", []string{"cannot read the file", "permission denied"}, true},
+		{"no file name", "@", "", []string{"--payload @ names no file", "--payload @FILE", "--payload -"}, false},
+		{"literal starting with @", "@home", "", []string{"--payload @home", "cannot read the file home", `--payload '"@home"'`}, false},
+		{"empty stdin", "-", "", []string{"--payload -", "stdin is empty", "leave --payload out for {}"}, false},
+		{"blank stdin", "@-", " \n", []string{"--payload @-", "stdin is empty"}, false},
+		{"empty file", "@" + empty, "", []string{"the file " + empty + " is empty"}, false},
+		{"blank file", "@" + blank, "", []string{"the file " + blank + " is empty"}, false},
+		{"invalid JSON on stdin", "-", "{\"to\":\n nope}", []string{"--payload -", "stdin does not hold valid JSON", "at line 2, column 3"}, false},
+		{"invalid JSON in a file", "@" + broken, "", []string{"the file " + broken + " does not hold valid JSON", "at line 3, column 1"}, false},
+		{"two values on stdin", "-", `{} {}`, []string{"stdin does not hold valid JSON"}, false},
+		{"file not UTF-8", "@" + latin1, "", []string{"the file " + latin1 + " is not valid UTF-8", "save it as UTF-8"}, false},
+		{"literal not UTF-8", "{\"name\":\"Jos\xe9\"}", "", []string{"--payload", "not valid UTF-8"}, false},
+		{"file with a byte order mark", "@" + bom, "", []string{"the file " + bom + " starts with a byte order mark", "without one"}, false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			if tc.root && os.Geteuid() == 0 {
+				t.Skip("root reads a file whatever its permissions")
+			}
+			dbFile := filepath.Join(t.TempDir(), "never.db")
+			r := cli{db: "sqlite:" + dbFile, stdin: tc.stdin}.run(t, "enqueue", "--name", "k", "--payload", tc.payload)
+			assertOneLineError(t, r, exitUsage, tc.want...)
+			if r.stdout != "" {
+				t.Errorf("stdout is not empty: %q", r.stdout)
+			}
+			if _, err := os.Stat(dbFile); err == nil {
+				t.Errorf("the refused payload opened the database %s", dbFile)
+			}
+		})
+	}
+}
+
+// compactJSON is b without its insignificant spaces, object keys sorted
+// (engines may re-space and reorder JSON).
+func compactJSON(t *testing.T, b []byte) string {
+	t.Helper()
+	var v any
+	d := json.NewDecoder(bytes.NewReader(b))
+	d.UseNumber()
+	if err := d.Decode(&v); err != nil {
+		t.Fatalf("not JSON (%v): %q", err, b)
+	}
+	out, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(out)
+}
