@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -55,7 +56,10 @@ func writeJobTable(w io.Writer, rows []*queue.JobRow) error {
 	return tw.Flush()
 }
 
-// writeJobDetail prints one job, one field a line.
+// writeJobDetail prints one job, one field a line: a text with a control
+// character (a newline, an escape sequence, …) is quoted as in the list
+// (tableCell), and the payload is compacted (payloadCell), so that no
+// field spills onto another line or reaches the terminal as a command.
 func writeJobDetail(w io.Writer, j *queue.JobRow) error {
 	v := toJSON(j)
 	orNone := func(s *string) string {
@@ -66,18 +70,29 @@ func writeJobDetail(w io.Writer, j *queue.JobRow) error {
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintf(tw, "id\t%d\n", v.ID)
-	fmt.Fprintf(tw, "name\t%s\n", v.Name)
-	fmt.Fprintf(tw, "type\t%s\n", v.Type)
-	fmt.Fprintf(tw, "status\t%s\n", v.Status)
+	fmt.Fprintf(tw, "name\t%s\n", tableCell(v.Name))
+	fmt.Fprintf(tw, "type\t%s\n", tableCell(v.Type))
+	fmt.Fprintf(tw, "status\t%s\n", tableCell(v.Status))
 	fmt.Fprintf(tw, "attempts\t%d of %d (base delay %ds, max delay %ds)\n", v.Attempts, v.MaxAttempts, v.BaseDelay, v.MaxDelay)
 	fmt.Fprintf(tw, "scheduled_at\t%s\n", v.ScheduledAt)
 	fmt.Fprintf(tw, "expires_at\t%s\n", orNone(v.ExpiresAt))
 	fmt.Fprintf(tw, "lease_until\t%s\n", orNone(v.LeaseUntil))
 	fmt.Fprintf(tw, "finished_at\t%s\n", orNone(v.FinishedAt))
 	fmt.Fprintf(tw, "created_at\t%s\n", v.CreatedAt)
-	fmt.Fprintf(tw, "error\t%s\n", strings.ReplaceAll(orNone(v.Error), "\n", "\n\t"))
-	fmt.Fprintf(tw, "payload\t%s\n", v.Payload)
+	fmt.Fprintf(tw, "error\t%s\n", tableCell(orNone(v.Error)))
+	fmt.Fprintf(tw, "payload\t%s\n", payloadCell(v.Payload))
 	return tw.Flush()
+}
+
+// payloadCell is a JSON payload as one cell of text: without its
+// insignificant spaces (a pretty-printed payload is one line), then quoted
+// if need be as any text is (tableCell).
+func payloadCell(p json.RawMessage) string {
+	var b bytes.Buffer
+	if err := json.Compact(&b, p); err != nil {
+		return tableCell(string(p)) // not JSON: its text as it is
+	}
+	return tableCell(b.String())
 }
 
 // tableCell is s as a cell of a text table: as it is, unless it holds a

@@ -94,8 +94,12 @@ func (a *app) showCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "show ID [--json]",
 		Short: "Show one job",
-		Long: `show prints every column of one job. With --json the keys are the column
-names, times are RFC 3339 in UTC or null, and the payload is JSON.`,
+		Long: `show prints every column of one job, one per line. A text holding a newline,
+an escape sequence or another character that is not printable (or starting
+with a double quote) is printed quoted, as in list ("two\nlines"); the
+payload is printed compacted on one line. With --json the keys are the
+column names, times are RFC 3339 in UTC or null, the payload is JSON, and
+every text is as it is.`,
 		Args: oneJobID,
 		RunE: runE(func(cmd *cobra.Command, args []string) error {
 			id, err := parseID(args[0])
