@@ -29,7 +29,8 @@ func (a *app) enqueueCommand() *cobra.Command {
 The job runs in the queue --type (default "default") as soon as possible, or
 at --at (RFC 3339, e.g. 2030-01-02T15:04:05Z) or after --delay (e.g. 90s,
 15m, 2h, 1d). With --expires-at or --expires-in it expires, unrun, when its
-deadline passes. Its retry policy is the queue default (3 attempts, base
+deadline passes; a deadline before the job may run is refused. Times are
+in the years 1 to 9999. Its retry policy is the queue default (3 attempts, base
 delay 60 s, max delay 3600 s) unless all three of --max-attempts,
 --base-delay and --max-delay (seconds) are given.
 
@@ -91,6 +92,10 @@ before anything is written.`,
 			if set("type") {
 				opts = append(opts, queue.Type(typ))
 			}
+			// When the job may first run and when it expires, as of now,
+			// with the flags that say so, for the check below.
+			now := time.Now()
+			start, startFlag := now, ""
 			switch {
 			case set("at"):
 				t, err := parseTime("--at", at)
@@ -98,13 +103,17 @@ before anything is written.`,
 					return err
 				}
 				opts = append(opts, queue.At(t))
+				start, startFlag = t, "--at "+at
 			case set("delay"):
 				d, err := parseDuration("--delay", delay)
 				if err != nil {
 					return err
 				}
 				opts = append(opts, queue.Delay(d))
+				start, startFlag = now.Add(d), "--delay "+delay+" from now"
 			}
+			var deadline time.Time
+			deadlineFlag := ""
 			switch {
 			case set("expires-at"):
 				t, err := parseTime("--expires-at", expiresAt)
@@ -112,6 +121,7 @@ before anything is written.`,
 					return err
 				}
 				opts = append(opts, queue.ExpiresAt(t))
+				deadline, deadlineFlag = t, "--expires-at "+expiresAt
 			case set("expires-in"):
 				d, err := parseDuration("--expires-in", expiresIn)
 				if err != nil {
@@ -121,6 +131,16 @@ before anything is written.`,
 					return usagef("--expires-in %s must be positive", expiresIn)
 				}
 				opts = append(opts, queue.ExpiresIn(d))
+				deadline, deadlineFlag = now.Add(d), "--expires-in "+expiresIn
+			}
+			// The queue refuses a deadline before the job's scheduled
+			// time (ErrInvalidJob); told here in the flags' words, before
+			// the database is opened.
+			if deadlineFlag != "" && deadline.Before(start) {
+				if startFlag == "" {
+					return usagef("%s has passed: the job would expire unrun; give a time to come, or leave the flag out", deadlineFlag)
+				}
+				return usagef("%s is before the job may run (%s): it would expire unrun; give a later deadline or an earlier start", deadlineFlag, startFlag)
 			}
 			if set("unique-for") && !set("unique-key") {
 				return usagef("--unique-for needs --unique-key; give the key the period keeps taken")
@@ -221,13 +241,18 @@ func policyFromFlags(maxAttempts, baseDelay, maxDelay int) (queue.RetryPolicy, e
 	return p, nil
 }
 
-// parseTime reads an RFC 3339 time given to flag (a usage error if bad).
+// parseTime reads an RFC 3339 time given to flag (a usage error if bad, or
+// outside the years 1 to 9999 that the queue stores, once in UTC).
 func parseTime(flag, s string) (time.Time, error) {
 	t, err := time.Parse(time.RFC3339Nano, s)
 	if err != nil {
 		return time.Time{}, usagef("%s %q is not an RFC 3339 time; write it like 2030-01-02T15:04:05Z", flag, s)
 	}
-	return t.UTC(), nil
+	t = t.UTC()
+	if y := t.Year(); y < 1 || y > 9999 {
+		return time.Time{}, usagef("%s %s is outside the years 1 to 9999 that the table can store (in UTC); give a time in them", flag, s)
+	}
+	return t, nil
 }
 
 // parseDuration reads a Go duration given to flag (90s, 15m, 2h45m), also

@@ -309,3 +309,46 @@ func TestEnqueueBadInput(t *testing.T) {
 		assertStats(t, c, "", nil)
 	})
 }
+
+// TestEnqueueDeadlineAccepted: the check that refuses a deadline before
+// the job may run (TestUsageErrors) lets every deadline at or after it
+// through, whichever flags give the two: a deadline equal to the start
+// included. (The check is the command's, before the database: SQLite only.)
+func TestEnqueueDeadlineAccepted(t *testing.T) {
+	t.Parallel()
+	c := sqliteCLI(t)
+	c.ok(t, "install")
+	cases := []struct {
+		name string
+		args []string
+	}{
+		{"--expires-at equal to --at", []string{"--at", "2030-01-01T00:00:00Z", "--expires-at", "2030-01-01T00:00:00Z"}},
+		{"--expires-at after --at, another zone", []string{"--at", "2030-01-01T00:00:00Z", "--expires-at", "2030-01-01T01:30:00+01:00"}},
+		{"--expires-in equal to --delay", []string{"--delay", "1h", "--expires-in", "1h"}},
+		{"--expires-in longer than --delay", []string{"--delay", "1h", "--expires-in", "2h"}},
+		{"--expires-in after --at", []string{"--at", "2020-01-01T00:00:00Z", "--expires-in", "1m"}},
+		{"--expires-at after --delay", []string{"--delay", "1m", "--expires-at", "9999-12-31T23:59:59Z"}},
+		{"--expires-at to come", []string{"--expires-at", "9999-12-31T23:59:59Z"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			id := strings.TrimSpace(c.ok(t, append([]string{"enqueue", "--name", "k"}, tc.args...)...))
+			var job jobJSON
+			decodeJSON(t, c.ok(t, "show", id, "--json"), &job)
+			if job.ExpiresAt == nil {
+				t.Fatalf("no expires_at; want %v", tc.args)
+			}
+			expires, err := time.Parse(time.RFC3339Nano, *job.ExpiresAt)
+			if err != nil {
+				t.Fatal(err)
+			}
+			scheduled, err := time.Parse(time.RFC3339Nano, job.ScheduledAt)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if expires.Before(scheduled) {
+				t.Errorf("expires_at %s, scheduled_at %s; want a deadline at or after the start", *job.ExpiresAt, job.ScheduledAt)
+			}
+		})
+	}
+}

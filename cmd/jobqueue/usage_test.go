@@ -34,6 +34,16 @@ func TestUsageErrors(t *testing.T) {
 		{"enqueue empty --at", []string{"enqueue", "--name", "k", "--at", ""}, []string{"--at", "RFC 3339"}},
 		{"enqueue empty --expires-in", []string{"enqueue", "--name", "k", "--expires-in", ""}, []string{"--expires-in", "not a duration"}},
 		{"enqueue --expires-at and --expires-in", []string{"enqueue", "--name", "k", "--expires-at", "2030-01-01T00:00:00Z", "--expires-in", "1m"}, []string{"--expires-at and --expires-in", "give one"}},
+		// These were refused by the queue, after the database was opened,
+		// in the Go API's words ("invalid job: the deadline … is before
+		// the scheduled time …").
+		{"enqueue --expires-at before --at", []string{"enqueue", "--name", "k", "--at", "2030-01-02T00:00:00Z", "--expires-at", "2030-01-01T00:00:00Z"}, []string{"--expires-at 2030-01-01T00:00:00Z is before the job may run (--at 2030-01-02T00:00:00Z)", "expire unrun", "later deadline"}},
+		{"enqueue --expires-in shorter than --delay", []string{"enqueue", "--name", "k", "--delay", "2h", "--expires-in", "1h"}, []string{"--expires-in 1h is before the job may run (--delay 2h from now)", "expire unrun"}},
+		{"enqueue --expires-at before --delay", []string{"enqueue", "--name", "k", "--delay", "1d", "--expires-at", "2026-01-01T00:00:00Z"}, []string{"--expires-at 2026-01-01T00:00:00Z is before the job may run (--delay 1d from now)"}},
+		{"enqueue --expires-in before --at", []string{"enqueue", "--name", "k", "--at", "9999-01-01T00:00:00Z", "--expires-in", "1h"}, []string{"--expires-in 1h is before the job may run (--at 9999-01-01T00:00:00Z)"}},
+		{"enqueue --expires-at passed", []string{"enqueue", "--name", "k", "--expires-at", "2020-01-01T00:00:00Z"}, []string{"--expires-at 2020-01-01T00:00:00Z has passed", "expire unrun", "leave the flag out"}},
+		{"enqueue --at in year 0", []string{"enqueue", "--name", "k", "--at", "0000-12-31T00:00:00Z"}, []string{"--at 0000-12-31T00:00:00Z", "years 1 to 9999"}},
+		{"enqueue --expires-at in year 0", []string{"enqueue", "--name", "k", "--expires-at", "0000-12-31T00:00:00Z"}, []string{"--expires-at 0000-12-31T00:00:00Z", "years 1 to 9999"}},
 		{"enqueue bad --delay", []string{"enqueue", "--name", "k", "--delay", "soon"}, []string{"--delay", "not a duration"}},
 		{"enqueue partial policy", []string{"enqueue", "--name", "k", "--max-attempts", "3"}, []string{"all three", "missing --base-delay, --max-delay"}},
 		{"enqueue partial policy without --max-attempts", []string{"enqueue", "--name", "k", "--base-delay", "3", "--max-delay", "9"}, []string{"all three", "missing --max-attempts"}},
