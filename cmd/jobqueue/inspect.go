@@ -7,6 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/jobqueue/jobqueue/internal/jobtext"
 	"github.com/jobqueue/jobqueue/queue"
 )
 
@@ -16,10 +17,14 @@ func (a *app) statsCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "stats [--type T] [--json]",
 		Short: "Count jobs per status",
-		Long: `stats counts the jobs of the table (or of one --type) per status. With --json it
+		Long: `stats counts the jobs of the table (or of one --type: given empty, or one no job
+can have, it is refused) per status. With --json it
 prints {"` + statusList(`":0,"`, `":0,"`) + `":0}.`,
 		Args: flagsOnly,
 		RunE: runE(func(cmd *cobra.Command, args []string) error {
+			if err := checkFilter(cmd, "type", typ, jobtext.MaxType, "type"); err != nil {
+				return err
+			}
 			ctx := cmd.Context()
 			return a.withQueue(ctx, func(q *queue.Queue) error {
 				stats, err := q.Stats(ctx, typ)
@@ -45,11 +50,21 @@ func (a *app) listCommand() *cobra.Command {
 		Short: "List jobs, newest first",
 		Long: `list prints the newest jobs of the table, optionally of one --status
 (` + statusList(", ", ", ") + `), one --type and one kind
-(--name). It prints at most --limit jobs (1 to 100000); for the next page, pass
+(--name); a filter given empty, or that no job could have (a type longer
+than 64 characters, say), is refused. It prints at most --limit jobs (1 to 100000); for the next page, pass
 the last id printed as --after-id, which lists only older jobs. With --json it
 prints a JSON array of jobs whose keys are the table's column names.`,
 		Args: flagsOnly,
 		RunE: runE(func(cmd *cobra.Command, args []string) error {
+			if cmd.Flags().Changed("status") && status == "" {
+				return usagef("--status is empty; give one of %s, or leave it out for every status", statusList(", ", " or "))
+			}
+			if err := checkFilter(cmd, "type", typ, jobtext.MaxType, "type"); err != nil {
+				return err
+			}
+			if err := checkFilter(cmd, "name", name, jobtext.MaxKind, "kind"); err != nil {
+				return err
+			}
 			if status != "" && !slices.Contains(queue.Statuses(), queue.Status(status)) {
 				return usagef("--status %q is not a status; use %s", status, statusList(", ", " or "))
 			}
@@ -121,6 +136,24 @@ every text is as it is.`,
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	return cmd
+}
+
+// checkFilter refuses the filter --flag (type or name: a job's type or
+// kind, whose longest is max; every is what leaving it out selects) when it was given empty, as an unset shell
+// variable gives it, or holds a text no job can have (jobtext.Problem, the
+// rule the queue enqueues by): either would list or count no job, as if
+// there were none.
+func checkFilter(cmd *cobra.Command, flag, value string, max int, every string) error {
+	if !cmd.Flags().Changed(flag) {
+		return nil
+	}
+	if value == "" {
+		return usagef("--%s is empty; leave it out for every %s", flag, every)
+	}
+	if p := jobtext.Problem(value, max); p != "" {
+		return usagef("--%s %s, so no job has it", flag, p)
+	}
+	return nil
 }
 
 // parseID reads a job id argument (a usage error if bad).

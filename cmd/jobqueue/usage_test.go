@@ -66,6 +66,16 @@ func TestUsageErrors(t *testing.T) {
 		{"migrate zero delay", []string{"migrate", "--max-attempts", "3", "--base-delay", "0", "--max-delay", "60"}, []string{"invalid retry policy", "--base-delay is 0", "at least 1"}},
 		// It named the Go API's fields (MaxDelay is -5s).
 		{"migrate negative max delay", []string{"migrate", "--max-attempts", "3", "--base-delay", "1", "--max-delay", "-5"}, []string{"invalid retry policy", "--max-delay is -5", "at least 1"}},
+		// These listed or counted nothing, exit 0: an empty filter (an
+		// unset shell variable) or one no job can match.
+		{"list empty --status", []string{"list", "--status", ""}, []string{"--status is empty", "leave it out for every status"}},
+		{"list empty --type", []string{"list", "--type", ""}, []string{"--type is empty", "leave it out for every type"}},
+		{"list empty --name", []string{"list", "--name", ""}, []string{"--name is empty", "leave it out for every kind"}},
+		{"stats empty --type", []string{"stats", "--type", ""}, []string{"--type is empty", "leave it out for every type"}},
+		{"list --type too long", []string{"list", "--type", strings.Repeat("t", 65)}, []string{"--type", "65 characters", "at most 64"}},
+		{"list --name too long", []string{"list", "--name", strings.Repeat("k", 256)}, []string{"--name", "256 characters", "at most 255"}},
+		{"list --name not UTF-8", []string{"list", "--name", "e\xffmail"}, []string{"--name", "not valid UTF-8"}},
+		{"stats --type ending with a space", []string{"stats", "--type", "email "}, []string{"--type", "ends with a space"}},
 		{"list bad status", []string{"list", "--status", "done"}, []string{`--status "done"`}},
 		{"list bad limit", []string{"list", "--limit", "0"}, []string{"--limit"}},
 		{"list limit above the maximum", []string{"list", "--limit", "100001"}, []string{"--limit", "1 to 100000"}},
