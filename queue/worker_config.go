@@ -49,7 +49,8 @@ type WorkerConfig struct {
 	MaintenanceInterval time.Duration
 	// Retention, if positive, makes the leader's maintenance also Prune the
 	// jobs that finished (completed, failed, expired) more than Retention
-	// ago.
+	// ago. It needs the maintenance: with a negative MaintenanceInterval,
+	// Run refuses it.
 	Retention time.Duration
 	// LeaderLease is the lease of the leadership among the table's workers
 	// (default 5 seconds, between 2 seconds and 30 minutes): the leader
@@ -223,6 +224,9 @@ func (c WorkerConfig) withDefaults() (WorkerConfig, error) {
 	}
 	if c.Retention < 0 {
 		problems = append(problems, fmt.Errorf("Retention %v is negative", c.Retention))
+	}
+	if c.Retention > 0 && c.MaintenanceInterval < 0 {
+		problems = append(problems, fmt.Errorf("Retention %v needs the maintenance, which prunes, and a negative MaintenanceInterval turns it off; leave MaintenanceInterval 0 (the default) or positive, or Retention 0", c.Retention))
 	}
 	if c.MaxJobs < 0 {
 		problems = append(problems, fmt.Errorf("MaxJobs %d is negative", c.MaxJobs))

@@ -123,6 +123,9 @@ func TestWorkerConfigErrors(t *testing.T) {
 		{"heartbeat not below lease", WorkerConfig{Lease: time.Second, HeartbeatInterval: time.Second}, "HeartbeatInterval"},
 		{"negative max jobs", WorkerConfig{MaxJobs: -1}, "MaxJobs"},
 		{"negative max runtime", WorkerConfig{MaxRuntime: -time.Second}, "MaxRuntime"},
+		// It was accepted, and no job was ever pruned: the maintenance
+		// that prunes was off.
+		{"retention without maintenance", WorkerConfig{MaintenanceInterval: -1, Retention: time.Hour}, "Retention 1h0m0s needs the maintenance"},
 		{"empty type", WorkerConfig{Types: []string{""}}, "type"},
 		{"type too long", WorkerConfig{Types: []string{strings.Repeat("t", 65)}}, "type"},
 		{"type with NUL", WorkerConfig{Types: []string{"t\x00"}}, "NUL"},
