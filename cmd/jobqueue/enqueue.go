@@ -67,7 +67,7 @@ before anything is written.`,
 			if p := jobtext.Problem(typ, jobtext.MaxType); p != "" {
 				return usagef("--type %s", p)
 			}
-			raw, err := a.readPayload(payload)
+			raw, err := a.readPayload(cmd.Context(), payload)
 			if err != nil {
 				return err
 			}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -19,15 +20,18 @@ import (
 // digit or a '-' followed by one), so a literal is never mistaken for the
 // others. A payload that cannot be read, is empty (but for spaces), is not
 // UTF-8 or is not one JSON value is a usage error that says where it came
-// from.
-func (a *app) readPayload(arg string) (json.RawMessage, error) {
+// from; a read that ctx's end (a stop signal) cuts short is ctx's error.
+func (a *app) readPayload(ctx context.Context, arg string) (json.RawMessage, error) {
 	var (
 		data []byte
 		from string // where the payload came from, as the errors say it
 	)
 	switch {
 	case arg == "-" || arg == "@-":
-		b, err := io.ReadAll(a.in)
+		b, err := readAll(ctx, a.in)
+		if ctx.Err() != nil {
+			return nil, err // a signal: not a usage error
+		}
 		if err != nil {
 			return nil, usagef("--payload %s: cannot read the payload from stdin: %v", arg, err)
 		}
@@ -37,7 +41,10 @@ func (a *app) readPayload(arg string) (json.RawMessage, error) {
 		if path == "" {
 			return nil, usagef("--payload @ names no file; write --payload @FILE to read the payload from FILE, or --payload - to read it from stdin")
 		}
-		b, err := os.ReadFile(path)
+		b, err := readFile(ctx, path)
+		if ctx.Err() != nil {
+			return nil, err // a signal: not a usage error
+		}
 		if err != nil {
 			var pe *fs.PathError
 			if errors.As(err, &pe) {
@@ -75,6 +82,45 @@ func (a *app) readPayload(arg string) (json.RawMessage, error) {
 		return nil, usagef("--payload %s: %s does not hold valid JSON (%v); it must hold one JSON value", tableCell(arg), from, err)
 	}
 	return json.RawMessage(data), nil
+}
+
+// readAll reads r to its end, or gives up with ctx's error when ctx ends
+// first (a stop signal): a read of a terminal, or of a pipe whose writer
+// never closes it, would otherwise hold the command past the signal. The
+// abandoned read ends with the process.
+func readAll(ctx context.Context, r io.Reader) ([]byte, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	type read struct {
+		b   []byte
+		err error
+	}
+	done := make(chan read, 1)
+	go func() {
+		b, err := io.ReadAll(r)
+		done <- read{b, err}
+	}()
+	select {
+	case r := <-done:
+		return r.b, r.err
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// readFile is os.ReadFile through readAll, so that a stop signal ends a
+// read that waits (a named pipe, /dev/stdin).
+func readFile(ctx context.Context, path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	b, err := readAll(ctx, f)
+	if cerr := f.Close(); err == nil && cerr != nil {
+		err = cerr
+	}
+	return b, err
 }
 
 // position is the line and column (from 1, in bytes) of the byte at
