@@ -67,10 +67,6 @@ before anything is written.`,
 			if p := jobtext.Problem(typ, jobtext.MaxType); p != "" {
 				return usagef("--type %s", p)
 			}
-			raw, err := a.readPayload(cmd.Context(), payload)
-			if err != nil {
-				return err
-			}
 			set := cmd.Flags().Changed
 			for _, pair := range [][3]string{{"at", "delay", "when the job may run"}, {"expires-at", "expires-in", "when the job expires"}} {
 				if set(pair[0]) && set(pair[1]) {
@@ -170,7 +166,13 @@ before anything is written.`,
 				}
 				opts = append(opts, queue.Policy(p))
 			}
+			// Last of the checks, so that a payload from stdin is read
+			// only once every flag is known to be good.
 			ctx := cmd.Context()
+			raw, err := a.readPayload(ctx, payload)
+			if err != nil {
+				return err
+			}
 			return a.withQueue(ctx, func(q *queue.Queue) error {
 				id, err := q.Enqueue(ctx, queue.RawArgs{Name: name, Payload: raw}, opts...)
 				if errors.Is(err, queue.ErrDuplicate) {

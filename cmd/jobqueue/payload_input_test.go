@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/jobqueue/jobqueue/internal/testdb"
 )
@@ -142,4 +144,24 @@ func compactJSON(t *testing.T, b []byte) string {
 		t.Fatal(err)
 	}
 	return string(out)
+}
+
+// TestEnqueueFlagErrorsBeforeStdin: with --payload -, a mistake in another
+// flag is told at once, before stdin is read: it waited for a stdin that
+// nothing wrote to (a terminal) before saying that --at and --delay
+// clash.
+func TestEnqueueFlagErrorsBeforeStdin(t *testing.T) {
+	t.Parallel()
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	defer w.Close() // open until the end: stdin never ends
+	dbFile := filepath.Join(t.TempDir(), "never.db")
+	cmd := exec.Command(binary, "--db", "sqlite:"+dbFile, "enqueue", "--name", "k", "--payload", "-", "--at", "2030-01-01T00:00:00Z", "--delay", "1m")
+	cmd.Stdin = r
+	stderr := startCmd(t, cmd)
+	code := waitExit(t, cmd, 30*time.Second)
+	assertOneLineError(t, result{code: code, stderr: stderr.String()}, exitUsage, "--at and --delay")
 }
