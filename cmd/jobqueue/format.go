@@ -50,7 +50,7 @@ func writeJobTable(w io.Writer, rows []*queue.JobRow) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tNAME\tTYPE\tSTATUS\tATTEMPTS\tSCHEDULED (UTC)\tERROR")
 	for _, j := range rows {
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%d/%d\t%s\t%s\n", j.ID, tableCell(j.Name), tableCell(j.Type), j.Status,
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%d/%d\t%s\t%s\n", j.ID, tableCell(j.Name), tableCell(j.Type), tableCell(string(j.Status)),
 			j.Attempts, j.MaxAttempts, j.ScheduledAt.UTC().Format("2006-01-02 15:04:05"), shorten(tableCell(j.Error), 60))
 	}
 	return tw.Flush()

@@ -32,11 +32,17 @@ func TestListEscapesControlCharacters(t *testing.T) {
 		{"failed", "default", "first\nsecond\tthird", []string{`"first\nsecond\tthird"`}},
 		{"back\\slash", "default", "", []string{` back\slash `}},
 		{`"quoted"`, "default", "", []string{` "\"quoted\"" `}},
+		// A status no jobqueue writes, which another program may have
+		// (SQLite's column is VARCHAR): it was printed as it was.
+		{"odd", "default", "", []string{` "pend\ning" `}},
 	}
 	for _, tc := range cases {
 		id := strings.TrimSpace(c.ok(t, "enqueue", "--name", tc.name, "--type", tc.typ))
 		if tc.err != "" {
 			updateJobs(t, e, tbl, "error = ? WHERE id = ?", tc.err, id)
+		}
+		if tc.name == "odd" {
+			updateJobs(t, e, tbl, "status = ? WHERE id = ?", "pend\ning", id)
 		}
 	}
 	lines := strings.Split(strings.TrimSuffix(c.ok(t, "list"), "\n"), "\n")
