@@ -23,8 +23,16 @@ import (
 // worker's own EventLost (queue.OutcomeLost: Reclaim had ended the
 // attempt, or will once its lease passes) is not counted again, whichever
 // of the two events comes first and in whichever process; only its
-// handler's duration is recorded, in jobqueue.job.duration under lost. A lost attempt whose job was cancelled
-// (queue.OutcomeCancelled) is counted, as cancelled: Cancel counts nothing.
+// handler's duration is recorded, in jobqueue.job.duration under lost.
+//
+// A cancelled attempt (queue.OutcomeCancelled) is counted once, as
+// cancelled, split by its lease when it was cancelled: one whose lease
+// still ran by the worker that ran it (its EventLost), one whose lease had
+// passed (its worker presumed dead) by the process whose Cancel ended it
+// (EventCancelled, per type; no duration is known there). A worker that
+// was alive after all, only late, hears EventLost with CountedByCancel:
+// its handler's duration is recorded under cancelled, the attempt not
+// counted again.
 // An attempt given back unstarted (Event.GivenBack: the worker stopped
 // while it waited in the buffer ahead) is not an attempt there, as in the
 // table's attempts; its claim was measured in jobqueue.job.wait, and the
@@ -45,6 +53,14 @@ func (t *Telemetry) listen(spans *attemptSpans, ev queue.Event) {
 		}
 		return
 	}
+	if ev.Kind == queue.EventCancelled {
+		// Attempts whose lease had passed when they were cancelled:
+		// their workers, presumed dead, do not count them.
+		for _, c := range ev.Cancelled {
+			t.worked.Add(ctx, c.Count, t.attrs.worked(c.Type, queue.OutcomeCancelled).add...)
+		}
+		return
+	}
 	if ev.Job == nil {
 		return
 	}
@@ -60,8 +76,9 @@ func (t *Telemetry) listen(spans *attemptSpans, ev queue.Event) {
 		// In the attempt's work span, for the SDK's exemplars.
 		ctx := spans.take(ev.Job.ID)
 		a := t.attrs.worked(ev.Job.Type, ev.Outcome)
-		if ev.Outcome != queue.OutcomeLost {
-			// A lost attempt is Reclaim's to count: counted once.
+		if ev.Outcome != queue.OutcomeLost && !ev.CountedByCancel {
+			// A lost attempt is Reclaim's to count, and one cancelled
+			// after its lease passed its canceller's: counted once.
 			t.worked.Add(ctx, 1, a.add...)
 		}
 		t.duration.Record(ctx, ev.Duration.Seconds(), a.record...)

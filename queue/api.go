@@ -282,8 +282,20 @@ const (
 	// An attempt with OutcomeLost is the one a Reclaim ended (or will end,
 	// once its lease passes) and counts in its EventReclaimed, in whichever
 	// process ran it: a listener that counts attempts counts it there, not
-	// again here (the telemetry does so).
+	// again here (the telemetry does so). So is one with OutcomeCancelled
+	// and CountedByCancel: its lease had passed when it was cancelled, and
+	// the canceller counts it (EventCancelled).
 	EventLost EventKind = "lost"
+	// EventCancelled: Cancel ended Event.Count in_progress attempts whose
+	// lease had already passed (Job is nil; Event.Cancelled counts them
+	// per type). Their workers are presumed gone (the process died before
+	// Reclaim ran), so the process that cancelled them counts them; a
+	// worker that was alive after all, only late, hears EventLost with
+	// OutcomeCancelled and CountedByCancel, and counts nothing. The
+	// attempts whose lease still ran are their workers' to count (EventLost,
+	// OutcomeCancelled). The lease is compared with the cancel's
+	// finished_at to the second, by the same rule in both processes.
+	EventCancelled EventKind = "cancelled"
 	// EventLeadershipGained: this worker now leads the table's workers
 	// (runs the maintenance and enqueues the periodic jobs); Event.Leader
 	// says who and since when.
@@ -315,12 +327,20 @@ type Event struct {
 	// end and those whose write failed (both left to Reclaim, whose
 	// EventReclaimed counts them in Reclaimed).
 	Outcome Outcome
-	// Count is the number of jobs, for EventReclaimed.
+	// Count is the number of jobs, for EventReclaimed and EventCancelled.
 	Count int64
 	// Reclaimed is, for EventReclaimed, how many of those attempts ended
 	// per type and outcome (retried, failed or expired), sorted by type
 	// then outcome; their counts add up to Count.
 	Reclaimed []ReclaimedCount
+	// Cancelled is, for EventCancelled, how many of those attempts were of
+	// each type, sorted by type; their counts add up to Count.
+	Cancelled []CancelledCount
+	// CountedByCancel is true for the EventLost (OutcomeCancelled) of an
+	// attempt whose lease had passed when Cancel ended it: the process
+	// that cancelled it counted it (EventCancelled), so a listener that
+	// counts attempts does not count it again here.
+	CountedByCancel bool
 	// Duration is how long the handler ran, for EventCompleted, EventFailed
 	// and EventLost.
 	Duration time.Duration
@@ -344,6 +364,15 @@ type ReclaimedCount struct {
 	// Outcome is how Reclaim ended them: OutcomeRetried, OutcomeFailed or
 	// OutcomeExpired.
 	Outcome Outcome
+	// Count is how many.
+	Count int64
+}
+
+// CancelledCount is how many attempts of one type whose lease had passed
+// one Cancel ended (Event.Cancelled).
+type CancelledCount struct {
+	// Type is the jobs' type.
+	Type string
 	// Count is how many.
 	Count int64
 }

@@ -280,7 +280,12 @@ func (q *Queue) heartbeat(ctx context.Context, refs []attemptRef, lease time.Dur
 	if lease <= 0 {
 		return nil, fmt.Errorf("jobqueue: heartbeat: the lease must be positive, not %v", lease)
 	}
-	leaseUntil := q.now().Add(lease)
+	return q.heartbeatTo(ctx, refs, q.now().Add(lease))
+}
+
+// heartbeatTo is heartbeat writing lease_until = leaseUntil (the
+// heartbeater keeps what it wrote: attempt.leaseWritten).
+func (q *Queue) heartbeatTo(ctx context.Context, refs []attemptRef, leaseUntil time.Time) (lost []attemptRef, err error) {
 	lost, err = writeHeld(refs, func(chunk []attemptRef) (map[int64]bool, error) {
 		return q.st.extend(ctx, chunk, leaseUntil)
 	})
@@ -306,7 +311,12 @@ func (q *Queue) heartbeatSkipLocked(ctx context.Context, refs []attemptRef, leas
 	if lease <= 0 {
 		return nil, nil, fmt.Errorf("jobqueue: heartbeat: the lease must be positive, not %v", lease)
 	}
-	leaseUntil := q.now().Add(lease)
+	return q.heartbeatSkipLockedTo(ctx, refs, q.now().Add(lease))
+}
+
+// heartbeatSkipLockedTo is heartbeatSkipLocked writing lease_until =
+// leaseUntil.
+func (q *Queue) heartbeatSkipLockedTo(ctx context.Context, refs []attemptRef, leaseUntil time.Time) (lost, busy []attemptRef, err error) {
 	notRenewed, err := writeHeld(refs, func(chunk []attemptRef) (map[int64]bool, error) {
 		return q.st.extendSkipLocked(ctx, chunk, leaseUntil)
 	})

@@ -156,6 +156,6 @@ func (r *run) giveBackLate(res offerResult) {
 	r.log.Info("the worker stopped while a claim ran: giving back the jobs it claimed, not started", "jobs", len(res.rows))
 	for _, row := range res.rows {
 		r.q.emit(Event{Kind: EventClaimed, Job: row})
-		r.released.giveBack(row, errStoppedWhileClaiming)
+		r.released.giveBack(row, claimedLease(row), errStoppedWhileClaiming)
 	}
 }

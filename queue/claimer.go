@@ -526,6 +526,7 @@ func (c *claimer) dispatch(row *JobRow, mark uint64) {
 	} else {
 		a.leaseEnd = now.Add(c.cfg.Lease)
 	}
+	a.leaseWritten = a.leaseEnd
 	c.attempts.add(a)
 	c.payloadClaimed(len(row.Payload))
 	if c.log.Enabled(c.jobs, slog.LevelDebug) { // spares boxing the fields of every job

@@ -419,7 +419,7 @@ func (c *completer) refused(ctx context.Context, batch []completion, stale []att
 		if row := done.a.row; lost[done.a.ref] {
 			c.log.Warn("job finished but its attempt had lost the job (cancelled, or its lease passed and it was reclaimed, retried or deleted); completion refused",
 				"job_id", row.ID, "kind", row.Name)
-			c.q.lost(ctx, row, nil, done.dur)
+			c.q.lost(ctx, row, c.attempts.written(done.a), nil, done.dur)
 		}
 	}
 }

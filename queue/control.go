@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -86,11 +87,14 @@ func (q *Queue) CancelMany(ctx context.Context, ids []int64) ([]IDResult, error)
 		return nil, err
 	}
 	var cancelled []int64
+	counted := map[string]int64{} // attempts this Cancel counts, per type
 	res, err := q.control(ctx, ids, func(ctx context.Context, batch []int64) (map[int64]bool, map[int64]Status, error) {
-		done, others, err := q.st.cancel(ctx, batch, cancelOutcome(q.now()))
+		o := cancelOutcome(q.now())
+		done, others, ran, err := q.st.cancel(ctx, batch, o)
 		for id := range done {
 			cancelled = append(cancelled, id)
 		}
+		countByCanceller(counted, ran, o.finishedAt)
 		return done, others, err
 	}, func(id int64, st Status) error {
 		if st == StatusPending || st == StatusInProgress {
@@ -107,7 +111,26 @@ func (q *Queue) CancelMany(ctx context.Context, ids []int64) ([]IDResult, error)
 		q.runs.cancelled(cancelled) // this queue's running handlers stop at once
 		q.notifyCancelled(cancelled)
 	}
+	q.reportCancelled(counted)
 	return res, err
+}
+
+// reportCancelled emits EventCancelled for the attempts whose lease had
+// passed when this queue's Cancel ended them (cancelCountedByCanceller),
+// with counted, their number per type, when there were any.
+func (q *Queue) reportCancelled(counted map[string]int64) {
+	if len(counted) == 0 {
+		return
+	}
+	var total int64
+	out := make([]CancelledCount, 0, len(counted))
+	for typ, n := range counted {
+		out = append(out, CancelledCount{Type: typ, Count: n})
+		total += n
+	}
+	slices.SortFunc(out, func(a, b CancelledCount) int { return strings.Compare(a.Type, b.Type) })
+	q.logger.Info("cancelled attempts whose lease had passed (their workers presumed gone)", "count", total)
+	q.emit(Event{Kind: EventCancelled, Count: total, Cancelled: out})
 }
 
 // Delete removes the job with the given id, whatever its status but

@@ -102,7 +102,7 @@ func (e *executors) lostSinceClaim(a *attempt) bool {
 	case len(stale) > 0:
 		e.attempts.remove(a.ref)
 		e.log.Info("claimed job not started: it was cancelled (or reclaimed) before it began", "job_id", a.row.ID, "kind", a.row.Name)
-		e.q.lost(e.dbCtx, a.row, nil, 0)
+		e.q.lost(e.dbCtx, a.row, e.attempts.written(a), nil, 0)
 		return true
 	}
 	return false

@@ -129,7 +129,7 @@ func (e *executors) execute(a *attempt) time.Duration {
 		e.attempts.remove(a.ref)
 		e.jobLog(row).Warn("handler finished after its attempt lost the job (or could not renew its lease); result dropped, the job is left to Reclaim",
 			"handler_err", err, "duration", dur, "cause", cause)
-		e.q.lost(e.dbCtx, row, err, dur)
+		e.q.lost(e.dbCtx, row, e.attempts.written(a), err, dur)
 		return dur
 	case err == nil:
 		e.handOver(a, dur)
@@ -138,7 +138,7 @@ func (e *executors) execute(a *attempt) time.Duration {
 	if cutOffByShutdown(cause) {
 		e.attempts.remove(a.ref)
 		e.jobLog(row).Info("handler cancelled by shutdown; releasing its job", "handler_err", err, "duration", dur)
-		e.released.add(row, true, dur, cause)
+		e.released.add(row, e.attempts.written(a), true, dur, cause)
 		return dur
 	}
 	e.attempts.markSettling(a.ref)
@@ -163,11 +163,11 @@ func (e *executors) notStartedCancelled(a *attempt, cause error) {
 	switch {
 	case cutOffByShutdown(cause):
 		e.log.Info("claimed job not started before shutdown; releasing it", "job_id", row.ID, "kind", row.Name)
-		e.released.add(row, false, 0, cause)
+		e.released.add(row, e.attempts.written(a), false, 0, cause)
 	case errors.Is(cause, errLostJob):
 		e.log.Warn("claimed job not started: its attempt lost the job before it began",
 			"job_id", row.ID, "kind", row.Name, "cause", cause)
-		e.q.lost(e.dbCtx, row, nil, 0)
+		e.q.lost(e.dbCtx, row, e.attempts.written(a), nil, 0)
 	default:
 		e.giveBack(a, "its lease could not be renewed while it waited")
 	}
@@ -222,7 +222,7 @@ func (e *executors) tooLate(a *attempt) string {
 func (e *executors) giveBack(a *attempt, why string) {
 	row := a.row
 	e.log.Warn("claimed job not started ("+why+"); giving it back", "job_id", row.ID, "kind", row.Name)
-	e.released.giveBack(row, errors.New("jobqueue: claimed job not started: "+why))
+	e.released.giveBack(row, e.attempts.written(a), errors.New("jobqueue: claimed job not started: "+why))
 }
 
 // jobLog is the logger of the lines about one attempt of row. It is made
@@ -307,7 +307,7 @@ func (e *executors) recordFailure(a *attempt, err error, dur time.Duration, log 
 	if ferr != nil {
 		if errors.Is(ferr, ErrLeaseLost) {
 			log.Warn("handler failed after its attempt lost the job; nothing recorded", "handler_err", err, "duration", dur)
-			e.q.lost(ctx, row, err, dur)
+			e.q.lost(ctx, row, e.attempts.written(a), err, dur)
 		} else {
 			log.Error("recording a failed attempt failed; the job stays in_progress until Reclaim", "handler_err", err, "err", ferr)
 		}

@@ -153,7 +153,7 @@ func TestStopEndsGiveBackOutageWait(t *testing.T) {
 		defer func() { close(stopGiver); <-giverDone }()
 
 		outage.Cut()
-		r.released.giveBack(rows[0], errors.New("jobqueue: claimed job not started: its lease passed"))
+		r.released.giveBack(rows[0], claimedLease(rows[0]), errors.New("jobqueue: claimed job not started: its lease passed"))
 		longWait := fmt.Sprintf("retry_in=%v", completeOutageWait)
 		waitUntil(t, 30*time.Second, "the give-back's wait through the outage to reach "+completeOutageWait.String(), func() bool {
 			for _, line := range logs.Lines(slog.LevelDebug) {

@@ -99,14 +99,16 @@ func (h *heartbeater) due() time.Time {
 func (h *heartbeater) renew(ctx context.Context, chunk []attemptRef) {
 	cctx, cancel := context.WithTimeout(ctx, min(h.interval, dbCallTimeout))
 	sent := h.q.now()
-	lost, err := h.q.heartbeat(cctx, chunk, h.lease)
+	written := sent.Add(h.lease)
+	lost, err := h.q.heartbeatTo(cctx, chunk, written)
 	timedOut := err != nil && ((errors.Is(cctx.Err(), context.DeadlineExceeded) && ctx.Err() == nil) || lockWaitEnded(err))
 	cancel()
 	var busy []attemptRef
 	if timedOut {
 		cctx, cancel := context.WithTimeout(ctx, min(h.interval, dbCallTimeout))
 		sent = h.q.now()
-		lost, busy, err = h.q.heartbeatSkipLocked(cctx, chunk, h.lease)
+		written = sent.Add(h.lease)
+		lost, busy, err = h.q.heartbeatSkipLockedTo(cctx, chunk, written)
 		cancel()
 	}
 	if err != nil {
@@ -149,6 +151,7 @@ func (h *heartbeater) renew(ctx context.Context, chunk []attemptRef) {
 	renewedTo := sent.Add(h.lease).Truncate(time.Second)
 	h.attempts.each(renewed, func(a *attempt) {
 		a.leaseEnd = renewedTo
+		a.leaseWritten = written
 	})
 	h.attempts.each(lost, func(a *attempt) {
 		if a.settling {

@@ -18,6 +18,12 @@ type attempt struct {
 	// the worker knows (guarded by inflightSet.mu): the claim's
 	// lease_until, then the end each heartbeat that renewed it wrote.
 	leaseEnd time.Time
+	// leaseWritten is the lease_until the worker last wrote for it and
+	// knows written (guarded by inflightSet.mu): the claim's, then that of
+	// each heartbeat that renewed it. When the attempt turns out cancelled
+	// it tells, with the cancel's finished_at, whether the canceller
+	// counted it (cancelCountedByCanceller; Queue.lost).
+	leaseWritten time.Time
 	// settling: its handler has returned and its result is being
 	// written: a completion with the completer, or a failure the executor
 	// records (guarded by inflightSet.mu).
@@ -172,6 +178,14 @@ func (s *inflightSet) leaseEndOf(ref attemptRef) (time.Time, bool) {
 		return time.Time{}, false
 	}
 	return a.leaseEnd, true
+}
+
+// written is a's leaseWritten, read under the set's lock (a need not be
+// in the set any more).
+func (s *inflightSet) written(a *attempt) time.Time {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return a.leaseWritten
 }
 
 // each calls fn, under the set's lock, for each attempt of refs still in

@@ -11,10 +11,14 @@ import (
 
 // lost emits EventLost for the attempt of row (as claimed) that ended, its
 // handler having returned err after dur (0: it never started), without
-// holding its job. Only when a listener hears it does it read the job once
-// to tell the outcome (lostOutcome); the attempts that lose their jobs are
-// few, so this costs the hot path nothing.
-func (q *Queue) lost(ctx context.Context, row *JobRow, err error, dur time.Duration) {
+// holding its job. lease is the lease_until the worker last wrote for the
+// attempt (attempt.leaseWritten). Only when a listener hears it does it
+// read the job once to tell the outcome (lostOutcome), and for a cancelled
+// attempt whether the canceller counted it (CountedByCancel: its lease had
+// passed at the cancel's finished_at, cancelCountedByCanceller); the
+// attempts that lose their jobs are few, so this costs the hot path
+// nothing.
+func (q *Queue) lost(ctx context.Context, row *JobRow, lease time.Time, err error, dur time.Duration) {
 	if !q.listening() {
 		return
 	}
@@ -29,7 +33,17 @@ func (q *Queue) lost(ctx context.Context, row *JobRow, err error, dur time.Durat
 	if now != nil {
 		ev = *now
 	}
-	q.emit(Event{Kind: EventLost, Job: &ev, Err: err, Outcome: out, Duration: dur})
+	byCancel := out == OutcomeCancelled && now.FinishedAt != nil && cancelCountedByCanceller(&lease, *now.FinishedAt)
+	q.emit(Event{Kind: EventLost, Job: &ev, Err: err, Outcome: out, Duration: dur, CountedByCancel: byCancel})
+}
+
+// claimedLease is the lease_until a claim wrote for row (zero when it
+// read none back).
+func claimedLease(row *JobRow) time.Time {
+	if row.LeaseUntil == nil {
+		return time.Time{}
+	}
+	return *row.LeaseUntil
 }
 
 // lostOutcome is the outcome of the attempt of claimed (as claimed) that

@@ -311,7 +311,7 @@ func TestGiveBackOutlivesOutage(t *testing.T) {
 		defer func() { close(stopGiver); <-giverDone }()
 
 		outage.Cut()
-		r.released.giveBack(rows[0], errors.New("jobqueue: claimed job not started: its lease passed"))
+		r.released.giveBack(rows[0], claimedLease(rows[0]), errors.New("jobqueue: claimed job not started: its lease passed"))
 		const failed, gaveUp = "giving back claimed jobs not started failed", "until Reclaim"
 		waitUntil(t, 30*time.Second, "the give-back tried again and again during the outage", func() bool {
 			return logs.Count(slog.LevelDebug, failed) > completeTries || logs.Count(slog.LevelWarn, gaveUp) > 0

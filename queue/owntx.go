@@ -95,8 +95,13 @@ func (q *Queue) tryTx(ctx context.Context, fn func(d dbtx) error) error {
 // retried as a whole by retryTx). When fn or COMMIT fails it rolls back,
 // even when ctx has ended; a connection that cannot be rolled back is
 // discarded, never handed back to the pool inside a transaction.
-func (q *Queue) connTx(ctx context.Context, fn func(d dbtx) error) (err error) {
-	c, err := q.db.Conn(ctx)
+func (q *Queue) connTx(ctx context.Context, fn func(d dbtx) error) error {
+	return q.run.connTx(ctx, fn)
+}
+
+// connTx is Queue.connTx on r's pool (SQLite's Cancel runs it too).
+func (r *runner) connTx(ctx context.Context, fn func(d dbtx) error) (err error) {
+	c, err := r.db.Conn(ctx)
 	if err != nil {
 		return err
 	}
@@ -104,7 +109,7 @@ func (q *Queue) connTx(ctx context.Context, fn func(d dbtx) error) (err error) {
 	if _, err := c.ExecContext(ctx, "BEGIN IMMEDIATE"); err != nil {
 		return err
 	}
-	if err = fn(q.run.onConn(c)); err == nil {
+	if err = fn(r.onConn(c)); err == nil {
 		if _, err = c.ExecContext(ctx, "COMMIT"); err == nil {
 			return nil
 		}

@@ -189,23 +189,26 @@ func newReleaseList() *releaseList { return &releaseList{kick: make(chan struct{
 // whether its handler started, how long it ran, and why it ends (the
 // shutdown's cause, or why it was not started).
 type releasedAttempt struct {
-	row     *JobRow
+	row *JobRow
+	// lease is the lease_until the worker last wrote for it
+	// (attempt.leaseWritten).
+	lease   time.Time
 	started bool
 	dur     time.Duration
 	cause   error
 }
 
 // add puts an attempt on the list.
-func (l *releaseList) add(row *JobRow, started bool, dur time.Duration, cause error) {
+func (l *releaseList) add(row *JobRow, lease time.Time, started bool, dur time.Duration, cause error) {
 	l.mu.Lock()
-	l.items = append(l.items, releasedAttempt{row: row, started: started, dur: dur, cause: cause})
+	l.items = append(l.items, releasedAttempt{row: row, lease: lease, started: started, dur: dur, cause: cause})
 	l.mu.Unlock()
 }
 
 // giveBack puts an attempt whose handler was not started on the list and
 // wakes the giver; it never waits for the database.
-func (l *releaseList) giveBack(row *JobRow, cause error) {
-	l.add(row, false, 0, cause)
+func (l *releaseList) giveBack(row *JobRow, lease time.Time, cause error) {
+	l.add(row, lease, false, 0, cause)
 	select {
 	case l.kick <- struct{}{}:
 	default: // a wake-up is pending already (or there is no giver)
@@ -467,7 +470,7 @@ func (r *run) emitReleased(ctx context.Context, it releasedAttempt, givenBack ma
 		// Stale: the job was cancelled, or its lease passed, after
 		// the cut-off; the attempt ends as one that lost its job, as
 		// the completer's and the failures' stale attempts do.
-		r.q.lost(ctx, it.row, cause, it.dur)
+		r.q.lost(ctx, it.row, it.lease, cause, it.dur)
 		return
 	}
 	ev := *it.row

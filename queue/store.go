@@ -77,8 +77,10 @@ type store interface {
 	purge(ctx context.Context) (int64, error)
 	// cancel ends the pending and in_progress jobs among ids (distinct,
 	// positive) with outcome o, clearing their claim tokens, and returns
-	// the ids it changed and the status of the others that exist.
-	cancel(ctx context.Context, ids []int64, o attemptEnd) (map[int64]bool, map[int64]Status, error)
+	// the ids it changed, the status of the others that exist, and the
+	// attempts it ended (the jobs among them that were in_progress), each
+	// with the lease_until its row held when the statement changed it.
+	cancel(ctx context.Context, ids []int64, o attemptEnd) (map[int64]bool, map[int64]Status, []cancelledRun, error)
 	// deleteJobs deletes the jobs among ids that are not in_progress and
 	// returns the ids it deleted and the status of the others that exist.
 	deleteJobs(ctx context.Context, ids []int64) (map[int64]bool, map[int64]Status, error)

@@ -228,12 +228,13 @@ func (s mysqlStore) leaderGet(ctx context.Context, role string) (*leaderRow, err
 }
 
 // control runs one control statement in a short READ COMMITTED
-// transaction: it locks the rows of ids and reads their statuses, lets
-// change pick the ids to change (by status) and change them, and commits.
-// A deadlock with a heartbeat or completion of the same rows runs it again
-// (retryTx).
-func (s mysqlStore) control(ctx context.Context, ids []int64, pick func(Status) bool, change func(qs *mysqlgen.Queries, ids []uint64) (int64, error)) (done map[int64]bool, others map[int64]Status, err error) {
+// transaction: it locks the rows of ids and reads them, lets pick choose
+// the ids to change (by status) and change them, and commits. A deadlock
+// with a heartbeat or completion of the same rows runs it again (retryTx),
+// after start (which forgets what pick kept of the try before).
+func (s mysqlStore) control(ctx context.Context, ids []int64, start func(), pick func(mysqlgen.LockJobStatusesRow) bool, change func(qs *mysqlgen.Queries, ids []uint64) (int64, error)) (done map[int64]bool, others map[int64]Status, err error) {
 	err = retryTx(ctx, func() error {
+		start()
 		var err error
 		done, others, err = s.controlOnce(ctx, ids, pick, change)
 		return err
@@ -242,7 +243,7 @@ func (s mysqlStore) control(ctx context.Context, ids []int64, pick func(Status) 
 }
 
 // controlOnce is one try of control.
-func (s mysqlStore) controlOnce(ctx context.Context, ids []int64, pick func(Status) bool, change func(qs *mysqlgen.Queries, ids []uint64) (int64, error)) (map[int64]bool, map[int64]Status, error) {
+func (s mysqlStore) controlOnce(ctx context.Context, ids []int64, pick func(mysqlgen.LockJobStatusesRow) bool, change func(qs *mysqlgen.Queries, ids []uint64) (int64, error)) (map[int64]bool, map[int64]Status, error) {
 	tx, err := s.r.db.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
 	if err != nil {
 		return nil, nil, err
@@ -257,7 +258,7 @@ func (s mysqlStore) controlOnce(ctx context.Context, ids []int64, pick func(Stat
 	others := map[int64]Status{}
 	var pickIDs []uint64
 	for _, r := range rows {
-		if st := Status(r.Status); pick(st) {
+		if st := Status(r.Status); pick(r) {
 			done[int64(r.ID)] = true
 			pickIDs = append(pickIDs, r.ID)
 		} else {
@@ -280,17 +281,30 @@ func (s mysqlStore) controlOnce(ctx context.Context, ids []int64, pick func(Stat
 	return done, others, nil
 }
 
-func (s mysqlStore) cancel(ctx context.Context, ids []int64, o attemptEnd) (map[int64]bool, map[int64]Status, error) {
-	return s.control(ctx, ids, func(st Status) bool { return st == StatusPending || st == StatusInProgress },
-		func(qs *mysqlgen.Queries, ids []uint64) (int64, error) {
-			return qs.CancelJobs(ctx, mysqlgen.CancelJobsParams{
-				Status: mysqlgen.JobsStatus(o.status), Error: nullString(o.errText), FinishedAt: nullTime(nullableTime(o.finishedAt)), Ids: ids,
-			})
+// cancel takes the lease of each running attempt it ends from the rows
+// control locked (LockJobStatuses), which nothing changes before the
+// UPDATE in the same transaction.
+func (s mysqlStore) cancel(ctx context.Context, ids []int64, o attemptEnd) (map[int64]bool, map[int64]Status, []cancelledRun, error) {
+	var ran []cancelledRun
+	done, others, err := s.control(ctx, ids, func() { ran = nil }, func(r mysqlgen.LockJobStatusesRow) bool {
+		st := Status(r.Status)
+		if st == StatusInProgress {
+			ran = append(ran, cancelledRun{typ: r.Type, lease: timePtr(r.LeaseUntil)})
+		}
+		return st == StatusPending || st == StatusInProgress
+	}, func(qs *mysqlgen.Queries, ids []uint64) (int64, error) {
+		return qs.CancelJobs(ctx, mysqlgen.CancelJobsParams{
+			Status: mysqlgen.JobsStatus(o.status), Error: nullString(o.errText), FinishedAt: nullTime(nullableTime(o.finishedAt)), Ids: ids,
 		})
+	})
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	return done, others, ran, nil
 }
 
 func (s mysqlStore) deleteJobs(ctx context.Context, ids []int64) (map[int64]bool, map[int64]Status, error) {
-	return s.control(ctx, ids, func(st Status) bool { return st != StatusInProgress },
+	return s.control(ctx, ids, func() {}, func(r mysqlgen.LockJobStatusesRow) bool { return Status(r.Status) != StatusInProgress },
 		func(qs *mysqlgen.Queries, ids []uint64) (int64, error) { return qs.DeleteJobs(ctx, ids) })
 }
 

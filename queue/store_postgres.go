@@ -363,15 +363,24 @@ func idSet[T int64 | uint64](ids []T) map[int64]bool {
 	return m
 }
 
-func (s pgStore) cancel(ctx context.Context, ids []int64, o attemptEnd) (map[int64]bool, map[int64]Status, error) {
-	done, err := s.qs().CancelJobs(ctx, pggen.CancelJobsParams{
+func (s pgStore) cancel(ctx context.Context, ids []int64, o attemptEnd) (map[int64]bool, map[int64]Status, []cancelledRun, error) {
+	rows, err := s.qs().CancelJobs(ctx, pggen.CancelJobsParams{
 		Status: string(o.status), Error: nullString(o.errText), FinishedAt: nullTime(nullableTime(o.finishedAt)),
 		Ids: json.RawMessage(jsonList(ids)),
 	})
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
-	return controlRest(ids, idSet(done), s.statuses(ctx))
+	done := make(map[int64]bool, len(rows))
+	var ran []cancelledRun
+	for _, r := range rows {
+		done[r.ID] = true
+		if Status(r.OldStatus) == StatusInProgress {
+			ran = append(ran, cancelledRun{typ: r.Type, lease: timePtr(r.OldLeaseUntil)})
+		}
+	}
+	done, others, err := controlRest(ids, done, s.statuses(ctx))
+	return done, others, ran, err
 }
 
 func (s pgStore) deleteJobs(ctx context.Context, ids []int64) (map[int64]bool, map[int64]Status, error) {

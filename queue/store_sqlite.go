@@ -240,16 +240,45 @@ func nullable(s string) any {
 	return s
 }
 
-func (s sqliteStore) cancel(ctx context.Context, ids []int64, o attemptEnd) (map[int64]bool, map[int64]Status, error) {
-	done, err := busyRetry(ctx, func() ([]int64, error) {
-		return s.qs().CancelJobs(ctx, sqlitegen.CancelJobsParams{
-			Status: string(o.status), Error: nullString(o.errText), FinishedAt: nullTime(nullableTime(o.finishedAt)), Ids: jsonList(ids),
+// cancel reads the jobs it ends (CancelCandidates: SQLite's RETURNING
+// gives only the new values, and the lease each running attempt held
+// decides who counts it) and ends them, in one transaction that holds the
+// write lock from its start (connTx: BEGIN IMMEDIATE), so that no write
+// comes between the two; a busy database runs it again as a whole
+// (retryTx).
+func (s sqliteStore) cancel(ctx context.Context, ids []int64, o attemptEnd) (map[int64]bool, map[int64]Status, []cancelledRun, error) {
+	var done map[int64]bool
+	var ran []cancelledRun
+	err := retryTx(ctx, func() error {
+		return s.r.connTx(ctx, func(d dbtx) error {
+			qs := sqlitegen.New(d)
+			rows, err := qs.CancelCandidates(ctx, jsonList(ids))
+			if err != nil {
+				return err
+			}
+			changed, err := qs.CancelJobs(ctx, sqlitegen.CancelJobsParams{
+				Status: string(o.status), Error: nullString(o.errText), FinishedAt: nullTime(nullableTime(o.finishedAt)), Ids: jsonList(ids),
+			})
+			if err != nil {
+				return err
+			}
+			if len(changed) != len(rows) {
+				return fmt.Errorf("jobqueue: internal: cancel read %d jobs to end but ended %d", len(rows), len(changed))
+			}
+			done, ran = idSet(changed), nil
+			for _, r := range rows {
+				if Status(r.Status) == StatusInProgress {
+					ran = append(ran, cancelledRun{typ: r.Type, lease: timePtr(r.LeaseUntil)})
+				}
+			}
+			return nil
 		})
 	})
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
-	return controlRest(ids, idSet(done), s.statuses(ctx))
+	done, others, err := controlRest(ids, done, s.statuses(ctx))
+	return done, others, ran, err
 }
 
 func (s sqliteStore) deleteJobs(ctx context.Context, ids []int64) (map[int64]bool, map[int64]Status, error) {

@@ -131,6 +131,9 @@ type Querier interface {
 	// no RETURNING: a batch locks its rows and reads their statuses
 	// (LockJobStatuses), then changes them, in one short READ COMMITTED
 	// transaction.
+	// LockJobStatuses locks the rows of a control statement and reads what the
+	// queue decides from: the status, and for Cancel the type and lease_until
+	// (who counts a cancelled attempt: cancelCountedHere).
 	LockJobStatuses(ctx context.Context, ids []uint64) ([]LockJobStatusesRow, error)
 	// The claim (MarkClaimed) writes the claim token of the attempt it starts,
 	// attemptToken(batch token, id) of queue/attempt.go, spelled here as

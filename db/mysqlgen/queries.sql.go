@@ -1241,18 +1241,23 @@ func (q *Queries) LockHeldJobsSkipLocked(ctx context.Context, arg LockHeldJobsSk
 
 const lockJobStatuses = `-- name: LockJobStatuses :many
 
-SELECT id, status FROM jobs WHERE id IN (/*SLICE:ids*/?) FOR UPDATE
+SELECT id, status, type, lease_until FROM jobs WHERE id IN (/*SLICE:ids*/?) FOR UPDATE
 `
 
 type LockJobStatusesRow struct {
-	ID     uint64
-	Status JobsStatus
+	ID         uint64
+	Status     JobsStatus
+	Type       string
+	LeaseUntil sql.NullTime
 }
 
 // Job control (Queue.Cancel, Queue.Delete and their bulk forms). MySQL has
 // no RETURNING: a batch locks its rows and reads their statuses
 // (LockJobStatuses), then changes them, in one short READ COMMITTED
 // transaction.
+// LockJobStatuses locks the rows of a control statement and reads what the
+// queue decides from: the status, and for Cancel the type and lease_until
+// (who counts a cancelled attempt: cancelCountedHere).
 func (q *Queries) LockJobStatuses(ctx context.Context, ids []uint64) ([]LockJobStatusesRow, error) {
 	query := lockJobStatuses
 	var queryParams []interface{}
@@ -1272,7 +1277,12 @@ func (q *Queries) LockJobStatuses(ctx context.Context, ids []uint64) ([]LockJobS
 	var items []LockJobStatusesRow
 	for rows.Next() {
 		var i LockJobStatusesRow
-		if err := rows.Scan(&i.ID, &i.Status); err != nil {
+		if err := rows.Scan(
+			&i.ID,
+			&i.Status,
+			&i.Type,
+			&i.LeaseUntil,
+		); err != nil {
 			return nil, err
 		}
 		items = append(items, i)

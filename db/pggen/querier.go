@@ -30,8 +30,12 @@ type Querier interface {
 	// CancelJobs ends the pending and in_progress jobs among the ids with the
 	// outcome the queue decides (status, error, finished_at), clearing the
 	// claim token of a running attempt so that the attempt is fenced off, and
-	// returns the ids it changed.
-	CancelJobs(ctx context.Context, arg CancelJobsParams) ([]int64, error)
+	// returns the ids it changed with their type, and the status and
+	// lease_until each row had when this statement changed it (the queue
+	// decides from them who counts a cancelled attempt: cancelCountedHere).
+	// The rows are locked by the CTE (FOR UPDATE re-reads a row changed
+	// meanwhile), so the old values are those of the row version updated.
+	CancelJobs(ctx context.Context, arg CancelJobsParams) ([]CancelJobsRow, error)
 	// ClaimJobs claims due jobs of every type (index status_scheduled);
 	// ClaimJobsOfType and ClaimJobsOfTypes below are the same claim for one
 	// type (index type_status_scheduled) and for the types of a JSON array.

@@ -72,12 +72,19 @@ func (q *Queries) CanFlushCommits(ctx context.Context) (bool, error) {
 
 const cancelJobs = `-- name: CancelJobs :many
 
+WITH c AS (
+    SELECT j.id, j.status, j.lease_until FROM jobs AS j
+    WHERE j.id = ANY (ARRAY(SELECT jsonb_array_elements_text($4::jsonb)::bigint))
+      AND j.status IN ('pending', 'in_progress')
+    ORDER BY j.id
+    FOR UPDATE
+)
 UPDATE jobs
 SET status = $1, error = $2, finished_at = $3,
     claim_token = NULL, lease_until = NULL
-WHERE id = ANY (ARRAY(SELECT jsonb_array_elements_text($4::jsonb)::bigint))
-  AND status IN ('pending', 'in_progress')
-RETURNING id
+FROM c
+WHERE jobs.id = c.id AND jobs.status IN ('pending', 'in_progress')
+RETURNING jobs.id, jobs.type, c.status AS old_status, c.lease_until AS old_lease_until
 `
 
 type CancelJobsParams struct {
@@ -87,13 +94,24 @@ type CancelJobsParams struct {
 	Ids        json.RawMessage
 }
 
+type CancelJobsRow struct {
+	ID            int64
+	Type          string
+	OldStatus     string
+	OldLeaseUntil sql.NullTime
+}
+
 // Job control (Queue.Cancel, Queue.Delete and their bulk forms): one
 // statement per bounded batch of ids, given as a JSON array.
 // CancelJobs ends the pending and in_progress jobs among the ids with the
 // outcome the queue decides (status, error, finished_at), clearing the
 // claim token of a running attempt so that the attempt is fenced off, and
-// returns the ids it changed.
-func (q *Queries) CancelJobs(ctx context.Context, arg CancelJobsParams) ([]int64, error) {
+// returns the ids it changed with their type, and the status and
+// lease_until each row had when this statement changed it (the queue
+// decides from them who counts a cancelled attempt: cancelCountedHere).
+// The rows are locked by the CTE (FOR UPDATE re-reads a row changed
+// meanwhile), so the old values are those of the row version updated.
+func (q *Queries) CancelJobs(ctx context.Context, arg CancelJobsParams) ([]CancelJobsRow, error) {
 	rows, err := q.db.QueryContext(ctx, cancelJobs,
 		arg.Status,
 		arg.Error,
@@ -104,13 +122,18 @@ func (q *Queries) CancelJobs(ctx context.Context, arg CancelJobsParams) ([]int64
 		return nil, err
 	}
 	defer rows.Close()
-	var items []int64
+	var items []CancelJobsRow
 	for rows.Next() {
-		var id int64
-		if err := rows.Scan(&id); err != nil {
+		var i CancelJobsRow
+		if err := rows.Scan(
+			&i.ID,
+			&i.Type,
+			&i.OldStatus,
+			&i.OldLeaseUntil,
+		); err != nil {
 			return nil, err
 		}
-		items = append(items, id)
+		items = append(items, i)
 	}
 	if err := rows.Close(); err != nil {
 		return nil, err

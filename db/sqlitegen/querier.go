@@ -18,6 +18,13 @@ type Querier interface {
 	AcquireLeader(ctx context.Context, arg AcquireLeaderParams) (int64, error)
 	// Job control (Queue.Cancel, Queue.Delete and their bulk forms): one
 	// statement per bounded batch of ids, given as a JSON array.
+	// CancelCandidates reads the jobs among the ids that CancelJobs would end,
+	// with what the queue decides from who counts a cancelled attempt
+	// (cancelCountedHere): their type, status and lease_until. SQLite's
+	// RETURNING gives only the new values, so Cancel reads them first, in the
+	// same transaction, which holds the write lock from its start (BEGIN
+	// IMMEDIATE): no write comes between the read and CancelJobs.
+	CancelCandidates(ctx context.Context, ids interface{}) ([]CancelCandidatesRow, error)
 	// CancelJobs ends the pending and in_progress jobs among the ids with the
 	// outcome the queue decides (status, error, finished_at), clearing the
 	// claim token of a running attempt so that the attempt is fenced off, and

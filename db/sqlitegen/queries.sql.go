@@ -43,8 +43,57 @@ func (q *Queries) AcquireLeader(ctx context.Context, arg AcquireLeaderParams) (i
 	return result.RowsAffected()
 }
 
-const cancelJobs = `-- name: CancelJobs :many
+const cancelCandidates = `-- name: CancelCandidates :many
 
+SELECT id, type, status, lease_until FROM jobs
+WHERE id IN (SELECT i.value FROM json_each(?1) AS i)
+  AND status IN ('pending', 'in_progress')
+`
+
+type CancelCandidatesRow struct {
+	ID         int64
+	Type       string
+	Status     string
+	LeaseUntil sql.NullTime
+}
+
+// Job control (Queue.Cancel, Queue.Delete and their bulk forms): one
+// statement per bounded batch of ids, given as a JSON array.
+// CancelCandidates reads the jobs among the ids that CancelJobs would end,
+// with what the queue decides from who counts a cancelled attempt
+// (cancelCountedHere): their type, status and lease_until. SQLite's
+// RETURNING gives only the new values, so Cancel reads them first, in the
+// same transaction, which holds the write lock from its start (BEGIN
+// IMMEDIATE): no write comes between the read and CancelJobs.
+func (q *Queries) CancelCandidates(ctx context.Context, ids interface{}) ([]CancelCandidatesRow, error) {
+	rows, err := q.db.QueryContext(ctx, cancelCandidates, ids)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []CancelCandidatesRow
+	for rows.Next() {
+		var i CancelCandidatesRow
+		if err := rows.Scan(
+			&i.ID,
+			&i.Type,
+			&i.Status,
+			&i.LeaseUntil,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Close(); err != nil {
+		return nil, err
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const cancelJobs = `-- name: CancelJobs :many
 UPDATE jobs
 SET status = ?1, error = ?2, finished_at = ?3,
     claim_token = NULL, lease_until = NULL
@@ -60,8 +109,6 @@ type CancelJobsParams struct {
 	Ids        interface{}
 }
 
-// Job control (Queue.Cancel, Queue.Delete and their bulk forms): one
-// statement per bounded batch of ids, given as a JSON array.
 // CancelJobs ends the pending and in_progress jobs among the ids with the
 // outcome the queue decides (status, error, finished_at), clearing the
 // claim token of a running attempt so that the attempt is fenced off, and

@@ -333,7 +333,10 @@ LIMIT ?;
 -- transaction.
 
 -- name: LockJobStatuses :many
-SELECT id, status FROM jobs WHERE id IN (sqlc.slice(ids)) FOR UPDATE;
+-- LockJobStatuses locks the rows of a control statement and reads what the
+-- queue decides from: the status, and for Cancel the type and lease_until
+-- (who counts a cancelled attempt: cancelCountedHere).
+SELECT id, status, type, lease_until FROM jobs WHERE id IN (sqlc.slice(ids)) FOR UPDATE;
 
 -- name: CancelJobs :execrows
 -- CancelJobs ends the pending and in_progress jobs among the ids with the

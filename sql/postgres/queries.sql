@@ -548,13 +548,24 @@ LIMIT @max_rows;
 -- CancelJobs ends the pending and in_progress jobs among the ids with the
 -- outcome the queue decides (status, error, finished_at), clearing the
 -- claim token of a running attempt so that the attempt is fenced off, and
--- returns the ids it changed.
+-- returns the ids it changed with their type, and the status and
+-- lease_until each row had when this statement changed it (the queue
+-- decides from them who counts a cancelled attempt: cancelCountedHere).
+-- The rows are locked by the CTE (FOR UPDATE re-reads a row changed
+-- meanwhile), so the old values are those of the row version updated.
+WITH c AS (
+    SELECT j.id, j.status, j.lease_until FROM jobs AS j
+    WHERE j.id = ANY (ARRAY(SELECT jsonb_array_elements_text(sqlc.arg(ids)::jsonb)::bigint))
+      AND j.status IN ('pending', 'in_progress')
+    ORDER BY j.id
+    FOR UPDATE
+)
 UPDATE jobs
 SET status = @status, error = @error, finished_at = @finished_at,
     claim_token = NULL, lease_until = NULL
-WHERE id = ANY (ARRAY(SELECT jsonb_array_elements_text(sqlc.arg(ids)::jsonb)::bigint))
-  AND status IN ('pending', 'in_progress')
-RETURNING id;
+FROM c
+WHERE jobs.id = c.id AND jobs.status IN ('pending', 'in_progress')
+RETURNING jobs.id, jobs.type, c.status AS old_status, c.lease_until AS old_lease_until;
 
 -- name: DeleteJobs :many
 -- DeleteJobs deletes the jobs among the ids that are not in_progress and

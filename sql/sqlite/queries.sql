@@ -331,6 +331,17 @@ LIMIT @max_rows;
 -- Job control (Queue.Cancel, Queue.Delete and their bulk forms): one
 -- statement per bounded batch of ids, given as a JSON array.
 
+-- name: CancelCandidates :many
+-- CancelCandidates reads the jobs among the ids that CancelJobs would end,
+-- with what the queue decides from who counts a cancelled attempt
+-- (cancelCountedHere): their type, status and lease_until. SQLite's
+-- RETURNING gives only the new values, so Cancel reads them first, in the
+-- same transaction, which holds the write lock from its start (BEGIN
+-- IMMEDIATE): no write comes between the read and CancelJobs.
+SELECT id, type, status, lease_until FROM jobs
+WHERE id IN (SELECT i.value FROM json_each(sqlc.arg(ids)) AS i)
+  AND status IN ('pending', 'in_progress');
+
 -- name: CancelJobs :many
 -- CancelJobs ends the pending and in_progress jobs among the ids with the
 -- outcome the queue decides (status, error, finished_at), clearing the

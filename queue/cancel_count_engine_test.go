@@ -1,0 +1,110 @@
+package queue
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/jobqueue/jobqueue/internal/engine"
+)
+
+// TestCancelledAttemptCountedOnce: a cancelled attempt is counted once,
+// by the worker that ran it or by the process whose Cancel ended it, split
+// by its lease at the cancel. Two queues on one table, each with its own
+// clock and listener, stand for the worker's process and the canceller's.
+//   - live: the worker runs it, its lease running; the worker counts it
+//     (EventLost, OutcomeCancelled), the canceller nothing.
+//   - dead: a claim no worker runs (its process died), cancelled once its
+//     lease passed (by the canceller's clock), before any Reclaim; the
+//     canceller counts it (EventCancelled), no one else can. Before, no
+//     one did.
+//   - late: the worker runs it but its lease passed unrenewed (a slow
+//     heartbeat), and it learns of the cancel afterwards (its completion
+//     refused); the canceller counts it, the worker's EventLost says so
+//     (CountedByCancel) and is not counted again.
+func TestCancelledAttemptCountedOnce(t *testing.T) {
+	const lease = time.Minute
+	cases := []struct {
+		name string
+		// run: a worker runs the attempt (else it is claimed and left).
+		run bool
+		// ahead: the canceller's clock is ahead of the worker's by this
+		// much when it cancels (the time that passed since the claim).
+		ahead        time.Duration
+		wantCanceler []CancelledCount // EventCancelled's counts (nil: none)
+		wantLost     bool             // the worker hears EventLost, cancelled
+		wantByCancel bool             // ... with CountedByCancel
+	}{
+		{name: "live", run: true, ahead: 0, wantLost: true},
+		{name: "dead", run: false, ahead: 2 * lease, wantCanceler: []CancelledCount{{Type: "mail", Count: 1}}},
+		{name: "late", run: true, ahead: 2 * lease, wantCanceler: []CancelledCount{{Type: "mail", Count: 1}}, wantLost: true, wantByCancel: true},
+	}
+	forEachEngine(t, func(t *testing.T, kind engine.Kind) {
+		for _, tc := range cases {
+			t.Run(tc.name, func(t *testing.T) {
+				ctx := context.Background()
+				env := newTestEnv(t, kind)
+				workerClock, cancelClock := &testClock{}, &testClock{}
+				workerLog, cancelLog := newEventLog(), newEventLog()
+				wq := env.queue(t, nil, withClock(workerClock.now), WithListener(workerLog.listen))
+				cq := env.queue(t, nil, withClock(cancelClock.now), WithListener(cancelLog.listen))
+				id := enqueue(t, wq, emailArgs{To: tc.name}, Type("mail"))
+				cancel := func() error {
+					cancelClock.advance(tc.ahead)
+					return cq.Cancel(ctx, id)
+				}
+				if tc.run {
+					// The heartbeat interval is far beyond the test's
+					// run: no renewal moves the lease meanwhile.
+					w := wq.NewWorker(WorkerConfig{Concurrency: 1, MaxJobs: 1, Lease: lease, MaintenanceInterval: -1})
+					Handle(w, func(context.Context, *Job[emailArgs]) error {
+						// The handler returns nil whatever: its
+						// completion is refused, and tells it lost.
+						return cancel()
+					})
+					if err := w.Run(ctx); err != nil {
+						t.Fatal(err)
+					}
+				} else {
+					rows, err := wq.claim(ctx, []string{"mail"}, 1, lease)
+					if err != nil || len(rows) != 1 {
+						t.Fatalf("claim: %v, %d rows", err, len(rows))
+					}
+					if err := cancel(); err != nil {
+						t.Fatal(err)
+					}
+				}
+				if j := getJob(t, wq, id); j.Status != StatusFailed || j.Error != cancelError {
+					t.Fatalf("job %d is %s %q, want failed %q", id, j.Status, j.Error, cancelError)
+				}
+
+				var got []CancelledCount
+				if tc.wantCanceler != nil {
+					ev := cancelLog.next(t, EventCancelled, 10*time.Second)
+					got = ev.Cancelled
+					if ev.Count != 1 {
+						t.Errorf("EventCancelled.Count = %d, want 1", ev.Count)
+					}
+				}
+				if n := cancelLog.count(EventCancelled); n != len(tc.wantCanceler) {
+					t.Errorf("the canceller heard %d EventCancelled, want %d", n, len(tc.wantCanceler))
+				}
+				if diff := cmp.Diff(tc.wantCanceler, got); diff != "" {
+					t.Errorf("attempts the canceller counts (-want +got):\n%s", diff)
+				}
+				if tc.wantLost {
+					ev := workerLog.next(t, EventLost, 10*time.Second)
+					if ev.Outcome != OutcomeCancelled || ev.CountedByCancel != tc.wantByCancel {
+						t.Errorf("the worker's EventLost: outcome %s, CountedByCancel %v; want %s, %v",
+							ev.Outcome, ev.CountedByCancel, OutcomeCancelled, tc.wantByCancel)
+					}
+				}
+				if n, want := workerLog.count(EventLost), map[bool]int{true: 1}[tc.wantLost]; n != want {
+					t.Errorf("the worker heard %d EventLost, want %d", n, want)
+				}
+			})
+		}
+	})
+}
