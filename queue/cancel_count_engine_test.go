@@ -2,6 +2,7 @@ package queue
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -24,6 +25,10 @@ import (
 //     heartbeat), and it learns of the cancel afterwards (its completion
 //     refused); the canceller counts it, the worker's EventLost says so
 //     (CountedByCancel) and is not counted again.
+//   - reclaimed: as late, but a Reclaim ended the attempt before the
+//     cancel (the job pending again; the Reclaim counts it): the cancel
+//     of the pending job ends no attempt and counts nothing, and the
+//     worker's EventLost is lost, not cancelled.
 func TestCancelledAttemptCountedOnce(t *testing.T) {
 	const lease = time.Minute
 	cases := []struct {
@@ -32,14 +37,17 @@ func TestCancelledAttemptCountedOnce(t *testing.T) {
 		run bool
 		// ahead: the canceller's clock is ahead of the worker's by this
 		// much when it cancels (the time that passed since the claim).
-		ahead        time.Duration
+		ahead time.Duration
+		// reclaim: the canceller runs Reclaim before it cancels.
+		reclaim      bool
 		wantCanceler []CancelledCount // EventCancelled's counts (nil: none)
-		wantLost     bool             // the worker hears EventLost, cancelled
+		wantLost     Outcome          // the worker's EventLost ("": none)
 		wantByCancel bool             // ... with CountedByCancel
 	}{
-		{name: "live", run: true, ahead: 0, wantLost: true},
+		{name: "live", run: true, ahead: 0, wantLost: OutcomeCancelled},
 		{name: "dead", run: false, ahead: 2 * lease, wantCanceler: []CancelledCount{{Type: "mail", Count: 1}}},
-		{name: "late", run: true, ahead: 2 * lease, wantCanceler: []CancelledCount{{Type: "mail", Count: 1}}, wantLost: true, wantByCancel: true},
+		{name: "late", run: true, ahead: 2 * lease, wantCanceler: []CancelledCount{{Type: "mail", Count: 1}}, wantLost: OutcomeCancelled, wantByCancel: true},
+		{name: "reclaimed", run: true, ahead: 2 * lease, reclaim: true, wantLost: OutcomeLost},
 	}
 	forEachEngine(t, func(t *testing.T, kind engine.Kind) {
 		for _, tc := range cases {
@@ -53,6 +61,11 @@ func TestCancelledAttemptCountedOnce(t *testing.T) {
 				id := enqueue(t, wq, emailArgs{To: tc.name}, Type("mail"))
 				cancel := func() error {
 					cancelClock.advance(tc.ahead)
+					if tc.reclaim {
+						if n, err := cq.Reclaim(ctx); err != nil || n != 1 {
+							return fmt.Errorf("reclaim ended %d attempts (%v), want 1", n, err)
+						}
+					}
 					return cq.Cancel(ctx, id)
 				}
 				if tc.run {
@@ -94,14 +107,14 @@ func TestCancelledAttemptCountedOnce(t *testing.T) {
 				if diff := cmp.Diff(tc.wantCanceler, got); diff != "" {
 					t.Errorf("attempts the canceller counts (-want +got):\n%s", diff)
 				}
-				if tc.wantLost {
+				if tc.wantLost != "" {
 					ev := workerLog.next(t, EventLost, 10*time.Second)
-					if ev.Outcome != OutcomeCancelled || ev.CountedByCancel != tc.wantByCancel {
+					if ev.Outcome != tc.wantLost || ev.CountedByCancel != tc.wantByCancel {
 						t.Errorf("the worker's EventLost: outcome %s, CountedByCancel %v; want %s, %v",
-							ev.Outcome, ev.CountedByCancel, OutcomeCancelled, tc.wantByCancel)
+							ev.Outcome, ev.CountedByCancel, tc.wantLost, tc.wantByCancel)
 					}
 				}
-				if n, want := workerLog.count(EventLost), map[bool]int{true: 1}[tc.wantLost]; n != want {
+				if n, want := workerLog.count(EventLost), map[bool]int{true: 1}[tc.wantLost != ""]; n != want {
 					t.Errorf("the worker heard %d EventLost, want %d", n, want)
 				}
 			})
