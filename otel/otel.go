@@ -36,7 +36,12 @@
 //     alive but late) is lost, counted once, by the process whose Reclaim
 //     ends it (queue.Event's Reclaimed), whatever Reclaim wrote for the
 //     job (retried or failed); the late worker's own EventLost records
-//     its handler's time in jobqueue.job.duration only.
+//     its handler's time in jobqueue.job.duration only. A cancelled
+//     attempt is counted once, as cancelled: by its worker (EventLost)
+//     when its lease still ran at the cancel, else by the process whose
+//     Cancel ended it (queue.EventCancelled: its worker is presumed dead;
+//     one that was alive after all records only its handler's time,
+//     EventLost with CountedByCancel).
 //   - jobqueue.job.duration: histogram of how long the handlers ran,
 //     seconds, attributes type and outcome (lost: handlers that returned
 //     after their attempt had been reclaimed).
