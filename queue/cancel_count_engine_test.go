@@ -121,3 +121,50 @@ func TestCancelledAttemptCountedOnce(t *testing.T) {
 		}
 	})
 }
+
+// TestCancelledAttemptSplitAtTheSecond: around the end of the lease, to
+// the tenth of a second, the canceller (which reads the lease as the
+// table stores it) and the worker (which knows it as it wrote it) agree
+// on who counts the cancelled attempt: exactly one of them does, on
+// every engine, whatever the table's precision (MySQL keeps whole
+// seconds).
+func TestCancelledAttemptSplitAtTheSecond(t *testing.T) {
+	const lease = time.Minute
+	forEachEngine(t, func(t *testing.T, kind engine.Kind) {
+		ctx := context.Background()
+		env := newTestEnv(t, kind)
+		workerClock, cancelClock := &testClock{}, &testClock{}
+		workerLog, cancelLog := newEventLog(), newEventLog()
+		wq := env.queue(t, nil, withClock(workerClock.now), WithListener(workerLog.listen))
+		cq := env.queue(t, nil, withClock(cancelClock.now), WithListener(cancelLog.listen))
+		ahead := time.Duration(0) // the canceller's clock ahead of the worker's
+		byCanceller, byWorker := 0, 0
+		for off := -1500 * time.Millisecond; off <= 1500*time.Millisecond; off += 100 * time.Millisecond {
+			id := enqueue(t, wq, emailArgs{To: off.String()}, Type("mail"))
+			counted := cancelLog.count(EventCancelled)
+			w := wq.NewWorker(WorkerConfig{Concurrency: 1, MaxJobs: 1, Lease: lease, MaintenanceInterval: -1})
+			Handle(w, func(context.Context, *Job[emailArgs]) error {
+				cancelClock.advance(lease + off - ahead)
+				ahead = lease + off
+				return cq.Cancel(ctx, id)
+			})
+			if err := w.Run(ctx); err != nil {
+				t.Fatal(err)
+			}
+			ev := workerLog.next(t, EventLost, 10*time.Second)
+			if ev.Job.ID != id || ev.Outcome != OutcomeCancelled {
+				t.Fatalf("cancelled %v after the lease's end: the worker's EventLost is of job %d, %s; want job %d, cancelled", off, ev.Job.ID, ev.Outcome, id)
+			}
+			canceller := cancelLog.count(EventCancelled) - counted
+			worker := map[bool]int{false: 1}[ev.CountedByCancel]
+			if canceller+worker != 1 {
+				t.Errorf("cancelled %v after the lease's end: counted %d times by the canceller and %d by the worker, want once in all", off, canceller, worker)
+			}
+			byCanceller += canceller
+			byWorker += worker
+		}
+		if byCanceller == 0 || byWorker == 0 {
+			t.Errorf("the canceller counted %d attempts and the worker %d: the offsets missed the lease's end", byCanceller, byWorker)
+		}
+	})
+}
