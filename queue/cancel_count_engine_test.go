@@ -2,7 +2,9 @@ package queue
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -127,44 +129,128 @@ func TestCancelledAttemptCountedOnce(t *testing.T) {
 // table stores it) and the worker (which knows it as it wrote it) agree
 // on who counts the cancelled attempt: exactly one of them does, on
 // every engine, whatever the table's precision (MySQL keeps whole
-// seconds).
+// seconds), for a lease as the claim wrote it and for one a heartbeat
+// renewed (every 20 ms, so that renewals also race with the cancel).
 func TestCancelledAttemptSplitAtTheSecond(t *testing.T) {
+	const lease = time.Minute
+	cases := []struct {
+		name     string
+		interval time.Duration // the heartbeat's; 0: none within the test
+	}{
+		{"claimed", 0},
+		{"renewed", 20 * time.Millisecond},
+	}
+	forEachEngine(t, func(t *testing.T, kind engine.Kind) {
+		for _, tc := range cases {
+			t.Run(tc.name, func(t *testing.T) {
+				ctx := context.Background()
+				env := newTestEnv(t, kind)
+				workerClock, cancelClock := &testClock{}, &testClock{}
+				workerLog, cancelLog := newEventLog(), newEventLog()
+				renewals := make(chan struct{}, 1) // told of each renewal sent
+				hook := withStatementHook(func(query string, _ sqlRunner) {
+					if strings.Contains(query, "name: ExtendLeases") {
+						select {
+						case renewals <- struct{}{}:
+						default:
+						}
+					}
+				})
+				wq := env.queue(t, nil, withClock(workerClock.now), WithListener(workerLog.listen), hook)
+				cq := env.queue(t, nil, withClock(cancelClock.now), WithListener(cancelLog.listen))
+				ahead := time.Duration(0) // the canceller's clock ahead of the worker's
+				byCanceller, byWorker := 0, 0
+				for off := -1500 * time.Millisecond; off <= 1500*time.Millisecond; off += 100 * time.Millisecond {
+					id := enqueue(t, wq, emailArgs{To: off.String()}, Type("mail"))
+					counted := cancelLog.count(EventCancelled)
+					w := wq.NewWorker(WorkerConfig{Concurrency: 1, MaxJobs: 1, Lease: lease, HeartbeatInterval: tc.interval, MaintenanceInterval: -1})
+					Handle(w, func(context.Context, *Job[emailArgs]) error {
+						if tc.interval > 0 {
+							// The third renewal sent since the handler
+							// started: the second, sent during it, is
+							// done (the heartbeater sends one at a time).
+							for range 3 {
+								select {
+								case <-renewals:
+								case <-time.After(10 * time.Second):
+									return errors.New("no lease renewal within 10 s")
+								}
+							}
+						}
+						cancelClock.advance(lease + off - ahead)
+						ahead = lease + off
+						return cq.Cancel(ctx, id)
+					})
+					if err := w.Run(ctx); err != nil {
+						t.Fatal(err)
+					}
+					ev := workerLog.next(t, EventLost, 10*time.Second)
+					if ev.Job.ID != id || ev.Outcome != OutcomeCancelled {
+						t.Fatalf("cancelled %v after the lease's end: the worker's EventLost is of job %d, %s; want job %d, cancelled (handler: %v)", off, ev.Job.ID, ev.Outcome, id, ev.Err)
+					}
+					canceller := cancelLog.count(EventCancelled) - counted
+					worker := map[bool]int{false: 1}[ev.CountedByCancel]
+					if canceller+worker != 1 {
+						t.Errorf("cancelled %v after the lease's end: counted %d times by the canceller and %d by the worker, want once in all", off, canceller, worker)
+					}
+					byCanceller += canceller
+					byWorker += worker
+				}
+				if byCanceller == 0 || byWorker == 0 {
+					t.Errorf("the canceller counted %d attempts and the worker %d: the offsets missed the lease's end", byCanceller, byWorker)
+				}
+			})
+		}
+	})
+}
+
+// TestRenewalLeavesLostAttemptsWrittenLease: a renewal that finds the
+// attempt lost (its job cancelled meanwhile) wrote nothing to its row, so
+// the attempt's leaseWritten stays the lease the cancel saw. Before, the
+// heartbeater recorded the renewal's lease for every attempt of the
+// chunk, lost ones included: a renewal sent just after a cancel, of an
+// attempt whose lease had passed, made the worker take the lease for
+// running and count the attempt that the canceller counted too
+// (TestCancelledAttemptSplitAtTheSecond, renewed, now and then).
+func TestRenewalLeavesLostAttemptsWrittenLease(t *testing.T) {
 	const lease = time.Minute
 	forEachEngine(t, func(t *testing.T, kind engine.Kind) {
 		ctx := context.Background()
 		env := newTestEnv(t, kind)
-		workerClock, cancelClock := &testClock{}, &testClock{}
-		workerLog, cancelLog := newEventLog(), newEventLog()
-		wq := env.queue(t, nil, withClock(workerClock.now), WithListener(workerLog.listen))
-		cq := env.queue(t, nil, withClock(cancelClock.now), WithListener(cancelLog.listen))
-		ahead := time.Duration(0) // the canceller's clock ahead of the worker's
-		byCanceller, byWorker := 0, 0
-		for off := -1500 * time.Millisecond; off <= 1500*time.Millisecond; off += 100 * time.Millisecond {
-			id := enqueue(t, wq, emailArgs{To: off.String()}, Type("mail"))
-			counted := cancelLog.count(EventCancelled)
-			w := wq.NewWorker(WorkerConfig{Concurrency: 1, MaxJobs: 1, Lease: lease, MaintenanceInterval: -1})
-			Handle(w, func(context.Context, *Job[emailArgs]) error {
-				cancelClock.advance(lease + off - ahead)
-				ahead = lease + off
-				return cq.Cancel(ctx, id)
-			})
-			if err := w.Run(ctx); err != nil {
-				t.Fatal(err)
-			}
-			ev := workerLog.next(t, EventLost, 10*time.Second)
-			if ev.Job.ID != id || ev.Outcome != OutcomeCancelled {
-				t.Fatalf("cancelled %v after the lease's end: the worker's EventLost is of job %d, %s; want job %d, cancelled", off, ev.Job.ID, ev.Outcome, id)
-			}
-			canceller := cancelLog.count(EventCancelled) - counted
-			worker := map[bool]int{false: 1}[ev.CountedByCancel]
-			if canceller+worker != 1 {
-				t.Errorf("cancelled %v after the lease's end: counted %d times by the canceller and %d by the worker, want once in all", off, canceller, worker)
-			}
-			byCanceller += canceller
-			byWorker += worker
+		clock := &testClock{}
+		q := env.queue(t, nil, withClock(clock.now))
+		held := enqueue(t, q, emailArgs{To: "held"}, Type("mail"))
+		cancelled := enqueue(t, q, emailArgs{To: "cancelled"}, Type("mail"))
+		rows, err := q.claim(ctx, []string{"mail"}, 2, lease)
+		if err != nil || len(rows) != 2 {
+			t.Fatalf("claim: %v, %d rows", err, len(rows))
 		}
-		if byCanceller == 0 || byWorker == 0 {
-			t.Errorf("the canceller counted %d attempts and the worker %d: the offsets missed the lease's end", byCanceller, byWorker)
+		set := newInflightSet()
+		attempts := map[int64]*attempt{}
+		var refs []attemptRef
+		for _, row := range rows {
+			actx, cancel := context.WithCancelCause(ctx)
+			t.Cleanup(func() { cancel(nil) })
+			a := &attempt{row: row, ref: row.ref(), ctx: actx, cancel: cancel, leaseEnd: *row.LeaseUntil, leaseWritten: *row.LeaseUntil}
+			set.add(a)
+			attempts[row.ID] = a
+			refs = append(refs, a.ref)
+		}
+		claimed := *rows[0].LeaseUntil
+		if err := q.Cancel(ctx, cancelled); err != nil {
+			t.Fatal(err)
+		}
+		clock.advance(10 * time.Second)
+		h := &heartbeater{q: q, log: q.logger, lease: lease, interval: time.Second, attempts: set, poke: make(chan struct{}, 1)}
+		h.renew(ctx, refs)
+		if got := set.written(attempts[cancelled]); !got.Equal(claimed) {
+			t.Errorf("the lost attempt's leaseWritten is %v after the renewal, want the claim's %v (nothing was written)", got, claimed)
+		}
+		if got := set.written(attempts[held]); !got.After(claimed) {
+			t.Errorf("the held attempt's leaseWritten is %v after the renewal, want the renewal's, past the claim's %v", got, claimed)
+		}
+		if context.Cause(attempts[cancelled].ctx) == nil {
+			t.Error("the lost attempt's handler was not cancelled")
 		}
 	})
 }

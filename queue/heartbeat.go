@@ -149,9 +149,21 @@ func (h *heartbeater) renew(ctx context.Context, chunk []attemptRef) {
 	// longer gave it, and did not cancel the handler in time when the
 	// next renewals failed.
 	renewedTo := sent.Add(h.lease).Truncate(time.Second)
+	// The lost ones' rows were not written (their tokens no longer
+	// match): what a cancel saw of their lease stays the one written
+	// before (attempt.leaseWritten).
+	var notWritten map[attemptRef]bool
+	if len(lost) > 0 {
+		notWritten = make(map[attemptRef]bool, len(lost))
+		for _, r := range lost {
+			notWritten[r] = true
+		}
+	}
 	h.attempts.each(renewed, func(a *attempt) {
 		a.leaseEnd = renewedTo
-		a.leaseWritten = written
+		if !notWritten[a.ref] {
+			a.leaseWritten = written
+		}
 	})
 	h.attempts.each(lost, func(a *attempt) {
 		if a.settling {
