@@ -193,8 +193,8 @@ The database is --db URL, else $JOBQUEUE_DB, else ` + defaultDB + `. URLs:
   mysql://user:pass@host:3306/db                      (also mariadb://)
   sqlite:PATH or sqlite://PATH     (options: ?_pragma=foreign_keys(1)&_busy_timeout=5000)
 Behind PgBouncer in transaction pooling mode add default_query_exec_mode=exec
-to the postgres URL; behind ProxySQL's multiplexing (MySQL) pass
---transaction-pooling to every command.
+to the postgres URL, or pass --transaction-pooling (which adds it); behind
+ProxySQL's multiplexing (MySQL) pass --transaction-pooling to every command.
 
 Exit status: 0 on success, 1 on failure, 2 on bad usage.`,
 		SilenceErrors: true,
@@ -218,7 +218,7 @@ Exit status: 0 on success, 1 on failure, 2 on bad usage.`,
 	}
 	root.PersistentFlags().StringVar(&a.dbURL, "db", "", "database URL (default $JOBQUEUE_DB, else "+defaultDB+")")
 	root.PersistentFlags().StringVar(&a.table, "table", "jobs", "table name")
-	root.PersistentFlags().BoolVar(&a.pooled, "transaction-pooling", false, "the connections go through a transaction pooler (ProxySQL's multiplexing, PgBouncer in transaction mode): prepare no statements, workers poll only, enqueues interrupt no worker's wait (on PostgreSQL default_query_exec_mode=exec in the URL says so too)")
+	root.PersistentFlags().BoolVar(&a.pooled, "transaction-pooling", false, "the connections go through a transaction pooler (ProxySQL's multiplexing, PgBouncer in transaction mode): prepare no statements, workers poll only, enqueues interrupt no worker's wait (on PostgreSQL it adds default_query_exec_mode=exec to a URL that sets no mode; that parameter in the URL says so too)")
 	root.SetFlagErrorFunc(flagError)
 	root.CompletionOptions.DisableDefaultCmd = true
 	root.AddCommand(
@@ -274,7 +274,12 @@ const workerConns = 6
 // is a usage error (found before connecting), an unreachable server a
 // failure.
 func (a *app) open(ctx context.Context) (*sql.DB, engine.Kind, string, error) {
-	driver, dsn, k, err := engine.DriverDSN(a.dbURL)
+	dbURL := a.dbURL
+	if a.pooled {
+		// pgx prepares no statement in the pooler's server sessions.
+		dbURL = engine.PooledURL(dbURL)
+	}
+	driver, dsn, k, err := engine.DriverDSN(dbURL)
 	if err != nil {
 		return nil, "", "", &usageError{err: err}
 	}
@@ -285,7 +290,7 @@ func (a *app) open(ctx context.Context) (*sql.DB, engine.Kind, string, error) {
 	if err != nil {
 		return nil, "", "", &usageError{err: err}
 	}
-	db, k, err := engine.Open(ctx, a.dbURL)
+	db, k, err := engine.Open(ctx, dbURL)
 	if err != nil {
 		return nil, "", "", err
 	}

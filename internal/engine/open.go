@@ -72,14 +72,7 @@ func DriverDSN(rawURL string) (driver, dsn string, k Kind, err error) {
 		given, _ := url.ParseQuery(query)
 		cfg, cfgErr := pgconn.ParseConfig(rawURL)
 		if (cfgErr != nil || cfg.ConnectTimeout == 0) && !given.Has("connect_timeout") {
-			sep := "?"
-			switch {
-			case strings.HasSuffix(rawURL, "?"), strings.Contains(rawURL, "?") && strings.HasSuffix(rawURL, "&"):
-				sep = ""
-			case strings.Contains(rawURL, "?"):
-				sep = "&"
-			}
-			dsn += sep + "connect_timeout=10"
+			dsn = addURLOption(rawURL, "connect_timeout=10")
 			// pgx finds the user, host and database of some URLs by
 			// other rules than net/url (an '@' after the '?' of
 			// "postgres://?@" ends up in the host once an option
@@ -386,6 +379,40 @@ func openPostgres(dsn string) (*sql.DB, error) {
 		NoCancelRequests(&cfg.Config)
 	}
 	return stdlib.OpenDB(*cfg), nil
+}
+
+// addURLOption appends option (key=value) to the query of rawURL.
+func addURLOption(rawURL, option string) string {
+	sep := "?"
+	switch {
+	case strings.HasSuffix(rawURL, "?"), strings.Contains(rawURL, "?") && strings.HasSuffix(rawURL, "&"):
+		sep = ""
+	case strings.Contains(rawURL, "?"):
+		sep = "&"
+	}
+	return rawURL + sep + option
+}
+
+// PooledURL is rawURL for connections that go through a transaction
+// pooler (PgBouncer in transaction pooling mode): a postgres:// or
+// postgresql:// URL that sets no default_query_exec_mode gets
+// default_query_exec_mode=exec, so that pgx keeps no prepared statement
+// in a server session (another client's transaction may run there next:
+// "prepared statement stmtcache_… already exists"). Any other URL, and one
+// that sets the mode itself, is returned as it is.
+func PooledURL(rawURL string) string {
+	scheme, rest, ok := strings.Cut(rawURL, ":")
+	if !ok || !strings.HasPrefix(rest, "//") {
+		return rawURL
+	}
+	if s := strings.ToLower(scheme); s != "postgres" && s != "postgresql" {
+		return rawURL
+	}
+	_, query, _ := strings.Cut(rawURL, "?")
+	if given, _ := url.ParseQuery(query); given.Has("default_query_exec_mode") {
+		return rawURL
+	}
+	return addURLOption(rawURL, "default_query_exec_mode=exec")
 }
 
 // parseURL is url.Parse for a database URL, with an error that wraps

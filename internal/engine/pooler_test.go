@@ -70,3 +70,27 @@ func TestExplainReadOnly(t *testing.T) {
 		t.Error("ExplainReadOnly(nil) is not nil")
 	}
 }
+
+// TestPooledURL: a postgres URL that sets no default_query_exec_mode gets
+// default_query_exec_mode=exec (what pgx needs behind a transaction
+// pooler), with the right separator; one that sets a mode keeps it, and
+// other engines' URLs are left alone.
+func TestPooledURL(t *testing.T) {
+	for _, c := range []struct{ in, want string }{
+		{"postgres://u@h:6432/db", "postgres://u@h:6432/db?default_query_exec_mode=exec"},
+		{"postgresql://u@h/db?sslmode=disable", "postgresql://u@h/db?sslmode=disable&default_query_exec_mode=exec"},
+		{"POSTGRES://u@h1,h2/db?target_session_attrs=read-write&", "POSTGRES://u@h1,h2/db?target_session_attrs=read-write&default_query_exec_mode=exec"},
+		{"postgres://u@h/db?", "postgres://u@h/db?default_query_exec_mode=exec"},
+		{"postgres://u@h/db?default_query_exec_mode=simple_protocol", "postgres://u@h/db?default_query_exec_mode=simple_protocol"},
+		{"postgres://u@h/db?default_query_exec_mode=cache_statement", "postgres://u@h/db?default_query_exec_mode=cache_statement"},
+		{"mysql://root@h:3306/db", "mysql://root@h:3306/db"},
+		{"sqlite:jobs.db", "sqlite:jobs.db"},
+		{"postgres:nohost", "postgres:nohost"},
+	} {
+		t.Run(c.in, func(t *testing.T) {
+			if got := PooledURL(c.in); got != c.want {
+				t.Errorf("PooledURL(%q) = %q, want %q", c.in, got, c.want)
+			}
+		})
+	}
+}
