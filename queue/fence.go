@@ -135,11 +135,16 @@ var errTermEnded = errors.New("jobqueue: the database refused the leader's act: 
 // of its own whose first statement is the database's fence (see above),
 // committed when fn returns nil; errTermEnded, with nothing changed, when
 // the fence refuses it. A deadlock (MySQL) or a busy database (SQLite)
-// runs the whole act again, a few times. With f nil (the manual commands)
-// fn runs on the pool, each statement its own transaction.
+// runs the whole act again, a few times. With f nil (the manual commands:
+// ExpireOverdue, Reclaim, Prune called by hand, the CLI, the dashboard)
+// fn runs on the pool, each statement its own transaction, and fn runs
+// again likewise when a statement loses a deadlock (also how a Galera
+// node reports a certification conflict, which the server retries for no
+// statement in an explicit transaction): what its earlier statements
+// committed stays, and the run again finds the rest.
 func (q *Queue) leaderAct(ctx context.Context, f *termFence, fn func(d dbtx) error) error {
 	if f == nil {
-		return fn(q.run.on(nil))
+		return retryTx(ctx, func() error { return fn(q.run.on(nil)) })
 	}
 	return q.leaderActAt(ctx, f, func(d dbtx, _ time.Time) error { return fn(d) })
 }

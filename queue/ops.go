@@ -191,9 +191,13 @@ func (q *Queue) reclaim(ctx context.Context, f *termFence) (int64, error) {
 	for {
 		var jobs []*JobRow
 		var n int64
-		var ended map[ReclaimedCount]int64
+		ended := map[ReclaimedCount]int64{}
 		err := q.leaderAct(ctx, f, func(d dbtx) error {
-			n, ended = 0, map[ReclaimedCount]int64{} // an act run again starts over
+			if f != nil {
+				// An act run again starts over (it rolled back); without
+				// f, what the earlier statements ended stays ended.
+				n, ended = 0, map[ReclaimedCount]int64{}
+			}
 			var err error
 			if jobs, err = q.st.abandoned(ctx, d, now, reclaimBatch); err != nil {
 				return err
