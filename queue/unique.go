@@ -177,19 +177,22 @@ type uniqueState struct{ ok atomic.Bool }
 func (q *Queue) needUnique(ctx context.Context) error { return q.needUniqueIn(ctx, nil) }
 
 // needUniqueIn is needUnique for an enqueue in the caller's transaction tx
-// (nil: none). On MySQL the side table is probed in tx, not on the
-// queue's pool, which may have no connection to spare while the callers'
-// transactions hold them all (a failed statement leaves a MySQL
-// transaction going; on PostgreSQL it would abort the caller's).
+// (nil: none). With tx the side table is probed in tx, not on the queue's
+// pool, which may have no connection to spare while the callers'
+// transactions hold them all (a pool with SetMaxOpenConns, a PgBouncer in
+// transaction pooling mode whose server connections the callers'
+// transactions hold: the probe waited for one of them to end, and each
+// caller's ended only after its enqueue).
 func (q *Queue) needUniqueIn(ctx context.Context, tx *sql.Tx) error {
 	if q.unique.ok.Load() {
 		return nil
 	}
-	d := q.run.on(nil)
-	if tx != nil && q.kind == engine.MySQL {
-		d = q.run.onCallers(tx)
+	var err error
+	if tx != nil {
+		err = q.probeUniqueIn(ctx, tx)
+	} else {
+		err = q.st.probeUnique(ctx, q.run.on(nil))
 	}
-	err := q.st.probeUnique(ctx, d)
 	if err == nil {
 		q.unique.ok.Store(true)
 		return nil
@@ -199,6 +202,32 @@ func (q *Queue) needUniqueIn(ctx context.Context, tx *sql.Tx) error {
 		return fmt.Errorf("%w: table %q has no side table %s_unique for unique keys (it was installed before them); run migrations.Install(ctx, db, %q) or `jobqueue install --table %s`, which adds it and changes nothing else", ErrSideTableMissing, name, name, name, name)
 	}
 	return fmt.Errorf("jobqueue: checking the side table %s_unique: %w", q.table.Name, err)
+}
+
+// probeSavepoint names the savepoint of probeUniqueIn.
+const probeSavepoint = "jobqueue_probe_unique"
+
+// probeUniqueIn probes the side table of unique keys in the caller's
+// transaction tx, inside a savepoint: a probe that fails (the side table
+// is missing) is taken back to it, so that the caller's transaction goes
+// on (a failed statement aborts a PostgreSQL transaction; MySQL and SQLite
+// end only the statement, and the savepoint costs them nothing more than
+// its round trips, on the queue's first keyed enqueue only).
+func (q *Queue) probeUniqueIn(ctx context.Context, tx *sql.Tx) error {
+	if _, err := tx.ExecContext(ctx, "SAVEPOINT "+probeSavepoint); err != nil {
+		return fmt.Errorf("set a savepoint in your transaction: %w", err)
+	}
+	err := q.st.probeUnique(ctx, q.run.onCallers(tx))
+	if err != nil {
+		if _, rerr := tx.ExecContext(ctx, "ROLLBACK TO SAVEPOINT "+probeSavepoint); rerr != nil {
+			return errors.Join(err, fmt.Errorf("and your transaction could not be taken back to before the check (roll it back): %w", rerr))
+		}
+		return err
+	}
+	if _, err := tx.ExecContext(ctx, "RELEASE SAVEPOINT "+probeSavepoint); err != nil {
+		return fmt.Errorf("release the savepoint in your transaction: %w", err)
+	}
+	return nil
 }
 
 // hasUnique reports whether the side table exists (false on any error: the

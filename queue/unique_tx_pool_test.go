@@ -7,72 +7,69 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jobqueue/jobqueue/internal/ddl"
 	"github.com/jobqueue/jobqueue/internal/engine"
 	"github.com/jobqueue/jobqueue/internal/testdb"
 )
 
-// TestEnqueueTxDuplicateFullPool: on MySQL, an EnqueueTx or EnqueueManyTx
-// of a key a live job holds, in a caller's transaction that holds the
-// pool's only connection, answers the duplicate. The holder's status (and,
-// for a queue that has not checked it yet, the side table) was read on the
-// queue's pool, which had no connection to give: the enqueue waited until
-// its context ended.
-func TestEnqueueTxDuplicateFullPool(t *testing.T) {
-	t.Parallel()
-	env := newTestEnv(t, engine.MySQL)
-	ctx := context.Background()
+// TestKeyedEnqueueTxNeedsNoSecondConnection: the first keyed enqueue of a
+// queue in the caller's transaction (EnqueueTx, EnqueueManyTx) checks that
+// the side table of unique keys exists in that transaction, not on another
+// connection of the pool, which may have none to spare: here the pool
+// holds one connection, as a PgBouncer in transaction pooling mode with
+// every server connection in the callers' transactions does. On
+// PostgreSQL (behind PgBouncer or with SetMaxOpenConns) and SQLite the
+// check waited for a second connection that the caller's transaction
+// kept busy: the enqueue hung until its context ended. A missing side
+// table still says to run Install, and the caller's transaction stays
+// usable (on PostgreSQL the failed check is taken back to a savepoint).
+func TestKeyedEnqueueTxNeedsNoSecondConnection(t *testing.T) {
 	cases := []struct {
 		name    string
-		checked bool // the queue has checked the side table before
-		enqueue func(ctx context.Context, q *Queue, tx *sql.Tx, key string) (written int, err error)
+		enqueue func(ctx context.Context, q *Queue, tx *sql.Tx) error
 	}{
-		{"EnqueueTx", true, func(ctx context.Context, q *Queue, tx *sql.Tx, key string) (int, error) {
-			if _, err := q.EnqueueTx(ctx, tx, testArgs{N: 2}, UniqueKey(key)); err != nil {
-				return 0, err
-			}
-			return 1, nil
+		{"EnqueueTx", func(ctx context.Context, q *Queue, tx *sql.Tx) error {
+			_, err := q.EnqueueTx(ctx, tx, testArgs{N: 1}, UniqueKey("k"))
+			return err
 		}},
-		{"EnqueueManyTx", true, func(ctx context.Context, q *Queue, tx *sql.Tx, key string) (int, error) {
-			return q.EnqueueManyTx(ctx, tx, []JobArgs{WithOptions(testArgs{N: 2}, UniqueKey(key))})
-		}},
-		{"EnqueueTx first keyed call", false, func(ctx context.Context, q *Queue, tx *sql.Tx, key string) (int, error) {
-			if _, err := q.EnqueueTx(ctx, tx, testArgs{N: 2}, UniqueKey(key)); err != nil {
-				return 0, err
-			}
-			return 1, nil
+		{"EnqueueManyTx", func(ctx context.Context, q *Queue, tx *sql.Tx) error {
+			_, err := q.EnqueueManyTx(ctx, tx, []JobArgs{WithOptions(testArgs{N: 1}, UniqueKey("k")), testArgs{N: 2}})
+			return err
 		}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			pool := env.newPool(t)
-			pool.SetMaxOpenConns(1)
-			q := env.queue(t, pool, WithLogger(testdb.QuietLogger()))
-			key := "full-pool-" + c.name
-			holder := newKeyed(t, q, key)
-			q.unique.ok.Store(c.checked)
-			tx, err := pool.BeginTx(ctx, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer tx.Rollback()
-			// The bound only ends a wait that never would: the answer
-			// takes milliseconds.
-			bounded, cancel := context.WithTimeout(ctx, time.Minute)
-			defer cancel()
-			written, err := c.enqueue(bounded, q, tx, key)
-			var dup *DuplicateError
-			switch {
-			case c.name == "EnqueueManyTx":
-				// EnqueueManyTx skips a duplicate: nothing written, no error.
-				if err != nil || written != 0 {
-					t.Fatalf("EnqueueManyTx of a key job %d holds, on a full pool = %d written, %v; want the duplicate skipped", holder, written, err)
+			t.Parallel()
+			forEachEngine(t, func(t *testing.T, kind engine.Kind) {
+				for _, missing := range []bool{false, true} {
+					env := newTestEnv(t, kind)
+					if missing {
+						env.exec(t, ddl.DropTable(ddl.Side(env.tbl, "unique")))
+					}
+					db := env.newPool(t)
+					db.SetMaxOpenConns(1)
+					q := env.queue(t, db, WithLogger(testdb.QuietLogger()))
+					ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+					defer cancel()
+					tx, err := db.BeginTx(ctx, nil)
+					if err != nil {
+						t.Fatal(err)
+					}
+					err = c.enqueue(ctx, q, tx)
+					if missing != errors.Is(err, ErrSideTableMissing) || (!missing && err != nil) {
+						tx.Rollback()
+						t.Fatalf("side table missing %v: %s in a transaction of a pool of one connection: %v", missing, c.name, err)
+					}
+					// The caller's transaction goes on.
+					if _, err := q.EnqueueTx(ctx, tx, testArgs{N: 3}); err != nil {
+						tx.Rollback()
+						t.Fatalf("side table missing %v: a plain EnqueueTx after the keyed one: %v", missing, err)
+					}
+					if err := tx.Commit(); err != nil {
+						t.Fatal(err)
+					}
 				}
-			case !errors.As(err, &dup) || dup.ID != holder:
-				t.Fatalf("%s of a key job %d holds, on a full pool = %v; want a duplicate of %d", c.name, holder, err, holder)
-			}
-			if err := tx.Commit(); err != nil {
-				t.Fatal(err)
-			}
+			})
 		})
 	}
 }
