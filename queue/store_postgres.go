@@ -460,6 +460,17 @@ func (s pgStore) holderStatus(ctx context.Context, d dbtx, id int64, lock bool) 
 	return Status(st[0]), nil
 }
 
+// readsLatest reports whether each statement in the transaction of d (a
+// caller's) reads the latest committed rows: its isolation level is READ
+// COMMITTED, or READ UNCOMMITTED, which PostgreSQL runs as READ COMMITTED.
+func (s pgStore) readsLatest(ctx context.Context, d dbtx) (bool, error) {
+	level, err := pggen.New(d).TransactionIsolation(ctx)
+	if err != nil {
+		return false, fmt.Errorf("reading the isolation level of your transaction: %w", err)
+	}
+	return level == "read committed" || level == "read uncommitted", nil
+}
+
 func (s pgStore) freeKey(ctx context.Context, d dbtx, id int64) error {
 	return pggen.New(d).FreeKey(ctx, id)
 }

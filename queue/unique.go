@@ -381,17 +381,29 @@ func (q *Queue) keyHolder(ctx context.Context, d dbtx, key string, now time.Time
 	}
 	live := liveKey(st, h.heldUntil, now)
 	if live && !lockJob && d.callers && q.kind == engine.Postgres {
-		// PostgreSQL: a caller's transaction at REPEATABLE READ reads a
-		// snapshot too, and its locked read of a row changed since
-		// would fail: the pool reads the latest row. A job the pool
-		// does not see (the caller's own, uncommitted) is not live
-		// there, and the locked read that follows a "not live" decides.
-		// (On SQLite the caller's transaction has written the job
-		// already, so it reads the latest rows.)
-		if st, err = q.st.holderStatus(ctx, q.run.on(nil), h.jobID, false); err != nil {
+		// PostgreSQL: a caller's transaction at REPEATABLE READ (or
+		// SERIALIZABLE) reads a snapshot too, and its locked read of a
+		// row changed since would fail: the pool reads the latest row.
+		// A job the pool does not see (the caller's own, uncommitted)
+		// is not live there, and the locked read that follows a "not
+		// live" decides. At READ COMMITTED, the default, the statement
+		// above read the latest committed row already; the pool is not
+		// asked, since it may have no connection to spare while the
+		// callers' transactions hold them all (SetMaxOpenConns, a
+		// PgBouncer in transaction pooling mode): the enqueue waited
+		// for a connection that only its own end would free. (On
+		// SQLite the caller's transaction has written the job already,
+		// so it reads the latest rows.)
+		latest, err := q.st.(pgStore).readsLatest(ctx, d)
+		if err != nil {
 			return 0, false, err
 		}
-		live = liveKey(st, h.heldUntil, now)
+		if !latest {
+			if st, err = q.st.holderStatus(ctx, q.run.on(nil), h.jobID, false); err != nil {
+				return 0, false, err
+			}
+			live = liveKey(st, h.heldUntil, now)
+		}
 	}
 	return h.jobID, live, nil
 }

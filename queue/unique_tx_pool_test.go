@@ -23,6 +23,11 @@ import (
 // kept busy: the enqueue hung until its context ended. A missing side
 // table still says to run Install, and the caller's transaction stays
 // usable (on PostgreSQL the failed check is taken back to a savepoint).
+// Likewise a key held by a live job: on PostgreSQL the holder's status was
+// read again on the pool (for a caller's transaction at REPEATABLE READ,
+// whose snapshot may be older than the holder's end), and so the
+// duplicate hung too; at READ COMMITTED, the default, the caller's
+// transaction reads the latest row itself.
 func TestKeyedEnqueueTxNeedsNoSecondConnection(t *testing.T) {
 	cases := []struct {
 		name    string
@@ -41,14 +46,17 @@ func TestKeyedEnqueueTxNeedsNoSecondConnection(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
 			forEachEngine(t, func(t *testing.T, kind engine.Kind) {
-				for _, missing := range []bool{false, true} {
+				for _, state := range []string{"present", "missing", "held"} {
 					env := newTestEnv(t, kind)
-					if missing {
+					if state == "missing" {
 						env.exec(t, ddl.DropTable(ddl.Side(env.tbl, "unique")))
 					}
 					db := env.newPool(t)
 					db.SetMaxOpenConns(1)
 					q := env.queue(t, db, WithLogger(testdb.QuietLogger()))
+					if state == "held" {
+						enqueue(t, q, testArgs{N: 0}, UniqueKey("k"))
+					}
 					ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 					defer cancel()
 					tx, err := db.BeginTx(ctx, nil)
@@ -56,14 +64,21 @@ func TestKeyedEnqueueTxNeedsNoSecondConnection(t *testing.T) {
 						t.Fatal(err)
 					}
 					err = c.enqueue(ctx, q, tx)
-					if missing != errors.Is(err, ErrSideTableMissing) || (!missing && err != nil) {
+					var want error
+					switch {
+					case state == "missing":
+						want = ErrSideTableMissing
+					case state == "held" && c.name == "EnqueueTx":
+						want = ErrDuplicate
+					}
+					if (want == nil && err != nil) || (want != nil && !errors.Is(err, want)) {
 						tx.Rollback()
-						t.Fatalf("side table missing %v: %s in a transaction of a pool of one connection: %v", missing, c.name, err)
+						t.Fatalf("side table %s: %s in a transaction of a pool of one connection: %v; want %v", state, c.name, err, want)
 					}
 					// The caller's transaction goes on.
 					if _, err := q.EnqueueTx(ctx, tx, testArgs{N: 3}); err != nil {
 						tx.Rollback()
-						t.Fatalf("side table missing %v: a plain EnqueueTx after the keyed one: %v", missing, err)
+						t.Fatalf("side table %s: a plain EnqueueTx after the keyed one: %v", state, err)
 					}
 					if err := tx.Commit(); err != nil {
 						t.Fatal(err)

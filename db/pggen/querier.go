@@ -384,6 +384,10 @@ type Querier interface {
 	// leader whose clock was ahead), which must not go on refusing ticks until
 	// real time catches up (GREATEST kept it).
 	SetPeriodicLastTick(ctx context.Context, arg SetPeriodicLastTickParams) error
+	// TransactionIsolation is the isolation level of the transaction it runs
+	// in (a caller's, for a keyed EnqueueTx: at READ COMMITTED each statement
+	// reads the latest committed rows). It names no table.
+	TransactionIsolation(ctx context.Context) (string, error)
 	// UnclaimJobs gives back attempts that were claimed but never started (a
 	// worker's buffered jobs that the shutdown cut off before an executor
 	// took them, queue/shutdown.go): each job is pending again as it was

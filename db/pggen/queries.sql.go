@@ -2597,6 +2597,20 @@ func (q *Queries) SetPeriodicLastTick(ctx context.Context, arg SetPeriodicLastTi
 	return err
 }
 
+const transactionIsolation = `-- name: TransactionIsolation :one
+SELECT /* jobqueue:no-table */ current_setting('transaction_isolation')::text AS isolation
+`
+
+// TransactionIsolation is the isolation level of the transaction it runs
+// in (a caller's, for a keyed EnqueueTx: at READ COMMITTED each statement
+// reads the latest committed rows). It names no table.
+func (q *Queries) TransactionIsolation(ctx context.Context) (string, error) {
+	row := q.db.QueryRowContext(ctx, transactionIsolation)
+	var isolation string
+	err := row.Scan(&isolation)
+	return isolation, err
+}
+
 const unclaimJobs = `-- name: UnclaimJobs :many
 UPDATE jobs
 SET status = 'pending', attempts = attempts - 1, claim_token = NULL, lease_until = NULL

@@ -620,6 +620,12 @@ SELECT job_id, held_until FROM jobs_unique WHERE live_key = @unique_key FOR UPDA
 -- name: HolderStatus :many
 SELECT status FROM jobs WHERE id = @id;
 
+-- name: TransactionIsolation :one
+-- TransactionIsolation is the isolation level of the transaction it runs
+-- in (a caller's, for a keyed EnqueueTx: at READ COMMITTED each statement
+-- reads the latest committed rows). It names no table.
+SELECT /* jobqueue:no-table */ current_setting('transaction_isolation')::text AS isolation;
+
 -- name: HolderStatusForShare :many
 -- HolderStatusForShare is HolderStatus, the job's row locked against
 -- changes (Retry) until the transaction ends.
