@@ -358,6 +358,9 @@ func Open(ctx context.Context, rawURL string) (*sql.DB, Kind, error) {
 	defer cancel()
 	if err := db.PingContext(pingCtx); err != nil {
 		db.Close()
+		if errors.Is(err, pgconn.ErrReadOnlyConnection) {
+			return nil, "", fmt.Errorf("cannot reach a primary of the %s database at %s: %w; no host of the URL accepts writes (target_session_attrs=read-write): the primary is down or unreachable and no standby has been promoted yet, as during a failover; commands and workers connect to the new primary once one is", k, SafeURL(rawURL), err)
+		}
 		return nil, "", fmt.Errorf("cannot reach the %s database at %s: %w; check that the server runs and the URL is right", k, SafeURL(rawURL), err)
 	}
 	return db, k, nil
