@@ -363,7 +363,7 @@ func (q *Queue) writeMany(ctx context.Context, tx *sql.Tx, jobs []*newJob, keyed
 		n, inline, err = q.insertOwn(ctx, jobs, now)
 	}
 	if err != nil {
-		return 0, fmt.Errorf("jobqueue: enqueue %d jobs (none written): %w", total, refusedPayload(err))
+		return 0, q.manyNotWritten(total, err)
 	}
 	all := jobs
 	for _, k := range keyed {

@@ -56,7 +56,7 @@ func (q *Queue) streamMany(ctx context.Context, args []JobArgs, opts []EnqueueOp
 				return 0, true, jerr
 			}
 		}
-		return 0, true, fmt.Errorf("jobqueue: enqueue %d jobs (none written): %w", len(args), refusedPayload(err))
+		return 0, true, q.manyNotWritten(len(args), err)
 	}
 	if !inline {
 		q.notifyEnqueued(typ) // wake workers everywhere

@@ -1,6 +1,7 @@
 package testdb
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -27,7 +28,9 @@ type Outage struct {
 	ln    net.Listener // nil while cut
 	conns map[net.Conn]bool
 	lose  bool // the server's bytes are dropped (LoseReplies)
-	done  sync.WaitGroup
+	// marker, when set, sets lose once a client sends it (LoseRepliesAfter).
+	marker []byte
+	done   sync.WaitGroup
 }
 
 // NewOutage starts a proxy on a free port of 127.0.0.1 in front of the test
@@ -104,7 +107,7 @@ func (o *Outage) proxy(c net.Conn) {
 		delete(o.conns, s)
 		o.mu.Unlock()
 	}
-	o.done.Go(func() { pipe(s, c) })
+	o.done.Go(func() { pipe(requests{o: o, s: s}, c) })
 	o.done.Go(func() { pipe(replies{o: o, c: c}, s) })
 }
 
@@ -123,6 +126,34 @@ func (r replies) Write(p []byte) (int, error) {
 		return len(p), nil
 	}
 	return r.c.Write(p)
+}
+
+// requests passes the client's bytes to the server s, and makes the proxy
+// lose the server's replies from the first bytes that hold the marker of
+// LoseRepliesAfter on.
+type requests struct {
+	o *Outage
+	s net.Conn
+}
+
+func (r requests) Write(p []byte) (int, error) {
+	r.o.mu.Lock()
+	if r.o.marker != nil && bytes.Contains(bytes.ToLower(p), r.o.marker) {
+		r.o.lose = true
+		r.o.marker = nil
+	}
+	r.o.mu.Unlock()
+	return r.s.Write(p)
+}
+
+// LoseRepliesAfter is LoseReplies from the moment a client sends a
+// statement that holds marker (compared in lower case; say "commit"): the
+// server receives and carries out that statement, and its answer is lost,
+// as when the network fails just after a COMMIT reached the server.
+func (o *Outage) LoseRepliesAfter(marker string) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.marker = []byte(strings.ToLower(marker))
 }
 
 // LoseReplies makes the proxy drop what the server sends on every
@@ -156,6 +187,7 @@ func (o *Outage) Restore() error {
 	o.mu.Lock()
 	cut := o.ln == nil
 	o.lose = false
+	o.marker = nil
 	o.mu.Unlock()
 	if !cut {
 		return nil
