@@ -14,7 +14,10 @@ import (
 // statements in the session (default_query_exec_mode=exec, what pgx needs
 // behind PgBouncer) makes the queue pooled: its workers poll and do not
 // LISTEN; WithTransactionPooling overrides that either way; jobs run in
-// every case.
+// every case. WithTransactionPooling(true) on a pool in pgx's default mode
+// warns that pgx still keeps prepared statements in the session (behind
+// PgBouncer they then fail now and then): New took the option and said
+// nothing.
 func TestTransactionPooling(t *testing.T) {
 	t.Parallel()
 	on, off := true, false
@@ -24,11 +27,15 @@ func TestTransactionPooling(t *testing.T) {
 		option  *bool // WithTransactionPooling
 		pooled  bool
 		listens bool
+		// warns: New warns that pgx still keeps prepared statements in
+		// the session, which a transaction pooler shares.
+		warns bool
 	}{
-		{"default mode", false, nil, false, true},
-		{"exec mode detected", true, nil, true, false},
-		{"exec mode, option false", true, &off, false, true},
-		{"default mode, option true", false, &on, true, false},
+		{"default mode", false, nil, false, true, false},
+		{"exec mode detected", true, nil, true, false, false},
+		{"exec mode, option false", true, &off, false, true, false},
+		{"default mode, option true", false, &on, true, false, true},
+		{"exec mode, option true", true, &on, true, false, false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
@@ -45,6 +52,9 @@ func TestTransactionPooling(t *testing.T) {
 			q := env.queue(t, testdb.OpenURL(t, url), opts...)
 			if q.pooled != c.pooled {
 				t.Fatalf("pooled = %v, want %v", q.pooled, c.pooled)
+			}
+			if n := log.Count(slog.LevelWarn, "default_query_exec_mode=exec"); (n == 1) != c.warns || n > 1 {
+				t.Errorf("New warned %d times to add default_query_exec_mode=exec, want %v: %q", n, c.warns, log.Lines(slog.LevelWarn))
 			}
 			ran := make(chan int64, 1)
 			w := q.NewWorker(fastConfig())

@@ -428,6 +428,14 @@ func NewContext(ctx context.Context, db *sql.DB, opts ...Option) (*Queue, error)
 			return nil, fmt.Errorf("jobqueue: reading the pgx settings of the connections: %w", err)
 		}
 		q.setPooled(pooled)
+	} else if q.pooled && kind == engine.Postgres {
+		// Pooled by the option, on a pool whose pgx still prepares each
+		// statement in the session (its default mode): behind PgBouncer
+		// the next client's transaction on that session fails with
+		// prepared statement "stmtcache_…" already exists.
+		if unnamed, err := pgxUnnamedStatements(ctx, db); err == nil && !unnamed {
+			q.logger.Warn("jobqueue: WithTransactionPooling(true), but pgx keeps prepared statements in the server sessions (its default_query_exec_mode is cache_statement), which a transaction pooler shares between clients; behind PgBouncer in transaction pooling mode add default_query_exec_mode=exec to the URL")
+		}
 	}
 	return q, nil
 }
