@@ -2,6 +2,7 @@ package queue
 
 import (
 	"context"
+	"log/slog"
 	"maps"
 	"slices"
 	"testing"
@@ -16,7 +17,10 @@ import (
 // among them, never two at once; only it runs the maintenance, and its
 // @every 1s periodic job gets one job per tick. When it stops, a worker on
 // another node takes over at once (the stopped one released its lease)
-// and the ticks go on. Every node holds the same ticks, none twice.
+// and the ticks go on. Every node holds the same ticks, none twice. Each
+// idle worker says once that only its own node's enqueues wake it (user
+// locks are per node); it said nothing, and was woken by nothing enqueued
+// on the other nodes.
 // TestGalera drains jobs across the nodes and TestGaleraFenceAcrossNodes
 // fences one act; neither elected a leader among nodes nor enqueued a
 // periodic job there.
@@ -29,9 +33,11 @@ func TestGaleraLeadershipAcrossNodes(t *testing.T) {
 		Periodic: []PeriodicJob{Periodic("tick", cron.MustParse("@every 1s"), kindArgs{K: "tick"}, Type("periodic"))},
 	}
 	procs := make([]*leaderProc, len(dbs))
+	logs := make([]*testdb.LogRecorder, len(dbs))
 	for i, db := range dbs {
 		p := &leaderProc{events: newEventLog()}
-		q, err := New(db, WithTable(table), WithLogger(testdb.QuietLogger()), WithListener(p.events.listen), withStatementHook(p.observe))
+		logs[i] = &testdb.LogRecorder{}
+		q, err := New(db, WithTable(table), WithLogger(slog.New(logs[i])), WithListener(p.events.listen), withStatementHook(p.observe))
 		if err != nil {
 			t.Fatalf("queue.New on node %d: %v", i+1, err)
 		}
@@ -109,4 +115,13 @@ func TestGaleraLeadershipAcrossNodes(t *testing.T) {
 	}
 	missing, from, to := testdb.MissingSeconds(slices.Collect(maps.Keys(want)))
 	t.Logf("%d ticks from %v to %v, %d seconds without one (the takeover)", len(want), from, to, len(missing))
+
+	// A Galera node takes the wake slots' user locks (GET_LOCK) as its
+	// own: each idle worker says once, at info level, that the enqueues
+	// of other nodes do not wake it (it finds their jobs by polling).
+	for i, l := range logs {
+		if n := l.Count(slog.LevelInfo, "on this Galera node only"); n != 1 {
+			t.Errorf("node %d: said %d times that only its own node's enqueues wake it, want once: %q", i+1, n, l.Lines(slog.LevelInfo))
+		}
+	}
 }

@@ -104,6 +104,9 @@ type mysqlWaiter struct {
 	q   *Queue
 	log *slog.Logger
 	wakeups
+	// askedGalera: a session of the waiter has asked the server whether it
+	// is a Galera node (and said so if it is).
+	askedGalera bool
 }
 
 // startMySQLWaiter starts, for a worker on MySQL that is not PollOnly, not
@@ -163,6 +166,23 @@ func (w *mysqlWaiter) session(ctx context.Context, up func()) error {
 	// polling every wait_timeout.
 	if _, err := conns[1].ExecContext(cctx, "SET SESSION wait_timeout = 31536000"); err != nil {
 		return fmt.Errorf("keeping the wake slot's bell (SET SESSION wait_timeout): %w", err)
+	}
+	if !w.askedGalera {
+		// A Galera node takes user locks as its own, not the cluster's:
+		// the enqueues of processes on other nodes see no wake slot of
+		// this worker, which finds their jobs at its next poll. Said
+		// once, at info level: it is how the cluster works.
+		var wsrep int
+		err := conns[0].QueryRowContext(cctx, "SELECT @@wsrep_on").Scan(&wsrep)
+		switch {
+		case isMySQLError(err, mysqlUnknownSystemVariable):
+			// MySQL without Galera.
+		case err != nil:
+			return fmt.Errorf("asking whether the server is a Galera node (SELECT @@wsrep_on): %w", err)
+		case wsrep == 1:
+			w.log.Info("waiting for the enqueues of processes on this Galera node only: user locks (GET_LOCK) are per node, so enqueues on other nodes do not wake this worker, which finds their jobs at its next poll (PollInterval)")
+		}
+		w.askedGalera = true
 	}
 	cancel()
 	w.q.waiters.add(id)
