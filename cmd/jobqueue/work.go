@@ -66,7 +66,8 @@ off). Behind ProxySQL's multiplexing, which would read the MySQL session ids of
 the enqueues' KILL QUERY as its own, pass --transaction-pooling (before or after
 the command) to work and to every command that enqueues: their workers poll only
 and their enqueues interrupt no wait; behind PgBouncer in transaction mode, with
-default_query_exec_mode=exec in the URL, the worker polls only by itself.
+default_query_exec_mode=exec in the URL (which --transaction-pooling adds), the
+worker polls only by itself.
 
 Among all the workers of a table (any number of processes and machines) one
 leads, elected through the table <table>_leader: it alone runs the maintenance
