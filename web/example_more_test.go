@@ -81,7 +81,7 @@ func ExampleNewHandler_readOnly() {
 	show(srv, "POST", "/api/jobs/delete", `{"ids":[1]}`)
 	show(srv, "POST", "/api/maintenance/expire", "")
 	// Output:
-	// GET /api/health 200 {"status":"ok","table":"jobs"}
+	// GET /api/health 200 {"status":"ok"}
 	// GET /api/stats 200 {"pending":1,"in_progress":0,"completed":0,"failed":0,"expired":0}
 	// POST /api/jobs/delete 403 {"error":"the dashboard is read-only: actions are disabled"}
 	// POST /api/maintenance/expire 403 {"error":"the dashboard is read-only: actions are disabled"}

@@ -29,7 +29,9 @@
 // delete with {"ids":[…]} (a result per id), POST
 // /api/maintenance/expire, reclaim and prune ({"older_than":"720h"}, or
 // "30d" as `jobqueue prune --older-than` takes),
-// GET /api/overview and GET /api/health. Bad input gets 400 with
+// GET /api/overview and GET /api/health ({"status":"ok"}, or 503
+// {"status":"unavailable"}; served without asking Options.Authorize, for
+// the probes of load balancers and orchestrators). Bad input gets 400 with
 // {"error":"…"}, a filter's parameter misspelt or given twice included. A path that is no route gets 404: a JSON error under
 // /api, a page with links back to the dashboard elsewhere; a route asked
 // with another method gets 405 and an Allow header.
@@ -87,12 +89,21 @@ type Options struct {
 	// dashboard has, which this documentation lists anyway, and nothing
 	// of the queue (a job's page or API route is a route, asked whether
 	// the job exists or not; these pages, and the page of a refused
-	// request, do not even name the table). To hide even the paths from
-	// callers who are not logged in, check them in front of the handler
-	// (as `jobqueue web` does with basic auth). r's URL.Path is the
-	// dashboard's own path, the prefix cut (/api/jobs/retry). Requests
-	// from another origin to an action are refused before Authorize is
-	// asked.
+	// request, do not even name the table).
+	//
+	// Nor is Authorize asked about the health check, GET (or HEAD)
+	// /api/health, so that the probes of load balancers and orchestrators
+	// (Kubernetes), which carry no login, reach it: its answer is only
+	// {"status":"ok"}, or 503 {"status":"unavailable"} when the table
+	// cannot be read (not the table's name, not the database's error,
+	// which goes to Logger).
+	//
+	// To hide even the paths, or the health check, from callers who are
+	// not logged in, check them in front of the handler (as `jobqueue
+	// web` does with basic auth, the health check excepted). r's
+	// URL.Path is the dashboard's own path, the prefix cut
+	// (/api/jobs/retry). Requests from another origin to an action are
+	// refused before Authorize is asked.
 	Authorize func(r *http.Request, action Action) error
 	// HidePayloads leaves payloads out of pages and API answers (they may
 	// hold personal data or secrets).
@@ -205,7 +216,7 @@ func (h *handler) routes() {
 	view("GET /jobs/{id}", h.pageJob)
 	handle(staticPattern, ActionView, staticHandler(http.HandlerFunc(h.notFound)))
 
-	view("GET /api/health", h.apiHealth)
+	view(healthPattern, h.apiHealth)
 	view("GET /api/stats", h.apiStats)
 	view("GET /api/overview", h.apiOverview)
 	view("GET /api/jobs", h.apiJobs)
@@ -226,11 +237,14 @@ func (h *handler) routes() {
 const (
 	staticPattern = "GET /static/"
 	jobPattern    = "GET /api/jobs/{id}"
+	// healthPattern is the health check's route, served without asking
+	// Authorize (see Options.Authorize).
+	healthPattern = "GET /api/health"
 )
 
 // ServeHTTP routes the request first; a request that one of the
 // dashboard's routes takes is then checked (origin, read-only,
-// Authorize) before it is served. Anything else (404, 405, the router's redirects) is
+// Authorize) before it is served, the health check excepted. Anything else (404, 405, the router's redirects) is
 // answered without asking: it shows nothing of the queue and changes
 // nothing.
 func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -240,7 +254,13 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if b := h.base(r); b != "" {
 		w = prefixedRedirects{ResponseWriter: w, base: b}
 	}
-	action, ok := h.route(r)
+	action, pattern, ok := h.route(r)
+	if ok && pattern == healthPattern {
+		// For the probes of load balancers and orchestrators, which
+		// carry no login: the answer says only "ok" or "unavailable".
+		h.mux.ServeHTTP(w, r)
+		return
+	}
 	if !ok {
 		if h.opts.Authorize != nil {
 			// Not asked: the page must not show the table's name.
@@ -280,25 +300,25 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // queue, not even the table.
 type unchecked struct{}
 
-// route finds the dashboard's route that takes r and its action; false
-// when none does: the router then answers 404 or 405 (its catch-alls) or
+// route finds the dashboard's route that takes r, its action and its
+// pattern; false when none does: the router then answers 404 or 405 (its catch-alls) or
 // redirects to the clean path. GET of an action's path and of a file that
 // is none of the assets, which the patterns GET /api/jobs/{id} and GET
 // /static/ match, are no route either: they get 405 and 404.
-func (h *handler) route(r *http.Request) (Action, bool) {
+func (h *handler) route(r *http.Request) (Action, string, bool) {
 	_, pattern := h.mux.Handler(r)
 	a, ok := h.actions[pattern]
 	switch {
 	case !ok, !isClean(r.URL.EscapedPath()):
 		// For its redirect to the clean path, the router gives the
 		// pattern of that path.
-		return "", false
+		return "", "", false
 	case pattern == jobPattern && isActionPath(r.URL.Path):
-		return "", false
+		return "", "", false
 	case pattern == staticPattern && !isAsset(r.URL.Path):
-		return "", false
+		return "", "", false
 	}
-	return a, true
+	return a, pattern, true
 }
 
 // isClean reports whether the router takes p as it is, rather than

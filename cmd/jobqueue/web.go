@@ -40,7 +40,10 @@ the oldest due job's age, recent failures), the jobs with filters, each job,
 and actions (retry, cancel, delete, expire, reclaim, prune), with the JSON API
 the pages use under /api.
 
-Basic auth is on when ` + envWebUser + ` and ` + envWebPassword + ` are set. On an
+Basic auth is on when ` + envWebUser + ` and ` + envWebPassword + ` are set, for
+every path but the health check, GET /api/health, which load balancers' and
+orchestrators' probes ask without credentials (it answers {"status":"ok"} or
+503 {"status":"unavailable"}, nothing more). On an
 address other than loopback the dashboard refuses to start without basic auth
 or --read-only, since anyone who reaches it could delete jobs; --insecure
 starts it anyway (when something in front of it authenticates). --read-only
@@ -128,7 +131,7 @@ attempts its reclaim action ended.`,
 				}
 				h := withMetrics(dashboard, m.handler, pathPrefix)
 				if user != "" {
-					h = basicAuth(h, user, pass, logger)
+					h = basicAuth(h, user, pass, pathPrefix, logger)
 				}
 				return serve(ctx, addr, pathPrefix, h, a, readOnly, user != "")
 			}()
@@ -249,10 +252,23 @@ func checkedUser(auth bool) func(r *http.Request) string {
 	}
 }
 
-// basicAuth asks for user and pass (compared in constant time) before h.
-func basicAuth(h http.Handler, user, pass string, logger *slog.Logger) http.Handler {
+// healthPath is the dashboard's health check, which the probes of load
+// balancers and orchestrators ask without credentials.
+const healthPath = "/api/health"
+
+// basicAuth asks for user and pass (compared in constant time) before h,
+// except for a GET or HEAD of the dashboard's health check (at
+// healthPath, and under prefix, the path the dashboard is served at),
+// which answers only "ok" or "unavailable", as web.Options.Authorize
+// leaves it to anyone.
+func basicAuth(h http.Handler, user, pass, prefix string, logger *slog.Logger) http.Handler {
 	wantU, wantP := sha256.Sum256([]byte(user)), sha256.Sum256([]byte(pass))
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if p := r.URL.Path; (r.Method == http.MethodGet || r.Method == http.MethodHead) &&
+			(p == healthPath || prefix != "" && p == prefix+healthPath) {
+			h.ServeHTTP(w, r)
+			return
+		}
 		u, p, ok := r.BasicAuth()
 		gotU, gotP := sha256.Sum256([]byte(u)), sha256.Sum256([]byte(p))
 		if !ok || subtle.ConstantTimeCompare(gotU[:], wantU[:])&subtle.ConstantTimeCompare(gotP[:], wantP[:]) != 1 {

@@ -141,7 +141,8 @@ func TestWebServes(t *testing.T) {
 			auth                     []string
 			code                     int
 		}{
-			{"no credentials", "GET", "/api/health", "", nil, 401},
+			{"no credentials", "GET", "/api/stats", "", nil, 401},
+			{"health without credentials", "GET", "/api/health", "", nil, 200},
 			{"wrong password", "GET", "/", "", []string{"alice", "nope"}, 401},
 			{"health", "GET", "/api/health", "", []string{"alice", "s3cret"}, 200},
 			{"page", "GET", "/jobs/" + id, "", []string{"alice", "s3cret"}, 200},
