@@ -123,9 +123,6 @@ func (h *handler) write(w http.ResponseWriter, code int, name string, data *page
 	}
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	w.Header().Set("Cache-Control", "no-store")
-	w.Header().Set("X-Content-Type-Options", "nosniff")
-	w.Header().Set("X-Frame-Options", "DENY")
-	w.Header().Set("Content-Security-Policy", "default-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'self'; frame-ancestors 'none'")
 	w.WriteHeader(code)
 	_, _ = w.Write(buf.Bytes())
 	return nil

@@ -60,7 +60,6 @@ func staticHandler(notFound http.Handler) http.Handler {
 			return
 		}
 		w.Header().Set("Cache-Control", "public, max-age=300")
-		w.Header().Set("X-Content-Type-Options", "nosniff")
 		fsrv.ServeHTTP(w, r)
 	})
 }
