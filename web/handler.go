@@ -32,9 +32,12 @@
 // GET /api/overview and GET /api/health ({"status":"ok"}, or 503
 // {"status":"unavailable"}; served without asking Options.Authorize, for
 // the probes of load balancers and orchestrators). Bad input gets 400 with
-// {"error":"…"}, a filter's parameter misspelt or given twice included. A path that is no route gets 404: a JSON error under
-// /api, a page with links back to the dashboard elsewhere; a route asked
-// with another method gets 405 and an Allow header.
+// {"error":"…"}, a filter's parameter misspelt or given twice included,
+// and a type or name no job can have (the rule enqueues and the CLI's
+// filters go by: not UTF-8, a NUL, a trailing space, too long). A path
+// that is no route gets 404: a JSON error under /api, a page with links
+// back to the dashboard elsewhere; a route asked with another method gets
+// 405 and an Allow header.
 //
 // Safety: Options.ReadOnly hides the action buttons and refuses every
 // mutating route with 403; Options.Authorize lets the embedding application

@@ -12,8 +12,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unicode/utf8"
 
+	"github.com/jobqueue/jobqueue/internal/jobtext"
 	"github.com/jobqueue/jobqueue/queue"
 )
 
@@ -259,9 +259,8 @@ func (h *handler) listFilter(r *http.Request) (jobsFilter, error) {
 	if f.Type, err = typeParam(v); err != nil {
 		return f, err
 	}
-	f.Name = v.Get("name")
-	if utf8.RuneCountInString(f.Name) > 255 {
-		return f, errors.New("the name is over 255 characters, longer than any job's")
+	if f.Name, err = textParam(v, "name", jobtext.MaxKind); err != nil {
+		return f, err
 	}
 	if s := v.Get("limit"); s != "" {
 		n, err := strconv.Atoi(s)
@@ -315,11 +314,23 @@ func queryValues(r *http.Request, params ...string) (url.Values, error) {
 
 // typeParam reads the type filter.
 func typeParam(v url.Values) (string, error) {
-	t := v.Get("type")
-	if utf8.RuneCountInString(t) > 64 {
-		return "", errors.New("the type is over 64 characters, longer than any job's")
+	return textParam(v, "type", jobtext.MaxType)
+}
+
+// textParam reads the filter param (type or name: a job's type or kind,
+// whose longest is max characters), "" for none, and refuses a text no
+// job can have (jobtext.Problem, the rule enqueues go by and the CLI's
+// --type and --name are checked with): the filter would find nothing, as
+// if there were no such jobs.
+func textParam(v url.Values, param string, max int) (string, error) {
+	s := v.Get(param)
+	if s == "" {
+		return "", nil
 	}
-	return t, nil
+	if p := jobtext.Problem(s, max); p != "" {
+		return "", fmt.Errorf("%s %s, so no job has it", param, p)
+	}
+	return s, nil
 }
 
 // filterQuery is f as URL values, without after_id, for links: the limit
