@@ -25,6 +25,10 @@ type pageData struct {
 	ReadOnly bool
 	Now      time.Time
 	Table    string // "" on a page served without asking Authorize
+	// Refresh is whether the page's live refresh may fetch its URL
+	// again: not for a page that answered a POST (a 405 page), whose
+	// URL's GET is another page.
+	Refresh bool
 	// One of these, by page.
 	Overview *overview
 	Jobs     *jobsView
@@ -99,6 +103,7 @@ func (h *handler) page(r *http.Request, name string) *pageData {
 	d := &pageData{
 		Title: h.opts.Title, Base: h.base(r), Page: name, ReadOnly: h.opts.ReadOnly,
 		Now: time.Now().UTC(), Table: h.q.Table(),
+		Refresh: r.Method == http.MethodGet || r.Method == http.MethodHead,
 	}
 	if r.Context().Value(unchecked{}) != nil {
 		d.Table = ""

@@ -8,6 +8,9 @@
   var dialog = document.getElementById("confirm");
   var timer = null;
   var busy = false;
+  // A page that answered a POST (a 405 page) is not refreshed: a GET of
+  // its URL is another page, whose content would replace it.
+  var live = !document.body.hasAttribute("data-no-refresh");
 
   // ---- live refresh -------------------------------------------------------
   var saved = null;
@@ -20,9 +23,9 @@
   function schedule() {
     if (timer) clearInterval(timer);
     timer = null;
-    if (seconds() > 0 && !document.hidden) timer = setInterval(refresh, seconds() * 1000);
+    if (live && seconds() > 0 && !document.hidden) timer = setInterval(refresh, seconds() * 1000);
     var paused = document.getElementById("paused");
-    if (paused) paused.hidden = !(document.hidden && seconds() > 0);
+    if (paused) paused.hidden = !(live && document.hidden && seconds() > 0);
   }
 
   function selectedIDs() {
@@ -31,9 +34,10 @@
 
   // refresh fetches the page again and swaps its content, keeping the
   // selection. It waits while an action runs, a dialog is open or the user
-  // is typing in a field of the page.
+  // is typing in a field of the page; it never runs on a page that
+  // answered a POST.
   function refresh() {
-    if (document.hidden || busy || (dialog && dialog.open)) return Promise.resolve();
+    if (!live || document.hidden || busy || (dialog && dialog.open)) return Promise.resolve();
     var active = document.activeElement;
     if (active && main.contains(active) && (active.tagName === "INPUT" && active.type !== "checkbox" || active.tagName === "SELECT")) {
       return Promise.resolve();
