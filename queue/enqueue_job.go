@@ -14,6 +14,16 @@ import (
 	"github.com/jobqueue/jobqueue/internal/engine"
 )
 
+// MaxPayloadSize is the largest payload, in bytes, that every engine
+// stores with its default settings: MariaDB's default max_allowed_packet
+// (16 MiB, the whole INSERT statement) is the smallest of the limits, the
+// others being MySQL 8.0's 64 MiB, PostgreSQL's JSONB of 255 MiB and
+// SQLite's strings of 1 GB; a MiB of the packet is left for the rest of
+// the statement. Enqueue does not check it, since a server set up for
+// more takes more; the command line reads a payload from stdin or a file
+// only up to it and refuses a larger one.
+const MaxPayloadSize = 15 << 20
+
 // prepareJob validates args and turns them into a job to write.
 func (q *Queue) prepareJob(args JobArgs, typ string, at time.Time, expires *time.Time, p RetryPolicy) (*newJob, error) {
 	if args == nil {

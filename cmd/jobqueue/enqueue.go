@@ -43,8 +43,9 @@ The payload is --payload's JSON ({} without it); as with curl, --payload -
 (or @-) reads it from stdin and --payload @FILE from the file FILE. No JSON
 value starts with @ or is a lone -, so a literal is never taken for them: a
 JSON string starting with @ keeps its quotes, --payload '"@home"'. An
-empty or unreadable input, or one that is not a JSON value, is refused
-before anything is written.`,
+empty or unreadable input, one that is not a JSON value, or one larger
+than 15 MiB (what every engine stores with its default settings), is
+refused before anything is written.`,
 		Example: `  jobqueue enqueue --name send_email --type email --payload '{"to":"a@example.com"}'
   jobqueue enqueue --name import --payload @order.json
   generate-order | jobqueue enqueue --name import --payload -

@@ -11,6 +11,8 @@ import (
 	"os"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/jobqueue/jobqueue/queue"
 )
 
 // readPayload is the payload that enqueue's --payload value arg gives, as
@@ -20,7 +22,9 @@ import (
 // digit or a '-' followed by one), so a literal is never mistaken for the
 // others. A payload that cannot be read, is empty (but for spaces), is not
 // UTF-8 or is not one JSON value is a usage error that says where it came
-// from; a read that ctx's end (a stop signal) cuts short is ctx's error.
+// from, and so is one larger than queue.MaxPayloadSize, of which no more
+// than a byte past the bound is read (--payload @/dev/zero ends); a read
+// that ctx's end (a stop signal) cuts short is ctx's error.
 func (a *app) readPayload(ctx context.Context, arg string) (json.RawMessage, error) {
 	var (
 		data []byte
@@ -31,6 +35,9 @@ func (a *app) readPayload(ctx context.Context, arg string) (json.RawMessage, err
 		b, err := readAll(ctx, a.in)
 		if ctx.Err() != nil {
 			return nil, err // a signal: not a usage error
+		}
+		if errors.Is(err, errTooLarge) {
+			return nil, tooLarge(arg, "stdin")
 		}
 		if err != nil {
 			return nil, usagef("--payload %s: cannot read the payload from stdin: %v", arg, err)
@@ -44,6 +51,9 @@ func (a *app) readPayload(ctx context.Context, arg string) (json.RawMessage, err
 		b, err := readFile(ctx, path)
 		if ctx.Err() != nil {
 			return nil, err // a signal: not a usage error
+		}
+		if errors.Is(err, errTooLarge) {
+			return nil, tooLarge(arg, "the file "+tableCell(path))
 		}
 		if err != nil {
 			var pe *fs.PathError
@@ -84,7 +94,18 @@ func (a *app) readPayload(ctx context.Context, arg string) (json.RawMessage, err
 	return json.RawMessage(data), nil
 }
 
-// readAll reads r to its end, or gives up with ctx's error when ctx ends
+// errTooLarge is readAll's error for an input larger than
+// queue.MaxPayloadSize.
+var errTooLarge = fmt.Errorf("larger than %d bytes", queue.MaxPayloadSize)
+
+// tooLarge is the usage error for the payload arg gives, read from from,
+// that is larger than queue.MaxPayloadSize.
+func tooLarge(arg, from string) error {
+	return usagef("--payload %s: %s is larger than %d bytes (15 MiB), the largest payload every engine stores; keep large data elsewhere (a file store, another table) and put its address in the payload", tableCell(arg), from, queue.MaxPayloadSize)
+}
+
+// readAll reads r to its end, at most queue.MaxPayloadSize bytes (a longer
+// r is errTooLarge, read one byte past the bound), or gives up with ctx's error when ctx ends
 // first (a stop signal): a read of a terminal, or of a pipe whose writer
 // never closes it, would otherwise hold the command past the signal. The
 // abandoned read ends with the process.
@@ -98,7 +119,10 @@ func readAll(ctx context.Context, r io.Reader) ([]byte, error) {
 	}
 	done := make(chan read, 1)
 	go func() {
-		b, err := io.ReadAll(r)
+		b, err := io.ReadAll(io.LimitReader(r, queue.MaxPayloadSize+1))
+		if err == nil && len(b) > queue.MaxPayloadSize {
+			b, err = nil, errTooLarge
+		}
 		done <- read{b, err}
 	}()
 	select {

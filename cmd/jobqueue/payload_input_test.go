@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/jobqueue/jobqueue/internal/testdb"
+	"github.com/jobqueue/jobqueue/queue"
 )
 
 // TestEnqueuePayloadFromInput: `enqueue --payload -` reads the payload
@@ -164,4 +166,50 @@ func TestEnqueueFlagErrorsBeforeStdin(t *testing.T) {
 	stderr := startCmd(t, cmd)
 	code := waitExit(t, cmd, 30*time.Second)
 	assertOneLineError(t, result{code: code, stderr: stderr.String()}, exitUsage, "--at and --delay")
+}
+
+// TestEnqueuePayloadSizeBound: a payload read from stdin or a file is read
+// up to queue.MaxPayloadSize and no further: a larger one (an endless
+// --payload @/dev/zero too) is a usage error naming the bound, before the
+// database is opened, and one of exactly the bound is enqueued on every
+// engine. (The whole input was read into memory: @/dev/zero read until
+// memory ran out.)
+func TestEnqueuePayloadSizeBound(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	// A JSON string of n bytes, quotes included.
+	jsonOf := func(n int) string { return `"` + strings.Repeat("a", n-2) + `"` }
+	big := filepath.Join(dir, "big.json")
+	if err := os.WriteFile(big, []byte(jsonOf(queue.MaxPayloadSize+1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	limit := fmt.Sprintf("%d bytes", queue.MaxPayloadSize)
+	cases := []struct {
+		name, payload, stdin string
+		want                 []string
+	}{
+		{"endless file", "@/dev/zero", "", []string{"--payload @/dev/zero", "the file /dev/zero", "larger than", limit}},
+		{"file one byte over", "@" + big, "", []string{"the file " + big, "larger than", limit}},
+		{"stdin one byte over", "-", jsonOf(queue.MaxPayloadSize + 1), []string{"--payload -", "stdin", "larger than", limit}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			dbFile := filepath.Join(t.TempDir(), "never.db")
+			r := cli{db: "sqlite:" + dbFile, stdin: tc.stdin, timeout: 30 * time.Second}.run(t, "enqueue", "--name", "k", "--payload", tc.payload)
+			assertOneLineError(t, r, exitUsage, tc.want...)
+			if _, err := os.Stat(dbFile); err == nil {
+				t.Errorf("the refused payload opened the database %s", dbFile)
+			}
+		})
+	}
+	testdb.ForEachEngine(t, func(t *testing.T, e *testdb.Env) {
+		c := envCLI(t, e)
+		c.ok(t, "install")
+		c.stdin = jsonOf(queue.MaxPayloadSize)
+		id := strings.TrimSpace(c.ok(t, "enqueue", "--name", "k", "--payload", "-"))
+		if id == "" {
+			t.Fatal("no id printed for a payload of exactly the bound")
+		}
+	})
 }
