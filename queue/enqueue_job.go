@@ -11,7 +11,7 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/jobqueue/jobqueue/internal/engine"
+	"github.com/jobqueue/jobqueue/internal/jobtext"
 )
 
 // MaxPayloadSize is the largest payload, in bytes, that every engine
@@ -60,8 +60,8 @@ func (q *Queue) prepareJob(args JobArgs, typ string, at time.Time, expires *time
 	if !json.Valid(payload) {
 		return nil, fmt.Errorf("%w: the codec made no valid JSON for %s args; every engine stores the payload as JSON", ErrPayloadRejected, kind)
 	}
-	if q.kind == engine.Postgres && hasNULEscape(payload) {
-		return nil, fmt.Errorf("%w: the %s payload contains \\u0000, which PostgreSQL's JSONB cannot store; remove NUL characters from the args", ErrPayloadRejected, kind)
+	if prob := jobtext.PayloadProblem(q.kind, payload); prob != "" {
+		return nil, fmt.Errorf("%w: the %s payload %s; remove NUL characters from the args", ErrPayloadRejected, kind, prob)
 	}
 	ma, bd, md := p.internal().Seconds()
 	return &newJob{
@@ -72,16 +72,5 @@ func (q *Queue) prepareJob(args JobArgs, typ string, at time.Time, expires *time
 }
 
 // hasNULEscape reports whether the JSON text holds the escape \u0000 (an
-// escaped backslash followed by "u0000" is not one).
-func hasNULEscape(js []byte) bool {
-	for i := 0; i < len(js); i++ {
-		if js[i] != '\\' {
-			continue
-		}
-		if i+5 < len(js) && js[i+1] == 'u' && string(js[i+2:i+6]) == "0000" {
-			return true
-		}
-		i++ // the escaped character
-	}
-	return false
-}
+// escaped backslash followed by "u0000" is not one): jobtext.HasNULEscape.
+func hasNULEscape(js []byte) bool { return jobtext.HasNULEscape(js) }

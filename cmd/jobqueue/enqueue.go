@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/jobqueue/jobqueue/internal/duration"
+	"github.com/jobqueue/jobqueue/internal/engine"
 	"github.com/jobqueue/jobqueue/internal/jobtext"
 	"github.com/jobqueue/jobqueue/queue"
 )
@@ -173,6 +174,17 @@ refused before anything is written.`,
 			raw, err := a.readPayload(ctx, payload)
 			if err != nil {
 				return err
+			}
+			// The queue's rule for the engine of the URL, told before
+			// connecting; a bad URL is told by withQueue.
+			if _, _, k, err := engine.DriverDSN(a.dbURL); err == nil {
+				if p := jobtext.PayloadProblem(k, raw); p != "" {
+					arg := payload // - or @FILE in full, a literal shortened
+					if arg != "-" && !strings.HasPrefix(arg, "@") {
+						arg = shorten(arg, 40)
+					}
+					return usagef("--payload %s: the payload %s; remove the NUL characters from it", tableCell(arg), p)
+				}
 			}
 			return a.withQueue(ctx, func(q *queue.Queue) error {
 				id, err := q.Enqueue(ctx, queue.RawArgs{Name: name, Payload: raw}, opts...)

@@ -213,3 +213,42 @@ func TestEnqueuePayloadSizeBound(t *testing.T) {
 		}
 	})
 }
+
+// TestEnqueuePayloadNULOnPostgres: a payload holding the escape \u0000,
+// which PostgreSQL's JSONB cannot store (SPEC 3), is a usage error in the
+// queue's words before connecting when the URL is a PostgreSQL one: here
+// no server listens, and the refusal came only from the server's queue
+// (a connection failure, exit 1, when it was down). An escaped backslash
+// before u0000 is text, not the escape; SQLite stores the escape.
+func TestEnqueuePayloadNULOnPostgres(t *testing.T) {
+	t.Parallel()
+	file := filepath.Join(t.TempDir(), "nul.json")
+	if err := os.WriteFile(file, []byte(`{"a":"x\u0000"}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	down := "postgres://postgres@127.0.0.1:1/test?sslmode=disable&connect_timeout=5"
+	want := `contains \u0000, which PostgreSQL's JSONB cannot store`
+	cases := []struct {
+		name, payload, stdin string
+		code                 int
+		want                 []string
+	}{
+		{"literal", `{"a":"\u0000"}`, "", exitUsage, []string{"--payload", want}},
+		{"stdin", "-", `["\u0000"]`, exitUsage, []string{"--payload -", want}},
+		{"file", "@" + file, "", exitUsage, []string{"--payload @" + file, want}},
+		{"escaped backslash", `{"a":"\\u0000"}`, "", exitFailure, nil},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			r := cli{db: down, stdin: tc.stdin}.run(t, "enqueue", "--name", "k", "--payload", tc.payload)
+			assertOneLineError(t, r, tc.code, tc.want...)
+		})
+	}
+	t.Run("sqlite stores it", func(t *testing.T) {
+		t.Parallel()
+		c := sqliteCLI(t)
+		c.ok(t, "install")
+		c.ok(t, "enqueue", "--name", "k", "--payload", `{"a":"\u0000"}`)
+	})
+}

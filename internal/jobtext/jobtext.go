@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/jobqueue/jobqueue/internal/engine"
 )
 
 // The most characters (not bytes) of each text.
@@ -40,4 +42,31 @@ func Problem(s string, max int) string {
 		return fmt.Sprintf("%.20q… has %d characters; at most %d are allowed", s, n, max)
 	}
 	return ""
+}
+
+// PayloadProblem says what is wrong with a JSON payload for the engine k,
+// after the words "the payload" ("" when nothing is): PostgreSQL's JSONB
+// cannot store the escape \u0000, which the other engines store. The queue
+// refuses such a job with these words, and the command line before it
+// connects.
+func PayloadProblem(k engine.Kind, payload []byte) string {
+	if k == engine.Postgres && HasNULEscape(payload) {
+		return `contains \u0000, which PostgreSQL's JSONB cannot store`
+	}
+	return ""
+}
+
+// HasNULEscape reports whether the JSON text js holds the escape \u0000
+// (an escaped backslash followed by "u0000" is not one).
+func HasNULEscape(js []byte) bool {
+	for i := 0; i < len(js); i++ {
+		if js[i] != '\\' {
+			continue
+		}
+		if i+5 < len(js) && js[i+1] == 'u' && string(js[i+2:i+6]) == "0000" {
+			return true
+		}
+		i++ // the escaped character
+	}
+	return false
 }
