@@ -55,8 +55,11 @@ const (
 	// DefaultLeaderLease is WorkerConfig.LeaderLease's default; a lease
 	// given must be between 2 seconds and 30 minutes.
 	DefaultLeaderLease = 5 * time.Second
-	minLeaderLease     = 2 * time.Second
-	maxLeaderLease     = 30 * time.Minute // MySQL's statement takes it in int32 microseconds
+	// MinLeaderLease is the shortest WorkerConfig.LeaderLease allowed.
+	MinLeaderLease = 2 * time.Second
+	// MaxLeaderLease is the longest WorkerConfig.LeaderLease allowed:
+	// MySQL's statement takes it in int32 microseconds.
+	MaxLeaderLease = 30 * time.Minute
 )
 
 // Leader is the row of a table's leadership as Queue.Leader reads it. Its

@@ -170,6 +170,9 @@ const (
 	MaxConcurrency = 10000
 	// DefaultLease is WorkerConfig.Lease's default.
 	DefaultLease = 5 * time.Minute
+	// MinLease is the shortest WorkerConfig.Lease allowed: MySQL keeps
+	// whole seconds.
+	MinLease = time.Second
 	// DefaultPollInterval is WorkerConfig.PollInterval's default.
 	DefaultPollInterval = time.Second
 	// DefaultMaintenanceInterval is WorkerConfig.MaintenanceInterval's
@@ -210,8 +213,8 @@ func (c WorkerConfig) withDefaults() (WorkerConfig, error) {
 	if c.Concurrency < 0 || c.Concurrency > MaxConcurrency {
 		problems = append(problems, fmt.Errorf("Concurrency %d is out of range; use 1 to %d, or 0 for %d", c.Concurrency, MaxConcurrency, DefaultConcurrency))
 	}
-	if c.Lease < time.Second {
-		problems = append(problems, fmt.Errorf("Lease %v is under 1s (MySQL keeps whole seconds)", c.Lease))
+	if c.Lease < MinLease {
+		problems = append(problems, fmt.Errorf("Lease %v is under %v (MySQL keeps whole seconds)", c.Lease, MinLease))
 	}
 	if c.PollInterval < 0 {
 		problems = append(problems, fmt.Errorf("PollInterval %v is negative", c.PollInterval))
@@ -219,8 +222,8 @@ func (c WorkerConfig) withDefaults() (WorkerConfig, error) {
 	if c.HeartbeatInterval <= 0 || c.HeartbeatInterval >= c.Lease {
 		problems = append(problems, fmt.Errorf("HeartbeatInterval %v must be positive and below Lease %v", c.HeartbeatInterval, c.Lease))
 	}
-	if c.LeaderLease < minLeaderLease || c.LeaderLease > maxLeaderLease {
-		problems = append(problems, fmt.Errorf("LeaderLease %v must be between %v and %v", c.LeaderLease, minLeaderLease, maxLeaderLease))
+	if c.LeaderLease < MinLeaderLease || c.LeaderLease > MaxLeaderLease {
+		problems = append(problems, fmt.Errorf("LeaderLease %v must be between %v and %v", c.LeaderLease, MinLeaderLease, MaxLeaderLease))
 	}
 	if c.Retention < 0 {
 		problems = append(problems, fmt.Errorf("Retention %v is negative", c.Retention))

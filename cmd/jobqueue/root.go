@@ -10,6 +10,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/go-sql-driver/mysql"
 	"github.com/jackc/pgx/v5"
@@ -74,6 +75,29 @@ func checkRange(flag string, n, lo, hi int) error {
 		return usagef("%s %d is out of range; use %d to %d", flag, n, lo, hi)
 	}
 	return nil
+}
+
+// checkDurationRange refuses d, given to the flag flag as s, unless it is
+// between lo and hi, in checkRange's words.
+func checkDurationRange(flag, s string, d, lo, hi time.Duration) error {
+	if d < lo || d > hi {
+		return usagef("%s %s is out of range; use %s to %s", flag, s, shortDuration(lo), shortDuration(hi))
+	}
+	return nil
+}
+
+// shortDuration is d as a flag takes it, in its largest whole unit (24h,
+// 30m, 2s), else as time.Duration writes it.
+func shortDuration(d time.Duration) string {
+	for _, u := range []struct {
+		d    time.Duration
+		name string
+	}{{time.Hour, "h"}, {time.Minute, "m"}, {time.Second, "s"}, {time.Millisecond, "ms"}} {
+		if d != 0 && d%u.d == 0 {
+			return fmt.Sprintf("%d%s", d/u.d, u.name)
+		}
+	}
+	return d.String()
 }
 
 // failure is an error of a command that was called correctly (exit status 1).

@@ -128,8 +128,8 @@ stop it on their own (0, their default, is no limit).`,
 			if err != nil {
 				return err
 			}
-			if leaseD < time.Second {
-				return usagef("--lease %s must be at least 1s", lease)
+			if leaseD < queue.MinLease {
+				return usagef("--lease %s must be at least %s", lease, shortDuration(queue.MinLease))
 			}
 			var runtimeD time.Duration
 			if maxRuntime != "" {
@@ -190,15 +190,15 @@ stop it on their own (0, their default, is no limit).`,
 			if err != nil {
 				return err
 			}
-			if leaderLeaseD < 2*time.Second || leaderLeaseD > 30*time.Minute {
-				return usagef("--leader-lease %s must be between 2s and 30m", leaderLease)
+			if leaderLeaseD < queue.MinLeaderLease || leaderLeaseD > queue.MaxLeaderLease {
+				return usagef("--leader-lease %s must be between %s and %s", leaderLease, shortDuration(queue.MinLeaderLease), shortDuration(queue.MaxLeaderLease))
 			}
 			maintenanceD, err := parseDuration("--maintenance-interval", maintenance)
 			if err != nil {
 				return err
 			}
-			if maintenanceD <= 0 {
-				return usagef("--maintenance-interval %s must be positive", maintenance)
+			if err := checkDurationRange("--maintenance-interval", maintenance, maintenanceD, minMaintenanceInterval, maxMaintenanceInterval); err != nil {
+				return err
 			}
 			if metricsAddr != "" {
 				if err := checkAddr("--metrics-addr", metricsAddr); err != nil {
@@ -302,7 +302,7 @@ stop it on their own (0, their default, is no limit).`,
 	f := cmd.Flags()
 	f.StringArrayVar(&types, "type", nil, "claim jobs of this type (queue); repeat for several (default every type)")
 	f.IntVar(&concurrency, "concurrency", 4, fmt.Sprintf("commands run at once, 1 to %d", queue.MaxConcurrency))
-	f.StringVar(&lease, "lease", "5m", "how long a claimed job is held without a heartbeat; extended while the command runs")
+	f.StringVar(&lease, "lease", "5m", "how long a claimed job is held without a heartbeat, at least 1s; extended while the command runs")
 	f.StringVar(&command, "exec", "", "shell command run for each job (required)")
 	f.IntVar(&maxJobs, "max-jobs", 0, "claim this many jobs in all (each attempt of a retried job counts), let them finish, then stop (0: no limit)")
 	f.StringVar(&maxRuntime, "max-runtime", "", "stop after running this long, as on SIGTERM (with --grace), e.g. 1h (0, the default: no limit)")
@@ -313,14 +313,24 @@ stop it on their own (0, their default, is no limit).`,
 	f.StringArrayVar(&periodic, "periodic", nil, "enqueue a job of kind NAME at each tick of SCHEDULE while this worker leads: 'NAME=SCHEDULE' (cron fields, @hourly…, @every DUR; CRON_TZ=ZONE prefix); repeatable")
 	f.BoolVar(&runMissed, "run-missed", false, "on gaining the lead, enqueue the latest tick of each periodic job that passed while no worker led")
 	f.StringVar(&retention, "retention", "", "the leader also prunes jobs that finished longer ago than this (e.g. 720h)")
-	f.StringVar(&leaderLease, "leader-lease", "5s", "the leader's lease: a new leader takes over within it and a fifth of it after the leader dies")
-	f.StringVar(&maintenance, "maintenance-interval", "30s", "how often the leader runs the maintenance (expire, reclaim, prune)")
+	f.StringVar(&leaderLease, "leader-lease", "5s", "the leader's lease, 2s to 30m: a new leader takes over within it and a fifth of it after the leader dies")
+	f.StringVar(&maintenance, "maintenance-interval", "30s", "how often the leader runs the maintenance (expire, reclaim, prune), 1s to 24h")
 	f.StringVar(&metricsAddr, "metrics-addr", "", "serve /metrics (Prometheus text format) on this HOST:PORT while working, e.g. 127.0.0.1:9090")
 	f.Int64Var(&countLimit, "metrics-count-limit", 0, countLimitFlag)
 	f.StringArrayVar(&passEnv, "pass-env", nil, "give the commands this variable of the worker's environment, which they do not get otherwise since it may hold a password: JOBQUEUE_DB or JOBQUEUE_WEB_PASSWORD; repeatable")
 	cmd.MarkFlagRequired("exec")
 	return cmd
 }
+
+// The range of work --maintenance-interval. The Go API takes any positive
+// WorkerConfig.MaintenanceInterval (its tests run it every 50 ms); from the
+// command line, more often than once a second (MySQL keeps whole seconds)
+// only loads the database, and less often than daily leaves abandoned jobs
+// unreclaimed and overdue ones unexpired for more than a day.
+const (
+	minMaintenanceInterval = time.Second
+	maxMaintenanceInterval = 24 * time.Hour
+)
 
 // logCompleted logs each completed job at info.
 func logCompleted(log *slog.Logger) func(queue.Event) {

@@ -356,3 +356,43 @@ func TestWorkNohup(t *testing.T) {
 		t.Fatalf("exit %d after SIGTERM, want 0; stderr:\n%s", code, stderr)
 	}
 }
+
+// TestWorkDurationRanges: work's duration flags with a bound refuse a
+// value outside it as a usage error naming the range, before the worker
+// starts; the bounds themselves are taken. --maintenance-interval took any
+// positive value (1ms ran the maintenance a thousand times a second).
+func TestWorkDurationRanges(t *testing.T) {
+	t.Parallel()
+	c := sqliteCLI(t)
+	c.ok(t, "install")
+	cases := []struct {
+		flag, value string
+		ok          bool
+		want        []string // in the error, when refused
+	}{
+		{"--maintenance-interval", "1ms", false, []string{"--maintenance-interval 1ms", "out of range", "1s to 24h"}},
+		{"--maintenance-interval", "999ms", false, []string{"1s to 24h"}},
+		{"--maintenance-interval", "25h", false, []string{"--maintenance-interval 25h", "1s to 24h"}},
+		{"--maintenance-interval", "0", false, []string{"1s to 24h"}},
+		{"--maintenance-interval", "1s", true, nil},
+		{"--maintenance-interval", "1d", true, nil},
+		{"--lease", "999ms", false, []string{"--lease 999ms", "at least 1s"}},
+		{"--lease", "1s", true, nil},
+		{"--leader-lease", "1s", false, []string{"--leader-lease 1s", "2s and 30m"}},
+		{"--leader-lease", "31m", false, []string{"--leader-lease 31m", "2s and 30m"}},
+		{"--leader-lease", "30m", true, nil},
+	}
+	for _, tc := range cases {
+		t.Run(tc.flag+" "+tc.value, func(t *testing.T) {
+			t.Parallel()
+			r := c.run(t, "work", "--exec", "true", "--type", "none", "--max-runtime", "1ms", tc.flag, tc.value)
+			if tc.ok {
+				if r.code != 0 {
+					t.Errorf("%s %s: exit %d, stderr %q", tc.flag, tc.value, r.code, r.stderr)
+				}
+				return
+			}
+			assertOneLineError(t, r, exitUsage, tc.want...)
+		})
+	}
+}
