@@ -59,7 +59,8 @@ func writeJobTable(w io.Writer, rows []*queue.JobRow) error {
 // writeJobDetail prints one job, one field a line: a text with a control
 // character (a newline, an escape sequence, …) is quoted as in the list
 // (tableCell), and the payload is compacted (payloadCell), so that no
-// field spills onto another line or reaches the terminal as a command.
+// field spills onto another line or reaches the terminal as a command. A
+// time that is NULL is "-"; no error is an empty field, as in the list.
 func writeJobDetail(w io.Writer, j *queue.JobRow) error {
 	v := toJSON(j)
 	orNone := func(s *string) string {
@@ -79,7 +80,13 @@ func writeJobDetail(w io.Writer, j *queue.JobRow) error {
 	fmt.Fprintf(tw, "lease_until\t%s\n", orNone(v.LeaseUntil))
 	fmt.Fprintf(tw, "finished_at\t%s\n", orNone(v.FinishedAt))
 	fmt.Fprintf(tw, "created_at\t%s\n", v.CreatedAt)
-	fmt.Fprintf(tw, "error\t%s\n", tableCell(orNone(v.Error)))
+	// No error is an empty field, as in the list: "-" would read as an
+	// error whose text is "-".
+	errText := ""
+	if v.Error != nil {
+		errText = tableCell(*v.Error)
+	}
+	fmt.Fprintf(tw, "error\t%s\n", errText)
 	fmt.Fprintf(tw, "payload\t%s\n", payloadCell(v.Payload))
 	return tw.Flush()
 }

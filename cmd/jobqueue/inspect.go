@@ -112,7 +112,8 @@ func (a *app) showCommand() *cobra.Command {
 		Long: `show prints every column of one job, one per line. A text holding a newline,
 an escape sequence or another character that is not printable (or starting
 with a double quote) is printed quoted, as in list ("two\nlines"); the
-payload is printed compacted on one line. With --json the keys are the
+payload is printed compacted on one line. A time not set is "-", no error
+an empty field (as in list). With --json the keys are the
 column names, times are RFC 3339 in UTC or null, the payload is JSON, and
 every text is as it is.`,
 		Args: oneJobID,

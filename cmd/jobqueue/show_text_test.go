@@ -5,6 +5,7 @@ import (
 	"testing"
 	"unicode"
 
+	"github.com/jobqueue/jobqueue/internal/engine"
 	"github.com/jobqueue/jobqueue/internal/testdb"
 )
 
@@ -22,7 +23,7 @@ func TestShowEscapesControlCharacters(t *testing.T) {
 		want                    map[string]string // field → what its line holds
 	}{
 		{"plain", "default", `{"a":1}`, "boom", map[string]string{"name": " plain", "error": " boom", "payload": `{"a":1}`}},
-		{"two\nlines", "tab\there", `{}`, "", map[string]string{"name": `"two\nlines"`, "type": `"tab\there"`, "error": " -"}},
+		{"two\nlines", "tab\there", `{}`, "", map[string]string{"name": `"two\nlines"`, "type": `"tab\there"`}},
 		{"esc", "default", `{}`, "red \x1b[31malert\x1b[0m\nsecond line\tcolumn", map[string]string{"error": `"red \x1b[31malert\x1b[0m\nsecond line\tcolumn"`}},
 		{"bidi", "default", `{"to":"a` + "\u202e" + `b"}`, "", map[string]string{"payload": `"{\"to\":\"a\u202eb\"}"`}},
 		{"pretty", "default", "{\n  \"a\": [\n    1\n  ]\n}\n", "", map[string]string{"payload": `{"a":[1]}`}},
@@ -63,3 +64,55 @@ func TestShowEscapesControlCharacters(t *testing.T) {
 		}
 	})
 }
+
+// TestShowErrorNoneAndDash: `show` prints no error as an empty field, as
+// `list` leaves its ERROR column empty, so that an error whose text is "-"
+// is told apart from none. show printed "-" for both.
+func TestShowErrorNoneAndDash(t *testing.T) {
+	t.Parallel()
+	e := testdb.New(t, engine.SQLite)
+	c := envCLI(t, e)
+	c.ok(t, "install")
+	tbl := parseTable(t, e.Kind, c.table)
+	cases := []struct {
+		name string
+		err  *string // the error column; nil: NULL
+		want string  // the error field of show and list, spaces trimmed
+	}{
+		{"no error", nil, ""},
+		{"dash", ptr("-"), "-"},
+		{"text", ptr("boom"), "boom"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			id := strings.TrimSpace(c.ok(t, "enqueue", "--name", "k", "--type", "t_"+strings.ReplaceAll(tc.name, " ", "_")))
+			if tc.err != nil {
+				updateJobs(t, e, tbl, "error = ? WHERE id = ?", *tc.err, id)
+			}
+			var shown string
+			for _, line := range strings.Split(c.ok(t, "show", id), "\n") {
+				if rest, ok := strings.CutPrefix(line, "error "); ok || line == "error" {
+					shown = strings.TrimSpace(rest)
+				}
+			}
+			if shown != tc.want {
+				t.Errorf("show: the error field is %q, want %q", shown, tc.want)
+			}
+			lines := strings.Split(strings.TrimSpace(c.ok(t, "list", "--type", "t_"+strings.ReplaceAll(tc.name, " ", "_"))), "\n")
+			if len(lines) != 2 {
+				t.Fatalf("list printed %q, want a header and one job", lines)
+			}
+			col := strings.Index(lines[0], "ERROR")
+			listed := ""
+			if col < len(lines[1]) {
+				listed = strings.TrimSpace(lines[1][col:])
+			}
+			if listed != tc.want {
+				t.Errorf("list: the ERROR column holds %q, want %q", listed, tc.want)
+			}
+		})
+	}
+}
+
+// ptr is a pointer to s.
+func ptr(s string) *string { return &s }
