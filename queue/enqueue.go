@@ -160,8 +160,9 @@ func withOwn(call, own []EnqueueOption) []EnqueueOption {
 }
 
 // EnqueueMany adds jobs in multi-row statements (chunks within the
-// engine's limits), all or nothing: one bad job, or a failed statement,
-// and none is written; the error names the index of a bad job. The options
+// engine's limits; on PostgreSQL, unless behind a transaction pooler, one
+// COPY), all or nothing: one bad job, or a failed statement, and none is
+// written; the error names the index of a bad job. The options
 // apply to every job (give a job options of its own with WithOptions). It
 // returns how many jobs were written: a job whose UniqueKey a live job
 // holds (one written earlier in the same call included) is skipped as a

@@ -3,9 +3,10 @@
 //
 // Open a queue on an installed table (migrations.Install creates it) with
 // New, enqueue typed jobs with Enqueue, EnqueueTx (inside the caller's
-// transaction) or EnqueueMany (multi-row statements, all or nothing), and
-// run them with a Worker (NewWorker, Handle, Run). Stats, List, Get, Retry,
-// ExpireOverdue, Reclaim and Prune inspect and maintain the table.
+// transaction) or EnqueueMany (multi-row statements, or a COPY on
+// PostgreSQL; all or nothing), and run them with a Worker (NewWorker,
+// Handle, Run). Stats, List, Get, Retry, ExpireOverdue, Reclaim and Prune
+// inspect and maintain the table.
 //
 // A job is pending until a worker claims it with a lease (in_progress, with
 // a fresh claim token); the attempt ends completed, or failed, in which case
