@@ -192,9 +192,9 @@ type EnqueueResult struct {
 	// key: the job itself when it was written, else the live job that
 	// held the key already (an earlier job of the same call included).
 	// It is 0 for a job without a key: those are written, but their ids
-	// are not read back, because the bulk path writes them with
-	// PostgreSQL's COPY (and multi-row statements elsewhere), which
-	// return none; reading them would slow every bulk enqueue. Enqueue a
+	// are not read back, because the bulk path writes them in multi-row
+	// statements (on PostgreSQL, in a call with no keyed job, one COPY),
+	// which return none; reading them would slow every bulk enqueue. Enqueue a
 	// job on its own to learn its id.
 	ID int64
 	// Duplicate is set when the job's unique key was held by the live job
