@@ -281,7 +281,10 @@ func (a *app) demo(ctx context.Context, force bool) error {
 		select {
 		case <-ctx.Done():
 			bar.done()
-			return fmt.Errorf("the demo did not finish in time: %w", ctx.Err())
+			if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+				return fmt.Errorf("the demo did not finish within 50 s: %w", ctx.Err())
+			}
+			return fmt.Errorf("the demo's worker was running: %w", ctx.Err())
 		case err := <-runErr:
 			bar.done()
 			return fmt.Errorf("the worker stopped: %v", err)
