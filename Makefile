@@ -25,7 +25,7 @@ ci:
 	bash .ci/run
 
 # Soak (not in CI): JOBQUEUE_SOAK_JOBS jobs (default 1 000 000) through 4 `work --exec true`
-# processes on the PostgreSQL test server, completed jobs pruned after 1 minute; prints the
+# processes on a PostgreSQL server of its own, completed jobs pruned after 1 minute; prints the
 # workers' RSS, the table's size and dead tuples and the drain rate every 10 s, and checks them.
 soak:
 	go test -tags soak -count=1 -run '^TestSoak$$' -v -timeout 6h ./cmd/jobqueue/
