@@ -275,3 +275,43 @@ func ExampleQueue_Cancel_running() {
 	// failed cancelled
 	// delete once finished: <nil>
 }
+
+// EnqueueManyResultsTx is EnqueueManyResults in the caller's transaction:
+// the keys are taken only if it commits, and within it a duplicate of a job
+// it wrote names that job. After a rollback the key is free again.
+func ExampleQueue_EnqueueManyResultsTx() {
+	ctx := context.Background()
+	q, db, done := openExampleQueue()
+	defer done()
+
+	jobs := []queue.JobArgs{
+		queue.WithOptions(SendEmail{To: "ada@example.com"}, queue.UniqueKey("invoice:42")),
+		SendEmail{To: "bob@example.com"}, // no key: written, ID 0
+	}
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		log.Fatal(err)
+	}
+	first, err := q.EnqueueManyResultsTx(ctx, tx, jobs)
+	if err != nil {
+		log.Fatal(err)
+	}
+	again, err := q.EnqueueManyResultsTx(ctx, tx, jobs[:1])
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("in the transaction: written", !first[0].Duplicate, "then duplicate", again[0].Duplicate,
+		"of it:", again[0].ID == first[0].ID, "no key, ID", first[1].ID)
+	if err := tx.Rollback(); err != nil {
+		log.Fatal(err)
+	}
+
+	after, err := q.EnqueueManyResults(ctx, jobs[:1])
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("after the rollback: duplicate", after[0].Duplicate)
+	// Output:
+	// in the transaction: written true then duplicate true of it: true no key, ID 0
+	// after the rollback: duplicate false
+}
