@@ -8,6 +8,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/stdlib"
+
 	"github.com/jobqueue/jobqueue/internal/engine"
 )
 
@@ -58,6 +61,10 @@ type runner struct {
 	// queryRecorders of the queue's hot paths to answer with (a Row with
 	// an error only ever returns it, so one is shared).
 	recorded *sql.Row
+	// pgxExec (PostgreSQL): the pool's driver is pgx's stdlib itself,
+	// which passes a pgx.QueryExecMode argument through to pgx, so a
+	// query can be sent planned for its arguments (dbtx.ownPlan).
+	pgxExec bool
 }
 
 func newRunner(db *sql.DB, t engine.Table) *runner {
@@ -69,8 +76,26 @@ func newRunner(db *sql.DB, t engine.Table) *runner {
 		prepare:  t.Kind != engine.Postgres,
 		writer:   make(chan struct{}, 1),
 		recorded: failedRow(context.Background(), errRecorded),
+		pgxExec:  t.Kind == engine.Postgres && db != nil && isPgxStdlib(db.Driver()),
 	}
 }
+
+// isPgxStdlib reports whether d is pgx's stdlib driver itself, not a
+// wrapper: a wrapper (otelsql, sqlhooks) need not pass a pgx.QueryExecMode
+// argument through, and database/sql would then send it as a parameter.
+func isPgxStdlib(d driver.Driver) bool {
+	_, ok := d.(*stdlib.Driver)
+	return ok
+}
+
+// planned returns the DBTX, on the pool, that sends its PostgreSQL queries
+// planned for their own arguments: the listings whose filters are optional
+// (ListJobs' `(@type IS NULL OR type = @type)`). pgx otherwise prepares and
+// caches each statement per connection, and after five runs PostgreSQL may
+// settle on a generic plan, planned for no value of the filters, which
+// cannot use the type index and reads the primary key backwards instead
+// (a rare type's page then reads the whole table). See dbtx.ownPlan.
+func (r *runner) planned() dbtx { return dbtx{r: r, ownPlan: true} }
 
 // on returns the DBTX that runs queries on tx, or on the pool when tx is nil.
 func (r *runner) on(tx *sql.Tx) dbtx { return dbtx{r: r, tx: tx} }
@@ -194,6 +219,11 @@ type dbtx struct {
 	// offers, when set, holds the offers of the queue's idle claimers
 	// that an early commit may take (claim_offer.go).
 	offers *offerBoard
+	// ownPlan (runner.planned): on PostgreSQL through pgx's stdlib, each
+	// query is sent unprepared (pgx.QueryExecModeExec: parse, bind and
+	// execute an unnamed statement in the one round trip of a cached one),
+	// so the server plans it for its arguments every time.
+	ownPlan bool
 }
 
 // insertNotifies reports whether a PostgreSQL insert on d notifies the
@@ -434,6 +464,9 @@ func (d dbtx) PrepareContext(ctx context.Context, query string) (*sql.Stmt, erro
 // QueryContext runs a generated query.
 func (d dbtx) QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
 	text, args, st, err := d.route(ctx, query, args)
+	if err == nil && st == nil {
+		args = d.execMode(args)
+	}
 	switch {
 	case err != nil:
 		return nil, err
@@ -444,9 +477,21 @@ func (d dbtx) QueryContext(ctx context.Context, query string, args ...any) (*sql
 	}
 }
 
+// execMode is args, led by pgx.QueryExecModeExec when d plans each query
+// for its arguments (ownPlan) and the driver passes that through (pgxExec).
+func (d dbtx) execMode(args []any) []any {
+	if !d.ownPlan || !d.r.pgxExec || len(args) == 0 {
+		return args
+	}
+	return append([]any{pgx.QueryExecModeExec}, args...)
+}
+
 // QueryRowContext runs a generated query that returns one row.
 func (d dbtx) QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row {
 	text, args, st, err := d.route(ctx, query, args)
+	if err == nil && st == nil {
+		args = d.execMode(args)
+	}
 	switch {
 	case err != nil:
 		return failedRow(ctx, err)

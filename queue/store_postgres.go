@@ -283,8 +283,10 @@ func (s pgStore) stats(ctx context.Context, typ string) (map[Status]int64, error
 	return countsByStatus(s.qs().CountByStatusOfType(ctx, typ))
 }
 
+// list runs ListJobs planned for its filters (runner.planned): a generic
+// plan of its optional filters cannot use the type index.
 func (s pgStore) list(ctx context.Context, f ListFilter, beforeID int64, limit int) ([]*JobRow, error) {
-	rows, err := s.qs().ListJobs(ctx, pggen.ListJobsParams{
+	rows, err := pggen.New(s.r.planned()).ListJobs(ctx, pggen.ListJobsParams{
 		BeforeID: beforeID, Status: nullString(string(f.Status)), Type: nullString(f.Type), Name: nullString(f.Name), MaxRows: int32(limit),
 	})
 	return jobRows(rows), err
