@@ -53,8 +53,10 @@ func (s mysqlStore) claimSession(ctx context.Context) (claimSession, error) {
 // for a transaction that autocommit off began as for one begun by START
 // TRANSACTION was not established, so on Galera each claim still begins
 // with START TRANSACTION (explicitBegin), as before autocommit was turned
-// off. Nor does a Galera node take user locks, so the session takes no
-// claim mutex there.
+// off. Nor does the session take the claim mutex there: a Galera node's
+// user locks are the node's own, not the cluster's (MariaDB 10.11's nodes
+// take GET_LOCK, others refuse it), so a mutex would order the claims of
+// one node only.
 func (cs *mysqlClaimSession) connect(ctx context.Context) error {
 	conn, err := sessionConn(ctx, cs.s.r.db, "SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED")
 	if err != nil {
@@ -69,8 +71,8 @@ func (cs *mysqlClaimSession) connect(ctx context.Context) error {
 		discardConn(conn)
 		return fmt.Errorf("the claim connection: asking whether the server is a Galera node (SELECT @@wsrep_on): %w", err)
 	}
-	// A Galera node also refuses user locks (GET_LOCK): its claims take no
-	// mutex, rather than learning it from the first refusal (takeMutex).
+	// A Galera node's user locks are per node (or refused): its claims
+	// take no mutex, rather than learning it from a refusal (takeMutex).
 	cs.explicitBegin = wsrep == 1
 	cs.mutex = cs.mutex && wsrep != 1
 	// The server ends a session idle for wait_timeout seconds (28 800 by
@@ -124,10 +126,11 @@ const mysqlUnknownSystemVariable = 1193
 // It is a lock of the session: a crashed or disconnected claimer's goes
 // with its connection. A claim waits for it at most claimMutexWait, then
 // claims without it, so that a claimer stuck while holding it delays the
-// others but never stops them. A server that refuses user locks (Galera:
-// GET_LOCK is not supported while wsrep is on) makes the session claim
-// without the mutex from then on; a Galera node is known before the first
-// claim (connect), so that is for a refusal of another kind of server.
+// others but never stops them. A server that refuses user locks (some
+// Galera nodes: GET_LOCK is not supported while wsrep is on) makes the
+// session claim without the mutex from then on; a Galera node, whose user
+// locks are at best its own, is known before the first claim (connect) and
+// takes no mutex, so that is for a refusal of another kind of server.
 // Claims on the pool (no room for a claim session: roomForClaimSession)
 // take no mutex.
 
