@@ -12,7 +12,7 @@ import (
 
 // TestUniqueManyCrossedKeys: two EnqueueMany calls of two processes take
 // the same two keys in opposite orders, each its first key before the
-// other takes its second (the statement hook holds each call's second
+// other takes its second (crossedKeysQueues: the statement hook holds each call's second
 // keyed insert until both got there). Each waits for the other's key row:
 // a deadlock, which the server ends by failing one transaction. On MySQL
 // the queue runs such a transaction again (retryTx); on PostgreSQL the
@@ -23,36 +23,7 @@ func TestUniqueManyCrossedKeys(t *testing.T) {
 	forEachServerEngine(t, func(t *testing.T, kind engine.Kind) {
 		ctx := context.Background()
 		env := coreEnv(t, kind)
-		var (
-			mu      sync.Mutex
-			arrived int
-			both    = make(chan struct{})
-		)
-		// hook holds a call's second keyed insert until both calls got
-		// to theirs (a call that runs again passes).
-		hook := func() func(string, sqlRunner) {
-			calls := 0
-			return func(query string, _ sqlRunner) {
-				if !strings.Contains(query, "-- name: InsertUniqueJob ") && !strings.Contains(query, "-- name: InsertKey ") {
-					return
-				}
-				mu.Lock()
-				calls++
-				second := calls == 2
-				if second {
-					arrived++
-					if arrived == 2 {
-						close(both)
-					}
-				}
-				mu.Unlock()
-				if second {
-					<-both
-				}
-			}
-		}
-		qa := env.queue(t, nil, WithLogger(testdb.QuietLogger()), withStatementHook(hook()))
-		qb := env.queue(t, nil, WithLogger(testdb.QuietLogger()), withStatementHook(hook()))
+		qa, qb := crossedKeysQueues(t, env)
 		type result struct {
 			n   int
 			err error
@@ -82,4 +53,42 @@ func TestUniqueManyCrossedKeys(t *testing.T) {
 			t.Errorf("the calls wrote %d jobs, the table holds %d; want 2 and 2 (one per key)", total, rows)
 		}
 	})
+}
+
+// crossedKeysQueues returns two queues on env, as of two processes, each
+// of whose calls holds its second keyed insert (InsertUniqueJob or
+// InsertKey) until the other queue's call got to its own: two calls that
+// take the same two keys in opposite orders then each hold the key the
+// other waits for. A call that runs again passes.
+func crossedKeysQueues(t *testing.T, env *testEnv) (*Queue, *Queue) {
+	t.Helper()
+	var (
+		mu      sync.Mutex
+		arrived int
+		both    = make(chan struct{})
+	)
+	hook := func() func(string, sqlRunner) {
+		calls := 0
+		return func(query string, _ sqlRunner) {
+			if !strings.Contains(query, "-- name: InsertUniqueJob ") && !strings.Contains(query, "-- name: InsertKey ") {
+				return
+			}
+			mu.Lock()
+			calls++
+			second := calls == 2
+			if second {
+				arrived++
+				if arrived == 2 {
+					close(both)
+				}
+			}
+			mu.Unlock()
+			if second {
+				<-both
+			}
+		}
+	}
+	qa := env.queue(t, nil, WithLogger(testdb.QuietLogger()), withStatementHook(hook()))
+	qb := env.queue(t, nil, WithLogger(testdb.QuietLogger()), withStatementHook(hook()))
+	return qa, qb
 }

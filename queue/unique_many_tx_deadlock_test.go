@@ -3,17 +3,14 @@ package queue
 import (
 	"context"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/jobqueue/jobqueue/internal/engine"
-	"github.com/jobqueue/jobqueue/internal/testdb"
 )
 
 // TestUniqueManyTxCrossedKeys: two EnqueueManyResultsTx calls, each in its
 // caller's transaction, take the same two keys in opposite orders, each its
-// first key before the other takes its second (the statement hook holds
-// each call's second keyed insert until both got there): a deadlock, which
+// first key before the other takes its second (crossedKeysQueues): a deadlock, which
 // the server ends by failing one of them. The queue cannot run a caller's
 // transaction again; the victim's error is one the caller can tell to run
 // it again (retryableTx), and says what is left of its transaction. On
@@ -27,34 +24,7 @@ func TestUniqueManyTxCrossedKeys(t *testing.T) {
 	forEachServerEngine(t, func(t *testing.T, kind engine.Kind) {
 		ctx := context.Background()
 		env := coreEnv(t, kind)
-		var (
-			mu      sync.Mutex
-			arrived int
-			both    = make(chan struct{})
-		)
-		hook := func() func(string, sqlRunner) {
-			calls := 0
-			return func(query string, _ sqlRunner) {
-				if !strings.Contains(query, "-- name: InsertUniqueJob ") && !strings.Contains(query, "-- name: InsertKey ") {
-					return
-				}
-				mu.Lock()
-				calls++
-				second := calls == 2
-				if second {
-					arrived++
-					if arrived == 2 {
-						close(both)
-					}
-				}
-				mu.Unlock()
-				if second {
-					<-both
-				}
-			}
-		}
-		qa := env.queue(t, nil, WithLogger(testdb.QuietLogger()), withStatementHook(hook()))
-		qb := env.queue(t, nil, WithLogger(testdb.QuietLogger()), withStatementHook(hook()))
+		qa, qb := crossedKeysQueues(t, env)
 		type result struct {
 			res    []EnqueueResult
 			err    error
