@@ -52,6 +52,7 @@
         if (!fresh) return;
         main.innerHTML = fresh.innerHTML;
         main.dataset.page = fresh.dataset.page;
+        follow(doc);
         keep.forEach(function (id) {
           var box = main.querySelector('input.pick[value="' + id + '"]');
           if (box) box.checked = true;
@@ -60,6 +61,24 @@
         schedule();
       })
       .catch(function () { /* the next tick tries again */ });
+  }
+
+  // follow makes what lies outside #content and differs per page match
+  // the refreshed page (doc), as a fresh load would show it: the refresh
+  // may turn the page into another kind (a job's page into the 404 page
+  // once the job is deleted). The picker keeps its value and listener.
+  function follow(doc) {
+    document.title = doc.title;
+    var nav = document.querySelector("header.top nav"), freshNav = doc.querySelector("header.top nav");
+    if (nav && freshNav) nav.innerHTML = freshNav.innerHTML;
+    var freshPicker = doc.getElementById("refresh");
+    if (freshPicker) {
+      picker.disabled = freshPicker.disabled;
+      if (freshPicker.hasAttribute("title")) picker.title = freshPicker.title;
+      else picker.removeAttribute("title");
+    }
+    live = !doc.body.hasAttribute("data-no-refresh");
+    document.body.toggleAttribute("data-no-refresh", !live);
   }
 
   picker.addEventListener("change", function () {
