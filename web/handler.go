@@ -310,11 +310,24 @@ var securityHeaders = [][2]string{
 }
 
 // setSecurityHeaders puts securityHeaders in hd: the one place they are
-// set, first thing in ServeHTTP.
+// set, first thing in ServeHTTP and in SecurityHeaders.
 func setSecurityHeaders(hd http.Header) {
 	for _, kv := range securityHeaders {
 		hd.Set(kv[0], kv[1])
 	}
+}
+
+// SecurityHeaders wraps h so that each of its answers carries the
+// security headers every answer of the dashboard carries (the same list:
+// X-Content-Type-Options, X-Frame-Options, Content-Security-Policy), for
+// what a server serves beside the dashboard on the same address, such as
+// /metrics or its login's 401. Wrapping the dashboard itself is harmless:
+// each header is set once.
+func SecurityHeaders(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		setSecurityHeaders(w.Header())
+		h.ServeHTTP(w, r)
+	})
 }
 
 // unchecked marks, in its context, a request served without asking

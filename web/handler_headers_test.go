@@ -49,6 +49,8 @@ func TestSecurityHeadersOnEveryAnswer(t *testing.T) {
 		{"Authorize 403 page", refusing, "GET", "/jobs", http.StatusForbidden, nil},
 		{"Authorize 403 API", refusing, "GET", "/api/stats", http.StatusForbidden, nil},
 		{"redirect", plain, "GET", "//jobs", http.StatusTemporaryRedirect, nil},
+		{"beside the dashboard", web.SecurityHeaders(http.NotFoundHandler()), "GET", "/metrics", http.StatusNotFound, nil},
+		{"the dashboard wrapped", web.SecurityHeaders(plain), "GET", "/jobs", http.StatusOK, nil},
 	}
 	want := map[string]string{
 		"X-Content-Type-Options": "nosniff",

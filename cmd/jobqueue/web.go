@@ -133,6 +133,9 @@ attempts its reclaim action ended.`,
 				if user != "" {
 					h = basicAuth(h, user, pass, pathPrefix, logger)
 				}
+				// /metrics and basic auth's 401 answer beside the
+				// dashboard: the same security headers as its answers.
+				h = web.SecurityHeaders(h)
 				return serve(ctx, addr, pathPrefix, h, a, readOnly, user != "")
 			}()
 			if err != nil {
