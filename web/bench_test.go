@@ -2,7 +2,8 @@ package web_test
 
 // BenchmarkDashboard times the overview and jobs pages, as served to a
 // browser (queries and HTML), on an empty table and on a full one, on
-// PostgreSQL and MariaDB/MySQL:
+// PostgreSQL, MariaDB/MySQL and SQLite (one engine at a time with -bench
+// Dashboard/postgres, Dashboard/mysql or Dashboard/sqlite):
 //
 //	go test -run '^$' -bench Dashboard -benchtime 20x -timeout 60m ./web/
 //
@@ -60,8 +61,14 @@ func fill(b *testing.B, e *testdb.Env, table string, n int) {
 	b.Helper()
 	ctx := context.Background()
 	quoted, ph := `"`+table+`"`, func(i int) string { return fmt.Sprintf("$%d", i) }
-	if e.Kind == engine.MySQL {
+	// tm is a time as an argument: SQLite keeps times as text of one
+	// fixed form (engine.SQLiteTimeFormat), which the queue compares.
+	tm := func(t time.Time) any { return t }
+	switch e.Kind {
+	case engine.MySQL:
 		quoted, ph = "`"+table+"`", func(int) string { return "?" }
+	case engine.SQLite:
+		ph, tm = func(int) string { return "?" }, e.Kind.TimeArg
 	}
 	const cols = 14
 	const chunk = 1000
@@ -90,13 +97,13 @@ func fill(b *testing.B, e *testdb.Env, table string, n int) {
 			var token, lease any
 			switch r := id % 100; {
 			case id%100000 == 99:
-				status, attempts, token, lease = "in_progress", 1, "bench-"+strconv.Itoa(id), now.Add(time.Minute)
+				status, attempts, token, lease = "in_progress", 1, "bench-"+strconv.Itoa(id), tm(now.Add(time.Minute))
 			case r < 90:
-				status, attempts, finished = "completed", 1, at
+				status, attempts, finished = "completed", 1, tm(at)
 			case r < 95:
-				status, attempts, errText, finished = "failed", 3, "boom: the remote end hung up", at
+				status, attempts, errText, finished = "failed", 3, "boom: the remote end hung up", tm(at)
 			case r == 95:
-				status, finished = "expired", at
+				status, finished = "expired", tm(at)
 			}
 			kind, typ := fmt.Sprintf("kind_%d", id%8), benchTypes[(id/7)%len(benchTypes)]
 			if id%100000 == 49 {
@@ -106,15 +113,18 @@ func fill(b *testing.B, e *testdb.Env, table string, n int) {
 				kind = benchRareKind
 			}
 			args = append(args, kind, typ,
-				fmt.Sprintf(`{"n":%d}`, id), status, attempts, token, lease, 3, 60, 3600, errText, at, finished, at)
+				fmt.Sprintf(`{"n":%d}`, id), status, attempts, token, lease, 3, 60, 3600, errText, tm(at), finished, tm(at))
 		}
 		if _, err := e.DB.ExecContext(ctx, sb.String(), args...); err != nil {
 			b.Fatalf("fill: %v", err)
 		}
 	}
 	analyze := `VACUUM ANALYZE ` + quoted
-	if e.Kind == engine.MySQL {
+	switch e.Kind {
+	case engine.MySQL:
 		analyze = `ANALYZE TABLE ` + quoted
+	case engine.SQLite:
+		analyze = `ANALYZE ` + quoted
 	}
 	if _, err := e.DB.ExecContext(ctx, analyze); err != nil {
 		b.Fatalf("fill: %s: %v", analyze, err)
@@ -138,7 +148,7 @@ func BenchmarkDashboard(b *testing.B) {
 		{"jobs_type_rare", "/jobs?type=" + benchRareType}, // 10 rows of the million
 		{"api_overview", "/api/overview"},
 	}
-	for _, k := range []engine.Kind{engine.Postgres, engine.MySQL} {
+	for _, k := range []engine.Kind{engine.Postgres, engine.MySQL, engine.SQLite} {
 		b.Run(string(k), func(b *testing.B) {
 			e := testdb.New(b, k)
 			for _, size := range []string{"empty", "full"} {
