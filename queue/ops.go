@@ -52,22 +52,9 @@ const (
 // An unknown status, a negative AfterID, or a Limit below 0 or above
 // MaxListLimit is an error wrapping ErrInvalidFilter, and nothing is read.
 func (q *Queue) List(ctx context.Context, f ListFilter) ([]*JobRow, error) {
-	if f.Status != "" && !validStatus(f.Status) {
-		return nil, fmt.Errorf("%w (%w): unknown status %q; use one of %v", ErrInvalidFilter, ErrInvalidJob, f.Status, Statuses())
-	}
-	limit := f.Limit
-	switch {
-	case limit < 0 || limit > MaxListLimit:
-		return nil, fmt.Errorf("%w: the limit %d is out of range; use 1 to %d, or 0 for %d", ErrInvalidFilter, limit, MaxListLimit, DefaultListLimit)
-	case limit == 0:
-		limit = DefaultListLimit
-	}
-	beforeID := f.AfterID
-	switch {
-	case beforeID < 0:
-		return nil, fmt.Errorf("%w: AfterID %d is negative; use 0 for the first page, then the last id of the previous page", ErrInvalidFilter, beforeID)
-	case beforeID == 0:
-		beforeID = math.MaxInt64
+	beforeID, limit, err := listBounds(f)
+	if err != nil {
+		return nil, err
 	}
 	if noJobHas(f.Type, maxTypeLen) || noJobHas(f.Name, maxKindLen) {
 		return []*JobRow{}, nil
@@ -77,6 +64,121 @@ func (q *Queue) List(ctx context.Context, f ListFilter) ([]*JobRow, error) {
 		return nil, fmt.Errorf("jobqueue: list: %w", err)
 	}
 	return rows, nil
+}
+
+// listBounds checks f as List documents and returns the id its page
+// starts below (math.MaxInt64 for the first) and its limit.
+func listBounds(f ListFilter) (beforeID int64, limit int, _ error) {
+	if f.Status != "" && !validStatus(f.Status) {
+		return 0, 0, fmt.Errorf("%w (%w): unknown status %q; use one of %v", ErrInvalidFilter, ErrInvalidJob, f.Status, Statuses())
+	}
+	limit = f.Limit
+	switch {
+	case limit < 0 || limit > MaxListLimit:
+		return 0, 0, fmt.Errorf("%w: the limit %d is out of range; use 1 to %d, or 0 for %d", ErrInvalidFilter, limit, MaxListLimit, DefaultListLimit)
+	case limit == 0:
+		limit = DefaultListLimit
+	}
+	beforeID = f.AfterID
+	switch {
+	case beforeID < 0:
+		return 0, 0, fmt.Errorf("%w: AfterID %d is negative; use 0 for the first page, then the last id of the previous page", ErrInvalidFilter, beforeID)
+	case beforeID == 0:
+		beforeID = math.MaxInt64
+	}
+	return beforeID, limit, nil
+}
+
+// DefaultListWindow is the window the dashboard passes to ListPage: the
+// most ids one page of a kind without a type examines, so that such a
+// page costs about the same on a table of any size (BenchmarkDashboard in
+// package web measures it per engine; the README has the figures).
+const DefaultListWindow = 20000
+
+// ListPage is one page of Queue.ListPage: its jobs and where the next page
+// starts.
+type ListPage struct {
+	// Jobs are the page's jobs, newest first: at most the filter's limit,
+	// and fewer, even none, when SearchedFrom is above 0.
+	Jobs []*JobRow
+	// NextAfterID is the AfterID of the next page, or 0 when no older job
+	// can match: the last job's id when the page is full, else
+	// SearchedFrom when the window ended the page and older ids remain.
+	NextAfterID int64
+	// SearchedFrom and SearchedTo, when SearchedFrom is above 0, are the
+	// lowest and highest ids of the window the page examined, which ended
+	// it before it was full while older ids remain: no other job of those
+	// ids matches. Both are 0 otherwise.
+	SearchedFrom, SearchedTo int64
+}
+
+// ListPage is List with where the next page starts, and a bound on its
+// cost: when f selects a kind (Name) without a Type, which no index of the
+// table serves, the page examines at most window ids, those from just
+// below its start (f.AfterID, or the newest job's id + 1) down: one range
+// scan of the primary key whatever the table's size. Such a page may hold
+// fewer jobs than the limit, even none, while older jobs match; its
+// NextAfterID then says where to go on. Other filters (a type, a status
+// alone, none) are served by an index and page as List does, and so does
+// every filter when window is 0.
+//
+// Errors are List's; a negative window is an error wrapping
+// ErrInvalidFilter too, and nothing is read.
+func (q *Queue) ListPage(ctx context.Context, f ListFilter, window int64) (ListPage, error) {
+	beforeID, limit, err := listBounds(f)
+	if err != nil {
+		return ListPage{}, err
+	}
+	if window < 0 {
+		return ListPage{}, fmt.Errorf("%w: the window %d is negative; use 0 for none", ErrInvalidFilter, window)
+	}
+	if noJobHas(f.Type, maxTypeLen) || noJobHas(f.Name, maxKindLen) {
+		return ListPage{Jobs: []*JobRow{}}, nil
+	}
+	p, err := q.listPage(ctx, f, beforeID, limit, window)
+	if err != nil {
+		return ListPage{}, fmt.Errorf("jobqueue: list: %w", err)
+	}
+	return p, nil
+}
+
+// listPage reads ListPage's page, asking for one job more than the limit
+// to know whether the page is the last.
+func (q *Queue) listPage(ctx context.Context, f ListFilter, beforeID int64, limit int, window int64) (ListPage, error) {
+	var p ListPage
+	var err error
+	floorID := int64(0)
+	if window == 0 || f.Name == "" || f.Type != "" {
+		p.Jobs, err = q.st.list(ctx, f, beforeID, limit+1)
+	} else {
+		if beforeID == math.MaxInt64 {
+			newest, found, err := q.st.idBelow(ctx, beforeID)
+			if err != nil || !found {
+				return ListPage{Jobs: []*JobRow{}}, err
+			}
+			beforeID = newest + 1
+		}
+		floorID = max(beforeID-window, 0)
+		p.Jobs, err = q.st.listWindow(ctx, f, floorID, beforeID, limit+1)
+	}
+	if err != nil {
+		return ListPage{}, err
+	}
+	if len(p.Jobs) > limit {
+		p.Jobs = p.Jobs[:limit]
+		p.NextAfterID = p.Jobs[limit-1].ID
+		return p, nil
+	}
+	if floorID > 1 {
+		_, older, err := q.st.idBelow(ctx, floorID)
+		if err != nil {
+			return ListPage{}, err
+		}
+		if older {
+			p.NextAfterID, p.SearchedFrom, p.SearchedTo = floorID, floorID, beforeID-1
+		}
+	}
+	return p, nil
 }
 
 func validStatus(s Status) bool {

@@ -65,6 +65,14 @@ type store interface {
 	// first, at most limit (f is validated; its AfterID and Limit are not
 	// read).
 	list(ctx context.Context, f ListFilter, beforeID int64, limit int) ([]*JobRow, error)
+	// listWindow returns the jobs of kind f.Name (and f.Status when set;
+	// f.Type is not read) with ids from floorID to below beforeID, newest
+	// first, at most limit: a range scan of the primary key that examines
+	// no id outside the window.
+	listWindow(ctx context.Context, f ListFilter, floorID, beforeID int64, limit int) ([]*JobRow, error)
+	// idBelow returns the largest id below beforeID, and false when there
+	// is none.
+	idBelow(ctx context.Context, beforeID int64) (int64, bool, error)
 	// get returns nil, nil for a missing id.
 	get(ctx context.Context, id int64) (*JobRow, error)
 	// expire marks at most max overdue pending jobs expired (one

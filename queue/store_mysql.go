@@ -128,6 +128,20 @@ func (s mysqlStore) list(ctx context.Context, f ListFilter, beforeID int64, limi
 	return jobRows(rows), err
 }
 
+func (s mysqlStore) listWindow(ctx context.Context, f ListFilter, floorID, beforeID int64, limit int) ([]*JobRow, error) {
+	rows, err := s.qs().ListJobsWindow(ctx, mysqlgen.ListJobsWindowParams{
+		BeforeID: uint64(beforeID), FloorID: uint64(floorID), Name: f.Name,
+		Status: mysqlgen.NullJobsStatus{JobsStatus: mysqlgen.JobsStatus(f.Status), Valid: f.Status != ""},
+		Limit:  int32(limit),
+	})
+	return jobRows(rows), err
+}
+
+func (s mysqlStore) idBelow(ctx context.Context, beforeID int64) (int64, bool, error) {
+	id, found, err := firstOf(s.qs().JobIDBelow(ctx, uint64(beforeID)))
+	return int64(id), found, err
+}
+
 func (s mysqlStore) get(ctx context.Context, id int64) (*JobRow, error) {
 	if id <= 0 {
 		return nil, nil

@@ -292,6 +292,17 @@ func (s pgStore) list(ctx context.Context, f ListFilter, beforeID int64, limit i
 	return jobRows(rows), err
 }
 
+func (s pgStore) listWindow(ctx context.Context, f ListFilter, floorID, beforeID int64, limit int) ([]*JobRow, error) {
+	rows, err := pggen.New(s.r.planned()).ListJobsWindow(ctx, pggen.ListJobsWindowParams{
+		BeforeID: beforeID, FloorID: floorID, Name: f.Name, Status: nullString(string(f.Status)), MaxRows: int32(limit),
+	})
+	return jobRows(rows), err
+}
+
+func (s pgStore) idBelow(ctx context.Context, beforeID int64) (int64, bool, error) {
+	return firstOf(s.qs().JobIDBelow(ctx, beforeID))
+}
+
 func (s pgStore) get(ctx context.Context, id int64) (*JobRow, error) {
 	r, found, err := firstOf(s.qs().GetJob(ctx, id))
 	if !found {

@@ -143,6 +143,17 @@ func (s sqliteStore) list(ctx context.Context, f ListFilter, beforeID int64, lim
 	return jobRows(rows), err
 }
 
+func (s sqliteStore) listWindow(ctx context.Context, f ListFilter, floorID, beforeID int64, limit int) ([]*JobRow, error) {
+	rows, err := s.qs().ListJobsWindow(ctx, sqlitegen.ListJobsWindowParams{
+		BeforeID: beforeID, FloorID: floorID, Name: f.Name, Status: nullable(string(f.Status)), MaxRows: int64(limit),
+	})
+	return jobRows(rows), err
+}
+
+func (s sqliteStore) idBelow(ctx context.Context, beforeID int64) (int64, bool, error) {
+	return firstOf(s.qs().JobIDBelow(ctx, beforeID))
+}
+
 func (s sqliteStore) get(ctx context.Context, id int64) (*JobRow, error) {
 	r, found, err := firstOf(s.qs().GetJob(ctx, id))
 	if !found {

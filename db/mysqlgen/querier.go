@@ -96,6 +96,9 @@ type Querier interface {
 	// clientFoundRows=true counts the holder's unchanged row as affected, as
 	// it counts an inserted one.
 	InsertKey(ctx context.Context, arg InsertKeyParams) (sql.Result, error)
+	// JobIDBelow is the largest id below before_id, if any: one step of the
+	// primary key.
+	JobIDBelow(ctx context.Context, beforeID uint64) ([]uint64, error)
 	JobKeyForUpdate(ctx context.Context, jobID uint64) ([]JobKeyForUpdateRow, error)
 	KeyHolderForUpdate(ctx context.Context, liveKey sql.NullString) ([]KeyHolderForUpdateRow, error)
 	// KeyWindow reads the window of at most ? key rows after job_id
@@ -120,6 +123,11 @@ type Querier interface {
 	// before_id (the last id of the previous page, or the largest id for the
 	// first), so every page is one backward range scan, never an OFFSET.
 	ListJobs(ctx context.Context, arg ListJobsParams) ([]Job, error)
+	// ListJobsWindow is ListJobs for a kind (and a status) within a window of
+	// ids, floor_id <= id < before_id: no index holds the kind, so the page
+	// is a backward range scan of the primary key that examines at most the
+	// window's ids (Queue.ListPage).
+	ListJobsWindow(ctx context.Context, arg ListJobsWindowParams) ([]Job, error)
 	// LockHeldJobs locks the jobs that the given attempts still hold, inside the
 	// transaction that completes them.
 	LockHeldJobs(ctx context.Context, arg LockHeldJobsParams) ([]uint64, error)

@@ -894,6 +894,35 @@ func (q *Queries) InsertKey(ctx context.Context, arg InsertKeyParams) (sql.Resul
 	)
 }
 
+const jobIDBelow = `-- name: JobIDBelow :many
+SELECT id FROM jobs WHERE id < ? ORDER BY id DESC LIMIT 1
+`
+
+// JobIDBelow is the largest id below before_id, if any: one step of the
+// primary key.
+func (q *Queries) JobIDBelow(ctx context.Context, beforeID uint64) ([]uint64, error) {
+	rows, err := q.db.QueryContext(ctx, jobIDBelow, beforeID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []uint64
+	for rows.Next() {
+		var id uint64
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		items = append(items, id)
+	}
+	if err := rows.Close(); err != nil {
+		return nil, err
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const jobKeyForUpdate = `-- name: JobKeyForUpdate :many
 SELECT unique_key, live_key, held_until FROM jobs_unique WHERE job_id = ? FOR UPDATE
 `
@@ -1088,6 +1117,74 @@ func (q *Queries) ListJobs(ctx context.Context, arg ListJobsParams) ([]Job, erro
 		arg.Type,
 		arg.Name,
 		arg.Name,
+		arg.Limit,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []Job
+	for rows.Next() {
+		var i Job
+		if err := rows.Scan(
+			&i.ID,
+			&i.Name,
+			&i.Type,
+			&i.Payload,
+			&i.Status,
+			&i.Attempts,
+			&i.ClaimToken,
+			&i.LeaseUntil,
+			&i.MaxAttempts,
+			&i.BaseDelay,
+			&i.MaxDelay,
+			&i.Error,
+			&i.ScheduledAt,
+			&i.ExpiresAt,
+			&i.FinishedAt,
+			&i.CreatedAt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Close(); err != nil {
+		return nil, err
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const listJobsWindow = `-- name: ListJobsWindow :many
+SELECT id, name, type, payload, status, attempts, claim_token, lease_until, max_attempts, base_delay, max_delay, error, scheduled_at, expires_at, finished_at, created_at FROM jobs
+WHERE id < ? AND id >= ?
+  AND name = ?
+  AND (? IS NULL OR status = ?)
+ORDER BY id DESC
+LIMIT ?
+`
+
+type ListJobsWindowParams struct {
+	BeforeID uint64
+	FloorID  uint64
+	Name     string
+	Status   NullJobsStatus
+	Limit    int32
+}
+
+// ListJobsWindow is ListJobs for a kind (and a status) within a window of
+// ids, floor_id <= id < before_id: no index holds the kind, so the page
+// is a backward range scan of the primary key that examines at most the
+// window's ids (Queue.ListPage).
+func (q *Queries) ListJobsWindow(ctx context.Context, arg ListJobsWindowParams) ([]Job, error) {
+	rows, err := q.db.QueryContext(ctx, listJobsWindow,
+		arg.BeforeID,
+		arg.FloorID,
+		arg.Name,
+		arg.Status,
+		arg.Status,
 		arg.Limit,
 	)
 	if err != nil {

@@ -236,6 +236,9 @@ type Querier interface {
 	// job holds the key, and nothing was written). @table_name is the quoted
 	// table name, for pg_get_serial_sequence.
 	InsertUniqueJob(ctx context.Context, arg InsertUniqueJobParams) ([]int64, error)
+	// JobIDBelow is the largest id below @before_id, if any: one step of the
+	// primary key.
+	JobIDBelow(ctx context.Context, beforeID int64) ([]int64, error)
 	// JobKeyForUpdate is the key row of a job, locked (Retry).
 	JobKeyForUpdate(ctx context.Context, jobID int64) ([]JobKeyForUpdateRow, error)
 	// JobStatuses reads the status of the jobs among the ids (to tell the ids
@@ -260,6 +263,11 @@ type Querier interface {
 	// @before_id (the last id of the previous page, or the largest id for the
 	// first), so every page is one backward range scan, never an OFFSET.
 	ListJobs(ctx context.Context, arg ListJobsParams) ([]Job, error)
+	// ListJobsWindow is ListJobs for a kind (and a status) within a window of
+	// ids, @floor_id <= id < @before_id: no index holds the kind, so the page
+	// is a backward range scan of the primary key that examines at most the
+	// window's ids (Queue.ListPage).
+	ListJobsWindow(ctx context.Context, arg ListJobsWindowParams) ([]Job, error)
 	// ListenJobs makes the session LISTEN on the channel named like the table
 	// (the rewriting of `jobs` turns it into LISTEN "<table>"). The worker runs
 	// it on one dedicated connection (queue/notify_postgres.go).

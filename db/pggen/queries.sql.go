@@ -1571,6 +1571,35 @@ func (q *Queries) InsertUniqueJob(ctx context.Context, arg InsertUniqueJobParams
 	return items, nil
 }
 
+const jobIDBelow = `-- name: JobIDBelow :many
+SELECT id FROM jobs WHERE id < $1 ORDER BY id DESC LIMIT 1
+`
+
+// JobIDBelow is the largest id below @before_id, if any: one step of the
+// primary key.
+func (q *Queries) JobIDBelow(ctx context.Context, beforeID int64) ([]int64, error) {
+	rows, err := q.db.QueryContext(ctx, jobIDBelow, beforeID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []int64
+	for rows.Next() {
+		var id int64
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		items = append(items, id)
+	}
+	if err := rows.Close(); err != nil {
+		return nil, err
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const jobKeyForUpdate = `-- name: JobKeyForUpdate :many
 SELECT unique_key, live_key, held_until FROM jobs_unique WHERE job_id = $1 FOR UPDATE
 `
@@ -1802,6 +1831,73 @@ func (q *Queries) ListJobs(ctx context.Context, arg ListJobsParams) ([]Job, erro
 		arg.Status,
 		arg.Type,
 		arg.Name,
+		arg.MaxRows,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []Job
+	for rows.Next() {
+		var i Job
+		if err := rows.Scan(
+			&i.ID,
+			&i.Name,
+			&i.Type,
+			&i.Payload,
+			&i.Status,
+			&i.Attempts,
+			&i.ClaimToken,
+			&i.LeaseUntil,
+			&i.MaxAttempts,
+			&i.BaseDelay,
+			&i.MaxDelay,
+			&i.Error,
+			&i.ScheduledAt,
+			&i.ExpiresAt,
+			&i.FinishedAt,
+			&i.CreatedAt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Close(); err != nil {
+		return nil, err
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const listJobsWindow = `-- name: ListJobsWindow :many
+SELECT id, name, type, payload, status, attempts, claim_token, lease_until, max_attempts, base_delay, max_delay, error, scheduled_at, expires_at, finished_at, created_at FROM jobs
+WHERE id < $1 AND id >= $2
+  AND name = $3
+  AND ($4::text IS NULL OR status = $4::text)
+ORDER BY id DESC
+LIMIT $5
+`
+
+type ListJobsWindowParams struct {
+	BeforeID int64
+	FloorID  int64
+	Name     string
+	Status   sql.NullString
+	MaxRows  int32
+}
+
+// ListJobsWindow is ListJobs for a kind (and a status) within a window of
+// ids, @floor_id <= id < @before_id: no index holds the kind, so the page
+// is a backward range scan of the primary key that examines at most the
+// window's ids (Queue.ListPage).
+func (q *Queries) ListJobsWindow(ctx context.Context, arg ListJobsWindowParams) ([]Job, error) {
+	rows, err := q.db.QueryContext(ctx, listJobsWindow,
+		arg.BeforeID,
+		arg.FloorID,
+		arg.Name,
+		arg.Status,
 		arg.MaxRows,
 	)
 	if err != nil {

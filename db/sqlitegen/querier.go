@@ -141,6 +141,9 @@ type Querier interface {
 	// writes nothing. RETURNING reads the new job's id from the key row, which
 	// the trigger has written by then.
 	InsertKeyed(ctx context.Context, arg InsertKeyedParams) (int64, error)
+	// JobIDBelow is the largest id below @before_id, if any: one step of the
+	// primary key.
+	JobIDBelow(ctx context.Context, beforeID int64) ([]int64, error)
 	JobKey(ctx context.Context, jobID int64) ([]JobKeyRow, error)
 	// JobStatuses reads the status of the jobs among the ids (to tell the ids
 	// that a control statement left alone: missing, finished or running).
@@ -160,6 +163,11 @@ type Querier interface {
 	// @before_id (the last id of the previous page, or the largest id for the
 	// first), so every page is one backward range scan, never an OFFSET.
 	ListJobs(ctx context.Context, arg ListJobsParams) ([]Job, error)
+	// ListJobsWindow is ListJobs for a kind (and a status) within a window of
+	// ids, @floor_id <= id < @before_id: no index holds the kind, so the page
+	// is a backward range scan of the primary key that examines at most the
+	// window's ids (Queue.ListPage).
+	ListJobsWindow(ctx context.Context, arg ListJobsWindowParams) ([]Job, error)
 	// NextType is the smallest type after @after (index type_status_scheduled).
 	NextType(ctx context.Context, after string) ([]string, error)
 	// OldestDuePending is the pending job due longest ago (index status_scheduled).

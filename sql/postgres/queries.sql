@@ -422,6 +422,23 @@ WHERE id < @before_id
 ORDER BY id DESC
 LIMIT @max_rows;
 
+-- name: ListJobsWindow :many
+-- ListJobsWindow is ListJobs for a kind (and a status) within a window of
+-- ids, @floor_id <= id < @before_id: no index holds the kind, so the page
+-- is a backward range scan of the primary key that examines at most the
+-- window's ids (Queue.ListPage).
+SELECT * FROM jobs
+WHERE id < @before_id AND id >= @floor_id
+  AND name = @name
+  AND (sqlc.narg(status)::text IS NULL OR status = sqlc.narg(status)::text)
+ORDER BY id DESC
+LIMIT @max_rows;
+
+-- name: JobIDBelow :many
+-- JobIDBelow is the largest id below @before_id, if any: one step of the
+-- primary key.
+SELECT id FROM jobs WHERE id < @before_id ORDER BY id DESC LIMIT 1;
+
 -- name: GetJob :many
 SELECT * FROM jobs WHERE id = @id;
 
