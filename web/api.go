@@ -118,32 +118,29 @@ func (h *handler) apiJobs(w http.ResponseWriter, r *http.Request) {
 		badRequest(w, err)
 		return
 	}
-	rows, next, err := h.list(r.Context(), f)
+	p, err := h.list(r.Context(), f)
 	if err != nil {
 		h.serverError(w, r, err)
 		return
 	}
-	out := jobsPage{Jobs: make([]jobjson.Job, 0, len(rows)), NextAfterID: next}
-	for _, j := range rows {
+	out := jobsPage{Jobs: make([]jobjson.Job, 0, len(p.Jobs)), NextAfterID: nextAfter(p)}
+	for _, j := range p.Jobs {
 		out.Jobs = append(out.Jobs, h.jobJSON(j))
 	}
 	writeJSON(w, http.StatusOK, out)
 }
 
-// list reads one page of jobs and the after_id of the next page (nil on
-// the last page). It asks for one job more than the page holds to know.
-func (h *handler) list(ctx context.Context, f jobsFilter) ([]*queue.JobRow, *int64, error) {
-	limit := f.Limit
-	rows, err := h.q.List(ctx, listFilter(f, limit+1))
-	if err != nil {
-		return nil, nil, err
+// list reads one page of jobs, bounded by Options.ListWindow.
+func (h *handler) list(ctx context.Context, f jobsFilter) (queue.ListPage, error) {
+	return h.q.ListPage(ctx, listFilter(f, f.Limit), h.opts.ListWindow)
+}
+
+// nextAfter is the after_id of the page after p, nil on the last page.
+func nextAfter(p queue.ListPage) *int64 {
+	if p.NextAfterID == 0 {
+		return nil
 	}
-	if len(rows) <= limit {
-		return rows, nil, nil
-	}
-	rows = rows[:limit]
-	next := rows[len(rows)-1].ID
-	return rows, &next, nil
+	return &p.NextAfterID
 }
 
 func (h *handler) jobJSON(j *queue.JobRow) jobjson.Job {

@@ -24,7 +24,10 @@
 // Pages: / (overview), /jobs?status=&type=&name=&after_id= and /jobs/{id}.
 // The JSON API, which the pages use too: GET /api/stats[?type=] (the five
 // exact counts), GET /api/jobs?status=&type=&name=&limit=&after_id=
-// ({"jobs":[…],"next_after_id":N|null}, rows as `jobqueue show --json`),
+// ({"jobs":[…],"next_after_id":N|null}, rows as `jobqueue show --json`;
+// null means no older job matches, and a page filtered by name without a
+// type examines at most Options.ListWindow ids, so it may hold fewer jobs
+// than the limit, even none, while next_after_id is not null),
 // GET /api/jobs/{id} (404 when missing), POST /api/jobs/retry, cancel and
 // delete with {"ids":[…]} (a result per id), POST
 // /api/maintenance/expire, reclaim and prune ({"older_than":"720h"}, or
@@ -127,6 +130,14 @@ type Options struct {
 	// PageSize is how many jobs a jobs page shows (default 50, at most
 	// MaxPageSize).
 	PageSize int
+	// ListWindow is the most ids a jobs page (and GET /api/jobs) examines
+	// when it filters by name without a type, which no index of the table
+	// serves (queue.Queue.ListPage): 0 for queue.DefaultListWindow, below 0
+	// for no bound (the page then reads as far back as its jobs are, the
+	// whole table for a rare name). Such a page may hold fewer jobs than
+	// the page size, even none, and then says which ids it searched and
+	// links to the older ones.
+	ListWindow int64
 	// Title is the name shown in the header (default "jobqueue").
 	Title string
 	// Prefix is the path the dashboard is reached at, such as
@@ -194,6 +205,12 @@ func New(q *queue.Queue, opts Options) (http.Handler, error) {
 	}
 	if opts.PageSize <= 0 {
 		opts.PageSize = 50
+	}
+	switch {
+	case opts.ListWindow == 0:
+		opts.ListWindow = queue.DefaultListWindow
+	case opts.ListWindow < 0:
+		opts.ListWindow = 0
 	}
 	if opts.PageSize > MaxPageSize {
 		opts.PageSize = MaxPageSize

@@ -74,6 +74,10 @@ type jobsView struct {
 	Filter    jobsFilter
 	Rows      []*queue.JobRow
 	NextAfter *int64
+	// SearchedFrom and SearchedTo, when SearchedFrom is above 0, are the
+	// ids the page examined, its window having ended it while older ids
+	// remain (queue.ListPage).
+	SearchedFrom, SearchedTo int64
 	// Query is the filter as URL values (without after_id), for links.
 	Query    url.Values
 	Statuses []queue.Status
@@ -156,11 +160,12 @@ func (h *handler) pageJobs(w http.ResponseWriter, r *http.Request) {
 		h.render(w, r, http.StatusBadRequest, "jobs", d)
 		return
 	}
-	v.Rows, v.NextAfter, err = h.list(r.Context(), f)
+	p, err := h.list(r.Context(), f)
 	if err != nil {
 		h.serverError(w, r, err)
 		return
 	}
+	v.Rows, v.NextAfter, v.SearchedFrom, v.SearchedTo = p.Jobs, nextAfter(p), p.SearchedFrom, p.SearchedTo
 	h.render(w, r, http.StatusOK, "jobs", d)
 }
 
