@@ -91,8 +91,11 @@ func listBounds(f ListFilter) (beforeID int64, limit int, _ error) {
 
 // DefaultListWindow is the window the dashboard passes to ListPage: the
 // most ids one page of a kind without a type examines, so that such a
-// page costs about the same on a table of any size (BenchmarkDashboard in
-// package web measures it per engine; the README has the figures).
+// page costs about the same on a table of any size. Measured by
+// BenchmarkDashboard in package web at a million rows, a window costs
+// about 0.13 µs an id on PostgreSQL and 0.4 µs on MariaDB: 20 000 ids
+// make a page of about 3 and 15 ms, where reading the whole table for a
+// rare kind took 51 and 461 ms (the README has the figures).
 const DefaultListWindow = 20000
 
 // ListPage is one page of Queue.ListPage: its jobs and where the next page

@@ -132,21 +132,35 @@ func fill(b *testing.B, e *testdb.Env, table string, n int) {
 }
 
 func BenchmarkDashboard(b *testing.B) {
-	pages := []struct{ name, path string }{
-		{"overview", "/"},
-		{"jobs", "/jobs"},
-		{"jobs_failed", "/jobs?status=failed"},
-		{"jobs_type_failed", "/jobs?type=images&status=failed"},
-		{"jobs_in_progress", "/jobs?status=in_progress"}, // 10 rows of the million
-		{"jobs_page_100", "/jobs?after_id=%d"},           // a page a hundred pages down
-		// A rare kind's page reads the whole table (no index has the
-		// kind), and on PostgreSQL its costly plans made the pgx-cached
-		// ListJobs settle on a generic plan, which the rare type's page
-		// after it then took: the primary key read backwards, every row
-		// filtered, instead of the type index.
-		{"jobs_kind_rare", "/jobs?name=" + benchRareKind}, // 4 rows of the million
-		{"jobs_type_rare", "/jobs?type=" + benchRareType}, // 10 rows of the million
-		{"api_overview", "/api/overview"},
+	// window is the page's Options.ListWindow (0: the default, below 0:
+	// none).
+	pages := []struct {
+		name, path string
+		window     int64
+	}{
+		{"overview", "/", 0},
+		{"jobs", "/jobs", 0},
+		{"jobs_failed", "/jobs?status=failed", 0},
+		{"jobs_type_failed", "/jobs?type=images&status=failed", 0},
+		{"jobs_in_progress", "/jobs?status=in_progress", 0}, // 10 rows of the million
+		{"jobs_page_100", "/jobs?after_id=%d", 0},           // a page a hundred pages down
+		// A rare kind's page: no index has the kind, so it examines one
+		// window of ids (queue.DefaultListWindow, and 5 000 and 100 000
+		// to show its cost), its first page and one in the middle of the
+		// table, with a status too, and as JSON. Unbounded it reads the
+		// whole table; and on PostgreSQL its costly plans made the
+		// pgx-cached ListJobs settle on a generic plan, which the rare
+		// type's page after it then took: the primary key read
+		// backwards, every row filtered, instead of the type index.
+		{"jobs_kind_rare", "/jobs?name=" + benchRareKind, 0}, // 4 rows of the million
+		{"jobs_kind_rare_middle", "/jobs?name=" + benchRareKind + "&after_id=%d", 0},
+		{"jobs_kind_rare_failed", "/jobs?status=failed&name=" + benchRareKind, 0},
+		{"jobs_kind_rare_api", "/api/jobs?name=" + benchRareKind, 0},
+		{"jobs_kind_rare_window_5000", "/jobs?name=" + benchRareKind, 5000},
+		{"jobs_kind_rare_window_100000", "/jobs?name=" + benchRareKind, 100000},
+		{"jobs_kind_rare_unbounded", "/jobs?name=" + benchRareKind, -1},
+		{"jobs_type_rare", "/jobs?type=" + benchRareType, 0}, // 10 rows of the million
+		{"api_overview", "/api/overview", 0},
 	}
 	for _, k := range []engine.Kind{engine.Postgres, engine.MySQL, engine.SQLite} {
 		b.Run(string(k), func(b *testing.B) {
@@ -161,11 +175,14 @@ func BenchmarkDashboard(b *testing.B) {
 					fill(b, e, table, n)
 					b.Logf("%s: filled %d rows in %v", k, n, time.Since(start).Round(time.Second))
 				}
-				h := web.NewHandler(q, web.Options{Logger: testdb.QuietLogger()})
 				for _, p := range pages {
+					h := web.NewHandler(q, web.Options{Logger: testdb.QuietLogger(), ListWindow: p.window})
 					path := p.path
-					if p.name == "jobs_page_100" {
+					switch p.name {
+					case "jobs_page_100":
 						path = fmt.Sprintf(p.path, max(n-100*50, 1))
+					case "jobs_kind_rare_middle":
+						path = fmt.Sprintf(p.path, max(n/2, 1))
 					}
 					b.Run(size+"/"+p.name, func(b *testing.B) {
 						for b.Loop() {
