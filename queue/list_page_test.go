@@ -64,6 +64,10 @@ func TestListPageWindow(t *testing.T) {
 			{"status", ListFilter{Status: StatusInProgress}, 5, 1, 1, 1, false},
 			{"no filter", ListFilter{}, 5, 30, 10, 3, false},
 			{"window wider than the table", ListFilter{Name: "rare"}, 1000, 2, 1, 2, false},
+			// An AfterID far above the newest job: the window starts at
+			// the newest job below it, not at AfterID, else millions of
+			// empty pages would come first.
+			{"AfterID far above the newest job", ListFilter{Name: "rare", AfterID: 1 << 40}, 5, 2, 6, 0, true},
 		}
 		for _, c := range cases {
 			t.Run(c.name, func(t *testing.T) {
@@ -101,7 +105,7 @@ func TestListPageWindow(t *testing.T) {
 					if p.SearchedFrom != 0 {
 						top := newest
 						if f.AfterID != 0 {
-							top = f.AfterID - 1
+							top = min(top, f.AfterID-1)
 						}
 						if p.SearchedTo != top || p.SearchedFrom != top-c.window+1 || p.NextAfterID != p.SearchedFrom {
 							t.Fatalf("page %d (after %d): searched %d to %d, next %d; want %d to %d, next %d",

@@ -117,8 +117,8 @@ type ListPage struct {
 
 // ListPage is List with where the next page starts, and a bound on its
 // cost: when f selects a kind (Name) without a Type, which no index of the
-// table serves, the page examines at most window ids, those from just
-// below its start (f.AfterID, or the newest job's id + 1) down: one range
+// table serves, the page examines at most window ids, from the newest id
+// below its start (f.AfterID, or none for the first page) down: one range
 // scan of the primary key whatever the table's size. Such a page may hold
 // fewer jobs than the limit, even none, while older jobs match; its
 // NextAfterID then says where to go on. Other filters (a type, a status
@@ -154,13 +154,14 @@ func (q *Queue) listPage(ctx context.Context, f ListFilter, beforeID int64, limi
 	if window == 0 || f.Name == "" || f.Type != "" {
 		p.Jobs, err = q.st.list(ctx, f, beforeID, limit+1)
 	} else {
-		if beforeID == math.MaxInt64 {
-			newest, found, err := q.st.idBelow(ctx, beforeID)
-			if err != nil || !found {
-				return ListPage{Jobs: []*JobRow{}}, err
-			}
-			beforeID = newest + 1
+		// The window starts at the newest id below the page's start, so
+		// that an AfterID far above every id, or a gap of pruned ids, is
+		// not a run of empty pages.
+		newest, found, err := q.st.idBelow(ctx, beforeID)
+		if err != nil || !found {
+			return ListPage{Jobs: []*JobRow{}}, err
 		}
+		beforeID = newest + 1
 		floorID = max(beforeID-window, 0)
 		p.Jobs, err = q.st.listWindow(ctx, f, floorID, beforeID, limit+1)
 	}
