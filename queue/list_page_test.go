@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -155,6 +156,29 @@ func TestListPageInvalid(t *testing.T) {
 					t.Fatalf("ListPage(%+v, %d) = %v, %v; want ErrInvalidFilter", c.f, c.window, p, err)
 				}
 			})
+		}
+	})
+}
+
+// TestListPageWindowReadFails: a window's read that fails fails ListPage.
+// The page's context ends as the window's statement is about to be sent
+// (after the read of the newest id below the page's start went through);
+// ListPage returned an empty page and no error, the read's error lost to
+// a shadowed variable.
+func TestListPageWindowReadFails(t *testing.T) {
+	forEachEngine(t, func(t *testing.T, kind engine.Kind) {
+		env := coreEnv(t, kind)
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		q := env.queue(t, nil, withStatementHook(func(query string, _ sqlRunner) {
+			if strings.Contains(query, "-- name: ListJobsWindow ") {
+				cancel()
+			}
+		}))
+		mustEnqueue(t, q, RawArgs{Name: "rare", Payload: json.RawMessage(`{}`)})
+		p, err := q.ListPage(ctx, ListFilter{Name: "rare"}, 5)
+		if !errors.Is(err, context.Canceled) {
+			t.Fatalf("ListPage with the window's read cut off = %+v, %v; want an error wrapping context.Canceled", p, err)
 		}
 	})
 }

@@ -157,7 +157,9 @@ func (q *Queue) listPage(ctx context.Context, f ListFilter, beforeID int64, limi
 		// The window starts at the newest id below the page's start, so
 		// that an AfterID far above every id, or a gap of pruned ids, is
 		// not a run of empty pages.
-		newest, found, err := q.st.idBelow(ctx, beforeID)
+		var newest int64
+		var found bool
+		newest, found, err = q.st.idBelow(ctx, beforeID)
 		if err != nil || !found {
 			return ListPage{Jobs: []*JobRow{}}, err
 		}
