@@ -70,7 +70,3 @@ func (q *Queue) prepareJob(args JobArgs, typ string, at time.Time, expires *time
 		scheduledAt: at, expiresAt: expires,
 	}, nil
 }
-
-// hasNULEscape reports whether the JSON text holds the escape \u0000 (an
-// escaped backslash followed by "u0000" is not one): jobtext.HasNULEscape.
-func hasNULEscape(js []byte) bool { return jobtext.HasNULEscape(js) }

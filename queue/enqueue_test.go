@@ -177,25 +177,6 @@ func isOptionError(name string) bool {
 	return false
 }
 
-func TestHasNULEscape(t *testing.T) {
-	cases := map[string]bool{
-		`{"a":"\u0000"}`:   true,
-		`{"a":"x\u0000y"}`: true,
-		`{"a":"\\u0000"}`:  false,
-		`{"a":"\\\u0000"}`: true,
-		`{"a":"\u00001"}`:  true,
-		`{"a":"\u0001"}`:   false,
-		`{"\u0000":1}`:     true,
-		`{"a":"u0000"}`:    false,
-		`"\\"`:             false,
-	}
-	for in, want := range cases {
-		if got := hasNULEscape([]byte(in)); got != want {
-			t.Errorf("hasNULEscape(%s) = %v, want %v", in, got, want)
-		}
-	}
-}
-
 func TestEnqueueTx(t *testing.T) {
 	forEachEngine(t, func(t *testing.T, kind engine.Kind) {
 		ctx := context.Background()

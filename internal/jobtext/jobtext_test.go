@@ -32,3 +32,22 @@ func TestProblem(t *testing.T) {
 		})
 	}
 }
+
+func TestHasNULEscape(t *testing.T) {
+	cases := map[string]bool{
+		`{"a":"\u0000"}`:   true,
+		`{"a":"x\u0000y"}`: true,
+		`{"a":"\\u0000"}`:  false,
+		`{"a":"\\\u0000"}`: true,
+		`{"a":"\u00001"}`:  true,
+		`{"a":"\u0001"}`:   false,
+		`{"\u0000":1}`:     true,
+		`{"a":"u0000"}`:    false,
+		`"\\"`:             false,
+	}
+	for in, want := range cases {
+		if got := HasNULEscape([]byte(in)); got != want {
+			t.Errorf("HasNULEscape(%s) = %v, want %v", in, got, want)
+		}
+	}
+}
