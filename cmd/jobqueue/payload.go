@@ -101,7 +101,7 @@ var errTooLarge = fmt.Errorf("larger than %d bytes", queue.MaxPayloadSize)
 // tooLarge is the usage error for the payload arg gives, read from from,
 // that is larger than queue.MaxPayloadSize.
 func tooLarge(arg, from string) error {
-	return usagef("--payload %s: %s is larger than %d bytes (15 MiB), the largest payload every engine stores; keep large data elsewhere (a file store, another table) and put its address in the payload", tableCell(arg), from, queue.MaxPayloadSize)
+	return usagef("--payload %s: %s is larger than %d bytes (%d MiB), the largest payload every engine stores; keep large data elsewhere (a file store, another table) and put its address in the payload", tableCell(arg), from, queue.MaxPayloadSize, queue.MaxPayloadSize>>20)
 }
 
 // readAll reads r to its end, at most queue.MaxPayloadSize bytes (a longer
